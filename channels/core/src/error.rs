@@ -1,0 +1,107 @@
+//! One error type for every adapter, with a kind that tells the daemon what to do about it.
+
+use std::time::Duration;
+
+/// What went wrong, in the terms the supervisor and the outbox act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The channel's configuration is unusable (missing token, bad URL). Not retried.
+    Config,
+    /// The platform refused our credentials. Not retried.
+    Auth,
+    /// The platform asked us to slow down; retry after the given time.
+    RateLimited { retry_after: Duration },
+    /// Network trouble or a platform 5xx; retried with backoff.
+    Transient,
+    /// The platform refused this one message for good (bot blocked, chat gone, bad request).
+    Rejected,
+    /// The platform sent something we could not understand.
+    Protocol,
+}
+
+/// An adapter error: a kind, a message (never containing secrets) and an optional cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ChannelError {
+    pub kind: ErrorKind,
+    pub message: String,
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ChannelError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+
+    pub fn auth(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Auth, message)
+    }
+
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Transient, message)
+    }
+
+    pub fn rejected(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Rejected, message)
+    }
+
+    pub fn protocol(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Protocol, message)
+    }
+
+    pub fn rate_limited(retry_after: Duration) -> Self {
+        Self::new(
+            ErrorKind::RateLimited { retry_after },
+            format!("rate limited, retry after {}s", retry_after.as_secs_f32()),
+        )
+    }
+
+    /// Whether the same request may succeed if tried again later.
+    pub fn is_temporary(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::RateLimited { .. } | ErrorKind::Transient
+        )
+    }
+
+    /// How long the platform asked us to wait, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.kind {
+            ErrorKind::RateLimited { retry_after } => Some(retry_after),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_rate_limits_and_transient_errors_are_temporary() {
+        assert!(ChannelError::transient("x").is_temporary());
+        assert!(ChannelError::rate_limited(Duration::from_secs(3)).is_temporary());
+        assert!(!ChannelError::auth("x").is_temporary());
+        assert!(!ChannelError::config("x").is_temporary());
+        assert!(!ChannelError::rejected("x").is_temporary());
+        assert!(!ChannelError::protocol("x").is_temporary());
+        assert_eq!(
+            ChannelError::rate_limited(Duration::from_secs(3)).retry_after(),
+            Some(Duration::from_secs(3))
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! An in-memory channel for tests (filled in by the channel-core work).

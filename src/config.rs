@@ -1,0 +1,253 @@
+//! The configuration file: one TOML file whose every key can be overridden from the
+//! environment as `HEARTH_SECTION__KEY`, with secrets given by name (`*_env`) and read from the
+//! environment or `$CREDENTIALS_DIRECTORY`.
+//!
+//! The types here are the user's contract (DESIGN.md §7): keys may be added, never renamed.
+//! Unknown keys are rejected so a typo is an error, not a silently ignored setting.
+
+mod load;
+mod secret;
+mod validate;
+
+// pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
+pub use secret::Secret;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+    #[serde(default)]
+    pub router: RouterConfig,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+    #[serde(default)]
+    pub channels: ChannelsConfig,
+    #[serde(default)]
+    pub schedules: Vec<ScheduleConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Database and channel state live here.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; default `sqlite://<data_dir>/hearth.db`.
+    pub database_url: Option<String>,
+    /// IANA timezone name for schedules and the time context of prompts.
+    pub timezone: String,
+    /// Address of `/healthz` and `/metrics`; empty string disables the HTTP server.
+    pub http_listen: String,
+    /// The owner's identity, `channel:user_id`; the owner may decide any confirmation and pair users.
+    pub owner: Option<String>,
+    /// How many conversations may run turns at the same time.
+    pub max_concurrent_conversations: usize,
+    /// Seconds SIGTERM waits for running turns before suspending them.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            timezone: "UTC".into(),
+            http_listen: "127.0.0.1:8787".into(),
+            owner: None,
+            max_concurrent_conversations: 16,
+            shutdown_grace_secs: 20,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// The database URL, defaulting to a SQLite file inside `data_dir`.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("hearth.db").display()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible chat completions API (OpenAI, Ollama, llama.cpp, vLLM, OpenRouter …).
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// e.g. `http://127.0.0.1:11434/v1`, `https://api.openai.com/v1`, `https://api.anthropic.com`.
+    pub base_url: String,
+    /// Name of the environment variable (or credential file) holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    pub model: String,
+    /// Seconds for one whole request, streaming included.
+    #[serde(default = "default_provider_timeout")]
+    pub timeout_secs: u64,
+    /// Retries of temporary failures before giving up on this provider.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Providers (by name) to try, in order, when this one fails with a timeout, 429 or 5xx.
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
+    /// Upper bound on reply tokens (Anthropic requires one).
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Whether the model accepts images in user messages.
+    #[serde(default)]
+    pub vision: bool,
+}
+
+fn default_provider_timeout() -> u64 {
+    120
+}
+fn default_max_retries() -> u32 {
+    2
+}
+fn default_max_tokens() -> u32 {
+    4096
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterConfig {
+    pub default_agent: String,
+    /// The agents file; when it does not exist the agents shipped in the binary are used.
+    pub agents_file: PathBuf,
+    /// Minutes a conversation keeps its agent without a new keyword match.
+    pub sticky_minutes: u64,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            default_agent: "general".into(),
+            agents_file: PathBuf::from("./data/agents.toml"),
+            sticky_minutes: 30,
+        }
+    }
+}
+
+/// Limits of the agent runtime shared by all agents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// The composed system prompt is cut to this many characters (never the base prompt).
+    pub max_prompt_chars: usize,
+    /// Token budget of the conversation history sent to the model (estimated at 4 chars/token).
+    pub history_tokens: usize,
+    /// Seconds one tool call may run.
+    pub tool_timeout_secs: u64,
+    /// Stream replies and show them while they are generated, where the channel can.
+    pub stream: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_prompt_chars: 24_000,
+            history_tokens: 8_000,
+            tool_timeout_secs: 30,
+            stream: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsConfig {
+    pub telegram: Option<TelegramConfig>,
+    pub discord: Option<DiscordConfig>,
+    pub matrix: Option<MatrixConfig>,
+    pub email: Option<EmailConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    pub token_env: String,
+    #[serde(default = "default_telegram_api")]
+    pub api_url: String,
+    #[serde(default)]
+    pub allowed_users: Vec<i64>,
+}
+
+fn default_telegram_api() -> String {
+    "https://api.telegram.org".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    pub token_env: String,
+    #[serde(default = "default_discord_api")]
+    pub api_url: String,
+    #[serde(default)]
+    pub allowed_users: Vec<u64>,
+}
+
+fn default_discord_api() -> String {
+    "https://discord.com".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixConfig {
+    pub homeserver: String,
+    pub user: String,
+    pub password_env: String,
+    #[serde(default)]
+    pub allowed_users: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    pub imap_url: String,
+    pub smtp_url: String,
+    pub username: String,
+    pub password_env: String,
+    #[serde(default)]
+    pub allowed_senders: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnConfirmation {
+    #[default]
+    Deny,
+    Ask,
+    Allow,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    pub name: String,
+    /// Cron with a seconds field first: `0 30 7 * * Mon-Fri`.
+    pub cron: String,
+    /// Defaults to `daemon.timezone`.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    pub agent: String,
+    pub prompt: String,
+    /// `channel:chat_id`, e.g. `telegram:123456789`.
+    pub target: String,
+    #[serde(default)]
+    pub on_confirmation: OnConfirmation,
+}

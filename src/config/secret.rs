@@ -1,0 +1,100 @@
+//! Secrets named in the config by `*_env` keys, read from the environment or from systemd's
+//! `$CREDENTIALS_DIRECTORY`, and never printed.
+
+use std::path::Path;
+
+/// A secret value. Its `Debug` and `Display` are redacted so it cannot leak into logs or errors.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that sends it (an HTTP header, a login).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Reads the secret named `name`: the environment variable `name`, else the file
+    /// `$CREDENTIALS_DIRECTORY/name` (systemd `LoadCredential=name:/path`), trailing newline removed.
+    pub fn resolve(name: &str) -> Result<Self, String> {
+        Self::resolve_with(name, |key| std::env::var(key).ok())
+    }
+
+    /// [`Secret::resolve`] with the environment given as a lookup function, for tests and for
+    /// validating a config against an environment that is not the process's own.
+    pub fn resolve_with(name: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        if let Some(value) = env(name).filter(|v| !v.is_empty()) {
+            return Ok(Self(value));
+        }
+        if let Some(dir) = env("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty()) {
+            let path = Path::new(&dir).join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(content) => {
+                    let value = content.trim_end_matches(['\n', '\r']).to_string();
+                    if !value.is_empty() {
+                        return Ok(Self(value));
+                    }
+                    return Err(format!("credential file {} is empty", path.display()));
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => {
+                    return Err(format!(
+                        "cannot read credential file {}: {err}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Err(format!(
+            "environment variable {name} is not set (nor is a credential file {name} in $CREDENTIALS_DIRECTORY)"
+        ))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_display_are_redacted() {
+        let secret = Secret::new("sk-very-secret");
+        assert!(!format!("{secret:?}").contains("very"));
+        assert!(!format!("{secret}").contains("very"));
+    }
+
+    #[test]
+    fn resolves_from_env_then_credentials_directory() {
+        let dir = std::env::temp_dir().join(format!("hearth-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(dir.join("TOKEN"), "from-file\n").expect("write credential");
+        let dir_str = dir.display().to_string();
+
+        let from_env =
+            Secret::resolve_with("TOKEN", |k| (k == "TOKEN").then(|| "from-env".to_string()));
+        assert_eq!(from_env.expect("env").expose(), "from-env");
+
+        let from_file = Secret::resolve_with("TOKEN", |k| {
+            (k == "CREDENTIALS_DIRECTORY").then(|| dir_str.clone())
+        });
+        assert_eq!(from_file.expect("file").expose(), "from-file");
+
+        let missing = Secret::resolve_with("NOPE", |_| None).expect_err("missing");
+        assert!(missing.contains("NOPE"));
+        let _ = std::fs::remove_dir_all(&dir); // best effort cleanup of a temp dir
+    }
+}
