@@ -1,1 +1,779 @@
+//! Which agent answers a message (DESIGN.md §4): chat commands, keyword triggers, stickiness.
+//!
+//! Pure decision logic without I/O. The dispatcher checks the sender, then calls
+//! [`parse_command`] (commands and a leading `@id`), and only for ordinary text
+//! [`Router::route`]. A [`Router`] is built once per [`AgentSet`] and reused for every message.
+//!
+//! Keyword matching rules, chosen so users can predict them:
+//! - case-insensitive via `str::to_lowercase` (Unicode, locale-independent: "ÄRGER" matches
+//!   "ärger", "GROẞE" matches "große", but "strasse" does not match "straße");
+//! - typographic apostrophes (’) count as `'`, because phones insert them ("what’s on");
+//! - whole words only: the characters just before and after a match must not be alphanumeric
+//!   (`char::is_alphanumeric`), so "paid" does not match "unpaid";
+//! - the words of a phrase match across any run of whitespace, line breaks included;
+//! - each keyword counts once per agent however often it appears: the most distinct hits wins.
 
+use std::fmt::Write as _;
+
+use crate::agent::{AgentDef, AgentSet};
+
+/// A chat command (DESIGN.md §4, step 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `/help` (also Telegram's `/start`).
+    Help,
+    /// `/agents`: list the agents.
+    Agents,
+    /// `/agent` shows the current agent; `/agent ID` switches. The id is lowercased but not
+    /// checked: the caller answers an unknown one.
+    Agent(Option<String>),
+    /// `/reset`.
+    Reset,
+    /// `/new`.
+    New,
+    /// `/whoami`.
+    Whoami,
+    /// `/cancel`: stop the running turn.
+    Cancel,
+    /// Any other `/name`, without slash and bot suffix, so the caller can suggest `/help`.
+    Unknown(String),
+}
+
+/// What [`parse_command`] found at the start of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A slash command.
+    Command(Command),
+    /// `@id rest`: a known agent addressed directly; `text` (possibly empty) is to be answered
+    /// by that agent.
+    Mention { agent: String, text: String },
+}
+
+/// Recognises a chat command or a leading `@id` of a known agent.
+///
+/// Returns `None` for ordinary text, which then goes to [`Router::route`]: that includes
+/// `@someone` who is not an agent and slash words that cannot be commands ("/etc/hosts").
+/// A Telegram-style `/cmd@BotName` suffix is accepted and ignored.
+pub fn parse_command(text: &str, agents: &AgentSet) -> Option<Parsed> {
+    let text = text.trim_start();
+    if let Some(body) = text.strip_prefix('/') {
+        let (token, rest) = split_first_word(body);
+        let name = token.split_once('@').map_or(token, |(name, _bot)| name);
+        // Telegram's command syntax; anything else is text that happens to start with '/'.
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        let name = name.to_ascii_lowercase();
+        let command = match name.as_str() {
+            "help" | "start" => Command::Help,
+            "agents" => Command::Agents,
+            "agent" => {
+                let (arg, _) = split_first_word(rest.trim_start());
+                let arg = arg.trim_start_matches('@');
+                Command::Agent((!arg.is_empty()).then(|| arg.to_lowercase()))
+            }
+            "reset" => Command::Reset,
+            "new" => Command::New,
+            "whoami" => Command::Whoami,
+            "cancel" => Command::Cancel,
+            _ => Command::Unknown(name),
+        };
+        return Some(Parsed::Command(command));
+    }
+    if let Some(body) = text.strip_prefix('@') {
+        let (token, rest) = split_first_word(body);
+        // "@finance: how much …" and "@finance, …" read naturally in chat.
+        let id = token.trim_end_matches([':', ',']).to_lowercase();
+        let agent = agents.get(&id)?;
+        return Some(Parsed::Mention {
+            agent: agent.id.clone(),
+            text: rest.trim().to_owned(),
+        });
+    }
+    None
+}
+
+/// The first whitespace-separated word and the rest after it.
+fn split_first_word(text: &str) -> (&str, &str) {
+    text.split_once(char::is_whitespace).unwrap_or((text, ""))
+}
+
+/// What the router needs to know about one message and its conversation.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteInput<'a> {
+    /// The message text (after command handling).
+    pub text: &'a str,
+    /// The conversation's agent, if it has one.
+    pub current_agent: Option<&'a str>,
+    /// Whether the current agent is still within its sticky window (`sticky_minutes`).
+    pub sticky: bool,
+    /// `[router] default_agent`.
+    pub default_agent: &'a str,
+}
+
+/// Why an agent was chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// It had the most distinct keyword hits (these, as written in the agents file).
+    Keywords { hits: Vec<String> },
+    /// No keyword matched and the conversation keeps its current agent.
+    Sticky,
+    /// No keyword matched and there was no current agent within its sticky window.
+    Default,
+}
+
+/// One agent's keyword hits for a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentScore {
+    /// The agent's id.
+    pub agent: String,
+    /// Keywords that matched, as written in the agents file, in file order.
+    pub hits: Vec<String>,
+}
+
+/// The router's answer for one message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The chosen agent's id.
+    pub agent: String,
+    /// Why it was chosen.
+    pub reason: Reason,
+    /// The agent differs from the conversation's current agent (true when there was none),
+    /// so the reply should say who answers ([`switched_note`]).
+    pub changed: bool,
+    /// Every agent's hits, in file order.
+    pub scores: Vec<AgentScore>,
+}
+
+/// Keyword triggers of an [`AgentSet`], prepared once and used for every message.
+#[derive(Clone, Debug)]
+pub struct Router {
+    agents: Vec<CompiledAgent>,
+}
+
+#[derive(Clone, Debug)]
+struct CompiledAgent {
+    id: String,
+    keywords: Vec<CompiledKeyword>,
+}
+
+#[derive(Clone, Debug)]
+struct CompiledKeyword {
+    /// As written in the agents file (trimmed), for hits and `hearth route`.
+    written: String,
+    /// Normalised words; a phrase has several.
+    words: Vec<String>,
+}
+
+impl Router {
+    /// Prepares the keywords of every agent, in file order.
+    pub fn new(agents: &AgentSet) -> Router {
+        let agents = agents
+            .iter()
+            .map(|agent| {
+                let mut keywords: Vec<CompiledKeyword> = Vec::new();
+                for keyword in &agent.triggers.keywords {
+                    let words: Vec<String> = normalize(keyword)
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect();
+                    // Validation rejects empty keywords and duplicates; "what's" and "what’s"
+                    // normalise alike, so drop such twins here to keep hits distinct.
+                    if words.is_empty() || keywords.iter().any(|k| k.words == words) {
+                        continue;
+                    }
+                    keywords.push(CompiledKeyword {
+                        written: keyword.trim().to_owned(),
+                        words,
+                    });
+                }
+                CompiledAgent {
+                    id: agent.id.clone(),
+                    keywords,
+                }
+            })
+            .collect();
+        Router { agents }
+    }
+
+    /// Every agent's keyword hits for `text`, in file order.
+    pub fn scores(&self, text: &str) -> Vec<AgentScore> {
+        let text = normalize(text);
+        self.agents
+            .iter()
+            .map(|agent| AgentScore {
+                agent: agent.id.clone(),
+                hits: agent
+                    .keywords
+                    .iter()
+                    .filter(|k| k.matches(&text))
+                    .map(|k| k.written.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Decides which agent answers: the most distinct keyword hits; a tie goes to the current
+    /// agent if it is among the tied, then to file order; without hits, the current agent if
+    /// sticky, else the default agent.
+    ///
+    /// An unknown current agent (removed from the file since) is ignored. An unknown default
+    /// agent (a config `hearth check` would reject) falls back to the first agent.
+    pub fn route(&self, input: RouteInput<'_>) -> Decision {
+        let scores = self.scores(input.text);
+        let known = |id: &str| self.agents.iter().any(|a| a.id == id);
+        let current = input.current_agent.filter(|id| known(id));
+        let top = scores.iter().map(|s| s.hits.len()).max().unwrap_or(0);
+
+        let (agent, reason) = if top > 0 {
+            let tied = |s: &&AgentScore| s.hits.len() == top;
+            let winner = scores
+                .iter()
+                .filter(tied)
+                .find(|s| Some(s.agent.as_str()) == current)
+                .or_else(|| scores.iter().find(tied))
+                .expect("some agent has the top score");
+            let hits = winner.hits.clone();
+            (winner.agent.clone(), Reason::Keywords { hits })
+        } else if let Some(current) = current.filter(|_| input.sticky) {
+            (current.to_owned(), Reason::Sticky)
+        } else if known(input.default_agent) {
+            (input.default_agent.to_owned(), Reason::Default)
+        } else {
+            let first = self.agents.first().map_or(input.default_agent, |a| &a.id);
+            (first.to_owned(), Reason::Default)
+        };
+
+        Decision {
+            changed: input.current_agent != Some(agent.as_str()),
+            agent,
+            reason,
+            scores,
+        }
+    }
+}
+
+impl CompiledKeyword {
+    /// Whether the keyword occurs in `text` (already normalised) on word boundaries.
+    /// Allocation-free: it runs for every keyword of every message.
+    fn matches(&self, text: &str) -> bool {
+        let Some((first, rest)) = self.words.split_first() else {
+            return false;
+        };
+        let mut from = 0;
+        while let Some(found) = text[from..].find(first.as_str()) {
+            let start = from + found;
+            if is_boundary(text[..start].chars().next_back())
+                && let Some(end) = match_rest(text, start + first.len(), rest)
+                && is_boundary(text[end..].chars().next())
+            {
+                return true;
+            }
+            // Step one character, not one match: candidates may overlap.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+        }
+        false
+    }
+}
+
+/// Matches the remaining words of a phrase at `pos`, each after at least one whitespace
+/// character; returns the end of the match.
+fn match_rest(text: &str, mut pos: usize, words: &[String]) -> Option<usize> {
+    for word in words {
+        let after = &text[pos..];
+        let next = after.trim_start();
+        if next.len() == after.len() || !next.starts_with(word.as_str()) {
+            return None;
+        }
+        pos = text.len() - next.len() + word.len();
+    }
+    Some(pos)
+}
+
+/// A keyword may begin or end next to this character (None: start or end of text).
+fn is_boundary(c: Option<char>) -> bool {
+    c.is_none_or(|c| !c.is_alphanumeric())
+}
+
+/// The form in which texts and keywords are compared: lowercase, straight apostrophes.
+fn normalize(text: &str) -> String {
+    const APOSTROPHES: [char; 2] = ['\u{2019}', '\u{02BC}'];
+    let lower = text.to_lowercase();
+    if lower.contains(APOSTROPHES) {
+        lower.replace(APOSTROPHES, "'")
+    } else {
+        lower
+    }
+}
+
+/// "💰 Finance": shown before a reply when the agent changes.
+pub fn switched_note(agent: &AgentDef) -> String {
+    if agent.emoji.is_empty() {
+        agent.name.clone()
+    } else {
+        format!("{} {}", agent.emoji, agent.name)
+    }
+}
+
+/// What `hearth route "<text>"` prints: the choice and its reason, then every agent's score.
+pub fn explain(decision: &Decision, agents: &AgentSet) -> String {
+    let label = match agents.get(&decision.agent) {
+        Some(agent) => format!("{} ({})", switched_note(agent), agent.id),
+        None => decision.agent.clone(),
+    };
+    let reason = match &decision.reason {
+        Reason::Keywords { hits } => {
+            let tied: Vec<&str> = decision
+                .scores
+                .iter()
+                .filter(|s| s.hits.len() == hits.len() && s.agent != decision.agent)
+                .map(|s| s.agent.as_str())
+                .collect();
+            let mut reason = format!(
+                "{} keyword{}: {}",
+                hits.len(),
+                if hits.len() == 1 { "" } else { "s" },
+                hits.join(", ")
+            );
+            if !tied.is_empty() {
+                let rule = if decision.changed {
+                    "first in file order"
+                } else {
+                    "the current agent"
+                };
+                let _ = write!(reason, " (tied with {}; {rule} wins)", tied.join(", "));
+            }
+            reason
+        }
+        Reason::Sticky => "no keyword matched; the conversation keeps its agent".to_owned(),
+        Reason::Default => "no keyword matched; the default agent".to_owned(),
+    };
+
+    let width = decision
+        .scores
+        .iter()
+        .map(|s| s.agent.chars().count())
+        .chain(["agent".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = format!("→ {label}: {reason}\n\n");
+    let _ = writeln!(out, "  {:<width$}  hits  keywords", "agent");
+    for score in &decision.scores {
+        let mark = if score.agent == decision.agent { '*' } else { ' ' };
+        let line = format!(
+            "{mark} {:<width$}  {:>4}  {}",
+            score.agent,
+            score.hits.len(),
+            score.hits.join(", ")
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `/help`: the commands and the agents, short enough for a phone screen.
+pub fn help_text(agents: &AgentSet) -> String {
+    let mut out = String::from(
+        "Commands:\n\
+         /agents – list the agents\n\
+         /agent – show the current agent\n\
+         /agent ID – switch to an agent (or start a message with @ID)\n\
+         /new – start a new conversation\n\
+         /reset – clear this conversation and go back to the default agent\n\
+         /cancel – stop the answer in progress\n\
+         /whoami – show who I think you are\n\
+         /help – this help\n\nAgents: ",
+    );
+    let list: Vec<String> = agents
+        .iter()
+        .map(|a| {
+            if a.emoji.is_empty() {
+                a.id.clone()
+            } else {
+                format!("{} {}", a.emoji, a.id)
+            }
+        })
+        .collect();
+    out.push_str(&list.join(", "));
+    out.push_str(
+        "\nEach message goes to the agent whose keywords it mentions; \
+         otherwise the conversation keeps its agent.",
+    );
+    out
+}
+
+/// `/agents`: every agent with its description, the current one marked.
+pub fn agents_text(agents: &AgentSet, current: Option<&str>) -> String {
+    let mut out = String::from("Agents:\n");
+    for agent in agents {
+        out.push_str(&switched_note(agent));
+        let _ = write!(out, " (@{})", agent.id);
+        if !agent.description.is_empty() {
+            let _ = write!(out, " – {}", agent.description);
+        }
+        if current == Some(agent.id.as_str()) {
+            out.push_str(" ← current");
+        }
+        out.push('\n');
+    }
+    out.push_str("Switch with /agent ID, or start a message with @ID.");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent set with these (id, keywords), in order.
+    fn set(agents: &[(&str, &[&str])]) -> AgentSet {
+        let mut text = String::new();
+        for (id, keywords) in agents {
+            let keywords: Vec<String> = keywords.iter().map(|k| format!("{k:?}")).collect();
+            text.push_str(&format!(
+                "[[agent]]\nid = \"{id}\"\nname = \"{id}\"\nsystem_prompt = \"x\"\n\
+                 [agent.triggers]\nkeywords = [{}]\n\n",
+                keywords.join(", ")
+            ));
+        }
+        AgentSet::parse(&text, "test").expect("test agents are valid")
+    }
+
+    fn input(text: &str) -> RouteInput<'_> {
+        RouteInput {
+            text,
+            current_agent: None,
+            sticky: false,
+            default_agent: "general",
+        }
+    }
+
+    /// Whether `keyword` (of a one-agent set) matches `text`.
+    fn hits(keyword: &str, text: &str) -> bool {
+        let agents = set(&[("a", &[keyword])]);
+        !Router::new(&agents).scores(text)[0].hits.is_empty()
+    }
+
+    fn shipped() -> (AgentSet, Router) {
+        let agents = AgentSet::shipped().expect("shipped agents are valid");
+        let router = Router::new(&agents);
+        (agents, router)
+    }
+
+    #[test]
+    fn keywords_match_whole_words_only() {
+        assert!(hits("paid", "paid"));
+        assert!(hits("paid", "I paid 20 euros."));
+        assert!(hits("paid", "(paid)"));
+        assert!(hits("paid", "already paid!"));
+        assert!(hits("paid", "paid-up"));
+        assert!(!hits("paid", "the invoice is unpaid"));
+        assert!(!hits("paid", "prepaid card"));
+        assert!(!hits("paid", "paid2"));
+        assert!(!hits("spent", "a misspent youth"));
+        assert!(!hits("spent", "spentacular"));
+        assert!(!hits("note", "notebook"));
+        // Non-ASCII letters are word characters too.
+        assert!(!hits("paid", "äpaid"));
+        assert!(!hits("paid", "paidé"));
+        // A later occurrence counts when the first is inside a word.
+        assert!(hits("paid", "unpaid, now paid"));
+        assert!(hits("to-do", "my to-do list"));
+    }
+
+    #[test]
+    fn matching_ignores_case_across_unicode() {
+        assert!(hits("ärger", "So ein ÄRGER mit dem Vermieter"));
+        assert!(hits("Ärger", "ärger"));
+        assert!(hits("Quittung", "hier die QUITTUNG"));
+        // Capital sharp s lowercases to ß; no folding of ß to "ss" (it is not a case rule).
+        assert!(hits("große", "eine GROẞE Rechnung"));
+        assert!(!hits("straße", "strasse"));
+        // std lowercasing is locale-independent: I -> i, İ -> i̇ (i + combining dot).
+        assert!(hits("istanbul", "ISTANBUL trip"));
+        assert!(hits("İstanbul", "İSTANBUL trip"));
+        assert!(hits("İstanbul", "İstanbul trip"));
+        assert!(!hits("kitap", "kıtap"));
+        // İ grows from 2 to 3 bytes when lowercased; offsets stay consistent.
+        assert!(hits("paid", "İİİ paid İİİ"));
+        assert!(hits("Σ", "σ"));
+        assert!(hits("μέλι", "ΜΈΛΙ"));
+    }
+
+    #[test]
+    fn typographic_apostrophes_match_straight_ones() {
+        assert!(hits("what's on", "What’s on today?"));
+        assert!(hits("what’s on", "what's on today?"));
+        assert!(hits("don't forget", "Don’t forget the milk"));
+    }
+
+    #[test]
+    fn phrases_match_across_any_whitespace() {
+        assert!(hits("write down", "please write down the code"));
+        assert!(hits("write down", "please WRITE\n   down the code"));
+        assert!(hits("write down", "write\t\r\ndown"));
+        assert!(hits("write   down", "write down"));
+        assert!(!hits("write down", "writedown"));
+        assert!(!hits("write down", "write, down"));
+        assert!(!hits("write down", "rewrite down"));
+        assert!(!hits("write down", "write downtown"));
+        assert!(!hits("write down", "write"));
+        assert!(hits("look up", "look look up"));
+    }
+
+    #[test]
+    fn distinct_hits_win_not_repetitions() {
+        let agents = set(&[("general", &[]), ("a", &["paid"]), ("b", &["spent", "euros"])]);
+        let router = Router::new(&agents);
+        let d = router.route(input("paid paid paid, spent 5 euros"));
+        assert_eq!(d.agent, "b");
+        assert_eq!(
+            d.reason,
+            Reason::Keywords {
+                hits: vec!["spent".into(), "euros".into()]
+            }
+        );
+        assert_eq!(d.scores[1].hits, ["paid"]);
+        let all: Vec<&str> = d.scores.iter().map(|s| s.agent.as_str()).collect();
+        assert_eq!(all, ["general", "a", "b"]);
+    }
+
+    #[test]
+    fn ties_go_to_the_current_agent_then_file_order() {
+        let agents = set(&[("general", &[]), ("a", &["x"]), ("b", &["y"]), ("c", &["z", "w"])]);
+        let router = Router::new(&agents);
+        let route = |text, current| {
+            router.route(RouteInput {
+                current_agent: current,
+                ..input(text)
+            })
+        };
+
+        assert_eq!(route("x y", None).agent, "a");
+        let d = route("x y", Some("b"));
+        assert_eq!((d.agent.as_str(), d.changed), ("b", false));
+        // The current agent is not among the tied: file order.
+        let d = route("x y", Some("general"));
+        assert_eq!((d.agent.as_str(), d.changed), ("a", true));
+        // More hits beat the current agent.
+        assert_eq!(route("y z w", Some("b")).agent, "c");
+    }
+
+    #[test]
+    fn without_hits_sticky_keeps_the_agent_otherwise_default() {
+        let agents = set(&[("general", &[]), ("finance", &["paid"])]);
+        let router = Router::new(&agents);
+        let route = |current, sticky, default_agent| {
+            router.route(RouteInput {
+                text: "and what about yesterday?",
+                current_agent: current,
+                sticky,
+                default_agent,
+            })
+        };
+
+        let d = route(Some("finance"), true, "general");
+        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("finance", &Reason::Sticky, false));
+        let d = route(Some("finance"), false, "general");
+        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("general", &Reason::Default, true));
+        let d = route(None, true, "general");
+        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("general", &Reason::Default, true));
+        // An agent removed from the file is not kept.
+        let d = route(Some("gone"), true, "general");
+        assert_eq!((d.agent.as_str(), &d.reason), ("general", &Reason::Default));
+        // The default agent itself, still current: nothing changes.
+        assert!(!route(Some("general"), false, "general").changed);
+        // An unknown default agent falls back to the first agent.
+        assert_eq!(route(None, false, "nobody").agent, "general");
+        // A keyword hit beats stickiness.
+        let d = router.route(RouteInput {
+            text: "I paid",
+            current_agent: Some("general"),
+            sticky: true,
+            default_agent: "general",
+        });
+        assert_eq!((d.agent.as_str(), d.changed), ("finance", true));
+    }
+
+    #[test]
+    fn shipped_agents_route_realistic_messages() {
+        let (_, router) = shipped();
+        let cases = [
+            ("I spent 12 euros on lunch", "finance"),
+            ("Paid the electricity bill, 80 euros", "finance"),
+            ("here's the receipt from the pharmacy", "finance"),
+            ("how much did I spend on groceries this month?", "finance"),
+            ("remind me to call mum tomorrow", "tasks"),
+            ("add a task: renew the car insurance by Friday", "tasks"),
+            ("what's on my todo list?", "tasks"),
+            ("help me plan my week", "tasks"),
+            ("put the dentist appointment in my calendar", "tasks"),
+            ("what's on my agenda today", "briefing"),
+            ("What’s on today?", "briefing"),
+            ("give me a summary of my day", "briefing"),
+            ("what's on my calendar tomorrow?", "briefing"),
+            ("remember that my passport expires in May", "notes"),
+            ("please write down the wifi password for guests", "notes"),
+            ("search my notes for the boiler model", "notes"),
+            ("do you recall the name of that restaurant?", "notes"),
+            ("research the best e-bikes and compare three of them", "research"),
+            ("can you look up the opening hours of the museum", "research"),
+            ("Kindle versus Kobo, pros and cons?", "research"),
+            ("hi, how are you?", "general"),
+            ("translate 'good morning' into Italian", "general"),
+        ];
+        let mut wrong = Vec::new();
+        for (text, want) in cases {
+            let d = router.route(input(text));
+            if d.agent != want {
+                wrong.push(format!("{text:?} -> {} (want {want}): {:?}", d.agent, d.scores));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn shipped_agents_do_not_share_keywords() {
+        let (agents, _) = shipped();
+        let mut seen: Vec<(String, &str)> = Vec::new();
+        for agent in &agents {
+            for k in &agent.triggers.keywords {
+                let norm = normalize(k);
+                if let Some((_, other)) = seen.iter().find(|(n, _)| *n == norm) {
+                    panic!("{k:?} is a keyword of both {other} and {}", agent.id);
+                }
+                seen.push((norm, &agent.id));
+            }
+        }
+    }
+
+    #[test]
+    fn commands_parse() {
+        let (agents, _) = shipped();
+        let cmd = |text: &str| match parse_command(text, &agents) {
+            Some(Parsed::Command(c)) => Some(c),
+            _ => None,
+        };
+        assert_eq!(cmd("/help"), Some(Command::Help));
+        assert_eq!(cmd("/start"), Some(Command::Help));
+        assert_eq!(cmd("  /Help  "), Some(Command::Help));
+        assert_eq!(cmd("/help@HearthBot"), Some(Command::Help));
+        assert_eq!(cmd("/agents"), Some(Command::Agents));
+        assert_eq!(cmd("/agent"), Some(Command::Agent(None)));
+        assert_eq!(cmd("/agent@HearthBot"), Some(Command::Agent(None)));
+        assert_eq!(cmd("/agent finance"), Some(Command::Agent(Some("finance".into()))));
+        assert_eq!(cmd("/agent@HearthBot  Finance"), Some(Command::Agent(Some("finance".into()))));
+        assert_eq!(cmd("/agent @finance"), Some(Command::Agent(Some("finance".into()))));
+        assert_eq!(cmd("/agent\nnobody"), Some(Command::Agent(Some("nobody".into()))));
+        assert_eq!(cmd("/reset"), Some(Command::Reset));
+        assert_eq!(cmd("/new please"), Some(Command::New));
+        assert_eq!(cmd("/whoami"), Some(Command::Whoami));
+        assert_eq!(cmd("/cancel@HearthBot"), Some(Command::Cancel));
+        assert_eq!(cmd("/foo bar"), Some(Command::Unknown("foo".into())));
+        assert_eq!(cmd("/Foo@HearthBot"), Some(Command::Unknown("foo".into())));
+        // Not commands: ordinary text for the router.
+        assert_eq!(parse_command("/", &agents), None);
+        assert_eq!(parse_command("/ help", &agents), None);
+        assert_eq!(parse_command("/etc/hosts is broken", &agents), None);
+        assert_eq!(parse_command("please /help", &agents), None);
+        assert_eq!(parse_command("I paid", &agents), None);
+        assert_eq!(parse_command("", &agents), None);
+    }
+
+    #[test]
+    fn mentions_of_known_agents_parse() {
+        let (agents, _) = shipped();
+        let mention = |agent: &str, text: &str| {
+            Some(Parsed::Mention {
+                agent: agent.into(),
+                text: text.into(),
+            })
+        };
+        assert_eq!(
+            parse_command("@finance how much did I spend?", &agents),
+            mention("finance", "how much did I spend?")
+        );
+        assert_eq!(
+            parse_command("@Finance: lunch 12€", &agents),
+            mention("finance", "lunch 12€")
+        );
+        assert_eq!(parse_command("@tasks,\nbuy milk ", &agents), mention("tasks", "buy milk"));
+        assert_eq!(parse_command("@notes", &agents), mention("notes", ""));
+        assert_eq!(parse_command("@unknown I paid 5 euros", &agents), None);
+        assert_eq!(parse_command("@ finance hi", &agents), None);
+        assert_eq!(parse_command("mail me@finance.example", &agents), None);
+    }
+
+    #[test]
+    fn unknown_mention_is_routed_as_text() {
+        let (agents, router) = shipped();
+        let text = "@bob I paid the rent";
+        assert_eq!(parse_command(text, &agents), None);
+        assert_eq!(router.route(input(text)).agent, "finance");
+    }
+
+    #[test]
+    fn explain_shows_choice_reason_and_every_score() {
+        let (agents, router) = shipped();
+        let d = router.route(input("I spent 12 euros on lunch"));
+        let text = explain(&d, &agents);
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("→ 💰 Finance (finance): 2 keywords: spent, euros")
+        );
+        assert!(text.contains("\n* finance      2  spent, euros\n"), "{text}");
+        assert!(text.contains("\n  general      0\n"), "{text}");
+        assert_eq!(text.lines().count(), 3 + agents.len(), "{text}");
+
+        let d = router.route(input("hello"));
+        assert!(explain(&d, &agents).starts_with("→ 🏠 General (general): no keyword matched; the default agent"));
+
+        let d = router.route(RouteInput {
+            current_agent: Some("research"),
+            ..input("search my notes")
+        });
+        assert!(explain(&d, &agents).contains("(tied with notes; the current agent wins)"));
+        let d = router.route(input("search my notes"));
+        assert!(explain(&d, &agents).contains("(tied with research; first in file order wins)"));
+    }
+
+    #[test]
+    fn chat_texts() {
+        let (agents, _) = shipped();
+        let finance = agents.get("finance").expect("shipped");
+        assert_eq!(switched_note(finance), "💰 Finance");
+
+        let help = help_text(&agents);
+        for needle in ["/help", "/agents", "/agent ID", "@ID", "/reset", "/new", "/whoami", "/cancel"] {
+            assert!(help.contains(needle), "{needle} missing from {help}");
+        }
+        assert!(help.contains("💰 finance"), "{help}");
+
+        let list = agents_text(&agents, Some("finance"));
+        assert!(list.contains("💰 Finance (@finance) – Tracks expenses, receipts and budgets ← current\n"), "{list}");
+        assert_eq!(list.matches("← current").count(), 1);
+        assert!(!agents_text(&agents, None).contains("current"));
+    }
+
+    /// Throughput of `route` on the shipped agents; run with `--ignored --nocapture` in
+    /// release mode. Prints numbers, asserts nothing (timing is a benchmark's job).
+    #[test]
+    #[ignore]
+    fn route_throughput() {
+        let (_, router) = shipped();
+        let texts = [
+            "I spent 12 euros on lunch at the new place near the office",
+            "remind me to call mum tomorrow after work, and don't forget the flowers",
+            "Hi! Could you tell me a bit about the history of the city I am visiting next week?",
+        ];
+        let n = 100_000;
+        let start = std::time::Instant::now();
+        let mut picked = 0;
+        for i in 0..n {
+            picked += router.route(input(texts[i % texts.len()])).scores.len();
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!("{n} routes in {secs:.3}s: {:.0} msgs/s ({picked})", n as f64 / secs);
+    }
+}
