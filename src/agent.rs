@@ -241,8 +241,7 @@ impl AgentSet {
             ));
         }
         for (i, agent) in self.agents.iter().enumerate() {
-            if agent.provider != "default" && !provider_names.iter().any(|p| *p == agent.provider)
-            {
+            if agent.provider != "default" && !provider_names.contains(&agent.provider) {
                 let known = if provider_names.is_empty() {
                     "no providers are configured".to_owned()
                 } else {
@@ -263,7 +262,11 @@ impl AgentSet {
     pub fn validate_tools(&self, groups: &[&str], tools: &[&str]) -> Vec<String> {
         let mut problems = Vec::new();
         for (i, agent) in self.agents.iter().enumerate() {
-            for g in agent.tool_groups.iter().filter(|g| !groups.contains(&g.as_str())) {
+            for g in agent
+                .tool_groups
+                .iter()
+                .filter(|g| !groups.contains(&g.as_str()))
+            {
                 problems.push(format!(
                     "{}: tool_groups: unknown group \"{g}\" (known: {})",
                     self.at(i),
@@ -445,7 +448,9 @@ system_prompt = "You help."
         let set = AgentSet::shipped().expect("shipped agents are valid");
         assert_eq!(
             set.ids(),
-            ["general", "tasks", "notes", "finance", "research", "briefing"]
+            [
+                "general", "tasks", "notes", "finance", "research", "briefing"
+            ]
         );
         assert!(set.validate_against("general", &[]).is_empty());
         let finance = set.get("finance").expect("finance is shipped");
@@ -453,8 +458,16 @@ system_prompt = "You help."
         assert!(finance.triggers.keywords.iter().any(|k| k == "paid"));
         assert_eq!(set.position("finance"), Some(3));
         for agent in &set {
-            assert!(agent.system_prompt.len() > 200, "{} prompt too thin", agent.id);
-            assert!(!agent.system_prompt.contains('\n'), "{} prompt wraps", agent.id);
+            assert!(
+                agent.system_prompt.len() > 200,
+                "{} prompt too thin",
+                agent.id
+            );
+            assert!(
+                !agent.system_prompt.contains('\n'),
+                "{} prompt wraps",
+                agent.id
+            );
         }
     }
 
@@ -477,14 +490,21 @@ system_prompt = "You help."
         let set = AgentSet::shipped().expect("shipped agents are valid");
         assert_eq!(set.validate_tools(&groups, &[]), Vec::<String>::new());
         let fewer = set.validate_tools(&groups[..3], &[]);
-        assert!(fewer.iter().any(|p| p.contains("agent #4 (finance): tool_groups")));
+        assert!(
+            fewer
+                .iter()
+                .any(|p| p.contains("agent #4 (finance): tool_groups"))
+        );
     }
 
     #[test]
     fn defaults_apply() {
         let set = AgentSet::parse(MINIMAL, "t").expect("minimal file is valid");
         let a = set.get("general").expect("defined");
-        assert_eq!((a.provider.as_str(), a.model.as_str()), ("default", "default"));
+        assert_eq!(
+            (a.provider.as_str(), a.model.as_str()),
+            ("default", "default")
+        );
         assert_eq!((a.max_turns, a.max_tool_calls), (25, 200));
         assert_eq!(a.temperature, None);
         assert!(a.tools.is_empty() && a.tool_groups.is_empty() && a.triggers.keywords.is_empty());
@@ -496,7 +516,9 @@ system_prompt = "You help."
         let e = err_text(&text);
         assert!(e.starts_with("agents.toml:6:1: "), "{e}");
         assert!(e.contains("colour"), "{e}");
-        let e = err_text("[[agent]]\nid = \"a\"\nname = \"A\"\nsystem_prompt = \"x\"\n[agent.triggers]\nwords = [\"x\"]\n");
+        let e = err_text(
+            "[[agent]]\nid = \"a\"\nname = \"A\"\nsystem_prompt = \"x\"\n[agent.triggers]\nwords = [\"x\"]\n",
+        );
         assert!(e.contains("words"), "{e}");
     }
 
@@ -547,7 +569,10 @@ provider = ""
         ];
         assert_eq!(lines.len(), expected.len(), "{e}");
         for (line, want) in lines.iter().zip(expected) {
-            assert!(line.starts_with(want), "{line:?} should start with {want:?}");
+            assert!(
+                line.starts_with(want),
+                "{line:?} should start with {want:?}"
+            );
         }
     }
 
@@ -556,7 +581,9 @@ provider = ""
         for good in ["a", "finance", "my-agent_2"] {
             assert!(is_valid_id(good), "{good}");
         }
-        for bad in ["", "2fast", "-x", "_x", "Finance", "fin ance", "fi@n", "ärger"] {
+        for bad in [
+            "", "2fast", "-x", "_x", "Finance", "fin ance", "fi@n", "ärger",
+        ] {
             assert!(!is_valid_id(bad), "{bad}");
         }
     }
@@ -586,7 +613,10 @@ provider = ""
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("default agent \"helper\" is not defined (agents: general)"));
         assert!(problems[1].starts_with("agents.toml: agent #1 (general): provider: unknown"));
-        assert!(set.validate_against("general", &["local".into()]).is_empty());
+        assert!(
+            set.validate_against("general", &["local".into()])
+                .is_empty()
+        );
     }
 
     #[test]
@@ -605,7 +635,10 @@ provider = ""
 
         std::fs::write(&path, "[[agent]]\nid = \"x\"\n").expect("write");
         let e = AgentSet::load(&path).expect_err("invalid file is an error");
-        assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
+        assert!(
+            e.to_string().starts_with(&path.display().to_string()),
+            "{e}"
+        );
 
         // A directory exists but cannot be read as a file: an error, not the fallback.
         assert!(matches!(
@@ -619,7 +652,10 @@ provider = ""
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("sub").join("agents.toml");
         export_shipped(&path, false).expect("fresh export");
-        assert_eq!(std::fs::read_to_string(&path).expect("read"), SHIPPED_AGENTS);
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            SHIPPED_AGENTS
+        );
 
         std::fs::write(&path, "mine").expect("write");
         let e = AgentSet::export_shipped(&path, false).expect_err("exists");
@@ -628,6 +664,9 @@ provider = ""
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "mine");
 
         export_shipped(&path, true).expect("forced export");
-        assert_eq!(std::fs::read_to_string(&path).expect("read"), SHIPPED_AGENTS);
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            SHIPPED_AGENTS
+        );
     }
 }

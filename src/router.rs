@@ -13,8 +13,6 @@
 //! - the words of a phrase match across any run of whitespace, line breaks included;
 //! - each keyword counts once per agent however often it appears: the most distinct hits wins.
 
-use std::fmt::Write as _;
-
 use crate::agent::{AgentDef, AgentSet};
 
 /// A chat command (DESIGN.md §4, step 2).
@@ -341,7 +339,7 @@ pub fn explain(decision: &Decision, agents: &AgentSet) -> String {
                 } else {
                     "the current agent"
                 };
-                let _ = write!(reason, " (tied with {}; {rule} wins)", tied.join(", "));
+                reason.push_str(&format!(" (tied with {}; {rule} wins)", tied.join(", ")));
             }
             reason
         }
@@ -357,9 +355,13 @@ pub fn explain(decision: &Decision, agents: &AgentSet) -> String {
         .max()
         .unwrap_or(0);
     let mut out = format!("→ {label}: {reason}\n\n");
-    let _ = writeln!(out, "  {:<width$}  hits  keywords", "agent");
+    out.push_str(&format!("  {:<width$}  hits  keywords\n", "agent"));
     for score in &decision.scores {
-        let mark = if score.agent == decision.agent { '*' } else { ' ' };
+        let mark = if score.agent == decision.agent {
+            '*'
+        } else {
+            ' '
+        };
         let line = format!(
             "{mark} {:<width$}  {:>4}  {}",
             score.agent,
@@ -408,9 +410,9 @@ pub fn agents_text(agents: &AgentSet, current: Option<&str>) -> String {
     let mut out = String::from("Agents:\n");
     for agent in agents {
         out.push_str(&switched_note(agent));
-        let _ = write!(out, " (@{})", agent.id);
+        out.push_str(&format!(" (@{})", agent.id));
         if !agent.description.is_empty() {
-            let _ = write!(out, " – {}", agent.description);
+            out.push_str(&format!(" – {}", agent.description));
         }
         if current == Some(agent.id.as_str()) {
             out.push_str(" ← current");
@@ -523,7 +525,11 @@ mod tests {
 
     #[test]
     fn distinct_hits_win_not_repetitions() {
-        let agents = set(&[("general", &[]), ("a", &["paid"]), ("b", &["spent", "euros"])]);
+        let agents = set(&[
+            ("general", &[]),
+            ("a", &["paid"]),
+            ("b", &["spent", "euros"]),
+        ]);
         let router = Router::new(&agents);
         let d = router.route(input("paid paid paid, spent 5 euros"));
         assert_eq!(d.agent, "b");
@@ -540,7 +546,12 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_current_agent_then_file_order() {
-        let agents = set(&[("general", &[]), ("a", &["x"]), ("b", &["y"]), ("c", &["z", "w"])]);
+        let agents = set(&[
+            ("general", &[]),
+            ("a", &["x"]),
+            ("b", &["y"]),
+            ("c", &["z", "w"]),
+        ]);
         let router = Router::new(&agents);
         let route = |text, current| {
             router.route(RouteInput {
@@ -573,11 +584,20 @@ mod tests {
         };
 
         let d = route(Some("finance"), true, "general");
-        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("finance", &Reason::Sticky, false));
+        assert_eq!(
+            (d.agent.as_str(), &d.reason, d.changed),
+            ("finance", &Reason::Sticky, false)
+        );
         let d = route(Some("finance"), false, "general");
-        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("general", &Reason::Default, true));
+        assert_eq!(
+            (d.agent.as_str(), &d.reason, d.changed),
+            ("general", &Reason::Default, true)
+        );
         let d = route(None, true, "general");
-        assert_eq!((d.agent.as_str(), &d.reason, d.changed), ("general", &Reason::Default, true));
+        assert_eq!(
+            (d.agent.as_str(), &d.reason, d.changed),
+            ("general", &Reason::Default, true)
+        );
         // An agent removed from the file is not kept.
         let d = route(Some("gone"), true, "general");
         assert_eq!((d.agent.as_str(), &d.reason), ("general", &Reason::Default));
@@ -616,8 +636,14 @@ mod tests {
             ("please write down the wifi password for guests", "notes"),
             ("search my notes for the boiler model", "notes"),
             ("do you recall the name of that restaurant?", "notes"),
-            ("research the best e-bikes and compare three of them", "research"),
-            ("can you look up the opening hours of the museum", "research"),
+            (
+                "research the best e-bikes and compare three of them",
+                "research",
+            ),
+            (
+                "can you look up the opening hours of the museum",
+                "research",
+            ),
             ("Kindle versus Kobo, pros and cons?", "research"),
             ("hi, how are you?", "general"),
             ("translate 'good morning' into Italian", "general"),
@@ -626,7 +652,10 @@ mod tests {
         for (text, want) in cases {
             let d = router.route(input(text));
             if d.agent != want {
-                wrong.push(format!("{text:?} -> {} (want {want}): {:?}", d.agent, d.scores));
+                wrong.push(format!(
+                    "{text:?} -> {} (want {want}): {:?}",
+                    d.agent, d.scores
+                ));
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -661,10 +690,22 @@ mod tests {
         assert_eq!(cmd("/agents"), Some(Command::Agents));
         assert_eq!(cmd("/agent"), Some(Command::Agent(None)));
         assert_eq!(cmd("/agent@HearthBot"), Some(Command::Agent(None)));
-        assert_eq!(cmd("/agent finance"), Some(Command::Agent(Some("finance".into()))));
-        assert_eq!(cmd("/agent@HearthBot  Finance"), Some(Command::Agent(Some("finance".into()))));
-        assert_eq!(cmd("/agent @finance"), Some(Command::Agent(Some("finance".into()))));
-        assert_eq!(cmd("/agent\nnobody"), Some(Command::Agent(Some("nobody".into()))));
+        assert_eq!(
+            cmd("/agent finance"),
+            Some(Command::Agent(Some("finance".into())))
+        );
+        assert_eq!(
+            cmd("/agent@HearthBot  Finance"),
+            Some(Command::Agent(Some("finance".into())))
+        );
+        assert_eq!(
+            cmd("/agent @finance"),
+            Some(Command::Agent(Some("finance".into())))
+        );
+        assert_eq!(
+            cmd("/agent\nnobody"),
+            Some(Command::Agent(Some("nobody".into())))
+        );
         assert_eq!(cmd("/reset"), Some(Command::Reset));
         assert_eq!(cmd("/new please"), Some(Command::New));
         assert_eq!(cmd("/whoami"), Some(Command::Whoami));
@@ -697,7 +738,10 @@ mod tests {
             parse_command("@Finance: lunch 12€", &agents),
             mention("finance", "lunch 12€")
         );
-        assert_eq!(parse_command("@tasks,\nbuy milk ", &agents), mention("tasks", "buy milk"));
+        assert_eq!(
+            parse_command("@tasks,\nbuy milk ", &agents),
+            mention("tasks", "buy milk")
+        );
         assert_eq!(parse_command("@notes", &agents), mention("notes", ""));
         assert_eq!(parse_command("@unknown I paid 5 euros", &agents), None);
         assert_eq!(parse_command("@ finance hi", &agents), None);
@@ -722,12 +766,18 @@ mod tests {
             lines.next(),
             Some("→ 💰 Finance (finance): 2 keywords: spent, euros")
         );
-        assert!(text.contains("\n* finance      2  spent, euros\n"), "{text}");
+        assert!(
+            text.contains("\n* finance      2  spent, euros\n"),
+            "{text}"
+        );
         assert!(text.contains("\n  general      0\n"), "{text}");
         assert_eq!(text.lines().count(), 3 + agents.len(), "{text}");
 
         let d = router.route(input("hello"));
-        assert!(explain(&d, &agents).starts_with("→ 🏠 General (general): no keyword matched; the default agent"));
+        assert!(
+            explain(&d, &agents)
+                .starts_with("→ 🏠 General (general): no keyword matched; the default agent")
+        );
 
         let d = router.route(RouteInput {
             current_agent: Some("research"),
@@ -745,13 +795,27 @@ mod tests {
         assert_eq!(switched_note(finance), "💰 Finance");
 
         let help = help_text(&agents);
-        for needle in ["/help", "/agents", "/agent ID", "@ID", "/reset", "/new", "/whoami", "/cancel"] {
+        for needle in [
+            "/help",
+            "/agents",
+            "/agent ID",
+            "@ID",
+            "/reset",
+            "/new",
+            "/whoami",
+            "/cancel",
+        ] {
             assert!(help.contains(needle), "{needle} missing from {help}");
         }
         assert!(help.contains("💰 finance"), "{help}");
 
         let list = agents_text(&agents, Some("finance"));
-        assert!(list.contains("💰 Finance (@finance) – Tracks expenses, receipts and budgets ← current\n"), "{list}");
+        assert!(
+            list.contains(
+                "💰 Finance (@finance) – Tracks expenses, receipts and budgets ← current\n"
+            ),
+            "{list}"
+        );
         assert_eq!(list.matches("← current").count(), 1);
         assert!(!agents_text(&agents, None).contains("current"));
     }
@@ -774,6 +838,9 @@ mod tests {
             picked += router.route(input(texts[i % texts.len()])).scores.len();
         }
         let secs = start.elapsed().as_secs_f64();
-        println!("{n} routes in {secs:.3}s: {:.0} msgs/s ({picked})", n as f64 / secs);
+        println!(
+            "{n} routes in {secs:.3}s: {:.0} msgs/s ({picked})",
+            n as f64 / secs
+        );
     }
 }
