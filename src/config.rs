@@ -9,7 +9,7 @@ mod load;
 mod secret;
 mod validate;
 
-// pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
+pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
 pub use secret::Secret;
 
 use std::path::PathBuf;

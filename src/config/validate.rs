@@ -1,1 +1,387 @@
+//! Checks of what a well-formed configuration means: timezones exist, URLs parse and use the
+//! documented schemes, names are unique, fallbacks and secrets resolve, cron expressions parse.
+//! Every problem is collected; none stops the others from being found.
 
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use reqwest::Url;
+
+use super::load::Problem;
+use super::{ChannelsConfig, Config, DaemonConfig, ProviderConfig, ScheduleConfig, Secret};
+
+/// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
+const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
+
+/// Channels a schedule can deliver to.
+const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
+
+/// All semantic problems of `config`. `env` is where secrets are looked up;
+/// `unparsed_providers` are names of providers whose section failed to parse, which fallbacks
+/// may still name without a second, misleading error.
+pub(super) fn validate(
+    config: &Config,
+    env: &HashMap<String, String>,
+    unparsed_providers: &[String],
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    daemon(&config.daemon, &mut problems);
+    providers(&config.providers, env, unparsed_providers, &mut problems);
+    if config.router.default_agent.trim().is_empty() {
+        problems.push(Problem::new("router.default_agent", "must not be empty"));
+    }
+    if config.runtime.tool_timeout_secs == 0 {
+        problems.push(Problem::new(
+            "runtime.tool_timeout_secs",
+            "must be greater than 0",
+        ));
+    }
+    channels(&config.channels, env, &mut problems);
+    schedules(&config.schedules, &config.channels, &mut problems);
+    problems
+}
+
+fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
+    if let Err(message) = timezone(&daemon.timezone) {
+        problems.push(Problem::new("daemon.timezone", message));
+    }
+    if let Some(url) = &daemon.database_url {
+        // `sqlite:` also admits sqlx's `sqlite::memory:` and `sqlite:relative.db` forms.
+        let known = ["sqlite:", "postgres://", "postgresql://"];
+        if !known.iter().any(|scheme| url.starts_with(scheme)) {
+            problems.push(Problem::new(
+                "daemon.database_url",
+                format!("`{url}` is not a database URL: expected `sqlite://…` or `postgres://…`"),
+            ));
+        }
+    }
+    if !daemon.http_listen.is_empty() && daemon.http_listen.parse::<SocketAddr>().is_err() {
+        problems.push(Problem::new(
+            "daemon.http_listen",
+            format!(
+                "`{}` is not a socket address: expected an IP and port like `127.0.0.1:8787`, or \"\" to disable the HTTP server",
+                daemon.http_listen
+            ),
+        ));
+    }
+    if let Some(owner) = &daemon.owner {
+        if let Err(message) = identity(owner) {
+            problems.push(Problem::new("daemon.owner", message));
+        }
+    }
+    if daemon.max_concurrent_conversations == 0 {
+        problems.push(Problem::new(
+            "daemon.max_concurrent_conversations",
+            "must be greater than 0, or no conversation could ever run",
+        ));
+    }
+}
+
+fn providers(
+    providers: &[ProviderConfig],
+    env: &HashMap<String, String>,
+    unparsed: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = HashSet::new();
+    for (i, provider) in providers.iter().enumerate() {
+        let key = |field: &str| format!("providers[{i}].{field}");
+        if provider.name.trim().is_empty() {
+            problems.push(Problem::new(key("name"), "must not be empty"));
+        } else if !seen.insert(provider.name.as_str()) {
+            problems.push(Problem::new(
+                key("name"),
+                format!("duplicate provider name `{}`", provider.name),
+            ));
+        }
+        if let Err(message) = url(&provider.base_url, &["http", "https"]) {
+            problems.push(Problem::new(key("base_url"), message));
+        }
+        if provider.model.trim().is_empty() {
+            problems.push(Problem::new(key("model"), "must not be empty"));
+        }
+        if provider.timeout_secs == 0 {
+            problems.push(Problem::new(key("timeout_secs"), "must be greater than 0"));
+        }
+        if provider.max_tokens == 0 {
+            problems.push(Problem::new(key("max_tokens"), "must be greater than 0"));
+        }
+        for fallback in &provider.fallbacks {
+            if *fallback == provider.name {
+                problems.push(Problem::new(
+                    key("fallbacks"),
+                    format!("provider `{fallback}` cannot be its own fallback"),
+                ));
+            } else if !providers.iter().any(|p| p.name == *fallback)
+                && !unparsed.contains(fallback)
+            {
+                problems.push(Problem::new(
+                    key("fallbacks"),
+                    format!("unknown provider `{fallback}`: no [[providers]] has this name"),
+                ));
+            }
+        }
+        if let Some(name) = &provider.api_key_env {
+            secret(&key("api_key_env"), name, env, problems);
+        }
+    }
+}
+
+fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
+    if let Some(telegram) = &channels.telegram {
+        secret(
+            "channels.telegram.token_env",
+            &telegram.token_env,
+            env,
+            problems,
+        );
+        if let Err(message) = url(&telegram.api_url, &["http", "https"]) {
+            problems.push(Problem::new("channels.telegram.api_url", message));
+        }
+    }
+    if let Some(discord) = &channels.discord {
+        secret(
+            "channels.discord.token_env",
+            &discord.token_env,
+            env,
+            problems,
+        );
+        if let Err(message) = url(&discord.api_url, &["http", "https"]) {
+            problems.push(Problem::new("channels.discord.api_url", message));
+        }
+    }
+    if let Some(matrix) = &channels.matrix {
+        if let Err(message) = url(&matrix.homeserver, &["http", "https"]) {
+            problems.push(Problem::new("channels.matrix.homeserver", message));
+        }
+        if let Err(message) = matrix_user(&matrix.user) {
+            problems.push(Problem::new("channels.matrix.user", message));
+        }
+        secret(
+            "channels.matrix.password_env",
+            &matrix.password_env,
+            env,
+            problems,
+        );
+        for (i, user) in matrix.allowed_users.iter().enumerate() {
+            if let Err(message) = matrix_user(user) {
+                problems.push(Problem::new(
+                    format!("channels.matrix.allowed_users[{i}]"),
+                    message,
+                ));
+            }
+        }
+    }
+    if let Some(email) = &channels.email {
+        let imap = ["imap", "imap+starttls", "imaps"];
+        if let Err(message) = url(&email.imap_url, &imap) {
+            problems.push(Problem::new("channels.email.imap_url", message));
+        }
+        let smtp = ["smtp", "smtp+starttls", "smtps"];
+        if let Err(message) = url(&email.smtp_url, &smtp) {
+            problems.push(Problem::new("channels.email.smtp_url", message));
+        }
+        if email.username.trim().is_empty() {
+            problems.push(Problem::new("channels.email.username", "must not be empty"));
+        }
+        secret(
+            "channels.email.password_env",
+            &email.password_env,
+            env,
+            problems,
+        );
+        for (i, sender) in email.allowed_senders.iter().enumerate() {
+            if let Err(message) = email_address(sender) {
+                problems.push(Problem::new(
+                    format!("channels.email.allowed_senders[{i}]"),
+                    message,
+                ));
+            }
+        }
+    }
+}
+
+fn schedules(
+    schedules: &[ScheduleConfig],
+    channels: &ChannelsConfig,
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = HashSet::new();
+    for (i, schedule) in schedules.iter().enumerate() {
+        let key = |field: &str| format!("schedules[{i}].{field}");
+        if schedule.name.trim().is_empty() {
+            problems.push(Problem::new(key("name"), "must not be empty"));
+        } else if !seen.insert(schedule.name.as_str()) {
+            problems.push(Problem::new(
+                key("name"),
+                format!("duplicate schedule name `{}`", schedule.name),
+            ));
+        }
+        if let Err(message) = cron_expression(&schedule.cron) {
+            problems.push(Problem::new(key("cron"), message));
+        }
+        if let Some(tz) = &schedule.timezone {
+            if let Err(message) = timezone(tz) {
+                problems.push(Problem::new(key("timezone"), message));
+            }
+        }
+        if schedule.agent.trim().is_empty() {
+            problems.push(Problem::new(key("agent"), "must not be empty"));
+        }
+        if schedule.prompt.trim().is_empty() {
+            problems.push(Problem::new(key("prompt"), "must not be empty"));
+        }
+        if let Err(message) = target(&schedule.target, channels) {
+            problems.push(Problem::new(key("target"), message));
+        }
+    }
+}
+
+/// Records a problem when the secret named by a `*_env` key cannot be found.
+fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
+    if name.trim().is_empty() {
+        problems.push(Problem::new(
+            key,
+            "must name an environment variable or credential",
+        ));
+        return;
+    }
+    if let Err(message) = Secret::resolve_with(name, |k| env.get(k).cloned()) {
+        problems.push(Problem::new(key, message));
+    }
+}
+
+fn timezone(name: &str) -> Result<(), String> {
+    name.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
+        format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
+    })
+}
+
+/// Checks that `text` is an absolute URL with a host and one of `schemes`.
+fn url(text: &str, schemes: &[&str]) -> Result<(), String> {
+    let expected = schemes
+        .iter()
+        .map(|s| format!("{s}://"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let parsed = Url::parse(text).map_err(|err| {
+        format!("`{text}` is not a valid URL ({err}): expected one starting with {expected}")
+    })?;
+    if !schemes.contains(&parsed.scheme()) {
+        return Err(format!(
+            "`{text}` has the scheme `{}`: expected one of {expected}",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{text}` has no host"));
+    }
+    Ok(())
+}
+
+/// `@localpart:server`.
+fn matrix_user(user: &str) -> Result<(), String> {
+    let valid = user
+        .strip_prefix('@')
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{user}` is not a Matrix user id: expected `@user:server`"
+        ))
+    }
+}
+
+fn email_address(address: &str) -> Result<(), String> {
+    let valid = address
+        .split_once('@')
+        .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{address}` is not an email address: expected `name@domain`"
+        ))
+    }
+}
+
+/// `channel:user` for the owner: the channel must be known and the id look like one of its ids.
+fn identity(text: &str) -> Result<(), String> {
+    let Some((channel, id)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not an identity: expected `channel:user_id`, e.g. `telegram:123456789`"
+        ));
+    };
+    if !IDENTITY_CHANNELS.contains(&channel) {
+        return Err(format!(
+            "unknown channel `{channel}`: expected one of {}",
+            IDENTITY_CHANNELS.join(", ")
+        ));
+    }
+    if id.is_empty() {
+        return Err(format!("`{text}` has no user id after `{channel}:`"));
+    }
+    match channel {
+        "telegram" | "discord" if id.parse::<i64>().is_err() => Err(format!(
+            "`{id}` is not a {channel} user id: expected a number"
+        )),
+        "matrix" => matrix_user(id),
+        "email" => email_address(id),
+        _ => Ok(()),
+    }
+}
+
+/// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
+fn target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
+    let Some((channel, chat)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
+        ));
+    };
+    let configured = match channel {
+        "telegram" => channels.telegram.is_some(),
+        "discord" => channels.discord.is_some(),
+        "matrix" => channels.matrix.is_some(),
+        "email" => channels.email.is_some(),
+        _ => {
+            return Err(format!(
+                "unknown channel `{channel}`: expected one of {}",
+                TARGET_CHANNELS.join(", ")
+            ));
+        }
+    };
+    if chat.is_empty() {
+        return Err(format!("`{text}` has no chat id after `{channel}:`"));
+    }
+    if matches!(channel, "telegram" | "discord") && chat.parse::<i64>().is_err() {
+        return Err(format!(
+            "`{chat}` is not a {channel} chat id: expected a number"
+        ));
+    }
+    if !configured {
+        return Err(format!(
+            "channel `{channel}` is not configured: add a [channels.{channel}] section"
+        ));
+    }
+    Ok(())
+}
+
+/// A cron expression in the `cron` crate's dialect: seconds first, then minute, hour, day of
+/// month, month, day of week and an optional year.
+fn cron_expression(expression: &str) -> Result<(), String> {
+    match cron::Schedule::from_str(expression) {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            // The usual mistake is a five-field crontab line; say how to fix it.
+            let hint = if expression.split_whitespace().count() == 5 {
+                format!(" (the seconds field comes first: try `0 {expression}`)")
+            } else {
+                " (fields: second minute hour day-of-month month day-of-week [year])".to_string()
+            };
+            Err(format!("invalid cron expression `{expression}`: {err}{hint}"))
+        }
+    }
+}
