@@ -286,11 +286,16 @@ fn apply_overrides(
 
     let mut overrides = Vec::new();
     for (segments, var, raw) in vars {
-        match set_path(root, &segments, raw) {
-            Ok(key) => overrides.push(Override {
-                key,
-                var: var.clone(),
-            }),
+        let mut created = Vec::new();
+        match set_path(root, &segments, raw, &mut created) {
+            Ok(key) => {
+                for key in created.into_iter().chain([key]) {
+                    overrides.push(Override {
+                        key,
+                        var: var.clone(),
+                    });
+                }
+            }
             Err(problem) => errors.push(ConfigError::new(
                 format!("environment {var}"),
                 problem.key,
@@ -301,8 +306,14 @@ fn apply_overrides(
     overrides
 }
 
-/// Sets the value at `segments` and returns its dotted key.
-fn set_path(root: &mut Value, segments: &[String], raw: &str) -> Result<String, Problem> {
+/// Sets the value at `segments` and returns its dotted key, recording in `created` the keys of
+/// tables and array elements it had to create (errors about them are the variable's too).
+fn set_path(
+    root: &mut Value,
+    segments: &[String],
+    raw: &str,
+    created: &mut Vec<String>,
+) -> Result<String, Problem> {
     let mut key = String::new();
     let mut node = root;
     for (i, segment) in segments.iter().enumerate() {
@@ -334,6 +345,9 @@ fn set_path(root: &mut Value, segments: &[String], raw: &str) -> Result<String, 
                     table.insert(segment.clone(), value);
                     return Ok(key);
                 }
+                if !table.contains_key(segment) {
+                    created.push(key.clone());
+                }
                 table.entry(segment.clone()).or_insert_with(fresh)
             }
             Value::Array(array) => {
@@ -355,10 +369,12 @@ fn set_path(root: &mut Value, segments: &[String], raw: &str) -> Result<String, 
                 }
                 key.push_str(&format!("[{index}]"));
                 if index == array.len() {
-                    array.push(if last { parse_value(raw, None) } else { fresh() });
                     if last {
+                        array.push(parse_value(raw, None));
                         return Ok(key);
                     }
+                    created.push(key.clone());
+                    array.push(fresh());
                 } else if last {
                     array[index] = parse_value(raw, Some(&array[index]));
                     return Ok(key);
@@ -449,15 +465,15 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Vec<Str
                 }
             }
             "providers" => {
-                config.providers = elements::<ProviderConfig>(value, "providers", problems, |raw| {
-                    if let Some(name) = raw.get("name").and_then(Value::as_str) {
-                        unparsed_providers.push(name.to_string());
-                    }
-                });
+                config.providers =
+                    elements::<ProviderConfig>(value, "providers", problems, |raw| {
+                        if let Some(name) = raw.get("name").and_then(Value::as_str) {
+                            unparsed_providers.push(name.to_string());
+                        }
+                    });
             }
             "schedules" => {
-                config.schedules =
-                    elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
+                config.schedules = elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
             }
             "channels" => {
                 let Value::Table(channels) = value else {
@@ -639,5 +655,483 @@ fn describe_found(found: &str) -> String {
         kind.to_string()
     } else {
         format!("{kind} {literal}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment holding exactly these variables.
+    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The errors of loading `text`, as (source, key, message).
+    fn errors(text: &str, vars: &[(&str, &str)]) -> Vec<(String, String, String)> {
+        match load_from_str(text, "hearth.toml", &env(vars)) {
+            Ok(config) => panic!("expected errors, got {config:?}"),
+            Err(errors) => errors
+                .iter()
+                .map(|e| (e.source.clone(), e.key.clone(), e.message.clone()))
+                .collect(),
+        }
+    }
+
+    fn has(errors: &[(String, String, String)], source: &str, key: &str, message: &str) {
+        assert!(
+            errors
+                .iter()
+                .any(|(s, k, m)| s == source && k == key && m.contains(message)),
+            "no error {source}: {key}: …{message}… in {errors:#?}"
+        );
+    }
+
+    fn ok(text: &str, vars: &[(&str, &str)]) -> Config {
+        match load_from_str(text, "hearth.toml", &env(vars)) {
+            Ok(config) => config,
+            Err(errors) => panic!("unexpected errors:\n{errors}"),
+        }
+    }
+
+    const PROVIDER: &str = r#"
+[[providers]]
+name = "local"
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+model = "llama3.1"
+"#;
+
+    const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
+    const EXAMPLE_SECRETS: &[(&str, &str)] = &[
+        ("ANTHROPIC_API_KEY", "sk-ant"),
+        ("OPENAI_API_KEY", "sk-openai"),
+        ("HEARTH_TELEGRAM_TOKEN", "123:abc"),
+        ("HEARTH_DISCORD_TOKEN", "discord"),
+        ("HEARTH_MATRIX_PASSWORD", "matrix"),
+        ("HEARTH_EMAIL_PASSWORD", "email"),
+    ];
+
+    #[test]
+    fn empty_text_is_all_defaults() {
+        assert_eq!(ok("", &[]), Config::default());
+    }
+
+    #[test]
+    fn example_file_loads_cleanly() {
+        let config = ok(EXAMPLE, EXAMPLE_SECRETS);
+        assert_eq!(config.daemon.timezone, "Europe/Berlin");
+        assert_eq!(config.providers.len(), 2);
+        assert_eq!(config.providers[0].fallbacks, ["anthropic"]);
+        assert!(config.channels.telegram.is_some());
+        assert_eq!(config.schedules[0].name, "morning-briefing");
+    }
+
+    #[test]
+    fn example_file_commented_sections_are_valid_too() {
+        // Uncomment the optional channel sections: a user who does so must get a valid file.
+        let mut in_section = false;
+        let text: String = EXAMPLE
+            .lines()
+            .map(|line| {
+                if line.starts_with("# [channels.") {
+                    in_section = true;
+                } else if !line.starts_with("# ") {
+                    in_section = false;
+                }
+                let line = if in_section {
+                    line.trim_start_matches("# ")
+                } else {
+                    line
+                };
+                format!("{line}\n")
+            })
+            .collect();
+        let config = ok(&text, EXAMPLE_SECRETS);
+        assert!(config.channels.discord.is_some());
+        assert!(config.channels.matrix.is_some());
+        assert!(config.channels.email.is_some());
+    }
+
+    #[test]
+    fn syntax_error_is_the_only_error_and_has_line_and_column() {
+        let errors = errors("[daemon]\ntimezone = \"UTC\"\ndata_dir = = 1\n", &[]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let (source, key, message) = &errors[0];
+        assert_eq!(source, "hearth.toml");
+        assert_eq!(key, "");
+        assert!(message.contains("line 3, column"), "{message}");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_expected_keys() {
+        let errors = errors("[channels.telegram]\ntokn_env = \"T\"\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.tokn_env",
+            "unknown key `tokn_env`, expected one of `token_env`, `api_url`, `allowed_users`",
+        );
+    }
+
+    #[test]
+    fn unknown_section_and_channel_are_rejected() {
+        let errors = errors("[deamon]\nx = 1\n[channels.slack]\nx = 1\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "deamon",
+            "unknown key `deamon`, expected one of `daemon`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.slack",
+            "unknown key `slack`, expected one of `telegram`",
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_what_was_expected_and_found() {
+        let text = r#"
+[daemon]
+max_concurrent_conversations = "many"
+[runtime]
+stream = 1.5
+[channels.telegram]
+token_env = "T"
+allowed_users = [1, "x"]
+"#;
+        let errors = errors(text, &[("T", "token")]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.max_concurrent_conversations",
+            "expected an integer, found a string \"many\"",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "runtime.stream",
+            "expected a boolean, found a float 1.5",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.allowed_users[1]",
+            "expected an integer, found a string \"x\"",
+        );
+    }
+
+    #[test]
+    fn negative_number_for_an_unsigned_key() {
+        let errors = errors("[daemon]\nshutdown_grace_secs = -1\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.shutdown_grace_secs",
+            "expected a non-negative integer, found -1",
+        );
+    }
+
+    #[test]
+    fn missing_key_and_unknown_enum_value_in_separate_providers() {
+        let text = format!("{PROVIDER}kind = \"gemini\"\n[[providers]]\nname = \"b\"\n")
+            .replace("kind = \"openai\"\n", "");
+        let errors = errors(&text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "providers[0].kind",
+            "unknown value `gemini`, expected `openai` or `anthropic`",
+        );
+        has(&errors, "hearth.toml", "providers[1]", "missing key `kind`");
+    }
+
+    #[test]
+    fn providers_must_be_an_array_of_tables() {
+        let errors = errors("[providers]\nname = \"x\"\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "providers",
+            "expected an array of tables (`[[providers]]`), found a table",
+        );
+    }
+
+    #[test]
+    fn errors_in_every_section_are_all_reported() {
+        let text = format!(
+            "[daemon]\ntimezone = 5\n{PROVIDER}\n[[providers]]\nname = \"x\"\n\n[[schedules]]\nname = \"s\"\n[router]\nsticky_minutes = \"long\"\n"
+        );
+        let errors = errors(&text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.timezone",
+            "expected a string, found an integer 5",
+        );
+        has(&errors, "hearth.toml", "providers[1]", "missing key");
+        has(&errors, "hearth.toml", "schedules[0]", "missing key");
+        has(
+            &errors,
+            "hearth.toml",
+            "router.sticky_minutes",
+            "expected an integer, found a string",
+        );
+        assert_eq!(errors.len(), 4, "{errors:#?}");
+    }
+
+    #[test]
+    fn display_is_source_key_message_one_per_line() {
+        let errors = ConfigErrors(vec![
+            ConfigError::new("a.toml", "daemon.timezone", "unknown timezone"),
+            ConfigError::new("a.toml", "", "file not found"),
+        ]);
+        assert_eq!(
+            errors.to_string(),
+            "a.toml: daemon.timezone: unknown timezone\na.toml: file not found"
+        );
+    }
+
+    // ----- environment overrides
+
+    #[test]
+    fn override_scalar_nested_and_array_element() {
+        let vars = [
+            ("HEARTH_DAEMON__DATA_DIR", "/srv/hearth"),
+            ("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV", "TG"),
+            (
+                "HEARTH_CHANNELS__TELEGRAM__API_URL",
+                "http://127.0.0.1:8081",
+            ),
+            ("HEARTH_PROVIDERS__0__MODEL", "qwen3"),
+            ("TG", "123:abc"),
+        ];
+        let config = ok(PROVIDER, &vars);
+        assert_eq!(config.daemon.data_dir, PathBuf::from("/srv/hearth"));
+        let telegram = config
+            .channels
+            .telegram
+            .expect("telegram created by the environment");
+        assert_eq!(telegram.api_url, "http://127.0.0.1:8081");
+        assert_eq!(telegram.token_env, "TG");
+        assert_eq!(config.providers[0].model, "qwen3");
+    }
+
+    #[test]
+    fn override_segments_are_case_insensitive() {
+        let config = ok("", &[("HEARTH_daemon__Timezone", "Europe/Paris")]);
+        assert_eq!(config.daemon.timezone, "Europe/Paris");
+    }
+
+    #[test]
+    fn override_values_are_typed_as_toml() {
+        let vars = [
+            ("HEARTH_DAEMON__SHUTDOWN_GRACE_SECS", "5"),
+            ("HEARTH_RUNTIME__STREAM", "false"),
+            ("HEARTH_DAEMON__HTTP_LISTEN", ""),
+            ("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV", "TG"),
+            ("HEARTH_CHANNELS__TELEGRAM__ALLOWED_USERS", "[1, 2]"),
+            ("TG", "t"),
+        ];
+        let config = ok("", &vars);
+        assert_eq!(config.daemon.shutdown_grace_secs, 5);
+        assert!(!config.runtime.stream);
+        assert_eq!(config.daemon.http_listen, "");
+        assert_eq!(
+            config.channels.telegram.expect("telegram").allowed_users,
+            [1, 2]
+        );
+    }
+
+    #[test]
+    fn override_of_a_string_key_stays_a_string() {
+        let config = ok(PROVIDER, &[("HEARTH_PROVIDERS__0__MODEL", "4")]);
+        assert_eq!(config.providers[0].model, "4");
+    }
+
+    #[test]
+    fn override_can_add_array_elements_in_index_order() {
+        let mut vars = Vec::new();
+        for i in 0..12 {
+            vars.push((format!("HEARTH_SCHEDULES__{i}__NAME"), format!("s{i}")));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__CRON"),
+                "0 0 7 * * *".to_string(),
+            ));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__AGENT"),
+                "general".to_string(),
+            ));
+            vars.push((format!("HEARTH_SCHEDULES__{i}__PROMPT"), "hi".to_string()));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__TARGET"),
+                "telegram:1".to_string(),
+            ));
+        }
+        vars.push(("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV".into(), "TG".into()));
+        vars.push(("TG".into(), "t".into()));
+        let env: HashMap<String, String> = vars.into_iter().collect();
+        let config = load_from_str("", "hearth.toml", &env).expect("valid");
+        assert_eq!(config.schedules.len(), 12);
+        assert_eq!(config.schedules[11].name, "s11");
+    }
+
+    #[test]
+    fn variables_without_double_underscore_are_not_overrides() {
+        let config = ok(
+            "",
+            &[
+                ("HEARTH_TELEGRAM_TOKEN", "x"),
+                ("HEARTH_CONFIG", "/nope"),
+                ("OTHER__X", "1"),
+            ],
+        );
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn bad_overrides_name_the_variable() {
+        // One variable at a time: within one section only the first problem is found.
+        let cases = [
+            (
+                "HEARTH_DAEMON__SHUTDOWN_GRACE_SECS",
+                "soon",
+                "daemon.shutdown_grace_secs",
+                "expected an integer, found a string \"soon\"",
+            ),
+            (
+                "HEARTH_DAEMON__NOPE",
+                "1",
+                "daemon.nope",
+                "unknown key `nope`",
+            ),
+            (
+                "HEARTH_DAEMON__TIMEZONE",
+                "Mars/Olympus",
+                "daemon.timezone",
+                "unknown timezone `Mars/Olympus`",
+            ),
+            (
+                "HEARTH_DAEMON__DATA_DIR__X",
+                "1",
+                "daemon.data_dir",
+                "expected a string, found a table",
+            ),
+            (
+                "HEARTH_DAEMON__TIMEZONE__X",
+                "1",
+                "daemon.timezone",
+                "this is a string, not a table",
+            ),
+            (
+                "HEARTH_PROVIDERS__5__MODEL",
+                "m",
+                "providers",
+                "index 5 is past the end",
+            ),
+            (
+                "HEARTH_PROVIDERS__X",
+                "m",
+                "providers",
+                "expected an index, found `x`",
+            ),
+            (
+                "HEARTH_PROVIDERS__1__MODEL",
+                "m",
+                "providers[1]",
+                "missing key `name`",
+            ),
+            ("HEARTH_ROUTER____X", "m", "router", "empty key segment"),
+        ];
+        for (var, value, key, message) in cases {
+            let text = format!("{PROVIDER}[daemon]\ntimezone = \"UTC\"\n");
+            let errors = errors(&text, &[(var, value)]);
+            has(&errors, &format!("environment {var}"), key, message);
+            assert_eq!(errors.len(), 1, "{errors:#?}");
+        }
+    }
+
+    #[test]
+    fn overrides_in_different_sections_are_all_reported() {
+        let vars = [
+            ("HEARTH_DAEMON__SHUTDOWN_GRACE_SECS", "soon"),
+            ("HEARTH_RUNTIME__STREAM", "maybe"),
+            ("HEARTH_PROVIDERS__0__TIMEOUT_SECS", "0"),
+        ];
+        let errors = errors(PROVIDER, &vars);
+        assert_eq!(errors.len(), 3, "{errors:#?}");
+        has(
+            &errors,
+            "environment HEARTH_PROVIDERS__0__TIMEOUT_SECS",
+            "providers[0].timeout_secs",
+            "greater than 0",
+        );
+    }
+
+    // ----- finding the file
+
+    #[test]
+    fn discovery_order_explicit_then_env_then_candidates_then_defaults() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, timezone: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("[daemon]\ntimezone = \"{timezone}\"\n")).expect("write");
+            path
+        };
+        let explicit = write("explicit.toml", "Europe/Berlin");
+        let named = write("named.toml", "Europe/Paris");
+        let first = write("first.toml", "Asia/Tokyo");
+        let second = write("second.toml", "America/New_York");
+        let absent = dir.path().join("absent.toml");
+        let env_named = env(&[("HEARTH_CONFIG", named.to_str().expect("utf-8 temp path"))]);
+        let none = env(&[]);
+        let candidates = [absent.clone(), first.clone(), second.clone()];
+
+        let loaded = load_with(Some(&explicit), &env_named, &candidates).expect("explicit");
+        assert_eq!(loaded.path.as_deref(), Some(explicit.as_path()));
+        assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
+
+        let loaded = load_with(None, &env_named, &candidates).expect("named");
+        assert_eq!(loaded.path.as_deref(), Some(named.as_path()));
+
+        let loaded = load_with(None, &none, &candidates).expect("first candidate");
+        assert_eq!(loaded.path.as_deref(), Some(first.as_path()));
+        assert_eq!(loaded.config.daemon.timezone, "Asia/Tokyo");
+
+        let loaded = load_with(None, &none, &[absent.clone(), second.clone()]).expect("second");
+        assert_eq!(loaded.config.daemon.timezone, "America/New_York");
+
+        let loaded = load_with(None, &none, std::slice::from_ref(&absent)).expect("defaults");
+        assert_eq!(loaded.path, None);
+        assert_eq!(loaded.config, Config::default());
+    }
+
+    #[test]
+    fn a_named_file_that_does_not_exist_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let absent = dir.path().join("absent.toml");
+
+        let errors = load_with(Some(&absent), &env(&[]), &[]).expect_err("missing explicit");
+        assert_eq!(errors.0[0].source, absent.display().to_string());
+        assert!(errors.0[0].message.contains("file not found"), "{errors}");
+
+        let vars = env(&[("HEARTH_CONFIG", absent.to_str().expect("utf-8 temp path"))]);
+        let errors = load_with(None, &vars, &[]).expect_err("missing $HEARTH_CONFIG");
+        assert!(errors.to_string().contains("HEARTH_CONFIG"), "{errors}");
+    }
+
+    #[test]
+    fn defaults_still_take_overrides_and_name_them_in_errors() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let vars = env(&[("HEARTH_RUNTIME__STREAM", "maybe")]);
+        let errors = load_with(None, &vars, &[dir.path().join("absent.toml")]).expect_err("bad");
+        assert_eq!(
+            errors.to_string(),
+            "environment HEARTH_RUNTIME__STREAM: runtime.stream: expected a boolean, found a string \"maybe\""
+        );
     }
 }

@@ -113,8 +113,7 @@ fn providers(
                     key("fallbacks"),
                     format!("provider `{fallback}` cannot be its own fallback"),
                 ));
-            } else if !providers.iter().any(|p| p.name == *fallback)
-                && !unparsed.contains(fallback)
+            } else if !providers.iter().any(|p| p.name == *fallback) && !unparsed.contains(fallback)
             {
                 problems.push(Problem::new(
                     key("fallbacks"),
@@ -202,11 +201,7 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: 
     }
 }
 
-fn schedules(
-    schedules: &[ScheduleConfig],
-    channels: &ChannelsConfig,
-    problems: &mut Vec<Problem>,
-) {
+fn schedules(schedules: &[ScheduleConfig], channels: &ChannelsConfig, problems: &mut Vec<Problem>) {
     let mut seen = HashSet::new();
     for (i, schedule) in schedules.iter().enumerate() {
         let key = |field: &str| format!("schedules[{i}].{field}");
@@ -381,7 +376,29 @@ fn cron_expression(expression: &str) -> Result<(), String> {
             } else {
                 " (fields: second minute hour day-of-month month day-of-week [year])".to_string()
             };
-            Err(format!("invalid cron expression `{expression}`: {err}{hint}"))
+            Err(format!(
+                "invalid cron expression `{expression}`: {}{hint}",
+                cron_reason(&err.to_string())
+            ))
         }
+    }
+}
+
+/// The cron crate's message in one line. Its parser renders errors as the expression, a line
+/// with a caret under the failing column, then the reason (often empty).
+fn cron_reason(message: &str) -> String {
+    let lines: Vec<&str> = message.lines().collect();
+    match lines.as_slice() {
+        [_, caret, reason @ ..] if caret.trim() == "^" => {
+            let column = caret.find('^').map_or(1, |i| i + 1);
+            let reason = reason.join(" ");
+            let reason = reason.trim();
+            if reason.is_empty() {
+                format!("cannot parse at column {column}")
+            } else {
+                format!("{reason} (at column {column})")
+            }
+        }
+        _ => lines.join(" "),
     }
 }
