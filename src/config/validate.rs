@@ -402,3 +402,404 @@ fn cron_reason(message: &str) -> String {
         _ => lines.join(" "),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::config::load_from_str;
+
+    /// Loads `text` with `vars` as the environment and returns its errors as (key, message).
+    fn errors(text: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match load_from_str(text, "hearth.toml", &env) {
+            Ok(config) => panic!("expected errors, got {config:?}"),
+            Err(errors) => errors
+                .iter()
+                .inspect(|e| assert_eq!(e.source, "hearth.toml"))
+                .map(|e| (e.key.clone(), e.message.clone()))
+                .collect(),
+        }
+    }
+
+    /// Asserts that loading `text` gives exactly one error, at `key`, mentioning `message`.
+    fn one(text: &str, vars: &[(&str, &str)], key: &str, message: &str) {
+        let errors = errors(text, vars);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(errors[0].0, key, "{errors:#?}");
+        assert!(errors[0].1.contains(message), "{errors:#?}");
+    }
+
+    fn provider(extra: &str) -> String {
+        format!(
+            "[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n{extra}\n"
+        )
+    }
+
+    const TELEGRAM: &str = "[channels.telegram]\ntoken_env = \"TG\"\n";
+
+    fn schedule(extra: &str) -> String {
+        let mut text = format!("{TELEGRAM}[[schedules]]\nagent = \"general\"\nprompt = \"hi\"\n");
+        for (key, default) in [
+            ("name", "\"s\""),
+            ("cron", "\"0 30 7 * * *\""),
+            ("target", "\"telegram:1\""),
+        ] {
+            if !extra.contains(&format!("{key} =")) {
+                text.push_str(&format!("{key} = {default}\n"));
+            }
+        }
+        text + extra + "\n"
+    }
+
+    #[test]
+    fn daemon_values() {
+        let cases = [
+            (
+                "timezone = \"Europe/Berln\"",
+                "daemon.timezone",
+                "unknown timezone `Europe/Berln`",
+            ),
+            (
+                "database_url = \"mysql://x\"",
+                "daemon.database_url",
+                "expected `sqlite://…` or `postgres://…`",
+            ),
+            (
+                "http_listen = \"localhost\"",
+                "daemon.http_listen",
+                "is not a socket address",
+            ),
+            (
+                "owner = \"telegram\"",
+                "daemon.owner",
+                "expected `channel:user_id`",
+            ),
+            (
+                "owner = \"slack:U1\"",
+                "daemon.owner",
+                "unknown channel `slack`",
+            ),
+            (
+                "owner = \"telegram:me\"",
+                "daemon.owner",
+                "expected a number",
+            ),
+            (
+                "owner = \"matrix:me\"",
+                "daemon.owner",
+                "expected `@user:server`",
+            ),
+            (
+                "owner = \"email:me\"",
+                "daemon.owner",
+                "expected `name@domain`",
+            ),
+            (
+                "max_concurrent_conversations = 0",
+                "daemon.max_concurrent_conversations",
+                "greater than 0",
+            ),
+        ];
+        for (line, key, message) in cases {
+            one(&format!("[daemon]\n{line}\n"), &[], key, message);
+        }
+    }
+
+    #[test]
+    fn daemon_values_that_are_fine() {
+        let env = HashMap::new();
+        for line in [
+            "database_url = \"postgres://u@localhost/hearth\"",
+            "database_url = \"postgresql://u@localhost/hearth\"",
+            "database_url = \"sqlite::memory:\"",
+            "http_listen = \"\"",
+            "http_listen = \"[::1]:8787\"",
+            "owner = \"terminal:me\"",
+            "owner = \"matrix:@me:example.org\"",
+        ] {
+            let text = format!("[daemon]\n{line}\n");
+            if let Err(errors) = load_from_str(&text, "hearth.toml", &env) {
+                panic!("{line}: {errors}");
+            }
+        }
+    }
+
+    #[test]
+    fn router_and_runtime_values() {
+        one(
+            "[router]\ndefault_agent = \"\"\n",
+            &[],
+            "router.default_agent",
+            "must not be empty",
+        );
+        one(
+            "[runtime]\ntool_timeout_secs = 0\n",
+            &[],
+            "runtime.tool_timeout_secs",
+            "greater than 0",
+        );
+    }
+
+    #[test]
+    fn provider_values() {
+        let cases = [
+            (
+                "base_url = \"ftp://x\"",
+                "providers[0].base_url",
+                "has the scheme `ftp`: expected one of http://, https://",
+            ),
+            (
+                "base_url = \"127.0.0.1:11434\"",
+                "providers[0].base_url",
+                "expected one starting with http://, https://",
+            ),
+            (
+                "base_url = \"localhost/v1\"",
+                "providers[0].base_url",
+                "is not a valid URL",
+            ),
+            (
+                "timeout_secs = 0",
+                "providers[0].timeout_secs",
+                "greater than 0",
+            ),
+            (
+                "max_tokens = 0",
+                "providers[0].max_tokens",
+                "greater than 0",
+            ),
+            (
+                "fallbacks = [\"local\"]",
+                "providers[0].fallbacks",
+                "cannot be its own fallback",
+            ),
+            (
+                "fallbacks = [\"gpt\"]",
+                "providers[0].fallbacks",
+                "unknown provider `gpt`",
+            ),
+            (
+                "api_key_env = \"OPENAI_API_KEY\"",
+                "providers[0].api_key_env",
+                "OPENAI_API_KEY is not set",
+            ),
+        ];
+        for (line, key, message) in cases {
+            // Later lines win in TOML only as errors, so replace the default line instead.
+            let field = line.split(" =").next().expect("a key");
+            let text: String = provider("")
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{field} =")))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                + line
+                + "\n";
+            one(&text, &[], key, message);
+        }
+        let empty_name = provider("").replace("name = \"local\"", "name = \"\"");
+        one(&empty_name, &[], "providers[0].name", "must not be empty");
+        let empty_model = provider("").replace("model = \"llama3.1\"", "model = \" \"");
+        one(&empty_model, &[], "providers[0].model", "must not be empty");
+    }
+
+    #[test]
+    fn provider_names_are_unique() {
+        let text = provider("") + &provider("");
+        one(
+            &text,
+            &[],
+            "providers[1].name",
+            "duplicate provider name `local`",
+        );
+    }
+
+    #[test]
+    fn fallback_to_a_provider_that_failed_to_parse_is_not_reported_twice() {
+        let text = provider("fallbacks = [\"big\"]") + "[[providers]]\nname = \"big\"\n";
+        let errors = errors(&text, &[]);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(errors[0].0, "providers[1]");
+    }
+
+    #[test]
+    fn secrets_resolve_from_env_or_credentials_directory() {
+        let text = provider("api_key_env = \"KEY\"");
+        let env = |vars: &[(&str, &str)]| -> HashMap<String, String> {
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(load_from_str(&text, "f", &env(&[("KEY", "sk")])).is_ok());
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("KEY"), "sk\n").expect("write credential");
+        let credentials = dir.path().to_str().expect("utf-8 temp path");
+        let vars = env(&[("CREDENTIALS_DIRECTORY", credentials)]);
+        assert!(load_from_str(&text, "f", &vars).is_ok());
+
+        one(
+            &text,
+            &[("KEY", "")],
+            "providers[0].api_key_env",
+            "KEY is not set",
+        );
+        let blank = provider("api_key_env = \"\"");
+        one(
+            &blank,
+            &[],
+            "providers[0].api_key_env",
+            "must name an environment variable",
+        );
+    }
+
+    #[test]
+    fn telegram_and_discord() {
+        one(
+            TELEGRAM,
+            &[],
+            "channels.telegram.token_env",
+            "TG is not set",
+        );
+        let text = format!("{TELEGRAM}api_url = \"api.telegram.org\"\n");
+        one(
+            &text,
+            &[("TG", "t")],
+            "channels.telegram.api_url",
+            "is not a valid URL",
+        );
+        let discord = "[channels.discord]\ntoken_env = \"DC\"\napi_url = \"ws://x\"\n";
+        let errors = errors(discord, &[]);
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert_eq!(errors[0].0, "channels.discord.token_env");
+        assert!(errors[0].1.contains("DC is not set"));
+        assert_eq!(errors[1].0, "channels.discord.api_url");
+        assert!(errors[1].1.contains("scheme `ws`"));
+    }
+
+    #[test]
+    fn matrix() {
+        let text = "[channels.matrix]\nhomeserver = \"matrix.example.org\"\nuser = \"hearth\"\npassword_env = \"MX\"\nallowed_users = [\"@me:example.org\", \"me\"]\n";
+        let errors = errors(text, &[]);
+        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "channels.matrix.homeserver",
+                "channels.matrix.user",
+                "channels.matrix.password_env",
+                "channels.matrix.allowed_users[1]",
+            ],
+            "{errors:#?}"
+        );
+        assert!(errors[1].1.contains("expected `@user:server`"));
+        assert!(errors[2].1.contains("MX is not set"));
+    }
+
+    #[test]
+    fn email() {
+        let text = "[channels.email]\nimap_url = \"https://imap.example.org\"\nsmtp_url = \"smtp+tls://smtp.example.org\"\nusername = \"\"\npassword_env = \"EM\"\nallowed_senders = [\"me@example.org\", \"me\"]\n";
+        let errors = errors(text, &[("EM", "pw")]);
+        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "channels.email.imap_url",
+                "channels.email.smtp_url",
+                "channels.email.username",
+                "channels.email.allowed_senders[1]",
+            ],
+            "{errors:#?}"
+        );
+        assert!(
+            errors[0]
+                .1
+                .contains("expected one of imap://, imap+starttls://, imaps://")
+        );
+        assert!(
+            errors[1]
+                .1
+                .contains("expected one of smtp://, smtp+starttls://, smtps://")
+        );
+        assert!(errors[3].1.contains("`me` is not an email address"));
+
+        let fine = "[channels.email]\nimap_url = \"imap://127.0.0.1:1143\"\nsmtp_url = \"smtp+starttls://127.0.0.1:1025\"\nusername = \"a\"\npassword_env = \"EM\"\n";
+        let env: HashMap<String, String> = [("EM".to_string(), "pw".to_string())].into();
+        if let Err(errors) = load_from_str(fine, "f", &env) {
+            panic!("{errors}");
+        }
+    }
+
+    #[test]
+    fn schedule_values() {
+        let secret = [("TG", "t")];
+        let cases = [
+            (
+                "cron = \"30 7 * * *\"",
+                "schedules[0].cron",
+                "the seconds field comes first: try `0 30 7 * * *`",
+            ),
+            (
+                "cron = \"0 61 7 * * *\"",
+                "schedules[0].cron",
+                "Minutes must be less than",
+            ),
+            (
+                "cron = \"every day\"",
+                "schedules[0].cron",
+                "invalid cron expression `every day`",
+            ),
+            (
+                "timezone = \"Berlin\"",
+                "schedules[0].timezone",
+                "unknown timezone `Berlin`",
+            ),
+            (
+                "target = \"telegram\"",
+                "schedules[0].target",
+                "expected `channel:chat_id`",
+            ),
+            (
+                "target = \"sms:1\"",
+                "schedules[0].target",
+                "unknown channel `sms`",
+            ),
+            (
+                "target = \"telegram:me\"",
+                "schedules[0].target",
+                "expected a number",
+            ),
+            (
+                "target = \"discord:1\"",
+                "schedules[0].target",
+                "channel `discord` is not configured",
+            ),
+            ("name = \"\"", "schedules[0].name", "must not be empty"),
+        ];
+        for (line, key, message) in cases {
+            one(&schedule(line), &secret, key, message);
+        }
+        let bad_confirmation = schedule("on_confirmation = \"sometimes\"");
+        one(
+            &bad_confirmation,
+            &secret,
+            "schedules[0].on_confirmation",
+            "expected one of `deny`, `ask`, `allow`",
+        );
+    }
+
+    #[test]
+    fn schedule_names_are_unique() {
+        let text = schedule("")
+            + "[[schedules]]\nname = \"s\"\ncron = \"0 0 8 * * *\"\nagent = \"a\"\nprompt = \"p\"\ntarget = \"telegram:1\"\n";
+        one(
+            &text,
+            &[("TG", "t")],
+            "schedules[1].name",
+            "duplicate schedule name `s`",
+        );
+    }
+}
