@@ -204,8 +204,8 @@ pub fn load_from_str(
     };
 
     let mut problems = Vec::new();
-    let (config, unparsed_providers) = parse_sections(table, &mut problems);
-    problems.extend(validate::validate(&config, env, &unparsed_providers));
+    let (config, failed) = parse_sections(table, &mut problems);
+    problems.extend(validate::validate(&config, env, &failed));
 
     errors.extend(problems.into_iter().map(|p| {
         let source = source_of(&p.key, origin, &overrides);
@@ -440,13 +440,20 @@ const TOP_KEYS: &[&str] = &[
 ];
 const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
+/// Sections present in the file that failed to parse. References to them (a fallback naming the
+/// provider, a schedule sending to the channel) are not reported again as dangling.
+#[derive(Debug, Default)]
+pub(super) struct Failed {
+    pub providers: Vec<String>,
+    pub channels: Vec<String>,
+}
+
 /// Deserializes each section, and each element of `providers` and `schedules`, on its own so
 /// that a mistake in one does not hide a mistake in another. A section that fails keeps its
-/// default. Also returns the names of providers that failed, so fallbacks naming them are not
-/// reported a second time as unknown.
-fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Vec<String>) {
+/// default.
+fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed) {
     let mut config = Config::default();
-    let mut unparsed_providers = Vec::new();
+    let mut failed = Failed::default();
     for (name, value) in table {
         match name.as_str() {
             "daemon" => {
@@ -468,7 +475,7 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Vec<Str
                 config.providers =
                     elements::<ProviderConfig>(value, "providers", problems, |raw| {
                         if let Some(name) = raw.get("name").and_then(Value::as_str) {
-                            unparsed_providers.push(name.to_string());
+                            failed.providers.push(name.to_string());
                         }
                     });
             }
@@ -483,19 +490,37 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Vec<Str
                 for (channel, value) in channels {
                     let key = format!("channels.{channel}");
                     let slot = &mut config.channels;
-                    match channel.as_str() {
-                        "telegram" => slot.telegram = section(value, &key, problems),
-                        "discord" => slot.discord = section(value, &key, problems),
-                        "matrix" => slot.matrix = section(value, &key, problems),
-                        "email" => slot.email = section(value, &key, problems),
-                        _ => problems.push(unknown_key(&key, &channel, CHANNEL_KEYS)),
+                    let parsed = match channel.as_str() {
+                        "telegram" => {
+                            slot.telegram = section(value, &key, problems);
+                            slot.telegram.is_some()
+                        }
+                        "discord" => {
+                            slot.discord = section(value, &key, problems);
+                            slot.discord.is_some()
+                        }
+                        "matrix" => {
+                            slot.matrix = section(value, &key, problems);
+                            slot.matrix.is_some()
+                        }
+                        "email" => {
+                            slot.email = section(value, &key, problems);
+                            slot.email.is_some()
+                        }
+                        _ => {
+                            problems.push(unknown_key(&key, &channel, CHANNEL_KEYS));
+                            true
+                        }
+                    };
+                    if !parsed {
+                        failed.channels.push(channel);
                     }
                 }
             }
             _ => problems.push(unknown_key(&name, &name, TOP_KEYS)),
         }
     }
-    (config, unparsed_providers)
+    (config, failed)
 }
 
 /// Deserializes one section, recording the first problem inside it with its full key.

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use reqwest::Url;
 
-use super::load::Problem;
+use super::load::{Failed, Problem};
 use super::{ChannelsConfig, Config, DaemonConfig, ProviderConfig, ScheduleConfig, Secret};
 
 /// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
@@ -17,17 +17,17 @@ const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "
 /// Channels a schedule can deliver to.
 const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
-/// All semantic problems of `config`. `env` is where secrets are looked up;
-/// `unparsed_providers` are names of providers whose section failed to parse, which fallbacks
-/// may still name without a second, misleading error.
+/// All semantic problems of `config`. `env` is where secrets are looked up; `failed` lists
+/// sections that failed to parse, which references may still name without a second, misleading
+/// error.
 pub(super) fn validate(
     config: &Config,
     env: &HashMap<String, String>,
-    unparsed_providers: &[String],
+    failed: &Failed,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     daemon(&config.daemon, &mut problems);
-    providers(&config.providers, env, unparsed_providers, &mut problems);
+    providers(&config.providers, env, &failed.providers, &mut problems);
     if config.router.default_agent.trim().is_empty() {
         problems.push(Problem::new("router.default_agent", "must not be empty"));
     }
@@ -38,7 +38,12 @@ pub(super) fn validate(
         ));
     }
     channels(&config.channels, env, &mut problems);
-    schedules(&config.schedules, &config.channels, &mut problems);
+    schedules(
+        &config.schedules,
+        &config.channels,
+        &failed.channels,
+        &mut problems,
+    );
     problems
 }
 
@@ -65,10 +70,8 @@ fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
             ),
         ));
     }
-    if let Some(owner) = &daemon.owner {
-        if let Err(message) = identity(owner) {
-            problems.push(Problem::new("daemon.owner", message));
-        }
+    if let Some(Err(message)) = daemon.owner.as_deref().map(identity) {
+        problems.push(Problem::new("daemon.owner", message));
     }
     if daemon.max_concurrent_conversations == 0 {
         problems.push(Problem::new(
@@ -201,7 +204,12 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: 
     }
 }
 
-fn schedules(schedules: &[ScheduleConfig], channels: &ChannelsConfig, problems: &mut Vec<Problem>) {
+fn schedules(
+    schedules: &[ScheduleConfig],
+    channels: &ChannelsConfig,
+    failed_channels: &[String],
+    problems: &mut Vec<Problem>,
+) {
     let mut seen = HashSet::new();
     for (i, schedule) in schedules.iter().enumerate() {
         let key = |field: &str| format!("schedules[{i}].{field}");
@@ -216,10 +224,8 @@ fn schedules(schedules: &[ScheduleConfig], channels: &ChannelsConfig, problems: 
         if let Err(message) = cron_expression(&schedule.cron) {
             problems.push(Problem::new(key("cron"), message));
         }
-        if let Some(tz) = &schedule.timezone {
-            if let Err(message) = timezone(tz) {
-                problems.push(Problem::new(key("timezone"), message));
-            }
+        if let Some(Err(message)) = schedule.timezone.as_deref().map(timezone) {
+            problems.push(Problem::new(key("timezone"), message));
         }
         if schedule.agent.trim().is_empty() {
             problems.push(Problem::new(key("agent"), "must not be empty"));
@@ -227,7 +233,7 @@ fn schedules(schedules: &[ScheduleConfig], channels: &ChannelsConfig, problems: 
         if schedule.prompt.trim().is_empty() {
             problems.push(Problem::new(key("prompt"), "must not be empty"));
         }
-        if let Err(message) = target(&schedule.target, channels) {
+        if let Err(message) = target(&schedule.target, channels, failed_channels) {
             problems.push(Problem::new(key("target"), message));
         }
     }
@@ -330,7 +336,7 @@ fn identity(text: &str) -> Result<(), String> {
 }
 
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
-fn target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
+fn target(text: &str, channels: &ChannelsConfig, failed: &[String]) -> Result<(), String> {
     let Some((channel, chat)) = text.split_once(':') else {
         return Err(format!(
             "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
@@ -356,7 +362,7 @@ fn target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
             "`{chat}` is not a {channel} chat id: expected a number"
         ));
     }
-    if !configured {
+    if !configured && !failed.iter().any(|c| c == channel) {
         return Err(format!(
             "channel `{channel}` is not configured: add a [channels.{channel}] section"
         ));
@@ -788,6 +794,17 @@ mod tests {
             &secret,
             "schedules[0].on_confirmation",
             "expected one of `deny`, `ask`, `allow`",
+        );
+    }
+
+    #[test]
+    fn target_on_a_channel_that_failed_to_parse_is_not_reported_twice() {
+        let text = schedule("").replace("token_env = \"TG\"", "token_env = 5");
+        one(
+            &text,
+            &[],
+            "channels.telegram.token_env",
+            "expected a string",
         );
     }
 
