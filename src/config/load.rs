@@ -22,8 +22,8 @@ const DEFAULTS_ORIGIN: &str = "built-in defaults";
 /// The environment variable naming the configuration file.
 const CONFIG_VAR: &str = "HEARTH_CONFIG";
 
-/// One problem in the configuration, e.g.
-/// `hearth.toml: providers[1].fallbacks: unknown provider `gpt``.
+/// One problem in the configuration, displayed as
+/// ``hearth.toml: providers[1].fallbacks: unknown provider `gpt` ``.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file path, or `environment HEARTH_X__Y` when an override supplied the value.
