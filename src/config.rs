@@ -9,13 +9,14 @@ mod load;
 mod secret;
 mod validate;
 
-// pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
+pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
 pub use secret::Secret;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// The whole configuration file; every section is optional and defaults to working values.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -33,6 +34,7 @@ pub struct Config {
     pub schedules: Vec<ScheduleConfig>,
 }
 
+/// `[daemon]`: storage, time, the HTTP endpoint and the owner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
@@ -76,6 +78,7 @@ impl DaemonConfig {
     }
 }
 
+/// The wire protocol a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -85,9 +88,11 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+/// One `[[providers]]` entry: an LLM endpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
+    /// Unique; fallbacks and agents refer to the provider by it.
     pub name: String,
     pub kind: ProviderKind,
     /// e.g. `http://127.0.0.1:11434/v1`, `https://api.openai.com/v1`, `https://api.anthropic.com`.
@@ -123,9 +128,11 @@ fn default_max_tokens() -> u32 {
     4096
 }
 
+/// `[router]`: which agent answers a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouterConfig {
+    /// The agent for messages no trigger matches.
     pub default_agent: String,
     /// The agents file; when it does not exist the agents shipped in the binary are used.
     pub agents_file: PathBuf,
@@ -168,6 +175,7 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// `[channels.*]`: each chat platform is enabled by the presence of its section.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
@@ -177,6 +185,7 @@ pub struct ChannelsConfig {
     pub email: Option<EmailConfig>,
 }
 
+/// `[channels.telegram]`: a Telegram bot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelegramConfig {
@@ -191,6 +200,7 @@ fn default_telegram_api() -> String {
     "https://api.telegram.org".into()
 }
 
+/// `[channels.discord]`: a Discord bot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordConfig {
@@ -205,6 +215,7 @@ fn default_discord_api() -> String {
     "https://discord.com".into()
 }
 
+/// `[channels.matrix]`: a Matrix account the assistant logs in as.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixConfig {
@@ -215,6 +226,7 @@ pub struct MatrixConfig {
     pub allowed_users: Vec<String>,
 }
 
+/// `[channels.email]`: a mailbox read over IMAP and answered over SMTP.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmailConfig {
@@ -226,6 +238,7 @@ pub struct EmailConfig {
     pub allowed_senders: Vec<String>,
 }
 
+/// What an unattended schedule does when a tool asks for confirmation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnConfirmation {
@@ -235,6 +248,7 @@ pub enum OnConfirmation {
     Allow,
 }
 
+/// One `[[schedules]]` entry: a prompt run by an agent at cron times.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleConfig {

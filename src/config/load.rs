@@ -1,1 +1,1162 @@
+//! Finding, reading and checking the configuration: TOML syntax, then environment overrides, then
+//! the shape of every section, then the meaning of the values. Every problem found is collected
+//! and reported with its source, dotted key and reason, so one `hearth check` shows them all.
 
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
+use toml::{Table, Value};
+
+use super::{Config, ProviderConfig, ScheduleConfig, validate};
+
+/// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
+/// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
+const DEFAULT_PATHS: [&str; 2] = ["./hearth.toml", "/etc/hearth/hearth.toml"];
+
+/// The `source` of errors when no file was found and only defaults and the environment apply.
+const DEFAULTS_ORIGIN: &str = "built-in defaults";
+
+/// The environment variable naming the configuration file.
+const CONFIG_VAR: &str = "HEARTH_CONFIG";
+
+/// One problem in the configuration, displayed as
+/// ``hearth.toml: providers[1].fallbacks: unknown provider `gpt` ``.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file path, or `environment HEARTH_X__Y` when an override supplied the value.
+    pub source: String,
+    /// Dotted key such as `channels.telegram.allowed_users[0]`; empty when the problem is the
+    /// whole file (it is missing, unreadable or not TOML).
+    pub key: String,
+    /// What is wrong, for a person to read.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error of the shape every configuration check reports, for checks made elsewhere (the
+    /// agents file cross-checks) so that `hearth check` prints them all alike.
+    pub fn new(
+        source: impl Into<String>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            source: source.into(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.source, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.source, self.key, self.message)
+        }
+    }
+}
+
+// Written by hand rather than with thiserror: thiserror would take the field named `source`
+// (a String, part of the user-facing contract) for the error's cause.
+impl std::error::Error for ConfigError {}
+
+/// Every problem found in one configuration, in the order they were found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// The individual errors.
+    pub fn iter(&self) -> std::slice::Iter<'_, ConfigError> {
+        self.0.iter()
+    }
+
+    /// How many errors there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none (a `ConfigErrors` returned by this module never is).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(error: ConfigError) -> Self {
+        Self(vec![error])
+    }
+}
+
+impl<'a> IntoIterator for &'a ConfigErrors {
+    type Item = &'a ConfigError;
+    type IntoIter = std::slice::Iter<'a, ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// A checked configuration and the file it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// `None` when no file was found and the defaults (plus environment overrides) are in use.
+    pub path: Option<PathBuf>,
+}
+
+/// Finds, reads, overrides from the process environment and checks the configuration.
+///
+/// The file is `explicit` (`--config`; an error if it does not exist), else `$HEARTH_CONFIG`,
+/// else `./hearth.toml`, else `/etc/hearth/hearth.toml`, else none at all: the defaults.
+pub fn load(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigErrors> {
+    // Variables that are not valid UTF-8 cannot be hearth settings or secret names; skip them
+    // rather than panic as `std::env::vars` would.
+    let env: HashMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let candidates: Vec<PathBuf> = DEFAULT_PATHS.iter().map(PathBuf::from).collect();
+    load_with(explicit, &env, &candidates)
+}
+
+/// [`load`] with the environment and the default locations given, for tests.
+fn load_with(
+    explicit: Option<&Path>,
+    env: &HashMap<String, String>,
+    candidates: &[PathBuf],
+) -> Result<LoadedConfig, ConfigErrors> {
+    let Some(path) = find_file(explicit, env, candidates)? else {
+        let config = load_from_str("", DEFAULTS_ORIGIN, env)?;
+        return Ok(LoadedConfig { config, path: None });
+    };
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|err| ConfigError::new(&origin, "", format!("cannot read the file: {err}")))?;
+    let config = load_from_str(&text, &origin, env)?;
+    Ok(LoadedConfig {
+        config,
+        path: Some(path),
+    })
+}
+
+/// The configuration file to read, or `None` for the defaults.
+fn find_file(
+    explicit: Option<&Path>,
+    env: &HashMap<String, String>,
+    candidates: &[PathBuf],
+) -> Result<Option<PathBuf>, ConfigError> {
+    // A file the user named must exist: silently falling back to defaults would hide a typo.
+    let named = match explicit {
+        Some(path) => Some((path.to_path_buf(), "given with --config")),
+        None => env
+            .get(CONFIG_VAR)
+            .filter(|p| !p.is_empty())
+            .map(|p| (PathBuf::from(p), "named by $HEARTH_CONFIG")),
+    };
+    if let Some((path, how)) = named {
+        if path.exists() {
+            return Ok(Some(path));
+        }
+        return Err(ConfigError::new(
+            path.display().to_string(),
+            "",
+            format!("file not found ({how})"),
+        ));
+    }
+    Ok(candidates.iter().find(|p| p.is_file()).cloned())
+}
+
+/// Parses and checks configuration text: `origin` names it in errors (usually the file path) and
+/// `env` supplies both the `HEARTH_…__…` overrides and the secrets the `*_env` keys name.
+pub fn load_from_str(
+    text: &str,
+    origin: &str,
+    env: &HashMap<String, String>,
+) -> Result<Config, ConfigErrors> {
+    let mut root = match toml::from_str::<Table>(text) {
+        Ok(table) => Value::Table(table),
+        // Past a syntax error nothing else can be trusted, so it is the only error reported.
+        Err(err) => return Err(syntax_error(text, origin, &err).into()),
+    };
+
+    let mut errors = Vec::new();
+    let overrides = apply_overrides(&mut root, env, &mut errors);
+    let Value::Table(table) = root else {
+        unreachable!("the root stays the table it was built as")
+    };
+
+    let mut problems = Vec::new();
+    let (config, failed) = parse_sections(table, &mut problems);
+    problems.extend(validate::validate(&config, env, &failed));
+
+    errors.extend(problems.into_iter().map(|p| {
+        let source = source_of(&p.key, origin, &overrides);
+        ConfigError::new(source, p.key, p.message)
+    }));
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// A problem at a key, before it is known whether the file or an override supplied the value.
+#[derive(Debug)]
+pub(super) struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+fn syntax_error(text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
+    let message = err.message().trim_end();
+    let Some(span) = err.span() else {
+        return ConfigError::new(origin, "", format!("TOML syntax error: {message}"));
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    ConfigError::new(
+        origin,
+        "",
+        format!("TOML syntax error at line {line}, column {column}: {message}"),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment overrides
+
+/// A key whose value came from an environment variable, so its errors name the variable.
+struct Override {
+    key: String,
+    var: String,
+}
+
+/// Applies every `HEARTH_A__B__C=value` variable to the key `a.b.c`, creating missing tables
+/// (and array elements at the next index), and returns which keys were overridden.
+fn apply_overrides(
+    root: &mut Value,
+    env: &HashMap<String, String>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Override> {
+    let mut vars: Vec<(Vec<String>, &String, &String)> = env
+        .iter()
+        .filter_map(|(var, value)| {
+            let path = var.strip_prefix("HEARTH_")?;
+            path.contains("__").then(|| {
+                let segments = path.split("__").map(str::to_lowercase).collect();
+                (segments, var, value)
+            })
+        })
+        .collect();
+    // Indexes compare as numbers so `…__2__…` creates element 2 before `…__10__…` needs it.
+    vars.sort_by_cached_key(|(segments, _, _)| {
+        segments
+            .iter()
+            .map(|s| (s.parse::<usize>().ok(), s.clone()))
+            .collect::<Vec<_>>()
+    });
+
+    let mut overrides = Vec::new();
+    for (segments, var, raw) in vars {
+        let mut created = Vec::new();
+        match set_path(root, &segments, raw, &mut created) {
+            Ok(key) => {
+                for key in created.into_iter().chain([key]) {
+                    overrides.push(Override {
+                        key,
+                        var: var.clone(),
+                    });
+                }
+            }
+            Err(problem) => errors.push(ConfigError::new(
+                format!("environment {var}"),
+                problem.key,
+                problem.message,
+            )),
+        }
+    }
+    overrides
+}
+
+/// Sets the value at `segments` and returns its dotted key, recording in `created` the keys of
+/// tables and array elements it had to create (errors about them are the variable's too).
+fn set_path(
+    root: &mut Value,
+    segments: &[String],
+    raw: &str,
+    created: &mut Vec<String>,
+) -> Result<String, Problem> {
+    let mut key = String::new();
+    let mut node = root;
+    for (i, segment) in segments.iter().enumerate() {
+        if segment.is_empty() {
+            return Err(Problem::new(
+                key,
+                "empty key segment: `__` must separate two key names",
+            ));
+        }
+        let last = i + 1 == segments.len();
+        let next_is_index = segments
+            .get(i + 1)
+            .is_some_and(|s| s.parse::<usize>().is_ok());
+        let fresh = || {
+            if next_is_index {
+                Value::Array(Vec::new())
+            } else {
+                Value::Table(Table::new())
+            }
+        };
+        node = match node {
+            Value::Table(table) => {
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(segment);
+                if last {
+                    let value = parse_value(raw, table.get(segment));
+                    table.insert(segment.clone(), value);
+                    return Ok(key);
+                }
+                if !table.contains_key(segment) {
+                    created.push(key.clone());
+                }
+                table.entry(segment.clone()).or_insert_with(fresh)
+            }
+            Value::Array(array) => {
+                let Ok(index) = segment.parse::<usize>() else {
+                    return Err(Problem::new(
+                        key,
+                        format!("this is an array: expected an index, found `{segment}`"),
+                    ));
+                };
+                if index > array.len() {
+                    return Err(Problem::new(
+                        key,
+                        format!(
+                            "index {index} is past the end: the array has {} element(s), so the next new one is {}",
+                            array.len(),
+                            array.len()
+                        ),
+                    ));
+                }
+                key.push_str(&format!("[{index}]"));
+                if index == array.len() {
+                    if last {
+                        array.push(parse_value(raw, None));
+                        return Ok(key);
+                    }
+                    created.push(key.clone());
+                    array.push(fresh());
+                } else if last {
+                    array[index] = parse_value(raw, Some(&array[index]));
+                    return Ok(key);
+                }
+                &mut array[index]
+            }
+            other => {
+                return Err(Problem::new(
+                    key,
+                    format!(
+                        "this is {}, not a table, so `{segment}` cannot be set inside it",
+                        value_kind(other)
+                    ),
+                ));
+            }
+        };
+    }
+    Err(Problem::new(key, "no key named"))
+}
+
+/// An override's value: a TOML value when it parses as one (`42`, `true`, `[1, 2]`, `"x"`), else
+/// the text as a string. A key that already holds a string keeps getting strings, so a model
+/// named `4` or a token variable named `123` is not turned into a number.
+fn parse_value(raw: &str, existing: Option<&Value>) -> Value {
+    let parsed = toml::from_str::<Table>(&format!("v = {raw}"))
+        .ok()
+        .filter(|t| t.len() == 1)
+        .and_then(|mut t| t.remove("v"));
+    match (parsed, existing) {
+        (Some(Value::String(s)), _) => Value::String(s),
+        (_, Some(Value::String(_))) => Value::String(raw.to_string()),
+        // No hearth key is a date; `2024-01-01` is more likely meant as text.
+        (Some(Value::Datetime(_)), _) | (None, _) => Value::String(raw.to_string()),
+        (Some(value), _) => value,
+    }
+}
+
+/// The source to name for an error at `key`: the variable that set it (or a table above it),
+/// else the file.
+fn source_of(key: &str, origin: &str, overrides: &[Override]) -> String {
+    overrides
+        .iter()
+        .filter(|o| {
+            key == o.key
+                || key
+                    .strip_prefix(&o.key)
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        })
+        .max_by_key(|o| o.key.len())
+        .map_or_else(|| origin.to_string(), |o| format!("environment {}", o.var))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+const TOP_KEYS: &[&str] = &[
+    "daemon",
+    "providers",
+    "router",
+    "runtime",
+    "channels",
+    "schedules",
+];
+const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
+
+/// Sections present in the file that failed to parse. References to them (a fallback naming the
+/// provider, a schedule sending to the channel) are not reported again as dangling.
+#[derive(Debug, Default)]
+pub(super) struct Failed {
+    pub providers: Vec<String>,
+    pub channels: Vec<String>,
+}
+
+/// Deserializes each section, and each element of `providers` and `schedules`, on its own so
+/// that a mistake in one does not hide a mistake in another. A section that fails keeps its
+/// default.
+fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed) {
+    let mut config = Config::default();
+    let mut failed = Failed::default();
+    for (name, value) in table {
+        match name.as_str() {
+            "daemon" => {
+                if let Some(daemon) = section(value, "daemon", problems) {
+                    config.daemon = daemon;
+                }
+            }
+            "router" => {
+                if let Some(router) = section(value, "router", problems) {
+                    config.router = router;
+                }
+            }
+            "runtime" => {
+                if let Some(runtime) = section(value, "runtime", problems) {
+                    config.runtime = runtime;
+                }
+            }
+            "providers" => {
+                config.providers =
+                    elements::<ProviderConfig>(value, "providers", problems, |raw| {
+                        if let Some(name) = raw.get("name").and_then(Value::as_str) {
+                            failed.providers.push(name.to_string());
+                        }
+                    });
+            }
+            "schedules" => {
+                config.schedules = elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
+            }
+            "channels" => {
+                let Value::Table(channels) = value else {
+                    problems.push(wrong_kind("channels", "a table", &value));
+                    continue;
+                };
+                for (channel, value) in channels {
+                    let key = format!("channels.{channel}");
+                    let slot = &mut config.channels;
+                    let parsed = match channel.as_str() {
+                        "telegram" => {
+                            slot.telegram = section(value, &key, problems);
+                            slot.telegram.is_some()
+                        }
+                        "discord" => {
+                            slot.discord = section(value, &key, problems);
+                            slot.discord.is_some()
+                        }
+                        "matrix" => {
+                            slot.matrix = section(value, &key, problems);
+                            slot.matrix.is_some()
+                        }
+                        "email" => {
+                            slot.email = section(value, &key, problems);
+                            slot.email.is_some()
+                        }
+                        _ => {
+                            problems.push(unknown_key(&key, &channel, CHANNEL_KEYS));
+                            true
+                        }
+                    };
+                    if !parsed {
+                        failed.channels.push(channel);
+                    }
+                }
+            }
+            _ => problems.push(unknown_key(&name, &name, TOP_KEYS)),
+        }
+    }
+    (config, failed)
+}
+
+/// Deserializes one section, recording the first problem inside it with its full key.
+fn section<T: DeserializeOwned>(value: Value, key: &str, problems: &mut Vec<Problem>) -> Option<T> {
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(parsed) => Some(parsed),
+        Err(err) => {
+            let mut full_key = key.to_string();
+            for segment in err.path().iter() {
+                match segment {
+                    Segment::Seq { index } => full_key.push_str(&format!("[{index}]")),
+                    Segment::Map { key } => push_dotted(&mut full_key, key),
+                    Segment::Enum { variant } => push_dotted(&mut full_key, variant),
+                    Segment::Unknown => push_dotted(&mut full_key, "?"),
+                }
+            }
+            problems.push(Problem::new(full_key, humanize(err.inner().message())));
+            None
+        }
+    }
+}
+
+/// Deserializes each element of an array of tables on its own; `on_failure` sees the raw
+/// element of each one that fails.
+fn elements<T: DeserializeOwned>(
+    value: Value,
+    key: &str,
+    problems: &mut Vec<Problem>,
+    mut on_failure: impl FnMut(&Value),
+) -> Vec<T> {
+    let Value::Array(items) = value else {
+        problems.push(wrong_kind(
+            key,
+            &format!("an array of tables (`[[{key}]]`)"),
+            &value,
+        ));
+        return Vec::new();
+    };
+    let mut parsed = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let raw = item.clone();
+        match section(item, &format!("{key}[{i}]"), problems) {
+            Some(element) => parsed.push(element),
+            None => on_failure(&raw),
+        }
+    }
+    parsed
+}
+
+fn push_dotted(key: &mut String, segment: &str) {
+    if !key.is_empty() {
+        key.push('.');
+    }
+    key.push_str(segment);
+}
+
+fn unknown_key(key: &str, name: &str, expected: &[&str]) -> Problem {
+    let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
+    Problem::new(
+        key,
+        format!(
+            "unknown key `{name}`, expected one of {}",
+            expected.join(", ")
+        ),
+    )
+}
+
+fn wrong_kind(key: &str, expected: &str, found: &Value) -> Problem {
+    Problem::new(
+        key,
+        format!("expected {expected}, found {}", value_kind(found)),
+    )
+}
+
+fn value_kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date-time",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
+    }
+}
+
+/// Rewrites serde's messages in the words of a TOML file: keys and tables rather than fields and
+/// maps, "an integer" rather than `u64`.
+fn humanize(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return format!("unknown key {rest}");
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        return format!("missing key {rest}");
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return format!("unknown value {rest}");
+    }
+    if let Some((found, expected)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        return format!(
+            "expected {}, found {}",
+            describe_expected(expected),
+            describe_found(found)
+        );
+    }
+    if let Some((found, expected)) = message
+        .strip_prefix("invalid value: ")
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        let expected = match expected {
+            "u8" => "an integer from 0 to 255".to_string(),
+            "u16" => "an integer from 0 to 65535".to_string(),
+            "u32" => format!("an integer from 0 to {}", u32::MAX),
+            "u64" | "usize" => "a non-negative integer".to_string(),
+            other => describe_expected(other),
+        };
+        let found = found.split_once(' ').map_or(found, |(_, literal)| literal);
+        return format!("expected {expected}, found {}", found.trim_matches('`'));
+    }
+    message.to_string()
+}
+
+/// serde's `expected …` in TOML words.
+fn describe_expected(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => {
+            "an integer".into()
+        }
+        "f32" | "f64" => "a number".into(),
+        "a sequence" => "an array".into(),
+        "a map" => "a table".into(),
+        "path string" | "a borrowed string" => "a string".into(),
+        e if e.starts_with("struct ") => "a table".into(),
+        e if e.starts_with("enum ") => "a string".into(),
+        e => e.into(),
+    }
+}
+
+/// serde's `Unexpected` (`string "x"`, `integer `5``, `map` …) in TOML words, with the value.
+fn describe_found(found: &str) -> String {
+    let (kind, literal) = found.split_once(' ').unwrap_or((found, ""));
+    let kind = match kind {
+        "string" => "a string",
+        "integer" => "an integer",
+        "floating" => "a float",
+        "boolean" => "a boolean",
+        "sequence" => "an array",
+        "map" => "a table",
+        _ => return found.to_string(),
+    };
+    // `floating point `1.5`` splits after "floating"; drop the rest of the kind's name.
+    let literal = literal.trim_start_matches("point ").trim_matches('`');
+    if literal.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind} {literal}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment holding exactly these variables.
+    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The errors of loading `text`, as (source, key, message).
+    fn errors(text: &str, vars: &[(&str, &str)]) -> Vec<(String, String, String)> {
+        match load_from_str(text, "hearth.toml", &env(vars)) {
+            Ok(config) => panic!("expected errors, got {config:?}"),
+            Err(errors) => errors
+                .iter()
+                .map(|e| (e.source.clone(), e.key.clone(), e.message.clone()))
+                .collect(),
+        }
+    }
+
+    fn has(errors: &[(String, String, String)], source: &str, key: &str, message: &str) {
+        assert!(
+            errors
+                .iter()
+                .any(|(s, k, m)| s == source && k == key && m.contains(message)),
+            "no error {source}: {key}: …{message}… in {errors:#?}"
+        );
+    }
+
+    fn ok(text: &str, vars: &[(&str, &str)]) -> Config {
+        match load_from_str(text, "hearth.toml", &env(vars)) {
+            Ok(config) => config,
+            Err(errors) => panic!("unexpected errors:\n{errors}"),
+        }
+    }
+
+    const PROVIDER: &str = r#"
+[[providers]]
+name = "local"
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+model = "llama3.1"
+"#;
+
+    const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
+    const EXAMPLE_SECRETS: &[(&str, &str)] = &[
+        ("ANTHROPIC_API_KEY", "sk-ant"),
+        ("OPENAI_API_KEY", "sk-openai"),
+        ("HEARTH_TELEGRAM_TOKEN", "123:abc"),
+        ("HEARTH_DISCORD_TOKEN", "discord"),
+        ("HEARTH_MATRIX_PASSWORD", "matrix"),
+        ("HEARTH_EMAIL_PASSWORD", "email"),
+    ];
+
+    #[test]
+    fn empty_text_is_all_defaults() {
+        assert_eq!(ok("", &[]), Config::default());
+    }
+
+    #[test]
+    fn example_file_loads_cleanly() {
+        let config = ok(EXAMPLE, EXAMPLE_SECRETS);
+        assert_eq!(config.daemon.timezone, "Europe/Berlin");
+        assert_eq!(config.providers.len(), 2);
+        assert_eq!(config.providers[0].fallbacks, ["anthropic"]);
+        assert!(config.channels.telegram.is_some());
+        assert_eq!(config.schedules[0].name, "morning-briefing");
+    }
+
+    #[test]
+    fn example_file_commented_sections_are_valid_too() {
+        // Uncomment the optional channel sections: a user who does so must get a valid file.
+        let mut in_section = false;
+        let text: String = EXAMPLE
+            .lines()
+            .map(|line| {
+                if line.starts_with("# [channels.") {
+                    in_section = true;
+                } else if !line.starts_with("# ") {
+                    in_section = false;
+                }
+                let line = if in_section {
+                    line.trim_start_matches("# ")
+                } else {
+                    line
+                };
+                format!("{line}\n")
+            })
+            .collect();
+        let config = ok(&text, EXAMPLE_SECRETS);
+        assert!(config.channels.discord.is_some());
+        assert!(config.channels.matrix.is_some());
+        assert!(config.channels.email.is_some());
+    }
+
+    #[test]
+    fn syntax_error_is_the_only_error_and_has_line_and_column() {
+        let errors = errors("[daemon]\ntimezone = \"UTC\"\ndata_dir = = 1\n", &[]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let (source, key, message) = &errors[0];
+        assert_eq!(source, "hearth.toml");
+        assert_eq!(key, "");
+        assert!(message.contains("line 3, column"), "{message}");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_expected_keys() {
+        let errors = errors("[channels.telegram]\ntokn_env = \"T\"\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.tokn_env",
+            "unknown key `tokn_env`, expected one of `token_env`, `api_url`, `allowed_users`",
+        );
+    }
+
+    #[test]
+    fn unknown_section_and_channel_are_rejected() {
+        let errors = errors("[deamon]\nx = 1\n[channels.slack]\nx = 1\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "deamon",
+            "unknown key `deamon`, expected one of `daemon`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.slack",
+            "unknown key `slack`, expected one of `telegram`",
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_what_was_expected_and_found() {
+        let text = r#"
+[daemon]
+max_concurrent_conversations = "many"
+[runtime]
+stream = 1.5
+[channels.telegram]
+token_env = "T"
+allowed_users = [1, "x"]
+"#;
+        let errors = errors(text, &[("T", "token")]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.max_concurrent_conversations",
+            "expected an integer, found a string \"many\"",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "runtime.stream",
+            "expected a boolean, found a float 1.5",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.allowed_users[1]",
+            "expected an integer, found a string \"x\"",
+        );
+    }
+
+    #[test]
+    fn negative_number_for_an_unsigned_key() {
+        let errors = errors("[daemon]\nshutdown_grace_secs = -1\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.shutdown_grace_secs",
+            "expected a non-negative integer, found -1",
+        );
+    }
+
+    #[test]
+    fn missing_key_and_unknown_enum_value_in_separate_providers() {
+        let text = format!("{PROVIDER}kind = \"gemini\"\n[[providers]]\nname = \"b\"\n")
+            .replace("kind = \"openai\"\n", "");
+        let errors = errors(&text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "providers[0].kind",
+            "unknown value `gemini`, expected `openai` or `anthropic`",
+        );
+        has(&errors, "hearth.toml", "providers[1]", "missing key `kind`");
+    }
+
+    #[test]
+    fn providers_must_be_an_array_of_tables() {
+        let errors = errors("[providers]\nname = \"x\"\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "providers",
+            "expected an array of tables (`[[providers]]`), found a table",
+        );
+    }
+
+    #[test]
+    fn errors_in_every_section_are_all_reported() {
+        let text = format!(
+            "[daemon]\ntimezone = 5\n{PROVIDER}\n[[providers]]\nname = \"x\"\n\n[[schedules]]\nname = \"s\"\n[router]\nsticky_minutes = \"long\"\n"
+        );
+        let errors = errors(&text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.timezone",
+            "expected a string, found an integer 5",
+        );
+        has(&errors, "hearth.toml", "providers[1]", "missing key");
+        has(&errors, "hearth.toml", "schedules[0]", "missing key");
+        has(
+            &errors,
+            "hearth.toml",
+            "router.sticky_minutes",
+            "expected an integer, found a string",
+        );
+        assert_eq!(errors.len(), 4, "{errors:#?}");
+    }
+
+    #[test]
+    fn display_is_source_key_message_one_per_line() {
+        let errors = ConfigErrors(vec![
+            ConfigError::new("a.toml", "daemon.timezone", "unknown timezone"),
+            ConfigError::new("a.toml", "", "file not found"),
+        ]);
+        assert_eq!(
+            errors.to_string(),
+            "a.toml: daemon.timezone: unknown timezone\na.toml: file not found"
+        );
+    }
+
+    // ----- environment overrides
+
+    #[test]
+    fn override_scalar_nested_and_array_element() {
+        let vars = [
+            ("HEARTH_DAEMON__DATA_DIR", "/srv/hearth"),
+            ("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV", "TG"),
+            (
+                "HEARTH_CHANNELS__TELEGRAM__API_URL",
+                "http://127.0.0.1:8081",
+            ),
+            ("HEARTH_PROVIDERS__0__MODEL", "qwen3"),
+            ("TG", "123:abc"),
+        ];
+        let config = ok(PROVIDER, &vars);
+        assert_eq!(config.daemon.data_dir, PathBuf::from("/srv/hearth"));
+        let telegram = config
+            .channels
+            .telegram
+            .expect("telegram created by the environment");
+        assert_eq!(telegram.api_url, "http://127.0.0.1:8081");
+        assert_eq!(telegram.token_env, "TG");
+        assert_eq!(config.providers[0].model, "qwen3");
+    }
+
+    #[test]
+    fn override_segments_are_case_insensitive() {
+        let config = ok("", &[("HEARTH_daemon__Timezone", "Europe/Paris")]);
+        assert_eq!(config.daemon.timezone, "Europe/Paris");
+    }
+
+    #[test]
+    fn override_values_are_typed_as_toml() {
+        let vars = [
+            ("HEARTH_DAEMON__SHUTDOWN_GRACE_SECS", "5"),
+            ("HEARTH_RUNTIME__STREAM", "false"),
+            ("HEARTH_DAEMON__HTTP_LISTEN", ""),
+            ("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV", "TG"),
+            ("HEARTH_CHANNELS__TELEGRAM__ALLOWED_USERS", "[1, 2]"),
+            ("TG", "t"),
+        ];
+        let config = ok("", &vars);
+        assert_eq!(config.daemon.shutdown_grace_secs, 5);
+        assert!(!config.runtime.stream);
+        assert_eq!(config.daemon.http_listen, "");
+        assert_eq!(
+            config.channels.telegram.expect("telegram").allowed_users,
+            [1, 2]
+        );
+    }
+
+    #[test]
+    fn override_of_a_string_key_stays_a_string() {
+        let config = ok(PROVIDER, &[("HEARTH_PROVIDERS__0__MODEL", "4")]);
+        assert_eq!(config.providers[0].model, "4");
+    }
+
+    #[test]
+    fn override_can_add_array_elements_in_index_order() {
+        let mut vars = Vec::new();
+        for i in 0..12 {
+            vars.push((format!("HEARTH_SCHEDULES__{i}__NAME"), format!("s{i}")));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__CRON"),
+                "0 0 7 * * *".to_string(),
+            ));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__AGENT"),
+                "general".to_string(),
+            ));
+            vars.push((format!("HEARTH_SCHEDULES__{i}__PROMPT"), "hi".to_string()));
+            vars.push((
+                format!("HEARTH_SCHEDULES__{i}__TARGET"),
+                "telegram:1".to_string(),
+            ));
+        }
+        vars.push(("HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV".into(), "TG".into()));
+        vars.push(("TG".into(), "t".into()));
+        let env: HashMap<String, String> = vars.into_iter().collect();
+        let config = load_from_str("", "hearth.toml", &env).expect("valid");
+        assert_eq!(config.schedules.len(), 12);
+        assert_eq!(config.schedules[11].name, "s11");
+    }
+
+    #[test]
+    fn variables_without_double_underscore_are_not_overrides() {
+        let config = ok(
+            "",
+            &[
+                ("HEARTH_TELEGRAM_TOKEN", "x"),
+                ("HEARTH_CONFIG", "/nope"),
+                ("OTHER__X", "1"),
+            ],
+        );
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn bad_overrides_name_the_variable() {
+        // One variable at a time: within one section only the first problem is found.
+        let cases = [
+            (
+                "HEARTH_DAEMON__SHUTDOWN_GRACE_SECS",
+                "soon",
+                "daemon.shutdown_grace_secs",
+                "expected an integer, found a string \"soon\"",
+            ),
+            (
+                "HEARTH_DAEMON__NOPE",
+                "1",
+                "daemon.nope",
+                "unknown key `nope`",
+            ),
+            (
+                "HEARTH_DAEMON__TIMEZONE",
+                "Mars/Olympus",
+                "daemon.timezone",
+                "unknown timezone `Mars/Olympus`",
+            ),
+            (
+                "HEARTH_DAEMON__DATA_DIR__X",
+                "1",
+                "daemon.data_dir",
+                "expected a string, found a table",
+            ),
+            (
+                "HEARTH_DAEMON__TIMEZONE__X",
+                "1",
+                "daemon.timezone",
+                "this is a string, not a table",
+            ),
+            (
+                "HEARTH_PROVIDERS__5__MODEL",
+                "m",
+                "providers",
+                "index 5 is past the end",
+            ),
+            (
+                "HEARTH_PROVIDERS__X",
+                "m",
+                "providers",
+                "expected an index, found `x`",
+            ),
+            (
+                "HEARTH_PROVIDERS__1__MODEL",
+                "m",
+                "providers[1]",
+                "missing key `name`",
+            ),
+            ("HEARTH_ROUTER____X", "m", "router", "empty key segment"),
+        ];
+        for (var, value, key, message) in cases {
+            let text = format!("{PROVIDER}[daemon]\ntimezone = \"UTC\"\n");
+            let errors = errors(&text, &[(var, value)]);
+            has(&errors, &format!("environment {var}"), key, message);
+            assert_eq!(errors.len(), 1, "{errors:#?}");
+        }
+    }
+
+    #[test]
+    fn overrides_in_different_sections_are_all_reported() {
+        let vars = [
+            ("HEARTH_DAEMON__SHUTDOWN_GRACE_SECS", "soon"),
+            ("HEARTH_RUNTIME__STREAM", "maybe"),
+            ("HEARTH_PROVIDERS__0__TIMEOUT_SECS", "0"),
+        ];
+        let errors = errors(PROVIDER, &vars);
+        assert_eq!(errors.len(), 3, "{errors:#?}");
+        has(
+            &errors,
+            "environment HEARTH_PROVIDERS__0__TIMEOUT_SECS",
+            "providers[0].timeout_secs",
+            "greater than 0",
+        );
+    }
+
+    // ----- finding the file
+
+    #[test]
+    fn discovery_order_explicit_then_env_then_candidates_then_defaults() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, timezone: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("[daemon]\ntimezone = \"{timezone}\"\n")).expect("write");
+            path
+        };
+        let explicit = write("explicit.toml", "Europe/Berlin");
+        let named = write("named.toml", "Europe/Paris");
+        let first = write("first.toml", "Asia/Tokyo");
+        let second = write("second.toml", "America/New_York");
+        let absent = dir.path().join("absent.toml");
+        let env_named = env(&[("HEARTH_CONFIG", named.to_str().expect("utf-8 temp path"))]);
+        let none = env(&[]);
+        let candidates = [absent.clone(), first.clone(), second.clone()];
+
+        let loaded = load_with(Some(&explicit), &env_named, &candidates).expect("explicit");
+        assert_eq!(loaded.path.as_deref(), Some(explicit.as_path()));
+        assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
+
+        let loaded = load_with(None, &env_named, &candidates).expect("named");
+        assert_eq!(loaded.path.as_deref(), Some(named.as_path()));
+
+        let loaded = load_with(None, &none, &candidates).expect("first candidate");
+        assert_eq!(loaded.path.as_deref(), Some(first.as_path()));
+        assert_eq!(loaded.config.daemon.timezone, "Asia/Tokyo");
+
+        let loaded = load_with(None, &none, &[absent.clone(), second.clone()]).expect("second");
+        assert_eq!(loaded.config.daemon.timezone, "America/New_York");
+
+        let loaded = load_with(None, &none, std::slice::from_ref(&absent)).expect("defaults");
+        assert_eq!(loaded.path, None);
+        assert_eq!(loaded.config, Config::default());
+    }
+
+    #[test]
+    fn a_named_file_that_does_not_exist_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let absent = dir.path().join("absent.toml");
+
+        let errors = load_with(Some(&absent), &env(&[]), &[]).expect_err("missing explicit");
+        assert_eq!(errors.0[0].source, absent.display().to_string());
+        assert!(errors.0[0].message.contains("file not found"), "{errors}");
+
+        let vars = env(&[("HEARTH_CONFIG", absent.to_str().expect("utf-8 temp path"))]);
+        let errors = load_with(None, &vars, &[]).expect_err("missing $HEARTH_CONFIG");
+        assert!(errors.to_string().contains("HEARTH_CONFIG"), "{errors}");
+    }
+
+    #[test]
+    fn defaults_still_take_overrides_and_name_them_in_errors() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let vars = env(&[("HEARTH_RUNTIME__STREAM", "maybe")]);
+        let errors = load_with(None, &vars, &[dir.path().join("absent.toml")]).expect_err("bad");
+        assert_eq!(
+            errors.to_string(),
+            "environment HEARTH_RUNTIME__STREAM: runtime.stream: expected a boolean, found a string \"maybe\""
+        );
+    }
+}

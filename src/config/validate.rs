@@ -1,1 +1,822 @@
+//! Checks of what a well-formed configuration means: timezones exist, URLs parse and use the
+//! documented schemes, names are unique, fallbacks and secrets resolve, cron expressions parse.
+//! Every problem is collected; none stops the others from being found.
 
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use reqwest::Url;
+
+use super::load::{Failed, Problem};
+use super::{ChannelsConfig, Config, DaemonConfig, ProviderConfig, ScheduleConfig, Secret};
+
+/// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
+const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
+
+/// Channels a schedule can deliver to.
+const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
+
+/// All semantic problems of `config`. `env` is where secrets are looked up; `failed` lists
+/// sections that failed to parse, which references may still name without a second, misleading
+/// error.
+pub(super) fn validate(
+    config: &Config,
+    env: &HashMap<String, String>,
+    failed: &Failed,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    daemon(&config.daemon, &mut problems);
+    providers(&config.providers, env, &failed.providers, &mut problems);
+    if config.router.default_agent.trim().is_empty() {
+        problems.push(Problem::new("router.default_agent", "must not be empty"));
+    }
+    if config.runtime.tool_timeout_secs == 0 {
+        problems.push(Problem::new(
+            "runtime.tool_timeout_secs",
+            "must be greater than 0",
+        ));
+    }
+    channels(&config.channels, env, &mut problems);
+    schedules(
+        &config.schedules,
+        &config.channels,
+        &failed.channels,
+        &mut problems,
+    );
+    problems
+}
+
+fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
+    if let Err(message) = timezone(&daemon.timezone) {
+        problems.push(Problem::new("daemon.timezone", message));
+    }
+    if let Some(url) = &daemon.database_url {
+        // `sqlite:` also admits sqlx's `sqlite::memory:` and `sqlite:relative.db` forms.
+        let known = ["sqlite:", "postgres://", "postgresql://"];
+        if !known.iter().any(|scheme| url.starts_with(scheme)) {
+            problems.push(Problem::new(
+                "daemon.database_url",
+                format!("`{url}` is not a database URL: expected `sqlite://…` or `postgres://…`"),
+            ));
+        }
+    }
+    if !daemon.http_listen.is_empty() && daemon.http_listen.parse::<SocketAddr>().is_err() {
+        problems.push(Problem::new(
+            "daemon.http_listen",
+            format!(
+                "`{}` is not a socket address: expected an IP and port like `127.0.0.1:8787`, or \"\" to disable the HTTP server",
+                daemon.http_listen
+            ),
+        ));
+    }
+    if let Some(Err(message)) = daemon.owner.as_deref().map(identity) {
+        problems.push(Problem::new("daemon.owner", message));
+    }
+    if daemon.max_concurrent_conversations == 0 {
+        problems.push(Problem::new(
+            "daemon.max_concurrent_conversations",
+            "must be greater than 0, or no conversation could ever run",
+        ));
+    }
+}
+
+fn providers(
+    providers: &[ProviderConfig],
+    env: &HashMap<String, String>,
+    unparsed: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = HashSet::new();
+    for (i, provider) in providers.iter().enumerate() {
+        let key = |field: &str| format!("providers[{i}].{field}");
+        if provider.name.trim().is_empty() {
+            problems.push(Problem::new(key("name"), "must not be empty"));
+        } else if !seen.insert(provider.name.as_str()) {
+            problems.push(Problem::new(
+                key("name"),
+                format!("duplicate provider name `{}`", provider.name),
+            ));
+        }
+        if let Err(message) = url(&provider.base_url, &["http", "https"]) {
+            problems.push(Problem::new(key("base_url"), message));
+        }
+        if provider.model.trim().is_empty() {
+            problems.push(Problem::new(key("model"), "must not be empty"));
+        }
+        if provider.timeout_secs == 0 {
+            problems.push(Problem::new(key("timeout_secs"), "must be greater than 0"));
+        }
+        if provider.max_tokens == 0 {
+            problems.push(Problem::new(key("max_tokens"), "must be greater than 0"));
+        }
+        for fallback in &provider.fallbacks {
+            if *fallback == provider.name {
+                problems.push(Problem::new(
+                    key("fallbacks"),
+                    format!("provider `{fallback}` cannot be its own fallback"),
+                ));
+            } else if !providers.iter().any(|p| p.name == *fallback) && !unparsed.contains(fallback)
+            {
+                problems.push(Problem::new(
+                    key("fallbacks"),
+                    format!("unknown provider `{fallback}`: no [[providers]] has this name"),
+                ));
+            }
+        }
+        if let Some(name) = &provider.api_key_env {
+            secret(&key("api_key_env"), name, env, problems);
+        }
+    }
+}
+
+fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
+    if let Some(telegram) = &channels.telegram {
+        secret(
+            "channels.telegram.token_env",
+            &telegram.token_env,
+            env,
+            problems,
+        );
+        if let Err(message) = url(&telegram.api_url, &["http", "https"]) {
+            problems.push(Problem::new("channels.telegram.api_url", message));
+        }
+    }
+    if let Some(discord) = &channels.discord {
+        secret(
+            "channels.discord.token_env",
+            &discord.token_env,
+            env,
+            problems,
+        );
+        if let Err(message) = url(&discord.api_url, &["http", "https"]) {
+            problems.push(Problem::new("channels.discord.api_url", message));
+        }
+    }
+    if let Some(matrix) = &channels.matrix {
+        if let Err(message) = url(&matrix.homeserver, &["http", "https"]) {
+            problems.push(Problem::new("channels.matrix.homeserver", message));
+        }
+        if let Err(message) = matrix_user(&matrix.user) {
+            problems.push(Problem::new("channels.matrix.user", message));
+        }
+        secret(
+            "channels.matrix.password_env",
+            &matrix.password_env,
+            env,
+            problems,
+        );
+        for (i, user) in matrix.allowed_users.iter().enumerate() {
+            if let Err(message) = matrix_user(user) {
+                problems.push(Problem::new(
+                    format!("channels.matrix.allowed_users[{i}]"),
+                    message,
+                ));
+            }
+        }
+    }
+    if let Some(email) = &channels.email {
+        let imap = ["imap", "imap+starttls", "imaps"];
+        if let Err(message) = url(&email.imap_url, &imap) {
+            problems.push(Problem::new("channels.email.imap_url", message));
+        }
+        let smtp = ["smtp", "smtp+starttls", "smtps"];
+        if let Err(message) = url(&email.smtp_url, &smtp) {
+            problems.push(Problem::new("channels.email.smtp_url", message));
+        }
+        if email.username.trim().is_empty() {
+            problems.push(Problem::new("channels.email.username", "must not be empty"));
+        }
+        secret(
+            "channels.email.password_env",
+            &email.password_env,
+            env,
+            problems,
+        );
+        for (i, sender) in email.allowed_senders.iter().enumerate() {
+            if let Err(message) = email_address(sender) {
+                problems.push(Problem::new(
+                    format!("channels.email.allowed_senders[{i}]"),
+                    message,
+                ));
+            }
+        }
+    }
+}
+
+fn schedules(
+    schedules: &[ScheduleConfig],
+    channels: &ChannelsConfig,
+    failed_channels: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = HashSet::new();
+    for (i, schedule) in schedules.iter().enumerate() {
+        let key = |field: &str| format!("schedules[{i}].{field}");
+        if schedule.name.trim().is_empty() {
+            problems.push(Problem::new(key("name"), "must not be empty"));
+        } else if !seen.insert(schedule.name.as_str()) {
+            problems.push(Problem::new(
+                key("name"),
+                format!("duplicate schedule name `{}`", schedule.name),
+            ));
+        }
+        if let Err(message) = cron_expression(&schedule.cron) {
+            problems.push(Problem::new(key("cron"), message));
+        }
+        if let Some(Err(message)) = schedule.timezone.as_deref().map(timezone) {
+            problems.push(Problem::new(key("timezone"), message));
+        }
+        if schedule.agent.trim().is_empty() {
+            problems.push(Problem::new(key("agent"), "must not be empty"));
+        }
+        if schedule.prompt.trim().is_empty() {
+            problems.push(Problem::new(key("prompt"), "must not be empty"));
+        }
+        if let Err(message) = target(&schedule.target, channels, failed_channels) {
+            problems.push(Problem::new(key("target"), message));
+        }
+    }
+}
+
+/// Records a problem when the secret named by a `*_env` key cannot be found.
+fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
+    if name.trim().is_empty() {
+        problems.push(Problem::new(
+            key,
+            "must name an environment variable or credential",
+        ));
+        return;
+    }
+    if let Err(message) = Secret::resolve_with(name, |k| env.get(k).cloned()) {
+        problems.push(Problem::new(key, message));
+    }
+}
+
+fn timezone(name: &str) -> Result<(), String> {
+    name.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
+        format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
+    })
+}
+
+/// Checks that `text` is an absolute URL with a host and one of `schemes`.
+fn url(text: &str, schemes: &[&str]) -> Result<(), String> {
+    let expected = schemes
+        .iter()
+        .map(|s| format!("{s}://"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let parsed = Url::parse(text).map_err(|err| {
+        format!("`{text}` is not a valid URL ({err}): expected one starting with {expected}")
+    })?;
+    if !schemes.contains(&parsed.scheme()) {
+        return Err(format!(
+            "`{text}` has the scheme `{}`: expected one of {expected}",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{text}` has no host"));
+    }
+    Ok(())
+}
+
+/// `@localpart:server`.
+fn matrix_user(user: &str) -> Result<(), String> {
+    let valid = user
+        .strip_prefix('@')
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{user}` is not a Matrix user id: expected `@user:server`"
+        ))
+    }
+}
+
+fn email_address(address: &str) -> Result<(), String> {
+    let valid = address
+        .split_once('@')
+        .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{address}` is not an email address: expected `name@domain`"
+        ))
+    }
+}
+
+/// `channel:user` for the owner: the channel must be known and the id look like one of its ids.
+fn identity(text: &str) -> Result<(), String> {
+    let Some((channel, id)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not an identity: expected `channel:user_id`, e.g. `telegram:123456789`"
+        ));
+    };
+    if !IDENTITY_CHANNELS.contains(&channel) {
+        return Err(format!(
+            "unknown channel `{channel}`: expected one of {}",
+            IDENTITY_CHANNELS.join(", ")
+        ));
+    }
+    if id.is_empty() {
+        return Err(format!("`{text}` has no user id after `{channel}:`"));
+    }
+    match channel {
+        "telegram" | "discord" if id.parse::<i64>().is_err() => Err(format!(
+            "`{id}` is not a {channel} user id: expected a number"
+        )),
+        "matrix" => matrix_user(id),
+        "email" => email_address(id),
+        _ => Ok(()),
+    }
+}
+
+/// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
+fn target(text: &str, channels: &ChannelsConfig, failed: &[String]) -> Result<(), String> {
+    let Some((channel, chat)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
+        ));
+    };
+    let configured = match channel {
+        "telegram" => channels.telegram.is_some(),
+        "discord" => channels.discord.is_some(),
+        "matrix" => channels.matrix.is_some(),
+        "email" => channels.email.is_some(),
+        _ => {
+            return Err(format!(
+                "unknown channel `{channel}`: expected one of {}",
+                TARGET_CHANNELS.join(", ")
+            ));
+        }
+    };
+    if chat.is_empty() {
+        return Err(format!("`{text}` has no chat id after `{channel}:`"));
+    }
+    if matches!(channel, "telegram" | "discord") && chat.parse::<i64>().is_err() {
+        return Err(format!(
+            "`{chat}` is not a {channel} chat id: expected a number"
+        ));
+    }
+    if !configured && !failed.iter().any(|c| c == channel) {
+        return Err(format!(
+            "channel `{channel}` is not configured: add a [channels.{channel}] section"
+        ));
+    }
+    Ok(())
+}
+
+/// A cron expression in the `cron` crate's dialect: seconds first, then minute, hour, day of
+/// month, month, day of week and an optional year.
+fn cron_expression(expression: &str) -> Result<(), String> {
+    match cron::Schedule::from_str(expression) {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            // The usual mistake is a five-field crontab line; say how to fix it.
+            let hint = if expression.split_whitespace().count() == 5 {
+                format!(" (the seconds field comes first: try `0 {expression}`)")
+            } else {
+                " (fields: second minute hour day-of-month month day-of-week [year])".to_string()
+            };
+            Err(format!(
+                "invalid cron expression `{expression}`: {}{hint}",
+                cron_reason(&err.to_string())
+            ))
+        }
+    }
+}
+
+/// The cron crate's message in one line. Its parser renders errors as the expression, a line
+/// with a caret under the failing column, then the reason (often empty).
+fn cron_reason(message: &str) -> String {
+    let lines: Vec<&str> = message.lines().collect();
+    match lines.as_slice() {
+        [_, caret, reason @ ..] if caret.trim() == "^" => {
+            let column = caret.find('^').map_or(1, |i| i + 1);
+            let reason = reason.join(" ");
+            let reason = reason.trim();
+            if reason.is_empty() {
+                format!("cannot parse at column {column}")
+            } else {
+                format!("{reason} (at column {column})")
+            }
+        }
+        _ => lines.join(" "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::config::load_from_str;
+
+    /// Loads `text` with `vars` as the environment and returns its errors as (key, message).
+    fn errors(text: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match load_from_str(text, "hearth.toml", &env) {
+            Ok(config) => panic!("expected errors, got {config:?}"),
+            Err(errors) => errors
+                .iter()
+                .inspect(|e| assert_eq!(e.source, "hearth.toml"))
+                .map(|e| (e.key.clone(), e.message.clone()))
+                .collect(),
+        }
+    }
+
+    /// Asserts that loading `text` gives exactly one error, at `key`, mentioning `message`.
+    fn one(text: &str, vars: &[(&str, &str)], key: &str, message: &str) {
+        let errors = errors(text, vars);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(errors[0].0, key, "{errors:#?}");
+        assert!(errors[0].1.contains(message), "{errors:#?}");
+    }
+
+    fn provider(extra: &str) -> String {
+        format!(
+            "[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n{extra}\n"
+        )
+    }
+
+    const TELEGRAM: &str = "[channels.telegram]\ntoken_env = \"TG\"\n";
+
+    fn schedule(extra: &str) -> String {
+        let mut text = format!("{TELEGRAM}[[schedules]]\nagent = \"general\"\nprompt = \"hi\"\n");
+        for (key, default) in [
+            ("name", "\"s\""),
+            ("cron", "\"0 30 7 * * *\""),
+            ("target", "\"telegram:1\""),
+        ] {
+            if !extra.contains(&format!("{key} =")) {
+                text.push_str(&format!("{key} = {default}\n"));
+            }
+        }
+        text + extra + "\n"
+    }
+
+    #[test]
+    fn daemon_values() {
+        let cases = [
+            (
+                "timezone = \"Europe/Berln\"",
+                "daemon.timezone",
+                "unknown timezone `Europe/Berln`",
+            ),
+            (
+                "database_url = \"mysql://x\"",
+                "daemon.database_url",
+                "expected `sqlite://…` or `postgres://…`",
+            ),
+            (
+                "http_listen = \"localhost\"",
+                "daemon.http_listen",
+                "is not a socket address",
+            ),
+            (
+                "owner = \"telegram\"",
+                "daemon.owner",
+                "expected `channel:user_id`",
+            ),
+            (
+                "owner = \"slack:U1\"",
+                "daemon.owner",
+                "unknown channel `slack`",
+            ),
+            (
+                "owner = \"telegram:me\"",
+                "daemon.owner",
+                "expected a number",
+            ),
+            (
+                "owner = \"matrix:me\"",
+                "daemon.owner",
+                "expected `@user:server`",
+            ),
+            (
+                "owner = \"email:me\"",
+                "daemon.owner",
+                "expected `name@domain`",
+            ),
+            (
+                "max_concurrent_conversations = 0",
+                "daemon.max_concurrent_conversations",
+                "greater than 0",
+            ),
+        ];
+        for (line, key, message) in cases {
+            one(&format!("[daemon]\n{line}\n"), &[], key, message);
+        }
+    }
+
+    #[test]
+    fn daemon_values_that_are_fine() {
+        let env = HashMap::new();
+        for line in [
+            "database_url = \"postgres://u@localhost/hearth\"",
+            "database_url = \"postgresql://u@localhost/hearth\"",
+            "database_url = \"sqlite::memory:\"",
+            "http_listen = \"\"",
+            "http_listen = \"[::1]:8787\"",
+            "owner = \"terminal:me\"",
+            "owner = \"matrix:@me:example.org\"",
+        ] {
+            let text = format!("[daemon]\n{line}\n");
+            if let Err(errors) = load_from_str(&text, "hearth.toml", &env) {
+                panic!("{line}: {errors}");
+            }
+        }
+    }
+
+    #[test]
+    fn router_and_runtime_values() {
+        one(
+            "[router]\ndefault_agent = \"\"\n",
+            &[],
+            "router.default_agent",
+            "must not be empty",
+        );
+        one(
+            "[runtime]\ntool_timeout_secs = 0\n",
+            &[],
+            "runtime.tool_timeout_secs",
+            "greater than 0",
+        );
+    }
+
+    #[test]
+    fn provider_values() {
+        let cases = [
+            (
+                "base_url = \"ftp://x\"",
+                "providers[0].base_url",
+                "has the scheme `ftp`: expected one of http://, https://",
+            ),
+            (
+                "base_url = \"127.0.0.1:11434\"",
+                "providers[0].base_url",
+                "expected one starting with http://, https://",
+            ),
+            (
+                "base_url = \"localhost/v1\"",
+                "providers[0].base_url",
+                "is not a valid URL",
+            ),
+            (
+                "timeout_secs = 0",
+                "providers[0].timeout_secs",
+                "greater than 0",
+            ),
+            (
+                "max_tokens = 0",
+                "providers[0].max_tokens",
+                "greater than 0",
+            ),
+            (
+                "fallbacks = [\"local\"]",
+                "providers[0].fallbacks",
+                "cannot be its own fallback",
+            ),
+            (
+                "fallbacks = [\"gpt\"]",
+                "providers[0].fallbacks",
+                "unknown provider `gpt`",
+            ),
+            (
+                "api_key_env = \"OPENAI_API_KEY\"",
+                "providers[0].api_key_env",
+                "OPENAI_API_KEY is not set",
+            ),
+        ];
+        for (line, key, message) in cases {
+            // Later lines win in TOML only as errors, so replace the default line instead.
+            let field = line.split(" =").next().expect("a key");
+            let text: String = provider("")
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{field} =")))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                + line
+                + "\n";
+            one(&text, &[], key, message);
+        }
+        let empty_name = provider("").replace("name = \"local\"", "name = \"\"");
+        one(&empty_name, &[], "providers[0].name", "must not be empty");
+        let empty_model = provider("").replace("model = \"llama3.1\"", "model = \" \"");
+        one(&empty_model, &[], "providers[0].model", "must not be empty");
+    }
+
+    #[test]
+    fn provider_names_are_unique() {
+        let text = provider("") + &provider("");
+        one(
+            &text,
+            &[],
+            "providers[1].name",
+            "duplicate provider name `local`",
+        );
+    }
+
+    #[test]
+    fn fallback_to_a_provider_that_failed_to_parse_is_not_reported_twice() {
+        let text = provider("fallbacks = [\"big\"]") + "[[providers]]\nname = \"big\"\n";
+        let errors = errors(&text, &[]);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(errors[0].0, "providers[1]");
+    }
+
+    #[test]
+    fn secrets_resolve_from_env_or_credentials_directory() {
+        let text = provider("api_key_env = \"KEY\"");
+        let env = |vars: &[(&str, &str)]| -> HashMap<String, String> {
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(load_from_str(&text, "f", &env(&[("KEY", "sk")])).is_ok());
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("KEY"), "sk\n").expect("write credential");
+        let credentials = dir.path().to_str().expect("utf-8 temp path");
+        let vars = env(&[("CREDENTIALS_DIRECTORY", credentials)]);
+        assert!(load_from_str(&text, "f", &vars).is_ok());
+
+        one(
+            &text,
+            &[("KEY", "")],
+            "providers[0].api_key_env",
+            "KEY is not set",
+        );
+        let blank = provider("api_key_env = \"\"");
+        one(
+            &blank,
+            &[],
+            "providers[0].api_key_env",
+            "must name an environment variable",
+        );
+    }
+
+    #[test]
+    fn telegram_and_discord() {
+        one(
+            TELEGRAM,
+            &[],
+            "channels.telegram.token_env",
+            "TG is not set",
+        );
+        let text = format!("{TELEGRAM}api_url = \"api.telegram.org\"\n");
+        one(
+            &text,
+            &[("TG", "t")],
+            "channels.telegram.api_url",
+            "is not a valid URL",
+        );
+        let discord = "[channels.discord]\ntoken_env = \"DC\"\napi_url = \"ws://x\"\n";
+        let errors = errors(discord, &[]);
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert_eq!(errors[0].0, "channels.discord.token_env");
+        assert!(errors[0].1.contains("DC is not set"));
+        assert_eq!(errors[1].0, "channels.discord.api_url");
+        assert!(errors[1].1.contains("scheme `ws`"));
+    }
+
+    #[test]
+    fn matrix() {
+        let text = "[channels.matrix]\nhomeserver = \"matrix.example.org\"\nuser = \"hearth\"\npassword_env = \"MX\"\nallowed_users = [\"@me:example.org\", \"me\"]\n";
+        let errors = errors(text, &[]);
+        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "channels.matrix.homeserver",
+                "channels.matrix.user",
+                "channels.matrix.password_env",
+                "channels.matrix.allowed_users[1]",
+            ],
+            "{errors:#?}"
+        );
+        assert!(errors[1].1.contains("expected `@user:server`"));
+        assert!(errors[2].1.contains("MX is not set"));
+    }
+
+    #[test]
+    fn email() {
+        let text = "[channels.email]\nimap_url = \"https://imap.example.org\"\nsmtp_url = \"smtp+tls://smtp.example.org\"\nusername = \"\"\npassword_env = \"EM\"\nallowed_senders = [\"me@example.org\", \"me\"]\n";
+        let errors = errors(text, &[("EM", "pw")]);
+        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "channels.email.imap_url",
+                "channels.email.smtp_url",
+                "channels.email.username",
+                "channels.email.allowed_senders[1]",
+            ],
+            "{errors:#?}"
+        );
+        assert!(
+            errors[0]
+                .1
+                .contains("expected one of imap://, imap+starttls://, imaps://")
+        );
+        assert!(
+            errors[1]
+                .1
+                .contains("expected one of smtp://, smtp+starttls://, smtps://")
+        );
+        assert!(errors[3].1.contains("`me` is not an email address"));
+
+        let fine = "[channels.email]\nimap_url = \"imap://127.0.0.1:1143\"\nsmtp_url = \"smtp+starttls://127.0.0.1:1025\"\nusername = \"a\"\npassword_env = \"EM\"\n";
+        let env: HashMap<String, String> = [("EM".to_string(), "pw".to_string())].into();
+        if let Err(errors) = load_from_str(fine, "f", &env) {
+            panic!("{errors}");
+        }
+    }
+
+    #[test]
+    fn schedule_values() {
+        let secret = [("TG", "t")];
+        let cases = [
+            (
+                "cron = \"30 7 * * *\"",
+                "schedules[0].cron",
+                "the seconds field comes first: try `0 30 7 * * *`",
+            ),
+            (
+                "cron = \"0 61 7 * * *\"",
+                "schedules[0].cron",
+                "Minutes must be less than",
+            ),
+            (
+                "cron = \"every day\"",
+                "schedules[0].cron",
+                "invalid cron expression `every day`",
+            ),
+            (
+                "timezone = \"Berlin\"",
+                "schedules[0].timezone",
+                "unknown timezone `Berlin`",
+            ),
+            (
+                "target = \"telegram\"",
+                "schedules[0].target",
+                "expected `channel:chat_id`",
+            ),
+            (
+                "target = \"sms:1\"",
+                "schedules[0].target",
+                "unknown channel `sms`",
+            ),
+            (
+                "target = \"telegram:me\"",
+                "schedules[0].target",
+                "expected a number",
+            ),
+            (
+                "target = \"discord:1\"",
+                "schedules[0].target",
+                "channel `discord` is not configured",
+            ),
+            ("name = \"\"", "schedules[0].name", "must not be empty"),
+        ];
+        for (line, key, message) in cases {
+            one(&schedule(line), &secret, key, message);
+        }
+        let bad_confirmation = schedule("on_confirmation = \"sometimes\"");
+        one(
+            &bad_confirmation,
+            &secret,
+            "schedules[0].on_confirmation",
+            "expected one of `deny`, `ask`, `allow`",
+        );
+    }
+
+    #[test]
+    fn target_on_a_channel_that_failed_to_parse_is_not_reported_twice() {
+        let text = schedule("").replace("token_env = \"TG\"", "token_env = 5");
+        one(
+            &text,
+            &[],
+            "channels.telegram.token_env",
+            "expected a string",
+        );
+    }
+
+    #[test]
+    fn schedule_names_are_unique() {
+        let text = schedule("")
+            + "[[schedules]]\nname = \"s\"\ncron = \"0 0 8 * * *\"\nagent = \"a\"\nprompt = \"p\"\ntarget = \"telegram:1\"\n";
+        one(
+            &text,
+            &[("TG", "t")],
+            "schedules[1].name",
+            "duplicate schedule name `s`",
+        );
+    }
+}
