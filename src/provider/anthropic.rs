@@ -158,8 +158,8 @@ impl AnthropicProvider {
                     Block::Other => {}
                 },
                 StreamEventWire::ContentBlockDelta { index, delta } => match delta {
-                    Delta::TextDelta { text } => self.add_text(&mut answer, text, events),
-                    Delta::InputJsonDelta { partial_json } => match calls.get_mut(&index) {
+                    BlockDelta::TextDelta { text } => self.add_text(&mut answer, text, events),
+                    BlockDelta::InputJsonDelta { partial_json } => match calls.get_mut(&index) {
                         Some(call) => call.arguments.push_str(&partial_json),
                         None => {
                             return Err(self.errors.protocol(format!(
@@ -167,7 +167,7 @@ impl AnthropicProvider {
                             )));
                         }
                     },
-                    Delta::Other => {}
+                    BlockDelta::Other => {}
                 },
                 StreamEventWire::MessageDelta { delta, usage } => {
                     if let Some(reason) = delta.stop_reason {
@@ -399,7 +399,7 @@ enum StreamEventWire {
     },
     ContentBlockDelta {
         index: usize,
-        delta: Delta,
+        delta: BlockDelta,
     },
     ContentBlockStop,
     MessageDelta {
@@ -423,7 +423,7 @@ struct StartMessage {
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Delta {
+enum BlockDelta {
     TextDelta {
         text: String,
     },
