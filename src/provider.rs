@@ -8,6 +8,7 @@
 
 pub mod anthropic;
 pub mod fallback;
+mod http;
 pub mod openai;
 pub mod retry;
 mod sse;
@@ -18,6 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+
+use crate::clock::SharedClock;
+use crate::config::{ProviderConfig, ProviderKind, Secret};
 
 /// One request to a model.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -141,6 +145,8 @@ pub enum ProviderErrorKind {
     Client { status: u16 },
     /// The answer could not be understood.
     Protocol,
+    /// The provider's configuration is unusable (a missing API key, an unknown fallback).
+    Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -194,3 +200,180 @@ pub trait Provider: Send + Sync {
 }
 
 pub type SharedProvider = Arc<dyn Provider>;
+
+/// The configured providers, from which the runtime asks for a retrying fallback chain by
+/// provider name.
+pub struct Providers {
+    /// In configuration order: the first is `"default"`.
+    entries: Vec<(ProviderConfig, SharedProvider)>,
+    clock: SharedClock,
+}
+
+impl Providers {
+    /// Builds a client for every configured provider, reading each `api_key_env` with
+    /// [`Secret::resolve`]. A key that is configured but missing is an error naming the variable.
+    pub fn from_config(
+        configs: &[ProviderConfig],
+        clock: SharedClock,
+    ) -> Result<Providers, ProviderError> {
+        let mut parts = Vec::with_capacity(configs.len());
+        for config in configs {
+            let key = match &config.api_key_env {
+                Some(env) => Some(Secret::resolve(env).map_err(|problem| {
+                    ProviderError::new(
+                        config.name.clone(),
+                        ProviderErrorKind::Config,
+                        format!("API key {env}: {problem}"),
+                    )
+                })?),
+                None => None,
+            };
+            parts.push((config.clone(), key));
+        }
+        Self::from_parts(parts, clock)
+    }
+
+    /// Builds clients from configs and already resolved keys (tests, or keys from elsewhere).
+    /// Checks that names are unique and that every fallback names a configured provider.
+    pub fn from_parts(
+        parts: Vec<(ProviderConfig, Option<Secret>)>,
+        clock: SharedClock,
+    ) -> Result<Providers, ProviderError> {
+        let config_error = |name: &str, message: String| {
+            ProviderError::new(name, ProviderErrorKind::Config, message)
+        };
+        let mut entries: Vec<(ProviderConfig, SharedProvider)> = Vec::with_capacity(parts.len());
+        for (config, key) in parts {
+            if entries.iter().any(|(c, _)| c.name == config.name) {
+                return Err(config_error(
+                    &config.name,
+                    "provider name used twice".into(),
+                ));
+            }
+            let client: SharedProvider = match config.kind {
+                ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(&config, key)?),
+                ProviderKind::Anthropic => {
+                    Arc::new(anthropic::AnthropicProvider::new(&config, key)?)
+                }
+            };
+            entries.push((config, client));
+        }
+        for (config, _) in &entries {
+            for fallback in &config.fallbacks {
+                if !entries.iter().any(|(c, _)| &c.name == fallback) {
+                    return Err(config_error(
+                        &config.name,
+                        format!("fallback {fallback:?} is not a configured provider"),
+                    ));
+                }
+            }
+        }
+        Ok(Providers { entries, clock })
+    }
+
+    /// The configured provider names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.iter().map(|(c, _)| c.name.as_str()).collect()
+    }
+
+    /// The chain for provider `name` (`"default"`: the first configured one): that provider,
+    /// then its `fallbacks` in order (not theirs in turn), each retrying its temporary failures.
+    ///
+    /// `model` (`None` or `"default"`: the provider's own) applies to the first link only;
+    /// every fallback uses its own configured model, since model names differ between
+    /// providers. `None` when no such provider is configured.
+    pub fn chain(&self, name: &str, model: Option<&str>) -> Option<SharedProvider> {
+        let first = if name == "default" {
+            self.entries.first()?
+        } else {
+            self.entries.iter().find(|(c, _)| c.name == name)?
+        };
+        let model = model.filter(|m| *m != "default").map(str::to_string);
+        let mut links = vec![(self.retrying(first), model)];
+        let mut seen = vec![first.0.name.as_str()];
+        for fallback in &first.0.fallbacks {
+            if seen.contains(&fallback.as_str()) {
+                continue;
+            }
+            if let Some(entry) = self.entries.iter().find(|(c, _)| &c.name == fallback) {
+                seen.push(&entry.0.name);
+                links.push((self.retrying(entry), Some(entry.0.model.clone())));
+            }
+        }
+        Some(Arc::new(fallback::FallbackChain::new(links)))
+    }
+
+    fn retrying(&self, (config, client): &(ProviderConfig, SharedProvider)) -> SharedProvider {
+        Arc::new(retry::Retrying::new(
+            client.clone(),
+            config.max_retries,
+            self.clock.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    fn config(name: &str, fallbacks: &[&str]) -> ProviderConfig {
+        ProviderConfig {
+            name: name.into(),
+            kind: ProviderKind::Openai,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key_env: None,
+            model: format!("{name}-model"),
+            timeout_secs: 5,
+            max_retries: 0,
+            fallbacks: fallbacks.iter().map(|s| s.to_string()).collect(),
+            max_tokens: 100,
+            vision: false,
+        }
+    }
+
+    #[test]
+    fn chains_by_name_and_default() {
+        let providers = Providers::from_parts(
+            vec![
+                (config("a", &["b", "a", "b"]), None),
+                (config("b", &[]), None),
+            ],
+            Arc::new(SystemClock),
+        )
+        .expect("valid");
+        assert_eq!(providers.names(), ["a", "b"]);
+        assert_eq!(
+            providers
+                .chain("default", None)
+                .map(|c| c.name().to_string()),
+            Some("a".into())
+        );
+        assert_eq!(
+            providers
+                .chain("b", Some("x"))
+                .map(|c| c.name().to_string()),
+            Some("b".into())
+        );
+        assert!(providers.chain("nope", None).is_none());
+    }
+
+    #[test]
+    fn bad_configs_are_rejected() {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let unknown = Providers::from_parts(vec![(config("a", &["zz"]), None)], clock.clone());
+        assert!(unknown.err().is_some_and(|e| e.message.contains("zz")));
+        let twice = Providers::from_parts(
+            vec![(config("a", &[]), None), (config("a", &[]), None)],
+            clock.clone(),
+        );
+        assert!(twice.is_err());
+        let mut keyed = config("a", &[]);
+        keyed.api_key_env = Some("HEARTH_TEST_SURELY_UNSET_KEY".into());
+        let missing = Providers::from_config(&[keyed], clock)
+            .err()
+            .expect("missing key");
+        assert_eq!(missing.kind, ProviderErrorKind::Config);
+        assert!(missing.message.contains("HEARTH_TEST_SURELY_UNSET_KEY"));
+    }
+}

@@ -1,0 +1,292 @@
+//! The HTTP plumbing both clients share: building the reqwest client, turning transport errors
+//! and error statuses into [`ProviderError`]s, and reading an event stream.
+//!
+//! Error texts are built here from parts we control: reqwest errors are stripped of their URL
+//! (a base URL may carry a key as a query parameter) and the key itself is scrubbed from
+//! anything a server sends back.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+use super::sse::{SseEvent, SseParser};
+use super::{ProviderError, ProviderErrorKind};
+use crate::config::{ProviderConfig, Secret};
+
+/// How long connecting may take, at most; the whole request has `timeout_secs`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How much of an unexpected error body goes into an error message.
+const MAX_BODY_IN_MESSAGE: usize = 300;
+
+/// What a client needs to describe its failures: its name, its timeout and the key to scrub.
+#[derive(Clone, Debug)]
+pub(crate) struct ErrorContext {
+    pub provider: String,
+    pub timeout: Duration,
+    pub api_key: Option<Secret>,
+}
+
+impl ErrorContext {
+    pub(crate) fn new(config: &ProviderConfig, api_key: Option<Secret>) -> Self {
+        Self {
+            provider: config.name.clone(),
+            timeout: Duration::from_secs(config.timeout_secs),
+            api_key,
+        }
+    }
+
+    /// An error of this provider, with the API key removed from the message should a server
+    /// have echoed it.
+    pub(crate) fn error(
+        &self,
+        kind: ProviderErrorKind,
+        message: impl Into<String>,
+    ) -> ProviderError {
+        let mut message = message.into();
+        if let Some(key) = &self.api_key
+            && !key.expose().is_empty()
+        {
+            message = message.replace(key.expose(), "<redacted>");
+        }
+        ProviderError::new(self.provider.clone(), kind, message)
+    }
+
+    /// Maps a reqwest error from sending the request or reading the body.
+    pub(crate) fn transport(&self, err: reqwest::Error) -> ProviderError {
+        if err.is_timeout() {
+            return self.error(
+                ProviderErrorKind::Timeout,
+                format!("no complete answer within {} s", self.timeout.as_secs()),
+            );
+        }
+        let what = if err.is_connect() {
+            "cannot connect"
+        } else if err.is_body() || err.is_decode() {
+            "connection broke while reading the answer"
+        } else {
+            "request failed"
+        };
+        self.error(
+            ProviderErrorKind::Network,
+            format!("{what}: {}", error_chain(&err.without_url())),
+        )
+    }
+
+    /// Maps a response with a non-success status, reading its body for the server's message.
+    pub(crate) async fn status_error(&self, response: reqwest::Response) -> ProviderError {
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let body = response.text().await.unwrap_or_default();
+        let detail = error_message(&body);
+        let kind = match status {
+            429 => ProviderErrorKind::RateLimited { retry_after },
+            500..=599 => ProviderErrorKind::Server { status },
+            400..=499 => ProviderErrorKind::Client { status },
+            _ => ProviderErrorKind::Protocol,
+        };
+        let message = if detail.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            format!("HTTP {status}: {detail}")
+        };
+        self.error(kind, message)
+    }
+
+    /// An answer we could not understand.
+    pub(crate) fn protocol(&self, message: impl Into<String>) -> ProviderError {
+        self.error(ProviderErrorKind::Protocol, message)
+    }
+}
+
+/// Builds the HTTP client: connect timeout, and the config's timeout for the whole request
+/// (streamed body included).
+pub(crate) fn build_client(config: &ProviderConfig) -> Result<reqwest::Client, ProviderError> {
+    let timeout = Duration::from_secs(config.timeout_secs.max(1));
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT.min(timeout))
+        .timeout(timeout)
+        .build()
+        .map_err(|err| {
+            ProviderError::new(
+                config.name.clone(),
+                ProviderErrorKind::Config,
+                format!(
+                    "cannot build HTTP client: {}",
+                    error_chain(&err.without_url())
+                ),
+            )
+        })
+}
+
+/// `err` and its sources, joined with `: `.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // hyper and reqwest often repeat the inner message in the outer one.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The human part of an error body: `error.message` in both APIs' formats, else the start of
+/// the body as text.
+fn error_message(body: &str) -> String {
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
+        let message = value
+            .pointer("/error/message")
+            .or_else(|| value.get("message"))
+            .or_else(|| value.get("error"))
+            .and_then(|m| m.as_str());
+        if let Some(message) = message {
+            return message.to_string();
+        }
+    }
+    let body = body.trim();
+    match body.char_indices().nth(MAX_BODY_IN_MESSAGE) {
+        Some((cut, _)) => format!("{}…", &body[..cut]),
+        None => body.to_string(),
+    }
+}
+
+/// `Retry-After` as integer seconds or an HTTP date; a date in the past means "now".
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    // Fractional seconds are not in the RFC but some APIs send them.
+    if let Ok(secs) = value.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Some(Duration::from_secs_f64(secs));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// Whether a response is an event stream (a server may ignore `stream: true` and answer JSON).
+pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// Reads the events of a streamed response one by one.
+pub(crate) struct EventReader {
+    response: reqwest::Response,
+    parser: SseParser,
+    pending: VecDeque<SseEvent>,
+}
+
+impl EventReader {
+    pub(crate) fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            parser: SseParser::new(),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// The next event; `Ok(None)` when the body ended cleanly.
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, reqwest::Error> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Ok(Some(event));
+            }
+            match self.response.chunk().await? {
+                Some(bytes) => self.pending.extend(self.parser.push(&bytes)),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Joins a base URL and a path without doubling the slash.
+pub(crate) fn join_url(base_url: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base_url.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&headers), Some(Duration::ZERO));
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(120))
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_str(&later).expect("ascii date"),
+        );
+        let wait = retry_after(&headers).expect("date parses");
+        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn error_messages_from_both_formats() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad key","type":"invalid_request_error"}}"#),
+            "bad key"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "Overloaded"
+        );
+        assert_eq!(error_message("<html>502</html>"), "<html>502</html>");
+        assert!(error_message(&"x".repeat(1000)).chars().count() <= MAX_BODY_IN_MESSAGE + 1);
+    }
+
+    #[test]
+    fn key_is_scrubbed_from_messages() {
+        let ctx = ErrorContext {
+            provider: "p".into(),
+            timeout: Duration::from_secs(1),
+            api_key: Some(Secret::new("sk-secret")),
+        };
+        let err = ctx.error(
+            ProviderErrorKind::Client { status: 401 },
+            "bad key sk-secret",
+        );
+        assert!(!err.to_string().contains("sk-secret"));
+    }
+
+    #[test]
+    fn urls_join() {
+        assert_eq!(
+            join_url("http://h/v1/", "/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+        assert_eq!(join_url("http://h", "v1/messages"), "http://h/v1/messages");
+    }
+}
