@@ -4,7 +4,16 @@
 //! agent turn -> outbox -> delivery worker -> channel adapter.
 
 pub mod agent;
+pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
+pub mod http;
+pub mod metrics;
+pub mod pipeline;
 pub mod provider;
 pub mod router;
+pub mod runtime;
+pub mod store;
+pub mod terminal;
+pub mod tool;

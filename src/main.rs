@@ -1,1 +1,49 @@
-fn main() {}
+//! The `hearth` binary: parses the command line, sets up logging and runs the command.
+
+use clap::Parser;
+use hearth::cli::{Cli, Command};
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(&cli.command);
+    // Both ring and aws-lc-rs end up compiled in through dependencies; rustls needs to be told
+    // which to use. Failing means one is installed already, which is just as good.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            std::process::exit(1);
+        }
+    };
+    let result = runtime.block_on(hearth::cli::run(cli));
+    if let Err(failure) = result {
+        eprintln!("error: {}", failure.error);
+        for cause in failure.error.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(failure.code);
+    }
+}
+
+/// Logs go to stderr. Under systemd (JOURNAL_STREAM set) journald adds timestamps itself.
+/// The terminal chat only shows warnings so the conversation stays readable.
+fn init_logging(command: &Command) {
+    let default = match command {
+        Command::Run => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().with_ansi(false).init();
+    } else {
+        builder.init();
+    }
+}

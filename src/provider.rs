@@ -7,11 +7,14 @@
 //! for timeouts, 429 and 5xx, but not for 400/401/403.
 
 pub mod anthropic;
+mod defaults;
 pub mod fallback;
 mod http;
 pub mod openai;
 pub mod retry;
 mod sse;
+
+pub use defaults::{effective_providers, effective_providers_with};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,8 +16,8 @@ pub mod testkit;
 pub use error::{ChannelError, ErrorKind};
 // pub use memory::{MemoryChannel, SentMessage};
 pub use message::{
-    Attachment, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound, InboundKind,
-    MessageRef, OutboundMessage, Sender,
+    Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
+    InboundKind, MessageRef, OutboundMessage, Sender,
 };
 
 use std::sync::Arc;

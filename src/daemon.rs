@@ -1,0 +1,396 @@
+//! Wiring: opens the store, loads agents and providers, and starts the dispatcher, the delivery
+//! worker, the channels (each under a supervisor) and the HTTP endpoints. `hearth run`,
+//! `hearth chat` and the end-to-end tests all start hearth through [`DaemonBuilder`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hearth_channel::{Channel, ChannelContext, ErrorKind};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::agent::AgentSet;
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::pipeline::Channels;
+use crate::pipeline::delivery::Delivery;
+use crate::pipeline::dispatcher::Dispatcher;
+use crate::pipeline::handler::Handler;
+use crate::pipeline::sink::{InboxSink, StoreState};
+use crate::provider::Providers;
+use crate::runtime::Runtime;
+use crate::store::Store;
+use crate::tool::ToolRegistry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the database")]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot load the agents file")]
+    Agents(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot set up the model providers")]
+    Providers(#[source] crate::provider::ProviderError),
+    #[error("cannot listen on {addr}")]
+    Http {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// The state of one channel, as `/healthz` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ChannelHealth {
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub type Health = Arc<Mutex<HashMap<String, ChannelHealth>>>;
+
+/// A channel to run, with the platform user ids allowed to talk through it.
+struct ChannelEntry {
+    channel: Arc<dyn Channel>,
+    allowed: Vec<String>,
+}
+
+pub struct DaemonBuilder {
+    config: Config,
+    clock: SharedClock,
+    channels: Vec<ChannelEntry>,
+    tools: Option<ToolRegistry>,
+    agents: Option<AgentSet>,
+    owner: Option<(String, String)>,
+    http: bool,
+}
+
+impl DaemonBuilder {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            clock: Arc::new(SystemClock),
+            channels: Vec::new(),
+            tools: None,
+            agents: None,
+            owner: None,
+            http: true,
+        }
+    }
+
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Adds a channel whose `allowed` platform user ids may talk to hearth.
+    pub fn channel(mut self, channel: Arc<dyn Channel>, allowed: &[String]) -> Self {
+        self.channels.push(ChannelEntry {
+            channel,
+            allowed: allowed.to_vec(),
+        });
+        self
+    }
+
+    /// Replaces the built-in tool registry (tests add tools with observable side effects).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Uses these agents instead of loading `router.agents_file`.
+    pub fn agents(mut self, agents: AgentSet) -> Self {
+        self.agents = Some(agents);
+        self
+    }
+
+    /// Makes `channel:user` the owner in addition to `daemon.owner` (the terminal's local user).
+    pub fn owner(mut self, channel: &str, user: &str) -> Self {
+        self.owner = Some((channel.into(), user.into()));
+        self
+    }
+
+    /// Skips the HTTP endpoints (the terminal chat does not need them).
+    pub fn without_http(mut self) -> Self {
+        self.http = false;
+        self
+    }
+
+    pub async fn start(self) -> Result<Daemon, StartError> {
+        let config = Arc::new(self.config);
+        let clock = self.clock;
+        let store = Store::open(&config.daemon.database_url()).await?;
+        let now = clock.now_ms();
+
+        let agents = match self.agents {
+            Some(agents) => agents,
+            None => AgentSet::load(&config.router.agents_file)
+                .map(|(set, _)| set)
+                .map_err(|err| StartError::Agents(Box::new(err)))?,
+        };
+        store.sync_agents(&agents, now).await?;
+
+        let (provider_configs, provider_hint) =
+            crate::provider::effective_providers(&config.providers);
+        let providers = Providers::from_config(&provider_configs, clock.clone())
+            .map_err(StartError::Providers)?;
+
+        // Identities: the allowlists and the owner, as configured now.
+        for entry in &self.channels {
+            let name = entry.channel.name().to_string();
+            for user in &entry.allowed {
+                store
+                    .allow_identity(&name, user, None, "config", false, now)
+                    .await?;
+            }
+            let mut keep = entry.allowed.clone();
+            if let Some((channel, user)) = owner_of(&config) {
+                if channel == name {
+                    keep.push(user);
+                }
+            }
+            store.revoke_config_identities_except(&name, &keep).await?;
+        }
+        for (channel, user) in owner_of(&config).into_iter().chain(self.owner) {
+            store
+                .allow_identity(&channel, &user, None, "owner", true, now)
+                .await?;
+        }
+
+        let metrics = Arc::new(Metrics::default());
+        let tools = self.tools.unwrap_or_else(ToolRegistry::with_builtin);
+        let rt = Arc::new(Runtime::new(
+            store.clone(),
+            clock.clone(),
+            config.clone(),
+            providers,
+            tools,
+            agents,
+            metrics.clone(),
+            provider_hint,
+        ));
+
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let channels: Channels = Arc::new(
+            self.channels
+                .iter()
+                .map(|e| (e.channel.name().to_string(), e.channel.clone()))
+                .collect(),
+        );
+        let outbox_wake = Arc::new(Notify::new());
+
+        let handler = Arc::new(Handler {
+            rt: rt.clone(),
+            channels: channels.clone(),
+            outbox: outbox_wake.clone(),
+            shutdown: shutdown.clone(),
+        });
+        let dispatcher = Dispatcher::new(
+            handler,
+            config.daemon.max_concurrent_conversations,
+            tracker.clone(),
+            shutdown.clone(),
+        );
+        for (id, key) in store.pending_inbox().await? {
+            dispatcher.submit(id, key, false);
+        }
+
+        let delivery = Delivery::new(
+            store.clone(),
+            clock.clone(),
+            channels.clone(),
+            metrics.clone(),
+            outbox_wake.clone(),
+            tracker.clone(),
+        );
+        tracker.spawn(
+            delivery
+                .clone()
+                .run(shutdown.clone())
+                .instrument(tracing::info_span!("delivery")),
+        );
+
+        let health: Health = Arc::new(Mutex::new(HashMap::new()));
+        let sink = Arc::new(InboxSink {
+            store: store.clone(),
+            clock: clock.clone(),
+            metrics: metrics.clone(),
+            dispatcher: dispatcher.clone(),
+        });
+        let state = Arc::new(StoreState {
+            store: store.clone(),
+            clock: clock.clone(),
+        });
+        for entry in &self.channels {
+            let ctx = ChannelContext {
+                shutdown: shutdown.child_token(),
+                sink: sink.clone(),
+                state: state.clone(),
+            };
+            let name = entry.channel.name().to_string();
+            tracker.spawn(
+                supervise(entry.channel.clone(), ctx, health.clone())
+                    .instrument(tracing::info_span!("channel", %name)),
+            );
+        }
+
+        let http_addr = if self.http && !config.daemon.http_listen.is_empty() {
+            let addr = config.daemon.http_listen.clone();
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .map_err(|source| StartError::Http {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| StartError::Http { addr, source })?;
+            let app = crate::http::router(crate::http::HttpState {
+                store: store.clone(),
+                metrics: metrics.clone(),
+                health: health.clone(),
+                dispatcher: dispatcher.clone(),
+            });
+            let stop = shutdown.clone();
+            tracker.spawn(async move {
+                let served = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                    .await;
+                if let Err(err) = served {
+                    tracing::error!(error = %err, "HTTP server stopped");
+                }
+            });
+            Some(local)
+        } else {
+            None
+        };
+        tracing::info!(
+            channels = channels.len(),
+            agents = rt.agents().set.len(),
+            "hearth is up"
+        );
+
+        Ok(Daemon {
+            rt,
+            shutdown,
+            tracker,
+            http_addr,
+            outbox_wake,
+            dispatcher,
+        })
+    }
+}
+
+/// `daemon.owner` split into channel and user id.
+fn owner_of(config: &Config) -> Option<(String, String)> {
+    let owner = config.daemon.owner.as_deref()?;
+    let (channel, user) = owner.split_once(':')?;
+    Some((channel.to_string(), user.to_string()))
+}
+
+/// Runs a channel, restarting it with backoff after temporary failures; configuration and
+/// authentication failures mark it failed without a hot loop, and never touch other channels.
+async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Health) {
+    let name = channel.name().to_string();
+    let set = |state: &'static str, error: Option<String>| {
+        health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.clone(), ChannelHealth { state, error });
+    };
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        set("connected", None);
+        match channel.run(ctx.clone()).await {
+            Ok(()) => {
+                set("stopped", None);
+                return;
+            }
+            Err(err) if matches!(err.kind, ErrorKind::Config | ErrorKind::Auth) => {
+                tracing::error!(channel = %name, error = %err, "channel failed; it stays off until the next start");
+                set("failed", Some(err.to_string()));
+                return;
+            }
+            Err(err) => {
+                let wait = err.retry_after().unwrap_or(backoff);
+                tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs(), "channel stopped; reconnecting");
+                set("reconnecting", Some(err.to_string()));
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = ctx.shutdown.cancelled() => {
+                        set("stopped", None);
+                        return;
+                    }
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(300));
+            }
+        }
+    }
+}
+
+/// A running hearth.
+pub struct Daemon {
+    rt: Arc<Runtime>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    http_addr: Option<SocketAddr>,
+    outbox_wake: Arc<Notify>,
+    dispatcher: Arc<Dispatcher>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("http_addr", &self.http_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Daemon {
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.rt.store
+    }
+
+    /// Where `/healthz` and `/metrics` listen, when they do.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// Cancelled when the daemon stops; a channel or the CLI may cancel it to stop the daemon.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Wakes the delivery worker (after replies were added to the outbox from outside).
+    pub fn wake_delivery(&self) {
+        self.outbox_wake.notify_one();
+    }
+
+    /// Entries queued or being handled.
+    pub fn busy(&self) -> usize {
+        self.dispatcher.queued()
+    }
+
+    /// Stops intake and every task, then closes the database. Turns still running are left
+    /// in the database and resume at the next start.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        self.rt.store.close().await;
+    }
+
+    /// Waits until the shutdown token is cancelled, then stops.
+    pub async fn run_until_stopped(self) {
+        self.shutdown.cancelled().await;
+        self.stop().await;
+    }
+}

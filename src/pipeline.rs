@@ -1,0 +1,16 @@
+//! The durable path of a message (DESIGN.md §2): the inbox sink channels deliver into, the
+//! dispatcher that runs each conversation's entries in order, the handler that turns an entry
+//! into a reply, and the delivery worker that takes replies from the outbox to the platforms.
+
+pub mod delivery;
+pub mod dispatcher;
+pub mod handler;
+pub mod sink;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hearth_channel::Channel;
+
+/// The configured channels by name.
+pub type Channels = Arc<HashMap<String, Arc<dyn Channel>>>;

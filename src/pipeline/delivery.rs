@@ -1,0 +1,220 @@
+//! The delivery worker: takes replies from the outbox to the platforms, in order per chat,
+//! retrying temporary failures with backoff and waiting as long as a rate limit says.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hearth_channel::ChannelError;
+use rand::Rng;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::Channels;
+use crate::clock::SharedClock;
+use crate::metrics::Metrics;
+use crate::store::{OutboxItem, OutboxKind, Store};
+
+/// Rows read per pass; a backlog larger than this drains over several passes.
+const BATCH: usize = 1_000;
+/// Longest wait between retries of one row.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Temporary failures after which a reply is given up (with five-minute waits: about four hours).
+const MAX_ATTEMPTS: i64 = 60;
+/// How often the worker looks again when nothing woke it.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+pub struct Delivery {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub channels: Channels,
+    pub metrics: Arc<Metrics>,
+    /// Notified when rows are committed.
+    pub wake: Arc<Notify>,
+    pub tracker: TaskTracker,
+    in_flight: Mutex<HashSet<String>>,
+}
+
+impl Delivery {
+    pub fn new(
+        store: Store,
+        clock: SharedClock,
+        channels: Channels,
+        metrics: Arc<Metrics>,
+        wake: Arc<Notify>,
+        tracker: TaskTracker,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            channels,
+            metrics,
+            wake,
+            tracker,
+            in_flight: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Delivers until `shutdown`; then lets the lanes in flight finish their current message.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            let wait = match self.pass().await {
+                Ok(wait) => wait,
+                Err(err) => {
+                    tracing::error!(error = %err, "reading the outbox failed");
+                    IDLE_POLL
+                }
+            };
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+                () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Starts a lane for every chat whose oldest pending row is due and not already being
+    /// delivered; returns how long to wait before the next pass.
+    async fn pass(self: &Arc<Self>) -> Result<Duration, crate::store::StoreError> {
+        let rows = self.store.pending_outbox(BATCH).await?;
+        let now = self.clock.now_ms();
+        let mut lanes: Vec<(String, VecDeque<(OutboxItem, i64)>)> = Vec::new();
+        for (item, due) in rows {
+            match lanes.iter_mut().find(|(key, _)| *key == item.chat_key) {
+                Some((_, lane)) => lane.push_back((item, due)),
+                None => lanes.push((item.chat_key.clone(), VecDeque::from([(item, due)]))),
+            }
+        }
+        let mut wait = IDLE_POLL;
+        for (key, lane) in lanes {
+            let first_due = lane.front().map_or(now, |(_, due)| *due);
+            if first_due > now {
+                wait = wait.min(Duration::from_millis(
+                    u64::try_from(first_due - now).unwrap_or(0),
+                ));
+                continue;
+            }
+            if !self.in_flight().insert(key.clone()) {
+                continue;
+            }
+            let this = self.clone();
+            self.tracker.spawn(async move {
+                this.deliver_lane(lane).await;
+                this.in_flight().remove(&key);
+                this.wake.notify_one();
+            });
+        }
+        Ok(wait)
+    }
+
+    /// Delivers one chat's rows in order, stopping at the first that must wait.
+    async fn deliver_lane(&self, lane: VecDeque<(OutboxItem, i64)>) {
+        for (item, due) in lane {
+            if due > self.clock.now_ms() {
+                return;
+            }
+            match self.deliver(&item).await {
+                Ok(()) => {}
+                Err(Stop) => return,
+            }
+        }
+    }
+
+    async fn deliver(&self, item: &OutboxItem) -> Result<(), Stop> {
+        let now = self.clock.now_ms();
+        let Some(channel) = self.channels.get(&item.channel) else {
+            let error = format!("channel {} is not configured", item.channel);
+            tracing::error!(outbox_id = item.id, %error, "reply cannot be delivered");
+            self.store_result(self.store.mark_outbox_failed(item.id, &error).await);
+            return Ok(());
+        };
+        let result = match &item.kind {
+            OutboxKind::Send => channel
+                .send(&item.message)
+                .await
+                .map(|r| Some(r.message_id)),
+            OutboxKind::Edit { target } => channel.edit(target, &item.message).await.map(|()| None),
+        };
+        match result {
+            Ok(message_id) => {
+                self.metrics.message_out(&item.channel);
+                self.store_result(
+                    self.store
+                        .mark_outbox_sent(item.id, message_id.as_deref(), now)
+                        .await,
+                );
+                Ok(())
+            }
+            Err(err) if err.is_temporary() && item.attempts + 1 < MAX_ATTEMPTS => {
+                self.metrics.delivery_error(&item.channel);
+                let delay = retry_delay(&err, item.attempts);
+                tracing::warn!(outbox_id = item.id, channel = %item.channel, error = %err, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
+                let next = now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                self.store_result(
+                    self.store
+                        .mark_outbox_retry(item.id, &err.to_string(), next)
+                        .await,
+                );
+                // Later replies to this chat wait, so the chat sees them in order.
+                Err(Stop)
+            }
+            Err(err) => {
+                self.metrics.delivery_error(&item.channel);
+                tracing::error!(outbox_id = item.id, channel = %item.channel, error = %err, "delivery failed for good");
+                self.store_result(
+                    self.store
+                        .mark_outbox_failed(item.id, &err.to_string())
+                        .await,
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn store_result(&self, result: Result<(), crate::store::StoreError>) {
+        if let Err(err) = result {
+            // The row stays pending and is delivered again: at worst a duplicate, never a loss.
+            tracing::error!(error = %err, "recording a delivery failed");
+        }
+    }
+}
+
+struct Stop;
+
+/// The platform's `retry_after` when it gave one, else exponential backoff with jitter.
+pub fn retry_delay(err: &ChannelError, attempts: i64) -> Duration {
+    if let Some(after) = err.retry_after() {
+        return after.min(MAX_BACKOFF);
+    }
+    let exp = u32::try_from(attempts.clamp(0, 16)).unwrap_or(16);
+    let base = Duration::from_millis(500)
+        .saturating_mul(2u32.saturating_pow(exp))
+        .min(MAX_BACKOFF);
+    let jitter = rand::rng().random_range(0.8..1.2);
+    base.mul_f64(jitter).min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limits_wait_as_told_and_other_errors_back_off() {
+        let limited = ChannelError::rate_limited(Duration::from_secs(7));
+        assert_eq!(retry_delay(&limited, 3), Duration::from_secs(7));
+        let transient = ChannelError::transient("timeout");
+        let first = retry_delay(&transient, 0);
+        assert!(
+            first >= Duration::from_millis(400) && first <= Duration::from_millis(600),
+            "{first:?}"
+        );
+        assert!(retry_delay(&transient, 40) <= MAX_BACKOFF);
+    }
+}

@@ -1,0 +1,153 @@
+//! Runs inbox entries: one ordered queue per conversation, conversations in parallel up to a
+//! bound, so a slow model in one chat never holds up another.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::handler::Handler;
+
+#[derive(Default)]
+struct State {
+    queues: HashMap<String, VecDeque<i64>>,
+    /// Conversations with a worker task.
+    active: HashSet<String>,
+    /// Every queued or running entry, so a second submission of one is ignored.
+    known: HashSet<i64>,
+    /// The cancel token of each conversation's running turn.
+    running: HashMap<String, CancellationToken>,
+    /// `/cancel` entries that stopped a running turn (their own reply is then not needed).
+    cancelled_something: HashSet<i64>,
+}
+
+pub struct Dispatcher {
+    state: Mutex<State>,
+    permits: Arc<Semaphore>,
+    handler: Arc<Handler>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+/// How often an entry whose handling hit a database error is tried before it is set aside.
+const MAX_HANDLE_ATTEMPTS: u32 = 5;
+
+impl Dispatcher {
+    pub fn new(
+        handler: Arc<Handler>,
+        max_concurrent: usize,
+        tracker: TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            handler,
+            tracker,
+            shutdown,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues an entry behind the others of its conversation. A `/cancel` also stops the
+    /// conversation's running turn right away.
+    pub fn submit(self: &Arc<Self>, id: i64, key: String, is_cancel: bool) {
+        let spawn = {
+            let mut state = self.lock();
+            if is_cancel {
+                if let Some(token) = state.running.get(&key) {
+                    token.cancel();
+                    state.cancelled_something.insert(id);
+                }
+            }
+            if !state.known.insert(id) {
+                return;
+            }
+            state.queues.entry(key.clone()).or_default().push_back(id);
+            state.active.insert(key.clone())
+        };
+        if spawn {
+            let this = self.clone();
+            let span = tracing::info_span!("conversation", key = %key.replace('\u{1f}', ":"));
+            self.tracker
+                .spawn(async move { this.work(key).await }.instrument(span));
+        }
+    }
+
+    /// Whether a `/cancel` entry stopped a running turn.
+    pub fn took_cancel(&self, id: i64) -> bool {
+        self.lock().cancelled_something.remove(&id)
+    }
+
+    async fn work(self: Arc<Self>, key: String) {
+        loop {
+            let permit = tokio::select! {
+                permit = self.permits.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => return, // the semaphore is never closed; nothing left to do if it is
+                },
+                () = self.shutdown.cancelled() => {
+                    self.lock().active.remove(&key);
+                    return;
+                }
+            };
+            let next = {
+                let mut state = self.lock();
+                match state.queues.get_mut(&key).and_then(VecDeque::pop_front) {
+                    Some(id) => {
+                        let token = self.shutdown.child_token();
+                        state.running.insert(key.clone(), token.clone());
+                        Some((id, token))
+                    }
+                    None => {
+                        state.queues.remove(&key);
+                        state.active.remove(&key);
+                        None
+                    }
+                }
+            };
+            let Some((id, cancel)) = next else { return };
+            self.handle_with_retries(id, cancel).await;
+            drop(permit);
+            let mut state = self.lock();
+            state.running.remove(&key);
+            state.known.remove(&id);
+        }
+    }
+
+    async fn handle_with_retries(&self, id: i64, cancel: CancellationToken) {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.handler.handle(id, &cancel, self).await {
+                Ok(()) => return,
+                Err(err) if attempt < MAX_HANDLE_ATTEMPTS && !self.shutdown.is_cancelled() => {
+                    tracing::warn!(inbox_id = id, attempt, error = %err, "handling failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))) => {}
+                        () = self.shutdown.cancelled() => return,
+                    }
+                }
+                Err(err) => {
+                    // Left pending in the inbox: the next start tries it again.
+                    tracing::error!(inbox_id = id, error = %err, "handling failed; leaving the entry for the next start");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Entries queued or running, for `/healthz`.
+    pub fn queued(&self) -> usize {
+        self.lock().known.len()
+    }
+}

@@ -1,0 +1,527 @@
+//! Turns one inbox entry into its reply: who is asking, which command or agent, and the turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hearth_channel::{Channel, Inbound, InboundKind, OutboundMessage};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use super::Channels;
+use super::dispatcher::Dispatcher;
+use crate::provider::{ChatMessage, ContentPart};
+use crate::router::{
+    Command, Parsed, RouteInput, agents_text, help_text, parse_command, switched_note,
+};
+use crate::runtime::Runtime;
+use crate::runtime::turn::{TurnJob, run_turn};
+use crate::store::{
+    Conversation, Identity, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind,
+    PairingRequest, StoreError,
+};
+
+/// How long a pairing code stays valid.
+const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
+/// Codes one unknown sender can get per day; after that they hear nothing.
+const PAIRING_CODES_PER_DAY: usize = 3;
+/// Telegram's typing indicator lasts about five seconds; refresh it a little sooner.
+const TYPING_INTERVAL: Duration = Duration::from_secs(4);
+
+pub struct Handler {
+    pub rt: Arc<Runtime>,
+    pub channels: Channels,
+    /// Woken whenever replies are committed to the outbox.
+    pub outbox: Arc<tokio::sync::Notify>,
+    pub shutdown: CancellationToken,
+}
+
+impl Handler {
+    /// Handles an inbox entry to the end (or until shutdown suspends it). Store errors are
+    /// returned so the dispatcher can try again; everything else is answered or recorded.
+    pub async fn handle(
+        &self,
+        id: i64,
+        cancel: &CancellationToken,
+        dispatcher: &Dispatcher,
+    ) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let Some(entry) = store.inbox_entry(id).await? else {
+            return Ok(());
+        };
+        if store.inbox_status(id).await? != Some(InboxStatus::Pending) {
+            return Ok(());
+        }
+        let now = self.rt.clock.now_ms();
+        let event = match &entry.event {
+            Ok(event) => event.clone(),
+            Err(reason) => {
+                tracing::error!(inbox_id = id, %reason, "stored inbound event cannot be read");
+                return store
+                    .finish_inbox(id, InboxStatus::Failed, Some(reason), now)
+                    .await;
+            }
+        };
+        let Some(channel) = self.channels.get(&entry.channel).cloned() else {
+            tracing::warn!(inbox_id = id, channel = %entry.channel, "inbound event for a channel that is not configured");
+            return store
+                .finish_inbox(id, InboxStatus::Failed, Some("channel not configured"), now)
+                .await;
+        };
+
+        let identity = match store.identity(&entry.channel, &event.sender.id).await? {
+            Some(identity) if identity.status == IdentityStatus::Allowed => identity,
+            Some(_) => {
+                tracing::info!(channel = %entry.channel, sender = %event.sender.id, "message from a revoked identity ignored");
+                return store
+                    .finish_inbox(id, InboxStatus::Done, Some("sender revoked"), now)
+                    .await;
+            }
+            None => return self.pairing(&entry, &event).await,
+        };
+
+        match &event.kind {
+            InboundKind::Message {
+                text,
+                attachments,
+                message_id,
+                ..
+            } => {
+                let content = user_content(text, attachments);
+                self.message(
+                    &entry,
+                    &event,
+                    &identity,
+                    channel,
+                    text,
+                    content,
+                    message_id.clone(),
+                    cancel,
+                    dispatcher,
+                )
+                .await
+            }
+            InboundKind::Press(press) => {
+                // No confirmation is waiting for this button (anymore).
+                if let Err(err) = channel
+                    .answer_press(press, Some("This button is no longer active."), false)
+                    .await
+                {
+                    tracing::debug!(error = %err, "answering a stale button press failed");
+                }
+                store.finish_inbox(id, InboxStatus::Done, None, now).await
+            }
+            InboundKind::Reaction { .. } | InboundKind::Edit { .. } => {
+                store.finish_inbox(id, InboxStatus::Done, None, now).await
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn message(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        identity: &Identity,
+        channel: Arc<dyn Channel>,
+        text: &str,
+        content: Vec<ContentPart>,
+        message_id: Option<String>,
+        cancel: &CancellationToken,
+        dispatcher: &Dispatcher,
+    ) -> Result<(), StoreError> {
+        let rt = &self.rt;
+        let store = &rt.store;
+        let now = rt.clock.now_ms();
+        let conversation = store.conversation(&entry.channel, &event.chat, now).await?;
+
+        // A turn that was under way when the daemon stopped: resume it as it was.
+        if let Some(turn) = store.turn_for_inbox(entry.id).await? {
+            let agents = rt.agents();
+            let agent = agents
+                .get(&turn.agent_id)
+                .or_else(|| agents.get(&rt.config.router.default_agent))
+                .cloned();
+            let Some(agent) = agent else {
+                return self
+                    .reply(
+                        entry,
+                        event,
+                        message_id,
+                        "⚠️ The agent of this conversation no longer exists.",
+                    )
+                    .await;
+            };
+            tracing::info!(
+                inbox_id = entry.id,
+                turn = turn.id,
+                "resuming an interrupted turn"
+            );
+            let job = self.job(
+                entry,
+                event,
+                &conversation,
+                turn,
+                agent,
+                channel,
+                message_id,
+                None,
+                cancel,
+            );
+            return self.run(job).await;
+        }
+
+        let agents = rt.agents();
+        let mut text = text.to_string();
+        let mut content = content;
+        let mut explicit: Option<String> = None;
+        match parse_command(&text, &agents.set) {
+            Some(Parsed::Command(command)) => {
+                return self
+                    .command(
+                        entry,
+                        event,
+                        identity,
+                        &conversation,
+                        command,
+                        message_id,
+                        dispatcher,
+                    )
+                    .await;
+            }
+            Some(Parsed::Mention { agent, text: rest }) if rest.trim().is_empty() => {
+                // A bare `@finance` switches like `/agent finance`.
+                let command = Command::Agent(Some(agent));
+                return self
+                    .command(
+                        entry,
+                        event,
+                        identity,
+                        &conversation,
+                        command,
+                        message_id,
+                        dispatcher,
+                    )
+                    .await;
+            }
+            Some(Parsed::Mention { agent, text: rest }) => {
+                explicit = Some(agent);
+                text = rest;
+                content = user_content(&text, &[]);
+            }
+            None => {}
+        }
+
+        let default_agent = rt.config.router.default_agent.clone();
+        let sticky_ms = i64::try_from(rt.config.router.sticky_minutes.saturating_mul(60_000))
+            .unwrap_or(i64::MAX);
+        let fresh = now.saturating_sub(conversation.last_active_at) <= sticky_ms;
+        let sticky = conversation.current_agent.is_some() && (conversation.agent_pinned || fresh);
+        // The agent the user is talking to right now, as they see it.
+        let previous = if sticky {
+            conversation.current_agent.clone()
+        } else {
+            None
+        };
+        let previous_effective = previous.clone().unwrap_or_else(|| default_agent.clone());
+
+        let (agent_id, pinned) = if let Some(agent) = explicit {
+            (agent, false)
+        } else if conversation.agent_pinned && previous.is_some() {
+            (previous_effective.clone(), true)
+        } else {
+            let decision = agents.router.route(RouteInput {
+                text: &text,
+                current_agent: previous.as_deref(),
+                sticky,
+                default_agent: &default_agent,
+            });
+            tracing::debug!(agent = %decision.agent, reason = ?decision.reason, "routed");
+            (decision.agent, false)
+        };
+        let Some(agent) = agents
+            .get(&agent_id)
+            .or_else(|| agents.get(&default_agent))
+            .cloned()
+        else {
+            let text = format!(
+                "⚠️ No agent `{agent_id}` and no default agent `{default_agent}` in the agents file."
+            );
+            return self.reply(entry, event, message_id, &text).await;
+        };
+        let note = (agent.id != previous_effective).then(|| switched_note(&agent));
+        store
+            .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
+            .await?;
+        let user_message = ChatMessage::User { content };
+        let turn = store
+            .start_turn(
+                entry.id,
+                conversation.id,
+                conversation.session,
+                Some(identity.user_id),
+                &agent.id,
+                &user_message,
+                now,
+            )
+            .await?;
+        let job = self.job(
+            entry,
+            event,
+            &conversation,
+            turn,
+            agent,
+            channel,
+            message_id,
+            note,
+            cancel,
+        );
+        self.run(job).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn job(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        conversation: &Conversation,
+        turn: crate::store::Turn,
+        agent: crate::agent::AgentDef,
+        channel: Arc<dyn Channel>,
+        reply_to: Option<String>,
+        note: Option<String>,
+        cancel: &CancellationToken,
+    ) -> TurnJob {
+        TurnJob {
+            turn,
+            session: conversation.session,
+            agent,
+            channel_name: entry.channel.clone(),
+            channel,
+            chat: event.chat.clone(),
+            reply_to,
+            note,
+            cancel: cancel.clone(),
+        }
+    }
+
+    async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
+        let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
+        let result = run_turn(&self.rt, job, &self.shutdown).await;
+        typing.cancel();
+        self.outbox.notify_one();
+        result.map(|_| ())
+    }
+
+    /// Shows "typing…" until the returned token is cancelled.
+    fn keep_typing(
+        &self,
+        channel: Arc<dyn Channel>,
+        chat: hearth_channel::ChatRef,
+    ) -> CancellationToken {
+        let stop = self.shutdown.child_token();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(err) = channel.typing(&chat).await {
+                    tracing::debug!(error = %err, "typing indicator failed");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(TYPING_INTERVAL) => {}
+                    () = token.cancelled() => return,
+                }
+            }
+        });
+        stop
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn command(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        identity: &Identity,
+        conversation: &Conversation,
+        command: Command,
+        message_id: Option<String>,
+        dispatcher: &Dispatcher,
+    ) -> Result<(), StoreError> {
+        let rt = &self.rt;
+        let store = &rt.store;
+        let now = rt.clock.now_ms();
+        let agents = rt.agents();
+        let current = conversation
+            .current_agent
+            .clone()
+            .unwrap_or_else(|| rt.config.router.default_agent.clone());
+        let text = match command {
+            Command::Help => help_text(&agents.set),
+            Command::Agents => agents_text(&agents.set, Some(&current)),
+            Command::Agent(None) => agents_text(&agents.set, Some(&current)),
+            Command::Agent(Some(id)) if id == "auto" => {
+                store
+                    .set_conversation_agent(
+                        conversation.id,
+                        conversation.current_agent.as_deref(),
+                        false,
+                        now,
+                    )
+                    .await?;
+                "Automatic agent selection is back on: keywords pick the agent again.".to_string()
+            }
+            Command::Agent(Some(id)) => match agents.get(&id) {
+                Some(agent) => {
+                    store
+                        .set_conversation_agent(conversation.id, Some(&agent.id), true, now)
+                        .await?;
+                    format!(
+                        "{}\nThis conversation stays with {} until you send /agent auto or /reset.",
+                        switched_note(agent),
+                        agent.name
+                    )
+                }
+                None => format!(
+                    "There is no agent `{id}`.\n\n{}",
+                    agents_text(&agents.set, Some(&current))
+                ),
+            },
+            Command::New => {
+                store.new_session(conversation.id, false, now).await?;
+                "🆕 New conversation: I have set the earlier messages aside.".to_string()
+            }
+            Command::Reset => {
+                store.new_session(conversation.id, true, now).await?;
+                "🔄 Reset: earlier messages set aside and back to the default agent.".to_string()
+            }
+            Command::Whoami => {
+                let role = if identity.is_owner {
+                    "the owner"
+                } else {
+                    "an allowed user"
+                };
+                let agent = agents
+                    .get(&current)
+                    .map(switched_note)
+                    .unwrap_or(current.clone());
+                format!(
+                    "You are {}:{} ({role}, user #{}). This conversation is #{} with {agent}.",
+                    entry.channel, event.sender.id, identity.user_id, conversation.id
+                )
+            }
+            Command::Cancel => {
+                if dispatcher.took_cancel(entry.id) {
+                    // The stopped turn already says "Cancelled"; one message is enough.
+                    return store
+                        .finish_inbox(entry.id, InboxStatus::Done, None, now)
+                        .await;
+                }
+                "Nothing is running.".to_string()
+            }
+            Command::Unknown(name) => {
+                format!("Unknown command /{name}. Send /help to see what I understand.")
+            }
+        };
+        self.reply(entry, event, message_id, &text).await
+    }
+
+    /// Answers the entry with one message and marks it done, in one transaction.
+    async fn reply(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        reply_to: Option<String>,
+        text: &str,
+    ) -> Result<(), StoreError> {
+        let reply = NewOutbox {
+            inbox_id: Some(entry.id),
+            seq: 0,
+            channel: entry.channel.clone(),
+            kind: OutboxKind::Send,
+            message: OutboundMessage {
+                reply_to,
+                ..OutboundMessage::text(event.chat.clone(), text)
+            },
+        };
+        self.rt
+            .store
+            .reply_and_finish_inbox(entry.id, &[reply], self.rt.clock.now_ms())
+            .await?;
+        self.outbox.notify_one();
+        Ok(())
+    }
+
+    /// An unknown sender gets one pairing code (a few per day at most) and nothing else.
+    async fn pairing(&self, entry: &InboxEntry, event: &Inbound) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let now = self.rt.clock.now_ms();
+        let recent = store
+            .pairings_of(&entry.channel, &event.sender.id, now - 24 * 60 * 60 * 1000)
+            .await?;
+        let has_open = recent
+            .iter()
+            .any(|p| p.status == "pending" && p.expires_at > now);
+        let is_message = matches!(event.kind, InboundKind::Message { .. });
+        if has_open || recent.len() >= PAIRING_CODES_PER_DAY || !is_message {
+            tracing::info!(channel = %entry.channel, sender = %event.sender.id, "message from an unknown sender ignored");
+            return store
+                .finish_inbox(entry.id, InboxStatus::Done, Some("unknown sender"), now)
+                .await;
+        }
+        let code = pairing_code();
+        store
+            .create_pairing(&PairingRequest {
+                code: code.clone(),
+                channel: entry.channel.clone(),
+                platform_user_id: event.sender.id.clone(),
+                display_name: event.sender.name.clone(),
+                chat_id: event.chat.chat_id.clone(),
+                status: "pending".into(),
+                created_at: now,
+                expires_at: now + PAIRING_TTL_MS,
+            })
+            .await?;
+        tracing::info!(channel = %entry.channel, sender = %event.sender.id, %code, "pairing code issued to an unknown sender");
+        let text = format!(
+            "👋 Hi! I only talk to people my owner has approved.\nYour pairing code is {code}. \
+             Send it to my owner, who can approve you with: hearth pair approve {code}\n(The code expires in 1 hour.)"
+        );
+        self.reply(entry, event, None, &text).await
+    }
+}
+
+/// Eight characters from an alphabet without look-alikes (no 0/O, 1/I/L).
+pub fn pairing_code() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// The user's message as the model sees it: the text, plus text documents inline and a note for
+/// attachments the model cannot read.
+fn user_content(text: &str, attachments: &[hearth_channel::Attachment]) -> Vec<ContentPart> {
+    let mut parts = vec![ContentPart::Text {
+        text: text.to_string(),
+    }];
+    for attachment in attachments {
+        let name = attachment.name.as_deref().unwrap_or("attachment");
+        match (&attachment.text, &attachment.data_base64, attachment.kind) {
+            (Some(body), _, _) => parts.push(ContentPart::Text {
+                text: format!("\n[{name}]\n{body}"),
+            }),
+            (None, Some(data), hearth_channel::AttachmentKind::Image) => {
+                parts.push(ContentPart::Image {
+                    mime: attachment.mime.clone(),
+                    data_base64: data.clone(),
+                })
+            }
+            _ => parts.push(ContentPart::Text {
+                text: format!(
+                    "\n[{name} ({}) attached; its content is not available]",
+                    attachment.mime
+                ),
+            }),
+        }
+    }
+    parts
+}

@@ -1,0 +1,82 @@
+//! Where channel adapters put inbound events: the inbox table, then the dispatcher.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hearth_channel::{Inbound, InboundKind, InboundSink, SinkError, StateStore};
+
+use super::dispatcher::Dispatcher;
+use crate::clock::SharedClock;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::store::inbox::conversation_key;
+
+/// Commits each event to the inbox and hands new ones to the dispatcher.
+pub struct InboxSink {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub metrics: Arc<Metrics>,
+    pub dispatcher: Arc<Dispatcher>,
+}
+
+#[async_trait]
+impl InboundSink for InboxSink {
+    async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+        let inserted = self
+            .store
+            .insert_inbox(channel, &event, self.clock.now_ms())
+            .await
+            .map_err(|err| SinkError(err.to_string()))?;
+        let Some(id) = inserted else {
+            tracing::debug!(channel, platform_id = %event.platform_id, "duplicate inbound event dropped");
+            return Ok(());
+        };
+        self.metrics.message_in(channel);
+        let key = conversation_key(channel, &event);
+        let is_cancel =
+            matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel_command(text));
+        self.dispatcher.submit(id, key, is_cancel);
+        Ok(())
+    }
+}
+
+/// `/cancel` must reach a running turn at once, not wait behind it in the conversation's queue.
+fn is_cancel_command(text: &str) -> bool {
+    let word = text.trim().split_whitespace().next().unwrap_or("");
+    let word = word.split('@').next().unwrap_or("");
+    word.eq_ignore_ascii_case("/cancel")
+}
+
+/// Channel cursors in the `channel_state` table.
+pub struct StoreState {
+    pub store: Store,
+    pub clock: SharedClock,
+}
+
+#[async_trait]
+impl StateStore for StoreState {
+    async fn load(&self, channel: &str, key: &str) -> Result<Option<String>, SinkError> {
+        self.store
+            .channel_state(channel, key)
+            .await
+            .map_err(|err| SinkError(err.to_string()))
+    }
+
+    async fn save(&self, channel: &str, key: &str, value: &str) -> Result<(), SinkError> {
+        self.store
+            .set_channel_state(channel, key, value, self.clock.now_ms())
+            .await
+            .map_err(|err| SinkError(err.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn recognises_cancel_with_bot_suffix() {
+        assert!(super::is_cancel_command("/cancel"));
+        assert!(super::is_cancel_command(" /CANCEL@hearth_bot "));
+        assert!(!super::is_cancel_command("/cancelled"));
+        assert!(!super::is_cancel_command("please cancel"));
+    }
+}

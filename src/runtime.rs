@@ -1,0 +1,104 @@
+//! The agent runtime: one set of services shared by every agent, and the tool-calling loop that
+//! answers a message (see [`turn`]).
+
+pub mod prompt;
+pub mod turn;
+pub mod window;
+
+use std::sync::{Arc, RwLock};
+
+use crate::agent::{AgentDef, AgentSet};
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::provider::Providers;
+use crate::router::Router;
+use crate::store::Store;
+use crate::tool::ToolRegistry;
+
+/// The agents file and the keyword index built from it; replaced whole on SIGHUP.
+#[derive(Debug)]
+pub struct Agents {
+    pub set: AgentSet,
+    pub router: Router,
+}
+
+impl Agents {
+    pub fn new(set: AgentSet) -> Self {
+        let router = Router::new(&set);
+        Self { set, router }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&AgentDef> {
+        self.set.get(id)
+    }
+}
+
+/// Everything a turn needs, shared by all conversations.
+pub struct Runtime {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub config: Arc<Config>,
+    pub providers: Providers,
+    pub tools: ToolRegistry,
+    pub timezone: chrono_tz::Tz,
+    pub metrics: Arc<Metrics>,
+    /// Set when no provider was configured and hearth guessed one: printed with provider errors
+    /// so a new user learns how to configure one.
+    pub provider_hint: Option<String>,
+    agents: RwLock<Arc<Agents>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        store: Store,
+        clock: SharedClock,
+        config: Arc<Config>,
+        providers: Providers,
+        tools: ToolRegistry,
+        agents: AgentSet,
+        metrics: Arc<Metrics>,
+        provider_hint: Option<String>,
+    ) -> Self {
+        let timezone = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+        Self {
+            store,
+            clock,
+            config,
+            providers,
+            tools,
+            timezone,
+            metrics,
+            provider_hint,
+            agents: RwLock::new(Arc::new(Agents::new(agents))),
+        }
+    }
+
+    /// The current agents; a snapshot, so a reload during a turn does not change it midway.
+    pub fn agents(&self) -> Arc<Agents> {
+        self.agents
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Swaps in a new agents file (SIGHUP) and syncs it to the database.
+    pub async fn reload_agents(&self, set: AgentSet) -> Result<(), crate::store::StoreError> {
+        self.store.sync_agents(&set, self.clock.now_ms()).await?;
+        let next = Arc::new(Agents::new(set));
+        *self
+            .agents
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        Ok(())
+    }
+}

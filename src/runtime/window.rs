@@ -1,0 +1,105 @@
+//! The conversation window: as much recent history as fits a token budget, estimated at four
+//! characters a token, dropping the oldest messages first.
+
+use crate::provider::ChatMessage;
+use crate::store::StoredMessage;
+
+/// Characters per token for the estimate; close enough for budgeting across tokenizers.
+pub const CHARS_PER_TOKEN: i64 = 4;
+
+/// Picks the messages to send: the whole current turn, then older messages newest first while
+/// they fit `budget_tokens`. The result starts with a user message, so it never opens with a
+/// tool result or tool call whose partner was cut off.
+pub fn window(
+    messages: &[StoredMessage],
+    current_turn: i64,
+    budget_tokens: usize,
+) -> Vec<ChatMessage> {
+    let budget = i64::try_from(budget_tokens)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(CHARS_PER_TOKEN);
+    let mut used = 0i64;
+    let mut start = messages.len();
+    for (index, stored) in messages.iter().enumerate().rev() {
+        let in_turn = stored.turn_id == Some(current_turn);
+        if !in_turn && used + stored.chars > budget {
+            break;
+        }
+        used += stored.chars;
+        start = index;
+    }
+    let mut kept = &messages[start..];
+    while let Some(first) = kept.first() {
+        if matches!(first.message, ChatMessage::User { .. }) {
+            break;
+        }
+        kept = &kept[1..];
+    }
+    kept.iter().map(|stored| stored.message.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolCall;
+
+    fn stored(id: i64, turn: i64, message: ChatMessage) -> StoredMessage {
+        let chars = crate::store::message_chars(&message) as i64;
+        StoredMessage {
+            id,
+            turn_id: Some(turn),
+            message,
+            chars,
+        }
+    }
+
+    #[test]
+    fn oldest_messages_go_first_and_the_current_turn_always_stays() {
+        let history = vec![
+            stored(1, 1, ChatMessage::user("a".repeat(400))),
+            stored(2, 1, ChatMessage::assistant("b".repeat(400))),
+            stored(3, 2, ChatMessage::user("c".repeat(40))),
+            stored(4, 2, ChatMessage::assistant("d".repeat(40))),
+            stored(5, 3, ChatMessage::user("e".repeat(4000))),
+        ];
+        // 30 tokens = 120 chars: only turn 2 fits beside the (oversized) current turn 3.
+        let window = window(&history, 3, 30);
+        assert_eq!(window.len(), 3);
+        assert_eq!(window[0], ChatMessage::user("c".repeat(40)));
+        assert_eq!(window[2], ChatMessage::user("e".repeat(4000)));
+    }
+
+    #[test]
+    fn never_starts_with_a_tool_result_or_tool_call() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+        };
+        let history = vec![
+            stored(1, 1, ChatMessage::user("x".repeat(1000))),
+            stored(
+                2,
+                1,
+                ChatMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![call],
+                },
+            ),
+            stored(
+                3,
+                1,
+                ChatMessage::Tool {
+                    call_id: "c1".into(),
+                    name: "t".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                },
+            ),
+            stored(4, 1, ChatMessage::assistant("done")),
+            stored(5, 2, ChatMessage::user("next")),
+        ];
+        let window = window(&history, 2, 10);
+        assert_eq!(window.first(), Some(&ChatMessage::user("next")));
+    }
+}

@@ -1,0 +1,116 @@
+//! Conversations: one per chat (and thread), with the agent it is talking to.
+
+use hearth_channel::ChatRef;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Store, StoreResult};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversation {
+    pub id: i64,
+    pub channel: String,
+    pub chat: ChatRef,
+    /// The agent of the last turn; `None` for a new or reset conversation.
+    pub current_agent: Option<String>,
+    /// Set by `/agent ID`: keyword triggers do not switch away until `/agent auto` or `/reset`.
+    pub agent_pinned: bool,
+    /// Messages of older sessions (before `/new` or `/reset`) are not shown to the model.
+    pub session: i64,
+    pub last_active_at: i64,
+}
+
+fn from_row(row: &AnyRow) -> StoreResult<Conversation> {
+    let thread: String = row.try_get("thread_id")?;
+    Ok(Conversation {
+        id: row.try_get("id")?,
+        channel: row.try_get("channel")?,
+        chat: ChatRef {
+            chat_id: row.try_get("chat_id")?,
+            thread_id: (!thread.is_empty()).then_some(thread),
+        },
+        current_agent: row.try_get("current_agent")?,
+        agent_pinned: row.try_get::<i64, _>("agent_pinned")? != 0,
+        session: row.try_get("session")?,
+        last_active_at: row.try_get("last_active_at")?,
+    })
+}
+
+const COLUMNS: &str =
+    "id, channel, chat_id, thread_id, current_agent, agent_pinned, session, last_active_at";
+
+impl Store {
+    /// The conversation of a chat, created on first contact.
+    pub async fn conversation(
+        &self,
+        channel: &str,
+        chat: &ChatRef,
+        now_ms: i64,
+    ) -> StoreResult<Conversation> {
+        let thread = chat.thread_id.as_deref().unwrap_or("");
+        sqlx::query(
+            "INSERT INTO conversations (channel, chat_id, thread_id, last_active_at, created_at)
+             VALUES ($1, $2, $3, $4, $4)
+             ON CONFLICT (channel, chat_id, thread_id) DO NOTHING",
+        )
+        .bind(channel)
+        .bind(&chat.chat_id)
+        .bind(thread)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM conversations WHERE channel = $1 AND chat_id = $2 AND thread_id = $3"
+        )))
+        .bind(channel)
+        .bind(&chat.chat_id)
+        .bind(thread)
+        .fetch_one(self.pool())
+        .await?;
+        from_row(&row)
+    }
+
+    pub async fn conversation_by_id(&self, id: i64) -> StoreResult<Option<Conversation>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM conversations WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Sets the conversation's agent (and whether it is pinned) and marks it active now.
+    pub async fn set_conversation_agent(
+        &self,
+        id: i64,
+        agent: Option<&str>,
+        pinned: bool,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE conversations SET current_agent = $1, agent_pinned = $2, last_active_at = $3 WHERE id = $4")
+            .bind(agent)
+            .bind(i64::from(pinned))
+            .bind(now_ms)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Starts a new session: the model forgets the history. With `reset_agent`, the
+    /// conversation also returns to the default agent and loses any `/agent` pin.
+    pub async fn new_session(&self, id: i64, reset_agent: bool, now_ms: i64) -> StoreResult<()> {
+        let sql = if reset_agent {
+            "UPDATE conversations SET session = session + 1, current_agent = NULL, agent_pinned = 0, last_active_at = $1 WHERE id = $2"
+        } else {
+            "UPDATE conversations SET session = session + 1, last_active_at = $1 WHERE id = $2"
+        };
+        sqlx::query(sql)
+            .bind(now_ms)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,537 @@
+//! Turns, the conversation's messages, and tool calls: stored as they happen so a turn can be
+//! resumed after a restart and no tool with side effects ever runs twice.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::outbox::{NewOutbox, insert_outbox};
+use super::{Store, StoreError, StoreResult, to_i64};
+use crate::provider::{ChatMessage, ToolCall, Usage};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnStatus {
+    Running,
+    Suspended,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Suspended => "suspended",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "suspended" => Self::Suspended,
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            _ => Self::Running,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn {
+    pub id: i64,
+    pub inbox_id: i64,
+    pub conversation_id: i64,
+    pub user_id: Option<i64>,
+    pub agent_id: String,
+    pub status: TurnStatus,
+    pub llm_calls: i64,
+    pub tool_calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// False when this turn existed already: the daemon is resuming it after a restart.
+    pub fresh: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolCallStatus {
+    /// Requested by the model, not started.
+    Pending,
+    /// Started; if the daemon dies now the call is reported as interrupted, never re-run.
+    Running,
+    Done,
+    Error,
+    Interrupted,
+    Cancelled,
+    /// Not run because a limit (max tool calls) was reached.
+    Skipped,
+}
+
+impl ToolCallStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+            Self::Cancelled => "cancelled",
+            Self::Skipped => "skipped",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "running" => Self::Running,
+            "done" => Self::Done,
+            "error" => Self::Error,
+            "interrupted" => Self::Interrupted,
+            "cancelled" => Self::Cancelled,
+            "skipped" => Self::Skipped,
+            _ => Self::Pending,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallRecord {
+    pub id: i64,
+    pub turn_id: i64,
+    pub call: ToolCall,
+    pub status: ToolCallStatus,
+    pub result: Option<String>,
+}
+
+/// A message of the conversation as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredMessage {
+    pub id: i64,
+    pub turn_id: Option<i64>,
+    pub message: ChatMessage,
+    pub chars: i64,
+}
+
+fn turn_from_row(row: &AnyRow, fresh: bool) -> StoreResult<Turn> {
+    let status: String = row.try_get("status")?;
+    Ok(Turn {
+        id: row.try_get("id")?,
+        inbox_id: row.try_get("inbox_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        user_id: row.try_get("user_id")?,
+        agent_id: row.try_get("agent_id")?,
+        status: TurnStatus::parse(&status),
+        llm_calls: row.try_get("llm_calls")?,
+        tool_calls: row.try_get("tool_calls")?,
+        input_tokens: row.try_get("input_tokens")?,
+        output_tokens: row.try_get("output_tokens")?,
+        fresh,
+    })
+}
+
+fn role(message: &ChatMessage) -> &'static str {
+    match message {
+        ChatMessage::User { .. } => "user",
+        ChatMessage::Assistant { .. } => "assistant",
+        ChatMessage::Tool { .. } => "tool",
+    }
+}
+
+/// Characters a message costs in the model's context, for the window's token estimate.
+pub fn message_chars(message: &ChatMessage) -> usize {
+    match message {
+        ChatMessage::User { content } => content
+            .iter()
+            .map(|part| match part {
+                crate::provider::ContentPart::Text { text } => text.chars().count(),
+                // Images cost the model roughly a thousand tokens whatever their byte size.
+                crate::provider::ContentPart::Image { .. } => 4_000,
+            })
+            .sum(),
+        ChatMessage::Assistant { text, tool_calls } => {
+            text.chars().count()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.chars().count())
+                    .sum::<usize>()
+        }
+        ChatMessage::Tool { content, .. } => content.chars().count(),
+    }
+}
+
+async fn insert_message(
+    tx: &mut Transaction<'_, Any>,
+    conversation_id: i64,
+    session: i64,
+    turn_id: i64,
+    message: &ChatMessage,
+    now_ms: i64,
+) -> StoreResult<i64> {
+    let body = serde_json::to_string(message)?;
+    Ok(sqlx::query_scalar(
+        "INSERT INTO messages (conversation_id, session, turn_id, role, body, chars, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+    )
+    .bind(conversation_id)
+    .bind(session)
+    .bind(turn_id)
+    .bind(role(message))
+    .bind(body)
+    .bind(to_i64(message_chars(message)))
+    .bind(now_ms)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+/// How a turn ends.
+#[derive(Debug)]
+pub struct TurnEnd<'a> {
+    pub status: TurnStatus,
+    /// The final assistant message to keep in the history, if any.
+    pub message: Option<&'a ChatMessage>,
+    pub session: i64,
+    pub replies: Vec<NewOutbox>,
+    pub error: Option<&'a str>,
+}
+
+impl Store {
+    /// Starts the turn answering `inbox_id`, storing the user's message with it, or returns the
+    /// existing turn (with `fresh == false`) when this entry was already being worked on.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_turn(
+        &self,
+        inbox_id: i64,
+        conversation_id: i64,
+        session: i64,
+        user_id: Option<i64>,
+        agent_id: &str,
+        user_message: &ChatMessage,
+        now_ms: i64,
+    ) -> StoreResult<Turn> {
+        if let Some(turn) = self.turn_for_inbox(inbox_id).await? {
+            return Ok(turn);
+        }
+        let mut tx = self.pool().begin().await?;
+        let turn_id: i64 = sqlx::query_scalar(
+            "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, status, started_at)
+             VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id",
+        )
+        .bind(inbox_id)
+        .bind(conversation_id)
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+        insert_message(
+            &mut tx,
+            conversation_id,
+            session,
+            turn_id,
+            user_message,
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
+            .bind(turn_id)
+            .fetch_one(self.pool())
+            .await?;
+        turn_from_row(&row, true)
+    }
+
+    pub async fn turn_for_inbox(&self, inbox_id: i64) -> StoreResult<Option<Turn>> {
+        let row = sqlx::query("SELECT * FROM turns WHERE inbox_id = $1")
+            .bind(inbox_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(|r| turn_from_row(r, false)).transpose()
+    }
+
+    pub async fn turn(&self, id: i64) -> StoreResult<Option<Turn>> {
+        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(|r| turn_from_row(r, false)).transpose()
+    }
+
+    /// The newest messages of a conversation's session, oldest first, at most `limit`.
+    pub async fn recent_messages(
+        &self,
+        conversation_id: i64,
+        session: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredMessage>> {
+        let rows = sqlx::query(
+            "SELECT id, turn_id, body, chars FROM messages WHERE conversation_id = $1 AND session = $2
+             ORDER BY id DESC LIMIT $3",
+        )
+        .bind(conversation_id)
+        .bind(session)
+        .bind(to_i64(limit))
+        .fetch_all(self.pool())
+        .await?;
+        let mut messages = rows
+            .iter()
+            .map(|row| {
+                let body: String = row.try_get("body")?;
+                Ok(StoredMessage {
+                    id: row.try_get("id")?,
+                    turn_id: row.try_get("turn_id")?,
+                    message: serde_json::from_str(&body)?,
+                    chars: row.try_get("chars")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        messages.reverse();
+        Ok(messages)
+    }
+
+    /// Stores the model's answer that asks for tools, with one pending record per call.
+    pub async fn record_tool_request(
+        &self,
+        turn: &Turn,
+        session: i64,
+        message: &ChatMessage,
+        now_ms: i64,
+    ) -> StoreResult<Vec<ToolCallRecord>> {
+        let ChatMessage::Assistant { tool_calls, .. } = message else {
+            return Err(StoreError::Corrupt(
+                "a tool request must be an assistant message".into(),
+            ));
+        };
+        let mut tx = self.pool().begin().await?;
+        let message_id = insert_message(
+            &mut tx,
+            turn.conversation_id,
+            session,
+            turn.id,
+            message,
+            now_ms,
+        )
+        .await?;
+        let mut records = Vec::with_capacity(tool_calls.len());
+        for (position, call) in tool_calls.iter().enumerate() {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO tool_calls (turn_id, message_id, position, call_id, name, arguments, status)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending') RETURNING id",
+            )
+            .bind(turn.id)
+            .bind(message_id)
+            .bind(to_i64(position))
+            .bind(&call.id)
+            .bind(&call.name)
+            .bind(&call.arguments)
+            .fetch_one(&mut *tx)
+            .await?;
+            records.push(ToolCallRecord {
+                id,
+                turn_id: turn.id,
+                call: call.clone(),
+                status: ToolCallStatus::Pending,
+                result: None,
+            });
+        }
+        tx.commit().await?;
+        Ok(records)
+    }
+
+    /// Tool calls of a turn that have no result yet (pending or running), in the model's order.
+    pub async fn open_tool_calls(&self, turn_id: i64) -> StoreResult<Vec<ToolCallRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, turn_id, call_id, name, arguments, status, result FROM tool_calls
+             WHERE turn_id = $1 AND status IN ('pending', 'running') ORDER BY message_id, position",
+        )
+        .bind(turn_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let status: String = row.try_get("status")?;
+                Ok(ToolCallRecord {
+                    id: row.try_get("id")?,
+                    turn_id: row.try_get("turn_id")?,
+                    call: ToolCall {
+                        id: row.try_get("call_id")?,
+                        name: row.try_get("name")?,
+                        arguments: row.try_get("arguments")?,
+                    },
+                    status: ToolCallStatus::parse(&status),
+                    result: row.try_get("result")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every tool call of a turn with its status, for tests and audits.
+    pub async fn tool_calls_of_turn(
+        &self,
+        turn_id: i64,
+    ) -> StoreResult<Vec<(String, ToolCallStatus)>> {
+        let rows = sqlx::query(
+            "SELECT name, status FROM tool_calls WHERE turn_id = $1 ORDER BY message_id, position",
+        )
+        .bind(turn_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let status: String = row.try_get("status")?;
+                Ok((row.try_get("name")?, ToolCallStatus::parse(&status)))
+            })
+            .collect()
+    }
+
+    /// Marks a call as started. Committed before the tool runs, so a crash during the call is
+    /// seen as an interruption rather than a call that never happened.
+    pub async fn mark_tool_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE tool_calls SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'pending'")
+            .bind(now_ms)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a call's outcome and the tool message the model will see, together.
+    pub async fn finish_tool_call(
+        &self,
+        turn: &Turn,
+        session: i64,
+        record_id: i64,
+        status: ToolCallStatus,
+        message: &ChatMessage,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let ChatMessage::Tool { content, .. } = message else {
+            return Err(StoreError::Corrupt(
+                "a tool result must be a tool message".into(),
+            ));
+        };
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "UPDATE tool_calls SET status = $1, result = $2, finished_at = $3 WHERE id = $4",
+        )
+        .bind(status.as_str())
+        .bind(content)
+        .bind(now_ms)
+        .bind(record_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE turns SET tool_calls = tool_calls + 1 WHERE id = $1")
+            .bind(turn.id)
+            .execute(&mut *tx)
+            .await?;
+        insert_message(
+            &mut tx,
+            turn.conversation_id,
+            session,
+            turn.id,
+            message,
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Adds one LLM call's usage to the turn.
+    pub async fn add_turn_usage(
+        &self,
+        turn_id: i64,
+        usage: &Usage,
+        provider: &str,
+        model: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE turns SET llm_calls = llm_calls + 1, input_tokens = input_tokens + $1,
+             output_tokens = output_tokens + $2, provider = $3, model = $4 WHERE id = $5",
+        )
+        .bind(i64::try_from(usage.input_tokens).unwrap_or(i64::MAX))
+        .bind(i64::try_from(usage.output_tokens).unwrap_or(i64::MAX))
+        .bind(provider)
+        .bind(model)
+        .bind(turn_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a turn in one transaction: the final message joins the history, the replies enter
+    /// the outbox, and the inbox entry is done. Either all of it happens or none of it, so a crash
+    /// here means the turn resumes and replies exactly once.
+    pub async fn finish_turn(
+        &self,
+        turn: &Turn,
+        end: TurnEnd<'_>,
+        now_ms: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let mut tx = self.pool().begin().await?;
+        let updated = sqlx::query(
+            "UPDATE turns SET status = $1, error = $2, finished_at = $3 WHERE id = $4 AND status IN ('running', 'suspended')",
+        )
+        .bind(end.status.as_str())
+        .bind(end.error)
+        .bind(now_ms)
+        .bind(turn.id)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            // Already finished (a second resume raced this one): keep the first outcome.
+            return Ok(Vec::new());
+        }
+        if let Some(message) = end.message {
+            insert_message(
+                &mut tx,
+                turn.conversation_id,
+                end.session,
+                turn.id,
+                message,
+                now_ms,
+            )
+            .await?;
+        }
+        let mut ids = Vec::with_capacity(end.replies.len());
+        for reply in &end.replies {
+            ids.push(insert_outbox(&mut tx, reply, now_ms).await?);
+        }
+        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
+            .bind(now_ms)
+            .bind(turn.inbox_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// Answers an inbox entry without a turn (a chat command, a pairing code): the replies and
+    /// the entry's completion commit together.
+    pub async fn reply_and_finish_inbox(
+        &self,
+        inbox_id: i64,
+        replies: &[NewOutbox],
+        now_ms: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let mut tx = self.pool().begin().await?;
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
+            .bind(inbox_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if status.as_deref() != Some("pending") {
+            return Ok(Vec::new());
+        }
+        let mut ids = Vec::with_capacity(replies.len());
+        for reply in replies {
+            ids.push(insert_outbox(&mut tx, reply, now_ms).await?);
+        }
+        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
+            .bind(now_ms)
+            .bind(inbox_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+}

@@ -1,0 +1,204 @@
+//! The terminal as a channel: `hearth chat` talks to the same pipeline as every platform.
+//!
+//! Each input line is one message; the next line is read only after its reply was printed, so a
+//! script can pipe lines in and get exactly one reply per line, in order. Replies stream as they
+//! are generated. End of input stops the chat once the last reply is out.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hearth_channel::{
+    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Inbound, InboundKind,
+    MessageRef, OutboundMessage, Sender,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The terminal's only chat and only user.
+pub const LOCAL: &str = "local";
+
+pub struct TerminalChannel {
+    /// What the current streamed reply has printed so far.
+    printed: Mutex<String>,
+    /// Signalled when a reply (not a preview) was printed.
+    replied: Notify,
+    sent: AtomicU64,
+    /// Cancelled after end of input, once the last reply was printed.
+    finished: CancellationToken,
+    interactive: bool,
+}
+
+impl Default for TerminalChannel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TerminalChannel {
+    pub fn new() -> Self {
+        Self {
+            printed: Mutex::new(String::new()),
+            replied: Notify::new(),
+            sent: AtomicU64::new(0),
+            finished: CancellationToken::new(),
+            interactive: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// Cancelled when input ended and everything was answered.
+    pub fn finished(&self) -> CancellationToken {
+        self.finished.clone()
+    }
+
+    fn print(&self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (the reading end of a pipe went away) leaves nobody to tell.
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+
+    fn printed(&self) -> std::sync::MutexGuard<'_, String> {
+        self.printed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn prompt(&self) {
+        if self.interactive {
+            self.print("› ");
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for TerminalChannel {
+    fn name(&self) -> &str {
+        "terminal"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            edits: true,
+            format: Format::Markdown,
+            preview: Some(Duration::ZERO),
+            ..Capabilities::default()
+        }
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        let session = chrono::Utc::now().timestamp_millis();
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let mut count = 0u64;
+        if self.interactive {
+            self.print("hearth chat: type a message, /help for commands, Ctrl-D to leave.\n");
+        }
+        loop {
+            self.prompt();
+            let line = tokio::select! {
+                line = lines.next_line() => line.map_err(|err| ChannelError::transient(format!("reading stdin failed: {err}")))?,
+                () = ctx.shutdown.cancelled() => return Ok(()),
+            };
+            let Some(line) = line else {
+                self.finished.cancel();
+                return Ok(());
+            };
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            count += 1;
+            let event = Inbound {
+                platform_id: format!("{session}-{count}"),
+                chat: ChatRef::new(LOCAL),
+                sender: Sender::new(LOCAL),
+                kind: InboundKind::Message {
+                    text: text.to_string(),
+                    attachments: Vec::new(),
+                    message_id: None,
+                    reply_to: None,
+                },
+            };
+            let replied = self.replied.notified();
+            tokio::pin!(replied);
+            replied.as_mut().enable();
+            loop {
+                match ctx.sink.deliver(self.name(), event.clone()).await {
+                    Ok(()) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "storing the message failed; retrying");
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            () = ctx.shutdown.cancelled() => return Ok(()),
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                () = replied => {}
+                () = ctx.shutdown.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        let mut printed = self.printed();
+        let text = message.text.trim_end();
+        let rest = match message.replaces {
+            Some(_) if !printed.is_empty() && text.starts_with(printed.as_str()) => {
+                &text[printed.len()..]
+            }
+            Some(_) if !printed.is_empty() => {
+                self.print("\n");
+                text
+            }
+            _ => text,
+        };
+        self.print(rest);
+        self.print("\n");
+        printed.clear();
+        drop(printed);
+        let id = self.sent.fetch_add(1, Ordering::Relaxed) + 1;
+        self.replied.notify_one();
+        Ok(MessageRef {
+            chat: message.chat.clone(),
+            message_id: id.to_string(),
+        })
+    }
+
+    async fn edit(
+        &self,
+        target: &MessageRef,
+        message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        self.print(&format!(
+            "(update to message {}) {}\n",
+            target.message_id,
+            message.text.trim_end()
+        ));
+        Ok(())
+    }
+
+    async fn preview(
+        &self,
+        chat: &ChatRef,
+        _draft: Option<&MessageRef>,
+        text: &str,
+    ) -> Result<Option<MessageRef>, ChannelError> {
+        let mut printed = self.printed();
+        if text.starts_with(printed.as_str()) {
+            self.print(&text[printed.len()..]);
+        } else {
+            // The model started over (a retry): begin a fresh line.
+            self.print("\n");
+            self.print(text);
+        }
+        printed.clear();
+        printed.push_str(text);
+        Ok(Some(MessageRef {
+            chat: chat.clone(),
+            message_id: "draft".into(),
+        }))
+    }
+}
