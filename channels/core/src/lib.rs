@@ -14,7 +14,7 @@ pub mod split;
 pub mod testkit;
 
 pub use error::{ChannelError, ErrorKind};
-// pub use memory::{MemoryChannel, SentMessage};
+pub use memory::{AnsweredPress, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
     InboundKind, MessageRef, OutboundMessage, Sender,

@@ -1,1 +1,712 @@
-//! An in-memory channel for tests (filled in by the channel-core work).
+//! An in-memory chat platform for tests of the daemon.
+//!
+//! [`MemoryChannel`] behaves like a small, strict platform: inbound events wait in a queue (the
+//! platform side of a cursor) until the sink acknowledges them, sent messages get sequential
+//! ids and can be edited, and sends can be made to fail on demand. Tests drive it from the
+//! platform side (`push_text`, `push_press`, `redeliver`) and inspect what the daemon did
+//! (`sent`, `wait_for_sent`, `answered_presses`).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::split::{Measure, split_message};
+use crate::{
+    Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
+    Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
+};
+
+/// A message as the in-memory platform shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentMessage {
+    /// The platform message id: "1", "2", … in the order messages were created.
+    pub id: String,
+    pub chat: ChatRef,
+    /// The current text.
+    pub text: String,
+    pub buttons: Vec<Button>,
+    pub reply_to: Option<String>,
+    /// Every text the message was edited to, oldest first; the last one equals `text`.
+    pub edits: Vec<String>,
+    /// Created by [`Channel::preview`] and not yet replaced by a final reply.
+    pub draft: bool,
+}
+
+impl SentMessage {
+    /// A reference to this message, as `send` returned it.
+    pub fn reference(&self) -> MessageRef {
+        MessageRef {
+            chat: self.chat.clone(),
+            message_id: self.id.clone(),
+        }
+    }
+}
+
+/// A recorded [`Channel::answer_press`] call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnsweredPress {
+    pub press_id: String,
+    pub notice: Option<String>,
+    pub alert: bool,
+}
+
+/// An in-memory platform implementing [`Channel`]. Cheap to clone: clones share the platform,
+/// so a test keeps one handle and gives the daemon another (`Arc::new(channel.clone())`).
+///
+/// By default it has buttons, edits, reactions and threads, no length limit, Markdown and no
+/// previews; [`MemoryChannel::with_capabilities`] changes that. It is strict where a real
+/// platform would be: buttons without the capability, edits without the capability, previews
+/// without the capability, edits of unknown messages and edits longer than the limit are
+/// `Rejected`.
+#[derive(Clone)]
+pub struct MemoryChannel {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for MemoryChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryChannel")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    name: String,
+    state: Mutex<State>,
+    /// Bumped whenever an event is queued, so an idle `run` wakes up.
+    inbound_changed: watch::Sender<u64>,
+    /// The number of sent messages, for `wait_for_sent`.
+    sent_count: watch::Sender<usize>,
+}
+
+struct State {
+    capabilities: Capabilities,
+    measure: Measure,
+    retry_delay: Duration,
+    /// Events the platform has not seen acknowledged, oldest first, with a queue sequence
+    /// number so an acknowledgement removes exactly the event that was delivered.
+    queue: VecDeque<(u64, Inbound)>,
+    next_seq: u64,
+    /// Acknowledged events, in order, kept for `redeliver`.
+    acknowledged: Vec<Inbound>,
+    next_inbound_id: u64,
+    sent: Vec<SentMessage>,
+    send_attempts: Vec<OutboundMessage>,
+    fail_sends: VecDeque<ChannelError>,
+    presses: Vec<AnsweredPress>,
+    typing: usize,
+}
+
+impl MemoryChannel {
+    /// A new, empty platform called `name` (the channel name the daemon sees).
+    pub fn new(name: impl Into<String>) -> Self {
+        let state = State {
+            capabilities: Capabilities {
+                buttons: true,
+                edits: true,
+                reactions: true,
+                threads: true,
+                max_message_len: None,
+                format: Format::Markdown,
+                preview: None,
+            },
+            measure: Measure::Chars,
+            retry_delay: Duration::from_millis(50),
+            queue: VecDeque::new(),
+            next_seq: 0,
+            acknowledged: Vec::new(),
+            next_inbound_id: 0,
+            sent: Vec::new(),
+            send_attempts: Vec::new(),
+            fail_sends: VecDeque::new(),
+            presses: Vec::new(),
+            typing: 0,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                name: name.into(),
+                state: Mutex::new(state),
+                inbound_changed: watch::Sender::new(0),
+                sent_count: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    /// Sets what the platform claims it can show (and enforces it).
+    pub fn with_capabilities(self, capabilities: Capabilities) -> Self {
+        self.lock().capabilities = capabilities;
+        self
+    }
+
+    /// Sets the unit `max_message_len` is counted in (characters by default).
+    pub fn with_measure(self, measure: Measure) -> Self {
+        self.lock().measure = measure;
+        self
+    }
+
+    /// Sets how long `run` waits before offering a refused event again (50 ms by default).
+    pub fn with_retry_delay(self, delay: Duration) -> Self {
+        self.lock().retry_delay = delay;
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock leaves consistent data behind: every
+        // critical section below is a few plain assignments.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    // ----- the platform side: what users do -----
+
+    /// Queues an event as if the platform received it. Pushing an event with a `platform_id`
+    /// seen before simulates platform redelivery.
+    pub fn push(&self, event: Inbound) {
+        {
+            let mut state = self.lock();
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            state.queue.push_back((seq, event));
+        }
+        self.shared.inbound_changed.send_modify(|n| *n += 1);
+    }
+
+    /// Queues a text message from `sender_id` in `chat_id` and returns its platform id (which
+    /// is also its message id).
+    pub fn push_text(&self, chat_id: &str, sender_id: &str, text: &str) -> String {
+        self.push_text_in(&ChatRef::new(chat_id), &Sender::new(sender_id), text)
+    }
+
+    /// Like [`MemoryChannel::push_text`] with a full chat (thread included) and sender.
+    pub fn push_text_in(&self, chat: &ChatRef, sender: &Sender, text: &str) -> String {
+        let id = self.next_inbound_id("msg");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: chat.clone(),
+            sender: sender.clone(),
+            kind: InboundKind::Message {
+                text: text.to_owned(),
+                attachments: Vec::new(),
+                message_id: Some(id.clone()),
+                reply_to: None,
+            },
+        });
+        id
+    }
+
+    /// Queues a press of the button with `data` under `message` and returns the press id
+    /// (also the event's platform id).
+    pub fn push_press(&self, message: &MessageRef, sender_id: &str, data: &str) -> String {
+        let id = self.next_inbound_id("press");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: message.chat.clone(),
+            sender: Sender::new(sender_id),
+            kind: InboundKind::Press(ButtonPress {
+                press_id: id.clone(),
+                data: data.to_owned(),
+                message: Some(message.clone()),
+            }),
+        });
+        id
+    }
+
+    fn next_inbound_id(&self, prefix: &str) -> String {
+        let mut state = self.lock();
+        state.next_inbound_id += 1;
+        format!("{}-{prefix}-{}", self.shared.name, state.next_inbound_id)
+    }
+
+    /// Queues an already acknowledged event again, as a platform does after a lost
+    /// acknowledgement. Returns false if no acknowledged event has that id.
+    pub fn redeliver(&self, platform_id: &str) -> bool {
+        let event = self
+            .lock()
+            .acknowledged
+            .iter()
+            .find(|e| e.platform_id == platform_id)
+            .cloned();
+        match event {
+            Some(event) => {
+                self.push(event);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the next sends fail with these errors, one per send, in order.
+    pub fn fail_next_sends(&self, errors: Vec<ChannelError>) {
+        self.lock().fail_sends.extend(errors);
+    }
+
+    // ----- inspection -----
+
+    /// Events queued and not yet acknowledged by a sink.
+    pub fn pending_inbound(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Platform ids of acknowledged events, in the order they were acknowledged.
+    pub fn acknowledged(&self) -> Vec<String> {
+        let state = self.lock();
+        state
+            .acknowledged
+            .iter()
+            .map(|e| e.platform_id.clone())
+            .collect()
+    }
+
+    /// Every message on the platform (previews included), in creation order.
+    pub fn sent(&self) -> Vec<SentMessage> {
+        self.lock().sent.clone()
+    }
+
+    /// The messages in chat `chat_id` (any thread), in creation order.
+    pub fn sent_to(&self, chat_id: &str) -> Vec<SentMessage> {
+        let state = self.lock();
+        state
+            .sent
+            .iter()
+            .filter(|m| m.chat.chat_id == chat_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until at least `n` messages exist or `timeout` passes, then returns all of them;
+    /// on timeout the caller's assertion on the result shows what did arrive.
+    pub async fn wait_for_sent(&self, n: usize, timeout: Duration) -> Vec<SentMessage> {
+        let mut count = self.shared.sent_count.subscribe();
+        // Timing out is an expected outcome here: the caller inspects what arrived.
+        let _ = tokio::time::timeout(timeout, count.wait_for(|&c| c >= n)).await;
+        self.sent()
+    }
+
+    /// Every `send` call, failed or not, with the message it was asked to send.
+    pub fn send_attempts(&self) -> Vec<OutboundMessage> {
+        self.lock().send_attempts.clone()
+    }
+
+    /// Every `answer_press` call, in order.
+    pub fn answered_presses(&self) -> Vec<AnsweredPress> {
+        self.lock().presses.clone()
+    }
+
+    /// How many times `typing` was called.
+    pub fn typing_count(&self) -> usize {
+        self.lock().typing
+    }
+
+    // ----- helpers for the trait methods -----
+
+    /// Creates a message and returns its reference.
+    fn create(
+        state: &mut State,
+        chat: &ChatRef,
+        text: String,
+        buttons: Vec<Button>,
+        reply_to: Option<String>,
+        draft: bool,
+    ) -> MessageRef {
+        let message = SentMessage {
+            id: (state.sent.len() + 1).to_string(),
+            chat: chat.clone(),
+            text,
+            buttons,
+            reply_to,
+            edits: Vec::new(),
+            draft,
+        };
+        let reference = message.reference();
+        state.sent.push(message);
+        reference
+    }
+
+    fn find<'a>(
+        state: &'a mut State,
+        target: &MessageRef,
+    ) -> Result<&'a mut SentMessage, ChannelError> {
+        state
+            .sent
+            .iter_mut()
+            .find(|m| m.id == target.message_id && m.chat == target.chat)
+            .ok_or_else(|| ChannelError::rejected(format!("no message {}", target.message_id)))
+    }
+
+    fn notify_sent(&self) {
+        let count = self.lock().sent.len();
+        self.shared.sent_count.send_replace(count);
+    }
+}
+
+impl State {
+    fn check_buttons(&self, buttons: &[Button]) -> Result<(), ChannelError> {
+        if !buttons.is_empty() && !self.capabilities.buttons {
+            return Err(ChannelError::rejected("this platform has no buttons"));
+        }
+        Ok(())
+    }
+
+    fn fits(&self, text: &str) -> bool {
+        self.capabilities
+            .max_message_len
+            .is_none_or(|max| self.measure.len(text) <= max)
+    }
+}
+
+#[async_trait]
+impl Channel for MemoryChannel {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.lock().capabilities.clone()
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        let mut changed = self.shared.inbound_changed.subscribe();
+        loop {
+            // Mark the current version seen before looking, so a push after the look wakes us.
+            changed.borrow_and_update();
+            let (next, retry_delay) = {
+                let state = self.lock();
+                (state.queue.front().cloned(), state.retry_delay)
+            };
+            let Some((seq, event)) = next else {
+                tokio::select! {
+                    () = ctx.shutdown.cancelled() => return Ok(()),
+                    // The sender lives in `self`, so this only ends with a new event.
+                    _ = changed.changed() => continue,
+                }
+            };
+            let platform_id = event.platform_id.clone();
+            let delivered = tokio::select! {
+                // Shutdown wins even mid-delivery: the event stays queued for the next run.
+                () = ctx.shutdown.cancelled() => return Ok(()),
+                result = ctx.sink.deliver(&self.shared.name, event) => result,
+            };
+            match delivered {
+                Ok(()) => {
+                    // Advance the cursor past exactly this event.
+                    let mut state = self.lock();
+                    if state.queue.front().is_some_and(|(s, _)| *s == seq)
+                        && let Some((_, event)) = state.queue.pop_front()
+                    {
+                        state.acknowledged.push(event);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(channel = %self.shared.name, %platform_id, %error, "delivery refused, will retry");
+                    tokio::select! {
+                        () = ctx.shutdown.cancelled() => return Ok(()),
+                        () = tokio::time::sleep(retry_delay) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        let result = {
+            let mut state = self.lock();
+            state.send_attempts.push(message.clone());
+            if let Some(error) = state.fail_sends.pop_front() {
+                return Err(error);
+            }
+            state.check_buttons(&message.buttons)?;
+            let parts = match state.capabilities.max_message_len {
+                Some(max) => split_message(&message.text, max, state.measure),
+                None => vec![message.text.clone()],
+            };
+            let last = parts.len() - 1;
+            let mut reference = None;
+            for (i, part) in parts.into_iter().enumerate() {
+                let buttons = if i == last {
+                    message.buttons.clone()
+                } else {
+                    Vec::new()
+                };
+                // The first part takes the place of the preview, like an edit of the draft.
+                if i == 0
+                    && let Some(draft) = &message.replaces
+                    && let Ok(existing) = Self::find(&mut state, draft)
+                {
+                    existing.text = part.clone();
+                    existing.edits.push(part);
+                    existing.buttons = buttons;
+                    existing.draft = false;
+                    reference = Some(existing.reference());
+                    continue;
+                }
+                let reply_to = if i == 0 {
+                    message.reply_to.clone()
+                } else {
+                    None
+                };
+                reference = Some(Self::create(
+                    &mut state,
+                    &message.chat,
+                    part,
+                    buttons,
+                    reply_to,
+                    false,
+                ));
+            }
+            reference.ok_or_else(|| ChannelError::rejected("nothing to send"))
+        };
+        self.notify_sent();
+        result
+    }
+
+    async fn edit(
+        &self,
+        target: &MessageRef,
+        message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        let mut state = self.lock();
+        if !state.capabilities.edits {
+            return Err(ChannelError::rejected("this platform cannot edit messages"));
+        }
+        state.check_buttons(&message.buttons)?;
+        if !state.fits(&message.text) {
+            return Err(ChannelError::rejected("edited text is too long"));
+        }
+        let existing = Self::find(&mut state, target)?;
+        existing.text = message.text.clone();
+        existing.edits.push(message.text.clone());
+        existing.buttons = message.buttons.clone();
+        Ok(())
+    }
+
+    async fn typing(&self, _chat: &ChatRef) -> Result<(), ChannelError> {
+        self.lock().typing += 1;
+        Ok(())
+    }
+
+    async fn answer_press(
+        &self,
+        press: &ButtonPress,
+        notice: Option<&str>,
+        alert: bool,
+    ) -> Result<(), ChannelError> {
+        self.lock().presses.push(AnsweredPress {
+            press_id: press.press_id.clone(),
+            notice: notice.map(str::to_owned),
+            alert,
+        });
+        Ok(())
+    }
+
+    async fn preview(
+        &self,
+        chat: &ChatRef,
+        draft: Option<&MessageRef>,
+        text: &str,
+    ) -> Result<Option<MessageRef>, ChannelError> {
+        let reference = {
+            let mut state = self.lock();
+            if state.capabilities.preview.is_none() {
+                return Err(ChannelError::rejected("this platform has no previews"));
+            }
+            match draft {
+                Some(target) => {
+                    let existing = Self::find(&mut state, target)?;
+                    existing.text = text.to_owned();
+                    existing.edits.push(text.to_owned());
+                    existing.reference()
+                }
+                None => Self::create(&mut state, chat, text.to_owned(), Vec::new(), None, true),
+            }
+        };
+        self.notify_sent();
+        Ok(Some(reference))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat() -> ChatRef {
+        ChatRef::new("c1")
+    }
+
+    #[tokio::test]
+    async fn sends_get_sequential_ids_and_can_be_edited() {
+        let channel = MemoryChannel::new("memory");
+        let first = channel
+            .send(&OutboundMessage::text(chat(), "one"))
+            .await
+            .expect("send");
+        let second = channel
+            .send(&OutboundMessage::text(chat(), "two"))
+            .await
+            .expect("send");
+        assert_eq!(
+            (first.message_id.as_str(), second.message_id.as_str()),
+            ("1", "2")
+        );
+        channel
+            .edit(&first, &OutboundMessage::text(chat(), "one, edited"))
+            .await
+            .expect("edit");
+        let sent = channel.sent_to("c1");
+        assert_eq!(sent[0].text, "one, edited");
+        assert_eq!(sent[0].edits, ["one, edited"]);
+
+        let unknown = MessageRef {
+            chat: chat(),
+            message_id: "99".into(),
+        };
+        let error = channel
+            .edit(&unknown, &OutboundMessage::text(chat(), "x"))
+            .await
+            .expect_err("unknown message");
+        assert_eq!(error.kind, crate::ErrorKind::Rejected);
+    }
+
+    #[tokio::test]
+    async fn long_sends_are_split_with_buttons_on_the_last_part() {
+        let channel = MemoryChannel::new("memory").with_capabilities(Capabilities {
+            buttons: true,
+            max_message_len: Some(20),
+            ..Capabilities::default()
+        });
+        let mut message = OutboundMessage::text(chat(), "alpha beta gamma delta epsilon zeta");
+        message.buttons = vec![Button {
+            label: "Ok".into(),
+            data: "ok".into(),
+        }];
+        message.reply_to = Some("in-1".into());
+        let last = channel.send(&message).await.expect("send");
+        let sent = channel.sent();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(last, sent[1].reference());
+        assert_eq!(sent[0].reply_to.as_deref(), Some("in-1"));
+        assert!(sent[0].buttons.is_empty());
+        assert_eq!(sent[1].buttons.len(), 1);
+        assert!(sent.iter().all(|m| m.text.chars().count() <= 20));
+    }
+
+    #[tokio::test]
+    async fn injected_failures_come_first_and_are_recorded() {
+        let channel = MemoryChannel::new("memory");
+        channel.fail_next_sends(vec![
+            ChannelError::rate_limited(Duration::from_secs(3)),
+            ChannelError::transient("boom"),
+        ]);
+        let message = OutboundMessage::text(chat(), "hi");
+        let first = channel.send(&message).await.expect_err("rate limited");
+        assert_eq!(first.retry_after(), Some(Duration::from_secs(3)));
+        assert!(
+            channel
+                .send(&message)
+                .await
+                .expect_err("transient")
+                .is_temporary()
+        );
+        channel.send(&message).await.expect("third send succeeds");
+        assert_eq!(channel.send_attempts().len(), 3);
+        assert_eq!(channel.sent().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_preview_is_replaced_by_the_final_reply() {
+        let channel = MemoryChannel::new("memory").with_capabilities(Capabilities {
+            preview: Some(Duration::from_secs(1)),
+            ..Capabilities::default()
+        });
+        let draft = channel
+            .preview(&chat(), None, "Th")
+            .await
+            .expect("preview")
+            .expect("a draft");
+        channel
+            .preview(&chat(), Some(&draft), "The ans")
+            .await
+            .expect("preview edit");
+        let mut reply = OutboundMessage::text(chat(), "The answer.");
+        reply.replaces = Some(draft.clone());
+        let final_ref = channel.send(&reply).await.expect("send");
+        assert_eq!(final_ref, draft);
+        let sent = channel.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].text, "The answer.");
+        assert_eq!(sent[0].edits, ["The ans", "The answer."]);
+        assert!(!sent[0].draft);
+    }
+
+    #[tokio::test]
+    async fn strict_about_missing_capabilities() {
+        let channel = MemoryChannel::new("plain").with_capabilities(Capabilities::default());
+        let mut message = OutboundMessage::text(chat(), "pick");
+        message.buttons = vec![Button {
+            label: "A".into(),
+            data: "a".into(),
+        }];
+        assert!(channel.send(&message).await.is_err());
+        assert!(channel.preview(&chat(), None, "x").await.is_err());
+        let sent = channel
+            .send(&OutboundMessage::text(chat(), "x"))
+            .await
+            .expect("plain send");
+        assert!(
+            channel
+                .edit(&sent, &OutboundMessage::text(chat(), "y"))
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn presses_and_typing_are_recorded() {
+        let channel = MemoryChannel::new("memory");
+        let sent = channel
+            .send(&OutboundMessage::text(chat(), "approve?"))
+            .await
+            .expect("send");
+        let press_id = channel.push_press(&sent, "u1", "confirm:abc:yes");
+        let press = ButtonPress {
+            press_id: press_id.clone(),
+            data: "confirm:abc:yes".into(),
+            message: Some(sent),
+        };
+        channel
+            .answer_press(&press, Some("Approved"), false)
+            .await
+            .expect("answer");
+        channel.typing(&chat()).await.expect("typing");
+        assert_eq!(
+            channel.answered_presses(),
+            [AnsweredPress {
+                press_id,
+                notice: Some("Approved".into()),
+                alert: false
+            }]
+        );
+        assert_eq!(channel.typing_count(), 1);
+        assert_eq!(channel.pending_inbound(), 1);
+    }
+
+    #[tokio::test]
+    async fn wait_for_sent_wakes_on_a_send_and_times_out_otherwise() {
+        let channel = MemoryChannel::new("memory");
+        let sender = channel.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            sender.send(&OutboundMessage::text(chat(), "late")).await
+        });
+        let sent = channel.wait_for_sent(1, Duration::from_secs(5)).await;
+        assert_eq!(sent.len(), 1);
+        task.await.expect("task").expect("send");
+        let sent = channel.wait_for_sent(2, Duration::from_millis(10)).await;
+        assert_eq!(sent.len(), 1);
+    }
+}
