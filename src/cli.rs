@@ -194,12 +194,12 @@ async fn wait_for_signals(rt: &Arc<crate::runtime::Runtime>, agents_file: &std::
 async fn chat(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failure> {
     let config = load_config(path)?.config;
     let (agents, _) = load_agents(&config)?;
-    if let Some(id) = &agent {
-        if agents.get(id).is_none() {
-            return Err(usage(anyhow::anyhow!(
-                "there is no agent `{id}`; see `hearth agents`"
-            )));
-        }
+    if let Some(id) = &agent
+        && agents.get(id).is_none()
+    {
+        return Err(usage(anyhow::anyhow!(
+            "there is no agent `{id}`; see `hearth agents`"
+        )));
     }
     let terminal = Arc::new(TerminalChannel::new());
     let finished = terminal.finished();

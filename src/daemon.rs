@@ -147,10 +147,10 @@ impl DaemonBuilder {
                     .await?;
             }
             let mut keep = entry.allowed.clone();
-            if let Some((channel, user)) = owner_of(&config) {
-                if channel == name {
-                    keep.push(user);
-                }
+            if let Some((channel, user)) = owner_of(&config)
+                && channel == name
+            {
+                keep.push(user);
             }
             store.revoke_config_identities_except(&name, &keep).await?;
         }

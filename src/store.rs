@@ -170,16 +170,15 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
                 reason: "no database file given".into(),
             });
         }
-        if path != ":memory:" {
-            if let Some(parent) = Path::new(path)
+        if path != ":memory:"
+            && let Some(parent) = Path::new(path)
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(parent).map_err(|source| StoreError::DataDir {
-                    path: parent.display().to_string(),
-                    source,
-                })?;
-            }
+        {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::DataDir {
+                path: parent.display().to_string(),
+                source,
+            })?;
         }
         let query = match query {
             Some(q) if q.contains("mode=") => q.to_string(),

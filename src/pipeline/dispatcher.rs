@@ -63,11 +63,9 @@ impl Dispatcher {
     pub fn submit(self: &Arc<Self>, id: i64, key: String, is_cancel: bool) {
         let spawn = {
             let mut state = self.lock();
-            if is_cancel {
-                if let Some(token) = state.running.get(&key) {
-                    token.cancel();
-                    state.cancelled_something.insert(id);
-                }
+            if is_cancel && let Some(token) = state.running.get(&key) {
+                token.cancel();
+                state.cancelled_something.insert(id);
             }
             if !state.known.insert(id) {
                 return;
@@ -104,7 +102,9 @@ impl Dispatcher {
                 let mut state = self.lock();
                 match state.queues.get_mut(&key).and_then(VecDeque::pop_front) {
                     Some(id) => {
-                        let token = self.shutdown.child_token();
+                        // Not a child of shutdown: stopping the daemon suspends a turn, while
+                        // this token cancels it for good.
+                        let token = CancellationToken::new();
                         state.running.insert(key.clone(), token.clone());
                         Some((id, token))
                     }

@@ -42,7 +42,7 @@ impl InboundSink for InboxSink {
 
 /// `/cancel` must reach a running turn at once, not wait behind it in the conversation's queue.
 fn is_cancel_command(text: &str) -> bool {
-    let word = text.trim().split_whitespace().next().unwrap_or("");
+    let word = text.split_whitespace().next().unwrap_or("");
     let word = word.split('@').next().unwrap_or("");
     word.eq_ignore_ascii_case("/cancel")
 }

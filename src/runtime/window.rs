@@ -62,8 +62,11 @@ mod tests {
             stored(4, 2, ChatMessage::assistant("d".repeat(40))),
             stored(5, 3, ChatMessage::user("e".repeat(4000))),
         ];
-        // 30 tokens = 120 chars: only turn 2 fits beside the (oversized) current turn 3.
-        let window = window(&history, 3, 30);
+        // 1030 tokens = 4120 chars: turn 2 fits beside the current turn 3, turn 1 does not.
+        let window = window(&history, 3, 1030);
+        assert_eq!(window.len(), 3);
+        // Even a budget the current turn alone exceeds keeps the current turn.
+        assert_eq!(super::window(&history, 3, 10).len(), 1);
         assert_eq!(window.len(), 3);
         assert_eq!(window[0], ChatMessage::user("c".repeat(40)));
         assert_eq!(window[2], ChatMessage::user("e".repeat(4000)));

@@ -1,5 +1,10 @@
 //! End-to-end tests: the daemon and its parts against local fake servers speaking the real wire
 //! protocols. One test binary, one module per area.
 
+mod cli;
+mod commands;
 mod config_check;
+mod pipeline;
 mod providers;
+mod routing;
+mod support;

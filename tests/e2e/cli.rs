@@ -1,0 +1,263 @@
+//! The `hearth` binary as a user runs it: exit codes, messages, and the terminal chat over a pipe.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use hearth_testkit::{FakeOpenAi, Reply};
+
+/// Runs `hearth ARGS` in `dir` with a clean environment (plus `env`), feeding `stdin`.
+fn hearth(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hearth starts");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("hearth finishes")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(dir: &Path, name: &str, content: &str) {
+    std::fs::write(dir.join(name), content).expect("write file");
+}
+
+#[test]
+fn check_reports_every_config_error_with_file_key_and_reason_and_exits_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        r#"
+[daemon]
+timezone = "Mars/Olympus"
+http_listen = "not an address"
+
+[[providers]]
+name = "local"
+kind = "openai"
+base_url = "ftp://example.org"
+model = "m"
+fallbacks = ["nowhere"]
+
+[router]
+sticky_minutes = "long"
+
+[channels.telegram]
+token_env = "HEARTH_TEST_UNSET_TOKEN"
+allowed_users = [1]
+tokn = "typo"
+"#,
+    );
+    let out = hearth(dir.path(), &["check"], &[], "");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for expected in [
+        "hearth.toml: daemon.timezone",
+        "hearth.toml: daemon.http_listen",
+        "hearth.toml: providers[0].base_url",
+        "hearth.toml: providers[0].fallbacks",
+        "hearth.toml: router.sticky_minutes",
+        "hearth.toml: channels.telegram",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("tokn"),
+        "the unknown key is named:\n{stderr}"
+    );
+}
+
+#[test]
+fn check_reports_syntax_errors_missing_files_and_agent_problems() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(dir.path(), "broken.toml", "[daemon\ntimezone = 1\n");
+    let out = hearth(dir.path(), &["--config", "broken.toml", "check"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("broken.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = hearth(dir.path(), &["--config", "missing.toml", "check"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("missing.toml"));
+
+    write(
+        dir.path(),
+        "agents.toml",
+        "[[agent]]\nid = \"Bad Id\"\nname = \"\"\nsystem_prompt = \"x\"\n",
+    );
+    write(
+        dir.path(),
+        "hearth.toml",
+        "[router]\nagents_file = \"agents.toml\"\n",
+    );
+    let out = hearth(dir.path(), &["check"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("agents.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    write(
+        dir.path(),
+        "hearth.toml",
+        "[router]\ndefault_agent = \"nobody\"\n",
+    );
+    let out = hearth(dir.path(), &["check"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("nobody"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn check_accepts_no_file_and_a_good_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(dir.path(), &["check"], &[], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("configuration OK"));
+
+    write(
+        dir.path(),
+        "hearth.toml",
+        include_str!("../../data/hearth.example.toml"),
+    );
+    let out = hearth(
+        dir.path(),
+        &["check"],
+        &[
+            ("HEARTH_TELEGRAM_TOKEN", "123:abc"),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn route_explains_the_decision_and_agents_export_writes_the_shipped_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(dir.path(), &["route", "I spent 12 euros on lunch"], &[], "");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("finance") && stdout.contains("spent"),
+        "{stdout}"
+    );
+
+    let out = hearth(dir.path(), &["agents", "export"], &[], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.path().join("data/agents.toml").exists());
+    let out = hearth(dir.path(), &["agents", "export"], &[], "");
+    assert_eq!(out.status.code(), Some(2), "refuses to overwrite");
+    let out = hearth(dir.path(), &["agents", "show", "finance"], &[], "");
+    assert!(
+        text(&out.stdout).contains("keywords"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = hearth(dir.path(), &["bogus-command"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn chat_over_a_pipe_answers_each_line_once_in_order() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("first answer"));
+    llm.push(Reply::text("second answer").streamed(true));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = llm.base_url();
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", url.as_str())],
+            "hello\n\nhow are you?\n/whoami\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "first answer", "{stdout}");
+    assert_eq!(lines[1], "second answer", "{stdout}");
+    assert!(
+        lines[2].starts_with("You are terminal:local (the owner"),
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(
+        dir.path().join("data/hearth.db").exists(),
+        "SQLite under ./data by default"
+    );
+    assert_eq!(llm.request_count(), 2);
+}
+
+#[test]
+fn chat_without_a_provider_says_how_to_configure_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A port nothing listens on stands in for "no Ollama here".
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let out = hearth(
+        dir.path(),
+        &["chat"],
+        &[("OPENAI_BASE_URL", &url)],
+        "hello\n",
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("No model provider answered") && stdout.contains("OPENAI_API_KEY"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn migrate_and_pairing_from_the_command_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(dir.path(), &["migrate"], &[], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("migration(s) applied"));
+
+    let out = hearth(dir.path(), &["pair", "approve", "NOSUCHCODE"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no pairing code"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = hearth(dir.path(), &["pair", "revoke", "bad"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+    let out = hearth(dir.path(), &["pair"], &[], "");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("no pending pairing codes"));
+}

@@ -1,0 +1,500 @@
+//! The durable pipeline end to end: the tool loop, providers failing over, restarts in the
+//! middle of a turn, redelivery, outbox retries, cancellation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::TimeZone;
+use hearth::clock::ManualClock;
+use hearth::config::ProviderKind;
+use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth_channel::{Capabilities, ChannelError, MemoryChannel};
+use hearth_testkit::{FakeAnthropic, FakeOpenAi, Reply, ToolCallSpec};
+use serde_json::{Value, json};
+
+use crate::support::{CHAT, Hearth, USER, WAIT, eventually, provider};
+
+/// Side effects a test can count: `record` appends its argument, `slow` starts and never ends.
+#[derive(Default)]
+struct Effects {
+    recorded: std::sync::Mutex<Vec<String>>,
+    slow_started: AtomicUsize,
+}
+
+struct Record(ToolInfo, Arc<Effects>);
+struct Slow(ToolInfo, Arc<Effects>);
+
+#[async_trait]
+impl Tool for Record {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let what = args["what"]
+            .as_str()
+            .ok_or_else(|| ToolError::InvalidArguments("`what` is required".into()))?;
+        let mut recorded = self.1.recorded.lock().expect("lock");
+        recorded.push(what.to_string());
+        Ok(format!("recorded {what} (#{})", recorded.len()))
+    }
+}
+
+#[async_trait]
+impl Tool for Slow {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+        self.1.slow_started.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok("finally".into())
+    }
+}
+
+fn tools(effects: &Arc<Effects>) -> impl Fn() -> ToolRegistry + Send + Sync + 'static {
+    let effects = effects.clone();
+    move || {
+        let mut registry = ToolRegistry::with_builtin();
+        let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}});
+        let record = ToolInfo::new("record", "test", "Record something", schema.clone());
+        let slow = ToolInfo::new("slow", "test", "Takes forever", schema);
+        registry
+            .register(Arc::new(Record(record, effects.clone())))
+            .expect("register");
+        registry
+            .register(Arc::new(Slow(slow, effects.clone())))
+            .expect("register");
+        registry
+    }
+}
+
+fn call(id: &str, name: &str, args: &str) -> ToolCallSpec {
+    ToolCallSpec::new(id, name, args)
+}
+
+fn recorded(effects: &Effects) -> Vec<String> {
+    effects.recorded.lock().expect("lock").clone()
+}
+
+/// The tool messages of an OpenAI request, as (tool_call_id, content).
+fn tool_results(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_tool_loop_runs_two_rounds_including_parallel_calls() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![call(
+        "c1",
+        "record",
+        r#"{"what":"coffee"}"#,
+    )]));
+    h.llm.push(Reply::tool_calls(vec![
+        call("c2", "record", r#"{"what":"tea"}"#),
+        call("c3", "record", r#"{"what":"cake"}"#),
+    ]));
+    h.llm.push(Reply::text("All three recorded."));
+    let reply = h.say("I spent money on coffee, tea and cake").await;
+    assert_eq!(reply.text, "💰 Finance\n\nAll three recorded.");
+
+    let requests = h.llm.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        tool_results(&requests[1]),
+        vec![("c1".into(), "recorded coffee (#1)".into())]
+    );
+    let third = tool_results(&requests[2]);
+    assert_eq!(third.len(), 3, "{third:?}");
+    let mut items = recorded(&effects);
+    items.sort();
+    assert_eq!(items, vec!["cake", "coffee", "tea"]);
+    // Tools are offered with their schema.
+    assert_eq!(requests[0]["tools"][0]["function"]["name"], "record");
+
+    let turn = h
+        .daemon()
+        .store()
+        .turn_for_inbox(1)
+        .await
+        .expect("db")
+        .expect("turn");
+    assert_eq!((turn.llm_calls, turn.tool_calls), (3, 3));
+    assert!(turn.input_tokens > 0, "usage is stored per turn");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn streamed_tool_call_deltas_are_assembled_and_previews_are_replaced() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.channel = Arc::new(
+        MemoryChannel::new("memory").with_capabilities(Capabilities {
+            edits: true,
+            preview: Some(Duration::ZERO),
+            ..Capabilities::default()
+        }),
+    );
+    h.config.runtime.stream = true;
+    h.start().await;
+    h.llm.push(
+        Reply::tool_calls(vec![
+            call(
+                "c1",
+                "record",
+                r#"{"what":"a rather long value that arrives in several pieces"}"#,
+            ),
+            call("c2", "record", r#"{"what":"second"}"#),
+        ])
+        .streamed(true),
+    );
+    h.llm
+        .push(Reply::text("Recorded both of them for you.").streamed(true));
+    let reply = h.say("budget update please").await;
+    assert!(h.llm.requests()[0]["stream"] == true);
+    let mut items = recorded(&effects);
+    items.sort();
+    assert_eq!(
+        items,
+        vec![
+            "a rather long value that arrives in several pieces",
+            "second"
+        ]
+    );
+    assert!(
+        reply.text.ends_with("Recorded both of them for you."),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        h.channel.sent().len(),
+        1,
+        "the preview was replaced, not followed by a second message"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_tool_calls_are_answered_to_the_model_without_a_crash() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![
+        call("c1", "record", r#"{"what": "unterminated"#),
+        call("c2", "no_such_tool", "{}"),
+        call("c3", "record", "[1,2]"),
+        call("c4", "record", r#"{"nothing": 1}"#),
+    ]));
+    h.llm.push(Reply::text("Sorry, I fixed it."));
+    let reply = h.say("I paid something").await;
+    assert!(reply.text.ends_with("Sorry, I fixed it."));
+    // Results arrive in the order the calls finished; look them up by call id.
+    let results: std::collections::HashMap<String, String> =
+        tool_results(&h.llm.requests()[1]).into_iter().collect();
+    assert_eq!(results.len(), 4);
+    assert!(
+        results["c1"].contains("not valid JSON"),
+        "{}",
+        results["c1"]
+    );
+    assert!(
+        results["c2"].contains("Unknown tool `no_such_tool`"),
+        "{}",
+        results["c2"]
+    );
+    assert!(
+        results["c3"].contains("must be a JSON object"),
+        "{}",
+        results["c3"]
+    );
+    assert!(
+        results["c4"].contains("`what` is required"),
+        "{}",
+        results["c4"]
+    );
+    assert!(recorded(&effects).is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn providers_fall_back_on_500_and_429_but_not_on_401() {
+    let backup = FakeOpenAi::start().await;
+    let mut h = Hearth::new().await;
+    h.config.providers[0].fallbacks = vec!["backup".into()];
+    h.config
+        .providers
+        .push(provider("backup", &backup.base_url()));
+    h.start().await;
+
+    h.llm.push(Reply::error(500, "internal error"));
+    backup.push(Reply::text("from backup after 500"));
+    assert_eq!(h.say("hi").await.text, "from backup after 500");
+
+    h.llm.push(Reply::error(429, "slow down"));
+    backup.push(Reply::text("from backup after 429"));
+    assert_eq!(h.say("hi again").await.text, "from backup after 429");
+
+    h.llm.push(Reply::error(401, "invalid api key"));
+    let reply = h.say("and again").await;
+    assert!(
+        reply.text.contains("refused the credentials"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        backup.request_count(),
+        2,
+        "a 401 does not move to the fallback"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_on_the_test_clock() {
+    let clock = ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap());
+    let mut h = Hearth::new().await.with_clock(clock.clone());
+    h.config.providers[0].max_retries = 2;
+    h.start().await;
+    h.llm.push(Reply::error(429, "rate limited").retry_after(7));
+    h.llm.push(Reply::text("after waiting"));
+    let started = std::time::Instant::now();
+    assert_eq!(h.say("hello").await.text, "after waiting");
+    assert!(
+        clock.sleeps().contains(&Duration::from_secs(7)),
+        "{:?}",
+        clock.sleeps()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the wait ran on the test clock"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn anthropic_provider_answers_through_the_daemon() {
+    let anthropic = FakeAnthropic::start().await;
+    let mut h = Hearth::new().await;
+    h.config.providers[0].kind = ProviderKind::Anthropic;
+    h.config.providers[0].base_url = anthropic.base_url();
+    h.start().await;
+    anthropic.push(Reply::text("Hello from Claude."));
+    assert_eq!(h.say("hello").await.text, "Hello from Claude.");
+    let request = anthropic.last_request().expect("request");
+    assert_eq!(
+        request["system"]
+            .as_str()
+            .map(|s| s.starts_with("PROMPT:general")),
+        Some(true)
+    );
+    assert_eq!(request["messages"][0]["role"], "user");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_redelivered_event_is_answered_once() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    let id = h.channel.push_text(CHAT, USER, "hello");
+    h.channel.wait_for_sent(1, WAIT).await;
+    assert!(h.channel.redeliver(&id));
+    h.channel.push_text(CHAT, USER, "second");
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h.channel.sent().len(), 2, "{sent:?}");
+    assert_eq!(h.llm.request_count(), 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_after_a_finished_tool_neither_reruns_it_nor_answers_twice() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![call(
+        "c1",
+        "record",
+        r#"{"what":"rent"}"#,
+    )]));
+    // The model takes its time with the second answer; the daemon goes down meanwhile.
+    h.llm
+        .push(Reply::text("too late").delay(Duration::from_secs(30)));
+    h.channel.push_text(CHAT, USER, "I paid the rent");
+    h.llm.wait_for_requests(2, WAIT).await;
+    assert_eq!(recorded(&effects), vec!["rent"]);
+    h.stop().await;
+    assert!(h.channel.sent().is_empty());
+
+    h.llm.push(Reply::text("Rent recorded."));
+    h.start().await;
+    let sent = h.channel.wait_for_sent(1, WAIT).await;
+    assert_eq!(
+        sent[0].text, "Rent recorded.",
+        "resumed turns do not repeat the agent note"
+    );
+    assert_eq!(
+        recorded(&effects),
+        vec!["rent"],
+        "the finished tool did not run again"
+    );
+    let third = h.llm.requests()[2].clone();
+    assert_eq!(
+        tool_results(&third),
+        vec![("c1".into(), "recorded rent (#1)".into())]
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.channel.sent().len(), 1, "exactly one reply");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_tool_running_at_shutdown_is_reported_interrupted_and_never_rerun() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.start().await;
+    h.llm
+        .push(Reply::tool_calls(vec![call("c1", "slow", "{}")]));
+    h.channel.push_text(CHAT, USER, "/agent tasks");
+    h.channel.wait_for_sent(1, WAIT).await;
+    h.channel.push_text(CHAT, USER, "do the slow thing");
+    eventually("the slow tool to start", || {
+        effects.slow_started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    h.stop().await;
+
+    h.llm.push(Reply::text("It was interrupted; please check."));
+    h.start().await;
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "It was interrupted; please check.");
+    assert_eq!(
+        effects.slow_started.load(Ordering::SeqCst),
+        1,
+        "never run twice"
+    );
+    let results = tool_results(&h.llm.requests()[1]);
+    assert!(
+        results[0].1.contains("interrupted") && results[0].1.contains("NOT run again"),
+        "{results:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_turn_with_one_message() {
+    let effects = Arc::new(Effects::default());
+    let mut h = Hearth::new().await.with_tools(tools(&effects));
+    h.start().await;
+    h.say("/agent tasks").await;
+    h.llm
+        .push(Reply::tool_calls(vec![call("c1", "slow", "{}")]));
+    h.channel.push_text(CHAT, USER, "do the slow thing");
+    eventually("the slow tool to start", || {
+        effects.slow_started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    h.channel.push_text(CHAT, USER, "/cancel");
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "⏹ Cancelled.");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.channel.sent().len(),
+        2,
+        "the /cancel itself adds no second message"
+    );
+
+    // The conversation goes on normally, with a well-formed history.
+    h.llm.push(Reply::text("Ready."));
+    assert_eq!(h.say("next").await.text, "Ready.");
+    let results = tool_results(&h.llm.last_request().expect("request"));
+    assert!(results[0].1.contains("Cancelled"), "{results:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn delivery_retries_rate_limits_and_keeps_order() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    h.channel.fail_next_sends(vec![
+        ChannelError::rate_limited(Duration::from_millis(300)),
+        ChannelError::transient("connection reset"),
+    ]);
+    h.llm.push(Reply::text("one"));
+    h.llm.push(Reply::text("two"));
+    h.channel.push_text(CHAT, USER, "first");
+    h.llm.wait_for_requests(1, WAIT).await;
+    h.channel.push_text(CHAT, USER, "second");
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(
+        sent.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+        vec!["one", "two"]
+    );
+    assert_eq!(
+        h.channel.send_attempts().len(),
+        4,
+        "two failed attempts, then both delivered"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_rejected_reply_is_given_up_without_blocking_the_chat() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    h.channel
+        .fail_next_sends(vec![ChannelError::rejected("bot was blocked")]);
+    h.channel.push_text(CHAT, USER, "first");
+    h.llm.wait_for_requests(1, WAIT).await;
+    assert_eq!(h.say("second").await.text, "ok");
+    assert_eq!(h.channel.sent().len(), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_metrics_answer() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    h.say("hello").await;
+    let addr = h.daemon().http_addr().expect("http listening");
+    let health: Value = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["channels"]["memory"]["state"], "connected");
+    let metrics = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .expect("get")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("hearth_messages_in_total{channel=\"memory\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hearth_messages_out_total{channel=\"memory\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hearth_turn_latency_seconds_count"),
+        "{metrics}"
+    );
+    h.stop().await;
+}
