@@ -325,6 +325,7 @@ impl std::fmt::Debug for RecordingSink {
 }
 
 impl RecordingSink {
+    /// A sink that stores everything.
     pub fn new() -> Self {
         Self::default()
     }
@@ -347,6 +348,7 @@ impl RecordingSink {
         self.inner.paused.send_replace(true);
     }
 
+    /// Lets waiting and later deliveries through.
     pub fn resume(&self) {
         self.inner.paused.send_replace(false);
     }
@@ -478,6 +480,7 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -512,7 +515,9 @@ impl StateStore for MemoryState {
 
 /// A channel's `run` loop in a task, with the sink and shutdown token it was given.
 pub struct Running {
+    /// The sink the run delivers to.
     pub sink: RecordingSink,
+    /// The state store the run keeps its cursor in.
     pub state: MemoryState,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), ChannelError>>,
