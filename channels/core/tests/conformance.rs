@@ -1,0 +1,235 @@
+//! The conformance suite against [`MemoryChannel`], plus the in-memory platform's own cursor
+//! behaviour that the daemon's tests rely on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hearth_channel::testkit::{
+    Harness, MemoryState, RecordingSink, Running, check_failed_delivery_is_offered_again,
+    check_unstored_event_survives_restart, run_conformance,
+};
+use hearth_channel::{
+    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Inbound, InboundKind,
+    InboundSink, MemoryChannel, MessageRef, OutboundMessage, Sender, SinkError,
+};
+
+struct MemoryHarness {
+    channel: MemoryChannel,
+    /// Makes the adapter acknowledge events the sink refused: the bug the suite must catch.
+    lossy: bool,
+}
+
+impl MemoryHarness {
+    fn new(channel: MemoryChannel) -> Self {
+        Self {
+            channel,
+            lossy: false,
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    fn channel(&self) -> Arc<dyn Channel> {
+        if self.lossy {
+            Arc::new(Lossy(self.channel.clone()))
+        } else {
+            Arc::new(self.channel.clone())
+        }
+    }
+
+    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String> {
+        self.channel.push_text_in(chat, sender, text);
+        Ok(())
+    }
+
+    async fn sent_texts(&self, chat: &ChatRef) -> Vec<String> {
+        self.channel
+            .sent()
+            .into_iter()
+            .filter(|m| m.chat == *chat)
+            .map(|m| m.text)
+            .collect()
+    }
+
+    fn chat(&self) -> ChatRef {
+        ChatRef::new("chat-1").with_thread("topic-7")
+    }
+
+    fn sender(&self) -> Sender {
+        Sender::new("user-1")
+    }
+}
+
+#[tokio::test]
+async fn memory_channel_passes_the_suite_with_default_capabilities() {
+    run_conformance(&MemoryHarness::new(MemoryChannel::new("memory"))).await;
+}
+
+#[tokio::test]
+async fn memory_channel_passes_the_suite_like_telegram() {
+    let channel = MemoryChannel::new("telegramish")
+        .with_capabilities(Capabilities {
+            buttons: true,
+            edits: true,
+            max_message_len: Some(4096),
+            format: Format::TelegramHtml,
+            preview: Some(Duration::from_secs(1)),
+            ..Capabilities::default()
+        })
+        .with_measure(hearth_channel::split::Measure::Utf16);
+    run_conformance(&MemoryHarness::new(channel)).await;
+}
+
+#[tokio::test]
+async fn memory_channel_passes_the_suite_without_buttons_or_edits() {
+    let channel = MemoryChannel::new("plain").with_capabilities(Capabilities {
+        max_message_len: Some(300),
+        ..Capabilities::default()
+    });
+    run_conformance(&MemoryHarness::new(channel)).await;
+}
+
+#[tokio::test]
+async fn events_are_acknowledged_in_order_only_after_they_are_stored() {
+    let channel = MemoryChannel::new("memory");
+    let first = channel.push_text("c", "u", "one");
+    let second = channel.push_text("c", "u", "two");
+    let sink = RecordingSink::new();
+    sink.fail_next(3);
+    let running = Running::start(Arc::new(channel.clone()), sink.clone(), MemoryState::new());
+    let events = sink.wait_for_events(2, Duration::from_secs(5)).await;
+    let ids: Vec<_> = events.iter().map(|e| e.platform_id.clone()).collect();
+    assert_eq!(ids, [first.clone(), second.clone()]);
+    assert_eq!(sink.refused(), 3);
+    assert_eq!(channel.pending_inbound(), 0);
+    assert_eq!(channel.acknowledged(), [first, second]);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_event_pending_at_shutdown_is_delivered_after_a_restart() {
+    let channel = MemoryChannel::new("memory");
+    let stuck = RecordingSink::new();
+    stuck.pause();
+    let running = Running::start(Arc::new(channel.clone()), stuck.clone(), MemoryState::new());
+    let id = channel.push_text("c", "u", "hello");
+    stuck
+        .wait_for_attempt(|e| e.platform_id == id, Duration::from_secs(5))
+        .await
+        .expect("offered to the sink");
+    running.stop().await;
+    assert_eq!(
+        channel.pending_inbound(),
+        1,
+        "cursor advanced past an unstored event"
+    );
+
+    let running = Running::start(
+        Arc::new(channel.clone()),
+        RecordingSink::new(),
+        MemoryState::new(),
+    );
+    let events = running
+        .sink
+        .wait_for_events(1, Duration::from_secs(5))
+        .await;
+    assert_eq!(events.len(), 1);
+    assert!(matches!(&events[0].kind, InboundKind::Message { text, .. } if text == "hello"));
+    assert_eq!(channel.pending_inbound(), 0);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn redelivered_events_reach_the_sink_again_and_are_deduplicated_there() {
+    let channel = MemoryChannel::new("memory");
+    let sink = RecordingSink::new();
+    let running = Running::start(Arc::new(channel.clone()), sink.clone(), MemoryState::new());
+    let id = channel.push_text("c", "u", "once");
+    sink.wait_for_events(1, Duration::from_secs(5)).await;
+    assert!(channel.redeliver(&id));
+    assert!(!channel.redeliver("no-such-id"));
+    // Events are delivered one at a time, so once a later event is stored the redelivered one
+    // has been handled.
+    let later = channel.push_text("c", "u", "later");
+    sink.wait_for_event(|e| e.platform_id == later, Duration::from_secs(5))
+        .await
+        .expect("later event stored");
+    assert_eq!(sink.duplicates(), 1);
+    assert_eq!(sink.events().len(), 2);
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_event_is_retried_after_the_retry_delay() {
+    let channel = MemoryChannel::new("memory").with_retry_delay(Duration::from_secs(30));
+    let sink = RecordingSink::new();
+    sink.fail_next(1);
+    channel.push_text("c", "u", "slow");
+    let running = Running::start(Arc::new(channel.clone()), sink.clone(), MemoryState::new());
+    let events = sink.wait_for_events(1, Duration::from_secs(29)).await;
+    assert!(events.is_empty(), "retried before the delay");
+    let events = sink.wait_for_events(1, Duration::from_secs(2)).await;
+    assert_eq!(events.len(), 1);
+    running.stop().await;
+}
+
+/// An adapter with the classic bug: it advances its cursor whether or not the event was stored.
+struct Lossy(MemoryChannel);
+
+/// Reports every delivery as stored, whatever the real sink said.
+struct Swallow(Arc<dyn InboundSink>);
+
+#[async_trait]
+impl InboundSink for Swallow {
+    async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+        // Deliberately dropped: this is the bug under test.
+        let _ = self.0.deliver(channel, event).await;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Channel for Lossy {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        let sink = Arc::new(Swallow(ctx.sink.clone()));
+        self.0.run(ChannelContext { sink, ..ctx }).await
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        self.0.send(message).await
+    }
+
+    async fn edit(
+        &self,
+        target: &MessageRef,
+        message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        self.0.edit(target, message).await
+    }
+}
+
+#[tokio::test]
+#[should_panic(expected = "never offered again")]
+async fn the_suite_catches_an_adapter_that_drops_refused_events() {
+    let mut harness = MemoryHarness::new(MemoryChannel::new("lossy"));
+    harness.lossy = true;
+    check_failed_delivery_is_offered_again(&harness).await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "cursor passed an unstored event")]
+async fn the_suite_catches_an_adapter_that_loses_events_across_a_restart() {
+    let mut harness = MemoryHarness::new(MemoryChannel::new("lossy"));
+    harness.lossy = true;
+    check_unstored_event_survives_restart(&harness).await;
+}
