@@ -151,7 +151,7 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     if let Some(addr) = daemon.http_addr() {
         tracing::info!(%addr, "health and metrics endpoints listening");
     }
-    let shutdown = daemon.shutdown_token();
+    let shutdown = daemon.stop_token();
     let rt = daemon.runtime().clone();
     tokio::spawn(async move {
         wait_for_signals(&rt, &agents_file).await;

@@ -174,6 +174,8 @@ impl DaemonBuilder {
         ));
 
         let shutdown = CancellationToken::new();
+        // Cancelled first on stop: channels stop receiving while turns and deliveries finish.
+        let intake = shutdown.child_token();
         let tracker = TaskTracker::new();
         let channels: Channels = Arc::new(
             self.channels
@@ -227,7 +229,7 @@ impl DaemonBuilder {
         });
         for entry in &self.channels {
             let ctx = ChannelContext {
-                shutdown: shutdown.child_token(),
+                shutdown: intake.child_token(),
                 sink: sink.clone(),
                 state: state.clone(),
             };
@@ -277,6 +279,7 @@ impl DaemonBuilder {
         Ok(Daemon {
             rt,
             shutdown,
+            intake,
             tracker,
             http_addr,
             outbox_wake,
@@ -336,6 +339,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
 pub struct Daemon {
     rt: Arc<Runtime>,
     shutdown: CancellationToken,
+    intake: CancellationToken,
     tracker: TaskTracker,
     http_addr: Option<SocketAddr>,
     outbox_wake: Arc<Notify>,
@@ -379,18 +383,39 @@ impl Daemon {
         self.dispatcher.queued()
     }
 
-    /// Stops intake and every task, then closes the database. Turns still running are left
-    /// in the database and resume at the next start.
+    /// Stops gracefully: channels stop receiving, running turns get up to
+    /// `daemon.shutdown_grace_secs` to finish and their replies to go out, then whatever is
+    /// still running is suspended (it resumes at the next start) and the database is closed.
     pub async fn stop(self) {
+        self.intake.cancel();
+        let grace = Duration::from_secs(self.rt.config.daemon.shutdown_grace_secs);
+        let deadline = tokio::time::Instant::now() + grace;
+        while tokio::time::Instant::now() < deadline && !self.shutdown.is_cancelled() {
+            let outbox_empty = self
+                .rt
+                .store
+                .outbox_depth()
+                .await
+                .map_or(true, |depth| depth == 0);
+            if self.dispatcher.queued() == 0 && outbox_empty {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
         self.rt.store.close().await;
     }
 
-    /// Waits until the shutdown token is cancelled, then stops.
+    /// Cancelled to begin a graceful stop (see [`Daemon::stop`]); the CLI cancels it on SIGTERM.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.intake.clone()
+    }
+
+    /// Waits until [`Daemon::stop_token`] (or the shutdown token) is cancelled, then stops.
     pub async fn run_until_stopped(self) {
-        self.shutdown.cancelled().await;
+        self.intake.cancelled().await;
         self.stop().await;
     }
 }

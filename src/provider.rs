@@ -274,6 +274,17 @@ impl Providers {
         Ok(Providers { entries, clock })
     }
 
+    /// The configuration of provider `name` (`"default"`: the first configured one).
+    pub fn config(&self, name: &str) -> Option<&ProviderConfig> {
+        if name == "default" {
+            return self.entries.first().map(|(c, _)| c);
+        }
+        self.entries
+            .iter()
+            .find(|(c, _)| c.name == name)
+            .map(|(c, _)| c)
+    }
+
     /// The configured provider names, in order.
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|(c, _)| c.name.as_str()).collect()

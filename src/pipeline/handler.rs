@@ -252,7 +252,13 @@ impl Handler {
         store
             .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
             .await?;
-        let user_message = ChatMessage::User { content };
+        let vision = rt
+            .providers
+            .config(&agent.provider)
+            .is_some_and(|p| p.vision);
+        let user_message = ChatMessage::User {
+            content: for_model(content, vision),
+        };
         let turn = store
             .start_turn(
                 entry.id,
@@ -494,6 +500,24 @@ pub fn pairing_code() -> String {
     let mut rng = rand::rng();
     (0..8)
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// Replaces images by a short note when the agent's model cannot see them (`vision = false`).
+fn for_model(content: Vec<ContentPart>, vision: bool) -> Vec<ContentPart> {
+    if vision {
+        return content;
+    }
+    content
+        .into_iter()
+        .map(|part| match part {
+            ContentPart::Image { mime, .. } => ContentPart::Text {
+                text: format!(
+                    "\n[an image ({mime}) was attached, but this model cannot see images]"
+                ),
+            },
+            text => text,
+        })
         .collect()
 }
 

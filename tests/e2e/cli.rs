@@ -261,3 +261,99 @@ fn migrate_and_pairing_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("no pending pairing codes"));
 }
+
+/// A free port on 127.0.0.1 (bound and released; good enough for a test).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn signal(child: &std::process::Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n[router]\nagents_file = \"agents.toml\"\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "agents.toml",
+        "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hearth run starts");
+
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let mut healthy = false;
+    for _ in 0..100 {
+        if let Ok(response) = reqwest::get(&url).await {
+            assert_eq!(response.status(), 200);
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(healthy, "/healthz never answered");
+
+    // A new agent appears after SIGHUP, without a restart.
+    write(
+        dir.path(),
+        "agents.toml",
+        "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n\n[[agent]]\nid = \"cook\"\nname = \"Cook\"\nsystem_prompt = \"Recipes.\"\n",
+    );
+    signal(&child, "HUP");
+    let store = hearth::store::Store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("data/hearth.db").display()
+    ))
+    .await
+    .expect("open the daemon's database");
+    let mut reloaded = false;
+    for _ in 0..100 {
+        if store.active_agent_ids().await.expect("query")
+            == vec!["general".to_string(), "cook".to_string()]
+        {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    store.close().await;
+    assert!(reloaded, "agents were not reloaded on SIGHUP");
+
+    signal(&child, "TERM");
+    let out = tokio::task::spawn_blocking(move || {
+        let status = child.wait().expect("wait");
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+        }
+        (status, stderr)
+    })
+    .await
+    .expect("join");
+    assert_eq!(out.0.code(), Some(0), "{}", out.1);
+    assert!(out.1.contains("SIGTERM"), "{}", out.1);
+}

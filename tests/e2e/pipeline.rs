@@ -498,3 +498,70 @@ async fn health_and_metrics_answer() {
     );
     h.stop().await;
 }
+
+fn photo_message(id: &str) -> hearth_channel::Inbound {
+    hearth_channel::Inbound {
+        platform_id: id.into(),
+        chat: hearth_channel::ChatRef::new(CHAT),
+        sender: hearth_channel::Sender::new(USER),
+        kind: hearth_channel::InboundKind::Message {
+            text: "what is this?".into(),
+            attachments: vec![hearth_channel::Attachment {
+                kind: hearth_channel::AttachmentKind::Image,
+                mime: "image/png".into(),
+                name: Some("photo.png".into()),
+                data_base64: Some("iVBORw0KGgo=".into()),
+                text: None,
+            }],
+            message_id: Some("m1".into()),
+            reply_to: None,
+        },
+    }
+}
+
+#[tokio::test]
+async fn images_reach_vision_models_and_others_get_a_note() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    h.channel.push(photo_message("p1"));
+    h.channel.wait_for_sent(1, WAIT).await;
+    let content = h.llm.requests()[0]["messages"][1]["content"].clone();
+    assert!(
+        content.to_string().contains("cannot see images"),
+        "{content}"
+    );
+    assert!(!content.to_string().contains("iVBORw0KGgo="));
+    h.stop().await;
+
+    h.config.providers[0].vision = true;
+    h.start().await;
+    h.channel.push(photo_message("p2"));
+    h.channel.wait_for_sent(2, WAIT).await;
+    let messages = h.llm.requests()[1]["messages"].clone();
+    assert!(
+        messages
+            .to_string()
+            .contains("data:image/png;base64,iVBORw0KGgo="),
+        "{messages}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_graceful_stop_lets_a_running_turn_finish_and_deliver() {
+    let mut h = Hearth::new().await;
+    h.config.daemon.shutdown_grace_secs = 10;
+    h.start().await;
+    h.llm
+        .push(Reply::text("made it").delay(Duration::from_millis(500)));
+    h.channel.push_text(CHAT, USER, "hello");
+    h.llm.wait_for_requests(1, WAIT).await;
+    h.stop().await;
+    let sent = h.channel.sent();
+    assert_eq!(
+        sent.len(),
+        1,
+        "the reply went out before the daemon stopped"
+    );
+    assert_eq!(sent[0].text, "made it");
+}

@@ -89,6 +89,8 @@ impl Hearth {
         config.daemon.http_listen = "127.0.0.1:0".into();
         config.router.agents_file = dir.path().join("no-such-agents.toml");
         config.runtime.stream = false;
+        // Restart tests stop the daemon in the middle of a turn: suspend it at once.
+        config.daemon.shutdown_grace_secs = 0;
         config.providers = vec![provider("fake", &llm.base_url())];
         Self {
             _dir: dir,
