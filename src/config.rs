@@ -29,6 +29,8 @@ pub struct Config {
     #[serde(default)]
     pub runtime: RuntimeConfig,
     #[serde(default)]
+    pub tools: ToolsConfig,
+    #[serde(default)]
     pub channels: ChannelsConfig,
     #[serde(default)]
     pub schedules: Vec<ScheduleConfig>,
@@ -176,6 +178,55 @@ impl Default for RuntimeConfig {
 }
 
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
+/// How much hearth may do without asking (DESIGN.md §5): which tools need an Approve first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Autonomy {
+    /// Every tool that changes anything asks first.
+    None,
+    /// Writes ask too, not only deletions and outward actions.
+    Low,
+    /// Deletions, outward actions (email, HTTP writes) and unattended schedules ask. The default.
+    #[default]
+    Medium,
+    /// Only outward actions ask.
+    High,
+    /// Nothing asks. For people who read the audit log.
+    Full,
+}
+
+/// The tool catalogue: its limits, the file workspace, web access and confirmations.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// The only directory the file tools can read and write.
+    pub workspace_dir: PathBuf,
+    /// Hosts or addresses (`nas.local`, `192.168.1.10`, `10.0.0.0/8`) the web tools may reach
+    /// although they are private or loopback; everything else private is refused (SSRF).
+    pub allowed_private_hosts: Vec<String>,
+    /// Default autonomy for every user and agent.
+    pub autonomy: Autonomy,
+    /// Seconds an Approve / Deny prompt stays open.
+    pub confirmation_timeout_secs: u64,
+    /// Calls one user may make of one tool per minute.
+    pub per_user_tool_calls_per_minute: u32,
+    /// Tool calls per minute across everyone.
+    pub global_calls_per_minute: u32,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            workspace_dir: PathBuf::from("./data/workspace"),
+            allowed_private_hosts: Vec::new(),
+            autonomy: Autonomy::Medium,
+            confirmation_timeout_secs: 600,
+            per_user_tool_calls_per_minute: 30,
+            global_calls_per_minute: 300,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {

@@ -4,8 +4,23 @@
 //! Tools are registered once at start. An agent sees the tools its `tools` list names plus every
 //! tool of its `tool_groups`.
 
+pub mod args;
+pub mod bookmark;
 mod builtin;
+pub mod calendar;
+pub mod contact;
+pub mod expense;
+pub mod file;
+pub mod goal;
+pub mod memory;
+pub mod net;
+pub mod note;
+pub mod task;
+pub mod time;
+pub mod utility;
+pub mod web;
 
+pub use args::Args;
 pub use builtin::register_builtin;
 
 use std::collections::BTreeMap;
@@ -17,6 +32,7 @@ use serde_json::Value;
 
 use crate::agent::AgentDef;
 use crate::clock::SharedClock;
+use crate::config::{Autonomy, Config};
 use crate::provider::ToolSpec;
 use crate::store::Store;
 
@@ -36,32 +52,131 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "schedules",
 ];
 
+/// What a call can do to the world; with the autonomy setting it decides whether the user is
+/// asked first (see [`Risk::needs_confirmation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Risk {
+    /// Reads or computes; changes nothing.
+    Safe,
+    /// Creates or changes the user's own data.
+    Write,
+    /// Deletes data.
+    Destructive,
+    /// Acts outside hearth: sends email, writes to a web service, acts unattended later.
+    Outward,
+}
+
+impl Risk {
+    /// Whether a call of this risk waits for Approve at `autonomy`: `none` asks for everything,
+    /// `low` for any change, `medium` (the default) for deletions and outward actions, `high` for
+    /// outward actions only, `full` never.
+    pub fn needs_confirmation(self, autonomy: Autonomy) -> bool {
+        match autonomy {
+            Autonomy::None => true,
+            Autonomy::Low => self >= Risk::Write,
+            Autonomy::Medium => self >= Risk::Destructive,
+            Autonomy::High => self >= Risk::Outward,
+            Autonomy::Full => false,
+        }
+    }
+}
+
+/// Permission levels, lowest first: a user may call tools up to their own level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Permission {
+    None,
+    Read,
+    Write,
+    Execute,
+    Admin,
+}
+
+/// The size parameter of a list tool: filled in when missing, capped when too high.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListLimit {
+    pub param: String,
+    pub default: u64,
+    pub max: u64,
+}
+
 /// What a tool is, as the registry and the model see it.
 #[derive(Clone, Debug)]
 pub struct ToolInfo {
     /// `^[a-zA-Z][a-zA-Z0-9_]*$`, at most 64 characters.
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments object.
+    /// JSON Schema of the arguments object; calls are validated against it before they run.
     pub parameters: Value,
-    /// The family it belongs to (`tasks`, `memory`, `utilities` …): what `tool_groups` names.
+    /// The family it belongs to (`tasks`, `memory`, `utilities` …): its category, and what an
+    /// agent's `tool_groups` names.
     pub group: String,
-    /// Runs only after the requester approved it in the chat.
-    pub requires_confirmation: bool,
+    /// Extra words `search_tools` matches, never shown to the model.
+    pub tags: Vec<String>,
+    /// The level a user needs to call it.
+    pub permission: Permission,
+    /// What a call can do; decides confirmations together with the autonomy setting.
+    pub risk: Risk,
+    /// For list tools: the limit parameter, its default and its cap.
+    pub limit: Option<ListLimit>,
     /// Longest a call may run; `None` uses the runtime's default.
     pub timeout: Option<Duration>,
 }
 
 impl ToolInfo {
+    /// A safe, read-level tool; adjust with the builder methods.
     pub fn new(name: &str, group: &str, description: &str, parameters: Value) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
             parameters,
             group: group.into(),
-            requires_confirmation: false,
+            tags: Vec::new(),
+            permission: Permission::Read,
+            risk: Risk::Safe,
+            limit: None,
             timeout: None,
         }
+    }
+
+    pub fn tags(mut self, tags: &[&str]) -> Self {
+        self.tags = tags.iter().map(|t| t.to_string()).collect();
+        self
+    }
+
+    pub fn permission(mut self, permission: Permission) -> Self {
+        self.permission = permission;
+        self
+    }
+
+    /// Sets the risk, and raises the permission to match (writes need `write`, and so on).
+    pub fn risk(mut self, risk: Risk) -> Self {
+        self.risk = risk;
+        let needed = match risk {
+            Risk::Safe => Permission::Read,
+            Risk::Write | Risk::Destructive => Permission::Write,
+            Risk::Outward => Permission::Execute,
+        };
+        self.permission = self.permission.max(needed);
+        self
+    }
+
+    pub fn limit(mut self, param: &str, default: u64, max: u64) -> Self {
+        self.limit = Some(ListLimit {
+            param: param.into(),
+            default,
+            max,
+        });
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Whether calls ask first at the default autonomy (`medium`).
+    pub fn requires_confirmation(&self) -> bool {
+        self.risk.needs_confirmation(Autonomy::Medium)
     }
 
     pub fn spec(&self) -> ToolSpec {
@@ -77,6 +192,7 @@ impl ToolInfo {
 #[derive(Clone, Debug)]
 pub struct ToolContext {
     pub store: Store,
+    pub config: Arc<Config>,
     pub clock: SharedClock,
     pub timezone: chrono_tz::Tz,
     pub user_id: Option<i64>,
@@ -98,6 +214,12 @@ pub enum ToolError {
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn info(&self) -> &ToolInfo;
+
+    /// The risk of this particular call: `http_request` with GET is safe, with POST outward.
+    fn risk(&self, _arguments: &Value) -> Risk {
+        self.info().risk
+    }
+
     /// Runs the call; the returned text is what the model sees as the result.
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError>;
 }

@@ -435,6 +435,7 @@ const TOP_KEYS: &[&str] = &[
     "providers",
     "router",
     "runtime",
+    "tools",
     "channels",
     "schedules",
 ];
@@ -469,6 +470,11 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
             "runtime" => {
                 if let Some(runtime) = section(value, "runtime", problems) {
                     config.runtime = runtime;
+                }
+            }
+            "tools" => {
+                if let Some(tools) = section(value, "tools", problems) {
+                    config.tools = tools;
                 }
             }
             "providers" => {

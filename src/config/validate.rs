@@ -37,6 +37,34 @@ pub(super) fn validate(
             "must be greater than 0",
         ));
     }
+    for (key, value) in [
+        (
+            "tools.confirmation_timeout_secs",
+            config.tools.confirmation_timeout_secs,
+        ),
+        (
+            "tools.per_user_tool_calls_per_minute",
+            u64::from(config.tools.per_user_tool_calls_per_minute),
+        ),
+        (
+            "tools.global_calls_per_minute",
+            u64::from(config.tools.global_calls_per_minute),
+        ),
+    ] {
+        if value == 0 {
+            problems.push(Problem::new(key, "must be greater than 0"));
+        }
+    }
+    for (index, host) in config.tools.allowed_private_hosts.iter().enumerate() {
+        if host.trim().is_empty()
+            || host.contains('/') && host.parse::<crate::tool::net::Cidr>().is_err()
+        {
+            problems.push(Problem::new(
+                &format!("tools.allowed_private_hosts[{index}]"),
+                &format!("{host:?} is not a host name, address or CIDR range like 10.0.0.0/8"),
+            ));
+        }
+    }
     channels(&config.channels, env, &mut problems);
     schedules(
         &config.schedules,

@@ -348,6 +348,7 @@ async fn run_one_call(
         .await?;
     let ctx = ToolContext {
         store: rt.store.clone(),
+        config: rt.config.clone(),
         clock: rt.clock.clone(),
         timezone: rt.timezone,
         user_id: job.turn.user_id,

@@ -9,7 +9,22 @@ use serde_json::{Value, json};
 use super::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 
 pub fn register_builtin(registry: &mut ToolRegistry) {
-    let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(CurrentDateTime::new())];
+    let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(CurrentDateTime::new())];
+    for family in [
+        super::task::tools,
+        super::note::tools,
+        super::bookmark::tools,
+        super::contact::tools,
+        super::calendar::tools,
+        super::expense::tools,
+        super::goal::tools,
+        super::memory::tools,
+        super::utility::tools,
+        super::web::tools,
+        super::file::tools,
+    ] {
+        tools.extend(family());
+    }
     for tool in tools {
         if let Err(err) = registry.register(tool) {
             // Built-in names are fixed at compile time; a clash is a programming error that the

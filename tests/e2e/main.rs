@@ -8,3 +8,7 @@ mod pipeline;
 mod providers;
 mod routing;
 mod support;
+mod tools_memory;
+mod tools_money;
+mod tools_organiser;
+mod tools_utility;

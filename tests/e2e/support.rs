@@ -75,6 +75,8 @@ pub struct Hearth {
     pub config: Config,
     pub clock: Option<Arc<ManualClock>>,
     pub tools: Arc<dyn Fn() -> ToolRegistry + Send + Sync>,
+    /// The agents file text; [`TEST_AGENTS`] unless a test sets its own.
+    pub agents: String,
     pub daemon: Option<Daemon>,
 }
 
@@ -99,12 +101,19 @@ impl Hearth {
             config,
             clock: None,
             tools: Arc::new(ToolRegistry::with_builtin),
+            agents: TEST_AGENTS.to_string(),
             daemon: None,
         }
     }
 
     pub fn with_clock(mut self, clock: Arc<ManualClock>) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// Uses these agents (agents file text) instead of [`TEST_AGENTS`].
+    pub fn with_agents(mut self, agents: &str) -> Self {
+        self.agents = agents.to_string();
         self
     }
 
@@ -115,7 +124,7 @@ impl Hearth {
 
     pub async fn start(&mut self) -> &Daemon {
         let mut builder = DaemonBuilder::new(self.config.clone())
-            .agents(AgentSet::parse(TEST_AGENTS, "test agents").expect("test agents parse"))
+            .agents(AgentSet::parse(&self.agents, "test agents").expect("test agents parse"))
             .channel(self.channel.clone(), &[USER.to_string()])
             .tools((self.tools)());
         if let Some(clock) = &self.clock {

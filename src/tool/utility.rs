@@ -1,0 +1,9 @@
+//! The `utility` tools (being written).
+
+use std::sync::Arc;
+
+use super::Tool;
+
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    Vec::new()
+}
