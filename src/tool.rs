@@ -307,6 +307,43 @@ impl ToolRegistry {
     }
 }
 
+/// The value of a list tool's limit parameter: its default when missing or not a number, its
+/// cap when too high, at least 1.
+pub fn list_limit(info: &ToolInfo, arguments: &Value) -> i64 {
+    let Some(limit) = &info.limit else {
+        return i64::MAX;
+    };
+    let asked = Args::new(arguments)
+        .opt_i64(&limit.param)
+        .and_then(|n| u64::try_from(n).ok());
+    let value = asked.unwrap_or(limit.default).clamp(1, limit.max.max(1));
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A context for calling tools directly in unit tests: a fresh SQLite database, one user, UTC.
+#[cfg(test)]
+pub(crate) async fn test_context() -> (ToolContext, tempfile::TempDir) {
+    let (store, dir) = crate::store::test_support::temp_store().await;
+    let user = store
+        .allow_identity("test", "u1", None, "config", true, 0)
+        .await
+        .expect("user");
+    let mut config = Config::default();
+    config.tools.workspace_dir = dir.path().join("workspace");
+    let clock: SharedClock = Arc::new(crate::clock::SystemClock);
+    let ctx = ToolContext {
+        store,
+        config: Arc::new(config),
+        clock,
+        timezone: chrono_tz::UTC,
+        user_id: Some(user.user_id),
+        conversation_id: 0,
+        turn_id: 0,
+        agent_id: "test".into(),
+    };
+    (ctx, dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +367,16 @@ mod tests {
             "a test tool",
             serde_json::json!({"type": "object"}),
         )))
+    }
+
+    #[test]
+    fn list_limits_default_and_cap() {
+        let info =
+            ToolInfo::new("list_x", "test", "", serde_json::json!({})).limit("limit", 20, 50);
+        assert_eq!(list_limit(&info, &serde_json::json!({})), 20);
+        assert_eq!(list_limit(&info, &serde_json::json!({"limit": 500})), 50);
+        assert_eq!(list_limit(&info, &serde_json::json!({"limit": 0})), 1);
+        assert_eq!(list_limit(&info, &serde_json::json!({"limit": "7"})), 7);
     }
 
     #[test]
