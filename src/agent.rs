@@ -53,9 +53,27 @@ pub struct AgentDef {
     /// Sampling temperature, 0..=2; the provider's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// How the model sees the agent's tools: `direct` (every schema), `meta` (search_tools,
+    /// get_tool_help, use_tool, batch_use_tool) or `auto` (direct up to 12 tools, else meta).
+    #[serde(default)]
+    pub tool_mode: ToolMode,
+    /// Caps how much this agent may do without asking (`none` … `full`); the user's or the
+    /// config's autonomy applies when it is lower or this is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<crate::config::Autonomy>,
     /// What routes a message to this agent.
     #[serde(default)]
     pub triggers: Triggers,
+}
+
+/// How an agent's tools are offered to the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    #[default]
+    Auto,
+    Direct,
+    Meta,
 }
 
 /// The triggers of an agent.

@@ -223,6 +223,10 @@ impl DaemonBuilder {
             metrics: metrics.clone(),
             dispatcher: dispatcher.clone(),
         });
+        tracker.spawn(
+            expire_confirmations(store.clone(), clock.clone(), sink.clone(), shutdown.clone())
+                .instrument(tracing::info_span!("confirmations")),
+        );
         let state = Arc::new(StoreState {
             store: store.clone(),
             clock: clock.clone(),
@@ -285,6 +289,37 @@ impl DaemonBuilder {
             outbox_wake,
             dispatcher,
         })
+    }
+}
+
+/// Turns confirmations whose time is up into expiry events in their conversation's queue.
+async fn expire_confirmations(
+    store: Store,
+    clock: SharedClock,
+    sink: Arc<InboxSink>,
+    shutdown: CancellationToken,
+) {
+    use hearth_channel::InboundSink;
+    loop {
+        match store.expired_confirmations(clock.now_ms()).await {
+            Ok(expired) => {
+                for confirmation in expired {
+                    let chat = hearth_channel::ChatRef {
+                        chat_id: confirmation.chat_id.clone(),
+                        thread_id: confirmation.thread_id.clone(),
+                    };
+                    let event = crate::pipeline::confirm::expiry_event(&confirmation.id, chat);
+                    if let Err(err) = sink.deliver(&confirmation.channel, event).await {
+                        tracing::warn!(error = %err, "queueing a confirmation expiry failed; will retry");
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "reading expired confirmations failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            () = shutdown.cancelled() => return,
+        }
     }
 }
 

@@ -101,6 +101,7 @@ impl Metrics {
             TurnOutcome::Failed => "failed",
             TurnOutcome::Cancelled => "cancelled",
             TurnOutcome::Suspended => "suspended",
+            TurnOutcome::AwaitingConfirmation => "awaiting_confirmation",
         };
         let mut inner = self.lock();
         inner

@@ -2,6 +2,7 @@
 //! dispatcher that runs each conversation's entries in order, the handler that turns an entry
 //! into a reply, and the delivery worker that takes replies from the outbox to the platforms.
 
+pub mod confirm;
 pub mod delivery;
 pub mod dispatcher;
 pub mod handler;

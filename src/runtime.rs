@@ -1,7 +1,10 @@
 //! The agent runtime: one set of services shared by every agent, and the tool-calling loop that
 //! answers a message (see [`turn`]).
 
+pub mod calls;
+pub mod preview;
 pub mod prompt;
+pub mod tools;
 pub mod turn;
 pub mod window;
 
@@ -46,6 +49,8 @@ pub struct Runtime {
     /// Set when no provider was configured and hearth guessed one: printed with provider errors
     /// so a new user learns how to configure one.
     pub provider_hint: Option<String>,
+    /// Per-user and global tool call rates.
+    pub limiter: tools::RateLimiter,
     agents: RwLock<Arc<Agents>>,
 }
 
@@ -79,6 +84,7 @@ impl Runtime {
             timezone,
             metrics,
             provider_hint,
+            limiter: tools::RateLimiter::default(),
             agents: RwLock::new(Arc::new(Agents::new(agents))),
         }
     }

@@ -7,12 +7,14 @@
 
 mod agent;
 mod channel_state;
+mod confirmation;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
 mod outbox;
 mod turn;
 
+pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
 pub use conversation::Conversation;
 pub use identity::{Identity, IdentityStatus, PairingRequest};
 pub use inbox::{InboxEntry, InboxStatus};

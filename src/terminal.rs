@@ -4,6 +4,7 @@
 //! script can pipe lines in and get exactly one reply per line, in order. Replies stream as they
 //! are generated. End of input stops the chat once the last reply is out.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Inbound, InboundKind,
-    MessageRef, OutboundMessage, Sender,
+    Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
+    Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
@@ -26,6 +27,10 @@ pub struct TerminalChannel {
     printed: Mutex<String>,
     /// Signalled when a reply (not a preview) was printed.
     replied: Notify,
+    /// The buttons of the last prompt, until the user answered it.
+    question: Mutex<Option<Vec<Button>>>,
+    /// Sent texts by message id, so an edit prints only what changed.
+    texts: Mutex<HashMap<String, String>>,
     sent: AtomicU64,
     /// Cancelled after end of input, once the last reply was printed.
     finished: CancellationToken,
@@ -43,6 +48,8 @@ impl TerminalChannel {
         Self {
             printed: Mutex::new(String::new()),
             replied: Notify::new(),
+            question: Mutex::new(None),
+            texts: Mutex::new(HashMap::new()),
             sent: AtomicU64::new(0),
             finished: CancellationToken::new(),
             interactive: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
@@ -65,6 +72,22 @@ impl TerminalChannel {
         self.printed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Hands an event to the inbox, retrying while the database is busy; false on shutdown.
+    async fn deliver(&self, ctx: &ChannelContext, event: &Inbound) -> bool {
+        loop {
+            match ctx.sink.deliver(self.name(), event.clone()).await {
+                Ok(()) => return true,
+                Err(err) => {
+                    tracing::warn!(error = %err, "storing the message failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        () = ctx.shutdown.cancelled() => return false,
+                    }
+                }
+            }
+        }
+    }
+
     fn prompt(&self) {
         if self.interactive {
             self.print("› ");
@@ -80,6 +103,7 @@ impl Channel for TerminalChannel {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
+            buttons: true,
             edits: true,
             format: Format::Markdown,
             preview: Some(Duration::ZERO),
@@ -109,7 +133,7 @@ impl Channel for TerminalChannel {
                 continue;
             }
             count += 1;
-            let event = Inbound {
+            let mut event = Inbound {
                 platform_id: format!("{session}-{count}"),
                 chat: ChatRef::new(LOCAL),
                 sender: Sender::new(LOCAL),
@@ -120,29 +144,63 @@ impl Channel for TerminalChannel {
                     reply_to: None,
                 },
             };
-            let replied = self.replied.notified();
-            tokio::pin!(replied);
-            replied.as_mut().enable();
+            // Deliver, wait for the reply; a reply with buttons asks y/N and waits again.
             loop {
-                match ctx.sink.deliver(self.name(), event.clone()).await {
-                    Ok(()) => break,
-                    Err(err) => {
-                        tracing::warn!(error = %err, "storing the message failed; retrying");
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-                            () = ctx.shutdown.cancelled() => return Ok(()),
-                        }
-                    }
+                let replied = self.replied.notified();
+                tokio::pin!(replied);
+                replied.as_mut().enable();
+                if !self.deliver(&ctx, &event).await {
+                    return Ok(());
                 }
-            }
-            tokio::select! {
-                () = replied => {}
-                () = ctx.shutdown.cancelled() => return Ok(()),
+                tokio::select! {
+                    () = replied => {}
+                    () = ctx.shutdown.cancelled() => return Ok(()),
+                }
+                let Some(buttons) = self
+                    .question
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                else {
+                    break;
+                };
+                self.print("Approve? [y/N] ");
+                let answer = tokio::select! {
+                    line = lines.next_line() => line.map_err(|err| ChannelError::transient(format!("reading stdin failed: {err}")))?,
+                    () = ctx.shutdown.cancelled() => return Ok(()),
+                };
+                let yes = answer
+                    .as_deref()
+                    .map(str::trim)
+                    .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
+                if !self.interactive {
+                    // Piped input: echo the answer so the transcript reads like the screen.
+                    self.print(if yes { "y\n" } else { "n\n" });
+                }
+                // The first button approves, the second denies (the daemon's prompt order).
+                let Some(button) = buttons.get(if yes { 0 } else { 1 }).or(buttons.first()) else {
+                    break;
+                };
+                count += 1;
+                event = Inbound {
+                    platform_id: format!("{session}-{count}"),
+                    chat: ChatRef::new(LOCAL),
+                    sender: Sender::new(LOCAL),
+                    kind: InboundKind::Press(ButtonPress {
+                        press_id: String::new(),
+                        data: button.data.clone(),
+                        message: None,
+                    }),
+                };
             }
         }
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        if !message.buttons.is_empty() {
+            *self.question.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(message.buttons.clone());
+        }
         let mut printed = self.printed();
         let text = message.text.trim_end();
         let rest = match message.replaces {
@@ -159,11 +217,15 @@ impl Channel for TerminalChannel {
         self.print("\n");
         printed.clear();
         drop(printed);
-        let id = self.sent.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = (self.sent.fetch_add(1, Ordering::Relaxed) + 1).to_string();
+        self.texts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), text.to_string());
         self.replied.notify_one();
         Ok(MessageRef {
             chat: message.chat.clone(),
-            message_id: id.to_string(),
+            message_id: id,
         })
     }
 
@@ -172,11 +234,17 @@ impl Channel for TerminalChannel {
         target: &MessageRef,
         message: &OutboundMessage,
     ) -> Result<(), ChannelError> {
-        self.print(&format!(
-            "(update to message {}) {}\n",
-            target.message_id,
-            message.text.trim_end()
-        ));
+        let text = message.text.trim_end();
+        let before = self
+            .texts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(target.message_id.clone(), text.to_string());
+        // A prompt edited to show its outcome: print just the outcome.
+        match before.as_deref().and_then(|b| text.strip_prefix(b)) {
+            Some(added) => self.print(&format!("{}\n", added.trim())),
+            None => self.print(&format!("{text}\n")),
+        }
         Ok(())
     }
 

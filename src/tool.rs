@@ -232,12 +232,19 @@ pub enum RegistryError {
     InvalidName(String),
     #[error("a tool named {0:?} is already registered")]
     Duplicate(String),
+    #[error("the parameters of {name:?} are not a valid JSON Schema: {reason}")]
+    InvalidSchema { name: String, reason: String },
 }
 
-/// Every tool hearth has, by name.
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// Every tool hearth has, by name, with its compiled argument schema.
 #[derive(Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Entry>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -267,18 +274,24 @@ impl ToolRegistry {
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.info().name.clone();
-        if !valid_tool_name(&name) {
+        if !valid_tool_name(&name) || crate::runtime::tools::META_TOOLS.contains(&name.as_str()) {
             return Err(RegistryError::InvalidName(name));
         }
         if self.tools.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
-        self.tools.insert(name, tool);
+        let validator = jsonschema::validator_for(&tool.info().parameters).map_err(|err| {
+            RegistryError::InvalidSchema {
+                name: name.clone(),
+                reason: err.to_string(),
+            }
+        })?;
+        self.tools.insert(name, Entry { tool, validator });
         Ok(())
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|e| &e.tool)
     }
 
     pub fn len(&self) -> usize {
@@ -290,13 +303,37 @@ impl ToolRegistry {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|e| &e.tool)
+    }
+
+    /// Checks `arguments` against the tool's JSON Schema; every violation, one per line, with
+    /// where it is (`/priority: "huge" is not one of …`).
+    pub fn validate(&self, name: &str, arguments: &Value) -> Result<(), String> {
+        let Some(entry) = self.tools.get(name) else {
+            return Err(format!("unknown tool `{name}`"));
+        };
+        let problems: Vec<String> = entry
+            .validator
+            .iter_errors(arguments)
+            .map(|err| {
+                let path = err.instance_path().to_string();
+                if path.is_empty() {
+                    err.to_string()
+                } else {
+                    format!("{path}: {err}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
     }
 
     /// The tools an agent may use: those it names and those of its groups, sorted by name.
     pub fn for_agent(&self, agent: &AgentDef) -> Vec<Arc<dyn Tool>> {
-        self.tools
-            .values()
+        self.iter()
             .filter(|tool| {
                 let info = tool.info();
                 agent.tools.iter().any(|t| t == &info.name)
@@ -397,5 +434,47 @@ mod tests {
             );
         }
         assert!(registry.register(named(&"a".repeat(64))).is_ok());
+        assert!(
+            matches!(
+                registry.register(named("use_tool")),
+                Err(RegistryError::InvalidName(_))
+            ),
+            "meta-tool names are reserved"
+        );
+    }
+
+    #[test]
+    fn schemas_are_compiled_and_arguments_checked_against_them() {
+        let mut registry = ToolRegistry::new();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"priority": {"type": "string", "enum": ["low", "high"]}, "n": {"type": "integer"}},
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        let tool = Arc::new(Named(ToolInfo::new("t", "test", "", schema)));
+        registry.register(tool).expect("valid schema");
+        assert!(
+            registry
+                .validate("t", &serde_json::json!({"n": 1, "priority": "low"}))
+                .is_ok()
+        );
+        let err = registry
+            .validate("t", &serde_json::json!({"priority": "huge", "x": 1}))
+            .expect_err("invalid");
+        assert!(err.contains("/priority"), "{err}");
+        assert!(err.contains("\"n\" is a required property"), "{err}");
+        assert_eq!(err.lines().count(), 3, "{err}");
+
+        let bad = Arc::new(Named(ToolInfo::new(
+            "bad",
+            "test",
+            "",
+            serde_json::json!({"type": "nonsense"}),
+        )));
+        assert!(matches!(
+            registry.register(bad),
+            Err(RegistryError::InvalidSchema { .. })
+        ));
     }
 }

@@ -68,6 +68,12 @@ impl Handler {
                 .await;
         };
 
+        // Decisions carry their own rule (requester or owner), checked before the allowlist so a
+        // stranger's press is answered "not yours" rather than with a pairing code.
+        if let Some(decision) = super::confirm::decision_of(&event) {
+            return self.decide(&entry, &event, channel, decision, cancel).await;
+        }
+
         let identity = match store.identity(&entry.channel, &event.sender.id).await? {
             Some(identity) if identity.status == IdentityStatus::Allowed => identity,
             Some(_) => {
@@ -304,13 +310,14 @@ impl Handler {
             channel_name: entry.channel.clone(),
             channel,
             chat: event.chat.clone(),
+            requester: event.sender.id.clone(),
             reply_to,
             note,
             cancel: cancel.clone(),
         }
     }
 
-    async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
+    pub(super) async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
         let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();

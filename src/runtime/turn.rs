@@ -4,28 +4,24 @@
 //! tool runs, each call marked running before it starts, each result with its message. Running
 //! the loop again on the same turn therefore resumes it: calls that never started run now, a call
 //! that was running when the daemon died is reported to the model as interrupted and is never run
-//! again, and the model is asked again only for what is not stored yet.
+//! again, and the model is asked again only for what is not stored yet. A call that needs the
+//! user's approval parks the turn until the decision arrives (see [`super::calls`]).
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use futures::future::join_all;
-use hearth_channel::{Channel, ChatRef, MessageRef, OutboundMessage};
-use serde_json::Value;
-use tokio::sync::mpsc;
+use hearth_channel::{Channel, ChatRef, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
+use super::calls::{Settled, cancel_open_calls, settle_tool_calls};
+use super::preview::Preview;
 use super::prompt::{Section, compose};
+use super::tools::Toolbox;
 use super::window::window;
 use crate::agent::AgentDef;
-use crate::provider::{
-    ChatMessage, ChatRequest, ProviderError, ProviderErrorKind, StreamEvent, ToolCall,
-};
-use crate::store::{
-    NewOutbox, OutboxKind, StoreError, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus,
-};
-use crate::tool::{ToolContext, ToolError};
+use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderErrorKind};
+use crate::store::{NewOutbox, OutboxKind, StoreError, Turn, TurnEnd, TurnStatus};
 
 /// At most this many stored messages are read to build the window.
 const HISTORY_ROWS: usize = 400;
@@ -38,11 +34,13 @@ pub struct TurnJob {
     pub channel_name: String,
     pub channel: Arc<dyn Channel>,
     pub chat: ChatRef,
+    /// The platform user id of the person whose message this answers; they decide confirmations.
+    pub requester: String,
     /// Platform id of the message being answered, quoted by the reply.
     pub reply_to: Option<String>,
     /// Shown before the reply, e.g. "💰 Finance" when the agent changed.
     pub note: Option<String>,
-    /// Cancelled by `/cancel` or shutdown.
+    /// Cancelled by `/cancel`.
     pub cancel: CancellationToken,
 }
 
@@ -54,6 +52,8 @@ pub enum TurnOutcome {
     Cancelled,
     /// Interrupted by shutdown: left running in the database, resumed at the next start.
     Suspended,
+    /// Parked until the user approves or denies a tool call.
+    AwaitingConfirmation,
 }
 
 /// How a turn ends: its status, the reply text, and the message kept in the history.
@@ -62,6 +62,15 @@ struct Finish {
     text: String,
     keep: Option<ChatMessage>,
     error: Option<String>,
+}
+
+/// Where the loop stopped.
+enum Stop {
+    Finished(Finish),
+    /// Shutdown: leave everything as stored.
+    Shutdown,
+    /// A confirmation is pending.
+    Waiting,
 }
 
 pub async fn run_turn(
@@ -74,8 +83,14 @@ pub async fn run_turn(
     let result = turn_loop(rt, &job, &preview, shutdown).await;
     let draft = preview.finish().await;
     let outcome = match result? {
-        None => TurnOutcome::Suspended,
-        Some(Finish {
+        Stop::Shutdown => TurnOutcome::Suspended,
+        Stop::Waiting => {
+            rt.store
+                .suspend_turn(job.turn.id, job.turn.inbox_id, rt.clock.now_ms())
+                .await?;
+            TurnOutcome::AwaitingConfirmation
+        }
+        Stop::Finished(Finish {
             status,
             text,
             keep,
@@ -119,13 +134,22 @@ pub async fn run_turn(
     Ok(outcome)
 }
 
-/// Runs steps until the turn ends. `None` means shutdown interrupted it.
+fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
+    Stop::Finished(Finish {
+        status,
+        text,
+        keep: None,
+        error,
+    })
+}
+
+/// Runs steps until the turn ends, waits, or shutdown interrupts it.
 async fn turn_loop(
     rt: &Runtime,
     job: &TurnJob,
     preview: &Preview,
     shutdown: &CancellationToken,
-) -> Result<Option<Finish>, StoreError> {
+) -> Result<Stop, StoreError> {
     let agent = &job.agent;
     let Some(provider) = rt
         .providers
@@ -135,32 +159,37 @@ async fn turn_loop(
             "⚠️ The agent `{}` uses the provider `{}`, which is not configured. Add it to [[providers]] in hearth.toml or change the agent.",
             agent.id, agent.provider
         );
-        return Ok(Some(Finish {
-            status: TurnStatus::Failed,
+        return Ok(finish(
+            TurnStatus::Failed,
             text,
-            keep: None,
-            error: Some("provider not configured".into()),
-        }));
+            Some("provider not configured".into()),
+        ));
     };
-    let tools = rt.tools.for_agent(agent);
-    let specs: Vec<_> = tools.iter().map(|t| t.info().spec()).collect();
+    let toolbox = Toolbox::for_agent(&rt.tools, agent);
+    let specs = toolbox.specs();
     let mut llm_calls = job.turn.llm_calls;
     let mut tool_calls_used = job.turn.tool_calls;
 
     loop {
         if shutdown.is_cancelled() {
-            return Ok(None);
+            return Ok(Stop::Shutdown);
         }
         if job.cancel.is_cancelled() {
             cancel_open_calls(rt, job).await?;
-            return Ok(Some(cancelled()));
+            return Ok(cancelled());
         }
 
-        // Settle tool calls first: after a restart they may be waiting from before.
+        // Settle tool calls first: after a restart or a decision they may be waiting from before.
         let open = rt.store.open_tool_calls(job.turn.id).await?;
         if !open.is_empty() {
-            tool_calls_used += run_tool_calls(rt, job, open, tool_calls_used, shutdown).await?;
-            continue;
+            match settle_tool_calls(rt, job, &toolbox, open, tool_calls_used, shutdown).await? {
+                Settled::Done(used) => {
+                    tool_calls_used += used;
+                    continue;
+                }
+                Settled::Waiting => return Ok(Stop::Waiting),
+                Settled::Shutdown => return Ok(Stop::Shutdown),
+            }
         }
 
         if llm_calls >= i64::from(agent.max_turns) {
@@ -168,22 +197,28 @@ async fn turn_loop(
                 "I stopped after {llm_calls} steps without finishing (this agent's limit is {}). Ask me to continue if you want me to go on.",
                 agent.max_turns
             );
-            return Ok(Some(Finish {
-                status: TurnStatus::Done,
+            return Ok(finish(
+                TurnStatus::Done,
                 text,
-                keep: None,
-                error: Some("max turns reached".into()),
-            }));
+                Some("max turns reached".into()),
+            ));
         }
 
         let stored = rt
             .store
             .recent_messages(job.turn.conversation_id, job.session, HISTORY_ROWS)
             .await?;
+        let unfinished = rt.store.unfinished_turns(job.turn.conversation_id).await?;
+        let user_text = latest_user_text(&stored, job.turn.id);
         let request = ChatRequest {
             model: None,
-            system: system_prompt(rt, agent, &tools),
-            messages: window(&stored, job.turn.id, rt.config.runtime.history_tokens),
+            system: system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await,
+            messages: window(
+                &stored,
+                job.turn.id,
+                &unfinished,
+                rt.config.runtime.history_tokens,
+            ),
             tools: specs.clone(),
             temperature: agent.temperature,
             max_tokens: None,
@@ -193,8 +228,8 @@ async fn turn_loop(
         let call_started = Instant::now();
         let response = tokio::select! {
             response = provider.complete(&request, preview.sender()) => response,
-            () = job.cancel.cancelled() => return Ok(Some(cancelled())),
-            () = shutdown.cancelled() => return Ok(None),
+            () = job.cancel.cancelled() => return Ok(cancelled()),
+            () = shutdown.cancelled() => return Ok(Stop::Shutdown),
         };
         llm_calls += 1;
         let response = match response {
@@ -203,12 +238,7 @@ async fn turn_loop(
                 rt.metrics.provider_error(&err.provider);
                 tracing::warn!(turn = job.turn.id, error = %err, "model call failed");
                 let text = provider_error_text(rt, &err);
-                return Ok(Some(Finish {
-                    status: TurnStatus::Failed,
-                    text,
-                    keep: None,
-                    error: Some(err.to_string()),
-                }));
+                return Ok(finish(TurnStatus::Failed, text, Some(err.to_string())));
             }
         };
         rt.metrics
@@ -229,7 +259,7 @@ async fn turn_loop(
                 response.text.clone()
             };
             let keep = ChatMessage::assistant(response.text);
-            return Ok(Some(Finish {
+            return Ok(Stop::Finished(Finish {
                 status: TurnStatus::Done,
                 text,
                 keep: Some(keep),
@@ -246,211 +276,43 @@ async fn turn_loop(
     }
 }
 
-fn cancelled() -> Finish {
-    Finish {
-        status: TurnStatus::Cancelled,
-        text: "⏹ Cancelled.".into(),
-        keep: None,
-        error: Some("cancelled by the user".into()),
-    }
-}
-
-/// Settles `open` calls: reports interrupted ones, skips those over the limit, runs the rest in
-/// parallel. Returns how many calls were used up.
-async fn run_tool_calls(
-    rt: &Runtime,
-    job: &TurnJob,
-    open: Vec<ToolCallRecord>,
-    used: i64,
-    shutdown: &CancellationToken,
-) -> Result<i64, StoreError> {
-    let limit = i64::from(job.agent.max_tool_calls);
-    let mut runnable = Vec::new();
-    let mut settled = 0i64;
-    for record in open {
-        if record.status == ToolCallStatus::Running {
-            let text = "This tool call was interrupted: hearth restarted while it was running. It was NOT run again, \
-                        so its effect is unknown. Check the current state before trying again.";
-            finish_call(
-                rt,
-                job,
-                &record,
-                ToolCallStatus::Interrupted,
-                text.into(),
-                true,
-            )
-            .await?;
-            settled += 1;
-        } else if used + settled + i64::try_from(runnable.len()).unwrap_or(i64::MAX) >= limit {
-            let text = format!(
-                "Not run: this turn reached its limit of {limit} tool calls. Answer with what you have."
-            );
-            finish_call(rt, job, &record, ToolCallStatus::Skipped, text, true).await?;
-            settled += 1;
-        } else {
-            runnable.push(record);
-        }
-    }
-    let count = i64::try_from(runnable.len()).unwrap_or(i64::MAX);
-    let calls = join_all(runnable.iter().map(|record| run_one_call(rt, job, record)));
-    tokio::select! {
-        results = calls => {
-            for result in results {
-                result?;
-            }
-        }
-        () = job.cancel.cancelled() => cancel_open_calls(rt, job).await?,
-        // Shutdown: whatever was running is reported as interrupted after the restart.
-        () = shutdown.cancelled() => {}
-    }
-    Ok(settled + count)
-}
-
-async fn run_one_call(
-    rt: &Runtime,
-    job: &TurnJob,
-    record: &ToolCallRecord,
-) -> Result<(), StoreError> {
-    let call = &record.call;
-    let Some(tool) = rt
-        .tools
-        .for_agent(&job.agent)
-        .into_iter()
-        .find(|t| t.info().name == call.name)
-    else {
-        let available: Vec<_> = rt
-            .tools
-            .for_agent(&job.agent)
-            .iter()
-            .map(|t| t.info().name.clone())
-            .collect();
-        let text = format!(
-            "Unknown tool `{}`. Available tools: {}.",
-            call.name,
-            if available.is_empty() {
-                "none".to_string()
-            } else {
-                available.join(", ")
-            }
-        );
-        rt.metrics.tool_call(&call.name, "unknown");
-        return finish_call(rt, job, record, ToolCallStatus::Error, text, true).await;
-    };
-    let arguments = match parse_arguments(call) {
-        Ok(arguments) => arguments,
-        Err(text) => {
-            rt.metrics.tool_call(&call.name, "invalid");
-            return finish_call(rt, job, record, ToolCallStatus::Error, text, true).await;
-        }
-    };
-    rt.store
-        .mark_tool_running(record.id, rt.clock.now_ms())
-        .await?;
-    let ctx = ToolContext {
-        store: rt.store.clone(),
-        config: rt.config.clone(),
-        clock: rt.clock.clone(),
-        timezone: rt.timezone,
-        user_id: job.turn.user_id,
-        conversation_id: job.turn.conversation_id,
-        turn_id: job.turn.id,
-        agent_id: job.agent.id.clone(),
-    };
-    let timeout = tool
-        .info()
-        .timeout
-        .unwrap_or(Duration::from_secs(rt.config.runtime.tool_timeout_secs));
-    let (status, text, outcome) =
-        match tokio::time::timeout(timeout, tool.call(&ctx, arguments)).await {
-            Ok(Ok(text)) => (ToolCallStatus::Done, text, "ok"),
-            Ok(Err(ToolError::InvalidArguments(msg))) => (
-                ToolCallStatus::Error,
-                format!(
-                    "Invalid arguments for `{}`: {msg}\nParameters: {}",
-                    call.name,
-                    tool.info().parameters
-                ),
-                "invalid",
-            ),
-            Ok(Err(ToolError::Failed(msg))) => {
-                (ToolCallStatus::Error, format!("Error: {msg}"), "error")
-            }
-            Err(_) => (
-                ToolCallStatus::Error,
-                format!(
-                    "The tool did not finish within {} s and was stopped.",
-                    timeout.as_secs()
-                ),
-                "timeout",
-            ),
-        };
-    rt.metrics.tool_call(&call.name, outcome);
-    finish_call(
-        rt,
-        job,
-        record,
-        status,
-        text,
-        status != ToolCallStatus::Done,
+fn cancelled() -> Stop {
+    finish(
+        TurnStatus::Cancelled,
+        "⏹ Cancelled.".into(),
+        Some("cancelled by the user".into()),
     )
-    .await
 }
 
-fn parse_arguments(call: &ToolCall) -> Result<Value, String> {
-    let raw = call.arguments.trim();
-    if raw.is_empty() {
-        return Ok(Value::Object(Default::default()));
-    }
-    match serde_json::from_str::<Value>(raw) {
-        Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(other) => Err(format!(
-            "The arguments of `{}` must be a JSON object, got: {other}",
-            call.name
-        )),
-        Err(err) => Err(format!(
-            "The arguments of `{}` are not valid JSON ({err}). Send a JSON object.",
-            call.name
-        )),
-    }
+/// The text of the user's message in this turn, for finding relevant memories.
+fn latest_user_text(stored: &[crate::store::StoredMessage], turn_id: i64) -> String {
+    stored
+        .iter()
+        .filter(|m| m.turn_id == Some(turn_id))
+        .find_map(|m| match &m.message {
+            ChatMessage::User { content } => Some(
+                content
+                    .iter()
+                    .filter_map(|p| match p {
+                        crate::provider::ContentPart::Text { text } => Some(text.as_str()),
+                        crate::provider::ContentPart::Image { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
-async fn finish_call(
+/// The agent's prompt, then what hearth knows about the user, the tools and the time.
+async fn system_prompt(
     rt: &Runtime,
-    job: &TurnJob,
-    record: &ToolCallRecord,
-    status: ToolCallStatus,
-    content: String,
-    is_error: bool,
-) -> Result<(), StoreError> {
-    let message = ChatMessage::Tool {
-        call_id: record.call.id.clone(),
-        name: record.call.name.clone(),
-        content,
-        is_error,
-    };
-    rt.store
-        .finish_tool_call(
-            &job.turn,
-            job.session,
-            record.id,
-            status,
-            &message,
-            rt.clock.now_ms(),
-        )
-        .await
-}
-
-/// After `/cancel`: every call without a result is closed as cancelled, so the history stays
-/// well-formed for the next turn.
-async fn cancel_open_calls(rt: &Runtime, job: &TurnJob) -> Result<(), StoreError> {
-    for record in rt.store.open_tool_calls(job.turn.id).await? {
-        let text = "Cancelled by the user before it finished.".to_string();
-        finish_call(rt, job, &record, ToolCallStatus::Cancelled, text, true).await?;
-    }
-    Ok(())
-}
-
-fn system_prompt(rt: &Runtime, agent: &AgentDef, tools: &[Arc<dyn crate::tool::Tool>]) -> String {
+    agent: &AgentDef,
+    toolbox: &Toolbox,
+    user_id: Option<i64>,
+    user_text: &str,
+) -> String {
     let now = rt.clock.now().with_timezone(&rt.timezone);
     let time = format!(
         "It is {} ({}), timezone {}.",
@@ -458,18 +320,38 @@ fn system_prompt(rt: &Runtime, agent: &AgentDef, tools: &[Arc<dyn crate::tool::T
         now.format("%:z"),
         rt.timezone.name()
     );
-    let tools_section = if tools.is_empty() {
+    let about_user = match user_id {
+        Some(user) => {
+            match crate::tool::memory::prompt_context(&rt.store, user, user_text, rt.clock.now_ms())
+                .await
+            {
+                Ok(context) => context.unwrap_or_default(),
+                Err(err) => {
+                    tracing::warn!(error = %err, "reading memories for the prompt failed");
+                    String::new()
+                }
+            }
+        }
+        None => String::new(),
+    };
+    let tools = if toolbox.tools.is_empty() {
         String::new()
-    } else {
-        let names: Vec<_> = tools.iter().map(|t| t.info().name.as_str()).collect();
+    } else if toolbox.meta {
         format!(
-            "You can call these tools: {}. Call a tool when it gives a better answer than guessing; \
-             after a tool fails, read its message and fix the call or explain the problem.",
-            names.join(", ")
+            "You have {} tools in these categories: {}. Find them with search_tools, read get_tool_help when unsure of \
+             the parameters, then call use_tool (or batch_use_tool for several independent calls). When a call fails, \
+             read the message and fix the call.",
+            toolbox.tools.len(),
+            categories(toolbox).join(", ")
         )
+    } else {
+        "Call a tool when it gives a better answer than guessing; after a tool fails, read its message and fix the \
+         call or explain the problem. Some tools ask the user to approve them first; if a call is denied, accept it."
+            .to_string()
     };
     let sections = [
-        Section::new("Tools", tools_section),
+        Section::new("About the user", about_user),
+        Section::new("Tools", tools),
         Section::new("Time", time),
     ];
     compose(
@@ -479,17 +361,28 @@ fn system_prompt(rt: &Runtime, agent: &AgentDef, tools: &[Arc<dyn crate::tool::T
     )
 }
 
+fn categories(toolbox: &Toolbox) -> Vec<String> {
+    let mut groups: Vec<String> = toolbox
+        .tools
+        .iter()
+        .map(|t| t.info().group.clone())
+        .collect();
+    groups.sort();
+    groups.dedup();
+    groups
+}
+
 /// The short explanation a user gets when the model cannot be reached.
 fn provider_error_text(rt: &Runtime, err: &ProviderError) -> String {
     match err.kind {
-        ProviderErrorKind::Client { status: 401 | 403 } => format!(
-            "⚠️ The model provider `{}` refused the credentials (HTTP {}). Check its API key.",
-            err.provider,
-            match err.kind {
-                ProviderErrorKind::Client { status } => status,
-                _ => 0,
-            }
-        ),
+        ProviderErrorKind::Client {
+            status: status @ (401 | 403),
+        } => {
+            format!(
+                "⚠️ The model provider `{}` refused the credentials (HTTP {status}). Check its API key.",
+                err.provider
+            )
+        }
         ProviderErrorKind::Client { status } => {
             format!(
                 "⚠️ The model provider `{}` rejected the request (HTTP {status}): {}",
@@ -500,103 +393,7 @@ fn provider_error_text(rt: &Runtime, err: &ProviderError) -> String {
             rt.provider_hint.clone().unwrap_or_default()
         }
         _ => format!(
-            "⚠️ The model provider is not answering right now ({}). Your message is saved; please try again in a moment.",
-            err
+            "⚠️ The model provider is not answering right now ({err}). Your message is saved; please try again in a moment."
         ),
-    }
-}
-
-/// Shows a streamed reply while it is generated, at most once per the channel's preview
-/// interval, and remembers the preview message so the final reply replaces it.
-struct Preview {
-    sender: Option<mpsc::UnboundedSender<StreamEvent>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    draft: Arc<Mutex<Option<MessageRef>>>,
-}
-
-impl Preview {
-    fn start(rt: &Runtime, job: &TurnJob) -> Self {
-        let draft = Arc::new(Mutex::new(None));
-        let interval = match job.channel.capabilities().preview {
-            Some(interval) if rt.config.runtime.stream => interval,
-            _ => {
-                return Self {
-                    sender: None,
-                    task: None,
-                    draft,
-                };
-            }
-        };
-        let (sender, mut events) = mpsc::unbounded_channel::<StreamEvent>();
-        let channel = job.channel.clone();
-        let chat = job.chat.clone();
-        let prefix = job
-            .note
-            .as_ref()
-            .map(|n| format!("{n}\n\n"))
-            .unwrap_or_default();
-        let shared = draft.clone();
-        let task = tokio::spawn(async move {
-            let mut text = String::new();
-            let mut shown = String::new();
-            let mut last: Option<Instant> = None;
-            let mut current: Option<MessageRef> = None;
-            loop {
-                let event = match last {
-                    Some(at) if text != shown => {
-                        let wait = interval.saturating_sub(at.elapsed());
-                        match tokio::time::timeout(wait, events.recv()).await {
-                            Ok(event) => event,
-                            Err(_) => Some(StreamEvent::Text(String::new())),
-                        }
-                    }
-                    _ => events.recv().await,
-                };
-                let closed = event.is_none();
-                match event {
-                    Some(StreamEvent::Restart) => text.clear(),
-                    Some(StreamEvent::Text(delta)) => text.push_str(&delta),
-                    None => {}
-                }
-                let due = last.is_none_or(|at| at.elapsed() >= interval);
-                if !text.trim().is_empty() && text != shown && (due || closed) {
-                    let full = format!("{prefix}{text}");
-                    match channel.preview(&chat, current.as_ref(), &full).await {
-                        Ok(Some(reference)) => current = Some(reference),
-                        Ok(None) => {}
-                        Err(err) => tracing::debug!(error = %err, "preview update failed"),
-                    }
-                    shown = text.clone();
-                    last = Some(Instant::now());
-                }
-                if closed {
-                    break;
-                }
-            }
-            *shared.lock().unwrap_or_else(|p| p.into_inner()) = current;
-        });
-        Self {
-            sender: Some(sender),
-            task: Some(task),
-            draft,
-        }
-    }
-
-    fn enabled(&self) -> bool {
-        self.sender.is_some()
-    }
-
-    fn sender(&self) -> Option<&mpsc::UnboundedSender<StreamEvent>> {
-        self.sender.as_ref()
-    }
-
-    /// Stops previewing and returns the preview message, once its last update is done.
-    async fn finish(mut self) -> Option<MessageRef> {
-        self.sender = None;
-        if let Some(task) = self.task.take() {
-            // A panicking preview task only loses the preview; the reply is still sent whole.
-            let _ = task.await;
-        }
-        self.draft.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

@@ -161,6 +161,27 @@ impl Store {
         Ok(())
     }
 
+    /// A stored outbox message and, once delivered, where it landed.
+    pub async fn outbox_message(
+        &self,
+        id: i64,
+    ) -> StoreResult<Option<(OutboundMessage, Option<MessageRef>)>> {
+        let row = sqlx::query("SELECT payload, platform_message_id FROM outbox WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let payload: String = row.try_get("payload")?;
+        let message: OutboundMessage = serde_json::from_str(&payload)?;
+        let reference = row
+            .try_get::<Option<String>, _>("platform_message_id")?
+            .map(|message_id| MessageRef {
+                chat: message.chat.clone(),
+                message_id,
+            });
+        Ok(Some((message, reference)))
+    }
+
     /// The platform reference of a delivered outbox row (to edit it later).
     pub async fn outbox_message_ref(&self, id: i64) -> StoreResult<Option<MessageRef>> {
         let row = sqlx::query(

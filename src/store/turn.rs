@@ -67,6 +67,12 @@ pub enum ToolCallStatus {
     Cancelled,
     /// Not run because a limit (max tool calls) was reached.
     Skipped,
+    /// Waiting for the requester's Approve or Deny.
+    Waiting,
+    /// Approved; runs when the turn resumes.
+    Approved,
+    /// Denied by the requester, or not decided in time.
+    Denied,
 }
 
 impl ToolCallStatus {
@@ -79,6 +85,9 @@ impl ToolCallStatus {
             Self::Interrupted => "interrupted",
             Self::Cancelled => "cancelled",
             Self::Skipped => "skipped",
+            Self::Waiting => "waiting",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
         }
     }
 
@@ -90,6 +99,9 @@ impl ToolCallStatus {
             "interrupted" => Self::Interrupted,
             "cancelled" => Self::Cancelled,
             "skipped" => Self::Skipped,
+            "waiting" => Self::Waiting,
+            "approved" => Self::Approved,
+            "denied" => Self::Denied,
             _ => Self::Pending,
         }
     }
@@ -249,6 +261,16 @@ impl Store {
         row.as_ref().map(|r| turn_from_row(r, false)).transpose()
     }
 
+    /// The conversation session a turn's messages belong to.
+    pub async fn turn_session(&self, turn_id: i64) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT session FROM messages WHERE turn_id = $1 ORDER BY id LIMIT 1",
+        )
+        .bind(turn_id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
     pub async fn turn(&self, id: i64) -> StoreResult<Option<Turn>> {
         let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
             .bind(id)
@@ -338,11 +360,12 @@ impl Store {
         Ok(records)
     }
 
-    /// Tool calls of a turn that have no result yet (pending or running), in the model's order.
+    /// Tool calls of a turn that have no result yet (pending, running, waiting for a decision or
+    /// approved), in the model's order.
     pub async fn open_tool_calls(&self, turn_id: i64) -> StoreResult<Vec<ToolCallRecord>> {
         let rows = sqlx::query(
             "SELECT id, turn_id, call_id, name, arguments, status, result FROM tool_calls
-             WHERE turn_id = $1 AND status IN ('pending', 'running') ORDER BY message_id, position",
+             WHERE turn_id = $1 AND status IN ('pending', 'running', 'waiting', 'approved') ORDER BY message_id, position",
         )
         .bind(turn_id)
         .fetch_all(self.pool())
@@ -384,10 +407,21 @@ impl Store {
             .collect()
     }
 
+    pub async fn set_tool_status(&self, id: i64, status: ToolCallStatus) -> StoreResult<()> {
+        sqlx::query("UPDATE tool_calls SET status = $1 WHERE id = $2")
+            .bind(status.as_str())
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// Marks a call as started. Committed before the tool runs, so a crash during the call is
     /// seen as an interruption rather than a call that never happened.
     pub async fn mark_tool_running(&self, id: i64, now_ms: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE tool_calls SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'pending'")
+        sqlx::query(
+            "UPDATE tool_calls SET status = 'running', started_at = $1 WHERE id = $2 AND status IN ('pending', 'approved')",
+        )
             .bind(now_ms)
             .bind(id)
             .execute(self.pool())

@@ -1,0 +1,709 @@
+//! Settling a turn's tool calls: every open call ends as a result the model will see.
+//!
+//! A call that was running when the daemon died is reported as interrupted (never re-run); calls
+//! over the agent's limit are skipped; the rest are checked ([`super::tools::prepare`]), and those
+//! whose risk needs the user's approval at their autonomy level get an Approve / Deny prompt and
+//! park the turn. Approved calls run when the turn resumes; denied and expired ones are reported
+//! as not run. Everything runs in parallel, within the per-tool timeout, and is audited.
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use hearth_channel::{Button, OutboundMessage};
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::Runtime;
+use super::tools::{
+    Prepared, Refusal, Toolbox, UserPolicy, parse_arguments, prepare, tool_help, unwrap_use_tool,
+};
+use super::turn::TurnJob;
+use crate::provider::ChatMessage;
+use crate::store::{
+    AuditEntry, Confirmation, ConfirmationStatus, NewOutbox, OutboxKind, StoreError,
+    ToolCallRecord, ToolCallStatus,
+};
+use crate::tool::{Risk, ToolContext, ToolError};
+
+/// How settling ended.
+pub enum Settled {
+    /// Every call has a result; the number of calls used up.
+    Done(i64),
+    /// At least one call waits for a decision.
+    Waiting,
+    /// Shutdown came while tools ran.
+    Shutdown,
+}
+
+/// What one call will do once it passed the checks.
+enum Action {
+    Run(Prepared),
+    Search {
+        query: String,
+        category: Option<String>,
+        include_params: bool,
+    },
+    Help(String),
+    Batch(Vec<Value>),
+}
+
+/// The outcome of running one call.
+struct Ran {
+    status: ToolCallStatus,
+    text: String,
+    outcome: &'static str,
+    tool: String,
+    arguments: String,
+    elapsed: Duration,
+}
+
+pub async fn settle_tool_calls(
+    rt: &Runtime,
+    job: &TurnJob,
+    toolbox: &Toolbox,
+    open: Vec<ToolCallRecord>,
+    used: i64,
+    shutdown: &CancellationToken,
+) -> Result<Settled, StoreError> {
+    let policy = user_policy(rt, job).await?;
+    let limit = i64::from(job.agent.max_tool_calls);
+    let mut settled = 0i64;
+    let mut waiting = false;
+    let mut runnable: Vec<(ToolCallRecord, Action)> = Vec::new();
+
+    for record in open {
+        let approved = match record.status {
+            ToolCallStatus::Running => {
+                let text = "This tool call was interrupted: hearth restarted while it was running. It was NOT run again, \
+                            so its effect is unknown. Check the current state before trying again.";
+                finish(
+                    rt,
+                    job,
+                    &record,
+                    ToolCallStatus::Interrupted,
+                    text.into(),
+                    "interrupted",
+                    &record.call.name,
+                    Duration::ZERO,
+                )
+                .await?;
+                settled += 1;
+                continue;
+            }
+            ToolCallStatus::Waiting => match rt.store.confirmation_for_call(record.id).await? {
+                Some(c) if c.status == ConfirmationStatus::Pending => {
+                    waiting = true;
+                    continue;
+                }
+                Some(c) if c.status == ConfirmationStatus::Approved => true,
+                Some(c) => {
+                    let text = if c.status == ConfirmationStatus::Expired {
+                        format!(
+                            "Nobody approved this call within {} minutes, so it did not run (treated as denied). Tell the user; retry only if they ask.",
+                            rt.config.tools.confirmation_timeout_secs / 60
+                        )
+                    } else {
+                        "The user denied this call; it did not run. Do not try it again unless they ask.".to_string()
+                    };
+                    finish(
+                        rt,
+                        job,
+                        &record,
+                        ToolCallStatus::Denied,
+                        text,
+                        "denied",
+                        &c.tool,
+                        Duration::ZERO,
+                    )
+                    .await?;
+                    settled += 1;
+                    continue;
+                }
+                None => {
+                    let text = "This call's approval request was lost; it did not run.".to_string();
+                    finish(
+                        rt,
+                        job,
+                        &record,
+                        ToolCallStatus::Error,
+                        text,
+                        "error",
+                        &record.call.name,
+                        Duration::ZERO,
+                    )
+                    .await?;
+                    settled += 1;
+                    continue;
+                }
+            },
+            ToolCallStatus::Approved => true,
+            _ => false,
+        };
+        if !approved && used + settled + count(&runnable) >= limit {
+            let text = format!(
+                "Not run: this turn reached its limit of {limit} tool calls. Answer with what you have."
+            );
+            finish(
+                rt,
+                job,
+                &record,
+                ToolCallStatus::Skipped,
+                text,
+                "skipped",
+                &record.call.name,
+                Duration::ZERO,
+            )
+            .await?;
+            settled += 1;
+            continue;
+        }
+        match plan(rt, toolbox, &record, &policy) {
+            Err(refusal) => {
+                rt.metrics.tool_call(&record.call.name, refusal.outcome);
+                finish(
+                    rt,
+                    job,
+                    &record,
+                    ToolCallStatus::Error,
+                    refusal.message,
+                    refusal.outcome,
+                    &record.call.name,
+                    Duration::ZERO,
+                )
+                .await?;
+                settled += 1;
+            }
+            Ok(Action::Run(prepared))
+                if !approved && prepared.risk.needs_confirmation(policy.autonomy) =>
+            {
+                request_confirmation(rt, job, &record, &prepared).await?;
+                waiting = true;
+            }
+            Ok(action) => runnable.push((record, action)),
+        }
+    }
+
+    let count = count(&runnable);
+    let calls = join_all(
+        runnable
+            .iter()
+            .map(|(record, action)| run_call(rt, job, toolbox, &policy, record, action)),
+    );
+    tokio::select! {
+        results = calls => {
+            for result in results {
+                result?;
+            }
+        }
+        () = job.cancel.cancelled() => {
+            cancel_open_calls(rt, job).await?;
+            return Ok(Settled::Done(settled + count));
+        }
+        // Whatever was running is reported as interrupted after the restart.
+        () = shutdown.cancelled() => return Ok(Settled::Shutdown),
+    }
+    if waiting {
+        Ok(Settled::Waiting)
+    } else {
+        Ok(Settled::Done(settled + count))
+    }
+}
+
+fn count<T>(items: &[T]) -> i64 {
+    i64::try_from(items.len()).unwrap_or(i64::MAX)
+}
+
+async fn user_policy(rt: &Runtime, job: &TurnJob) -> Result<UserPolicy, StoreError> {
+    let (is_owner, permission, autonomy) = match job.turn.user_id {
+        Some(user) => rt.store.user_settings(user).await?,
+        None => (false, None, None),
+    };
+    Ok(UserPolicy::new(
+        job.turn.user_id,
+        is_owner,
+        permission.as_deref(),
+        autonomy.as_deref(),
+        rt.config.tools.autonomy,
+        job.agent.autonomy,
+    ))
+}
+
+/// Checks a call and decides what it will do. Meta-tools are unwrapped here so the real tool
+/// passes the same checks (and asks for the same approval) as a direct call.
+fn plan(
+    rt: &Runtime,
+    toolbox: &Toolbox,
+    record: &ToolCallRecord,
+    policy: &UserPolicy,
+) -> Result<Action, Refusal> {
+    let name = record.call.name.as_str();
+    let arguments = parse_arguments(name, &record.call.arguments)?;
+    let prepare_call = |tool: &str, args: Value| {
+        let limits = (
+            rt.config.tools.per_user_tool_calls_per_minute,
+            rt.config.tools.global_calls_per_minute,
+        );
+        prepare(
+            &rt.tools,
+            toolbox,
+            tool,
+            args,
+            policy,
+            &rt.limiter,
+            rt.clock.now_ms(),
+            limits,
+        )
+    };
+    if toolbox.meta {
+        match name {
+            "search_tools" => {
+                return Ok(Action::Search {
+                    query: arguments["query"].as_str().unwrap_or("all").to_string(),
+                    category: arguments["category"].as_str().map(str::to_string),
+                    include_params: arguments["include_params"].as_bool().unwrap_or(false),
+                });
+            }
+            "get_tool_help" => {
+                let tool = arguments["tool_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                return Ok(Action::Help(tool));
+            }
+            "use_tool" => {
+                let (inner, inner_args) = unwrap_use_tool(&arguments)?;
+                return prepare_call(&inner, inner_args).map(Action::Run);
+            }
+            "batch_use_tool" => {
+                let operations = arguments["operations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if operations.is_empty() {
+                    return Err(Refusal {
+                        outcome: "invalid",
+                        message: "batch_use_tool needs a non-empty `operations` array.".into(),
+                    });
+                }
+                return Ok(Action::Batch(operations));
+            }
+            _ => {}
+        }
+    }
+    prepare_call(name, arguments).map(Action::Run)
+}
+
+async fn run_call(
+    rt: &Runtime,
+    job: &TurnJob,
+    toolbox: &Toolbox,
+    policy: &UserPolicy,
+    record: &ToolCallRecord,
+    action: &Action,
+) -> Result<(), StoreError> {
+    rt.store
+        .mark_tool_running(record.id, rt.clock.now_ms())
+        .await?;
+    let ran = match action {
+        Action::Run(prepared) => execute(rt, job, prepared).await,
+        Action::Search {
+            query,
+            category,
+            include_params,
+        } => quick(
+            &record.call.name,
+            toolbox.search(query, category.as_deref(), *include_params),
+        ),
+        Action::Help(tool) => match toolbox.get(tool) {
+            Some(found) => quick(&record.call.name, tool_help(found.info())),
+            None => Ran {
+                status: ToolCallStatus::Error,
+                text: format!("Unknown tool `{tool}`. Use search_tools to find tools."),
+                outcome: "invalid",
+                tool: record.call.name.clone(),
+                arguments: String::new(),
+                elapsed: Duration::ZERO,
+            },
+        },
+        Action::Batch(operations) => batch(rt, job, toolbox, policy, operations).await,
+    };
+    rt.metrics.tool_call(&ran.tool, ran.outcome);
+    let is_batch = matches!(action, Action::Batch(_));
+    if !is_batch {
+        audit(
+            rt,
+            job,
+            &ran.tool,
+            &ran.arguments,
+            ran.outcome,
+            &ran.text,
+            ran.elapsed,
+        )
+        .await;
+    }
+    let message = ChatMessage::Tool {
+        call_id: record.call.id.clone(),
+        name: record.call.name.clone(),
+        content: ran.text,
+        is_error: ran.status != ToolCallStatus::Done,
+    };
+    rt.store
+        .finish_tool_call(
+            &job.turn,
+            job.session,
+            record.id,
+            ran.status,
+            &message,
+            rt.clock.now_ms(),
+        )
+        .await
+}
+
+fn quick(tool: &str, text: String) -> Ran {
+    Ran {
+        status: ToolCallStatus::Done,
+        text,
+        outcome: "ok",
+        tool: tool.to_string(),
+        arguments: String::new(),
+        elapsed: Duration::ZERO,
+    }
+}
+
+/// Runs a prepared tool within its timeout.
+async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
+    let info = prepared.tool.info();
+    let ctx = ToolContext {
+        store: rt.store.clone(),
+        config: rt.config.clone(),
+        clock: rt.clock.clone(),
+        timezone: rt.timezone,
+        user_id: job.turn.user_id,
+        conversation_id: job.turn.conversation_id,
+        turn_id: job.turn.id,
+        agent_id: job.agent.id.clone(),
+    };
+    let timeout = info
+        .timeout
+        .unwrap_or(Duration::from_secs(rt.config.runtime.tool_timeout_secs));
+    let started = Instant::now();
+    let result = tokio::time::timeout(
+        timeout,
+        prepared.tool.call(&ctx, prepared.arguments.clone()),
+    )
+    .await;
+    let (status, text, outcome) = match result {
+        Ok(Ok(text)) => (ToolCallStatus::Done, text, "ok"),
+        Ok(Err(ToolError::InvalidArguments(msg))) => (
+            ToolCallStatus::Error,
+            format!(
+                "Invalid arguments for `{}`: {msg}\n\n{}",
+                info.name,
+                tool_help(info)
+            ),
+            "invalid",
+        ),
+        Ok(Err(ToolError::Failed(msg))) => {
+            (ToolCallStatus::Error, format!("Error: {msg}"), "error")
+        }
+        Err(_) => (
+            ToolCallStatus::Error,
+            format!(
+                "The tool did not finish within {} s and was stopped.",
+                timeout.as_secs()
+            ),
+            "timeout",
+        ),
+    };
+    Ran {
+        status,
+        text,
+        outcome,
+        tool: info.name.clone(),
+        arguments: prepared.arguments.to_string(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// `batch_use_tool`: each operation checked and run on its own, concurrently. Operations that
+/// need approval are not run here: the model is told to call them alone.
+async fn batch(
+    rt: &Runtime,
+    job: &TurnJob,
+    toolbox: &Toolbox,
+    policy: &UserPolicy,
+    operations: &[Value],
+) -> Ran {
+    let limits = (
+        rt.config.tools.per_user_tool_calls_per_minute,
+        rt.config.tools.global_calls_per_minute,
+    );
+    let started = Instant::now();
+    let results = join_all(operations.iter().map(|operation| async move {
+        let (name, arguments) = match unwrap_use_tool(operation) {
+            Ok(call) => call,
+            Err(refusal) => return json!({"ok": false, "error": refusal.message}),
+        };
+        let prepared = match prepare(
+            &rt.tools,
+            toolbox,
+            &name,
+            arguments,
+            policy,
+            &rt.limiter,
+            rt.clock.now_ms(),
+            limits,
+        ) {
+            Ok(prepared) => prepared,
+            Err(refusal) => {
+                audit(
+                    rt,
+                    job,
+                    &name,
+                    &operation["arguments"].to_string(),
+                    refusal.outcome,
+                    &refusal.message,
+                    Duration::ZERO,
+                )
+                .await;
+                return json!({"tool_name": name, "ok": false, "error": refusal.message});
+            }
+        };
+        if prepared.risk.needs_confirmation(policy.autonomy) {
+            let message =
+                format!("`{name}` needs the user's approval: call it on its own with use_tool.");
+            return json!({"tool_name": name, "ok": false, "error": message});
+        }
+        let ran = execute(rt, job, &prepared).await;
+        rt.metrics.tool_call(&ran.tool, ran.outcome);
+        audit(
+            rt,
+            job,
+            &ran.tool,
+            &ran.arguments,
+            ran.outcome,
+            &ran.text,
+            ran.elapsed,
+        )
+        .await;
+        let ok = ran.status == ToolCallStatus::Done;
+        json!({"tool_name": name, "ok": ok, if ok { "result" } else { "error" }: ran.text})
+    }))
+    .await;
+    let all_ok = results.iter().all(|r| r["ok"] == true);
+    Ran {
+        status: ToolCallStatus::Done,
+        text: json!({ "results": results }).to_string(),
+        outcome: if all_ok { "ok" } else { "partial" },
+        tool: "batch_use_tool".into(),
+        arguments: String::new(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Stores a call's final result (and audits calls that never ran).
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    rt: &Runtime,
+    job: &TurnJob,
+    record: &ToolCallRecord,
+    status: ToolCallStatus,
+    content: String,
+    outcome: &'static str,
+    tool: &str,
+    elapsed: Duration,
+) -> Result<(), StoreError> {
+    audit(
+        rt,
+        job,
+        tool,
+        &record.call.arguments,
+        outcome,
+        &content,
+        elapsed,
+    )
+    .await;
+    let message = ChatMessage::Tool {
+        call_id: record.call.id.clone(),
+        name: record.call.name.clone(),
+        content,
+        is_error: true,
+    };
+    rt.store
+        .finish_tool_call(
+            &job.turn,
+            job.session,
+            record.id,
+            status,
+            &message,
+            rt.clock.now_ms(),
+        )
+        .await
+}
+
+/// After `/cancel`: every call without a result is closed as cancelled, so the history stays
+/// well-formed for the next turn.
+pub async fn cancel_open_calls(rt: &Runtime, job: &TurnJob) -> Result<(), StoreError> {
+    for record in rt.store.open_tool_calls(job.turn.id).await? {
+        let text = "Cancelled by the user before it finished.".to_string();
+        finish(
+            rt,
+            job,
+            &record,
+            ToolCallStatus::Cancelled,
+            text,
+            "cancelled",
+            &record.call.name,
+            Duration::ZERO,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Appends to the audit log; a failure to audit is logged, never fatal to the call.
+async fn audit(
+    rt: &Runtime,
+    job: &TurnJob,
+    tool: &str,
+    arguments: &str,
+    outcome: &str,
+    result: &str,
+    elapsed: Duration,
+) {
+    let entry = AuditEntry {
+        user_id: job.turn.user_id,
+        turn_id: Some(job.turn.id),
+        agent_id: &job.agent.id,
+        tool,
+        arguments: &truncate(arguments, 2_000),
+        outcome,
+        summary: &truncate(result, 200),
+        duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+    };
+    if let Err(err) = rt.store.audit(&entry, rt.clock.now_ms()).await {
+        tracing::error!(error = %err, tool, "writing the tool audit log failed");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// An id nobody can guess (~131 bits), short enough for Telegram's 64-byte callback data.
+fn confirmation_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut rng = rand::rng();
+    (0..22)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// Button data of a confirmation: `c:<id>:a` (approve), `c:<id>:d` (deny), `c:<id>:x` (expired).
+pub fn button_data(id: &str, decision: char) -> String {
+    format!("c:{id}:{decision}")
+}
+
+/// Stores an Approve / Deny request for `record` and queues its prompt.
+async fn request_confirmation(
+    rt: &Runtime,
+    job: &TurnJob,
+    record: &ToolCallRecord,
+    prepared: &Prepared,
+) -> Result<(), StoreError> {
+    let now = rt.clock.now_ms();
+    let id = confirmation_id();
+    let info = prepared.tool.info();
+    let timeout = rt.config.tools.confirmation_timeout_secs;
+    let arguments = serde_json::to_string_pretty(&prepared.arguments)
+        .unwrap_or_else(|_| prepared.arguments.to_string());
+    let what = match prepared.risk {
+        Risk::Destructive => "This deletes data.",
+        Risk::Outward => "This acts outside hearth.",
+        Risk::Write => "This changes your data.",
+        Risk::Safe => "This only reads.",
+    };
+    let buttons_shown = job.channel.capabilities().buttons;
+    let how = if buttons_shown {
+        format!("Approve within {} minutes?", timeout.div_ceil(60))
+    } else {
+        format!(
+            "Reply `APPROVE {id}` or `DENY {id}` within {} minutes.",
+            timeout.div_ceil(60)
+        )
+    };
+    let text = format!(
+        "🔐 {} {} wants to run `{}`. {what}\n```\n{}\n```\n{how}",
+        job.agent.emoji,
+        job.agent.name,
+        info.name,
+        truncate(&arguments, 1_500)
+    );
+    let buttons = if buttons_shown {
+        vec![
+            Button {
+                label: "✅ Approve".into(),
+                data: button_data(&id, 'a'),
+            },
+            Button {
+                label: "❌ Deny".into(),
+                data: button_data(&id, 'd'),
+            },
+        ]
+    } else {
+        Vec::new()
+    };
+    let prompt = NewOutbox {
+        inbox_id: Some(job.turn.inbox_id),
+        seq: record.id,
+        channel: job.channel_name.clone(),
+        kind: OutboxKind::Send,
+        message: OutboundMessage {
+            chat: job.chat.clone(),
+            text,
+            buttons,
+            reply_to: job.reply_to.clone(),
+            replaces: None,
+        },
+    };
+    let confirmation = Confirmation {
+        id,
+        turn_id: job.turn.id,
+        tool_call_id: record.id,
+        conversation_id: job.turn.conversation_id,
+        channel: job.channel_name.clone(),
+        chat_id: job.chat.chat_id.clone(),
+        thread_id: job.chat.thread_id.clone(),
+        requester: job.requester.clone(),
+        user_id: job.turn.user_id,
+        tool: info.name.clone(),
+        summary: format!(
+            "{}({})",
+            info.name,
+            truncate(&prepared.arguments.to_string(), 300)
+        ),
+        prompt_outbox_id: None,
+        status: ConfirmationStatus::Pending,
+        decided_by: None,
+        created_at: now,
+        expires_at: now + i64::try_from(timeout.saturating_mul(1000)).unwrap_or(i64::MAX),
+    };
+    rt.store
+        .create_confirmation(&confirmation, &prompt, now)
+        .await?;
+    audit(
+        rt,
+        job,
+        &info.name,
+        &prepared.arguments.to_string(),
+        "asked",
+        "waiting for approval",
+        Duration::ZERO,
+    )
+    .await;
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! Streamed previews: shows a reply while it is generated, at most once per the channel's
+//! preview interval, and remembers the preview message so the final reply replaces it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use hearth_channel::MessageRef;
+use tokio::sync::mpsc;
+
+use super::Runtime;
+use super::turn::TurnJob;
+use crate::provider::StreamEvent;
+
+pub struct Preview {
+    sender: Option<mpsc::UnboundedSender<StreamEvent>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    draft: Arc<Mutex<Option<MessageRef>>>,
+}
+
+impl Preview {
+    pub fn start(rt: &Runtime, job: &TurnJob) -> Self {
+        let draft = Arc::new(Mutex::new(None));
+        let interval = match job.channel.capabilities().preview {
+            Some(interval) if rt.config.runtime.stream => interval,
+            _ => {
+                return Self {
+                    sender: None,
+                    task: None,
+                    draft,
+                };
+            }
+        };
+        let (sender, mut events) = mpsc::unbounded_channel::<StreamEvent>();
+        let channel = job.channel.clone();
+        let chat = job.chat.clone();
+        let prefix = job
+            .note
+            .as_ref()
+            .map(|n| format!("{n}\n\n"))
+            .unwrap_or_default();
+        let shared = draft.clone();
+        let task = tokio::spawn(async move {
+            let mut text = String::new();
+            let mut shown = String::new();
+            let mut last: Option<Instant> = None;
+            let mut current: Option<MessageRef> = None;
+            loop {
+                let event = match last {
+                    Some(at) if text != shown => {
+                        let wait = interval.saturating_sub(at.elapsed());
+                        match tokio::time::timeout(wait, events.recv()).await {
+                            Ok(event) => event,
+                            Err(_) => Some(StreamEvent::Text(String::new())),
+                        }
+                    }
+                    _ => events.recv().await,
+                };
+                let closed = event.is_none();
+                match event {
+                    Some(StreamEvent::Restart) => text.clear(),
+                    Some(StreamEvent::Text(delta)) => text.push_str(&delta),
+                    None => {}
+                }
+                let due = last.is_none_or(|at| at.elapsed() >= interval);
+                if !text.trim().is_empty() && text != shown && (due || closed) {
+                    let full = format!("{prefix}{text}");
+                    match channel.preview(&chat, current.as_ref(), &full).await {
+                        Ok(Some(reference)) => current = Some(reference),
+                        Ok(None) => {}
+                        Err(err) => tracing::debug!(error = %err, "preview update failed"),
+                    }
+                    shown = text.clone();
+                    last = Some(Instant::now());
+                }
+                if closed {
+                    break;
+                }
+            }
+            *shared.lock().unwrap_or_else(|p| p.into_inner()) = current;
+        });
+        Self {
+            sender: Some(sender),
+            task: Some(task),
+            draft,
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    pub fn sender(&self) -> Option<&mpsc::UnboundedSender<StreamEvent>> {
+        self.sender.as_ref()
+    }
+
+    /// Stops previewing and returns the preview message, once its last update is done.
+    pub async fn finish(mut self) -> Option<MessageRef> {
+        self.sender = None;
+        if let Some(task) = self.task.take() {
+            // A panicking preview task only loses the preview; the reply is still sent whole.
+            let _ = task.await;
+        }
+        self.draft.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

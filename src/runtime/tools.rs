@@ -1,0 +1,506 @@
+//! How the model reaches tools: which schemas it sees (direct or through the meta-tools), and
+//! the checks every call passes before it runs — name, agent scope, JSON, JSON Schema, list
+//! limits, permission level and rate limits.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::agent::{AgentDef, ToolMode};
+use crate::config::Autonomy;
+use crate::provider::ToolSpec;
+use crate::tool::{Permission, Risk, Tool, ToolInfo, ToolRegistry};
+
+/// The meta-tools: a few schemas instead of a hundred.
+pub const META_TOOLS: &[&str] = &[
+    "search_tools",
+    "get_tool_help",
+    "use_tool",
+    "batch_use_tool",
+];
+
+/// Agents in `auto` mode with more tools than this see the meta-tools instead.
+const DIRECT_TOOLS_MAX: usize = 12;
+
+/// The tools an agent can reach and how they are shown to the model.
+pub struct Toolbox {
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub meta: bool,
+}
+
+impl Toolbox {
+    pub fn for_agent(registry: &ToolRegistry, agent: &AgentDef) -> Self {
+        let tools = registry.for_agent(agent);
+        let meta = match agent.tool_mode {
+            ToolMode::Direct => false,
+            ToolMode::Meta => true,
+            ToolMode::Auto => tools.len() > DIRECT_TOOLS_MAX,
+        };
+        Self { tools, meta }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.info().name == name)
+    }
+
+    /// The schemas sent to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        if self.tools.is_empty() {
+            return Vec::new();
+        }
+        if !self.meta {
+            return self.tools.iter().map(|t| t.info().spec()).collect();
+        }
+        let categories: Vec<&str> = {
+            let mut groups: Vec<&str> =
+                self.tools.iter().map(|t| t.info().group.as_str()).collect();
+            groups.dedup();
+            groups
+        };
+        vec![
+            ToolSpec {
+                name: "search_tools".into(),
+                description: "Find tools by keywords (all words must match name, description or tags); query \"all\" lists every tool.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "keywords, or \"all\""},
+                        "category": {"type": "string", "enum": categories},
+                        "include_params": {"type": "boolean", "description": "also show each tool's parameters"}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            },
+            ToolSpec {
+                name: "get_tool_help".into(),
+                description: "Show a tool's description and parameters.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"tool_name": {"type": "string"}},
+                    "required": ["tool_name"],
+                    "additionalProperties": false
+                }),
+            },
+            ToolSpec {
+                name: "use_tool".into(),
+                description: "Call a tool found with search_tools.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "tool_name": {"type": "string"},
+                        "arguments": {"type": "object", "description": "the tool's arguments"}
+                    },
+                    "required": ["tool_name"],
+                    "additionalProperties": false
+                }),
+            },
+            ToolSpec {
+                name: "batch_use_tool".into(),
+                description: "Call several tools at once; each result is independent.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "operations": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": 20,
+                            "items": {
+                                "type": "object",
+                                "properties": {"tool_name": {"type": "string"}, "arguments": {"type": "object"}},
+                                "required": ["tool_name"]
+                            }
+                        }
+                    },
+                    "required": ["operations"],
+                    "additionalProperties": false
+                }),
+            },
+        ]
+    }
+
+    /// `search_tools`: word-by-word AND over name, description and hidden tags.
+    pub fn search(&self, query: &str, category: Option<&str>, include_params: bool) -> String {
+        let words: Vec<String> = query
+            .to_lowercase()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let list_all = words.is_empty() || words == ["all"];
+        let found: Vec<Value> = self
+            .tools
+            .iter()
+            .map(|t| t.info())
+            .filter(|info| category.is_none_or(|c| info.group.eq_ignore_ascii_case(c)))
+            .filter(|info| {
+                list_all || {
+                    let haystack =
+                        format!("{} {} {} {}", info.name, info.name.replace('_', " "), info.description, info.tags.join(" "))
+                            .to_lowercase();
+                    words.iter().all(|w| haystack.contains(w.as_str()))
+                }
+            })
+            .map(|info| {
+                let mut entry = json!({"name": info.name, "category": info.group, "description": info.description});
+                if include_params {
+                    entry["parameters"] = info.parameters.clone();
+                }
+                entry
+            })
+            .collect();
+        if found.is_empty() {
+            return format!("No tool matches {query:?}. Try fewer words, or \"all\".");
+        }
+        json!({"tools": found, "next": "get_tool_help for details, then use_tool"}).to_string()
+    }
+}
+
+/// A tool's description and parameters in a form a model reads well.
+pub fn tool_help(info: &ToolInfo) -> String {
+    let mut text = format!("{}: {}\nParameters:", info.name, info.description);
+    let required: Vec<&str> = info.parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match info.parameters["properties"].as_object() {
+        Some(properties) if !properties.is_empty() => {
+            for (name, schema) in properties {
+                let kind = schema["type"].as_str().unwrap_or("any");
+                let need = if required.contains(&name.as_str()) {
+                    "required"
+                } else {
+                    "optional"
+                };
+                text.push_str(&format!("\n- {name} ({kind}, {need})"));
+                if let Some(description) = schema["description"].as_str() {
+                    text.push_str(&format!(": {description}"));
+                }
+                if let Some(values) = schema["enum"].as_array() {
+                    let values: Vec<String> = values.iter().map(Value::to_string).collect();
+                    text.push_str(&format!(" — one of {}", values.join(", ")));
+                }
+            }
+        }
+        _ => text.push_str(" none"),
+    }
+    if let Some(limit) = &info.limit {
+        text.push_str(&format!(
+            "\n({} defaults to {} and is capped at {})",
+            limit.param, limit.default, limit.max
+        ));
+    }
+    if info.requires_confirmation() {
+        text.push_str("\nThe user is asked to approve each call.");
+    }
+    text
+}
+
+/// Why a call did not run, for the model and the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Audit outcome: `invalid`, `refused`.
+    pub outcome: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    fn invalid(message: String) -> Self {
+        Self {
+            outcome: "invalid",
+            message,
+        }
+    }
+
+    fn refused(message: String) -> Self {
+        Self {
+            outcome: "refused",
+            message,
+        }
+    }
+}
+
+/// What a user may do, read once per batch of calls.
+#[derive(Debug, Clone, Copy)]
+pub struct UserPolicy {
+    pub user_id: Option<i64>,
+    pub permission: Permission,
+    pub autonomy: Autonomy,
+}
+
+impl UserPolicy {
+    /// The owner is `admin`; everyone else `write` unless their row says otherwise.
+    /// Autonomy: the user's own setting or the config's, capped by the agent's.
+    pub fn new(
+        user_id: Option<i64>,
+        is_owner: bool,
+        permission: Option<&str>,
+        autonomy: Option<&str>,
+        config_autonomy: Autonomy,
+        agent_autonomy: Option<Autonomy>,
+    ) -> Self {
+        let permission = match permission {
+            Some("none") => Permission::None,
+            Some("read") => Permission::Read,
+            Some("write") => Permission::Write,
+            Some("execute") => Permission::Execute,
+            Some("admin") => Permission::Admin,
+            _ if is_owner => Permission::Admin,
+            _ => Permission::Write,
+        };
+        let user_autonomy = match autonomy {
+            Some("none") => Autonomy::None,
+            Some("low") => Autonomy::Low,
+            Some("medium") => Autonomy::Medium,
+            Some("high") => Autonomy::High,
+            Some("full") => Autonomy::Full,
+            _ => config_autonomy,
+        };
+        let autonomy = agent_autonomy.map_or(user_autonomy, |cap| cap.min(user_autonomy));
+        Self {
+            user_id,
+            permission,
+            autonomy,
+        }
+    }
+}
+
+/// Sliding one-minute windows: per user and tool, and for everyone together.
+#[derive(Debug, Default)]
+pub struct RateLimiter {
+    windows: Mutex<HashMap<(i64, String), VecDeque<i64>>>,
+    global: Mutex<VecDeque<i64>>,
+}
+
+const WINDOW_MS: i64 = 60_000;
+
+impl RateLimiter {
+    /// Counts a call at `now_ms`, or says how long to wait when a limit is reached.
+    pub fn check(
+        &self,
+        user: i64,
+        tool: &str,
+        now_ms: i64,
+        per_user: u32,
+        global: u32,
+    ) -> Result<(), String> {
+        let mut all = self.global.lock().unwrap_or_else(|p| p.into_inner());
+        while all.front().is_some_and(|t| now_ms - t >= WINDOW_MS) {
+            all.pop_front();
+        }
+        if all.len() >= global as usize {
+            let wait = all.front().map_or(0, |t| WINDOW_MS - (now_ms - t)) / 1000 + 1;
+            return Err(format!(
+                "Too many tool calls right now (at most {global} a minute for everyone). Try again in {wait} s."
+            ));
+        }
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let window = windows.entry((user, tool.to_string())).or_default();
+        while window.front().is_some_and(|t| now_ms - t >= WINDOW_MS) {
+            window.pop_front();
+        }
+        if window.len() >= per_user as usize {
+            let wait = window.front().map_or(0, |t| WINDOW_MS - (now_ms - t)) / 1000 + 1;
+            return Err(format!(
+                "Rate limit: at most {per_user} calls of `{tool}` a minute. Try again in {wait} s."
+            ));
+        }
+        window.push_back(now_ms);
+        all.push_back(now_ms);
+        Ok(())
+    }
+}
+
+/// A call that passed every check, with its arguments completed (list limits filled in).
+pub struct Prepared {
+    pub tool: Arc<dyn Tool>,
+    pub arguments: Value,
+    pub risk: Risk,
+}
+
+/// Checks a call of `name` with `arguments` (already JSON) for the agent's toolbox.
+pub fn prepare(
+    registry: &ToolRegistry,
+    toolbox: &Toolbox,
+    name: &str,
+    mut arguments: Value,
+    policy: &UserPolicy,
+    limiter: &RateLimiter,
+    now_ms: i64,
+    limits: (u32, u32),
+) -> Result<Prepared, Refusal> {
+    let Some(tool) = toolbox.get(name).cloned() else {
+        let hint = if toolbox.meta {
+            "Use search_tools to find the right tool.".to_string()
+        } else {
+            let names: Vec<&str> = toolbox
+                .tools
+                .iter()
+                .map(|t| t.info().name.as_str())
+                .collect();
+            format!(
+                "Available tools: {}.",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        };
+        return Err(Refusal::invalid(format!("Unknown tool `{name}`. {hint}")));
+    };
+    let info = tool.info();
+    if let Err(problems) = registry.validate(name, &arguments) {
+        return Err(Refusal::invalid(format!(
+            "Invalid arguments for `{name}`:\n{problems}\n\n{}",
+            tool_help(info)
+        )));
+    }
+    if let Some(limit) = &info.limit {
+        let value = crate::tool::list_limit(info, &arguments);
+        if let Some(object) = arguments.as_object_mut() {
+            object.insert(limit.param.clone(), json!(value));
+        }
+    }
+    if info.permission > policy.permission {
+        return Err(Refusal::refused(format!(
+            "The user may not use `{name}` (it needs {:?} permission; they have {:?}). Tell them; do not retry.",
+            info.permission, policy.permission
+        )));
+    }
+    if let Some(user) = policy.user_id {
+        limiter
+            .check(user, name, now_ms, limits.0, limits.1)
+            .map_err(Refusal::refused)?;
+    }
+    let risk = tool.risk(&arguments);
+    Ok(Prepared {
+        tool,
+        arguments,
+        risk,
+    })
+}
+
+/// Parses the model's argument text: an object, or nothing at all.
+pub fn parse_arguments(name: &str, raw: &str) -> Result<Value, Refusal> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => Err(Refusal::invalid(format!(
+            "The arguments of `{name}` must be a JSON object, got: {other}"
+        ))),
+        Err(err) => Err(Refusal::invalid(format!(
+            "The arguments of `{name}` are not valid JSON ({err}). Send a JSON object."
+        ))),
+    }
+}
+
+/// The inner call of `use_tool`: its tool name and arguments (an object, or JSON text of one).
+pub fn unwrap_use_tool(arguments: &Value) -> Result<(String, Value), Refusal> {
+    let name = arguments["tool_name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Refusal::invalid("use_tool needs `tool_name`.".into()))?
+        .to_string();
+    let inner = match &arguments["arguments"] {
+        Value::Null => json!({}),
+        Value::String(text) => parse_arguments(&name, text)?,
+        object @ Value::Object(_) => object.clone(),
+        other => {
+            return Err(Refusal::invalid(format!(
+                "`arguments` must be an object, got: {other}"
+            )));
+        }
+    };
+    Ok((name, inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limits_count_per_user_and_tool_and_free_up_after_a_minute() {
+        let limiter = RateLimiter::default();
+        for i in 0..3 {
+            assert!(limiter.check(1, "add_task", i, 3, 100).is_ok());
+        }
+        let err = limiter
+            .check(1, "add_task", 10, 3, 100)
+            .expect_err("limited");
+        assert!(err.contains("at most 3 calls of `add_task`"), "{err}");
+        assert!(
+            limiter.check(2, "add_task", 10, 3, 100).is_ok(),
+            "other users are not affected"
+        );
+        assert!(
+            limiter.check(1, "list_tasks", 10, 3, 100).is_ok(),
+            "other tools are not affected"
+        );
+        assert!(
+            limiter.check(1, "add_task", 60_001, 3, 100).is_ok(),
+            "the window slides"
+        );
+        let err = limiter.check(3, "x", 60_002, 100, 3).expect_err("global");
+        assert!(err.contains("everyone"), "{err}");
+    }
+
+    #[test]
+    fn policies_take_the_owner_the_row_and_the_agent_cap_into_account() {
+        let owner = UserPolicy::new(Some(1), true, None, None, Autonomy::Medium, None);
+        assert_eq!(
+            (owner.permission, owner.autonomy),
+            (Permission::Admin, Autonomy::Medium)
+        );
+        let guest = UserPolicy::new(
+            Some(2),
+            false,
+            Some("read"),
+            Some("full"),
+            Autonomy::Medium,
+            Some(Autonomy::Low),
+        );
+        assert_eq!(
+            (guest.permission, guest.autonomy),
+            (Permission::Read, Autonomy::Low)
+        );
+        let plain = UserPolicy::new(Some(3), false, None, None, Autonomy::High, None);
+        assert_eq!(
+            (plain.permission, plain.autonomy),
+            (Permission::Write, Autonomy::High)
+        );
+    }
+
+    #[test]
+    fn autonomy_levels_decide_which_risks_ask() {
+        assert!(Risk::Safe.needs_confirmation(Autonomy::None));
+        assert!(
+            Risk::Write.needs_confirmation(Autonomy::Low)
+                && !Risk::Safe.needs_confirmation(Autonomy::Low)
+        );
+        assert!(
+            Risk::Destructive.needs_confirmation(Autonomy::Medium)
+                && !Risk::Write.needs_confirmation(Autonomy::Medium)
+        );
+        assert!(
+            Risk::Outward.needs_confirmation(Autonomy::High)
+                && !Risk::Destructive.needs_confirmation(Autonomy::High)
+        );
+        assert!(!Risk::Outward.needs_confirmation(Autonomy::Full));
+    }
+
+    #[test]
+    fn use_tool_arguments_may_be_an_object_or_json_text() {
+        let (name, args) =
+            unwrap_use_tool(&json!({"tool_name": "x", "arguments": {"a": 1}})).expect("object");
+        assert_eq!((name.as_str(), args), ("x", json!({"a": 1})));
+        let (_, args) =
+            unwrap_use_tool(&json!({"tool_name": "x", "arguments": "{\"a\": 2}"})).expect("text");
+        assert_eq!(args, json!({"a": 2}));
+        assert!(unwrap_use_tool(&json!({"arguments": {}})).is_err());
+        assert!(unwrap_use_tool(&json!({"tool_name": "x", "arguments": [1]})).is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! Pending Approve/Deny decisions and the tool audit log.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::outbox::{NewOutbox, insert_outbox};
+use super::{Store, StoreResult};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmationStatus {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+}
+
+impl ConfirmationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "approved" => Self::Approved,
+            "denied" => Self::Denied,
+            "expired" => Self::Expired,
+            _ => Self::Pending,
+        }
+    }
+}
+
+/// A tool call waiting for the requester's decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirmation {
+    /// Unguessable; carried in the buttons' data.
+    pub id: String,
+    pub turn_id: i64,
+    pub tool_call_id: i64,
+    pub conversation_id: i64,
+    pub channel: String,
+    pub chat_id: String,
+    pub thread_id: Option<String>,
+    /// The platform user id of the person whose message caused the call.
+    pub requester: String,
+    pub user_id: Option<i64>,
+    pub tool: String,
+    /// What the prompt says the call will do.
+    pub summary: String,
+    pub prompt_outbox_id: Option<i64>,
+    pub status: ConfirmationStatus,
+    pub decided_by: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
+    let status: String = row.try_get("status")?;
+    let thread: String = row.try_get("thread_id")?;
+    Ok(Confirmation {
+        id: row.try_get("id")?,
+        turn_id: row.try_get("turn_id")?,
+        tool_call_id: row.try_get("tool_call_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        channel: row.try_get("channel")?,
+        chat_id: row.try_get("chat_id")?,
+        thread_id: (!thread.is_empty()).then_some(thread),
+        requester: row.try_get("requester")?,
+        user_id: row.try_get("user_id")?,
+        tool: row.try_get("tool")?,
+        summary: row.try_get("summary")?,
+        prompt_outbox_id: row.try_get("prompt_outbox_id")?,
+        status: ConfirmationStatus::parse(&status),
+        decided_by: row.try_get("decided_by")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+/// One line of the tool audit log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditEntry<'a> {
+    pub user_id: Option<i64>,
+    pub turn_id: Option<i64>,
+    pub agent_id: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+    pub outcome: &'a str,
+    pub summary: &'a str,
+    pub duration_ms: i64,
+}
+
+impl Store {
+    /// Stores a confirmation, its prompt (in the outbox) and the call's waiting state together.
+    pub async fn create_confirmation(
+        &self,
+        confirmation: &Confirmation,
+        prompt: &NewOutbox,
+        now_ms: i64,
+    ) -> StoreResult<i64> {
+        let mut tx = self.pool().begin().await?;
+        let outbox_id = insert_outbox(&mut tx, prompt, now_ms).await?;
+        sqlx::query(
+            "INSERT INTO confirmations (id, turn_id, tool_call_id, conversation_id, channel, chat_id, thread_id,
+               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14)",
+        )
+        .bind(&confirmation.id)
+        .bind(confirmation.turn_id)
+        .bind(confirmation.tool_call_id)
+        .bind(confirmation.conversation_id)
+        .bind(&confirmation.channel)
+        .bind(&confirmation.chat_id)
+        .bind(confirmation.thread_id.as_deref().unwrap_or(""))
+        .bind(&confirmation.requester)
+        .bind(confirmation.user_id)
+        .bind(&confirmation.tool)
+        .bind(&confirmation.summary)
+        .bind(outbox_id)
+        .bind(confirmation.created_at)
+        .bind(confirmation.expires_at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE tool_calls SET status = 'waiting' WHERE id = $1")
+            .bind(confirmation.tool_call_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(outbox_id)
+    }
+
+    pub async fn confirmation(&self, id: &str) -> StoreResult<Option<Confirmation>> {
+        let row = sqlx::query("SELECT * FROM confirmations WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    pub async fn confirmation_for_call(
+        &self,
+        tool_call_id: i64,
+    ) -> StoreResult<Option<Confirmation>> {
+        let row = sqlx::query(
+            "SELECT * FROM confirmations WHERE tool_call_id = $1 ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(tool_call_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Records a decision if the confirmation is still pending; false when it was decided already
+    /// (a second press, or expiry raced the press).
+    pub async fn decide_confirmation(
+        &self,
+        id: &str,
+        status: ConfirmationStatus,
+        decided_by: &str,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE confirmations SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4 AND status = 'pending'",
+        )
+        .bind(status.as_str())
+        .bind(decided_by)
+        .bind(now_ms)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Pending confirmations whose time is up.
+    pub async fn expired_confirmations(&self, now_ms: i64) -> StoreResult<Vec<Confirmation>> {
+        let rows = sqlx::query("SELECT * FROM confirmations WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at")
+            .bind(now_ms)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    pub async fn pending_confirmations(&self) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM confirmations WHERE status = 'pending'")
+                .fetch_one(self.pool())
+                .await?,
+        )
+    }
+
+    /// Parks a turn that waits for a decision: the message counts as handled, so the
+    /// conversation's queue moves on, and the turn resumes when the decision arrives.
+    pub async fn suspend_turn(&self, turn_id: i64, inbox_id: i64, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("UPDATE turns SET status = 'suspended' WHERE id = $1 AND status = 'running'")
+            .bind(turn_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
+            .bind(now_ms)
+            .bind(inbox_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn resume_turn(&self, turn_id: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE turns SET status = 'running' WHERE id = $1 AND status = 'suspended'")
+            .bind(turn_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Turns of a conversation that are neither finished nor the given one (their open tool
+    /// calls must not reach the model in another turn's history).
+    pub async fn unfinished_turns(&self, conversation_id: i64) -> StoreResult<Vec<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM turns WHERE conversation_id = $1 AND status IN ('running', 'suspended') ORDER BY id",
+        )
+        .bind(conversation_id)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    pub async fn audit(&self, entry: &AuditEntry<'_>, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO tool_audit (user_id, turn_id, agent_id, tool, arguments, outcome, summary, duration_ms, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(entry.user_id)
+        .bind(entry.turn_id)
+        .bind(entry.agent_id)
+        .bind(entry.tool)
+        .bind(entry.arguments)
+        .bind(entry.outcome)
+        .bind(entry.summary)
+        .bind(entry.duration_ms)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The audit log's newest entries as (tool, outcome), newest first.
+    pub async fn recent_audit(&self, limit: i64) -> StoreResult<Vec<(String, String)>> {
+        let rows = sqlx::query("SELECT tool, outcome FROM tool_audit ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("tool")?, r.try_get("outcome")?)))
+            .collect()
+    }
+
+    /// A user's permission and autonomy settings (`None`: defaults), and whether they own hearth.
+    pub async fn user_settings(
+        &self,
+        user_id: i64,
+    ) -> StoreResult<(bool, Option<String>, Option<String>)> {
+        let row = sqlx::query("SELECT is_owner, permission, autonomy FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else {
+            return Ok((false, None, None));
+        };
+        Ok((
+            row.try_get::<i64, _>("is_owner")? != 0,
+            row.try_get("permission")?,
+            row.try_get("autonomy")?,
+        ))
+    }
+}
