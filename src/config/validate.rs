@@ -60,8 +60,8 @@ pub(super) fn validate(
             || host.contains('/') && host.parse::<crate::tool::net::Cidr>().is_err()
         {
             problems.push(Problem::new(
-                &format!("tools.allowed_private_hosts[{index}]"),
-                &format!("{host:?} is not a host name, address or CIDR range like 10.0.0.0/8"),
+                format!("tools.allowed_private_hosts[{index}]"),
+                format!("{host:?} is not a host name, address or CIDR range like 10.0.0.0/8"),
             ));
         }
     }
@@ -575,6 +575,34 @@ mod tests {
             &[],
             "runtime.tool_timeout_secs",
             "greater than 0",
+        );
+    }
+
+    #[test]
+    fn tools_values() {
+        one(
+            "[tools]\nconfirmation_timeout_secs = 0\n",
+            &[],
+            "tools.confirmation_timeout_secs",
+            "greater than 0",
+        );
+        one(
+            "[tools]\nglobal_calls_per_minute = 0\n",
+            &[],
+            "tools.global_calls_per_minute",
+            "greater than 0",
+        );
+        one(
+            "[tools]\nallowed_private_hosts = [\"10.0.0.0/99\"]\n",
+            &[],
+            "tools.allowed_private_hosts[0]",
+            "CIDR",
+        );
+        one(
+            "[tools]\nautonomy = \"reckless\"\n",
+            &[],
+            "tools.autonomy",
+            "reckless",
         );
     }
 

@@ -107,10 +107,10 @@ impl Handler {
         let answer = |text: &'static str, alert: bool| {
             let channel = channel.clone();
             async move {
-                if let Some(press) = press {
-                    if let Err(err) = channel.answer_press(press, Some(text), alert).await {
-                        tracing::debug!(error = %err, "answering a button press failed");
-                    }
+                if let Some(press) = press
+                    && let Err(err) = channel.answer_press(press, Some(text), alert).await
+                {
+                    tracing::debug!(error = %err, "answering a button press failed");
                 }
             }
         };
@@ -176,22 +176,22 @@ impl Handler {
         // Show the outcome on the prompt and remove its buttons, in the same transaction that
         // marks this event handled.
         let mut edits = Vec::new();
-        if let Some(outbox_id) = confirmation.prompt_outbox_id {
-            if let Some((prompt, Some(target))) = store.outbox_message(outbox_id).await? {
-                edits.push(NewOutbox {
-                    inbox_id: Some(entry.id),
-                    seq: 0,
-                    channel: confirmation.channel.clone(),
-                    kind: OutboxKind::Edit {
-                        target: target.clone(),
-                    },
-                    message: OutboundMessage {
-                        chat: target.chat,
-                        text: format!("{}\n\n{outcome}", prompt.text),
-                        ..OutboundMessage::default()
-                    },
-                });
-            }
+        if let Some(outbox_id) = confirmation.prompt_outbox_id
+            && let Some((prompt, Some(target))) = store.outbox_message(outbox_id).await?
+        {
+            edits.push(NewOutbox {
+                inbox_id: Some(entry.id),
+                seq: 0,
+                channel: confirmation.channel.clone(),
+                kind: OutboxKind::Edit {
+                    target: target.clone(),
+                },
+                message: OutboundMessage {
+                    chat: target.chat,
+                    text: format!("{}\n\n{outcome}", prompt.text),
+                    ..OutboundMessage::default()
+                },
+            });
         }
         store.reply_and_finish_inbox(entry.id, &edits, now).await?;
         self.outbox.notify_one();

@@ -319,6 +319,7 @@ pub struct Prepared {
 }
 
 /// Checks a call of `name` with `arguments` (already JSON) for the agent's toolbox.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare(
     registry: &ToolRegistry,
     toolbox: &Toolbox,

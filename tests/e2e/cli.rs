@@ -357,3 +357,61 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     assert_eq!(out.0.code(), Some(0), "{}", out.1);
     assert!(out.1.contains("SIGTERM"), "{}", out.1);
 }
+
+#[tokio::test]
+async fn chat_asks_approve_y_n_on_stdin() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::tool_calls(vec![hearth_testkit::ToolCallSpec::new(
+        "c1",
+        "get_current_datetime",
+        "{}",
+    )]));
+    llm.push(Reply::text("It is noon."));
+    llm.push(Reply::tool_calls(vec![hearth_testkit::ToolCallSpec::new(
+        "c2",
+        "get_current_datetime",
+        "{}",
+    )]));
+    llm.push(Reply::text("Fine, I will not look."));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = llm.base_url();
+    let path = dir.path().to_path_buf();
+    // Autonomy "none" asks before every tool, even a harmless read.
+    let out = tokio::task::spawn_blocking(move || {
+        let env = [
+            ("OPENAI_BASE_URL", url.as_str()),
+            ("HEARTH_TOOLS__AUTONOMY", "none"),
+        ];
+        hearth(
+            &path,
+            &["chat"],
+            &env,
+            "what time is it?\ny\nand again?\nn\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(stdout.matches("Approve? [y/N]").count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("wants to run `get_current_datetime`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("✅ Approved by local"), "{stdout}");
+    assert!(stdout.contains("❌ Denied by local"), "{stdout}");
+    let noon = stdout.find("It is noon.").expect("first answer");
+    let fine = stdout
+        .find("Fine, I will not look.")
+        .expect("second answer");
+    assert!(noon < fine, "{stdout}");
+    let requests = llm.requests();
+    assert!(
+        requests[1].to_string().contains("weekday"),
+        "the approved tool ran"
+    );
+    assert!(
+        requests[3].to_string().contains("denied"),
+        "the denied one did not"
+    );
+}

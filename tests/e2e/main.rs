@@ -4,10 +4,12 @@
 mod cli;
 mod commands;
 mod config_check;
+mod confirmations;
 mod pipeline;
 mod providers;
 mod routing;
 mod support;
+mod tool_registry;
 mod tools_memory;
 mod tools_money;
 mod tools_organiser;

@@ -1,0 +1,316 @@
+//! Approve / Deny: approved, denied, expired on the test clock, pressed by the wrong user,
+//! pressed twice, decided after a restart, decided by the owner.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::TimeZone;
+use hearth::clock::ManualClock;
+use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth_channel::{MessageRef, SentMessage};
+use hearth_testkit::{Reply, ToolCallSpec};
+use serde_json::{Value, json};
+
+use crate::support::{CHAT, Hearth, USER, WAIT, eventually};
+
+/// `wipe` deletes things (asks first at the default autonomy) and counts its runs.
+struct Wipe(ToolInfo, Arc<AtomicUsize>);
+
+#[async_trait]
+impl Tool for Wipe {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let n = self.1.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(format!(
+            "wiped {} (run #{n})",
+            args["what"].as_str().unwrap_or("?")
+        ))
+    }
+}
+
+const AGENTS: &str = r#"
+[[agent]]
+id = "general"
+name = "General"
+emoji = "🏠"
+system_prompt = "PROMPT:general"
+tools = ["wipe"]
+"#;
+
+async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualClock>>) -> Hearth {
+    let runs = runs.clone();
+    let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(move || {
+        let mut registry = ToolRegistry::with_builtin();
+        let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}, "required": ["what"]});
+        let info = ToolInfo::new("wipe", "files", "Delete something", schema).risk(Risk::Destructive);
+        registry.register(Arc::new(Wipe(info, runs.clone()))).expect("register");
+        registry
+    });
+    if let Some(clock) = clock {
+        h = h.with_clock(clock);
+    }
+    h.config.daemon.owner = Some("memory:9999".into());
+    h
+}
+
+/// Sends the message that makes the fake model call `wipe`, and returns the prompt.
+async fn ask(h: &Hearth) -> SentMessage {
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "wipe",
+        r#"{"what":"old logs"}"#,
+    )]));
+    let before = h.channel.sent().len();
+    h.channel.push_text(CHAT, USER, "please wipe the old logs");
+    let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
+    let prompt = sent[before].clone();
+    assert!(
+        prompt.text.contains("wants to run `wipe`"),
+        "{}",
+        prompt.text
+    );
+    assert_eq!(prompt.buttons.len(), 2, "Approve and Deny");
+    prompt
+}
+
+fn data(prompt: &SentMessage, index: usize) -> String {
+    prompt.buttons[index].data.clone()
+}
+
+fn tool_result(h: &Hearth) -> String {
+    let request = h.llm.last_request().expect("request");
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn current_text(h: &Hearth, reference: &MessageRef) -> String {
+    h.channel
+        .sent()
+        .into_iter()
+        .find(|m| m.id == reference.message_id)
+        .map(|m| m.text)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn approved_by_button_the_tool_runs_and_the_prompt_shows_it() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "nothing runs before the decision"
+    );
+    assert!(
+        prompt.buttons[0].data.len() <= 64,
+        "fits Telegram's callback data"
+    );
+
+    h.llm.push(Reply::text("Done, the old logs are gone."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 0));
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Done, the old logs are gone.");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(tool_result(&h).contains("wiped old logs"));
+    eventually("the prompt to show the outcome", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("✅ Approved by") && m.buttons.is_empty())
+    })
+    .await;
+    let presses = h.channel.answered_presses();
+    assert!(
+        presses
+            .iter()
+            .any(|p| p.notice.as_deref() == Some("✅ Approved")),
+        "{presses:?}"
+    );
+    let audit = h.daemon().store().recent_audit(10).await.expect("audit");
+    assert!(
+        audit.contains(&("wipe".to_string(), "ok".to_string())),
+        "{audit:?}"
+    );
+    assert!(
+        audit.contains(&("wipe".to_string(), "asked".to_string())),
+        "{audit:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn denied_the_tool_does_not_run_and_the_model_is_told() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    h.llm.push(Reply::text("Alright, I left them."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 1));
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Alright, I left them.");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(tool_result(&h).contains("denied"), "{}", tool_result(&h));
+    eventually("the prompt to say denied", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("❌ Denied"))
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_prompt_expires_and_counts_as_denied() {
+    let clock = ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, Some(clock.clone())).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    h.llm
+        .push(Reply::text("Nobody answered, so I did nothing."));
+    clock.advance(Duration::from_secs(601));
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Nobody answered, so I did nothing.");
+    assert!(
+        tool_result(&h).contains("Nobody approved this call"),
+        "{}",
+        tool_result(&h)
+    );
+    eventually("the prompt to say expired", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("Expired"))
+    })
+    .await;
+
+    // A late press changes nothing.
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 0));
+    eventually("the late press to be answered", || {
+        h.channel.answered_presses().len() == 1
+    })
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_requester_or_the_owner_may_decide_and_a_second_press_does_nothing() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+
+    // A stranger in the same group chat presses Approve.
+    h.channel
+        .push_press(&prompt.reference(), "5555", &data(&prompt, 0));
+    eventually("the stranger to be answered", || {
+        h.channel.answered_presses().len() == 1
+    })
+    .await;
+    let answer = &h.channel.answered_presses()[0];
+    assert_eq!(
+        answer.notice.as_deref(),
+        Some("This request isn't yours to decide.")
+    );
+    assert!(answer.alert);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        current_text(&h, &prompt.reference())
+            .await
+            .ends_with("minutes?"),
+        "the prompt is unchanged"
+    );
+
+    // The owner may decide for anyone.
+    h.llm.push(Reply::text("Done."));
+    h.channel
+        .push_press(&prompt.reference(), "9999", &data(&prompt, 0));
+    h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // A second press (by the requester) changes nothing.
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 1));
+    eventually("the second press to be answered", || {
+        h.channel.answered_presses().len() == 3
+    })
+    .await;
+    assert_eq!(
+        h.channel.answered_presses()[2].notice.as_deref(),
+        Some("This request was already decided.")
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(h.channel.sent().len(), 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_decision_after_a_restart_resumes_the_turn() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    h.stop().await;
+
+    h.start().await;
+    h.llm.push(Reply::text("Wiped after the restart."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 0));
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Wiped after the restart.");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn other_messages_go_on_while_a_prompt_waits() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    h.llm.push(Reply::text("It is sunny."));
+    assert_eq!(h.say("how is the weather?").await.text, "It is sunny.");
+    // The waiting call is not shown in the other turn's history.
+    let request = h.llm.last_request().expect("request");
+    assert!(!request.to_string().contains("\"tool_calls\""), "{request}");
+
+    h.llm.push(Reply::text("Wiped."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 0));
+    let sent = h.channel.wait_for_sent(3, WAIT).await;
+    assert_eq!(sent[2].text, "Wiped.");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn full_autonomy_runs_without_asking() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.config.tools.autonomy = hearth::config::Autonomy::Full;
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "wipe",
+        r#"{"what":"x"}"#,
+    )]));
+    h.llm.push(Reply::text("done"));
+    assert_eq!(h.say("wipe x").await.text, "done");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}
