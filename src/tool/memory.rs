@@ -9,7 +9,7 @@
 //!
 //! Saving the same content twice (ignoring case and surrounding space) updates the existing
 //! memory instead of adding a copy: its importance becomes the higher of the two, the tags merge,
-//! the kind is the newer one.
+//! and the kind changes when one is given.
 
 mod record;
 mod search;
@@ -106,7 +106,8 @@ fn memory_json(memory: &Memory, ctx: &ToolContext) -> Value {
 #[derive(Clone, Debug, PartialEq)]
 struct NewMemory {
     content: String,
-    kind: String,
+    /// `None` when not given: `fact` for a new memory, unchanged for a known one.
+    kind: Option<String>,
     importance: f64,
     tags: Vec<String>,
 }
@@ -185,7 +186,7 @@ fn parse_new(value: &Value) -> Result<NewMemory, ToolError> {
             "content is {chars} characters; keep a memory under {MAX_CONTENT}: one statement, split or summarised"
         )));
     }
-    let kind = parse_kind(args.opt_str("type"))?.unwrap_or_else(|| KINDS[0].to_string());
+    let kind = parse_kind(args.opt_str("type"))?;
     let importance = opt_number(&args, "importance")?.unwrap_or(DEFAULT_IMPORTANCE);
     if !(0.0..=1.0).contains(&importance) {
         return Err(ToolError::InvalidArguments(format!(
@@ -230,7 +231,7 @@ async fn save(
                 "UPDATE memories SET kind = $1, importance = $2, tags = $3, updated_at = $4 \
                  WHERE id = $5 RETURNING id",
             )
-            .bind(&new.kind)
+            .bind(new.kind.as_deref().unwrap_or(&old.kind))
             .bind(old.importance.max(new.importance))
             .bind(encode_tags(&tags))
             .bind(now)
@@ -247,7 +248,7 @@ async fn save(
             )
             .bind(user_id)
             .bind(&new.content)
-            .bind(&new.kind)
+            .bind(new.kind.as_deref().unwrap_or(KINDS[0]))
             .bind(new.importance)
             .bind(encode_tags(&new.tags))
             .bind(now)
@@ -731,7 +732,9 @@ impl Tool for MemoryStats {
         let user_id = user(ctx)?;
         let pool = ctx.store.pool();
         let rows = sqlx::query(
-            "SELECT kind, COUNT(*) AS n, SUM(importance) AS importance, SUM(access_count) AS recalls \
+            // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot read: cast back.
+            "SELECT kind, COUNT(*) AS n, SUM(importance) AS importance, \
+             CAST(SUM(access_count) AS BIGINT) AS recalls \
              FROM memories WHERE user_id = $1 GROUP BY kind",
         )
         .bind(user_id)
@@ -757,7 +760,6 @@ impl Tool for MemoryStats {
             "recalls": recalls,
         });
         if total > 0 {
-            #[allow(clippy::cast_precision_loss)] // counts far below 2^52
             let average = importance_sum / total as f64;
             result["average_importance"] = json!(round2(average));
             for (key, order) in [("oldest", "ASC"), ("newest", "DESC")] {

@@ -166,6 +166,7 @@ async fn remember_saves_with_defaults_and_updates_a_repeat() {
     )
     .await;
     assert_eq!(third["importance"], 0.8);
+    assert_eq!(third["type"], "preference", "kept when not given");
 }
 
 #[tokio::test]
@@ -652,4 +653,134 @@ async fn prompt_context_keeps_to_its_limits() {
         "{text}"
     );
     assert!(!text.contains("Minor note"), "{text}");
+}
+
+/// The same SQL on PostgreSQL, when `HEARTH_TEST_POSTGRES_URL` names a server the test may create
+/// databases on (e.g. `postgres://postgres@127.0.0.1:5432/postgres`); skipped otherwise.
+#[tokio::test]
+async fn the_tools_work_on_postgres_too() {
+    let Ok(admin_url) = std::env::var("HEARTH_TEST_POSTGRES_URL") else {
+        eprintln!("HEARTH_TEST_POSTGRES_URL not set; skipping");
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let admin = sqlx::AnyPool::connect(&admin_url).await.expect("connect");
+    let name = format!(
+        "hearth_memory_{}_{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_micros()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await
+        .expect("create database");
+    let base = admin_url
+        .rsplit_once('/')
+        .map_or(admin_url.as_str(), |(base, _)| base);
+    let store = Store::open(&format!("{base}/{name}"))
+        .await
+        .expect("open and migrate");
+
+    let (sqlite_ctx, _dir, clock) = manual_context().await;
+    let user = store
+        .allow_identity("test", "u1", None, "config", true, 0)
+        .await
+        .expect("user");
+    let mut ctx = sqlite_ctx.clone();
+    ctx.store = store.clone();
+    ctx.user_id = Some(user.user_id);
+
+    let important = remember(&ctx, "Anniversary dinner at Luigi's", "event", 0.9).await;
+    let old = remember(&ctx, "Anniversary dinner at Mario's", "event", 0.2).await;
+    sqlx::query("UPDATE memories SET created_at = $1, updated_at = $1 WHERE id = $2")
+        .bind(clock.now_ms() - 90 * 24 * 3600 * 1000)
+        .bind(old)
+        .execute(store.pool())
+        .await
+        .expect("age it");
+    let found = ok(&ctx, "recall", json!({"query": "ANNIVERSARY dinners"})).await;
+    assert_eq!(found["matched"], "any word", "{found}");
+    let found = ok(&ctx, "recall", json!({"query": "anniv dinner"})).await;
+    assert_eq!(
+        (ids(&found), found["matched"].clone()),
+        (vec![important, old], json!("all words"))
+    );
+    let found = ok(
+        &ctx,
+        "recall",
+        json!({"query": r#""luigi" OR bar* & !x | y:*"#}),
+    )
+    .await;
+    assert_eq!(ids(&found), vec![important]);
+    let msg = invalid(&ctx, "recall", json!({"query": "&|!:*"})).await;
+    assert!(msg.contains("no words"), "{msg}");
+
+    let saved = ok(
+        &ctx,
+        "batch_remember",
+        json!({"memories": [
+            {"content": "Likes jazz", "type": "preference", "importance": 0.8, "tags": ["music"]},
+            {"content": "likes JAZZ", "importance": 0.3, "tags": ["evenings"]}
+        ]}),
+    )
+    .await;
+    let jazz = saved["memories"][0]["id"].as_i64().expect("id");
+    assert_eq!(saved["memories"][1]["id"], jazz);
+    assert_eq!(saved["memories"][1]["tags"], json!(["music", "evenings"]));
+    let found = ok(
+        &ctx,
+        "recall",
+        json!({"query": "evenings", "tag": "music", "type": "preference"}),
+    )
+    .await;
+    assert_eq!(ids(&found), vec![jazz], "found by tag text");
+    let listed = ok(
+        &ctx,
+        "list_memories",
+        json!({"sort": "importance", "tag": "music"}),
+    )
+    .await;
+    assert_eq!(ids(&listed), vec![jazz]);
+    let listed = ok(&ctx, "list_memories", json!({"limit": 2})).await;
+    assert_eq!(
+        (listed["count"].clone(), listed["total"].clone()),
+        (json!(2), json!(3))
+    );
+    let boosted = ok(
+        &ctx,
+        "boost_memory",
+        json!({"memory_id": jazz, "amount": 0.5}),
+    )
+    .await;
+    assert_eq!(boosted["importance"], 1.0);
+    let stats = ok(&ctx, "memory_stats", json!({})).await;
+    assert_eq!(stats["total"], 3);
+    assert_eq!(stats["by_type"]["event"], 2);
+    assert_eq!(stats["recalls"], 6, "2 + 2 + 1 + 1 hits: {stats}");
+    assert_eq!(stats["oldest"]["id"], old);
+
+    let text = prompt_context(&store, user.user_id, "dinner plans", clock.now_ms())
+        .await
+        .expect("context")
+        .expect("text");
+    assert!(
+        text.contains(&format!("- [preference] Likes jazz (#{jazz})")),
+        "{text}"
+    );
+    assert!(text.contains("Luigi's"), "{text}");
+
+    assert_eq!(
+        ok(&ctx, "forget", json!({"memory_id": old})).await["forgotten"],
+        old
+    );
+    let msg = failed(&ctx, "forget", json!({"memory_id": old})).await;
+    assert!(msg.contains("not found"), "{msg}");
+    let found = ok(&ctx, "recall", json!({"query": "mario"})).await;
+    assert_eq!(found["count"], 0);
+
+    store.close().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}")))
+        .execute(&admin)
+        .await
+        .expect("drop database");
 }
