@@ -136,7 +136,7 @@ async fn forget_removes_a_memory_and_stats_count_what_is_left() {
         vec![ToolCallSpec::new(
             "c2",
             "forget",
-            &format!(r#"{{"memory_id": {acme}}}"#),
+            format!(r#"{{"memory_id": {acme}}}"#),
         )],
         "Forgotten.",
     )
