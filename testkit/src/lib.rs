@@ -26,6 +26,7 @@
 
 mod anthropic;
 mod openai;
+pub mod postgres;
 mod reply;
 mod server;
 

@@ -6,6 +6,7 @@ mod commands;
 mod config_check;
 mod confirmations;
 mod pipeline;
+mod postgres;
 mod providers;
 mod routing;
 mod support;

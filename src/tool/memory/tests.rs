@@ -655,13 +655,21 @@ async fn prompt_context_keeps_to_its_limits() {
     assert!(!text.contains("Minor note"), "{text}");
 }
 
-/// The same SQL on PostgreSQL, when `HEARTH_TEST_POSTGRES_URL` names a server the test may create
-/// databases on (e.g. `postgres://postgres@127.0.0.1:5432/postgres`); skipped otherwise.
+/// The same SQL on PostgreSQL: on the server `HEARTH_TEST_POSTGRES_URL` names (one the test may
+/// create databases on), else on a throwaway server started for this test.
 #[tokio::test]
 async fn the_tools_work_on_postgres_too() {
-    let Ok(admin_url) = std::env::var("HEARTH_TEST_POSTGRES_URL") else {
-        eprintln!("HEARTH_TEST_POSTGRES_URL not set; skipping");
-        return;
+    // A server named by the environment, else one of our own (skipped if PostgreSQL is absent).
+    let own_server;
+    let admin_url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            own_server = hearth_testkit::postgres::TestPostgres::start();
+            match &own_server {
+                Some(server) => server.url(),
+                None => return,
+            }
+        }
     };
     sqlx::any::install_default_drivers();
     let admin = sqlx::AnyPool::connect(&admin_url).await.expect("connect");
