@@ -8,6 +8,7 @@ pub mod args;
 pub mod bookmark;
 mod builtin;
 pub mod calendar;
+pub mod common;
 pub mod contact;
 pub mod expense;
 pub mod file;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::task::{Bind, Changes, Sql, bad_date, db, id_arg, not_found, opt_text, user_id};
+use super::common::{Bind, Changes, Sql, bad_date, db, id_arg, not_found, opt_text, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 

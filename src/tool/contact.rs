@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::task::{
+use super::common::{
     Bind, Changes, Sql, db, id_arg, like_pattern, not_found, opt_text, tags_arg, tags_json,
     tags_value, user_id,
 };
