@@ -143,7 +143,7 @@ impl PrivateAllowlist {
             return true;
         }
         let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.hosts.iter().any(|h| *h == host) || self.ranges.iter().any(|r| r.contains(ip))
+        self.hosts.contains(&host) || self.ranges.iter().any(|r| r.contains(ip))
     }
 }
 

@@ -167,7 +167,7 @@ fn unhex(text: &str) -> Result<Vec<u8>, ToolError> {
         .bytes()
         .filter(|b| !b.is_ascii_whitespace() && *b != b':')
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(ToolError::InvalidArguments(
             "not valid hex: an odd number of digits".into(),
         ));
