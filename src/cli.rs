@@ -81,6 +81,10 @@ pub enum PairAction {
     Approve { code: String },
     /// Revoke an identity, given as channel:user_id.
     Revoke { identity: String },
+    /// Set which tools a user may call: none, read, write, execute or admin.
+    Permission { identity: String, level: String },
+    /// Set how much hearth may do for a user without asking: none, low, medium, high or full.
+    Autonomy { identity: String, level: String },
 }
 
 /// An error and the exit code it deserves.
@@ -379,6 +383,26 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
             Ok(())
         }
         PairAction::Approve { code } => approve(&store, &code.to_uppercase(), now).await,
+        PairAction::Permission { identity, level } => {
+            set_user_setting(
+                &store,
+                &identity,
+                "permission",
+                &level,
+                &["none", "read", "write", "execute", "admin"],
+            )
+            .await
+        }
+        PairAction::Autonomy { identity, level } => {
+            set_user_setting(
+                &store,
+                &identity,
+                "autonomy",
+                &level,
+                &["none", "low", "medium", "high", "full"],
+            )
+            .await
+        }
         PairAction::Revoke { identity } => {
             let (channel, user) = identity.split_once(':').ok_or_else(|| {
                 usage(anyhow::anyhow!(
@@ -400,6 +424,37 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
     };
     store.close().await;
     result
+}
+
+async fn set_user_setting(
+    store: &Store,
+    identity: &str,
+    setting: &str,
+    level: &str,
+    levels: &[&str],
+) -> Result<(), Failure> {
+    let level = level.to_lowercase();
+    if !levels.contains(&level.as_str()) {
+        return Err(usage(anyhow::anyhow!(
+            "{setting} must be one of {}",
+            levels.join(", ")
+        )));
+    }
+    let (channel, user) = identity.split_once(':').ok_or_else(|| {
+        usage(anyhow::anyhow!(
+            "give the identity as channel:user_id, e.g. telegram:12345"
+        ))
+    })?;
+    if !store
+        .set_user_setting(channel, user, setting, &level)
+        .await?
+    {
+        return Err(usage(anyhow::anyhow!(
+            "no identity {identity}; see `hearth pair list`"
+        )));
+    }
+    println!("{identity}: {setting} is now {level}");
+    Ok(())
 }
 
 async fn approve(store: &Store, code: &str, now: i64) -> Result<(), Failure> {

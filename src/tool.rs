@@ -82,6 +82,17 @@ impl Risk {
     }
 }
 
+impl Risk {
+    /// The permission a call of this risk needs: reads `read`, changes `write`, outward `execute`.
+    pub fn permission(self) -> Permission {
+        match self {
+            Risk::Safe => Permission::Read,
+            Risk::Write | Risk::Destructive => Permission::Write,
+            Risk::Outward => Permission::Execute,
+        }
+    }
+}
+
 /// Permission levels, lowest first: a user may call tools up to their own level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Permission {
@@ -152,12 +163,7 @@ impl ToolInfo {
     /// Sets the risk, and raises the permission to match (writes need `write`, and so on).
     pub fn risk(mut self, risk: Risk) -> Self {
         self.risk = risk;
-        let needed = match risk {
-            Risk::Safe => Permission::Read,
-            Risk::Write | Risk::Destructive => Permission::Write,
-            Risk::Outward => Permission::Execute,
-        };
-        self.permission = self.permission.max(needed);
+        self.permission = self.permission.max(risk.permission());
         self
     }
 

@@ -363,10 +363,18 @@ pub fn prepare(
             object.insert(limit.param.clone(), json!(value));
         }
     }
-    if info.permission > policy.permission {
+    // A call less risky than the tool's worst case (http_request with GET) needs only the
+    // permission of what it actually does.
+    let risk = tool.risk(&arguments);
+    let needed = if risk < info.risk {
+        risk.permission()
+    } else {
+        info.permission
+    };
+    if needed > policy.permission {
         return Err(Refusal::refused(format!(
-            "The user may not use `{name}` (it needs {:?} permission; they have {:?}). Tell them; do not retry.",
-            info.permission, policy.permission
+            "The user may not use `{name}` like this (it needs {needed:?} permission; they have {:?}). Tell them; do not retry.",
+            policy.permission
         )));
     }
     if let Some(user) = policy.user_id {
@@ -374,7 +382,6 @@ pub fn prepare(
             .check(user, name, now_ms, limits.0, limits.1)
             .map_err(Refusal::refused)?;
     }
-    let risk = tool.risk(&arguments);
     Ok(Prepared {
         tool,
         arguments,

@@ -258,6 +258,33 @@ impl Store {
             .collect()
     }
 
+    /// Sets the `permission` or `autonomy` of the user behind an identity; false when there is no
+    /// such identity.
+    pub async fn set_user_setting(
+        &self,
+        channel: &str,
+        platform_user_id: &str,
+        setting: &str,
+        value: &str,
+    ) -> StoreResult<bool> {
+        let sql = match setting {
+            "permission" => {
+                "UPDATE users SET permission = $1 WHERE id = (SELECT user_id FROM identities WHERE channel = $2 AND platform_user_id = $3)"
+            }
+            "autonomy" => {
+                "UPDATE users SET autonomy = $1 WHERE id = (SELECT user_id FROM identities WHERE channel = $2 AND platform_user_id = $3)"
+            }
+            _ => return Ok(false),
+        };
+        let done = sqlx::query(sql)
+            .bind(value)
+            .bind(channel)
+            .bind(platform_user_id)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// A user's permission and autonomy settings (`None`: defaults), and whether they own hearth.
     pub async fn user_settings(
         &self,

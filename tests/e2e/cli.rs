@@ -260,6 +260,31 @@ fn migrate_and_pairing_from_the_command_line() {
     let out = hearth(dir.path(), &["pair"], &[], "");
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("no pending pairing codes"));
+
+    let out = hearth(
+        dir.path(),
+        &["pair", "permission", "telegram:1", "superuser"],
+        &[],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("none, read, write, execute, admin"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = hearth(
+        dir.path(),
+        &["pair", "autonomy", "telegram:1", "high"],
+        &[],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "no such identity yet");
+    assert!(
+        text(&out.stderr).contains("no identity telegram:1"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// A free port on 127.0.0.1 (bound and released; good enough for a test).

@@ -292,3 +292,44 @@ async fn batch_use_tool_runs_each_operation_independently() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_get_needs_only_read_permission_but_a_post_needs_execute() {
+    let mut h = Hearth::new().await.with_agents(
+        "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"PROMPT\"\ntools = [\"http_request\"]\n",
+    );
+    h.config.tools.autonomy = hearth::config::Autonomy::Full;
+    h.start().await;
+    sqlx::query("UPDATE users SET permission = 'write'")
+        .execute(h.daemon().store().pool())
+        .await
+        .expect("update");
+    // 192.0.2.1 is a documentation address: refused by the SSRF rules before any connection,
+    // which is enough to tell that the call itself was allowed to run.
+    h.llm.push(Reply::tool_calls(vec![
+        call(
+            "c1",
+            "http_request",
+            json!({"method": "GET", "url": "http://192.0.2.1/"}),
+        ),
+        call(
+            "c2",
+            "http_request",
+            json!({"method": "POST", "url": "http://192.0.2.1/", "body": "x"}),
+        ),
+    ]));
+    h.llm.push(Reply::text("ok"));
+    h.say("fetch and post").await;
+    let results = results(&h.llm.last_request().expect("request"));
+    assert!(
+        results.iter().any(|r| !r.contains("may not use")),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("may not use `http_request` like this") && r.contains("Execute")),
+        "{results:?}"
+    );
+    h.stop().await;
+}
