@@ -19,9 +19,15 @@ pub struct InboxSink {
     pub dispatcher: Arc<Dispatcher>,
 }
 
-#[async_trait]
-impl InboundSink for InboxSink {
-    async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+impl InboxSink {
+    /// Stores an event and queues it; returns the new inbox id, or `None` for a duplicate.
+    /// Used by the channels (through [`InboundSink`]) and by the scheduler, which links the
+    /// entry to its run.
+    pub async fn store_event(
+        &self,
+        channel: &str,
+        event: Inbound,
+    ) -> Result<Option<i64>, SinkError> {
         let inserted = self
             .store
             .insert_inbox(channel, &event, self.clock.now_ms())
@@ -29,14 +35,21 @@ impl InboundSink for InboxSink {
             .map_err(|err| SinkError(err.to_string()))?;
         let Some(id) = inserted else {
             tracing::debug!(channel, platform_id = %event.platform_id, "duplicate inbound event dropped");
-            return Ok(());
+            return Ok(None);
         };
         self.metrics.message_in(channel);
         let key = conversation_key(channel, &event);
         let is_cancel =
             matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel_command(text));
         self.dispatcher.submit(id, key, is_cancel);
-        Ok(())
+        Ok(Some(id))
+    }
+}
+
+#[async_trait]
+impl InboundSink for InboxSink {
+    async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+        self.store_event(channel, event).await.map(|_| ())
     }
 }
 
