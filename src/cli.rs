@@ -50,6 +50,11 @@ pub enum Command {
         #[arg(long)]
         current: Option<String>,
     },
+    /// Write a consistent copy of the SQLite database while hearth runs.
+    Backup {
+        /// The file to write; must not exist yet.
+        file: PathBuf,
+    },
     /// Manage who may talk to hearth.
     Pair {
         #[command(subcommand)]
@@ -116,6 +121,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Agents { action } => agents(cli.config, action.unwrap_or(AgentsAction::List)),
         Command::Route { text, current } => route(cli.config, &text, current.as_deref()),
         Command::Pair { action } => pair(cli.config, action.unwrap_or(PairAction::List)).await,
+        Command::Backup { file } => backup(cli.config, &file).await,
     }
 }
 
@@ -148,10 +154,14 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
         }
     }
     let agents_file = config.router.agents_file.clone();
+    let notifier = crate::systemd::Notifier::from_env();
+    notifier.status("starting");
     let daemon = DaemonBuilder::new(config)
         .start()
         .await
         .context("hearth could not start")?;
+    notifier.ready(&daemon.status_line());
+    tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));
     if let Some(addr) = daemon.http_addr() {
         tracing::info!(%addr, "health and metrics endpoints listening");
     }
@@ -160,6 +170,12 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     tokio::spawn(async move {
         wait_for_signals(&rt, &agents_file).await;
         shutdown.cancel();
+    });
+    let stopping = daemon.stop_token();
+    let on_stop = notifier.clone();
+    tokio::spawn(async move {
+        stopping.cancelled().await;
+        on_stop.stopping();
     });
     daemon.run_until_stopped().await;
     tracing::info!("hearth stopped");
@@ -268,6 +284,30 @@ fn check(path: Option<PathBuf>) -> Result<(), Failure> {
         config.providers.len(),
         config.schedules.len(),
         agents.len()
+    );
+    Ok(())
+}
+
+async fn backup(path: Option<PathBuf>, file: &std::path::Path) -> Result<(), Failure> {
+    let config = load_config(path)?.config;
+    if file.exists() {
+        return Err(usage(anyhow::anyhow!(
+            "{} exists already; choose a new file name",
+            file.display()
+        )));
+    }
+    let store = Store::connect(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let result = store
+        .backup_to(file)
+        .await
+        .with_context(|| format!("backup to {} failed", file.display()));
+    store.close().await;
+    result?;
+    println!(
+        "wrote a consistent copy of the database to {}",
+        file.display()
     );
     Ok(())
 }

@@ -281,6 +281,7 @@ impl DaemonBuilder {
         );
 
         Ok(Daemon {
+            health,
             rt,
             shutdown,
             intake,
@@ -372,6 +373,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
 
 /// A running hearth.
 pub struct Daemon {
+    health: Health,
     rt: Arc<Runtime>,
     shutdown: CancellationToken,
     intake: CancellationToken,
@@ -411,6 +413,20 @@ impl Daemon {
     /// Wakes the delivery worker (after replies were added to the outbox from outside).
     pub fn wake_delivery(&self) {
         self.outbox_wake.notify_one();
+    }
+
+    /// One line for systemd's STATUS=: the channels and their states.
+    pub fn status_line(&self) -> String {
+        let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        if health.is_empty() {
+            return "running, no channels configured".into();
+        }
+        let mut channels: Vec<String> = health
+            .iter()
+            .map(|(name, h)| format!("{name} {}", h.state))
+            .collect();
+        channels.sort();
+        format!("running: {}", channels.join(", "))
     }
 
     /// Entries queued or being handled.

@@ -62,6 +62,7 @@ async fn healthz(State(state): State<HttpState>) -> Response {
 async fn metrics(State(state): State<HttpState>) -> Response {
     let inbox = state.store.inbox_depth().await.unwrap_or(-1) as f64;
     let outbox = state.store.outbox_depth().await.unwrap_or(-1) as f64;
+    let confirmations = state.store.pending_confirmations().await.unwrap_or(-1) as f64;
     let gauges = [
         (
             "hearth_inbox_depth",

@@ -15,5 +15,6 @@ pub mod provider;
 pub mod router;
 pub mod runtime;
 pub mod store;
+pub mod systemd;
 pub mod terminal;
 pub mod tool;

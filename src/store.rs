@@ -152,6 +152,25 @@ impl Store {
         &self.pool
     }
 
+    /// Writes a consistent copy of a SQLite database to `path` while others keep using it
+    /// (`VACUUM INTO`). PostgreSQL has its own tools (`pg_dump`).
+    pub async fn backup_to(&self, path: &Path) -> StoreResult<()> {
+        if self.backend != Backend::Sqlite {
+            return Err(StoreError::Url {
+                url: "postgres".into(),
+                reason: "hearth backup copies SQLite databases; use pg_dump for PostgreSQL".into(),
+            });
+        }
+        let target = path
+            .to_str()
+            .ok_or_else(|| StoreError::Corrupt("the backup path is not valid UTF-8".into()))?;
+        sqlx::query("VACUUM INTO $1")
+            .bind(target)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Waits for running queries and closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;

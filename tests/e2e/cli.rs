@@ -440,3 +440,184 @@ async fn chat_asks_approve_y_n_on_stdin() {
         "the denied one did not"
     );
 }
+
+#[tokio::test]
+async fn run_speaks_the_systemd_notify_protocol() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("bind notify socket");
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let port = free_port();
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "200000")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("hearth run starts");
+    let received = tokio::task::spawn_blocking(move || {
+        let mut messages = Vec::new();
+        let mut buf = [0u8; 1024];
+        while messages.len() < 4 {
+            match socket.recv(&mut buf) {
+                Ok(n) => messages.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
+                Err(_) => break,
+            }
+        }
+        (messages, socket)
+    })
+    .await
+    .expect("join");
+    let (messages, socket) = received;
+    assert_eq!(
+        messages.first().map(String::as_str),
+        Some("STATUS=starting"),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("READY=1\nSTATUS=running")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().filter(|m| *m == "WATCHDOG=1").count() >= 1,
+        "{messages:?}"
+    );
+
+    signal(&child, "TERM");
+    let stopping = tokio::task::spawn_blocking(move || {
+        let mut buf = [0u8; 1024];
+        loop {
+            match socket.recv(&mut buf) {
+                Ok(n) if buf[..n].starts_with(b"STOPPING=1") => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .expect("join");
+    assert!(stopping, "STOPPING=1 was sent");
+    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn backup_copies_the_database_while_the_daemon_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("hearth run starts");
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let mut up = false;
+    for _ in 0..100 {
+        if reqwest::get(&url).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "the daemon came up");
+
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let copy = hearth::store::Store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("copy.db").display()
+    ))
+    .await
+    .expect("the copy opens");
+    assert_eq!(
+        copy.migrate().await.expect("migrations"),
+        0,
+        "the copy has the whole schema"
+    );
+    copy.close().await;
+
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
+        .await
+        .expect("join");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an existing file is not overwritten"
+    );
+
+    signal(&child, "TERM");
+    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn secrets_stay_out_of_logs_and_errors() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::error(
+        401,
+        "Incorrect API key provided: sk-hearth-SECRET-1234",
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
+            llm.base_url()
+        ),
+    );
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("MY_KEY", "sk-hearth-SECRET-1234"), ("RUST_LOG", "debug")],
+            "hello\n",
+        )
+    })
+    .await
+    .expect("join");
+    let everything = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        everything.contains("refused the credentials"),
+        "{everything}"
+    );
+    assert!(
+        !everything.contains("SECRET-1234"),
+        "the key leaked:\n{everything}"
+    );
+    assert_eq!(
+        llm.recorded()[0].header("authorization"),
+        Some("Bearer sk-hearth-SECRET-1234")
+    );
+}
