@@ -75,6 +75,11 @@ async fn metrics(State(state): State<HttpState>) -> Response {
             outbox,
         ),
         (
+            "hearth_pending_confirmations",
+            "Approve/Deny prompts waiting for an answer",
+            confirmations,
+        ),
+        (
             "hearth_conversations_in_progress",
             "Inbox entries queued or running",
             state.dispatcher.queued() as f64,

@@ -54,10 +54,10 @@ impl Notifier {
     pub fn watchdog_interval() -> Option<Duration> {
         let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
         // WATCHDOG_PID, when set, names the process the watchdog is meant for.
-        if let Ok(pid) = std::env::var("WATCHDOG_PID") {
-            if pid.parse::<u32>().ok() != Some(std::process::id()) {
-                return None;
-            }
+        if let Ok(pid) = std::env::var("WATCHDOG_PID")
+            && pid.parse::<u32>().ok() != Some(std::process::id())
+        {
+            return None;
         }
         (usec > 0).then(|| Duration::from_micros(usec))
     }
