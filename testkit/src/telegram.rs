@@ -53,7 +53,7 @@ pub struct FakeMessage {
     /// `Some("HTML")` when sent with a parse mode.
     pub parse_mode: Option<String>,
     /// The inline keyboard, row by row, as (label, callback data).
-    pub buttons: Vec<Vec<(String, String)>>,
+    pub buttons: Keyboard,
     pub thread_id: Option<i64>,
     /// The message this one replies to.
     pub reply_to: Option<i64>,
@@ -922,7 +922,10 @@ fn parse_text(p: &Value) -> Result<(String, String, Option<String>), (u16, Strin
     Ok((visible, raw, parse_mode))
 }
 
-fn parse_buttons(p: &Value) -> Result<Vec<Vec<(String, String)>>, (u16, String)> {
+/// An inline keyboard, row by row, as (label, callback data).
+pub type Keyboard = Vec<Vec<(String, String)>>;
+
+fn parse_buttons(p: &Value) -> Result<Keyboard, (u16, String)> {
     let Some(markup) = p.get("reply_markup") else {
         return Ok(Vec::new());
     };
