@@ -29,6 +29,7 @@ mod openai;
 pub mod postgres;
 mod reply;
 mod server;
+pub mod telegram;
 
 pub use anthropic::AnthropicApi;
 pub use openai::OpenAiApi;

@@ -1,0 +1,419 @@
+//! Telegram updates mapped onto hearth's [`Inbound`] events.
+//!
+//! Private chats always reach hearth. In groups the bot answers only when addressed: a
+//! mention of its username, a reply to one of its messages, or a `/command`; other group
+//! chatter is skipped (and its update still confirmed, so it is not fetched again).
+
+use base64::Engine;
+use hearth_channel::{
+    Attachment, AttachmentKind, ButtonPress, ChannelError, ChatRef, ErrorKind, Inbound,
+    InboundKind, MessageRef, Sender,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::{debug, warn};
+
+use crate::api::Api;
+
+/// Telegram's own cap on what a bot may download with `getFile`.
+const MAX_DOWNLOAD_BYTES: u64 = 20 * 1024 * 1024;
+
+/// The bot itself, from `getMe`.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct Me {
+    pub id: i64,
+    #[serde(default)]
+    pub username: String,
+}
+
+/// What the mapping needs besides the update.
+pub(crate) struct Mapper<'a> {
+    pub api: &'a Api,
+    pub me: &'a Me,
+    pub max_document_bytes: u64,
+}
+
+impl Mapper<'_> {
+    /// The event for one update, or `None` for updates hearth does not act on. An error means
+    /// the update could not be processed now (a download failed transiently) and should be
+    /// tried again.
+    pub(crate) async fn map(&self, update: &Value) -> Result<Option<Inbound>, ChannelError> {
+        let Some(update_id) = update.get("update_id").and_then(Value::as_i64) else {
+            warn!("update without update_id skipped");
+            return Ok(None);
+        };
+        let platform_id = update_id.to_string();
+        if let Some(query) = update.get("callback_query") {
+            return Ok(press(platform_id, query));
+        }
+        if let Some(message) = update.get("message") {
+            return self.message(platform_id, message).await;
+        }
+        if let Some(message) = update.get("edited_message") {
+            let Some((chat, sender, text)) = self.addressed(message) else {
+                return Ok(None);
+            };
+            let Some(message_id) = message.get("message_id").and_then(Value::as_i64) else {
+                return Ok(None);
+            };
+            return Ok(Some(Inbound {
+                platform_id,
+                chat,
+                sender,
+                kind: InboundKind::Edit {
+                    message_id: message_id.to_string(),
+                    text,
+                },
+            }));
+        }
+        debug!(update_id, "update of a kind hearth does not handle skipped");
+        Ok(None)
+    }
+
+    async fn message(
+        &self,
+        platform_id: String,
+        message: &Value,
+    ) -> Result<Option<Inbound>, ChannelError> {
+        let Some((chat, sender, text)) = self.addressed(message) else {
+            return Ok(None);
+        };
+        let attachments = self.attachments(message).await?;
+        if text.is_empty() && attachments.is_empty() {
+            // Stickers, service messages (joins, pins) and the like.
+            return Ok(None);
+        }
+        Ok(Some(Inbound {
+            platform_id,
+            chat,
+            sender,
+            kind: InboundKind::Message {
+                text,
+                attachments,
+                message_id: message
+                    .get("message_id")
+                    .and_then(Value::as_i64)
+                    .map(|id| id.to_string()),
+                reply_to: message
+                    .pointer("/reply_to_message/message_id")
+                    .and_then(Value::as_i64)
+                    .map(|id| id.to_string()),
+            },
+        }))
+    }
+
+    /// The chat, sender and cleaned text of a message meant for hearth, or `None` for group
+    /// chatter, messages from other bots' channels and messages without a sender.
+    fn addressed(&self, message: &Value) -> Option<(ChatRef, Sender, String)> {
+        let chat = chat_of(message)?;
+        let sender = sender_of(message.get("from")?)?;
+        let raw = message
+            .get("text")
+            .or_else(|| message.get("caption"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let entities = message
+            .get("entities")
+            .or_else(|| message.get("caption_entities"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let kind = message.pointer("/chat/type").and_then(Value::as_str);
+        let group = matches!(kind, Some("group" | "supergroup"));
+        let username = self.me.username.as_str();
+
+        // A command meant for another bot (`/help@OtherBot`) is not ours, even in private.
+        let command_target = raw
+            .strip_prefix('/')
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|word| word.split_once('@'))
+            .map(|(_, target)| target);
+        if let Some(target) = command_target
+            && !target.eq_ignore_ascii_case(username)
+        {
+            return None;
+        }
+        let text = clean(raw, username);
+        if !group {
+            return Some((chat, sender, text));
+        }
+        let command = raw.starts_with('/');
+        let replied = message
+            .pointer("/reply_to_message/from/id")
+            .and_then(Value::as_i64)
+            == Some(self.me.id);
+        let text_mention = entities.iter().any(|e| {
+            e.get("type").and_then(Value::as_str) == Some("text_mention")
+                && e.pointer("/user/id").and_then(Value::as_i64) == Some(self.me.id)
+        });
+        let mentioned = !username.is_empty() && find_mention(raw, username).is_some();
+        (command || replied || text_mention || mentioned).then_some((chat, sender, text))
+    }
+
+    async fn attachments(&self, message: &Value) -> Result<Vec<Attachment>, ChannelError> {
+        let mut found = Vec::new();
+        if let Some(sizes) = message.get("photo").and_then(Value::as_array) {
+            // Sizes come smallest first, but pick by area to be sure.
+            let largest = sizes.iter().max_by_key(|s| {
+                let w = s.get("width").and_then(Value::as_u64).unwrap_or(0);
+                let h = s.get("height").and_then(Value::as_u64).unwrap_or(0);
+                w * h
+            });
+            if let Some(file_id) = largest
+                .and_then(|s| s.get("file_id"))
+                .and_then(Value::as_str)
+            {
+                let mut attachment = attachment(AttachmentKind::Image, "image/jpeg", None);
+                match self.download(file_id, MAX_DOWNLOAD_BYTES).await? {
+                    Ok(bytes) => attachment.data_base64 = Some(base64_of(&bytes)),
+                    Err(note) => attachment.text = Some(note),
+                }
+                found.push(attachment);
+            }
+        }
+        if let Some(document) = message.get("document") {
+            let mime = document
+                .get("mime_type")
+                .and_then(Value::as_str)
+                .unwrap_or("application/octet-stream");
+            let name = document.get("file_name").and_then(Value::as_str);
+            let size = document.get("file_size").and_then(Value::as_u64);
+            let mut attachment = attachment(AttachmentKind::Document, mime, name);
+            let fits = size.is_none_or(|s| s <= self.max_document_bytes);
+            if is_text_mime(mime) && fits {
+                if let Some(file_id) = document.get("file_id").and_then(Value::as_str) {
+                    match self.download(file_id, self.max_document_bytes).await? {
+                        Ok(bytes) => {
+                            attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
+                        }
+                        Err(note) => attachment.text = Some(note),
+                    }
+                }
+            } else if is_text_mime(mime) {
+                attachment.text = Some(format!(
+                    "[document not read: larger than {} bytes]",
+                    self.max_document_bytes
+                ));
+            }
+            found.push(attachment);
+        }
+        if let Some(voice) = message.get("voice") {
+            let mime = voice
+                .get("mime_type")
+                .and_then(Value::as_str)
+                .unwrap_or("audio/ogg");
+            let mut attachment = attachment(AttachmentKind::Voice, mime, None);
+            if let Some(file_id) = voice.get("file_id").and_then(Value::as_str) {
+                match self.download(file_id, MAX_DOWNLOAD_BYTES).await? {
+                    Ok(bytes) => attachment.data_base64 = Some(base64_of(&bytes)),
+                    Err(note) => attachment.text = Some(note),
+                }
+            }
+            found.push(attachment);
+        }
+        Ok(found)
+    }
+
+    /// Downloads a file. The outer error is temporary (retry the update later); the inner one is
+    /// a note for the attachment when the file cannot be had at all.
+    async fn download(
+        &self,
+        file_id: &str,
+        limit: u64,
+    ) -> Result<Result<Vec<u8>, String>, ChannelError> {
+        let result = async {
+            let file: Value = self
+                .api
+                .call("getFile", &json!({ "file_id": file_id }))
+                .await?;
+            let path = file.get("file_path").and_then(Value::as_str).unwrap_or("");
+            self.api.download(path, limit).await
+        }
+        .await;
+        match result {
+            Ok(bytes) => Ok(Ok(bytes)),
+            Err(error) => {
+                let error = ChannelError::from(error);
+                if error.is_temporary() {
+                    return Err(error);
+                }
+                warn!(%error, "attachment could not be downloaded");
+                let note = match error.kind {
+                    ErrorKind::Rejected => format!("[file not downloaded: {}]", error.message),
+                    _ => "[file not downloaded]".to_owned(),
+                };
+                Ok(Err(note))
+            }
+        }
+    }
+}
+
+/// A callback query (a button press) as an event.
+fn press(platform_id: String, query: &Value) -> Option<Inbound> {
+    let sender = sender_of(query.get("from")?)?;
+    let press_id = query.get("id").and_then(Value::as_str)?.to_owned();
+    let message = query.get("message");
+    let chat = message
+        .and_then(chat_of)
+        .unwrap_or_else(|| ChatRef::new(sender.id.clone()));
+    let message_ref = message
+        .and_then(|m| m.get("message_id"))
+        .and_then(Value::as_i64)
+        .map(|id| MessageRef {
+            chat: chat.clone(),
+            message_id: id.to_string(),
+        });
+    Some(Inbound {
+        platform_id,
+        chat,
+        sender,
+        kind: InboundKind::Press(ButtonPress {
+            press_id,
+            data: query
+                .get("data")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            message: message_ref,
+        }),
+    })
+}
+
+/// The chat of a message, with its forum topic as the thread.
+fn chat_of(message: &Value) -> Option<ChatRef> {
+    let id = message.pointer("/chat/id").and_then(Value::as_i64)?;
+    let mut chat = ChatRef::new(id.to_string());
+    // Replies in ordinary supergroups carry a thread id too; only forum topics are threads
+    // a reply can be posted into.
+    if message.get("is_topic_message").and_then(Value::as_bool) == Some(true)
+        && let Some(thread) = message.get("message_thread_id").and_then(Value::as_i64)
+    {
+        chat.thread_id = Some(thread.to_string());
+    }
+    Some(chat)
+}
+
+fn sender_of(user: &Value) -> Option<Sender> {
+    let id = user.get("id").and_then(Value::as_i64)?;
+    let field = |k: &str| {
+        user.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = match (field("first_name"), field("last_name")) {
+        (Some(first), Some(last)) => Some(format!("{first} {last}")),
+        (Some(first), None) => Some(first.to_owned()),
+        (None, Some(last)) => Some(last.to_owned()),
+        (None, None) => field("username").map(str::to_owned),
+    };
+    Some(Sender {
+        id: id.to_string(),
+        name,
+    })
+}
+
+/// The text without `@BotName` after a command and without mentions of the bot.
+fn clean(raw: &str, username: &str) -> String {
+    let mut text = raw.to_owned();
+    if username.is_empty() {
+        return text.trim().to_owned();
+    }
+    while let Some(at) = find_mention(&text, username) {
+        let end = at + 1 + username.len();
+        let command_suffix = at > 0 && !text[..at].ends_with(char::is_whitespace);
+        text.replace_range(at..end, "");
+        if !command_suffix {
+            // A mention as a word: drop one neighbouring space so no double space is left.
+            if text[at..].starts_with(' ') {
+                text.remove(at);
+            } else if text[..at].ends_with(' ') {
+                text.remove(at - 1);
+            }
+        }
+    }
+    text.trim().to_owned()
+}
+
+/// The byte offset of `@username` in `text` as a whole word, case-insensitively.
+fn find_mention(text: &str, username: &str) -> Option<usize> {
+    let needle = format!("@{}", username.to_ascii_lowercase());
+    // ASCII lowercasing keeps byte offsets, so positions carry over to `text`.
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(pos) = lower[from..].find(&needle) {
+        let at = from + pos;
+        let end = at + needle.len();
+        let next = lower[end..].chars().next();
+        if !next.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            return Some(at);
+        }
+        from = end;
+    }
+    None
+}
+
+fn is_text_mime(mime: &str) -> bool {
+    let mime = mime.to_ascii_lowercase();
+    mime.starts_with("text/")
+        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
+            .iter()
+            .any(|t| mime.contains(t))
+}
+
+fn attachment(kind: AttachmentKind, mime: &str, name: Option<&str>) -> Attachment {
+    Attachment {
+        kind,
+        mime: mime.to_owned(),
+        name: name.map(str::to_owned),
+        data_base64: None,
+        text: None,
+    }
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleans_commands_and_mentions() {
+        assert_eq!(clean("/help@Hearth_Bot", "hearth_bot"), "/help");
+        assert_eq!(
+            clean("/agent@hearth_bot finance", "hearth_bot"),
+            "/agent finance"
+        );
+        assert_eq!(
+            clean("@hearth_bot what time is it", "hearth_bot"),
+            "what time is it"
+        );
+        assert_eq!(clean("hey @hearth_bot, hi", "hearth_bot"), "hey, hi");
+        assert_eq!(
+            clean("ask @hearth_botanist", "hearth_bot"),
+            "ask @hearth_botanist"
+        );
+    }
+
+    #[test]
+    fn senders_are_named_from_first_last_or_username() {
+        let s = sender_of(&json!({"id": 5, "first_name": "Ada", "last_name": "L"}));
+        assert_eq!(s.and_then(|s| s.name).as_deref(), Some("Ada L"));
+        let s = sender_of(&json!({"id": 5, "username": "ada"}));
+        assert_eq!(s.and_then(|s| s.name).as_deref(), Some("ada"));
+    }
+
+    #[test]
+    fn text_mimes() {
+        for m in [
+            "text/plain",
+            "application/json",
+            "text/csv",
+            "text/markdown",
+        ] {
+            assert!(is_text_mime(m), "{m}");
+        }
+        assert!(!is_text_mime("application/pdf"));
+    }
+}
