@@ -141,7 +141,6 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     }
     let config = loaded.config;
     for (name, configured) in [
-        ("telegram", config.channels.telegram.is_some()),
         ("discord", config.channels.discord.is_some()),
         ("matrix", config.channels.matrix.is_some()),
         ("email", config.channels.email.is_some()),
@@ -153,13 +152,17 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
             );
         }
     }
+    let mut builder = DaemonBuilder::new(config.clone());
+    if let Some(telegram) = &config.channels.telegram {
+        let channel = crate::channels::telegram(telegram)
+            .map_err(|err| usage(anyhow::anyhow!("channels.telegram: {err}")))?;
+        let allowed: Vec<String> = telegram.allowed_users.iter().map(i64::to_string).collect();
+        builder = builder.channel(channel, &allowed);
+    }
     let agents_file = config.router.agents_file.clone();
     let notifier = crate::systemd::Notifier::from_env();
     notifier.status("starting");
-    let daemon = DaemonBuilder::new(config)
-        .start()
-        .await
-        .context("hearth could not start")?;
+    let daemon = builder.start().await.context("hearth could not start")?;
     notifier.ready(&daemon.status_line());
     tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));
     if let Some(addr) = daemon.http_addr() {

@@ -245,6 +245,26 @@ pub struct TelegramConfig {
     pub api_url: String,
     #[serde(default)]
     pub allowed_users: Vec<i64>,
+    /// `polling` (default) or `webhook` (needs a public HTTPS endpoint).
+    #[serde(default)]
+    pub mode: TelegramMode,
+    /// Webhook mode: where hearth listens for Telegram's requests, e.g. `127.0.0.1:8443`.
+    #[serde(default)]
+    pub webhook_listen: Option<String>,
+    /// Webhook mode: the public HTTPS URL Telegram posts to (a reverse proxy forwards it).
+    #[serde(default)]
+    pub webhook_url: Option<String>,
+    /// Webhook mode: the variable (or credential) holding the secret token Telegram sends back.
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelegramMode {
+    #[default]
+    Polling,
+    Webhook,
 }
 
 fn default_telegram_api() -> String {

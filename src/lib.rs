@@ -4,6 +4,7 @@
 //! agent turn -> outbox -> delivery worker -> channel adapter.
 
 pub mod agent;
+pub mod channels;
 pub mod cli;
 pub mod clock;
 pub mod config;

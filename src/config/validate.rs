@@ -169,6 +169,37 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: 
         if let Err(message) = url(&telegram.api_url, &["http", "https"]) {
             problems.push(Problem::new("channels.telegram.api_url", message));
         }
+        if telegram.mode == crate::config::TelegramMode::Webhook {
+            match telegram.webhook_listen.as_deref() {
+                Some(listen) if listen.parse::<std::net::SocketAddr>().is_ok() => {}
+                Some(listen) => problems.push(Problem::new(
+                    "channels.telegram.webhook_listen",
+                    format!("{listen:?} is not an address like 127.0.0.1:8443"),
+                )),
+                None => problems.push(Problem::new(
+                    "channels.telegram.webhook_listen",
+                    "webhook mode needs a listen address",
+                )),
+            }
+            match telegram.webhook_url.as_deref() {
+                Some(public) => {
+                    if let Err(message) = url(public, &["https"]) {
+                        problems.push(Problem::new("channels.telegram.webhook_url", message));
+                    }
+                }
+                None => problems.push(Problem::new(
+                    "channels.telegram.webhook_url",
+                    "webhook mode needs the public https URL",
+                )),
+            }
+            match &telegram.webhook_secret_env {
+                Some(name) => secret("channels.telegram.webhook_secret_env", name, env, problems),
+                None => problems.push(Problem::new(
+                    "channels.telegram.webhook_secret_env",
+                    "webhook mode needs a secret token (name its environment variable)",
+                )),
+            }
+        }
     }
     if let Some(discord) = &channels.discord {
         secret(
@@ -575,6 +606,23 @@ mod tests {
             &[],
             "runtime.tool_timeout_secs",
             "greater than 0",
+        );
+    }
+
+    #[test]
+    fn telegram_webhook_needs_its_settings() {
+        let env = [("T", "123:abc")];
+        one(
+            "[channels.telegram]\ntoken_env = \"T\"\nmode = \"webhook\"\nwebhook_url = \"https://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
+            &env,
+            "channels.telegram.webhook_listen",
+            "listen address",
+        );
+        one(
+            "[channels.telegram]\ntoken_env = \"T\"\nmode = \"webhook\"\nwebhook_listen = \"127.0.0.1:8443\"\nwebhook_url = \"http://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
+            &env,
+            "channels.telegram.webhook_url",
+            "https",
         );
     }
 
