@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod provider;
 pub mod router;
 pub mod runtime;
+pub mod scheduler;
 pub mod store;
 pub mod terminal;
 pub mod tool;
