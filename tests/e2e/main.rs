@@ -9,6 +9,7 @@ mod pipeline;
 mod postgres;
 mod providers;
 mod routing;
+mod schedules;
 mod support;
 mod tool_registry;
 mod tools_memory;
