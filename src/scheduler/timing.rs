@@ -12,7 +12,7 @@
 
 use std::str::FromStr;
 
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::tool::time::resolve_local;
@@ -91,11 +91,6 @@ pub fn parse_timezone(name: &str) -> Result<Tz, String> {
     })
 }
 
-/// A local wall-clock time in `tz` as an instant (see the module docs for gaps and repeats).
-pub fn local_to_utc(local: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {
-    resolve_local(local, tz)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,7 +104,7 @@ mod tests {
         let naive = NaiveDate::from_ymd_opt(y, m, d)
             .and_then(|date| date.and_hms_opt(h, min, 0))
             .expect("valid date");
-        local_to_utc(naive, tz).expect("resolvable")
+        resolve_local(naive, tz).expect("resolvable")
     }
 
     fn utc(text: &str) -> DateTime<Utc> {

@@ -306,12 +306,11 @@ async fn agent(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
             known.join(", ")
         )));
     }
-    if known.is_empty()
-        && !(!id.is_empty()
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-    {
+    let well_formed = !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if known.is_empty() && !well_formed {
         return Err(invalid(format!("`{id}` is not an agent id")));
     }
     Ok(id.to_string())

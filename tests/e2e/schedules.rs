@@ -64,23 +64,49 @@ fn schedule_cli_adds_lists_runs_and_removes() {
     assert_eq!(list.status.code(), Some(0), "{}", err(&list));
     let text = out(&list);
     assert!(text.contains("morning-briefing  [config]"), "{text}");
-    assert!(text.contains("0 30 7 * * Mon-Fri  Europe/Berlin  -> telegram:42"), "{text}");
-    assert!(text.contains("next ") && text.contains(" 07:30 CE"), "local time: {text}");
+    assert!(
+        text.contains("0 30 7 * * Mon-Fri  Europe/Berlin  -> telegram:42"),
+        "{text}"
+    );
+    assert!(
+        text.contains("next ") && text.contains(" 07:30 CE"),
+        "local time: {text}"
+    );
     assert!(text.contains("never run"), "{text}");
 
     let add = hearth(
         dir.path(),
         &[
-            "schedule", "add", "weekly-review", "--cron", "0 0 18 * * Fri", "--prompt",
-            "Review my week", "--target", "telegram:42", "--timezone", "America/New_York",
+            "schedule",
+            "add",
+            "weekly-review",
+            "--cron",
+            "0 0 18 * * Fri",
+            "--prompt",
+            "Review my week",
+            "--target",
+            "telegram:42",
+            "--timezone",
+            "America/New_York",
         ],
     );
     assert_eq!(add.status.code(), Some(0), "{}", err(&add));
-    assert!(out(&add).contains("added `weekly-review`; next fire"), "{}", out(&add));
-    assert!(out(&add).contains("18:00 E"), "New York time: {}", out(&add));
+    assert!(
+        out(&add).contains("added `weekly-review`; next fire"),
+        "{}",
+        out(&add)
+    );
+    assert!(
+        out(&add).contains("18:00 E"),
+        "New York time: {}",
+        out(&add)
+    );
 
     let text = out(&hearth(dir.path(), &["schedule"]));
-    assert!(text.contains("weekly-review  [chat]  0 0 18 * * Fri  America/New_York"), "{text}");
+    assert!(
+        text.contains("weekly-review  [chat]  0 0 18 * * Fri  America/New_York"),
+        "{text}"
+    );
 
     let run = hearth(dir.path(), &["schedule", "run", "weekly-review"]);
     assert_eq!(run.status.code(), Some(0), "{}", err(&run));
@@ -96,28 +122,85 @@ fn schedule_cli_refuses_bad_input_with_one_line_and_exit_2() {
     let dir = config_dir();
     let cases: &[(&[&str], &str)] = &[
         (
-            &["schedule", "add", "x", "--cron", "30 7 * * *", "--prompt", "p", "--target", "telegram:42"],
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+            ],
             "try `0 30 7 * * *`",
         ),
         (
-            &["schedule", "add", "x", "--cron", "0 30 7 * * *", "--prompt", "p", "--target", "telegram"],
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram",
+            ],
             "channel:chat_id",
         ),
         (
-            &["schedule", "add", "x", "--cron", "0 30 7 * * *", "--prompt", "p", "--target", "telegram:42", "--timezone", "Mars/Base"],
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+                "--timezone",
+                "Mars/Base",
+            ],
             "unknown timezone `Mars/Base`",
         ),
         (
-            &["schedule", "add", "x", "--cron", "0 30 7 * * *", "--prompt", "p", "--target", "telegram:42", "--agent", "nobody"],
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+                "--agent",
+                "nobody",
+            ],
             "there is no agent `nobody`",
         ),
         (
-            &["schedule", "add", "morning-briefing", "--cron", "0 30 7 * * *", "--prompt", "p", "--target", "telegram:42"],
+            &[
+                "schedule",
+                "add",
+                "morning-briefing",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+            ],
             "exists already",
         ),
         (&["schedule", "remove", "nope"], "no schedule named `nope`"),
         (&["schedule", "run", "nope"], "no schedule named `nope`"),
-        (&["schedule", "remove", "morning-briefing"], "comes from the config file"),
+        (
+            &["schedule", "remove", "morning-briefing"],
+            "comes from the config file",
+        ),
     ];
     for (args, expected) in cases {
         let output = hearth(dir.path(), args);
@@ -197,10 +280,18 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
     let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
     assert_eq!(runs.len(), 1);
     let inbox_id = runs[0].inbox_id.expect("linked to its inbox entry");
-    let entry = store.inbox_entry(inbox_id).await.expect("db").expect("entry");
+    let entry = store
+        .inbox_entry(inbox_id)
+        .await
+        .expect("db")
+        .expect("entry");
     assert_eq!(
         entry.platform_id,
-        format!("schedule:{}:{}", reminder.id, reminder.one_shot_at.unwrap_or(0))
+        format!(
+            "schedule:{}:{}",
+            reminder.id,
+            reminder.one_shot_at.unwrap_or(0)
+        )
     );
     let after = store
         .schedule_by_name(&reminder.name)
