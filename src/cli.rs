@@ -11,6 +11,7 @@ use crate::agent::{AgentSet, AgentSource};
 use crate::config::{self, Config, LoadedConfig};
 use crate::daemon::DaemonBuilder;
 use crate::router::{RouteInput, Router, explain};
+use crate::scheduler::cli::ScheduleAction;
 use crate::store::Store;
 use crate::terminal::{LOCAL, TerminalChannel};
 
@@ -59,6 +60,11 @@ pub enum Command {
     Pair {
         #[command(subcommand)]
         action: Option<PairAction>,
+    },
+    /// Scheduled runs: list, add, remove, or run one now.
+    Schedule {
+        #[command(subcommand)]
+        action: Option<ScheduleAction>,
     },
 }
 
@@ -122,6 +128,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Route { text, current } => route(cli.config, &text, current.as_deref()),
         Command::Pair { action } => pair(cli.config, action.unwrap_or(PairAction::List)).await,
         Command::Backup { file } => backup(cli.config, &file).await,
+        Command::Schedule { action } => {
+            let config = load_config(cli.config)?.config;
+            crate::scheduler::cli::run(&config, action.unwrap_or(ScheduleAction::List)).await
+        }
     }
 }
 

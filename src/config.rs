@@ -335,4 +335,16 @@ pub struct ScheduleConfig {
     pub target: String,
     #[serde(default)]
     pub on_confirmation: OnConfirmation,
+    /// With `on_confirmation = "allow"`: the tools that may run unattended without asking;
+    /// any other tool that would ask is denied.
+    #[serde(default)]
+    pub allow_tools: Vec<String>,
+    /// A fire missed while hearth was down runs once at start if it is at most this many
+    /// minutes old; older ones are recorded as missed.
+    #[serde(default = "default_catch_up_minutes")]
+    pub catch_up_minutes: u64,
+}
+
+fn default_catch_up_minutes() -> u64 {
+    60
 }

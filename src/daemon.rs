@@ -33,6 +33,8 @@ pub enum StartError {
     Store(#[from] crate::store::StoreError),
     #[error("cannot load the agents file")]
     Agents(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot load the schedules")]
+    Schedules(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot set up the model providers")]
     Providers(#[source] crate::provider::ProviderError),
     #[error("cannot listen on {addr}")]
@@ -223,6 +225,16 @@ impl DaemonBuilder {
             metrics: metrics.clone(),
             dispatcher: dispatcher.clone(),
         });
+        crate::scheduler::sync_config(&store, &config.schedules, &config.daemon.timezone, now)
+            .await
+            .map_err(|err| StartError::Schedules(Box::new(err)))?;
+        let scheduler =
+            crate::scheduler::Scheduler::new(store.clone(), clock.clone(), sink.clone());
+        tracker.spawn(
+            scheduler
+                .run(shutdown.clone())
+                .instrument(tracing::info_span!("scheduler")),
+        );
         tracker.spawn(
             expire_confirmations(store.clone(), clock.clone(), sink.clone(), shutdown.clone())
                 .instrument(tracing::info_span!("confirmations")),

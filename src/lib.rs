@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod provider;
 pub mod router;
 pub mod runtime;
+pub mod scheduler;
 pub mod store;
 pub mod systemd;
 pub mod terminal;

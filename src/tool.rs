@@ -16,6 +16,7 @@ pub mod goal;
 pub mod memory;
 pub mod net;
 pub mod note;
+pub mod schedule;
 pub mod task;
 pub mod time;
 pub mod utility;

@@ -18,6 +18,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::utility::tools,
         super::web::tools,
         super::file::tools,
+        super::schedule::tools,
     ] {
         tools.extend(family());
     }

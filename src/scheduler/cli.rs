@@ -1,0 +1,221 @@
+//! `hearth schedule list|add|remove|run NAME`. The CLI only changes the table; a running daemon
+//! picks the change up within a second (it never runs agents itself).
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use super::timing::{CronExpr, parse_timezone};
+use super::{RunStatus, Schedule, parse_target, sync_config};
+use crate::agent::AgentSet;
+use crate::cli::Failure;
+use crate::config::{Config, OnConfirmation};
+use crate::store::Store;
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleAction {
+    /// Schedules with their next fire time in local time and the last run's outcome (default).
+    List,
+    /// Add a schedule (kept in the database, like one made in chat).
+    Add {
+        name: String,
+        /// Cron with a seconds field first, e.g. "0 30 7 * * Mon-Fri".
+        #[arg(long)]
+        cron: String,
+        /// What the agent is asked each time.
+        #[arg(long)]
+        prompt: String,
+        /// Where the reply goes: channel:chat_id, e.g. telegram:123456789.
+        #[arg(long)]
+        target: String,
+        /// The agent that answers (default: router.default_agent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// IANA timezone the cron is read in (default: daemon.timezone).
+        #[arg(long)]
+        timezone: Option<String>,
+    },
+    /// Remove a schedule made in chat or with `add` (config schedules live in the config file).
+    Remove { name: String },
+    /// Make a schedule due now; a running hearth fires it within a second.
+    Run { name: String },
+}
+
+fn usage(message: String) -> Failure {
+    Failure {
+        code: 2,
+        error: anyhow::anyhow!(message),
+    }
+}
+
+/// Runs one `hearth schedule` action against the configured database.
+pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure> {
+    // Validate before touching the database, so bad input never creates one.
+    if let ScheduleAction::Add {
+        cron,
+        timezone,
+        target,
+        ..
+    } = &action
+    {
+        CronExpr::parse(cron).map_err(usage)?;
+        parse_timezone(timezone.as_deref().unwrap_or(&config.daemon.timezone)).map_err(usage)?;
+        parse_target(target).map_err(usage)?;
+    }
+    let store = Store::open(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let now = chrono::Utc::now().timestamp_millis();
+    // The config's schedules are in the table once the daemon ran; sync here too so they can be
+    // listed and run before that.
+    sync_config(&store, &config.schedules, &config.daemon.timezone, now).await?;
+    let result = match action {
+        ScheduleAction::List => list(&store).await,
+        ScheduleAction::Add {
+            name,
+            cron,
+            prompt,
+            target,
+            agent,
+            timezone,
+        } => {
+            let agent = agent.unwrap_or_else(|| config.router.default_agent.clone());
+            let (agents, _) =
+                AgentSet::load(&config.router.agents_file).map_err(|err| usage(err.to_string()))?;
+            if agents.get(&agent).is_none() {
+                return Err(usage(format!(
+                    "there is no agent `{agent}`; see `hearth agents`"
+                )));
+            }
+            let timezone = timezone.unwrap_or_else(|| config.daemon.timezone.clone());
+            add(&store, name, cron, prompt, &target, agent, timezone, now).await
+        }
+        ScheduleAction::Remove { name } => remove(&store, &name).await,
+        ScheduleAction::Run { name } => run_now(&store, &name, now).await,
+    };
+    store.close().await;
+    result
+}
+
+async fn list(store: &Store) -> Result<(), Failure> {
+    let schedules = store.schedules().await?;
+    if schedules.is_empty() {
+        println!("no schedules; add one with `hearth schedule add` or [[schedules]] in the config");
+        return Ok(());
+    }
+    for schedule in schedules {
+        let timing = match (&schedule.cron, schedule.one_shot_at) {
+            (Some(cron), _) => cron.clone(),
+            (None, Some(at)) => format!("once at {}", schedule.local_time(at)),
+            (None, None) => "never".into(),
+        };
+        let next = match (schedule.enabled, schedule.next_fire_at) {
+            (false, _) => "disabled".to_string(),
+            (true, Some(at)) => format!("next {}", schedule.local_time(at)),
+            (true, None) => "no next fire".to_string(),
+        };
+        let last = match store.schedule_runs(schedule.id, 1).await?.first() {
+            Some(run) => format!(
+                "last {} ({})",
+                run.status.as_str(),
+                schedule.local_time(run.scheduled_for)
+            ),
+            None => "never run".into(),
+        };
+        println!(
+            "{}  [{}]  {}  {}  -> {}  agent {}  {next}  {last}",
+            schedule.name,
+            schedule.source,
+            timing,
+            schedule.timezone,
+            schedule.target(),
+            schedule.agent
+        );
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn add(
+    store: &Store,
+    name: String,
+    cron: String,
+    prompt: String,
+    target: &str,
+    agent: String,
+    timezone: String,
+    now: i64,
+) -> Result<(), Failure> {
+    let name = name.trim().to_string();
+    if name.is_empty() || prompt.trim().is_empty() {
+        return Err(usage("the name and --prompt must not be empty".into()));
+    }
+    if store.schedule_by_name(&name).await?.is_some() {
+        return Err(usage(format!("a schedule named `{name}` exists already")));
+    }
+    let (channel, chat) = parse_target(target).map_err(usage)?;
+    let mut schedule = Schedule {
+        id: 0,
+        name,
+        cron: Some(cron.trim().to_string()),
+        timezone,
+        agent,
+        prompt,
+        channel,
+        chat,
+        on_confirmation: OnConfirmation::Deny,
+        allow_tools: Vec::new(),
+        catch_up_minutes: 60,
+        enabled: true,
+        source: "chat".into(),
+        one_shot_at: None,
+        created_by: None,
+        last_fire_at: None,
+        next_fire_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    schedule.next_fire_at = schedule.next_fire_after(now).map_err(usage)?;
+    store.insert_schedule(&schedule, now).await?;
+    let next = schedule
+        .next_fire_at
+        .map_or("never".to_string(), |at| schedule.local_time(at));
+    println!("added `{}`; next fire {next}", schedule.name);
+    Ok(())
+}
+
+async fn find(store: &Store, name: &str) -> Result<Schedule, Failure> {
+    store.schedule_by_name(name).await?.ok_or_else(|| {
+        usage(format!(
+            "no schedule named `{name}`; see `hearth schedule list`"
+        ))
+    })
+}
+
+async fn remove(store: &Store, name: &str) -> Result<(), Failure> {
+    let schedule = find(store, name).await?;
+    if schedule.source == "config" {
+        return Err(usage(format!(
+            "`{name}` comes from the config file; remove its [[schedules]] entry there"
+        )));
+    }
+    store.delete_schedule(schedule.id).await?;
+    println!("removed `{name}`");
+    Ok(())
+}
+
+async fn run_now(store: &Store, name: &str, now: i64) -> Result<(), Failure> {
+    let schedule = find(store, name).await?;
+    if !schedule.enabled {
+        return Err(usage(format!("`{name}` is disabled")));
+    }
+    store.make_schedule_due(schedule.id, now).await?;
+    let last = store.schedule_runs(schedule.id, 1).await?;
+    let previous = last
+        .first()
+        .filter(|run| run.status != RunStatus::Missed)
+        .map_or(String::new(), |run| {
+            format!(" (previous run: {})", run.status.as_str())
+        });
+    println!("`{name}` is due now; a running hearth fires it within a second{previous}");
+    Ok(())
+}

@@ -1,0 +1,514 @@
+//! The `schedules` and `schedule_runs` tables: schedules with their next fire time, and every
+//! run from queued to done, failed or missed.
+
+use hearth_channel::{ChatRef, Inbound};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{
+    RunStatus, Schedule, ScheduleRun, ScheduledRun, on_confirmation_from, on_confirmation_str,
+};
+use crate::store::{Store, StoreError, StoreResult, to_i64};
+
+const COLUMNS: &str = "id, name, cron, timezone, agent, prompt, channel, chat_id, thread_id, \
+     on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at, created_by, \
+     last_fire_at, next_fire_at, created_at, updated_at";
+
+const RUN_COLUMNS: &str =
+    "id, schedule_id, scheduled_for, status, inbox_id, error, created_at, started_at, finished_at";
+
+fn from_row(row: &AnyRow) -> StoreResult<Schedule> {
+    let thread: String = row.try_get("thread_id")?;
+    let allow_tools: String = row.try_get("allow_tools")?;
+    let on_confirmation: String = row.try_get("on_confirmation")?;
+    Ok(Schedule {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        cron: row.try_get("cron")?,
+        timezone: row.try_get("timezone")?,
+        agent: row.try_get("agent")?,
+        prompt: row.try_get("prompt")?,
+        channel: row.try_get("channel")?,
+        chat: ChatRef {
+            chat_id: row.try_get("chat_id")?,
+            thread_id: (!thread.is_empty()).then_some(thread),
+        },
+        on_confirmation: on_confirmation_from(&on_confirmation).ok_or_else(|| {
+            StoreError::Corrupt(format!("unknown on_confirmation {on_confirmation:?}"))
+        })?,
+        allow_tools: serde_json::from_str(&allow_tools)?,
+        catch_up_minutes: row.try_get("catch_up_minutes")?,
+        enabled: row.try_get::<i64, _>("enabled")? != 0,
+        source: row.try_get("source")?,
+        one_shot_at: row.try_get("one_shot_at")?,
+        created_by: row.try_get("created_by")?,
+        last_fire_at: row.try_get("last_fire_at")?,
+        next_fire_at: row.try_get("next_fire_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn run_from_row(row: &AnyRow) -> StoreResult<ScheduleRun> {
+    let status: String = row.try_get("status")?;
+    Ok(ScheduleRun {
+        id: row.try_get("id")?,
+        schedule_id: row.try_get("schedule_id")?,
+        scheduled_for: row.try_get("scheduled_for")?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
+        inbox_id: row.try_get("inbox_id")?,
+        error: row.try_get("error")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+/// The schedule id and fire time a scheduler platform id (`schedule:<id>:<ms>`) names.
+pub(crate) fn parse_platform_id(platform_id: &str) -> Option<(i64, i64)> {
+    let rest = platform_id.strip_prefix("schedule:")?;
+    let (id, ms) = rest.split_once(':')?;
+    Some((id.parse().ok()?, ms.parse().ok()?))
+}
+
+impl Store {
+    /// Adds a schedule; `schedule.id` and the timestamps are ignored. Returns the new id.
+    pub async fn insert_schedule(&self, schedule: &Schedule, now_ms: i64) -> StoreResult<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO schedules (name, cron, timezone, agent, prompt, channel, chat_id, thread_id,
+                 on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at,
+                 created_by, last_fire_at, next_fire_at, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
+             RETURNING id",
+        )
+        .bind(&schedule.name)
+        .bind(schedule.cron.as_deref())
+        .bind(&schedule.timezone)
+        .bind(&schedule.agent)
+        .bind(&schedule.prompt)
+        .bind(&schedule.channel)
+        .bind(&schedule.chat.chat_id)
+        .bind(schedule.chat.thread_id.as_deref().unwrap_or(""))
+        .bind(on_confirmation_str(schedule.on_confirmation))
+        .bind(serde_json::to_string(&schedule.allow_tools)?)
+        .bind(schedule.catch_up_minutes)
+        .bind(i64::from(schedule.enabled))
+        .bind(&schedule.source)
+        .bind(schedule.one_shot_at)
+        .bind(schedule.created_by)
+        .bind(schedule.last_fire_at)
+        .bind(schedule.next_fire_at)
+        .bind(now_ms)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(id)
+    }
+
+    /// Writes every changeable field of `schedule` (by id); false when it no longer exists.
+    pub async fn save_schedule(&self, schedule: &Schedule, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE schedules SET name = $1, cron = $2, timezone = $3, agent = $4, prompt = $5,
+                 channel = $6, chat_id = $7, thread_id = $8, on_confirmation = $9, allow_tools = $10,
+                 catch_up_minutes = $11, enabled = $12, source = $13, one_shot_at = $14,
+                 next_fire_at = $15, updated_at = $16
+             WHERE id = $17",
+        )
+        .bind(&schedule.name)
+        .bind(schedule.cron.as_deref())
+        .bind(&schedule.timezone)
+        .bind(&schedule.agent)
+        .bind(&schedule.prompt)
+        .bind(&schedule.channel)
+        .bind(&schedule.chat.chat_id)
+        .bind(schedule.chat.thread_id.as_deref().unwrap_or(""))
+        .bind(on_confirmation_str(schedule.on_confirmation))
+        .bind(serde_json::to_string(&schedule.allow_tools)?)
+        .bind(schedule.catch_up_minutes)
+        .bind(i64::from(schedule.enabled))
+        .bind(&schedule.source)
+        .bind(schedule.one_shot_at)
+        .bind(schedule.next_fire_at)
+        .bind(now_ms)
+        .bind(schedule.id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn schedule_by_name(&self, name: &str) -> StoreResult<Option<Schedule>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM schedules WHERE name = $1"
+        )))
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    pub async fn schedule_by_id(&self, id: i64) -> StoreResult<Option<Schedule>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM schedules WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Every schedule, by name.
+    pub async fn schedules(&self) -> StoreResult<Vec<Schedule>> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM schedules ORDER BY name"
+        )))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Enabled schedules whose next fire time has come, the most overdue first.
+    pub async fn due_schedules(&self, now_ms: i64) -> StoreResult<Vec<Schedule>> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM schedules
+             WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= $1
+             ORDER BY next_fire_at, id"
+        )))
+        .bind(now_ms)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// The soonest fire time of any enabled schedule.
+    pub async fn next_schedule_due(&self) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT MIN(next_fire_at) FROM schedules WHERE enabled = 1 AND next_fire_at IS NOT NULL",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Makes an enabled schedule due now (`run_schedule_now`, `hearth schedule run`); the
+    /// scheduler fires it within a second. False when there is no such enabled schedule.
+    pub async fn make_schedule_due(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE schedules SET next_fire_at = $1, updated_at = $1 WHERE id = $2 AND enabled = 1",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Deletes a schedule and its run history; false when there was none.
+    pub async fn delete_schedule(&self, id: i64) -> StoreResult<bool> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("DELETE FROM schedule_runs WHERE schedule_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query("DELETE FROM schedules WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Disables the config schedules whose names are not in `keep` (removed from the file).
+    pub async fn disable_config_schedules_except(
+        &self,
+        keep: &[String],
+        now_ms: i64,
+    ) -> StoreResult<Vec<String>> {
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM schedules WHERE source = 'config' AND enabled = 1",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let mut disabled = Vec::new();
+        for name in names.into_iter().filter(|n| !keep.contains(n)) {
+            sqlx::query("UPDATE schedules SET enabled = 0, updated_at = $1 WHERE name = $2")
+                .bind(now_ms)
+                .bind(&name)
+                .execute(self.pool())
+                .await?;
+            disabled.push(name);
+        }
+        Ok(disabled)
+    }
+
+    /// The run of one fire, created as `queued` if it does not exist yet. A fire that was
+    /// begun before a crash finds its run (and maybe its inbox entry) here again.
+    pub async fn begin_schedule_run(
+        &self,
+        schedule_id: i64,
+        scheduled_for: i64,
+        now_ms: i64,
+    ) -> StoreResult<ScheduleRun> {
+        sqlx::query(
+            "INSERT INTO schedule_runs (schedule_id, scheduled_for, status, created_at)
+             VALUES ($1, $2, 'queued', $3)
+             ON CONFLICT (schedule_id, scheduled_for) DO NOTHING",
+        )
+        .bind(schedule_id)
+        .bind(scheduled_for)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        self.schedule_run_at(schedule_id, scheduled_for)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("schedule run vanished after insert".into()))
+    }
+
+    pub async fn schedule_run_at(
+        &self,
+        schedule_id: i64,
+        scheduled_for: i64,
+    ) -> StoreResult<Option<ScheduleRun>> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1 AND scheduled_for = $2"
+        )))
+        .bind(schedule_id)
+        .bind(scheduled_for)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    /// The inbox entry the scheduler made under `platform_id`, if there is one. An entry with
+    /// that id from anyone else (a platform id is not always ours to choose, e.g. an email
+    /// Message-ID) is not taken for the scheduler's: the sender of a fire is always `schedule`,
+    /// an id no platform hands out.
+    pub async fn scheduler_inbox_id(
+        &self,
+        channel: &str,
+        platform_id: &str,
+    ) -> StoreResult<Option<i64>> {
+        let row =
+            sqlx::query("SELECT id, payload FROM inbox WHERE channel = $1 AND platform_id = $2")
+                .bind(channel)
+                .bind(platform_id)
+                .fetch_optional(self.pool())
+                .await?;
+        let Some(row) = row else { return Ok(None) };
+        let payload: String = row.try_get("payload")?;
+        let ours = serde_json::from_str::<Inbound>(&payload)
+            .is_ok_and(|event| event.sender.id == super::SENDER_ID);
+        Ok(if ours { Some(row.try_get("id")?) } else { None })
+    }
+
+    /// Links a fire's run to its inbox entry (or fails it when it has none), records the fire
+    /// on the schedule and moves it to its next fire time, all at once.
+    pub async fn complete_fire(
+        &self,
+        run_id: i64,
+        inbox_id: Option<i64>,
+        schedule_id: i64,
+        next_fire_at: Option<i64>,
+        enabled: bool,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        match inbox_id {
+            Some(inbox_id) => {
+                sqlx::query("UPDATE schedule_runs SET inbox_id = $1 WHERE id = $2")
+                    .bind(inbox_id)
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            None => {
+                sqlx::query(
+                    "UPDATE schedule_runs SET status = 'failed', error = $1, finished_at = $2 WHERE id = $3",
+                )
+                .bind("the run's inbox id is taken by another event")
+                .bind(now_ms)
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        sqlx::query(
+            "UPDATE schedules SET last_fire_at = $1, next_fire_at = $2, enabled = $3, updated_at = $1
+             WHERE id = $4",
+        )
+        .bind(now_ms)
+        .bind(next_fire_at)
+        .bind(i64::from(enabled))
+        .bind(schedule_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records fires the daemon was down for (and too late to catch up) as `missed`; a run
+    /// already recorded for one of them is left as it is.
+    pub async fn record_missed_runs(
+        &self,
+        schedule_id: i64,
+        scheduled_for: &[i64],
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        for at in scheduled_for {
+            sqlx::query(
+                "INSERT INTO schedule_runs (schedule_id, scheduled_for, status, error, created_at, finished_at)
+                 VALUES ($1, $2, 'missed', 'hearth was not running', $3, $3)
+                 ON CONFLICT (schedule_id, scheduled_for) DO NOTHING",
+            )
+            .bind(schedule_id)
+            .bind(*at)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Moves a schedule to its next fire time without firing (after only missed runs).
+    pub async fn advance_schedule(
+        &self,
+        schedule_id: i64,
+        next_fire_at: Option<i64>,
+        enabled: bool,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE schedules SET next_fire_at = $1, enabled = $2, updated_at = $3 WHERE id = $4",
+        )
+        .bind(next_fire_at)
+        .bind(i64::from(enabled))
+        .bind(now_ms)
+        .bind(schedule_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// A schedule's runs, newest first.
+    pub async fn schedule_runs(
+        &self,
+        schedule_id: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<ScheduleRun>> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1
+             ORDER BY scheduled_for DESC, id DESC LIMIT $2"
+        )))
+        .bind(schedule_id)
+        .bind(to_i64(limit))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// The scheduled run an inbox entry carries out, for the turn that handles it: which
+    /// agent, and what to do about confirmations. `None` for ordinary messages.
+    ///
+    /// Normally the run is found by its `inbox_id`. If the daemon died between storing the
+    /// inbox entry and linking it, the entry may be handled before the scheduler links it; the
+    /// entry's platform id (`schedule:<id>:<ms>`) then names the run, and it is linked here.
+    pub async fn scheduled_run_for_inbox(
+        &self,
+        inbox_id: i64,
+    ) -> StoreResult<Option<ScheduledRun>> {
+        let run_id: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM schedule_runs WHERE inbox_id = $1")
+                .bind(inbox_id)
+                .fetch_optional(self.pool())
+                .await?;
+        let run_id = match run_id {
+            Some(id) => id,
+            None => {
+                let Some(entry) = self.inbox_entry(inbox_id).await? else {
+                    return Ok(None);
+                };
+                let Some((schedule_id, at)) = parse_platform_id(&entry.platform_id) else {
+                    return Ok(None);
+                };
+                let ours = entry
+                    .event
+                    .as_ref()
+                    .is_ok_and(|event| event.sender.id == super::SENDER_ID);
+                let Some(run) = self.schedule_run_at(schedule_id, at).await? else {
+                    return Ok(None);
+                };
+                if !ours || run.inbox_id.is_some() {
+                    return Ok(None);
+                }
+                sqlx::query(
+                    "UPDATE schedule_runs SET inbox_id = $1 WHERE id = $2 AND inbox_id IS NULL",
+                )
+                .bind(inbox_id)
+                .bind(run.id)
+                .execute(self.pool())
+                .await?;
+                run.id
+            }
+        };
+        let row = sqlx::query(
+            "SELECT r.id AS run_id, s.id AS schedule_id, s.name, s.agent, s.on_confirmation, s.allow_tools
+             FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE r.id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let on_confirmation: String = row.try_get("on_confirmation")?;
+        let allow_tools: String = row.try_get("allow_tools")?;
+        Ok(Some(ScheduledRun {
+            run_id: row.try_get("run_id")?,
+            schedule_id: row.try_get("schedule_id")?,
+            name: row.try_get("name")?,
+            agent: row.try_get("agent")?,
+            on_confirmation: on_confirmation_from(&on_confirmation).ok_or_else(|| {
+                StoreError::Corrupt(format!("unknown on_confirmation {on_confirmation:?}"))
+            })?,
+            allow_tools: serde_json::from_str(&allow_tools)?,
+        }))
+    }
+
+    /// Marks a run as running (its turn began). A run already finished stays finished.
+    pub async fn start_schedule_run(&self, run_id: i64, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE schedule_runs SET status = 'running', started_at = COALESCE(started_at, $1)
+             WHERE id = $2 AND status IN ('queued', 'running')",
+        )
+        .bind(now_ms)
+        .bind(run_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Records how a run ended: `done`, or `failed` with the error.
+    pub async fn finish_schedule_run(
+        &self,
+        run_id: i64,
+        ok: bool,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let status = if ok {
+            RunStatus::Done
+        } else {
+            RunStatus::Failed
+        };
+        sqlx::query(
+            "UPDATE schedule_runs SET status = $1, error = $2, finished_at = $3,
+                 started_at = COALESCE(started_at, $3)
+             WHERE id = $4",
+        )
+        .bind(status.as_str())
+        .bind(error)
+        .bind(now_ms)
+        .bind(run_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}

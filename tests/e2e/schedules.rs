@@ -1,0 +1,303 @@
+//! Schedules as a user meets them: `hearth schedule list|add|remove|run` on the binary, and a
+//! reminder asked for in chat that arrives in the chat when the (manual) clock gets there.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use chrono::TimeZone;
+use hearth::clock::ManualClock;
+use hearth_testkit::{Reply, ToolCallSpec};
+
+use crate::support::{CHAT, Hearth, WAIT};
+
+/// Runs `hearth ARGS` in `dir` with a clean environment.
+fn hearth(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HEARTH_TELEGRAM_TOKEN", "123:test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("hearth runs")
+}
+
+fn out(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn err(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const CONFIG: &str = r#"
+[daemon]
+data_dir = "./data"
+timezone = "Europe/Berlin"
+
+[channels.telegram]
+token_env = "HEARTH_TELEGRAM_TOKEN"
+allowed_users = [42]
+
+[[schedules]]
+name = "morning-briefing"
+cron = "0 30 7 * * Mon-Fri"
+agent = "general"
+prompt = "Give me my briefing."
+target = "telegram:42"
+"#;
+
+fn config_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("hearth.toml"), CONFIG).expect("write config");
+    dir
+}
+
+#[test]
+fn schedule_cli_adds_lists_runs_and_removes() {
+    let dir = config_dir();
+    let list = hearth(dir.path(), &["schedule", "list"]);
+    assert_eq!(list.status.code(), Some(0), "{}", err(&list));
+    let text = out(&list);
+    assert!(text.contains("morning-briefing  [config]"), "{text}");
+    assert!(
+        text.contains("0 30 7 * * Mon-Fri  Europe/Berlin  -> telegram:42"),
+        "{text}"
+    );
+    assert!(
+        text.contains("next ") && text.contains(" 07:30 CE"),
+        "local time: {text}"
+    );
+    assert!(text.contains("never run"), "{text}");
+
+    let add = hearth(
+        dir.path(),
+        &[
+            "schedule",
+            "add",
+            "weekly-review",
+            "--cron",
+            "0 0 18 * * Fri",
+            "--prompt",
+            "Review my week",
+            "--target",
+            "telegram:42",
+            "--timezone",
+            "America/New_York",
+        ],
+    );
+    assert_eq!(add.status.code(), Some(0), "{}", err(&add));
+    assert!(
+        out(&add).contains("added `weekly-review`; next fire"),
+        "{}",
+        out(&add)
+    );
+    assert!(
+        out(&add).contains("18:00 E"),
+        "New York time: {}",
+        out(&add)
+    );
+
+    let text = out(&hearth(dir.path(), &["schedule"]));
+    assert!(
+        text.contains("weekly-review  [chat]  0 0 18 * * Fri  America/New_York"),
+        "{text}"
+    );
+
+    let run = hearth(dir.path(), &["schedule", "run", "weekly-review"]);
+    assert_eq!(run.status.code(), Some(0), "{}", err(&run));
+    assert!(out(&run).contains("due now"), "{}", out(&run));
+
+    let remove = hearth(dir.path(), &["schedule", "remove", "weekly-review"]);
+    assert_eq!(remove.status.code(), Some(0), "{}", err(&remove));
+    assert!(!out(&hearth(dir.path(), &["schedule", "list"])).contains("weekly-review"));
+}
+
+#[test]
+fn schedule_cli_refuses_bad_input_with_one_line_and_exit_2() {
+    let dir = config_dir();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+            ],
+            "try `0 30 7 * * *`",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram",
+            ],
+            "channel:chat_id",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+                "--timezone",
+                "Mars/Base",
+            ],
+            "unknown timezone `Mars/Base`",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+                "--agent",
+                "nobody",
+            ],
+            "there is no agent `nobody`",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "morning-briefing",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "telegram:42",
+            ],
+            "exists already",
+        ),
+        (&["schedule", "remove", "nope"], "no schedule named `nope`"),
+        (&["schedule", "run", "nope"], "no schedule named `nope`"),
+        (
+            &["schedule", "remove", "morning-briefing"],
+            "comes from the config file",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = hearth(dir.path(), args);
+        let stderr = err(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    }
+}
+
+const AGENTS: &str = r#"
+[[agent]]
+id = "general"
+name = "General"
+emoji = "🏠"
+description = "Anything"
+system_prompt = "PROMPT:general"
+tool_groups = ["schedules"]
+"#;
+
+#[tokio::test]
+async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
+    let start = chrono::Utc
+        .with_ymd_and_hms(2026, 3, 28, 9, 0, 0)
+        .single()
+        .expect("valid");
+    let clock = ManualClock::new(start);
+    let mut h = Hearth::new()
+        .await
+        .with_agents(AGENTS)
+        .with_clock(clock.clone());
+    // Creating the reminder is a write that asks first below `full`; the confirmation path has
+    // its own tests.
+    h.config.tools.autonomy = hearth::config::Autonomy::Full;
+    h.start().await;
+    let store = h.daemon().store().clone();
+    // Until the turn side treats scheduled entries specially, the `schedule` sender passes the
+    // allowlist like anyone else.
+    store
+        .allow_identity("memory", "schedule", None, "paired", false, 0)
+        .await
+        .expect("allow");
+
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "remind_me",
+        r#"{"message": "call mum", "in": "20 minutes"}"#,
+    )]));
+    h.llm.push(Reply::text("I'll remind you at 09:20."));
+    let reply = h.say("remind me in 20 minutes to call mum").await;
+    assert_eq!(reply.text, "I'll remind you at 09:20.");
+
+    let schedules = store.schedules().await.expect("schedules");
+    assert_eq!(schedules.len(), 1);
+    let reminder = &schedules[0];
+    assert_eq!(reminder.target(), format!("memory:{CHAT}"));
+    assert_eq!(
+        reminder.one_shot_at,
+        Some(start.timestamp_millis() + 20 * 60_000)
+    );
+
+    h.llm.push(Reply::text("⏰ Time to call mum!"));
+    let before = h.channel.sent().len();
+    clock.advance(Duration::from_secs(21 * 60));
+    let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
+    assert!(sent.len() > before, "the reminder was delivered: {sent:?}");
+    assert_eq!(sent[before].text, "⏰ Time to call mum!");
+    assert_eq!(sent[before].chat.chat_id, CHAT);
+
+    // The model was asked with the reminder text as the prompt.
+    let last = h.llm.requests().last().cloned().expect("a request");
+    assert!(
+        last.to_string().contains("Reminder for the user: call mum"),
+        "{last}"
+    );
+
+    let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
+    assert_eq!(runs.len(), 1);
+    let inbox_id = runs[0].inbox_id.expect("linked to its inbox entry");
+    let entry = store
+        .inbox_entry(inbox_id)
+        .await
+        .expect("db")
+        .expect("entry");
+    assert_eq!(
+        entry.platform_id,
+        format!(
+            "schedule:{}:{}",
+            reminder.id,
+            reminder.one_shot_at.unwrap_or(0)
+        )
+    );
+    let after = store
+        .schedule_by_name(&reminder.name)
+        .await
+        .expect("db")
+        .expect("kept for its history");
+    assert!(!after.enabled, "a reminder fires once");
+    h.stop().await;
+}
