@@ -6,6 +6,7 @@ pub mod confirm;
 pub mod delivery;
 pub mod dispatcher;
 pub mod handler;
+mod scheduled;
 pub mod sink;
 
 use std::collections::HashMap;

@@ -250,6 +250,7 @@ impl Handler {
             InboundKind::Message { message_id, .. } => message_id.clone(),
             _ => None,
         };
+        let turn_inbox = turn.inbox_id;
         let mut turn = turn;
         turn.status = TurnStatus::Running;
         let job = crate::runtime::turn::TurnJob {
@@ -263,6 +264,7 @@ impl Handler {
             reply_to,
             note: None,
             cancel: cancel.clone(),
+            scheduled: store.scheduled_run_for_inbox(turn_inbox).await?,
         };
         self.run(job).await
     }

@@ -74,6 +74,11 @@ impl Handler {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
 
+        // A schedule's synthetic message: trusted (the owner set it up), answered by its agent.
+        if let Some(run) = store.scheduled_run_for_inbox(id).await? {
+            return self.scheduled(&entry, &event, channel, run, cancel).await;
+        }
+
         let identity = match store.identity(&entry.channel, &event.sender.id).await? {
             Some(identity) if identity.status == IdentityStatus::Allowed => identity,
             Some(_) => {
@@ -314,13 +319,19 @@ impl Handler {
             reply_to,
             note,
             cancel: cancel.clone(),
+            scheduled: None,
         }
     }
 
     pub(super) async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
         let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
+        let scheduled = job.scheduled.clone();
+        let turn_id = job.turn.id;
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();
+        if let (Ok(outcome), Some(run)) = (&result, scheduled) {
+            self.finish_scheduled(&run, turn_id, *outcome).await?;
+        }
         self.outbox.notify_one();
         result.map(|_| ())
     }

@@ -177,8 +177,33 @@ pub async fn settle_tool_calls(
             Ok(Action::Run(prepared))
                 if !approved && prepared.risk.needs_confirmation(policy.autonomy) =>
             {
-                request_confirmation(rt, job, &record, &prepared).await?;
-                waiting = true;
+                match unattended_rule(job, &prepared) {
+                    Unattended::Ask => {
+                        request_confirmation(rt, job, &record, &prepared).await?;
+                        waiting = true;
+                    }
+                    Unattended::Allow => runnable.push((record, Action::Run(prepared))),
+                    Unattended::Deny => {
+                        let text = format!(
+                            "`{}` needs a person's approval, and this scheduled run has nobody to ask, so it did not run. \
+                             Mention in your answer that it needs doing by hand or by asking in chat.",
+                            prepared.tool.info().name
+                        );
+                        let tool = prepared.tool.info().name.clone();
+                        finish(
+                            rt,
+                            job,
+                            &record,
+                            ToolCallStatus::Denied,
+                            text,
+                            "denied",
+                            &tool,
+                            Duration::ZERO,
+                        )
+                        .await?;
+                        settled += 1;
+                    }
+                }
             }
             Ok(action) => runnable.push((record, action)),
         }
@@ -207,6 +232,34 @@ pub async fn settle_tool_calls(
         Ok(Settled::Waiting)
     } else {
         Ok(Settled::Done(settled + count))
+    }
+}
+
+/// What happens to a call that needs approval: asked in the chat (interactive turns, and
+/// schedules with `on_confirmation = "ask"`), run anyway (schedules allowing this tool), or
+/// reported as not run (everything else that runs unattended).
+enum Unattended {
+    Ask,
+    Allow,
+    Deny,
+}
+
+fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
+    use crate::config::OnConfirmation;
+    let Some(run) = &job.scheduled else {
+        return Unattended::Ask;
+    };
+    match run.on_confirmation {
+        OnConfirmation::Ask => Unattended::Ask,
+        OnConfirmation::Allow
+            if run
+                .allow_tools
+                .iter()
+                .any(|t| *t == prepared.tool.info().name) =>
+        {
+            Unattended::Allow
+        }
+        OnConfirmation::Allow | OnConfirmation::Deny => Unattended::Deny,
     }
 }
 

@@ -42,6 +42,9 @@ pub struct TurnJob {
     pub note: Option<String>,
     /// Cancelled by `/cancel`.
     pub cancel: CancellationToken,
+    /// Set for a scheduled run: nobody may be watching, so confirmations follow the schedule's
+    /// `on_confirmation` rule.
+    pub scheduled: Option<crate::scheduler::ScheduledRun>,
 }
 
 /// How the turn ended.

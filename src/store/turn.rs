@@ -261,6 +261,17 @@ impl Store {
         row.as_ref().map(|r| turn_from_row(r, false)).transpose()
     }
 
+    /// Why a turn failed, as stored.
+    pub async fn turn_error(&self, turn_id: i64) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar::<_, Option<String>>("SELECT error FROM turns WHERE id = $1")
+                .bind(turn_id)
+                .fetch_optional(self.pool())
+                .await?
+                .flatten(),
+        )
+    }
+
     /// The conversation session a turn's messages belong to.
     pub async fn turn_session(&self, turn_id: i64) -> StoreResult<Option<i64>> {
         Ok(sqlx::query_scalar(

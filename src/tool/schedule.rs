@@ -136,7 +136,8 @@ impl ScheduleTool {
                     "in": {"type": "string", "description": "How long from now: '20 minutes', '2 hours', '3 days'"}
                 }, "required": ["message"], "additionalProperties": false}),
             )
-            .risk(Risk::Write)
+            // A reminder runs an agent later with nobody watching, so it asks like any schedule.
+            .risk(Risk::Outward)
             .tags(&["reminder", "remind", "alarm", "later", "timer"]),
         };
         Self { info, op }

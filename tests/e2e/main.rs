@@ -9,6 +9,7 @@ mod pipeline;
 mod postgres;
 mod providers;
 mod routing;
+mod scheduled_runs;
 mod schedules;
 mod supervision;
 mod support;

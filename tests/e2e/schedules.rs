@@ -9,7 +9,7 @@ use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth_testkit::{Reply, ToolCallSpec};
 
-use crate::support::{CHAT, Hearth, WAIT};
+use crate::support::{CHAT, Hearth, USER, WAIT};
 
 /// Runs `hearth ARGS` in `dir` with a clean environment.
 fn hearth(dir: &Path, args: &[&str]) -> Output {
@@ -232,26 +232,31 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
         .await
         .with_agents(AGENTS)
         .with_clock(clock.clone());
-    // Creating the reminder is a write that asks first below `full`; the confirmation path has
-    // its own tests.
-    h.config.tools.autonomy = hearth::config::Autonomy::Full;
+    h.config.daemon.owner = Some(format!("memory:{USER}"));
     h.start().await;
     let store = h.daemon().store().clone();
-    // Until the turn side treats scheduled entries specially, the `schedule` sender passes the
-    // allowlist like anyone else.
-    store
-        .allow_identity("memory", "schedule", None, "paired", false, 0)
-        .await
-        .expect("allow");
 
+    // A reminder acts later with nobody watching, so creating one asks first.
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "remind_me",
         r#"{"message": "call mum", "in": "20 minutes"}"#,
     )]));
+    let prompt = h.say("remind me in 20 minutes to call mum").await;
+    assert!(
+        prompt.text.contains("wants to run `remind_me`"),
+        "{}",
+        prompt.text
+    );
+    assert!(
+        store.schedules().await.expect("schedules").is_empty(),
+        "nothing before the approval"
+    );
     h.llm.push(Reply::text("I'll remind you at 09:20."));
-    let reply = h.say("remind me in 20 minutes to call mum").await;
-    assert_eq!(reply.text, "I'll remind you at 09:20.");
+    h.channel
+        .push_press(&prompt.reference(), USER, &prompt.buttons[0].data);
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "I'll remind you at 09:20.");
 
     let schedules = store.schedules().await.expect("schedules");
     assert_eq!(schedules.len(), 1);

@@ -1,0 +1,160 @@
+//! Scheduled runs: a schedule's synthetic message is answered by the schedule's agent, acting
+//! for the owner, with confirmations following the schedule's `on_confirmation` rule; the run's
+//! outcome is recorded, and a failed run is reported to the owner.
+
+use std::sync::Arc;
+
+use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage};
+use tokio_util::sync::CancellationToken;
+
+use super::handler::Handler;
+use crate::provider::ChatMessage;
+use crate::runtime::turn::{TurnJob, TurnOutcome};
+use crate::scheduler::ScheduledRun;
+use crate::store::{Identity, InboxEntry, NewOutbox, OutboxKind, StoreError};
+
+impl Handler {
+    pub(super) async fn scheduled(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        channel: Arc<dyn Channel>,
+        run: ScheduledRun,
+        cancel: &CancellationToken,
+    ) -> Result<(), StoreError> {
+        let rt = &self.rt;
+        let store = &rt.store;
+        let now = rt.clock.now_ms();
+        store.start_schedule_run(run.run_id, now).await?;
+        let owner = self.owner().await?;
+        let agents = rt.agents();
+        let Some(agent) = agents
+            .get(&run.agent)
+            .or_else(|| agents.get(&rt.config.router.default_agent))
+            .cloned()
+        else {
+            let error = format!("no agent `{}` in the agents file", run.agent);
+            store
+                .finish_schedule_run(run.run_id, false, Some(&error), now)
+                .await?;
+            self.tell_owner(&run, &error).await?;
+            return store
+                .finish_inbox(
+                    entry.id,
+                    crate::store::InboxStatus::Failed,
+                    Some(&error),
+                    now,
+                )
+                .await;
+        };
+        let text = match &event.kind {
+            InboundKind::Message { text, .. } => text.clone(),
+            _ => String::new(),
+        };
+        let conversation = store.conversation(&entry.channel, &event.chat, now).await?;
+        let user_message = ChatMessage::user(text);
+        let turn = store
+            .start_turn(
+                entry.id,
+                conversation.id,
+                conversation.session,
+                owner.as_ref().map(|o| o.user_id),
+                &agent.id,
+                &user_message,
+                now,
+            )
+            .await?;
+        let job = TurnJob {
+            turn,
+            session: conversation.session,
+            agent,
+            channel_name: entry.channel.clone(),
+            channel,
+            chat: event.chat.clone(),
+            // Nobody sent this message; with `on_confirmation = "ask"` the owner decides.
+            requester: owner
+                .map(|o| o.platform_user_id)
+                .unwrap_or_else(|| "schedule".into()),
+            reply_to: None,
+            note: None,
+            cancel: cancel.clone(),
+            scheduled: Some(run),
+        };
+        self.run(job).await
+    }
+
+    /// Records how a scheduled turn ended; a failure is reported to the owner.
+    pub(super) async fn finish_scheduled(
+        &self,
+        run: &ScheduledRun,
+        turn_id: i64,
+        outcome: TurnOutcome,
+    ) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let now = self.rt.clock.now_ms();
+        match outcome {
+            TurnOutcome::Answered => store.finish_schedule_run(run.run_id, true, None, now).await,
+            TurnOutcome::Failed | TurnOutcome::Cancelled => {
+                let error = store
+                    .turn_error(turn_id)
+                    .await?
+                    .unwrap_or_else(|| "the run did not finish".into());
+                store
+                    .finish_schedule_run(run.run_id, false, Some(&error), now)
+                    .await?;
+                self.tell_owner(run, &error).await
+            }
+            // Still going: it ends when the turn resumes.
+            TurnOutcome::Suspended | TurnOutcome::AwaitingConfirmation => Ok(()),
+        }
+    }
+
+    /// The owner's identity (`daemon.owner`), if one is configured and known.
+    async fn owner(&self) -> Result<Option<Identity>, StoreError> {
+        let Some((channel, user)) = self
+            .rt
+            .config
+            .daemon
+            .owner
+            .as_deref()
+            .and_then(|o| o.split_once(':'))
+        else {
+            return Ok(None);
+        };
+        self.rt.store.identity(channel, user).await
+    }
+
+    /// Sends the owner a short note about a failed run, in their own chat.
+    async fn tell_owner(&self, run: &ScheduledRun, error: &str) -> Result<(), StoreError> {
+        tracing::warn!(schedule = %run.name, %error, "scheduled run failed");
+        let Some((channel, user)) = self
+            .rt
+            .config
+            .daemon
+            .owner
+            .as_deref()
+            .and_then(|o| o.split_once(':'))
+        else {
+            return Ok(());
+        };
+        if !self.channels.contains_key(channel) {
+            return Ok(());
+        }
+        let note = NewOutbox {
+            inbox_id: None,
+            seq: 0,
+            channel: channel.to_string(),
+            kind: OutboxKind::Send,
+            message: OutboundMessage::text(
+                ChatRef::new(user),
+                format!("⚠️ The scheduled run “{}” failed: {error}", run.name),
+            ),
+        };
+        self.rt
+            .store
+            .enqueue_outbox(&[note], self.rt.clock.now_ms())
+            .await?;
+        self.outbox.notify_one();
+        Ok(())
+    }
+}
