@@ -437,7 +437,8 @@ impl Store {
                 let Some(run) = self.schedule_run_at(schedule_id, at).await? else {
                     return Ok(None);
                 };
-                if !ours || run.inbox_id.is_some() {
+                // Linked meanwhile to this very entry is fine; linked to another one is not.
+                if !ours || run.inbox_id.is_some_and(|linked| linked != inbox_id) {
                     return Ok(None);
                 }
                 sqlx::query(

@@ -13,6 +13,7 @@ mod scheduled_runs;
 mod schedules;
 mod supervision;
 mod support;
+mod telegram;
 mod tool_registry;
 mod tools_memory;
 mod tools_money;

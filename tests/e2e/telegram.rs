@@ -1,0 +1,483 @@
+//! The real `hearth run` binary against the fake Telegram Bot API and the fake LLM: routing,
+//! topics, group rules, confirmations with inline keyboards, formatting fallbacks, long replies,
+//! rate-limit storms, a SIGKILL with updates pending, photos, a scheduled briefing — and the bot
+//! token never in the logs.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hearth_testkit::telegram::{BOT_ID, FakeMessage, FakeTelegram, Incoming};
+use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use serde_json::Value;
+
+const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
+const OWNER: i64 = 42;
+const FRIEND: i64 = 43;
+const GROUP: i64 = -1001;
+const WAIT: Duration = Duration::from_secs(15);
+
+const AGENTS: &str = r#"
+[[agent]]
+id = "general"
+name = "General"
+emoji = "🏠"
+system_prompt = "PROMPT:general"
+tool_groups = ["tasks"]
+tool_mode = "direct"
+
+[[agent]]
+id = "finance"
+name = "Finance"
+emoji = "💰"
+system_prompt = "PROMPT:finance"
+[agent.triggers]
+keywords = ["spent", "budget"]
+"#;
+
+struct TgHearth {
+    dir: tempfile::TempDir,
+    llm: FakeOpenAi,
+    tg: FakeTelegram,
+    child: Option<Child>,
+    port: u16,
+    runs: usize,
+}
+
+impl TgHearth {
+    async fn new(extra: &str) -> Self {
+        crate::support::rustls();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let llm = FakeOpenAi::start().await;
+        let tg = FakeTelegram::start(TOKEN).await;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let config = format!(
+            r#"
+[daemon]
+http_listen = "127.0.0.1:{port}"
+owner = "telegram:{OWNER}"
+shutdown_grace_secs = 1
+
+[[providers]]
+name = "fake"
+kind = "openai"
+base_url = "{llm}"
+model = "fake-model"
+max_retries = 0
+vision = true
+
+[router]
+agents_file = "agents.toml"
+
+[runtime]
+stream = false
+
+[channels.telegram]
+token_env = "TG_TOKEN"
+api_url = "{tg}"
+allowed_users = [{OWNER}, {FRIEND}]
+{extra}
+"#,
+            llm = llm.base_url(),
+            tg = tg.api_url(),
+        );
+        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
+        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
+        Self {
+            dir,
+            llm,
+            tg,
+            child: None,
+            port,
+            runs: 0,
+        }
+    }
+
+    async fn start(&mut self) {
+        self.runs += 1;
+        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .arg("run")
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("TG_TOKEN", TOKEN)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("hearth run starts");
+        self.child = Some(child);
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        for _ in 0..200 {
+            if let Ok(response) = reqwest::get(&url).await
+                && let Ok(health) = response.json::<Value>().await
+                && health["channels"]["telegram"]["state"] == "connected"
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("hearth did not come up:\n{}", self.logs());
+    }
+
+    fn log_path(&self, run: usize) -> PathBuf {
+        self.dir.path().join(format!("hearth-{run}.log"))
+    }
+
+    fn logs(&self) -> String {
+        (1..=self.runs)
+            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
+            .collect()
+    }
+
+    fn signal(&self, name: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args([&format!("-{name}"), &child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+        }
+    }
+
+    async fn kill(&mut self) {
+        self.signal("KILL");
+        if let Some(mut child) = self.child.take() {
+            tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .expect("join")
+                .expect("wait");
+        }
+    }
+
+    /// SIGTERM, expecting exit 0; then checks that the token never reached a log line.
+    async fn stop(&mut self) {
+        self.signal("TERM");
+        if let Some(mut child) = self.child.take() {
+            let status = tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .expect("join")
+                .expect("wait");
+            assert_eq!(status.code(), Some(0), "{}", self.logs());
+        }
+        let logs = self.logs();
+        assert!(
+            !logs.contains("SECRET-telegram-token"),
+            "the bot token reached the logs"
+        );
+        assert!(logs.contains("telegram"), "the logs were captured");
+    }
+
+    async fn wait(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
+        let messages = self.tg.wait_for_messages(chat, n, WAIT).await;
+        assert!(
+            messages.len() >= n,
+            "expected {n} messages in {chat}, got {messages:?}\n{}",
+            self.logs()
+        );
+        messages
+    }
+}
+
+/// The text of the last user message in an OpenAI request.
+fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn answers_in_the_right_chat_and_topic_with_keyword_routing() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.llm.push(Reply::text("Noted **12 euros**."));
+    h.tg.push_text(OWNER, OWNER, "I spent 12 euros on lunch");
+    let messages = h.wait(OWNER, 1).await;
+    assert_eq!(messages[0].text, "💰 Finance\n\nNoted 12 euros.");
+    assert_eq!(messages[0].parse_mode.as_deref(), Some("HTML"));
+    assert!(
+        messages[0].raw.contains("<b>12 euros</b>"),
+        "{}",
+        messages[0].raw
+    );
+    assert!(
+        h.llm.requests()[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("PROMPT:finance")
+    );
+
+    // A forum topic: the reply goes to the same topic and quotes the question.
+    h.llm.push(Reply::text("Here, in the topic."));
+    let update = Incoming::text(GROUP, OWNER, "where are you?")
+        .mention()
+        .in_thread(7);
+    h.tg.push(update);
+    let messages = h.wait(GROUP, 1).await;
+    assert_eq!(messages[0].text, "Here, in the topic.");
+    assert_eq!(messages[0].thread_id, Some(7));
+    assert!(
+        messages[0].reply_to.is_some(),
+        "the reply quotes the message it answers"
+    );
+    assert!(!h.tg.chat_actions().is_empty(), "typing was shown");
+    let commands = h.tg.commands().expect("commands registered");
+    assert!(commands.to_string().contains("cancel"), "{commands}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn groups_answer_only_mentions_replies_and_commands() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.tg.push_text(GROUP, OWNER, "just chatting with friends");
+    h.llm.push(Reply::text("You called?"));
+    h.tg.push(Incoming::text(GROUP, OWNER, "hey bot").mention());
+    let first = h.wait(GROUP, 1).await;
+    assert_eq!(first[0].text, "You called?");
+    h.llm.push(Reply::text("Replying to a reply."));
+    h.tg.push(Incoming::text(GROUP, FRIEND, "and what about this?").reply_to(first[0].id));
+    h.tg.push_text(GROUP, FRIEND, "/whoami@hearth_test_bot");
+    let messages = h.wait(GROUP, 3).await;
+    assert_eq!(messages[1].text, "Replying to a reply.");
+    assert!(
+        messages[2].text.contains(&format!("telegram:{FRIEND}")),
+        "{}",
+        messages[2].text
+    );
+    assert_eq!(
+        h.llm.request_count(),
+        2,
+        "the chatter never reached the model"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn confirmations_use_inline_buttons_refuse_strangers_and_expire() {
+    let mut h = TgHearth::new("[tools]\nconfirmation_timeout_secs = 2\n").await;
+    h.start().await;
+    // Create a task first (no confirmation needed), then ask to delete it.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "add_task",
+        r#"{"title": "Old task"}"#,
+    )]));
+    h.llm.push(Reply::text("Added."));
+    h.tg.push(Incoming::text(GROUP, OWNER, "add a task").mention());
+    h.wait(GROUP, 1).await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c2",
+        "delete_task",
+        r#"{"task_id": 1}"#,
+    )]));
+    h.tg.push(Incoming::text(GROUP, FRIEND, "delete task 1").mention());
+    let prompt = h.wait(GROUP, 2).await[1].clone();
+    assert!(
+        prompt.text.contains("wants to run delete_task") || prompt.text.contains("delete_task"),
+        "{}",
+        prompt.text
+    );
+    assert_eq!(
+        prompt.buttons[0].len(),
+        2,
+        "Approve and Deny: {:?}",
+        prompt.buttons
+    );
+    let approve = prompt.buttons[0][0].1.clone();
+
+    // Someone else presses: an alert, nothing happens.
+    let stranger = h.tg.press(GROUP, 9999, prompt.id, &approve);
+    h.llm.push(Reply::text("Deleted."));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !h.tg.answered_callbacks().iter().any(|c| c.id == stranger) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "stranger's press not answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer =
+        h.tg.answered_callbacks()
+            .into_iter()
+            .find(|c| c.id == stranger)
+            .expect("answered");
+    assert!(answer.show_alert && answer.text.unwrap_or_default().contains("isn't yours"));
+
+    // The requester approves: answered, the prompt shows who decided, the keyboard goes away.
+    h.tg.press(GROUP, FRIEND, prompt.id, &approve);
+    let messages = h.wait(GROUP, 3).await;
+    assert_eq!(messages[2].text, "Deleted.");
+    let edited =
+        h.tg.messages(GROUP)
+            .into_iter()
+            .find(|m| m.id == prompt.id)
+            .expect("prompt");
+    assert!(edited.text.contains("Approved by"), "{}", edited.text);
+    assert!(
+        edited.buttons.iter().all(|row| row.is_empty()),
+        "{:?}",
+        edited.buttons
+    );
+
+    // A prompt nobody answers expires and says so.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c3",
+        "delete_task",
+        r#"{"task_id": 2}"#,
+    )]));
+    h.llm.push(Reply::text("Nobody approved, so I left it."));
+    h.tg.push(Incoming::text(GROUP, OWNER, "delete task 2").mention());
+    let messages = h.wait(GROUP, 5).await;
+    assert_eq!(messages[4].text, "Nobody approved, so I left it.");
+    let expired = h.tg.messages(GROUP)[3].clone();
+    assert!(expired.text.contains("Expired"), "{}", expired.text);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn rejected_entities_fall_back_to_plain_text_and_long_replies_are_split() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.tg.fail_next_with(
+        "sendMessage",
+        400,
+        "Bad Request: can't parse entities: unexpected end tag",
+    );
+    h.llm.push(Reply::text("Some **bold** text."));
+    h.tg.push_text(OWNER, OWNER, "format something");
+    let messages = h.wait(OWNER, 1).await;
+    assert!(
+        messages[0].text.contains("bold") && messages[0].text.starts_with("Some"),
+        "sent again as plain text, never dropped: {}",
+        messages[0].text
+    );
+    assert_eq!(messages[0].parse_mode, None);
+
+    let long = format!(
+        "{}\n\n```rust\n{}\n```\n\n{}",
+        "a ".repeat(1500),
+        "let x = 1;\n".repeat(200),
+        "b ".repeat(800)
+    );
+    h.llm.push(Reply::text(long.clone()));
+    h.tg.push_text(OWNER, OWNER, "write a lot");
+    let messages = h.wait(OWNER, 3).await;
+    let parts = &messages[1..];
+    assert_eq!(parts.len(), 2, "6,000 characters make two messages");
+    for part in parts {
+        assert!(
+            part.raw.encode_utf16().count() <= 4096,
+            "{} units",
+            part.raw.encode_utf16().count()
+        );
+    }
+    assert!(
+        parts[0].raw.trim_end().ends_with("</pre>") || !parts[0].raw.contains("<pre"),
+        "the fence is closed in the first part"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_storm_is_delivered_in_full_and_in_order() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.llm
+        .set_responder(|request| Reply::text(format!("echo: {}", last_user_text(request))));
+    for _ in 0..3 {
+        h.tg.fail_next("sendMessage", 429, Some(1));
+    }
+    for i in 1..=4 {
+        h.tg.push_text(OWNER, OWNER, &format!("message {i}"));
+    }
+    let messages = h.wait(OWNER, 4).await;
+    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        vec![
+            "echo: message 1",
+            "echo: message 2",
+            "echo: message 3",
+            "echo: message 4"
+        ]
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_sigkill_with_updates_pending_and_replies_in_flight_loses_nothing_and_repeats_nothing() {
+    let mut h = TgHearth::new("").await;
+    h.llm.set_responder(|request| {
+        Reply::text(format!("echo: {}", last_user_text(request))).delay(Duration::from_millis(300))
+    });
+    h.start().await;
+    for i in 1..=5 {
+        h.tg.push_text(OWNER, OWNER, &format!("before {i}"));
+    }
+    h.llm.wait_for_requests(1, WAIT).await;
+    h.kill().await;
+    for i in 1..=3 {
+        h.tg.push_text(OWNER, OWNER, &format!("while down {i}"));
+    }
+    h.start().await;
+    let messages = h.wait(OWNER, 8).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let texts: Vec<String> = h.tg.messages(OWNER).into_iter().map(|m| m.text).collect();
+    let mut expected: Vec<String> = (1..=5).map(|i| format!("echo: before {i}")).collect();
+    expected.extend((1..=3).map(|i| format!("echo: while down {i}")));
+    assert_eq!(
+        texts,
+        expected,
+        "every message answered exactly once, in order ({} seen)",
+        messages.len()
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_photo_reaches_the_model_as_an_image() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.llm.push(Reply::text("A tiny picture."));
+    h.tg.push(
+        Incoming::text(OWNER, OWNER, "what is this?").photo(vec![0xff, 0xd8, 0xff, 0xe0, 1, 2, 3]),
+    );
+    h.wait(OWNER, 1).await;
+    let request = h.llm.requests()[0].to_string();
+    assert!(
+        request.contains("data:image/jpeg;base64,/9j/4AECAw=="),
+        "{request}"
+    );
+    assert!(request.contains("what is this?"));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_briefing_is_delivered_to_the_owner() {
+    let schedule = format!(
+        "[[schedules]]\nname = \"briefing\"\ncron = \"*/2 * * * * *\"\ntimezone = \"UTC\"\nagent = \"general\"\nprompt = \"Give me my briefing.\"\ntarget = \"telegram:{OWNER}\"\n"
+    );
+    let mut h = TgHearth::new(&schedule).await;
+    h.llm
+        .push(Reply::text("☀️ Good morning: nothing due today."));
+    h.start().await;
+    let messages = h.wait(OWNER, 1).await;
+    assert_eq!(messages[0].text, "☀️ Good morning: nothing due today.");
+    assert!(
+        h.llm.requests()[0]
+            .to_string()
+            .contains("Give me my briefing.")
+    );
+    h.stop().await;
+    let _ = BOT_ID; // the fake bot's id is part of the test kit's contract; unused here
+}
