@@ -30,6 +30,9 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// Speech to text for voice messages; without it voice messages get a short "not set up".
+    #[serde(default)]
+    pub transcription: Option<TranscriptionConfig>,
     #[serde(default)]
     pub channels: ChannelsConfig,
     #[serde(default)]
@@ -178,6 +181,28 @@ impl Default for RuntimeConfig {
 }
 
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
+/// An OpenAI-compatible `/audio/transcriptions` endpoint (OpenAI, Groq, a local whisper server).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptionConfig {
+    /// e.g. `https://api.openai.com/v1`; `/audio/transcriptions` is appended.
+    pub base_url: String,
+    /// Name of the environment variable (or credential file) holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_transcription_model")]
+    pub model: String,
+    #[serde(default = "default_transcription_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_transcription_model() -> String {
+    "whisper-1".into()
+}
+fn default_transcription_timeout() -> u64 {
+    60
+}
+
 /// How much hearth may do without asking (DESIGN.md §5): which tools need an Approve first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

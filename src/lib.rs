@@ -20,3 +20,4 @@ pub mod store;
 pub mod systemd;
 pub mod terminal;
 pub mod tool;
+pub mod transcribe;

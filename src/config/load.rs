@@ -436,6 +436,7 @@ const TOP_KEYS: &[&str] = &[
     "router",
     "runtime",
     "tools",
+    "transcription",
     "channels",
     "schedules",
 ];
@@ -476,6 +477,9 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                 if let Some(tools) = section(value, "tools", problems) {
                     config.tools = tools;
                 }
+            }
+            "transcription" => {
+                config.transcription = section(value, "transcription", problems);
             }
             "providers" => {
                 config.providers =

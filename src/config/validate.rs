@@ -65,6 +65,14 @@ pub(super) fn validate(
             ));
         }
     }
+    if let Some(transcription) = &config.transcription {
+        if let Err(message) = url(&transcription.base_url, &["http", "https"]) {
+            problems.push(Problem::new("transcription.base_url", message));
+        }
+        if let Some(name) = &transcription.api_key_env {
+            secret("transcription.api_key_env", name, env, &mut problems);
+        }
+    }
     channels(&config.channels, env, &mut problems);
     schedules(
         &config.schedules,

@@ -97,13 +97,24 @@ impl Handler {
                 message_id,
                 ..
             } => {
-                let content = user_content(text, attachments);
+                // Voice is turned into text once, before the turn starts (a resumed turn has it).
+                let fresh = store.turn_for_inbox(id).await?.is_none();
+                let (text, attachments) =
+                    match self.transcribe_voice(text, attachments, fresh).await {
+                        Ok(transcribed) => transcribed,
+                        Err(answer) => {
+                            return self
+                                .reply(&entry, &event, message_id.clone(), &answer)
+                                .await;
+                        }
+                    };
+                let content = user_content(&text, &attachments);
                 self.message(
                     &entry,
                     &event,
                     &identity,
                     channel,
-                    text,
+                    &text,
                     content,
                     message_id.clone(),
                     cancel,
@@ -473,6 +484,56 @@ impl Handler {
         Ok(())
     }
 
+    /// Replaces voice notes by their transcript (`[transcription]`), or explains that voice is
+    /// not set up. Returns the text to route on and the attachments with transcripts filled in.
+    async fn transcribe_voice(
+        &self,
+        text: &str,
+        attachments: &[hearth_channel::Attachment],
+        fresh: bool,
+    ) -> Result<(String, Vec<hearth_channel::Attachment>), String> {
+        let voice = attachments
+            .iter()
+            .any(|a| a.kind == hearth_channel::AttachmentKind::Voice && a.text.is_none());
+        if !voice || !fresh {
+            return Ok((text.to_string(), attachments.to_vec()));
+        }
+        let Some(config) = &self.rt.config.transcription else {
+            return Err("🎤 Voice messages are not set up here, so I cannot listen to this one. Please write it \
+                        instead (the owner can enable voice with a [transcription] section in hearth.toml)."
+                .into());
+        };
+        let mut text = text.to_string();
+        let mut out = Vec::with_capacity(attachments.len());
+        for attachment in attachments {
+            let mut attachment = attachment.clone();
+            if attachment.kind == hearth_channel::AttachmentKind::Voice && attachment.text.is_none()
+            {
+                let Some(data) = attachment.data_base64.take() else {
+                    return Err(
+                        "🎤 I could not download this voice message; please try again.".into(),
+                    );
+                };
+                let audio = base64_decode(&data)
+                    .ok_or("🎤 This voice message arrived damaged; please try again.")?;
+                let transcript = crate::transcribe::transcribe(config, audio, &attachment.mime)
+                    .await
+                    .map_err(|reason| {
+                        format!("🎤 I could not transcribe your voice message: {reason}.")
+                    })?;
+                if text.trim().is_empty() {
+                    // The transcript is the message.
+                    text = transcript;
+                    continue;
+                }
+                attachment.name = Some("voice message (transcribed)".into());
+                attachment.text = Some(transcript);
+            }
+            out.push(attachment);
+        }
+        Ok((text, out))
+    }
+
     /// An unknown sender gets one pairing code (a few per day at most) and nothing else.
     async fn pairing(&self, entry: &InboxEntry, event: &Inbound) -> Result<(), StoreError> {
         let store = &self.rt.store;
@@ -510,6 +571,14 @@ impl Handler {
         );
         self.reply(entry, event, None, &text).await
     }
+}
+
+/// Standard base64 (as adapters encode attachments), or `None` when it is not.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()
 }
 
 /// Eight characters from an alphabet without look-alikes (no 0/O, 1/I/L).

@@ -565,3 +565,83 @@ async fn a_graceful_stop_lets_a_running_turn_finish_and_deliver() {
     );
     assert_eq!(sent[0].text, "made it");
 }
+
+fn voice_message(id: &str) -> hearth_channel::Inbound {
+    hearth_channel::Inbound {
+        platform_id: id.into(),
+        chat: hearth_channel::ChatRef::new(CHAT),
+        sender: hearth_channel::Sender::new(USER),
+        kind: hearth_channel::InboundKind::Message {
+            text: String::new(),
+            attachments: vec![hearth_channel::Attachment {
+                kind: hearth_channel::AttachmentKind::Voice,
+                mime: "audio/ogg".into(),
+                name: None,
+                data_base64: Some("T2dnUwACAAAA".into()),
+                text: None,
+            }],
+            message_id: None,
+            reply_to: None,
+        },
+    }
+}
+
+#[tokio::test]
+async fn voice_messages_are_transcribed_when_set_up_and_explained_when_not() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    h.channel.push(voice_message("v1"));
+    let sent = h.channel.wait_for_sent(1, WAIT).await;
+    assert!(
+        sent[0].text.contains("Voice messages are not set up"),
+        "{}",
+        sent[0].text
+    );
+    assert_eq!(h.llm.request_count(), 0);
+    h.stop().await;
+
+    // A local OpenAI-compatible transcription endpoint.
+    let app = axum::Router::new().route(
+        "/v1/audio/transcriptions",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            let form = String::from_utf8_lossy(&body).to_string();
+            assert!(
+                form.contains("name=\"model\"") && form.contains("whisper-1"),
+                "{form}"
+            );
+            axum::Json(json!({"text": "I spent 4 euros on bread"}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    h.config.transcription = Some(hearth::config::TranscriptionConfig {
+        base_url: format!("http://{addr}/v1"),
+        api_key_env: None,
+        model: "whisper-1".into(),
+        timeout_secs: 10,
+    });
+    h.start().await;
+    h.llm.push(Reply::text("Noted the bread."));
+    h.channel.push(voice_message("v2"));
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(
+        sent[1].text, "💰 Finance\n\nNoted the bread.",
+        "the transcript was routed like text"
+    );
+    assert_eq!(last_user_text(&h), "I spent 4 euros on bread");
+    h.stop().await;
+    server.abort();
+}
+
+fn last_user_text(h: &Hearth) -> String {
+    let request = h.llm.last_request().expect("request");
+    let user = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned();
+    user.map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
