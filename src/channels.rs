@@ -13,6 +13,9 @@ pub fn telegram(config: &TelegramConfig) -> Result<Arc<dyn Channel>, String> {
     let token = Secret::resolve(&config.token_env)?;
     let mut settings =
         hearth_telegram::TelegramSettings::new(token.expose()).with_api_url(&config.api_url);
+    if !config.pacing {
+        settings.pacing = hearth_telegram::Pacing::unlimited();
+    }
     if config.mode == TelegramMode::Webhook {
         let listen = config
             .webhook_listen

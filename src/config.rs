@@ -282,6 +282,14 @@ pub struct TelegramConfig {
     /// Webhook mode: the variable (or credential) holding the secret token Telegram sends back.
     #[serde(default)]
     pub webhook_secret_env: Option<String>,
+    /// Keep under Telegram's flood limits (about 1 message a second per chat, 30 overall) before
+    /// they are hit. Turn off only for a self-hosted Bot API server without those limits.
+    #[serde(default = "default_true")]
+    pub pacing: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
