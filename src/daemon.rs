@@ -203,6 +203,13 @@ impl DaemonBuilder {
             dispatcher.submit(id, key, false);
         }
 
+        let in_doubt = store.requeue_interrupted_deliveries().await?;
+        if in_doubt > 0 {
+            tracing::warn!(
+                count = in_doubt,
+                "replies were being delivered when hearth stopped; sending them again (a chat may show one twice)"
+            );
+        }
         let delivery = Delivery::new(
             store.clone(),
             clock.clone(),

@@ -135,12 +135,16 @@ impl Delivery {
             self.store_result(self.store.mark_outbox_failed(item.id, &error).await);
             return Ok(());
         };
+        if let Err(err) = self.store.mark_outbox_sending(item.id).await {
+            // Without the mark a crash during the send could not be told apart later; wait.
+            tracing::warn!(outbox_id = item.id, error = %err, "cannot mark a delivery as started; will retry");
+            return Err(Stop);
+        }
+        let mut message = item.message.clone();
+        message.delivery_id = Some(format!("hearth-{}", item.id));
         let result = match &item.kind {
-            OutboxKind::Send => channel
-                .send(&item.message)
-                .await
-                .map(|r| Some(r.message_id)),
-            OutboxKind::Edit { target } => channel.edit(target, &item.message).await.map(|()| None),
+            OutboxKind::Send => channel.send(&message).await.map(|r| Some(r.message_id)),
+            OutboxKind::Edit { target } => channel.edit(target, &message).await.map(|()| None),
         };
         match result {
             Ok(message_id) => {

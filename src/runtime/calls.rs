@@ -721,6 +721,7 @@ async fn request_confirmation(
             buttons,
             reply_to: job.reply_to.clone(),
             replaces: None,
+            delivery_id: None,
         },
     };
     let confirmation = Confirmation {

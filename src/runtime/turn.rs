@@ -114,6 +114,7 @@ pub async fn run_turn(
                     buttons: Vec::new(),
                     reply_to: job.reply_to.clone(),
                     replaces: draft,
+                    delivery_id: None,
                 },
             };
             let end = TurnEnd {

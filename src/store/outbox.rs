@@ -120,6 +120,27 @@ impl Store {
             .collect()
     }
 
+    /// Marks a row as being handed to the platform, before the call: if the daemon dies now,
+    /// the next start knows this delivery is in doubt.
+    pub async fn mark_outbox_sending(&self, id: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending'")
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// At start: deliveries interrupted by a crash go back to pending, flagged as in doubt.
+    /// Returns how many there were.
+    pub async fn requeue_interrupted_deliveries(&self) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', in_doubt = 1 WHERE status = 'sending'",
+        )
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     pub async fn mark_outbox_sent(
         &self,
         id: i64,
@@ -127,7 +148,8 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE outbox SET status = 'sent', platform_message_id = $1, sent_at = $2, attempts = attempts + 1 WHERE id = $3",
+            "UPDATE outbox SET status = 'sent', platform_message_id = $1, sent_at = $2, attempts = attempts + 1
+             WHERE id = $3",
         )
         .bind(platform_message_id)
         .bind(now_ms)
@@ -143,7 +165,9 @@ impl Store {
         error: &str,
         next_attempt_at: i64,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3")
+        sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
+        )
             .bind(error)
             .bind(next_attempt_at)
             .bind(id)

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod config_check;
 mod confirmations;
+mod crash;
 mod pipeline;
 mod postgres;
 mod providers;

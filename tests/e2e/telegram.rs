@@ -12,8 +12,8 @@ use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
-const OWNER: i64 = 42;
-const FRIEND: i64 = 43;
+pub(crate) const OWNER: i64 = 42;
+pub(crate) const FRIEND: i64 = 43;
 const GROUP: i64 = -1001;
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -35,17 +35,17 @@ system_prompt = "PROMPT:finance"
 keywords = ["spent", "budget"]
 "#;
 
-struct TgHearth {
-    dir: tempfile::TempDir,
-    llm: FakeOpenAi,
-    tg: FakeTelegram,
+pub(crate) struct TgHearth {
+    pub dir: tempfile::TempDir,
+    pub llm: FakeOpenAi,
+    pub tg: FakeTelegram,
     child: Option<Child>,
     port: u16,
     runs: usize,
 }
 
 impl TgHearth {
-    async fn new(extra: &str) -> Self {
+    pub async fn new(extra: &str) -> Self {
         crate::support::rustls();
         let dir = tempfile::tempdir().expect("temp dir");
         let llm = FakeOpenAi::start().await;
@@ -97,7 +97,7 @@ allowed_users = [{OWNER}, {FRIEND}]
         }
     }
 
-    async fn start(&mut self) {
+    pub async fn start(&mut self) {
         self.runs += 1;
         let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
@@ -128,7 +128,7 @@ allowed_users = [{OWNER}, {FRIEND}]
         self.dir.path().join(format!("hearth-{run}.log"))
     }
 
-    fn logs(&self) -> String {
+    pub fn logs(&self) -> String {
         (1..=self.runs)
             .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
             .collect()
@@ -144,7 +144,7 @@ allowed_users = [{OWNER}, {FRIEND}]
         }
     }
 
-    async fn kill(&mut self) {
+    pub async fn kill(&mut self) {
         self.signal("KILL");
         if let Some(mut child) = self.child.take() {
             tokio::task::spawn_blocking(move || child.wait())
@@ -155,7 +155,7 @@ allowed_users = [{OWNER}, {FRIEND}]
     }
 
     /// SIGTERM, expecting exit 0; then checks that the token never reached a log line.
-    async fn stop(&mut self) {
+    pub async fn stop(&mut self) {
         self.signal("TERM");
         if let Some(mut child) = self.child.take() {
             let status = tokio::task::spawn_blocking(move || child.wait())
@@ -184,7 +184,7 @@ allowed_users = [{OWNER}, {FRIEND}]
 }
 
 /// The text of the last user message in an OpenAI request.
-fn last_user_text(request: &Value) -> String {
+pub(crate) fn last_user_text(request: &Value) -> String {
     request["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))

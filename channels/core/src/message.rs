@@ -138,6 +138,11 @@ pub struct OutboundMessage {
     /// new message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<MessageRef>,
+    /// A stable id of this delivery, the same on every attempt. Adapters whose platform
+    /// deduplicates sends (Matrix transaction ids, Discord nonces) pass it on, so a reply sent
+    /// again after a crash shows once; platforms without that (Telegram) may show it twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
 }
 
 impl Default for ChatRef {
