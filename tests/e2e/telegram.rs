@@ -481,3 +481,25 @@ async fn a_scheduled_briefing_is_delivered_to_the_owner() {
     h.stop().await;
     let _ = BOT_ID; // the fake bot's id is part of the test kit's contract; unused here
 }
+
+#[tokio::test]
+async fn sigterm_during_a_busy_turn_exits_0_and_the_turn_completes_after_restart() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    // The model takes longer than the shutdown grace (1 s): the turn is suspended, not lost.
+    h.llm.push(Reply::text("too slow").delay(Duration::from_secs(5)));
+    h.tg.push_text(OWNER, OWNER, "think hard");
+    h.llm.wait_for_requests(1, WAIT).await;
+    let stopped = std::time::Instant::now();
+    h.stop().await;
+    assert!(stopped.elapsed() < Duration::from_secs(4), "the grace period bounds the stop");
+    assert!(h.tg.messages(OWNER).is_empty());
+
+    h.llm.push(Reply::text("Thought it through."));
+    h.start().await;
+    let messages = h.wait(OWNER, 1).await;
+    assert_eq!(messages[0].text, "Thought it through.");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.tg.messages(OWNER).len(), 1, "answered exactly once");
+    h.stop().await;
+}
