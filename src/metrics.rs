@@ -87,6 +87,17 @@ impl Metrics {
         self.count("hearth_provider_errors_total", label("provider", provider));
     }
 
+    pub fn schedule_run(&self, schedule: &str, outcome: &str) {
+        self.count(
+            "hearth_schedule_runs_total",
+            format!(
+                "{},{}",
+                label("schedule", schedule),
+                label("outcome", outcome)
+            ),
+        );
+    }
+
     pub fn observe_llm(&self, provider: &str, elapsed: Duration) {
         self.lock()
             .histograms

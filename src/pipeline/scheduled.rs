@@ -93,8 +93,12 @@ impl Handler {
         let store = &self.rt.store;
         let now = self.rt.clock.now_ms();
         match outcome {
-            TurnOutcome::Answered => store.finish_schedule_run(run.run_id, true, None, now).await,
+            TurnOutcome::Answered => {
+                self.rt.metrics.schedule_run(&run.name, "done");
+                store.finish_schedule_run(run.run_id, true, None, now).await
+            }
             TurnOutcome::Failed | TurnOutcome::Cancelled => {
+                self.rt.metrics.schedule_run(&run.name, "failed");
                 let error = store
                     .turn_error(turn_id)
                     .await?

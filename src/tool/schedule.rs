@@ -616,7 +616,11 @@ mod tests {
         assert_eq!(risk(Op::Update), Risk::Outward);
         assert_eq!(risk(Op::RunNow), Risk::Outward);
         assert_eq!(risk(Op::Delete), Risk::Destructive);
-        assert_eq!(risk(Op::Remind), Risk::Outward, "a reminder acts later, unattended");
+        assert_eq!(
+            risk(Op::Remind),
+            Risk::Outward,
+            "a reminder acts later, unattended"
+        );
         assert_eq!(risk(Op::List), Risk::Safe);
         assert_eq!(risk(Op::History), Risk::Safe);
         assert_eq!(tools().len(), 7);

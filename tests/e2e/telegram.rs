@@ -487,12 +487,16 @@ async fn sigterm_during_a_busy_turn_exits_0_and_the_turn_completes_after_restart
     let mut h = TgHearth::new("").await;
     h.start().await;
     // The model takes longer than the shutdown grace (1 s): the turn is suspended, not lost.
-    h.llm.push(Reply::text("too slow").delay(Duration::from_secs(5)));
+    h.llm
+        .push(Reply::text("too slow").delay(Duration::from_secs(5)));
     h.tg.push_text(OWNER, OWNER, "think hard");
     h.llm.wait_for_requests(1, WAIT).await;
     let stopped = std::time::Instant::now();
     h.stop().await;
-    assert!(stopped.elapsed() < Duration::from_secs(4), "the grace period bounds the stop");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(4),
+        "the grace period bounds the stop"
+    );
     assert!(h.tg.messages(OWNER).is_empty());
 
     h.llm.push(Reply::text("Thought it through."));
