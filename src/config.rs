@@ -74,6 +74,11 @@ impl Default for DaemonConfig {
 }
 
 impl DaemonConfig {
+    /// `owner` split into channel and platform user id.
+    pub fn owner_identity(&self) -> Option<(&str, &str)> {
+        self.owner.as_deref()?.split_once(':')
+    }
+
     /// The database URL, defaulting to a SQLite file inside `data_dir`.
     pub fn database_url(&self) -> String {
         match &self.database_url {

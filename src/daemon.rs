@@ -149,14 +149,18 @@ impl DaemonBuilder {
                     .await?;
             }
             let mut keep = entry.allowed.clone();
-            if let Some((channel, user)) = owner_of(&config)
+            if let Some((channel, user)) = config.daemon.owner_identity()
                 && channel == name
             {
-                keep.push(user);
+                keep.push(user.to_string());
             }
             store.revoke_config_identities_except(&name, &keep).await?;
         }
-        for (channel, user) in owner_of(&config).into_iter().chain(self.owner) {
+        let owner = config
+            .daemon
+            .owner_identity()
+            .map(|(c, u)| (c.to_string(), u.to_string()));
+        for (channel, user) in owner.into_iter().chain(self.owner) {
             store
                 .allow_identity(&channel, &user, None, "owner", true, now)
                 .await?;
@@ -341,13 +345,6 @@ async fn expire_confirmations(
             () = shutdown.cancelled() => return,
         }
     }
-}
-
-/// `daemon.owner` split into channel and user id.
-fn owner_of(config: &Config) -> Option<(String, String)> {
-    let owner = config.daemon.owner.as_deref()?;
-    let (channel, user) = owner.split_once(':')?;
-    Some((channel.to_string(), user.to_string()))
 }
 
 /// Runs a channel, restarting it with backoff after temporary failures; configuration and

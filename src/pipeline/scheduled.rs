@@ -115,14 +115,7 @@ impl Handler {
 
     /// The owner's identity (`daemon.owner`), if one is configured and known.
     async fn owner(&self) -> Result<Option<Identity>, StoreError> {
-        let Some((channel, user)) = self
-            .rt
-            .config
-            .daemon
-            .owner
-            .as_deref()
-            .and_then(|o| o.split_once(':'))
-        else {
+        let Some((channel, user)) = self.rt.config.daemon.owner_identity() else {
             return Ok(None);
         };
         self.rt.store.identity(channel, user).await
@@ -131,14 +124,7 @@ impl Handler {
     /// Sends the owner a short note about a failed run, in their own chat.
     async fn tell_owner(&self, run: &ScheduledRun, error: &str) -> Result<(), StoreError> {
         tracing::warn!(schedule = %run.name, %error, "scheduled run failed");
-        let Some((channel, user)) = self
-            .rt
-            .config
-            .daemon
-            .owner
-            .as_deref()
-            .and_then(|o| o.split_once(':'))
-        else {
+        let Some((channel, user)) = self.rt.config.daemon.owner_identity() else {
             return Ok(());
         };
         if !self.channels.contains_key(channel) {
