@@ -101,6 +101,7 @@ impl Daemon {
         dir: &Path,
         port: u16,
         run: usize,
+        env: &[(String, String)],
     ) -> anyhow::Result<(Self, StartTimes)> {
         let log = dir.join(format!("hearth-{run}.log"));
         let socket_path = dir.join(format!("notify-{run}.sock"));
@@ -115,6 +116,7 @@ impl Daemon {
             .env_clear()
             .env("HEARTH_TELEGRAM_TOKEN", TOKEN)
             .env("NOTIFY_SOCKET", &socket_path)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(&log)?))
@@ -196,7 +198,15 @@ impl Daemon {
         Ok(Memory {
             rss_kb: field("VmRSS:"),
             hwm_kb: field("VmHWM:"),
+            anon_kb: field("RssAnon:"),
+            file_kb: field("RssFile:"),
+            threads: field("Threads:"),
         })
+    }
+
+    /// CPU time the daemon used so far (user + system), from /proc/PID/stat.
+    pub fn cpu(&self) -> Duration {
+        cpu_of(&format!("/proc/{}/stat", self.pid))
     }
 
     /// Resets VmHWM to the current RSS (`echo 5 > /proc/PID/clear_refs`), so the next peak
@@ -218,4 +228,28 @@ impl Daemon {
 pub struct Memory {
     pub rss_kb: u64,
     pub hwm_kb: u64,
+    /// Heap and stacks.
+    pub anon_kb: u64,
+    /// Mapped files: mostly the pages of the binary that ran.
+    pub file_kb: u64,
+    pub threads: u64,
+}
+
+/// User + system CPU time of the process whose `/proc/…/stat` is at `path` (assumes the usual
+/// 100 clock ticks a second).
+pub fn cpu_of(path: &str) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return Duration::ZERO;
+    };
+    // Fields after the command name (which may contain spaces) start at state = field 3.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime is field 14 and stime field 15, i.e. indexes 11 and 12 after the command.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }

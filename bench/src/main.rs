@@ -54,9 +54,19 @@ struct Args {
     /// Seconds to let the daemon settle before reading idle memory.
     #[arg(long)]
     settle_secs: Option<u64>,
+    /// An environment variable for the daemon, KEY=VALUE (repeatable), e.g.
+    /// `RUST_LOG=sqlx::query=debug` to count statements or `MALLOC_ARENA_MAX=2`.
+    #[arg(long = "daemon-env", value_parser = parse_env)]
+    daemon_env: Vec<(String, String)>,
     /// Keep the temporary directory (config, database, logs) and print where it is.
     #[arg(long)]
     keep: bool,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }
 
 struct Sizes {
@@ -160,11 +170,11 @@ async fn main() -> anyhow::Result<()> {
 
     // Start twice: a fresh database (migrations run), then the existing one.
     eprintln!("starting hearth (fresh database) ...");
-    let (first, fresh) = Daemon::start(&binary, dir.path(), port, 1).await?;
+    let (first, fresh) = Daemon::start(&binary, dir.path(), port, 1, &args.daemon_env).await?;
     let status = first.stop()?;
     anyhow::ensure!(status.success(), "hearth stopped with {status}");
     eprintln!("starting hearth (existing database) ...");
-    let (hearth, warm) = Daemon::start(&binary, dir.path(), port, 2).await?;
+    let (hearth, warm) = Daemon::start(&binary, dir.path(), port, 2, &args.daemon_env).await?;
     report.start(fresh, warm);
 
     tokio::time::sleep(sizes.settle).await;
@@ -205,12 +215,17 @@ async fn run_phases(
     );
     load.set_latency(Duration::ZERO);
     let sampler = RssSampler::start(hearth.pid);
+    let (daemon_cpu, own_cpu) = (hearth.cpu(), daemon::cpu_of("/proc/self/stat"));
     let sent = load.burst(chats, sizes.messages);
     let outcome = load
         .collect(sent, Duration::ZERO, Duration::from_secs(300))
         .await;
+    let cpu = (
+        hearth.cpu().saturating_sub(daemon_cpu),
+        daemon::cpu_of("/proc/self/stat").saturating_sub(own_cpu),
+    );
     let peak = sampler.finish().await;
-    report.throughput(&outcome, peak);
+    report.throughput(&outcome, peak, cpu);
 
     // Overhead at a fixed offered rate: one message every 1/rate s, round robin over the chats
     // (so no conversation queues behind itself).

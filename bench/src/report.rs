@@ -112,17 +112,29 @@ impl Report {
         self.row(
             "idle RSS (Telegram + scheduler)",
             format!(
-                "{} MiB (peak so far {} MiB)",
+                "{} MiB ({} heap+stacks, {} binary/files; {} threads)",
                 mb(memory.rss_kb),
-                mb(memory.hwm_kb)
+                mb(memory.anon_kb),
+                mb(memory.file_kb),
+                memory.threads
             ),
             "<= 20 MiB",
             Some(mb(memory.rss_kb) <= 20.0),
         );
         self.put("idle_rss_mb", json!(mb(memory.rss_kb)));
+        self.put(
+            "idle",
+            json!({"anon_mb": mb(memory.anon_kb), "file_mb": mb(memory.file_kb), "threads": memory.threads}),
+        );
     }
 
-    pub fn throughput(&mut self, outcome: &Outcome, peak_kb: u64) {
+    /// `cpu`: CPU time of the daemon and of this harness (with the fakes) during the run.
+    pub fn throughput(
+        &mut self,
+        outcome: &Outcome,
+        peak_kb: u64,
+        cpu: (std::time::Duration, std::time::Duration),
+    ) {
         let answered = outcome.answered();
         let rate = match (outcome.first_push(), outcome.last_reply()) {
             (Some(first), Some(last)) if last > first => {
@@ -143,9 +155,20 @@ impl Report {
             "",
             None,
         );
+        let per_message = |d: std::time::Duration| round2(ms(d) / answered.max(1) as f64);
+        self.row(
+            "  CPU per message: daemon / harness+fakes",
+            format!("{} / {} ms", per_message(cpu.0), per_message(cpu.1)),
+            "",
+            None,
+        );
         self.put(
             "throughput",
-            json!({"messages": outcome.sent.len(), "answered": answered, "msg_per_s": rate, "peak_rss_mb": mb(peak_kb)}),
+            json!({
+                "messages": outcome.sent.len(), "answered": answered, "msg_per_s": rate,
+                "peak_rss_mb": mb(peak_kb),
+                "daemon_cpu_ms_per_msg": per_message(cpu.0), "harness_cpu_ms_per_msg": per_message(cpu.1),
+            }),
         );
     }
 
