@@ -194,6 +194,8 @@ impl TelegramChannel {
                 }
             };
             backoff.reset();
+            let confirmed = offset;
+            let mut stop = false;
             for update in updates {
                 let Some(update_id) = update.get("update_id").and_then(Value::as_i64) else {
                     warn!("update without update_id skipped");
@@ -201,26 +203,35 @@ impl TelegramChannel {
                 };
                 match self.deliver(ctx, &mapper, &update).await {
                     Delivery::Stored => {}
-                    Delivery::Shutdown => return Ok(()),
+                    Delivery::Shutdown => {
+                        stop = true;
+                        break;
+                    }
                     Delivery::Retry => {
                         // Keep the offset: the next poll returns this update again.
-                        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
-                            return Ok(());
-                        }
+                        stop = sleep_or_shutdown(&ctx.shutdown, backoff.next()).await;
                         break;
                     }
                 }
                 backoff.reset();
                 offset = Some(update_id + 1);
-                if let Err(e) = ctx
+            }
+            // The offset is saved once per batch rather than once per update (one write
+            // instead of up to a hundred): every update before it is already in the inbox, and
+            // the inbox deduplicates on the update id, so a crash before this line only means
+            // the batch's stored updates are fetched again and dropped as duplicates.
+            if offset != confirmed
+                && let Some(next) = offset
+                && let Err(e) = ctx
                     .state
-                    .save(CHANNEL_NAME, OFFSET_KEY, &(update_id + 1).to_string())
+                    .save(CHANNEL_NAME, OFFSET_KEY, &next.to_string())
                     .await
-                {
-                    // The inbox deduplicates on the update id, so a stale offset only means a
-                    // redelivery after a restart.
-                    warn!(error = %e, "could not save the telegram offset");
-                }
+            {
+                // A stale offset only means a redelivery after a restart (see above).
+                warn!(error = %e, "could not save the telegram offset");
+            }
+            if stop {
+                return Ok(());
             }
         }
     }
