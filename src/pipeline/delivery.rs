@@ -135,10 +135,15 @@ impl Delivery {
             self.store_result(self.store.mark_outbox_failed(item.id, &error).await);
             return Ok(());
         };
-        if let Err(err) = self.store.mark_outbox_sending(item.id).await {
-            // Without the mark a crash during the send could not be told apart later; wait.
-            tracing::warn!(outbox_id = item.id, error = %err, "cannot mark a delivery as started; will retry");
-            return Err(Stop);
+        match self.store.mark_outbox_sending(item.id, now).await {
+            Ok(true) => {}
+            // Read before another lane took it, or waiting for a retry now: not this lane's.
+            Ok(false) => return Err(Stop),
+            Err(err) => {
+                // Without the mark a crash during the send could not be told apart later; wait.
+                tracing::warn!(outbox_id = item.id, error = %err, "cannot mark a delivery as started; will retry");
+                return Err(Stop);
+            }
         }
         let mut message = item.message.clone();
         message.delivery_id = Some(format!("hearth-{}", item.id));

@@ -48,7 +48,7 @@ impl Handler {
         let Some(entry) = store.inbox_entry(id).await? else {
             return Ok(());
         };
-        if store.inbox_status(id).await? != Some(InboxStatus::Pending) {
+        if entry.status != InboxStatus::Pending {
             return Ok(());
         }
         let now = self.rt.clock.now_ms();
@@ -75,7 +75,9 @@ impl Handler {
         }
 
         // A schedule's synthetic message: trusted (the owner set it up), answered by its agent.
-        if let Some(run) = store.scheduled_run_for_inbox(id).await? {
+        if event.sender.id == crate::scheduler::SENDER_ID
+            && let Some(run) = store.scheduled_run_for_inbox(id).await?
+        {
             return self.scheduled(&entry, &event, channel, run, cancel).await;
         }
 
@@ -98,16 +100,14 @@ impl Handler {
                 ..
             } => {
                 // Voice is turned into text once, before the turn starts (a resumed turn has it).
-                let fresh = store.turn_for_inbox(id).await?.is_none();
-                let (text, attachments) =
-                    match self.transcribe_voice(text, attachments, fresh).await {
-                        Ok(transcribed) => transcribed,
-                        Err(answer) => {
-                            return self
-                                .reply(&entry, &event, message_id.clone(), &answer)
-                                .await;
-                        }
-                    };
+                let (text, attachments) = match self.transcribe_voice(id, text, attachments).await {
+                    Ok(transcribed) => transcribed,
+                    Err(answer) => {
+                        return self
+                            .reply(&entry, &event, message_id.clone(), &answer)
+                            .await;
+                    }
+                };
                 let content = user_content(&text, &attachments);
                 self.message(
                     &entry,
@@ -488,14 +488,22 @@ impl Handler {
     /// not set up. Returns the text to route on and the attachments with transcripts filled in.
     async fn transcribe_voice(
         &self,
+        inbox_id: i64,
         text: &str,
         attachments: &[hearth_channel::Attachment],
-        fresh: bool,
     ) -> Result<(String, Vec<hearth_channel::Attachment>), String> {
         let voice = attachments
             .iter()
             .any(|a| a.kind == hearth_channel::AttachmentKind::Voice && a.text.is_none());
-        if !voice || !fresh {
+        // A turn that already started has the transcript; never transcribe twice.
+        let started = voice
+            && self
+                .rt
+                .store
+                .turn_for_inbox(inbox_id)
+                .await
+                .map_or(true, |t| t.is_some());
+        if !voice || started {
             return Ok((text.to_string(), attachments.to_vec()));
         }
         let Some(config) = &self.rt.config.transcription else {

@@ -53,17 +53,23 @@ impl Handler {
         };
         let conversation = store.conversation(&entry.channel, &event.chat, now).await?;
         let user_message = ChatMessage::user(text);
-        let turn = store
-            .start_turn(
-                entry.id,
-                conversation.id,
-                conversation.session,
-                owner.as_ref().map(|o| o.user_id),
-                &agent.id,
-                &user_message,
-                now,
-            )
-            .await?;
+        // After a restart the run's turn may exist already: resume it.
+        let turn = match store.turn_for_inbox(entry.id).await? {
+            Some(turn) => turn,
+            None => {
+                store
+                    .start_turn(
+                        entry.id,
+                        conversation.id,
+                        conversation.session,
+                        owner.as_ref().map(|o| o.user_id),
+                        &agent.id,
+                        &user_message,
+                        now,
+                    )
+                    .await?
+            }
+        };
         let job = TurnJob {
             turn,
             session: conversation.session,

@@ -65,6 +65,8 @@ struct Finish {
     text: String,
     keep: Option<ChatMessage>,
     error: Option<String>,
+    /// The last model call's usage, stored with the turn's end instead of on its own.
+    usage: Option<(crate::provider::Usage, String, String)>,
 }
 
 /// Where the loop stopped.
@@ -98,6 +100,7 @@ pub async fn run_turn(
             text,
             keep,
             error,
+            usage,
         }) => {
             let text = match &job.note {
                 Some(note) => format!("{note}\n\n{text}"),
@@ -123,6 +126,7 @@ pub async fn run_turn(
                 session: job.session,
                 replies: vec![reply],
                 error: error.as_deref(),
+                usage: usage.as_ref().map(|(u, p, m)| (u, p.as_str(), m.as_str())),
             };
             rt.store
                 .finish_turn(&job.turn, end, rt.clock.now_ms())
@@ -144,6 +148,7 @@ fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
         text,
         keep: None,
         error,
+        usage: None,
     })
 }
 
@@ -173,6 +178,7 @@ async fn turn_loop(
     let specs = toolbox.specs();
     let mut llm_calls = job.turn.llm_calls;
     let mut tool_calls_used = job.turn.tool_calls;
+    let mut first_step = true;
 
     loop {
         if shutdown.is_cancelled() {
@@ -184,7 +190,13 @@ async fn turn_loop(
         }
 
         // Settle tool calls first: after a restart or a decision they may be waiting from before.
-        let open = rt.store.open_tool_calls(job.turn.id).await?;
+        // A turn that just started has none yet: skip the query on its first step.
+        let open = if first_step && job.turn.fresh {
+            Vec::new()
+        } else {
+            rt.store.open_tool_calls(job.turn.id).await?
+        };
+        first_step = false;
         if !open.is_empty() {
             match settle_tool_calls(rt, job, &toolbox, open, tool_calls_used, shutdown).await? {
                 Settled::Done(used) => {
@@ -247,6 +259,23 @@ async fn turn_loop(
         };
         rt.metrics
             .observe_llm(&response.provider, call_started.elapsed());
+
+        if response.tool_calls.is_empty() {
+            let text = if response.text.trim().is_empty() {
+                "(The model returned an empty answer.)".to_string()
+            } else {
+                response.text.clone()
+            };
+            let keep = ChatMessage::assistant(response.text);
+            let usage = Some((response.usage, response.provider, response.model));
+            return Ok(Stop::Finished(Finish {
+                status: TurnStatus::Done,
+                text,
+                keep: Some(keep),
+                error: None,
+                usage,
+            }));
+        }
         rt.store
             .add_turn_usage(
                 job.turn.id,
@@ -256,20 +285,6 @@ async fn turn_loop(
             )
             .await?;
 
-        if response.tool_calls.is_empty() {
-            let text = if response.text.trim().is_empty() {
-                "(The model returned an empty answer.)".to_string()
-            } else {
-                response.text.clone()
-            };
-            let keep = ChatMessage::assistant(response.text);
-            return Ok(Stop::Finished(Finish {
-                status: TurnStatus::Done,
-                text,
-                keep: Some(keep),
-                error: None,
-            }));
-        }
         let request_message = ChatMessage::Assistant {
             text: response.text,
             tool_calls: response.tool_calls,

@@ -48,6 +48,19 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Conversation> {
         let thread = chat.thread_id.as_deref().unwrap_or("");
+        let select = format!(
+            "SELECT {COLUMNS} FROM conversations WHERE channel = $1 AND chat_id = $2 AND thread_id = $3"
+        );
+        // Known chats (nearly every message) need one query; new ones are inserted first.
+        let found = sqlx::query(sqlx::AssertSqlSafe(select.clone()))
+            .bind(channel)
+            .bind(&chat.chat_id)
+            .bind(thread)
+            .fetch_optional(self.pool())
+            .await?;
+        if let Some(row) = found {
+            return from_row(&row);
+        }
         sqlx::query(
             "INSERT INTO conversations (channel, chat_id, thread_id, last_active_at, created_at)
              VALUES ($1, $2, $3, $4, $4)
@@ -59,14 +72,12 @@ impl Store {
         .bind(now_ms)
         .execute(self.pool())
         .await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM conversations WHERE channel = $1 AND chat_id = $2 AND thread_id = $3"
-        )))
-        .bind(channel)
-        .bind(&chat.chat_id)
-        .bind(thread)
-        .fetch_one(self.pool())
-        .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(select))
+            .bind(channel)
+            .bind(&chat.chat_id)
+            .bind(thread)
+            .fetch_one(self.pool())
+            .await?;
         from_row(&row)
     }
 

@@ -13,6 +13,14 @@ pub enum InboxStatus {
 }
 
 impl InboxStatus {
+    fn parse(s: &str) -> Self {
+        match s {
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            _ => Self::Pending,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -32,6 +40,7 @@ pub struct InboxEntry {
     /// The event; `Err` holds the reason when the stored payload cannot be read back.
     pub event: Result<Inbound, String>,
     pub received_at: i64,
+    pub status: InboxStatus,
 }
 
 /// The key that orders a conversation's work: channel, chat and thread.
@@ -84,7 +93,7 @@ impl Store {
 
     pub async fn inbox_entry(&self, id: i64) -> StoreResult<Option<InboxEntry>> {
         let row = sqlx::query(
-            "SELECT id, channel, platform_id, conversation_key, payload, received_at FROM inbox WHERE id = $1",
+            "SELECT id, channel, platform_id, conversation_key, payload, received_at, status FROM inbox WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.pool())
@@ -98,6 +107,7 @@ impl Store {
             conversation_key: row.try_get("conversation_key")?,
             event: serde_json::from_str(&payload).map_err(|err| err.to_string()),
             received_at: row.try_get("received_at")?,
+            status: InboxStatus::parse(&row.try_get::<String, _>("status")?),
         }))
     }
 
@@ -106,11 +116,7 @@ impl Store {
             .bind(id)
             .fetch_optional(self.pool())
             .await?;
-        Ok(status.map(|s| match s.as_str() {
-            "done" => InboxStatus::Done,
-            "failed" => InboxStatus::Failed,
-            _ => InboxStatus::Pending,
-        }))
+        Ok(status.map(|s| InboxStatus::parse(&s)))
     }
 
     /// Marks an entry handled without a reply (a duplicate press, an ignored reaction).

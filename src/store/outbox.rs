@@ -122,12 +122,17 @@ impl Store {
 
     /// Marks a row as being handed to the platform, before the call: if the daemon dies now,
     /// the next start knows this delivery is in doubt.
-    pub async fn mark_outbox_sending(&self, id: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending'")
-            .bind(id)
+    pub async fn mark_outbox_sending(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2",
+        )
+        .bind(id)
+        .bind(now_ms)
             .execute(self.pool())
             .await?;
-        Ok(())
+        // False: another lane took (or finished) this row since it was read, or it now waits
+        // for a retry; leave it alone.
+        Ok(done.rows_affected() == 1)
     }
 
     /// At start: deliveries interrupted by a crash go back to pending, flagged as in doubt.

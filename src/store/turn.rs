@@ -205,11 +205,13 @@ pub struct TurnEnd<'a> {
     pub session: i64,
     pub replies: Vec<NewOutbox>,
     pub error: Option<&'a str>,
+    /// The last model call's usage (tokens, provider, model), added in the same statement.
+    pub usage: Option<(&'a Usage, &'a str, &'a str)>,
 }
 
 impl Store {
-    /// Starts the turn answering `inbox_id`, storing the user's message with it, or returns the
-    /// existing turn (with `fresh == false`) when this entry was already being worked on.
+    /// Starts the turn answering `inbox_id`, storing the user's message with it. The caller has
+    /// checked [`Store::turn_for_inbox`] first: an entry already being worked on resumes its turn.
     #[allow(clippy::too_many_arguments)]
     pub async fn start_turn(
         &self,
@@ -221,9 +223,6 @@ impl Store {
         user_message: &ChatMessage,
         now_ms: i64,
     ) -> StoreResult<Turn> {
-        if let Some(turn) = self.turn_for_inbox(inbox_id).await? {
-            return Ok(turn);
-        }
         let mut tx = self.pool().begin().await?;
         let turn_id: i64 = sqlx::query_scalar(
             "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, status, started_at)
@@ -246,11 +245,19 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
-            .bind(turn_id)
-            .fetch_one(self.pool())
-            .await?;
-        turn_from_row(&row, true)
+        Ok(Turn {
+            id: turn_id,
+            inbox_id,
+            conversation_id,
+            user_id,
+            agent_id: agent_id.to_string(),
+            status: TurnStatus::Running,
+            llm_calls: 0,
+            tool_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            fresh: true,
+        })
     }
 
     pub async fn turn_for_inbox(&self, inbox_id: i64) -> StoreResult<Option<Turn>> {
@@ -514,13 +521,31 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
         let mut tx = self.pool().begin().await?;
+        let (calls, input, output, provider, model) = match end.usage {
+            Some((usage, provider, model)) => (
+                1i64,
+                i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                Some(provider),
+                Some(model),
+            ),
+            None => (0, 0, 0, None, None),
+        };
         let updated = sqlx::query(
-            "UPDATE turns SET status = $1, error = $2, finished_at = $3 WHERE id = $4 AND status IN ('running', 'suspended')",
+            "UPDATE turns SET status = $1, error = $2, finished_at = $3, llm_calls = llm_calls + $5,
+               input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
+               provider = COALESCE($8, provider), model = COALESCE($9, model)
+             WHERE id = $4 AND status IN ('running', 'suspended')",
         )
         .bind(end.status.as_str())
         .bind(end.error)
         .bind(now_ms)
         .bind(turn.id)
+        .bind(calls)
+        .bind(input)
+        .bind(output)
+        .bind(provider)
+        .bind(model)
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() == 0 {
