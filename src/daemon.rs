@@ -143,18 +143,15 @@ impl DaemonBuilder {
         // Identities: the allowlists and the owner, as configured now.
         for entry in &self.channels {
             let name = entry.channel.name().to_string();
-            for user in &entry.allowed {
-                store
-                    .allow_identity(&name, user, None, "config", false, now)
-                    .await?;
-            }
             let mut keep = entry.allowed.clone();
             if let Some((channel, user)) = config.daemon.owner_identity()
                 && channel == name
             {
                 keep.push(user.to_string());
             }
-            store.revoke_config_identities_except(&name, &keep).await?;
+            store
+                .sync_allowlist(&name, &entry.allowed, &keep, now)
+                .await?;
         }
         let owner = config
             .daemon

@@ -163,29 +163,72 @@ impl Store {
             .ok_or_else(|| super::StoreError::Corrupt("identity vanished after insert".into()))
     }
 
-    /// Revokes every identity of `channel` that came from the config allowlist but is no longer
-    /// in `keep`: removing a user from `allowed_users` takes effect at the next start.
-    pub async fn revoke_config_identities_except(
+    /// Makes `channel`'s identities match its configured allowlist in one transaction: listed
+    /// users are allowed (created when new), config-listed users no longer in `keep` are revoked.
+    /// Unchanged identities cost nothing, so a start with a large allowlist stays fast.
+    pub async fn sync_allowlist(
         &self,
         channel: &str,
+        allowed: &[String],
         keep: &[String],
-    ) -> StoreResult<u64> {
+        now_ms: i64,
+    ) -> StoreResult<()> {
         let rows = sqlx::query(
-            "SELECT platform_user_id FROM identities WHERE channel = $1 AND source IN ('config', 'owner') AND status = 'allowed'",
+            "SELECT platform_user_id, status, source FROM identities WHERE channel = $1",
         )
         .bind(channel)
         .fetch_all(self.pool())
         .await?;
-        let mut revoked = 0;
-        for row in rows {
+        let mut known = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
             let id: String = row.try_get("platform_user_id")?;
-            if !keep.contains(&id) {
-                self.set_identity_status(channel, &id, IdentityStatus::Revoked)
+            let status: String = row.try_get("status")?;
+            let source: String = row.try_get("source")?;
+            known.insert(id, (status, source));
+        }
+        let mut tx = self.pool().begin().await?;
+        for user in allowed {
+            match known.get(user) {
+                Some((status, _)) if status == "allowed" => {}
+                Some(_) => {
+                    sqlx::query("UPDATE identities SET status = 'allowed', source = 'config' WHERE channel = $1 AND platform_user_id = $2")
+                        .bind(channel)
+                        .bind(user)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                None => {
+                    let user_id: i64 = sqlx::query_scalar(
+                        "INSERT INTO users (is_owner, created_at) VALUES (0, $1) RETURNING id",
+                    )
+                    .bind(now_ms)
+                    .fetch_one(&mut *tx)
                     .await?;
-                revoked += 1;
+                    sqlx::query(
+                        "INSERT INTO identities (channel, platform_user_id, user_id, status, source, created_at)
+                         VALUES ($1, $2, $3, 'allowed', 'config', $4)",
+                    )
+                    .bind(channel)
+                    .bind(user)
+                    .bind(user_id)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
             }
         }
-        Ok(revoked)
+        for (user, (status, source)) in &known {
+            let from_config = source == "config" || source == "owner";
+            if from_config && status == "allowed" && !keep.contains(user) {
+                sqlx::query("UPDATE identities SET status = 'revoked' WHERE channel = $1 AND platform_user_id = $2")
+                    .bind(channel)
+                    .bind(user)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     pub async fn set_identity_status(
@@ -272,5 +315,67 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn status(store: &Store, user: &str) -> Option<IdentityStatus> {
+        store
+            .identity("telegram", user)
+            .await
+            .expect("db")
+            .map(|i| i.status)
+    }
+
+    #[tokio::test]
+    async fn the_allowlist_follows_the_config_and_leaves_paired_users_alone() {
+        let (store, _dir) = temp_store().await;
+        store
+            .sync_allowlist("telegram", &ids(&["1", "2"]), &ids(&["1", "2"]), 0)
+            .await
+            .expect("sync");
+        store
+            .allow_identity("telegram", "3", None, "paired", false, 0)
+            .await
+            .expect("pair");
+        assert_eq!(status(&store, "2").await, Some(IdentityStatus::Allowed));
+
+        // "2" leaves the config: revoked at the next start; the paired "3" stays.
+        store
+            .sync_allowlist("telegram", &ids(&["1"]), &ids(&["1"]), 1)
+            .await
+            .expect("sync");
+        assert_eq!(status(&store, "1").await, Some(IdentityStatus::Allowed));
+        assert_eq!(status(&store, "2").await, Some(IdentityStatus::Revoked));
+        assert_eq!(status(&store, "3").await, Some(IdentityStatus::Allowed));
+
+        // Listed again: allowed again, with the same user (and history).
+        let before = store
+            .identity("telegram", "2")
+            .await
+            .expect("db")
+            .expect("known")
+            .user_id;
+        store
+            .sync_allowlist("telegram", &ids(&["1", "2"]), &ids(&["1", "2"]), 2)
+            .await
+            .expect("sync");
+        let after = store
+            .identity("telegram", "2")
+            .await
+            .expect("db")
+            .expect("known");
+        assert_eq!(
+            (after.status, after.user_id),
+            (IdentityStatus::Allowed, before)
+        );
     }
 }
