@@ -22,7 +22,7 @@ async fn help_whoami_new_and_reset() {
     assert!(unknown.text.contains("/help"), "{}", unknown.text);
 
     h.llm.push(Reply::text("first"));
-    h.say("remember the number 42").await;
+    h.say("remember the number 97531").await;
     h.say("/new").await;
     h.llm.push(Reply::text("second"));
     h.say("what was the number?").await;
@@ -33,7 +33,7 @@ async fn help_whoami_new_and_reset() {
     assert!(
         !messages
             .iter()
-            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("42"))),
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("97531"))),
         "after /new the earlier messages are not sent: {messages:?}"
     );
     let nothing = h.say("/cancel").await;
