@@ -26,6 +26,7 @@ pub(crate) struct Api {
 impl Api {
     pub(crate) fn new(api_url: &str, token: &str) -> Result<Self, ApiError> {
         let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(8)
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| ApiError::Network {
