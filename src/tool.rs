@@ -365,6 +365,49 @@ pub fn list_limit(info: &ToolInfo, arguments: &Value) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// Calling a family's tools by name in unit tests; tools answer JSON.
+#[cfg(test)]
+pub(crate) mod test_calls {
+    use super::{Tool, ToolContext, ToolError};
+    use serde_json::Value;
+    use std::sync::Arc;
+
+    pub async fn call(
+        family: Vec<Arc<dyn Tool>>,
+        ctx: &ToolContext,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, ToolError> {
+        let tool = family
+            .into_iter()
+            .find(|t| t.info().name == name)
+            .expect("tool exists");
+        let text = tool.call(ctx, args).await?;
+        Ok(serde_json::from_str(&text).expect("tools answer JSON"))
+    }
+
+    pub async fn ok(
+        family: Vec<Arc<dyn Tool>>,
+        ctx: &ToolContext,
+        name: &str,
+        args: Value,
+    ) -> Value {
+        call(family, ctx, name, args).await.expect("call succeeds")
+    }
+
+    pub async fn err(
+        family: Vec<Arc<dyn Tool>>,
+        ctx: &ToolContext,
+        name: &str,
+        args: Value,
+    ) -> String {
+        call(family, ctx, name, args)
+            .await
+            .expect_err("call fails")
+            .to_string()
+    }
+}
+
 /// A context for calling tools directly in unit tests: a fresh SQLite database, one user, UTC.
 #[cfg(test)]
 pub(crate) async fn test_context() -> (ToolContext, tempfile::TempDir) {

@@ -231,23 +231,15 @@ mod tests {
     use crate::tool::test_context;
 
     async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        let tool = tools()
-            .into_iter()
-            .find(|t| t.info().name == name)
-            .expect("tool exists");
-        let text = tool.call(ctx, args).await?;
-        Ok(serde_json::from_str(&text).expect("tools answer JSON"))
+        crate::tool::test_calls::call(tools(), ctx, name, args).await
     }
 
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        call(ctx, name, args).await.expect("call succeeds")
+        crate::tool::test_calls::ok(tools(), ctx, name, args).await
     }
 
     async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        call(ctx, name, args)
-            .await
-            .expect_err("call fails")
-            .to_string()
+        crate::tool::test_calls::err(tools(), ctx, name, args).await
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
