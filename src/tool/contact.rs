@@ -431,10 +431,6 @@ mod tests {
     use crate::tool::test_context;
     use chrono::{TimeZone, Utc};
 
-    async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        crate::tool::test_calls::call(tools(), ctx, name, args).await
-    }
-
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
         crate::tool::test_calls::ok(tools(), ctx, name, args).await
     }

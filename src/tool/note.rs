@@ -322,10 +322,6 @@ mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        crate::tool::test_calls::call(tools(), ctx, name, args).await
-    }
-
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
         crate::tool::test_calls::ok(tools(), ctx, name, args).await
     }
