@@ -8,7 +8,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::common::{
-    Bind, Sql, db, id_arg, like_pattern, not_found, opt_text, tags_arg, tags_json, tags_value,
+    Bind, Sql, db, delete_owned, id_arg, like_pattern, opt_text, tags_arg, tags_json, tags_value,
     user_id,
 };
 use super::time::format_local;
@@ -101,17 +101,8 @@ impl Tool for BookmarkTool {
             Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
             Op::Delete => {
                 let id = id_arg(&arguments, "bookmark_id")?;
-                let row = sqlx::query(
-                    "DELETE FROM bookmarks WHERE id = $1 AND user_id = $2 RETURNING url",
-                )
-                .bind(id)
-                .bind(user)
-                .fetch_optional(ctx.store.pool())
-                .await
-                .map_err(db)?
-                .ok_or_else(|| not_found("bookmark", id))?;
-                let url: String = row.try_get("url").map_err(db)?;
-                json!({"deleted": id, "url": url})
+                let sql = "DELETE FROM bookmarks WHERE id = $1 AND user_id = $2 RETURNING url";
+                delete_owned(ctx, user, sql, id, "bookmark", "url").await?
             }
         };
         Ok(result.to_string())

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::common::{Bind, Changes, Sql, bad_date, db, id_arg, not_found, opt_text, user_id};
+use super::common::{
+    Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, not_found, opt_text, user_id,
+};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 
@@ -145,17 +147,9 @@ impl Tool for CalendarTool {
             Op::Update => update(ctx, user, &arguments).await?,
             Op::Delete => {
                 let id = id_arg(&arguments, "event_id")?;
-                let row = sqlx::query(
-                    "DELETE FROM calendar_events WHERE id = $1 AND user_id = $2 RETURNING title",
-                )
-                .bind(id)
-                .bind(user)
-                .fetch_optional(ctx.store.pool())
-                .await
-                .map_err(db)?
-                .ok_or_else(|| not_found("event", id))?;
-                let title: String = row.try_get("title").map_err(db)?;
-                json!({"deleted": id, "title": title})
+                let sql =
+                    "DELETE FROM calendar_events WHERE id = $1 AND user_id = $2 RETURNING title";
+                delete_owned(ctx, user, sql, id, "event", "title").await?
             }
         };
         Ok(result.to_string())

@@ -193,3 +193,26 @@ impl Changes {
         Ok(query.fetch_optional(ctx).await?.is_some())
     }
 }
+
+/// Deletes one of the user's rows with `sql` (`DELETE … WHERE id = $1 AND user_id = $2
+/// RETURNING <label>`) and answers `{"deleted": id, "<label>": …}`; another user's row, like a
+/// missing one, is "<kind> <id> not found".
+pub async fn delete_owned(
+    ctx: &ToolContext,
+    user: i64,
+    sql: &'static str,
+    id: i64,
+    kind: &str,
+    label: &str,
+) -> Result<Value, ToolError> {
+    use sqlx::Row;
+    let row = sqlx::query(sql)
+        .bind(id)
+        .bind(user)
+        .fetch_optional(ctx.store.pool())
+        .await
+        .map_err(db)?
+        .ok_or_else(|| not_found(kind, id))?;
+    let value: String = row.try_get(label).map_err(db)?;
+    Ok(json!({"deleted": id, label: value}))
+}

@@ -10,8 +10,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::common::{
-    Bind, Changes, Sql, db, id_arg, like_pattern, not_found, opt_text, tags_arg, tags_json,
-    tags_value, user_id,
+    Bind, Changes, Sql, db, delete_owned, id_arg, like_pattern, not_found, opt_text, tags_arg,
+    tags_json, tags_value, user_id,
 };
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 
@@ -155,17 +155,8 @@ impl Tool for ContactTool {
             Op::Update => update(ctx, user, &arguments).await?,
             Op::Delete => {
                 let id = id_arg(&arguments, "contact_id")?;
-                let row = sqlx::query(
-                    "DELETE FROM contacts WHERE id = $1 AND user_id = $2 RETURNING name",
-                )
-                .bind(id)
-                .bind(user)
-                .fetch_optional(ctx.store.pool())
-                .await
-                .map_err(db)?
-                .ok_or_else(|| not_found("contact", id))?;
-                let name: String = row.try_get("name").map_err(db)?;
-                json!({"deleted": id, "name": name})
+                let sql = "DELETE FROM contacts WHERE id = $1 AND user_id = $2 RETURNING name";
+                delete_owned(ctx, user, sql, id, "contact", "name").await?
             }
             Op::Birthdays => birthdays(ctx, user, &arguments).await?,
         };

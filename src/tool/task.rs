@@ -14,8 +14,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::common::{
-    Bind, Changes, Sql, bad_date, db, id_arg, like_pattern, not_found, opt_text, tags_arg,
-    tags_json, tags_value, user_id,
+    Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, like_pattern, not_found, opt_text,
+    tags_arg, tags_json, tags_value, user_id,
 };
 use super::time::{day_range, format_local, parse_date, parse_datetime};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
@@ -227,16 +227,8 @@ impl Tool for TaskTool {
             Op::Update => update(ctx, user, &arguments).await?,
             Op::Delete => {
                 let id = id_arg(&arguments, "task_id")?;
-                let row =
-                    sqlx::query("DELETE FROM tasks WHERE id = $1 AND user_id = $2 RETURNING title")
-                        .bind(id)
-                        .bind(user)
-                        .fetch_optional(ctx.store.pool())
-                        .await
-                        .map_err(db)?
-                        .ok_or_else(|| not_found("task", id))?;
-                let title: String = row.try_get("title").map_err(db)?;
-                json!({"deleted": id, "title": title})
+                let sql = "DELETE FROM tasks WHERE id = $1 AND user_id = $2 RETURNING title";
+                delete_owned(ctx, user, sql, id, "task", "title").await?
             }
         };
         Ok(result.to_string())
