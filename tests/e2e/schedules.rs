@@ -282,7 +282,18 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
         "{last}"
     );
 
-    let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
+    // The reply can reach the chat before the scheduler has committed the run's link and
+    // disabled the one-shot (the dispatcher starts as soon as the inbox entry exists).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let runs = loop {
+        let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
+        if runs.first().is_some_and(|run| run.inbox_id.is_some())
+            || tokio::time::Instant::now() > deadline
+        {
+            break runs;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(runs.len(), 1);
     let inbox_id = runs[0].inbox_id.expect("linked to its inbox entry");
     let entry = store
