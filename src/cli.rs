@@ -554,11 +554,7 @@ async fn link(store: &Store, a: &str, b: &str, now: i64) -> Result<(), Failure> 
 async fn unlink(store: &Store, config: &Config, identity: &str, now: i64) -> Result<(), Failure> {
     let (channel, user) = identity_arg(identity)?;
     // Owner identities are linked again at every start; unlinking them would not last.
-    if config
-        .daemon
-        .owner_identities()
-        .contains(&(channel, user))
-    {
+    if config.daemon.owner_identities().contains(&(channel, user)) {
         return Err(usage(anyhow::anyhow!(
             "{identity} is listed in daemon.owner, and the owner's identities are linked again at every start; remove it there first"
         )));

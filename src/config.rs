@@ -153,7 +153,10 @@ impl<'de> Deserialize<'de> for Owner {
                 Ok(Owner::One(value.to_string()))
             }
 
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Owner, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Owner, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(entry) = seq.next_element::<String>()? {
                     entries.push(entry);

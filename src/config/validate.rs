@@ -9,9 +9,7 @@ use std::str::FromStr;
 use reqwest::Url;
 
 use super::load::{Failed, Problem};
-use super::{
-    ChannelsConfig, Config, DaemonConfig, Owner, ProviderConfig, ScheduleConfig, Secret,
-};
+use super::{ChannelsConfig, Config, DaemonConfig, Owner, ProviderConfig, ScheduleConfig, Secret};
 
 /// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
 const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];

@@ -318,28 +318,48 @@ impl Store {
     }
 }
 
-/// Tables holding a user's data and history, with the column naming the user, in the order a
-/// merge moves them; `label` is how the one-line summary counts them (`None`: history, not
-/// counted). A test checks this list against the schema so a new per-user table is not missed,
-/// and the final `DELETE FROM users` would fail (rolling the merge back) if one were.
-const USER_ROWS: &[(&str, &str, Option<(&str, &str)>)] = &[
-    ("tasks", "user_id", Some(("task", "tasks"))),
-    ("notes", "user_id", Some(("note", "notes"))),
-    ("bookmarks", "user_id", Some(("bookmark", "bookmarks"))),
-    ("contacts", "user_id", Some(("contact", "contacts"))),
-    (
+/// Rows of one table that belong to a user.
+struct UserRows {
+    table: &'static str,
+    /// The column naming the user.
+    column: &'static str,
+    /// How the one-line merge summary counts them (one, many); `None`: history, not counted.
+    label: Option<(&'static str, &'static str)>,
+}
+
+const fn rows(
+    table: &'static str,
+    column: &'static str,
+    label: Option<(&'static str, &'static str)>,
+) -> UserRows {
+    UserRows {
+        table,
+        column,
+        label,
+    }
+}
+
+/// Tables holding a user's data and history, in the order a merge moves them. A test checks
+/// this list against the schema so a new per-user table is not missed, and the final
+/// `DELETE FROM users` would fail (rolling the merge back) if one were.
+const USER_ROWS: &[UserRows] = &[
+    rows("tasks", "user_id", Some(("task", "tasks"))),
+    rows("notes", "user_id", Some(("note", "notes"))),
+    rows("bookmarks", "user_id", Some(("bookmark", "bookmarks"))),
+    rows("contacts", "user_id", Some(("contact", "contacts"))),
+    rows(
         "calendar_events",
         "user_id",
         Some(("calendar event", "calendar events")),
     ),
-    ("expenses", "user_id", Some(("expense", "expenses"))),
-    ("goals", "user_id", Some(("goal", "goals"))),
-    ("goal_steps", "user_id", None),
-    ("memories", "user_id", Some(("memory", "memories"))),
-    ("schedules", "created_by", Some(("schedule", "schedules"))),
-    ("turns", "user_id", None),
-    ("confirmations", "user_id", None),
-    ("tool_audit", "user_id", None),
+    rows("expenses", "user_id", Some(("expense", "expenses"))),
+    rows("goals", "user_id", Some(("goal", "goals"))),
+    rows("goal_steps", "user_id", None),
+    rows("memories", "user_id", Some(("memory", "memories"))),
+    rows("schedules", "created_by", Some(("schedule", "schedules"))),
+    rows("turns", "user_id", None),
+    rows("confirmations", "user_id", None),
+    rows("tool_audit", "user_id", None),
 ];
 
 /// Settings of a user row a merge reconciles: the kept user's value wins, an unset one is taken
@@ -482,11 +502,7 @@ async fn identity_row(
 }
 
 /// Moves everything of user `from` to user `into` and deletes `from`, inside a transaction.
-async fn merge_users(
-    conn: &mut sqlx::AnyConnection,
-    into: i64,
-    from: i64,
-) -> StoreResult<Merge> {
+async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> StoreResult<Merge> {
     let mut merge = Merge {
         from_user: from,
         ..Merge::default()
@@ -500,7 +516,12 @@ async fn merge_users(
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    for (table, column, label) in USER_ROWS {
+    for UserRows {
+        table,
+        column,
+        label,
+    } in USER_ROWS
+    {
         let moved = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE {table} SET {column} = $1 WHERE {column} = $2"
         )))
@@ -761,12 +782,14 @@ impl Store {
         .bind(platform_user_id)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("UPDATE identities SET user_id = $1 WHERE channel = $2 AND platform_user_id = $3")
-            .bind(new_user)
-            .bind(channel)
-            .bind(platform_user_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE identities SET user_id = $1 WHERE channel = $2 AND platform_user_id = $3",
+        )
+        .bind(new_user)
+        .bind(channel)
+        .bind(platform_user_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(UnlinkOutcome {
             old_user,
@@ -938,7 +961,11 @@ mod link_tests {
             .collect();
         assert_eq!(
             names,
-            ["telegram:42", "email:me@example.org", "matrix:@me:example.org"]
+            [
+                "telegram:42",
+                "email:me@example.org",
+                "matrix:@me:example.org"
+            ]
         );
     }
 
@@ -1028,9 +1055,20 @@ mod link_tests {
             .await
             .expect("linked");
         assert!(
-            outcome.merge.expect("merged").to_string().contains(&format!("user #{a} is the owner now")),
+            outcome
+                .merge
+                .expect("merged")
+                .to_string()
+                .contains(&format!("user #{a} is the owner now")),
         );
-        assert!(store.identity("telegram", "42").await.expect("db").expect("known").is_owner);
+        assert!(
+            store
+                .identity("telegram", "42")
+                .await
+                .expect("db")
+                .expect("known")
+                .is_owner
+        );
     }
 
     #[tokio::test]
@@ -1066,24 +1104,45 @@ mod link_tests {
             .await
             .expect("revoke");
         let cases = [
-            (("telegram", "42"), ("telegram", "42"), "cannot be linked to itself"),
-            (("email", "a@b.c"), ("email", "d@e.f"), "neither email:a@b.c nor email:d@e.f is known"),
-            (("telegram", "43"), ("email", "d@e.f"), "telegram:43 is revoked"),
+            (
+                ("telegram", "42"),
+                ("telegram", "42"),
+                "cannot be linked to itself",
+            ),
+            (
+                ("email", "a@b.c"),
+                ("email", "d@e.f"),
+                "neither email:a@b.c nor email:d@e.f is known",
+            ),
+            (
+                ("telegram", "43"),
+                ("email", "d@e.f"),
+                "telegram:43 is revoked",
+            ),
         ];
         for (a, b, message) in cases {
             let err = store.link_identities(a, b, 1).await.expect_err(message);
-            assert!(err.is_refusal() && err.to_string().contains(message), "{err}");
+            assert!(
+                err.is_refusal() && err.to_string().contains(message),
+                "{err}"
+            );
         }
         let err = store
             .unlink_identity("telegram", "42", 1)
             .await
             .expect_err("alone");
-        assert_eq!(err.to_string(), "telegram:42 is not linked to any other identity");
+        assert_eq!(
+            err.to_string(),
+            "telegram:42 is not linked to any other identity"
+        );
         let err = store
             .unlink_identity("telegram", "99", 1)
             .await
             .expect_err("unknown");
-        assert!(err.to_string().starts_with("no identity telegram:99"), "{err}");
+        assert!(
+            err.to_string().starts_with("no identity telegram:99"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -1094,7 +1153,12 @@ mod link_tests {
             .link_identities(("telegram", "42"), ("email", "me@example.org"), 1)
             .await
             .expect("linked");
-        exec(&store, "UPDATE users SET permission = 'admin' WHERE id = $1", a).await;
+        exec(
+            &store,
+            "UPDATE users SET permission = 'admin' WHERE id = $1",
+            a,
+        )
+        .await;
         add_task(&store, a, "shared").await;
         let outcome = store
             .unlink_identity("email", "me@example.org", 2)
@@ -1113,7 +1177,10 @@ mod link_tests {
         assert_eq!(count(&store, "tasks", a).await, 1);
         assert_eq!(count(&store, "tasks", outcome.new_user).await, 0);
         assert_eq!(
-            store.user_settings(outcome.new_user).await.expect("settings"),
+            store
+                .user_settings(outcome.new_user)
+                .await
+                .expect("settings"),
             (false, None, None)
         );
         let users = store.users().await.expect("users");
@@ -1138,12 +1205,17 @@ mod link_tests {
             let table: String = row.try_get("tbl").expect("name");
             let column: String = row.try_get("col").expect("column");
             let known = table == "identities"
-                || USER_ROWS.iter().any(|(t, c, _)| *t == table && *c == column);
+                || USER_ROWS
+                    .iter()
+                    .any(|rows| rows.table == table && rows.column == column);
             if !known {
                 missing.push(format!("{table}.{column}"));
             }
         }
-        assert!(rows.len() >= USER_ROWS.len(), "the query finds the references");
+        assert!(
+            rows.len() >= USER_ROWS.len(),
+            "the query finds the references"
+        );
         assert!(missing.is_empty(), "not moved by a merge: {missing:?}");
     }
 }
