@@ -542,10 +542,11 @@ async fn link(store: &Store, a: &str, b: &str, now: i64) -> Result<(), Failure> 
     if outcome.created {
         line.push_str(&format!("; {joined} was new to hearth and is allowed now"));
     }
-    match &outcome.merge {
-        Some(merge) => line.push_str(&format!("; {merge}")),
-        None if !outcome.created => line.push_str(&format!("; {joined} is allowed again")),
-        None => {}
+    if outcome.allowed_again {
+        line.push_str(&format!("; {joined} was revoked and is allowed again"));
+    }
+    if let Some(merge) = &outcome.merge {
+        line.push_str(&format!("; {merge}"));
     }
     println!("{line}");
     Ok(())

@@ -20,7 +20,8 @@ pub struct Identity {
     pub user_id: i64,
     pub display_name: Option<String>,
     pub status: IdentityStatus,
-    /// `config` (allowlist), `paired`, `local` (the terminal) or `owner`.
+    /// `config` (allowlist), `paired`, `local` (the terminal), `owner` or `linked`
+    /// (`hearth pair link`).
     pub source: String,
     pub is_owner: bool,
 }
@@ -411,6 +412,8 @@ pub struct LinkOutcome {
     pub created: bool,
     /// Both identities were one user already; nothing changed.
     pub already: bool,
+    /// The joining identity was revoked and is allowed again.
+    pub allowed_again: bool,
     /// The joining identity's user had its own rows and was merged into the kept user.
     pub merge: Option<Merge>,
 }
@@ -699,6 +702,7 @@ impl Store {
             joined: joiner_name,
             created: false,
             already: false,
+            allowed_again: false,
             merge: None,
         };
         match joiner_row {
@@ -717,6 +721,7 @@ impl Store {
             }
             Some((joiner_user, joiner_status)) => {
                 if joiner_status != "allowed" {
+                    outcome.allowed_again = true;
                     sqlx::query(
                         "UPDATE identities SET status = 'allowed', source = 'linked' WHERE channel = $1 AND platform_user_id = $2",
                     )
@@ -726,7 +731,7 @@ impl Store {
                     .await?;
                 }
                 if joiner_user == user_id {
-                    outcome.already = joiner_status == "allowed";
+                    outcome.already = !outcome.allowed_again;
                 } else {
                     let mut merge = merge_users(&mut tx, user_id, joiner_user).await?;
                     merge.identities.retain(|i| *i != outcome.joined);
@@ -1092,6 +1097,31 @@ mod link_tests {
         assert_eq!(count(&store, "tasks", b).await, 1);
         assert_eq!(count(&store, "tasks", a).await, 0);
         assert_eq!(user_of(&store, "discord", "7").await, b);
+    }
+
+    #[tokio::test]
+    async fn linking_a_revoked_identity_allows_it_again() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        allow(&store, "discord", "7").await;
+        store
+            .set_identity_status("discord", "7", IdentityStatus::Revoked)
+            .await
+            .expect("revoke");
+        let outcome = store
+            .link_identities(("telegram", "42"), ("discord", "7"), 1)
+            .await
+            .expect("linked");
+        assert!(outcome.allowed_again && !outcome.already && outcome.merge.is_some());
+        let discord = store
+            .identity("discord", "7")
+            .await
+            .expect("db")
+            .expect("known");
+        assert_eq!(
+            (discord.user_id, discord.status, discord.source.as_str()),
+            (a, IdentityStatus::Allowed, "linked")
+        );
     }
 
     #[tokio::test]
