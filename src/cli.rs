@@ -86,12 +86,18 @@ pub enum AgentsAction {
 
 #[derive(Debug, Subcommand)]
 pub enum PairAction {
-    /// Pending pairing codes and known identities (the default).
+    /// Pending pairing codes and the users with their identities (the default).
     List,
     /// Allow the sender who got this code.
     Approve { code: String },
     /// Revoke an identity, given as channel:user_id.
     Revoke { identity: String },
+    /// Join identity B to A's user: one person, one set of tasks, notes, memories, expenses and
+    /// schedules. B's data (when it has its own) moves to A's user. An identity hearth has not
+    /// seen yet (an email address, say) is created, allowed.
+    Link { a: String, b: String },
+    /// Give an identity a user of its own again; the data stays with the other identities.
+    Unlink { identity: String },
     /// Set which tools a user may call: none, read, write, execute or admin.
     Permission { identity: String, level: String },
     /// Set how much hearth may do for a user without asking: none, low, medium, high or full.
@@ -421,20 +427,10 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
                     );
                 }
             }
-            println!("identities:");
-            for identity in store.identities().await? {
-                let status = match identity.status {
-                    crate::store::IdentityStatus::Allowed => "allowed",
-                    crate::store::IdentityStatus::Revoked => "revoked",
-                };
-                let owner = if identity.is_owner { ", owner" } else { "" };
-                println!(
-                    "  {}:{}  {status} ({}{owner})",
-                    identity.channel, identity.platform_user_id, identity.source
-                );
-            }
-            Ok(())
+            list_users(&store).await
         }
+        PairAction::Link { a, b } => link(&store, &a, &b, now).await,
+        PairAction::Unlink { identity } => unlink(&store, &config, &identity, now).await,
         PairAction::Approve { code } => approve(&store, &code.to_uppercase(), now).await,
         PairAction::Permission { identity, level } => {
             set_user_setting(
@@ -477,6 +473,109 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
     };
     store.close().await;
     result
+}
+
+/// Users with their identities grouped under them (only users that have identities).
+async fn list_users(store: &Store) -> Result<(), Failure> {
+    let users = store.users().await?;
+    let users: Vec<_> = users.iter().filter(|u| !u.identities.is_empty()).collect();
+    if users.is_empty() {
+        println!("no users yet");
+        return Ok(());
+    }
+    println!("users:");
+    for user in users {
+        let mut about = Vec::new();
+        if user.is_owner {
+            about.push("owner".to_string());
+        }
+        if let Some(permission) = &user.permission {
+            about.push(format!("permission {permission}"));
+        }
+        if let Some(autonomy) = &user.autonomy {
+            about.push(format!("autonomy {autonomy}"));
+        }
+        if about.is_empty() {
+            println!("  user #{}", user.id);
+        } else {
+            println!("  user #{} ({})", user.id, about.join(", "));
+        }
+        for identity in &user.identities {
+            let status = match identity.status {
+                crate::store::IdentityStatus::Allowed => "allowed",
+                crate::store::IdentityStatus::Revoked => "revoked",
+            };
+            println!(
+                "    {}:{}  {status} ({})",
+                identity.channel, identity.platform_user_id, identity.source
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `channel:user_id` checked the way `daemon.owner` entries are.
+fn identity_arg(text: &str) -> Result<(&str, &str), Failure> {
+    crate::config::parse_identity(text).map_err(|message| usage(anyhow::anyhow!("{message}")))
+}
+
+fn link_failure(err: crate::store::LinkError) -> Failure {
+    if err.is_refusal() {
+        usage(anyhow::anyhow!("{err}"))
+    } else {
+        Failure::from(err)
+    }
+}
+
+async fn link(store: &Store, a: &str, b: &str, now: i64) -> Result<(), Failure> {
+    let (a, b) = (identity_arg(a)?, identity_arg(b)?);
+    let outcome = store
+        .link_identities(a, b, now)
+        .await
+        .map_err(link_failure)?;
+    let (kept, joined, user) = (&outcome.kept, &outcome.joined, outcome.user_id);
+    if outcome.already {
+        println!("{joined} and {kept} are already one user (#{user}); nothing changed");
+        return Ok(());
+    }
+    let mut line = format!("linked {joined} to {kept} (user #{user})");
+    if outcome.created {
+        line.push_str(&format!("; {joined} was new to hearth and is allowed now"));
+    }
+    if outcome.allowed_again {
+        line.push_str(&format!("; {joined} was revoked and is allowed again"));
+    }
+    if let Some(merge) = &outcome.merge {
+        line.push_str(&format!("; {merge}"));
+    }
+    println!("{line}");
+    Ok(())
+}
+
+async fn unlink(store: &Store, config: &Config, identity: &str, now: i64) -> Result<(), Failure> {
+    let (channel, user) = identity_arg(identity)?;
+    // Owner identities are linked again at every start; unlinking them would not last.
+    if config.daemon.owner_identities().contains(&(channel, user)) {
+        return Err(usage(anyhow::anyhow!(
+            "{identity} is listed in daemon.owner, and the owner's identities are linked again at every start; remove it there first"
+        )));
+    }
+    if channel == "terminal" && user == LOCAL {
+        return Err(usage(anyhow::anyhow!(
+            "{identity} is the terminal of `hearth chat`, which always belongs to the owner"
+        )));
+    }
+    let outcome = store
+        .unlink_identity(channel, user, now)
+        .await
+        .map_err(link_failure)?;
+    println!(
+        "unlinked {identity}: it is user #{} now, with no data and default settings; the data stays with user #{} ({})",
+        outcome.new_user,
+        outcome.old_user,
+        outcome.remaining.join(", ")
+    );
+    Ok(())
 }
 
 async fn set_user_setting(

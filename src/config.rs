@@ -11,6 +11,7 @@ mod validate;
 
 pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
 pub use secret::Secret;
+pub use validate::parse_identity;
 
 use std::path::PathBuf;
 
@@ -51,8 +52,9 @@ pub struct DaemonConfig {
     pub timezone: String,
     /// Address of `/healthz` and `/metrics`; empty string disables the HTTP server.
     pub http_listen: String,
-    /// The owner's identity, `channel:user_id`; the owner may decide any confirmation and pair users.
-    pub owner: Option<String>,
+    /// The owner's identities, `channel:user_id`: one string or a list. They are one user (one
+    /// set of tasks, notes, memories …); the owner may decide any confirmation.
+    pub owner: Option<Owner>,
     /// How many conversations may run turns at the same time.
     pub max_concurrent_conversations: usize,
     /// Seconds SIGTERM waits for running turns before suspending them.
@@ -74,9 +76,19 @@ impl Default for DaemonConfig {
 }
 
 impl DaemonConfig {
-    /// `owner` split into channel and platform user id.
-    pub fn owner_identity(&self) -> Option<(&str, &str)> {
-        self.owner.as_deref()?.split_once(':')
+    /// Every `owner` entry split into channel and platform user id, in the order given; entries
+    /// without a `:` are left out (`hearth check` reports them).
+    pub fn owner_identities(&self) -> Vec<(&str, &str)> {
+        self.owner
+            .as_ref()
+            .map(|owner| {
+                owner
+                    .entries()
+                    .iter()
+                    .filter_map(|entry| entry.split_once(':'))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The database URL, defaulting to a SQLite file inside `data_dir`.
@@ -85,6 +97,74 @@ impl DaemonConfig {
             Some(url) => url.clone(),
             None => format!("sqlite://{}", self.data_dir.join("hearth.db").display()),
         }
+    }
+}
+
+/// `daemon.owner`: one identity (`owner = "telegram:1"`, the original form) or a list of them
+/// (`owner = ["telegram:1", "email:me@example.org"]`), all belonging to the one owner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Owner {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Owner {
+    /// The identities as given, `channel:user_id` each.
+    pub fn entries(&self) -> &[String] {
+        match self {
+            Self::One(entry) => std::slice::from_ref(entry),
+            Self::Many(entries) => entries,
+        }
+    }
+}
+
+impl From<&str> for Owner {
+    fn from(entry: &str) -> Self {
+        Self::One(entry.to_string())
+    }
+}
+
+impl From<String> for Owner {
+    fn from(entry: String) -> Self {
+        Self::One(entry)
+    }
+}
+
+impl From<Vec<String>> for Owner {
+    fn from(entries: Vec<String>) -> Self {
+        Self::Many(entries)
+    }
+}
+
+// Hand-written rather than `untagged` so a wrong value is named plainly ("expected an identity
+// … or an array of them, found an integer") and a bad list element gets its own index.
+impl<'de> Deserialize<'de> for Owner {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Owner;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an identity like \"telegram:123456789\" or an array of them")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Owner, E> {
+                Ok(Owner::One(value.to_string()))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Owner, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = seq.next_element::<String>()? {
+                    entries.push(entry);
+                }
+                Ok(Owner::Many(entries))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 

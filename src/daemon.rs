@@ -140,27 +140,56 @@ impl DaemonBuilder {
         let providers = Providers::from_config(&provider_configs, clock.clone())
             .map_err(StartError::Providers)?;
 
-        // Identities: the allowlists and the owner, as configured now.
+        // Identities: the allowlists and the owner, as configured now. Every owner identity
+        // (`daemon.owner`, plus the terminal for `hearth chat`) is one user, the first one's:
+        // identities that had users of their own are merged into it.
+        let mut owners: Vec<(String, String)> = Vec::new();
+        let configured = config.daemon.owner_identities().into_iter();
+        for (channel, user) in configured.map(|(c, u)| (c.to_string(), u.to_string())) {
+            if !owners.contains(&(channel.clone(), user.clone())) {
+                owners.push((channel, user));
+            }
+        }
+        if let Some(extra) = self.owner
+            && !owners.contains(&extra)
+        {
+            owners.push(extra);
+        }
         for entry in &self.channels {
             let name = entry.channel.name().to_string();
             let mut keep = entry.allowed.clone();
-            if let Some((channel, user)) = config.daemon.owner_identity()
-                && channel == name
-            {
-                keep.push(user.to_string());
-            }
+            keep.extend(
+                owners
+                    .iter()
+                    .filter(|(channel, _)| *channel == name)
+                    .map(|(_, user)| user.clone()),
+            );
             store
                 .sync_allowlist(&name, &entry.allowed, &keep, now)
                 .await?;
         }
-        let owner = config
-            .daemon
-            .owner_identity()
-            .map(|(c, u)| (c.to_string(), u.to_string()));
-        for (channel, user) in owner.into_iter().chain(self.owner) {
+        for (channel, user) in &owners {
             store
-                .allow_identity(&channel, &user, None, "owner", true, now)
+                .allow_identity(channel, user, None, "owner", true, now)
                 .await?;
+        }
+        if let Some(((first_channel, first_user), rest)) = owners.split_first() {
+            for (channel, user) in rest {
+                let linked = store
+                    .link_identities((first_channel, first_user), (channel, user), now)
+                    .await
+                    .map_err(|err| match err {
+                        crate::store::LinkError::Store(err) => StartError::Store(err),
+                        // Both were just allowed and are distinct, so a refusal means the
+                        // identities table is not what it should be.
+                        refusal => StartError::Store(crate::store::StoreError::Corrupt(format!(
+                            "linking the owner's identities: {refusal}"
+                        ))),
+                    })?;
+                if let Some(merge) = &linked.merge {
+                    tracing::info!(kept = %linked.kept, joined = %linked.joined, %merge, "owner identities linked into one user");
+                }
+            }
         }
 
         let metrics = Arc::new(Metrics::default());

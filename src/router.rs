@@ -384,7 +384,7 @@ pub fn help_text(agents: &AgentSet) -> String {
          /new – start a new conversation\n\
          /reset – clear this conversation and go back to the default agent\n\
          /cancel – stop the answer in progress\n\
-         /whoami – show who I think you are\n\
+         /whoami – who you are to me: linked identities, permission, autonomy\n\
          /help – this help\n\nAgents: ",
     );
     let list: Vec<String> = agents

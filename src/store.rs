@@ -16,7 +16,10 @@ mod turn;
 
 pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
 pub use conversation::Conversation;
-pub use identity::{Identity, IdentityStatus, PairingRequest};
+pub use identity::{
+    Identity, IdentityStatus, LinkError, LinkOutcome, Merge, PairingRequest, UnlinkOutcome,
+    UserSummary,
+};
 pub use inbox::{InboxEntry, InboxStatus};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind};
 pub use turn::{

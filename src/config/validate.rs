@@ -9,7 +9,7 @@ use std::str::FromStr;
 use reqwest::Url;
 
 use super::load::{Failed, Problem};
-use super::{ChannelsConfig, Config, DaemonConfig, ProviderConfig, ScheduleConfig, Secret};
+use super::{ChannelsConfig, Config, DaemonConfig, Owner, ProviderConfig, ScheduleConfig, Secret};
 
 /// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
 const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
@@ -106,8 +106,24 @@ fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
             ),
         ));
     }
-    if let Some(Err(message)) = daemon.owner.as_deref().map(identity) {
-        problems.push(Problem::new("daemon.owner", message));
+    match &daemon.owner {
+        None => {}
+        Some(Owner::One(entry)) => {
+            if let Err(message) = parse_identity(entry) {
+                problems.push(Problem::new("daemon.owner", message));
+            }
+        }
+        Some(Owner::Many(entries)) => {
+            let mut seen = HashSet::new();
+            for (index, entry) in entries.iter().enumerate() {
+                let key = format!("daemon.owner[{index}]");
+                if let Err(message) = parse_identity(entry) {
+                    problems.push(Problem::new(key, message));
+                } else if !seen.insert(entry.as_str()) {
+                    problems.push(Problem::new(key, format!("`{entry}` is listed twice")));
+                }
+            }
+        }
     }
     if daemon.max_concurrent_conversations == 0 {
         problems.push(Problem::new(
@@ -376,8 +392,9 @@ fn email_address(address: &str) -> Result<(), String> {
     }
 }
 
-/// `channel:user` for the owner: the channel must be known and the id look like one of its ids.
-fn identity(text: &str) -> Result<(), String> {
+/// Splits `channel:user_id` (an `owner` entry, an identity given to `hearth pair`) into its
+/// parts: the channel must be known and the id look like one of that channel's ids.
+pub fn parse_identity(text: &str) -> Result<(&str, &str), String> {
     let Some((channel, id)) = text.split_once(':') else {
         return Err(format!(
             "`{text}` is not an identity: expected `channel:user_id`, e.g. `telegram:123456789`"
@@ -400,6 +417,7 @@ fn identity(text: &str) -> Result<(), String> {
         "email" => email_address(id),
         _ => Ok(()),
     }
+    .map(|()| (channel, id))
 }
 
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
@@ -599,6 +617,82 @@ mod tests {
                 panic!("{line}: {errors}");
             }
         }
+    }
+
+    #[test]
+    fn owner_is_one_identity_or_a_list_and_each_entry_is_checked() {
+        let env = HashMap::new();
+        let one_owner = load_from_str("[daemon]\nowner = \"telegram:42\"\n", "hearth.toml", &env)
+            .expect("a single string still works");
+        assert_eq!(one_owner.daemon.owner_identities(), [("telegram", "42")]);
+        let list = load_from_str(
+            "[daemon]\nowner = [\"telegram:42\", \"email:me@example.org\", \"terminal:me\"]\n",
+            "hearth.toml",
+            &env,
+        )
+        .expect("a list works");
+        assert_eq!(
+            list.daemon.owner_identities(),
+            [
+                ("telegram", "42"),
+                ("email", "me@example.org"),
+                ("terminal", "me")
+            ]
+        );
+        let empty = load_from_str("[daemon]\nowner = []\n", "hearth.toml", &env)
+            .expect("an empty list means no owner");
+        assert!(empty.daemon.owner_identities().is_empty());
+
+        let errors = errors(
+            "[daemon]\nowner = [\"telegram:42\", \"email:me\", \"telegram:42\", \"slack:U1\"]\n",
+            &[],
+        );
+        assert_eq!(
+            errors,
+            [
+                (
+                    "daemon.owner[1]".to_string(),
+                    "`me` is not an email address: expected `name@domain`".to_string()
+                ),
+                (
+                    "daemon.owner[2]".to_string(),
+                    "`telegram:42` is listed twice".to_string()
+                ),
+                (
+                    "daemon.owner[3]".to_string(),
+                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
+                        .to_string()
+                ),
+            ]
+        );
+        one(
+            "[daemon]\nowner = 42\n",
+            &[],
+            "daemon.owner",
+            "expected an identity like \"telegram:123456789\" or an array of them, found an integer 42",
+        );
+        one(
+            "[daemon]\nowner = [\"telegram:1\", 2]\n",
+            &[],
+            "daemon.owner[1]",
+            "expected a string, found an integer 2",
+        );
+        // The environment can give a list too.
+        let from_env = load_from_str(
+            "",
+            "hearth.toml",
+            &[(
+                "HEARTH_DAEMON__OWNER".to_string(),
+                "[\"telegram:1\", \"discord:2\"]".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .expect("valid");
+        assert_eq!(
+            from_env.daemon.owner_identities(),
+            [("telegram", "1"), ("discord", "2")]
+        );
     }
 
     #[test]

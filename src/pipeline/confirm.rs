@@ -1,8 +1,8 @@
 //! Deciding confirmations: a button press, an `APPROVE <id>` / `DENY <id>` reply, or the expiry
 //! timer, and resuming the turn that waited for it.
 //!
-//! Only the person whose message caused the request, or the owner, may decide; anyone else is
-//! told it is not theirs. A decision is recorded once (a second press changes nothing), the
+//! Only the person whose message caused the request (from any of their linked identities), or
+//! the owner, may decide; anyone else is told it is not theirs. A decision is recorded once (a second press changes nothing), the
 //! prompt is edited to show the outcome, and the parked turn runs on.
 
 use std::sync::Arc;
@@ -128,11 +128,16 @@ impl Handler {
         } else {
             let is_requester =
                 entry.channel == confirmation.channel && event.sender.id == confirmation.requester;
-            let is_owner = store
+            // The requester on another of their linked channels is the same person.
+            let decider = store
                 .identity(&entry.channel, &event.sender.id)
                 .await?
-                .is_some_and(|i| i.is_owner && i.status == IdentityStatus::Allowed);
-            if !is_requester && !is_owner {
+                .filter(|i| i.status == IdentityStatus::Allowed);
+            let is_linked = decider
+                .as_ref()
+                .is_some_and(|i| confirmation.user_id == Some(i.user_id));
+            let is_owner = decider.as_ref().is_some_and(|i| i.is_owner);
+            if !is_requester && !is_linked && !is_owner {
                 tracing::info!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by someone else refused");
                 answer("This request isn't yours to decide.", true).await;
                 return done().await;

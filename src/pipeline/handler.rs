@@ -437,8 +437,35 @@ impl Handler {
                     .get(&current)
                     .map(switched_note)
                     .unwrap_or(current.clone());
+                // One line, so the terminal's one-line-per-reply stays true.
+                let linked: Vec<String> = store
+                    .identities_of_user(identity.user_id)
+                    .await?
+                    .into_iter()
+                    .filter(|i| i.id != identity.id)
+                    .map(|i| match i.status {
+                        IdentityStatus::Allowed => format!("{}:{}", i.channel, i.platform_user_id),
+                        IdentityStatus::Revoked => {
+                            format!("{}:{} (revoked)", i.channel, i.platform_user_id)
+                        }
+                    })
+                    .collect();
+                let linked = if linked.is_empty() {
+                    "none".to_string()
+                } else {
+                    linked.join(", ")
+                };
+                let (_, permission, autonomy) = store.user_settings(identity.user_id).await?;
+                let permission = permission.unwrap_or_else(|| {
+                    let default = if identity.is_owner { "admin" } else { "write" };
+                    format!("{default} (the default)")
+                });
+                let autonomy = autonomy.unwrap_or_else(|| {
+                    let default = format!("{:?}", rt.config.tools.autonomy).to_lowercase();
+                    format!("{default} (the default)")
+                });
                 format!(
-                    "You are {}:{} ({role}, user #{}). This conversation is #{} with {agent}.",
+                    "You are {}:{} ({role}, user #{}); linked identities: {linked}. Permission: {permission}; autonomy: {autonomy}. This conversation is #{} with {agent}.",
                     entry.channel, event.sender.id, identity.user_id, conversation.id
                 )
             }

@@ -26,7 +26,7 @@ impl Handler {
         let store = &rt.store;
         let now = rt.clock.now_ms();
         store.start_schedule_run(run.run_id, now).await?;
-        let owner = self.owner().await?;
+        let owner = self.owner(&entry.channel).await?;
         let agents = rt.agents();
         let Some(agent) = agents
             .get(&run.agent)
@@ -119,23 +119,30 @@ impl Handler {
         }
     }
 
-    /// The owner's identity (`daemon.owner`), if one is configured and known.
-    async fn owner(&self) -> Result<Option<Identity>, StoreError> {
-        let Some((channel, user)) = self.rt.config.daemon.owner_identity() else {
-            return Ok(None);
-        };
-        self.rt.store.identity(channel, user).await
+    /// The owner's identity (`daemon.owner`) the run acts as: the one on the run's own channel
+    /// (so the owner can answer its prompts there), else the first one configured and known.
+    async fn owner(&self, channel: &str) -> Result<Option<Identity>, StoreError> {
+        let mut owners = self.rt.config.daemon.owner_identities();
+        owners.sort_by_key(|(owner_channel, _)| *owner_channel != channel);
+        for (owner_channel, user) in owners {
+            if let Some(identity) = self.rt.store.identity(owner_channel, user).await? {
+                return Ok(Some(identity));
+            }
+        }
+        Ok(None)
     }
 
-    /// Sends the owner a short note about a failed run, in their own chat.
+    /// Sends the owner a short note about a failed run, in their own chat: on the first owner
+    /// identity whose channel is running.
     async fn tell_owner(&self, run: &ScheduledRun, error: &str) -> Result<(), StoreError> {
         tracing::warn!(schedule = %run.name, %error, "scheduled run failed");
-        let Some((channel, user)) = self.rt.config.daemon.owner_identity() else {
+        let owners = self.rt.config.daemon.owner_identities();
+        let Some((channel, user)) = owners
+            .into_iter()
+            .find(|(channel, _)| self.channels.contains_key(*channel))
+        else {
             return Ok(());
         };
-        if !self.channels.contains_key(channel) {
-            return Ok(());
-        }
         let note = NewOutbox {
             inbox_id: None,
             seq: 0,

@@ -20,7 +20,8 @@ pub struct Identity {
     pub user_id: i64,
     pub display_name: Option<String>,
     pub status: IdentityStatus,
-    /// `config` (allowlist), `paired`, `local` (the terminal) or `owner`.
+    /// `config` (allowlist), `paired`, `local` (the terminal), `owner` or `linked`
+    /// (`hearth pair link`).
     pub source: String,
     pub is_owner: bool,
 }
@@ -318,6 +319,491 @@ impl Store {
     }
 }
 
+/// Rows of one table that belong to a user.
+struct UserRows {
+    table: &'static str,
+    /// The column naming the user.
+    column: &'static str,
+    /// How the one-line merge summary counts them (one, many); `None`: history, not counted.
+    label: Option<(&'static str, &'static str)>,
+}
+
+const fn rows(
+    table: &'static str,
+    column: &'static str,
+    label: Option<(&'static str, &'static str)>,
+) -> UserRows {
+    UserRows {
+        table,
+        column,
+        label,
+    }
+}
+
+/// Tables holding a user's data and history, in the order a merge moves them. A test checks
+/// this list against the schema so a new per-user table is not missed, and the final
+/// `DELETE FROM users` would fail (rolling the merge back) if one were.
+const USER_ROWS: &[UserRows] = &[
+    rows("tasks", "user_id", Some(("task", "tasks"))),
+    rows("notes", "user_id", Some(("note", "notes"))),
+    rows("bookmarks", "user_id", Some(("bookmark", "bookmarks"))),
+    rows("contacts", "user_id", Some(("contact", "contacts"))),
+    rows(
+        "calendar_events",
+        "user_id",
+        Some(("calendar event", "calendar events")),
+    ),
+    rows("expenses", "user_id", Some(("expense", "expenses"))),
+    rows("goals", "user_id", Some(("goal", "goals"))),
+    rows("goal_steps", "user_id", None),
+    rows("memories", "user_id", Some(("memory", "memories"))),
+    rows("schedules", "created_by", Some(("schedule", "schedules"))),
+    rows("turns", "user_id", None),
+    rows("confirmations", "user_id", None),
+    rows("tool_audit", "user_id", None),
+];
+
+/// Settings of a user row a merge reconciles: the kept user's value wins, an unset one is taken
+/// from the merged user.
+const USER_SETTINGS: &[&str] = &["permission", "autonomy", "timezone"];
+
+/// Why two identities cannot be linked, or one unlinked.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("{0} cannot be linked to itself")]
+    SameIdentity(String),
+    #[error(
+        "neither {0} nor {1} is known to hearth; link to an identity that has talked to hearth or is in an allowlist (see `hearth pair list`)"
+    )]
+    BothUnknown(String, String),
+    #[error("no identity {0}; see `hearth pair list`")]
+    Unknown(String),
+    #[error("{0} is revoked; link to an allowed identity (see `hearth pair list`)")]
+    Revoked(String),
+    #[error("{0} is not linked to any other identity")]
+    NotLinked(String),
+    #[error(transparent)]
+    Store(#[from] super::StoreError),
+}
+
+impl From<sqlx::Error> for LinkError {
+    fn from(err: sqlx::Error) -> Self {
+        Self::Store(err.into())
+    }
+}
+
+impl LinkError {
+    /// A refusal caused by what was asked (exit code 2), rather than a database failure.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, Self::Store(_))
+    }
+}
+
+/// What [`Store::link_identities`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkOutcome {
+    /// The user both identities belong to now.
+    pub user_id: i64,
+    /// The identity whose user was kept, `channel:id`.
+    pub kept: String,
+    /// The identity that joined it, `channel:id`.
+    pub joined: String,
+    /// The joining identity was new to hearth and was created (allowed, source `linked`).
+    pub created: bool,
+    /// Both identities were one user already; nothing changed.
+    pub already: bool,
+    /// The joining identity was revoked and is allowed again.
+    pub allowed_again: bool,
+    /// The joining identity's user had its own rows and was merged into the kept user.
+    pub merge: Option<Merge>,
+}
+
+/// A user merged into another: what moved and how the settings were reconciled.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Merge {
+    /// The user that no longer exists.
+    pub from_user: i64,
+    /// Counted data moved, e.g. `("tasks", 3)`; only non-zero counts.
+    pub moved: Vec<(String, u64)>,
+    /// Other identities of the merged user that came along, `channel:id`.
+    pub identities: Vec<String>,
+    /// The merged user's bookmarks of a URL the kept user had already (kept once).
+    pub duplicate_bookmarks: u64,
+    /// How settings were reconciled, e.g. "kept permission `read` (user #2 had `admin`)".
+    pub settings: Vec<String>,
+}
+
+impl std::fmt::Display for Merge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .moved
+            .iter()
+            .map(|(label, n)| format!("{n} {label}"))
+            .collect();
+        if parts.is_empty() {
+            write!(f, "merged user #{} (it had no data)", self.from_user)?;
+        } else {
+            write!(f, "merged user #{}: {}", self.from_user, parts.join(", "))?;
+        }
+        if !self.identities.is_empty() {
+            write!(f, "; also joined {}", self.identities.join(", "))?;
+        }
+        if self.duplicate_bookmarks > 0 {
+            write!(
+                f,
+                "; {} bookmark(s) of a URL already saved kept once",
+                self.duplicate_bookmarks
+            )?;
+        }
+        for note in &self.settings {
+            write!(f, "; {note}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`Store::unlink_identity`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnlinkOutcome {
+    /// The user keeping the data.
+    pub old_user: i64,
+    /// The identity's new user, with no data and default settings.
+    pub new_user: i64,
+    /// Identities still with the old user, `channel:id`.
+    pub remaining: Vec<String>,
+}
+
+/// A user and every identity it has, for `hearth pair list`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UserSummary {
+    pub id: i64,
+    pub is_owner: bool,
+    pub permission: Option<String>,
+    pub autonomy: Option<String>,
+    pub identities: Vec<Identity>,
+}
+
+fn name(channel: &str, platform_user_id: &str) -> String {
+    format!("{channel}:{platform_user_id}")
+}
+
+/// The user and status of one identity, inside a transaction.
+async fn identity_row(
+    conn: &mut sqlx::AnyConnection,
+    channel: &str,
+    platform_user_id: &str,
+) -> StoreResult<Option<(i64, String)>> {
+    let row = sqlx::query(
+        "SELECT user_id, status FROM identities WHERE channel = $1 AND platform_user_id = $2",
+    )
+    .bind(channel)
+    .bind(platform_user_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|row| Ok((row.try_get("user_id")?, row.try_get("status")?)))
+        .transpose()
+}
+
+/// Moves everything of user `from` to user `into` and deletes `from`, inside a transaction.
+async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> StoreResult<Merge> {
+    let mut merge = Merge {
+        from_user: from,
+        ..Merge::default()
+    };
+    // Bookmarks are unique per user and URL: the kept user's copy stays.
+    merge.duplicate_bookmarks = sqlx::query(
+        "DELETE FROM bookmarks WHERE user_id = $1 AND url IN (SELECT url FROM bookmarks WHERE user_id = $2)",
+    )
+    .bind(from)
+    .bind(into)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    for UserRows {
+        table,
+        column,
+        label,
+    } in USER_ROWS
+    {
+        let moved = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET {column} = $1 WHERE {column} = $2"
+        )))
+        .bind(into)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        if let Some((one, many)) = label
+            && moved > 0
+        {
+            let label = if moved == 1 { one } else { many };
+            merge.moved.push(((*label).to_string(), moved));
+        }
+    }
+    let others = sqlx::query(
+        "SELECT channel, platform_user_id FROM identities WHERE user_id = $1 ORDER BY id",
+    )
+    .bind(from)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &others {
+        merge.identities.push(name(
+            &row.try_get::<String, _>("channel")?,
+            &row.try_get::<String, _>("platform_user_id")?,
+        ));
+    }
+    sqlx::query("UPDATE identities SET user_id = $1 WHERE user_id = $2")
+        .bind(into)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?;
+
+    // Settings: the kept user's win; unset ones come from the merged user. Owner if either was.
+    let settings = sqlx::query(
+        "SELECT id, display_name, is_owner, permission, autonomy, timezone FROM users WHERE id = $1 OR id = $2",
+    )
+    .bind(into)
+    .bind(from)
+    .fetch_all(&mut *conn)
+    .await?;
+    let (mut kept, mut merged) = (None, None);
+    for row in settings {
+        let id: i64 = row.try_get("id")?;
+        if id == into {
+            kept = Some(row);
+        } else {
+            merged = Some(row);
+        }
+    }
+    let (Some(kept), Some(merged)) = (kept, merged) else {
+        return Err(super::StoreError::Corrupt(format!(
+            "user #{into} or #{from} vanished during a merge"
+        )));
+    };
+    for setting in USER_SETTINGS {
+        let ours: Option<String> = kept.try_get(*setting)?;
+        let theirs: Option<String> = merged.try_get(*setting)?;
+        match (ours, theirs) {
+            (Some(ours), Some(theirs)) if ours != theirs => merge.settings.push(format!(
+                "kept {setting} `{ours}` (user #{from} had `{theirs}`)"
+            )),
+            (None, Some(theirs)) => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE users SET {setting} = $1 WHERE id = $2"
+                )))
+                .bind(&theirs)
+                .bind(into)
+                .execute(&mut *conn)
+                .await?;
+                merge
+                    .settings
+                    .push(format!("took {setting} `{theirs}` from user #{from}"));
+            }
+            _ => {}
+        }
+    }
+    let merged_owner = merged.try_get::<i64, _>("is_owner")? != 0;
+    if merged_owner && kept.try_get::<i64, _>("is_owner")? == 0 {
+        sqlx::query("UPDATE users SET is_owner = 1 WHERE id = $1")
+            .bind(into)
+            .execute(&mut *conn)
+            .await?;
+        merge
+            .settings
+            .push(format!("user #{into} is the owner now (user #{from} was)"));
+    }
+    if kept.try_get::<Option<String>, _>("display_name")?.is_none()
+        && let Some(display) = merged.try_get::<Option<String>, _>("display_name")?
+    {
+        sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
+            .bind(display)
+            .bind(into)
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::query("DELETE FROM users WHERE id = $1")
+        .bind(from)
+        .execute(&mut *conn)
+        .await?;
+    Ok(merge)
+}
+
+impl Store {
+    /// Every identity of user `user_id`, oldest first.
+    pub async fn identities_of_user(&self, user_id: i64) -> StoreResult<Vec<Identity>> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{IDENTITY_SELECT} WHERE i.user_id = $1 ORDER BY i.id"
+        )))
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(identity_from_row).collect()
+    }
+
+    /// Every user with its identities, in the order users were created.
+    pub async fn users(&self) -> StoreResult<Vec<UserSummary>> {
+        let users = sqlx::query("SELECT id, is_owner, permission, autonomy FROM users ORDER BY id")
+            .fetch_all(self.pool())
+            .await?;
+        let mut identities = self.identities().await?;
+        let mut summaries = Vec::with_capacity(users.len());
+        for row in &users {
+            let id: i64 = row.try_get("id")?;
+            let (mine, rest) = identities.into_iter().partition(|i| i.user_id == id);
+            identities = rest;
+            summaries.push(UserSummary {
+                id,
+                is_owner: row.try_get::<i64, _>("is_owner")? != 0,
+                permission: row.try_get("permission")?,
+                autonomy: row.try_get("autonomy")?,
+                identities: mine,
+            });
+        }
+        Ok(summaries)
+    }
+
+    /// Makes `b` the same person as `a`: one user, one set of tasks, notes, memories … When `b`
+    /// has a user of its own, everything of that user moves to `a`'s (in one transaction) and
+    /// the emptied user is deleted. An identity hearth has never seen is created (allowed,
+    /// source `linked`) in the other's user, so channels can be linked before they are used;
+    /// linking also allows a revoked `b`, since it is declared to be `a`'s person.
+    pub async fn link_identities(
+        &self,
+        a: (&str, &str),
+        b: (&str, &str),
+        now_ms: i64,
+    ) -> Result<LinkOutcome, LinkError> {
+        let (a_name, b_name) = (name(a.0, a.1), name(b.0, b.1));
+        if a == b {
+            return Err(LinkError::SameIdentity(a_name));
+        }
+        let mut tx = self.pool().begin().await?;
+        // A write first makes this a write transaction from the start, so SQLite waits for a
+        // busy daemon instead of failing to upgrade a read snapshot later.
+        sqlx::query("UPDATE identities SET status = status WHERE id = -1")
+            .execute(&mut *tx)
+            .await?;
+        let known_a = identity_row(&mut tx, a.0, a.1).await?;
+        let known_b = identity_row(&mut tx, b.0, b.1).await?;
+        // The kept user is `a`'s, unless only `b` is known (the order is then immaterial: the
+        // new identity has no data).
+        let (kept, kept_name, joiner, joiner_name, joiner_row) = match (known_a, known_b) {
+            (None, None) => return Err(LinkError::BothUnknown(a_name, b_name)),
+            (Some(a_row), b_row) => (a_row, a_name, b, b_name, b_row),
+            (None, Some(b_row)) => (b_row, b_name, a, a_name, None),
+        };
+        let (user_id, kept_status) = kept;
+        if kept_status != "allowed" {
+            return Err(LinkError::Revoked(kept_name));
+        }
+        let mut outcome = LinkOutcome {
+            user_id,
+            kept: kept_name,
+            joined: joiner_name,
+            created: false,
+            already: false,
+            allowed_again: false,
+            merge: None,
+        };
+        match joiner_row {
+            None => {
+                sqlx::query(
+                    "INSERT INTO identities (channel, platform_user_id, user_id, status, source, created_at)
+                     VALUES ($1, $2, $3, 'allowed', 'linked', $4)",
+                )
+                .bind(joiner.0)
+                .bind(joiner.1)
+                .bind(user_id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+                outcome.created = true;
+            }
+            Some((joiner_user, joiner_status)) => {
+                if joiner_status != "allowed" {
+                    outcome.allowed_again = true;
+                    sqlx::query(
+                        "UPDATE identities SET status = 'allowed', source = 'linked' WHERE channel = $1 AND platform_user_id = $2",
+                    )
+                    .bind(joiner.0)
+                    .bind(joiner.1)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                if joiner_user == user_id {
+                    outcome.already = !outcome.allowed_again;
+                } else {
+                    let mut merge = merge_users(&mut tx, user_id, joiner_user).await?;
+                    merge.identities.retain(|i| *i != outcome.joined);
+                    outcome.merge = Some(merge);
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Gives `identity` a new user of its own, with no data and default settings; everything
+    /// stays with the user its other identities keep.
+    pub async fn unlink_identity(
+        &self,
+        channel: &str,
+        platform_user_id: &str,
+        now_ms: i64,
+    ) -> Result<UnlinkOutcome, LinkError> {
+        let identity_name = name(channel, platform_user_id);
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("UPDATE identities SET status = status WHERE id = -1")
+            .execute(&mut *tx)
+            .await?;
+        let Some((old_user, _)) = identity_row(&mut tx, channel, platform_user_id).await? else {
+            return Err(LinkError::Unknown(identity_name));
+        };
+        let others = sqlx::query(
+            "SELECT channel, platform_user_id FROM identities WHERE user_id = $1 AND NOT (channel = $2 AND platform_user_id = $3) ORDER BY id",
+        )
+        .bind(old_user)
+        .bind(channel)
+        .bind(platform_user_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if others.is_empty() {
+            return Err(LinkError::NotLinked(identity_name));
+        }
+        let mut remaining = Vec::with_capacity(others.len());
+        for row in &others {
+            remaining.push(name(
+                &row.try_get::<String, _>("channel")?,
+                &row.try_get::<String, _>("platform_user_id")?,
+            ));
+        }
+        let new_user: i64 = sqlx::query_scalar(
+            "INSERT INTO users (display_name, is_owner, created_at)
+             SELECT display_name, 0, $1 FROM identities WHERE channel = $2 AND platform_user_id = $3
+             RETURNING id",
+        )
+        .bind(now_ms)
+        .bind(channel)
+        .bind(platform_user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE identities SET user_id = $1 WHERE channel = $2 AND platform_user_id = $3",
+        )
+        .bind(new_user)
+        .bind(channel)
+        .bind(platform_user_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(UnlinkOutcome {
+            old_user,
+            new_user,
+            remaining,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,5 +863,389 @@ mod tests {
             (after.status, after.user_id),
             (IdentityStatus::Allowed, before)
         );
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+
+    async fn exec(store: &Store, sql: &str, user: i64) {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(user)
+            .execute(store.pool())
+            .await
+            .expect(sql);
+    }
+
+    async fn add_task(store: &Store, user: i64, title: &str) {
+        sqlx::query(
+            "INSERT INTO tasks (user_id, title, priority, priority_rank, created_at, updated_at) VALUES ($1, $2, 'medium', 2, 0, 0)",
+        )
+        .bind(user)
+        .bind(title)
+        .execute(store.pool())
+        .await
+        .expect("task");
+    }
+
+    async fn add_bookmark(store: &Store, user: i64, url: &str) {
+        sqlx::query("INSERT INTO bookmarks (user_id, url, created_at) VALUES ($1, $2, 0)")
+            .bind(user)
+            .bind(url)
+            .execute(store.pool())
+            .await
+            .expect("bookmark");
+    }
+
+    async fn count(store: &Store, table: &str, user: i64) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {table} WHERE user_id = $1"
+        )))
+        .bind(user)
+        .fetch_one(store.pool())
+        .await
+        .expect("count")
+    }
+
+    async fn user_of(store: &Store, channel: &str, id: &str) -> i64 {
+        store
+            .identity(channel, id)
+            .await
+            .expect("db")
+            .expect("known")
+            .user_id
+    }
+
+    async fn allow(store: &Store, channel: &str, id: &str) -> i64 {
+        store
+            .allow_identity(channel, id, None, "paired", false, 0)
+            .await
+            .expect("allow")
+            .user_id
+    }
+
+    #[tokio::test]
+    async fn linking_an_unseen_identity_creates_it_allowed_in_the_same_user() {
+        let (store, _dir) = temp_store().await;
+        let user = allow(&store, "telegram", "42").await;
+        let outcome = store
+            .link_identities(("telegram", "42"), ("email", "me@example.org"), 5)
+            .await
+            .expect("linked");
+        assert!(outcome.created && outcome.merge.is_none());
+        let email = store
+            .identity("email", "me@example.org")
+            .await
+            .expect("db")
+            .expect("created");
+        assert_eq!(
+            (email.user_id, email.status, email.source.as_str()),
+            (user, IdentityStatus::Allowed, "linked")
+        );
+
+        // Either order works when only one side is known; a second link changes nothing.
+        let outcome = store
+            .link_identities(("matrix", "@me:example.org"), ("telegram", "42"), 6)
+            .await
+            .expect("linked");
+        assert_eq!(outcome.kept, "telegram:42");
+        assert_eq!(user_of(&store, "matrix", "@me:example.org").await, user);
+        let again = store
+            .link_identities(("telegram", "42"), ("email", "me@example.org"), 7)
+            .await
+            .expect("linked");
+        assert!(again.already);
+        let names: Vec<String> = store
+            .identities_of_user(user)
+            .await
+            .expect("db")
+            .iter()
+            .map(|i| format!("{}:{}", i.channel, i.platform_user_id))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "telegram:42",
+                "email:me@example.org",
+                "matrix:@me:example.org"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn linking_two_users_with_data_merges_everything_into_the_first() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        let b = allow(&store, "discord", "7").await;
+        allow(&store, "matrix", "@me:example.org").await;
+        store
+            .link_identities(("discord", "7"), ("matrix", "@me:example.org"), 1)
+            .await
+            .expect("b's own link");
+        add_task(&store, a, "a's task").await;
+        add_task(&store, b, "b's task").await;
+        add_task(&store, b, "b's other task").await;
+        add_bookmark(&store, a, "https://example.org/").await;
+        add_bookmark(&store, b, "https://example.org/").await;
+        add_bookmark(&store, b, "https://example.net/").await;
+        exec(
+            &store,
+            "INSERT INTO memories (user_id, content, kind, importance, created_at, updated_at) VALUES ($1, 'likes tea', 'preference', 0.5, 0, 0)",
+            b,
+        )
+        .await;
+        exec(
+            &store,
+            "INSERT INTO expenses (user_id, amount_cents, currency, category, spent_on, created_at) VALUES ($1, 450, 'EUR', 'food', '2024-05-01', 0)",
+            b,
+        )
+        .await;
+        exec(
+            &store,
+            "UPDATE users SET permission = 'read', autonomy = NULL WHERE id = $1",
+            a,
+        )
+        .await;
+        exec(
+            &store,
+            "UPDATE users SET permission = 'admin', autonomy = 'high' WHERE id = $1",
+            b,
+        )
+        .await;
+
+        let outcome = store
+            .link_identities(("telegram", "42"), ("discord", "7"), 2)
+            .await
+            .expect("linked");
+        let merge = outcome.merge.expect("merged");
+        assert_eq!(
+            merge.to_string(),
+            format!(
+                "merged user #{b}: 2 tasks, 1 bookmark, 1 expense, 1 memory; also joined matrix:@me:example.org; \
+                 1 bookmark(s) of a URL already saved kept once; kept permission `read` (user #{b} had `admin`); \
+                 took autonomy `high` from user #{b}"
+            )
+        );
+        assert_eq!(count(&store, "tasks", a).await, 3);
+        assert_eq!(count(&store, "bookmarks", a).await, 2);
+        assert_eq!(count(&store, "memories", a).await, 1);
+        assert_eq!(count(&store, "expenses", a).await, 1);
+        assert_eq!(user_of(&store, "discord", "7").await, a);
+        assert_eq!(user_of(&store, "matrix", "@me:example.org").await, a);
+        let (_, permission, autonomy) = store.user_settings(a).await.expect("settings");
+        assert_eq!(
+            (permission.as_deref(), autonomy.as_deref()),
+            (Some("read"), Some("high"))
+        );
+        let gone: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE id = $1")
+            .bind(b)
+            .fetch_one(store.pool())
+            .await
+            .expect("count");
+        assert_eq!(gone, 0, "the emptied user is deleted");
+    }
+
+    #[tokio::test]
+    async fn the_owner_flag_follows_the_person() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        store
+            .allow_identity("terminal", "local", None, "owner", true, 0)
+            .await
+            .expect("owner");
+        let outcome = store
+            .link_identities(("telegram", "42"), ("terminal", "local"), 1)
+            .await
+            .expect("linked");
+        assert!(
+            outcome
+                .merge
+                .expect("merged")
+                .to_string()
+                .contains(&format!("user #{a} is the owner now")),
+        );
+        assert!(
+            store
+                .identity("telegram", "42")
+                .await
+                .expect("db")
+                .expect("known")
+                .is_owner
+        );
+    }
+
+    #[tokio::test]
+    async fn a_merge_that_cannot_finish_changes_nothing() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        let b = allow(&store, "discord", "7").await;
+        add_task(&store, b, "b's task").await;
+        // A table the merge does not know still points at b's user: deleting it must fail, and
+        // with it the whole merge.
+        sqlx::query("CREATE TABLE extra (user_id INTEGER NOT NULL REFERENCES users(id))")
+            .execute(store.pool())
+            .await
+            .expect("create");
+        exec(&store, "INSERT INTO extra (user_id) VALUES ($1)", b).await;
+        let err = store
+            .link_identities(("telegram", "42"), ("discord", "7"), 1)
+            .await
+            .expect_err("the foreign key stops the delete");
+        assert!(!err.is_refusal(), "{err}");
+        assert_eq!(count(&store, "tasks", b).await, 1);
+        assert_eq!(count(&store, "tasks", a).await, 0);
+        assert_eq!(user_of(&store, "discord", "7").await, b);
+    }
+
+    #[tokio::test]
+    async fn linking_a_revoked_identity_allows_it_again() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        allow(&store, "discord", "7").await;
+        store
+            .set_identity_status("discord", "7", IdentityStatus::Revoked)
+            .await
+            .expect("revoke");
+        let outcome = store
+            .link_identities(("telegram", "42"), ("discord", "7"), 1)
+            .await
+            .expect("linked");
+        assert!(outcome.allowed_again && !outcome.already && outcome.merge.is_some());
+        let discord = store
+            .identity("discord", "7")
+            .await
+            .expect("db")
+            .expect("known");
+        assert_eq!(
+            (discord.user_id, discord.status, discord.source.as_str()),
+            (a, IdentityStatus::Allowed, "linked")
+        );
+    }
+
+    #[tokio::test]
+    async fn refusals_say_why() {
+        let (store, _dir) = temp_store().await;
+        allow(&store, "telegram", "42").await;
+        allow(&store, "telegram", "43").await;
+        store
+            .set_identity_status("telegram", "43", IdentityStatus::Revoked)
+            .await
+            .expect("revoke");
+        let cases = [
+            (
+                ("telegram", "42"),
+                ("telegram", "42"),
+                "cannot be linked to itself",
+            ),
+            (
+                ("email", "a@b.c"),
+                ("email", "d@e.f"),
+                "neither email:a@b.c nor email:d@e.f is known",
+            ),
+            (
+                ("telegram", "43"),
+                ("email", "d@e.f"),
+                "telegram:43 is revoked",
+            ),
+        ];
+        for (a, b, message) in cases {
+            let err = store.link_identities(a, b, 1).await.expect_err(message);
+            assert!(
+                err.is_refusal() && err.to_string().contains(message),
+                "{err}"
+            );
+        }
+        let err = store
+            .unlink_identity("telegram", "42", 1)
+            .await
+            .expect_err("alone");
+        assert_eq!(
+            err.to_string(),
+            "telegram:42 is not linked to any other identity"
+        );
+        let err = store
+            .unlink_identity("telegram", "99", 1)
+            .await
+            .expect_err("unknown");
+        assert!(
+            err.to_string().starts_with("no identity telegram:99"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn unlinking_gives_a_new_empty_user_and_the_data_stays() {
+        let (store, _dir) = temp_store().await;
+        let a = allow(&store, "telegram", "42").await;
+        store
+            .link_identities(("telegram", "42"), ("email", "me@example.org"), 1)
+            .await
+            .expect("linked");
+        exec(
+            &store,
+            "UPDATE users SET permission = 'admin' WHERE id = $1",
+            a,
+        )
+        .await;
+        add_task(&store, a, "shared").await;
+        let outcome = store
+            .unlink_identity("email", "me@example.org", 2)
+            .await
+            .expect("unlinked");
+        assert_eq!(outcome.old_user, a);
+        assert_eq!(outcome.remaining, ["telegram:42"]);
+        let email = store
+            .identity("email", "me@example.org")
+            .await
+            .expect("db")
+            .expect("still known");
+        assert_eq!(email.user_id, outcome.new_user);
+        assert_eq!(email.status, IdentityStatus::Allowed);
+        assert!(!email.is_owner);
+        assert_eq!(count(&store, "tasks", a).await, 1);
+        assert_eq!(count(&store, "tasks", outcome.new_user).await, 0);
+        assert_eq!(
+            store
+                .user_settings(outcome.new_user)
+                .await
+                .expect("settings"),
+            (false, None, None)
+        );
+        let users = store.users().await.expect("users");
+        assert_eq!(users.len(), 2);
+        assert_eq!(users[0].identities.len(), 1);
+    }
+
+    /// Every column that points at a user is moved by a merge; a new per-user table must be
+    /// added to `USER_ROWS`.
+    #[tokio::test]
+    async fn the_merge_knows_every_table_that_points_at_users() {
+        let (store, _dir) = temp_store().await;
+        let rows = sqlx::query(
+            "SELECT m.name AS tbl, f.\"from\" AS col FROM sqlite_master m, pragma_foreign_key_list(m.name) f
+             WHERE m.type = 'table' AND f.\"table\" = 'users' ORDER BY m.name, f.\"from\"",
+        )
+        .fetch_all(store.pool())
+        .await
+        .expect("schema");
+        let mut missing = Vec::new();
+        for row in &rows {
+            let table: String = row.try_get("tbl").expect("name");
+            let column: String = row.try_get("col").expect("column");
+            let known = table == "identities"
+                || USER_ROWS
+                    .iter()
+                    .any(|rows| rows.table == table && rows.column == column);
+            if !known {
+                missing.push(format!("{table}.{column}"));
+            }
+        }
+        assert!(
+            rows.len() >= USER_ROWS.len(),
+            "the query finds the references"
+        );
+        assert!(missing.is_empty(), "not moved by a merge: {missing:?}");
     }
 }

@@ -82,7 +82,7 @@ async fn hearth(runs: &Arc<AtomicUsize>, config: ScheduleConfig) -> (Hearth, Arc
                 .expect("register");
             registry
         });
-    h.config.daemon.owner = Some(format!("memory:{USER}"));
+    h.config.daemon.owner = Some(format!("memory:{USER}").into());
     h.config.schedules = vec![config];
     h.start().await;
     (h, clock)

@@ -232,7 +232,7 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
         .await
         .with_agents(AGENTS)
         .with_clock(clock.clone());
-    h.config.daemon.owner = Some(format!("memory:{USER}"));
+    h.config.daemon.owner = Some(format!("memory:{USER}").into());
     h.start().await;
     let store = h.daemon().store().clone();
 
