@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 use crate::agent::{AgentSet, AgentSource};
 use crate::config::{self, Config, LoadedConfig};
-use crate::daemon::DaemonBuilder;
+use crate::daemon::{DaemonBuilder, Role, StartError};
 use crate::router::{RouteInput, Router, explain};
 use crate::scheduler::cli::ScheduleAction;
 use crate::store::Store;
@@ -149,13 +149,43 @@ fn load_agents(config: &Config) -> Result<(AgentSet, AgentSource), Failure> {
     AgentSet::load(&config.router.agents_file).map_err(|err| usage(anyhow::anyhow!("{err}")))
 }
 
+/// A failed start as the user sees it: another process holding the database is one line,
+/// anything else says hearth could not start and why.
+fn start_failure(err: StartError) -> Failure {
+    match err {
+        StartError::Lock(held @ crate::store::LockError::Held { .. }) => {
+            Failure::from(anyhow::anyhow!("{held}"))
+        }
+        other => Failure::from(anyhow::Error::new(other).context("hearth could not start")),
+    }
+}
+
+/// How long `hearth chat` waits, after Ctrl-C cancelled the running answer, for it to wind up.
+const CHAT_INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long `hearth chat` waits for the model server to accept a connection before the chat.
+const PROVIDER_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     let loaded = load_config(path)?;
+    let config = loaded.config;
+    let mut builder = DaemonBuilder::new(config.clone());
+    let mut channels = 0;
+    if let Some(telegram) = &config.channels.telegram {
+        let channel = crate::channels::telegram(telegram)
+            .map_err(|err| usage(anyhow::anyhow!("channels.telegram: {err}")))?;
+        let allowed: Vec<String> = telegram.allowed_users.iter().map(i64::to_string).collect();
+        builder = builder.channel(channel, &allowed);
+        channels += 1;
+    }
+    let agents_file = config.router.agents_file.clone();
+    let notifier = crate::systemd::Notifier::from_env();
+    notifier.status("starting");
+    // Nothing is logged before the start: a second daemon on this database refuses with one line.
+    let daemon = builder.start().await.map_err(start_failure)?;
     match &loaded.path {
         Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
         None => tracing::warn!("no configuration file found; running on defaults"),
     }
-    let config = loaded.config;
     for (name, configured) in [
         ("discord", config.channels.discord.is_some()),
         ("matrix", config.channels.matrix.is_some()),
@@ -168,17 +198,11 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
             );
         }
     }
-    let mut builder = DaemonBuilder::new(config.clone());
-    if let Some(telegram) = &config.channels.telegram {
-        let channel = crate::channels::telegram(telegram)
-            .map_err(|err| usage(anyhow::anyhow!("channels.telegram: {err}")))?;
-        let allowed: Vec<String> = telegram.allowed_users.iter().map(i64::to_string).collect();
-        builder = builder.channel(channel, &allowed);
+    if channels == 0 {
+        tracing::warn!(
+            "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"
+        );
     }
-    let agents_file = config.router.agents_file.clone();
-    let notifier = crate::systemd::Notifier::from_env();
-    notifier.status("starting");
-    let daemon = builder.start().await.context("hearth could not start")?;
     notifier.ready(&daemon.status_line());
     tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));
     if let Some(addr) = daemon.http_addr() {
@@ -240,16 +264,27 @@ async fn chat(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failur
             "there is no agent `{id}`; see `hearth agents`"
         )));
     }
+    // With no provider configured hearth guesses one from the environment; when nothing listens
+    // there, say how to get one instead of opening a chat that cannot answer.
+    let (providers, hint) = crate::provider::effective_providers(&config.providers);
+    if let (Some(hint), Some(provider)) = (hint, providers.first())
+        && !crate::provider::accepts_connections(&provider.base_url, PROVIDER_PROBE_TIMEOUT).await
+    {
+        let hint = hint.trim_start_matches("⚠️").trim_start();
+        return Err(Failure::from(anyhow::anyhow!("{hint}")));
+    }
     let terminal = Arc::new(TerminalChannel::new());
     let finished = terminal.finished();
+    let interactive = terminal.interactive();
     let daemon = DaemonBuilder::new(config)
+        .role(Role::Chat)
         .agents(agents)
         .channel(terminal, &[LOCAL.to_string()])
         .owner("terminal", LOCAL)
         .without_http()
         .start()
         .await
-        .context("hearth could not start")?;
+        .map_err(start_failure)?;
     if let Some(id) = agent {
         let store = daemon.store();
         let now = daemon.runtime().clock.now_ms();
@@ -260,11 +295,21 @@ async fn chat(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failur
             .set_conversation_agent(conversation.id, Some(&id), true, now)
             .await?;
     }
-    tokio::select! {
-        () = finished.cancelled() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    let interrupted = tokio::select! {
+        () = finished.cancelled() => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    if interrupted {
+        // Ctrl-C leaves now: the answer being written is cancelled like `/cancel` does, not left
+        // to finish (or to be resumed by the next chat).
+        daemon.cancel_turns();
+        if interactive {
+            println!();
+        }
+        daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
+    } else {
+        daemon.stop().await;
     }
-    daemon.stop().await;
     Ok(())
 }
 
@@ -298,9 +343,26 @@ fn check(path: Option<PathBuf>) -> Result<(), Failure> {
         AgentSource::Shipped => "the agents shipped with hearth".to_string(),
         AgentSource::File(path) => path.display().to_string(),
     };
+    let providers = if config.providers.is_empty() {
+        // What `hearth chat` and `hearth run` will use: the provider found in the environment.
+        let (found, _) = crate::provider::effective_providers(&config.providers);
+        match found.first() {
+            Some(provider) => format!(
+                "no [[providers]] configured: hearth uses {}",
+                crate::provider::describe_discovered(provider)
+            ),
+            None => "no [[providers]] configured".to_string(),
+        }
+    } else {
+        let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+        format!(
+            "{} provider(s): {}",
+            config.providers.len(),
+            names.join(", ")
+        )
+    };
     println!(
-        "configuration OK: {file}\n  {} provider(s), {} schedule(s), {} agent(s) from {agents_from}",
-        config.providers.len(),
+        "configuration OK: {file}\n  {providers}\n  {} schedule(s), {} agent(s) from {agents_from}",
         config.schedules.len(),
         agents.len()
     );

@@ -1,6 +1,12 @@
 //! Wiring: opens the store, loads agents and providers, and starts the dispatcher, the delivery
 //! worker, the channels (each under a supervisor) and the HTTP endpoints. `hearth run`,
 //! `hearth chat` and the end-to-end tests all start hearth through [`DaemonBuilder`].
+//!
+//! Several processes may share one database, each in a [`Role`]: one daemon (`hearth run`, the
+//! platform channels and the scheduler) and one terminal chat. Each handles only the work of its
+//! own channels (pending inbox entries, replies to deliver, confirmations to expire) and leaves
+//! the rest to the process that runs those channels; a lock keeps a second daemon (or a second
+//! chat) from starting on the same database.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,13 +30,16 @@ use crate::pipeline::handler::Handler;
 use crate::pipeline::sink::{InboxSink, StoreState};
 use crate::provider::Providers;
 use crate::runtime::Runtime;
-use crate::store::Store;
+use crate::store::{LockKind, ProcessLock, Store};
 use crate::tool::ToolRegistry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot open the database")]
     Store(#[from] crate::store::StoreError),
+    /// Another process of the same role holds the database.
+    #[error(transparent)]
+    Lock(#[from] crate::store::LockError),
     #[error("cannot load the agents file")]
     Agents(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot load the schedules")]
@@ -54,6 +63,23 @@ pub struct ChannelHealth {
 
 pub type Health = Arc<Mutex<HashMap<String, ChannelHealth>>>;
 
+/// What a process is for; it decides which shared work the process takes on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// `hearth run`: the platform channels, the scheduler and `/healthz`. One per database.
+    #[default]
+    Daemon,
+    /// `hearth chat`: the terminal only. It runs beside the daemon and never fires schedules;
+    /// what a chat session leaves unfinished is closed, not resumed by the next session.
+    Chat,
+}
+
+/// Why a chat session's leftovers are closed (stored with them).
+const SESSION_ENDED: &str = "the chat session ended before it finished";
+
+/// How often a chat looks for work the daemon stored for it (a schedule fired into the terminal).
+const CHAT_PICKUP_INTERVAL: Duration = Duration::from_secs(2);
+
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
     channel: Arc<dyn Channel>,
@@ -68,6 +94,7 @@ pub struct DaemonBuilder {
     agents: Option<AgentSet>,
     owner: Option<(String, String)>,
     http: bool,
+    role: Role,
 }
 
 impl DaemonBuilder {
@@ -80,6 +107,7 @@ impl DaemonBuilder {
             agents: None,
             owner: None,
             http: true,
+            role: Role::Daemon,
         }
     }
 
@@ -115,6 +143,12 @@ impl DaemonBuilder {
         self
     }
 
+    /// Runs as `role` (the default is [`Role::Daemon`]).
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
     /// Skips the HTTP endpoints (the terminal chat does not need them).
     pub fn without_http(mut self) -> Self {
         self.http = false;
@@ -124,8 +158,22 @@ impl DaemonBuilder {
     pub async fn start(self) -> Result<Daemon, StartError> {
         let config = Arc::new(self.config);
         let clock = self.clock;
-        let store = Store::open(&config.daemon.database_url()).await?;
+        let role = self.role;
+        let store = Store::connect(&config.daemon.database_url()).await?;
+        // Before anything is written: a second daemon must not even migrate.
+        let lock = store
+            .lock(match role {
+                Role::Daemon => LockKind::Daemon,
+                Role::Chat => LockKind::Chat,
+            })
+            .await?;
+        store.migrate().await?;
         let now = clock.now_ms();
+        let channel_names: Vec<String> = self
+            .channels
+            .iter()
+            .map(|e| e.channel.name().to_string())
+            .collect();
 
         let agents = match self.agents {
             Some(agents) => agents,
@@ -229,11 +277,25 @@ impl DaemonBuilder {
             tracker.clone(),
             shutdown.clone(),
         );
-        for (id, key) in store.pending_inbox().await? {
+        if role == Role::Chat {
+            // A chat that ended without closing its work (killed, a lost terminal) left it here;
+            // its answers belong to that session, not to this one's first lines.
+            let abandoned = store
+                .abandon_channel_work(&channel_names, SESSION_ENDED, now)
+                .await?;
+            if !abandoned.is_empty() {
+                tracing::info!(
+                    ?abandoned,
+                    "closed what the last chat session left unfinished"
+                );
+            }
+        }
+        log_work_of_other_channels(&store, &channel_names).await;
+        for (id, key) in store.pending_inbox(&channel_names).await? {
             dispatcher.submit(id, key, false);
         }
 
-        let in_doubt = store.requeue_interrupted_deliveries().await?;
+        let in_doubt = store.requeue_interrupted_deliveries(&channel_names).await?;
         if in_doubt > 0 {
             tracing::warn!(
                 count = in_doubt,
@@ -262,19 +324,45 @@ impl DaemonBuilder {
             metrics: metrics.clone(),
             dispatcher: dispatcher.clone(),
         });
-        crate::scheduler::sync_config(&store, &config.schedules, &config.daemon.timezone, now)
-            .await
-            .map_err(|err| StartError::Schedules(Box::new(err)))?;
-        let scheduler =
-            crate::scheduler::Scheduler::new(store.clone(), clock.clone(), sink.clone());
+        match role {
+            Role::Daemon => {
+                crate::scheduler::sync_config(
+                    &store,
+                    &config.schedules,
+                    &config.daemon.timezone,
+                    now,
+                )
+                .await
+                .map_err(|err| StartError::Schedules(Box::new(err)))?;
+                let scheduler =
+                    crate::scheduler::Scheduler::new(store.clone(), clock.clone(), sink.clone());
+                tracker.spawn(
+                    scheduler
+                        .run(shutdown.clone())
+                        .instrument(tracing::info_span!("scheduler")),
+                );
+            }
+            Role::Chat => {
+                tracker.spawn(
+                    pick_up_pending(
+                        store.clone(),
+                        dispatcher.clone(),
+                        channel_names.clone(),
+                        shutdown.clone(),
+                    )
+                    .instrument(tracing::info_span!("pickup")),
+                );
+            }
+        }
         tracker.spawn(
-            scheduler
-                .run(shutdown.clone())
-                .instrument(tracing::info_span!("scheduler")),
-        );
-        tracker.spawn(
-            expire_confirmations(store.clone(), clock.clone(), sink.clone(), shutdown.clone())
-                .instrument(tracing::info_span!("confirmations")),
+            expire_confirmations(
+                store.clone(),
+                clock.clone(),
+                sink.clone(),
+                channel_names.clone(),
+                shutdown.clone(),
+            )
+            .instrument(tracing::info_span!("confirmations")),
         );
         let state = Arc::new(StoreState {
             store: store.clone(),
@@ -338,20 +426,70 @@ impl DaemonBuilder {
             http_addr,
             outbox_wake,
             dispatcher,
+            role,
+            channel_names,
+            lock,
         })
     }
 }
 
-/// Turns confirmations whose time is up into expiry events in their conversation's queue.
+/// Says, once at start, what waits in the database for channels this process does not run, so
+/// a message that nobody answers is never a mystery.
+async fn log_work_of_other_channels(store: &Store, own: &[String]) {
+    match store.pending_work_by_channel().await {
+        Ok(work) => {
+            for (channel, inbox, outbox) in work {
+                if !own.contains(&channel) {
+                    tracing::info!(
+                        %channel,
+                        inbox,
+                        outbox,
+                        "work waits for a channel this process does not run; the process that runs it handles it"
+                    );
+                }
+            }
+        }
+        Err(err) => tracing::debug!(error = %err, "counting pending work failed"),
+    }
+}
+
+/// The chat's dispatcher learns of its own messages from its sink; entries the daemon stored
+/// for the terminal (a schedule's fire) are found here.
+async fn pick_up_pending(
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    channels: Vec<String>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(CHAT_PICKUP_INTERVAL) => {}
+            () = shutdown.cancelled() => return,
+        }
+        match store.pending_inbox(&channels).await {
+            // Entries already queued or running are ignored by `submit`.
+            Ok(pending) => {
+                for (id, key) in pending {
+                    dispatcher.submit(id, key, false);
+                }
+            }
+            Err(err) => tracing::debug!(error = %err, "looking for pending entries failed"),
+        }
+    }
+}
+
+/// Turns confirmations of `channels` whose time is up into expiry events in their
+/// conversation's queue.
 async fn expire_confirmations(
     store: Store,
     clock: SharedClock,
     sink: Arc<InboxSink>,
+    channels: Vec<String>,
     shutdown: CancellationToken,
 ) {
     use hearth_channel::InboundSink;
     loop {
-        match store.expired_confirmations(clock.now_ms()).await {
+        match store.expired_confirmations(clock.now_ms(), &channels).await {
             Ok(expired) => {
                 for confirmation in expired {
                     let chat = hearth_channel::ChatRef {
@@ -423,6 +561,11 @@ pub struct Daemon {
     http_addr: Option<SocketAddr>,
     outbox_wake: Arc<Notify>,
     dispatcher: Arc<Dispatcher>,
+    role: Role,
+    /// The channels this process runs: the only ones whose work it touches.
+    channel_names: Vec<String>,
+    /// Held until the daemon has stopped and closed the database.
+    lock: ProcessLock,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -476,18 +619,29 @@ impl Daemon {
         self.dispatcher.queued()
     }
 
+    /// Cancels every running turn for good, as `/cancel` does: each ends with "Cancelled" and
+    /// is not resumed later. `hearth chat` does this on Ctrl-C before it stops.
+    pub fn cancel_turns(&self) -> usize {
+        self.dispatcher.cancel_running()
+    }
+
     /// Stops gracefully: channels stop receiving, running turns get up to
     /// `daemon.shutdown_grace_secs` to finish and their replies to go out, then whatever is
     /// still running is suspended (it resumes at the next start) and the database is closed.
     pub async fn stop(self) {
-        self.intake.cancel();
         let grace = Duration::from_secs(self.rt.config.daemon.shutdown_grace_secs);
+        self.stop_within(grace).await;
+    }
+
+    /// [`Daemon::stop`] with a grace period of `grace` instead of the configured one.
+    pub async fn stop_within(self, grace: Duration) {
+        self.intake.cancel();
         let deadline = tokio::time::Instant::now() + grace;
         while tokio::time::Instant::now() < deadline && !self.shutdown.is_cancelled() {
             let outbox_empty = self
                 .rt
                 .store
-                .outbox_depth()
+                .outbox_depth_of(&self.channel_names)
                 .await
                 .map_or(true, |depth| depth == 0);
             if self.dispatcher.queued() == 0 && outbox_empty {
@@ -498,7 +652,25 @@ impl Daemon {
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        if self.role == Role::Chat {
+            let closed = self
+                .rt
+                .store
+                .abandon_channel_work(&self.channel_names, SESSION_ENDED, self.rt.clock.now_ms())
+                .await;
+            match closed {
+                Ok(abandoned) if !abandoned.is_empty() => {
+                    tracing::debug!(?abandoned, "closed the session's unfinished work");
+                }
+                Ok(_) => {}
+                // The next chat's start closes it instead.
+                Err(err) => {
+                    tracing::warn!(error = %err, "closing the session's unfinished work failed")
+                }
+            }
+        }
         self.rt.store.close().await;
+        self.lock.release().await;
     }
 
     /// Cancelled to begin a graceful stop (see [`Daemon::stop`]); the CLI cancels it on SIGTERM.

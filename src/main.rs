@@ -20,6 +20,9 @@ fn main() {
         }
     };
     let result = runtime.block_on(hearth::cli::run(cli));
+    // Everything the command started has finished; a blocking task left behind (a read that
+    // cannot be cancelled) must not keep the process from exiting.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Err(failure) = result {
         eprintln!("error: {}", failure.error);
         for cause in failure.error.chain().skip(1) {

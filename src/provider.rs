@@ -14,7 +14,9 @@ pub mod openai;
 pub mod retry;
 mod sse;
 
-pub use defaults::{effective_providers, effective_providers_with};
+pub use defaults::{
+    accepts_connections, describe_discovered, effective_providers, effective_providers_with,
+};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,7 +11,9 @@ mod confirmation;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
+mod lock;
 mod outbox;
+mod session;
 mod turn;
 
 pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
@@ -21,7 +23,9 @@ pub use identity::{
     UserSummary,
 };
 pub use inbox::{InboxEntry, InboxStatus};
+pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind};
+pub use session::Abandoned;
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
 };
@@ -68,6 +72,10 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The SQLite file (none for PostgreSQL and in-memory databases): its lock file sits beside it.
+    sqlite_path: Option<std::path::PathBuf>,
+    /// The database as messages name it: the SQLite path or the URL without its password.
+    location: String,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -79,6 +87,11 @@ impl Store {
     pub async fn connect(url: &str) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalise_url(url)?;
+        let sqlite_path = sqlite_file(&url);
+        let location = match &sqlite_path {
+            Some(path) => path.display().to_string(),
+            None => redact_url(&url),
+        };
         let options = AnyConnectOptions::from_str(&url).map_err(|err| StoreError::Url {
             url: redact_url(&url),
             reason: err.to_string(),
@@ -108,7 +121,12 @@ impl Store {
                 .execute(&pool)
                 .await?;
         }
-        Ok(Self { pool, backend })
+        Ok(Self {
+            pool,
+            backend,
+            sqlite_path,
+            location,
+        })
     }
 
     /// Connects and applies pending migrations: what `hearth run` and `hearth chat` do at start.
@@ -145,6 +163,11 @@ impl Store {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         }
+    }
+
+    /// The database as messages name it: the SQLite file, or the URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
     pub fn backend(&self) -> Backend {
@@ -218,6 +241,23 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
         url: redact_url(url),
         reason: "expected sqlite://PATH or postgres://…".into(),
     })
+}
+
+/// The file of a normalised `sqlite://PATH?…` URL; `None` for an in-memory database or another
+/// backend.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let path = rest.split_once('?').map_or(rest, |(path, _)| path);
+    let memory = path == ":memory:" || url.contains("mode=memory");
+    (!path.is_empty() && !memory).then(|| std::path::PathBuf::from(path))
+}
+
+/// `$first, $first+1, …`: the placeholders of an `IN (…)` list of `count` values.
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Removes a password from a URL before it goes into an error message.

@@ -1,13 +1,17 @@
 //! The terminal as a channel: `hearth chat` talks to the same pipeline as every platform.
 //!
-//! Each input line is one message; the next line is read only after its reply was printed, so a
-//! script can pipe lines in and get exactly one reply per line, in order. Replies stream as they
-//! are generated. End of input stops the chat once the last reply is out.
+//! Each input line is one message, answered in order: a line typed (or piped) while an answer is
+//! still coming waits until that answer was printed, so a script can pipe lines in and get
+//! exactly one reply per line. Input is read all the time, though, so `/cancel` typed during a
+//! slow answer stops it at once rather than after it finished. Replies stream as they are
+//! generated. A tool that needs approval prints its prompt numbered (`[1] …`) and asks
+//! `[1] delete_task {"id":3} — Approve? [y/N]`; several prompts of one turn are asked one after
+//! the other. End of input stops the chat once the last reply is out.
 
-use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,23 +19,42 @@ use hearth_channel::{
     Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
     Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The terminal's only chat and only user.
 pub const LOCAL: &str = "local";
 
+/// What the channel printed, as the input loop needs to know it.
+#[derive(Debug)]
+enum Shown {
+    /// A reply; `reply_to` is the platform id of the message it answers.
+    Reply { reply_to: Option<String> },
+    /// A prompt with Approve / Deny buttons.
+    Question(Question),
+}
+
+#[derive(Debug)]
+struct Question {
+    /// The number its prompt was printed with.
+    number: usize,
+    /// The tool and its arguments, e.g. `delete_task {"id":3}`.
+    label: String,
+    buttons: Vec<Button>,
+}
+
 pub struct TerminalChannel {
     /// What the current streamed reply has printed so far.
     printed: Mutex<String>,
-    /// Signalled when a reply (not a preview) was printed.
-    replied: Notify,
-    /// The buttons of the last prompt, until the user answered it.
-    question: Mutex<Option<Vec<Button>>>,
     /// Sent texts by message id, so an edit prints only what changed.
     texts: Mutex<HashMap<String, String>>,
     sent: AtomicU64,
+    /// Prompts printed for the message being answered; numbers them.
+    asked: AtomicUsize,
+    shown_tx: mpsc::UnboundedSender<Shown>,
+    shown_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Shown>>,
+    /// Lines of standard input, read on a thread of their own (started by the first `run`).
+    lines: tokio::sync::Mutex<Option<mpsc::Receiver<std::io::Result<String>>>>,
     /// Cancelled after end of input, once the last reply was printed.
     finished: CancellationToken,
     interactive: bool,
@@ -45,12 +68,15 @@ impl Default for TerminalChannel {
 
 impl TerminalChannel {
     pub fn new() -> Self {
+        let (shown_tx, shown_rx) = mpsc::unbounded_channel();
         Self {
             printed: Mutex::new(String::new()),
-            replied: Notify::new(),
-            question: Mutex::new(None),
             texts: Mutex::new(HashMap::new()),
             sent: AtomicU64::new(0),
+            asked: AtomicUsize::new(0),
+            shown_tx,
+            shown_rx: tokio::sync::Mutex::new(shown_rx),
+            lines: tokio::sync::Mutex::new(None),
             finished: CancellationToken::new(),
             interactive: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
         }
@@ -59,6 +85,11 @@ impl TerminalChannel {
     /// Cancelled when input ended and everything was answered.
     pub fn finished(&self) -> CancellationToken {
         self.finished.clone()
+    }
+
+    /// Whether both ends are a terminal (a person typing) rather than pipes.
+    pub fn interactive(&self) -> bool {
+        self.interactive
     }
 
     fn print(&self, text: &str) {
@@ -70,6 +101,12 @@ impl TerminalChannel {
 
     fn printed(&self) -> std::sync::MutexGuard<'_, String> {
         self.printed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn show(&self, shown: Shown) {
+        // The receiver lives as long as the channel; a send fails only while nothing runs,
+        // when there is nobody to tell.
+        let _ = self.shown_tx.send(shown);
     }
 
     /// Hands an event to the inbox, retrying while the database is busy; false on shutdown.
@@ -95,6 +132,101 @@ impl TerminalChannel {
     }
 }
 
+/// Reads standard input line by line on a plain thread. Tokio's stdin cannot be cancelled and
+/// would hold up the runtime's shutdown until the next Enter; this thread simply ends with the
+/// process. Bytes that are not UTF-8 are replaced rather than refused, so no line is lost.
+fn read_stdin() -> mpsc::Receiver<std::io::Result<String>> {
+    let (tx, rx) = mpsc::channel(64);
+    let spawned = std::thread::Builder::new()
+        .name("hearth-stdin".into())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            let mut input = stdin.lock();
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                match input.read_until(b'\n', &mut buffer) {
+                    Ok(0) => return,
+                    Ok(_) => {
+                        let line = String::from_utf8_lossy(&buffer)
+                            .trim_end_matches(['\n', '\r'])
+                            .to_string();
+                        if tx.blocking_send(Ok(line)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(err) => {
+                        // The receiver may be gone already; then nobody needs the error.
+                        let _ = tx.blocking_send(Err(err));
+                        return;
+                    }
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::error!(error = %err, "cannot start reading standard input");
+    }
+    rx
+}
+
+/// `/cancel` (the runtime's fast path stops the running turn as soon as it is stored).
+fn is_cancel(text: &str) -> bool {
+    text.split_whitespace()
+        .next()
+        .is_some_and(|word| word.eq_ignore_ascii_case("/cancel"))
+}
+
+/// The tool and its arguments named by a confirmation prompt ("… wants to run `tool`. …" with
+/// the arguments in a code block), e.g. `delete_task {"id":3}`.
+fn question_label(prompt: &str) -> String {
+    let tool = prompt
+        .split_once("wants to run `")
+        .and_then(|(_, rest)| rest.split_once('`'))
+        .map(|(tool, _)| tool.to_string());
+    let arguments = prompt
+        .split_once("```")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block.trim())
+        .map(
+            |block| match serde_json::from_str::<serde_json::Value>(block) {
+                Ok(value) => value.to_string(),
+                Err(_) => block.split_whitespace().collect::<Vec<_>>().join(" "),
+            },
+        );
+    match (tool, arguments) {
+        (Some(tool), Some(arguments)) => format!("{tool} {arguments}"),
+        (Some(tool), None) => tool,
+        _ => "this request".into(),
+    }
+}
+
+/// The input loop's state: what is being answered, what waits, what is being asked.
+#[derive(Default)]
+struct Session {
+    /// Platform id of the message whose reply is awaited.
+    waiting: Option<String>,
+    /// Lines read while an answer was coming, in order (trimmed; empty ones too, since the
+    /// answer to a question that comes up meanwhile may be "no" by Enter).
+    queue: VecDeque<String>,
+    /// Prompts not yet asked.
+    questions: VecDeque<Question>,
+    /// The prompt whose y/N answer the next line is.
+    asking: Option<Question>,
+    end_of_input: bool,
+    /// Whether the `›` prompt is on screen.
+    prompted: bool,
+    session: i64,
+    count: u64,
+}
+
+impl Session {
+    fn next_id(&mut self) -> String {
+        self.count += 1;
+        format!("{}-{}", self.session, self.count)
+    }
+}
+
 #[async_trait]
 impl Channel for TerminalChannel {
     fn name(&self) -> &str {
@@ -112,97 +244,97 @@ impl Channel for TerminalChannel {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
-        let session = chrono::Utc::now().timestamp_millis();
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        let mut count = 0u64;
+        let mut lines_slot = self.lines.lock().await;
+        let lines = lines_slot.get_or_insert_with(read_stdin);
+        let mut shown = self.shown_rx.lock().await;
+        let mut s = Session {
+            session: chrono::Utc::now().timestamp_millis(),
+            ..Session::default()
+        };
         if self.interactive {
-            self.print("hearth chat: type a message, /help for commands, Ctrl-D to leave.\n");
+            self.print("hearth chat: type a message, /help for commands, /cancel to stop an answer, Ctrl-D to leave.\n");
         }
         loop {
-            self.prompt();
-            let line = tokio::select! {
-                line = lines.next_line() => line.map_err(|err| ChannelError::transient(format!("reading stdin failed: {err}")))?,
-                () = ctx.shutdown.cancelled() => return Ok(()),
-            };
-            let Some(line) = line else {
-                self.finished.cancel();
-                return Ok(());
-            };
-            let text = line.trim();
-            if text.is_empty() {
-                continue;
+            // Whatever can happen without new input happens first.
+            if s.asking.is_none()
+                && let Some(question) = s.questions.pop_front()
+            {
+                self.print(&format!(
+                    "[{}] {} — Approve? [y/N] ",
+                    question.number, question.label
+                ));
+                s.asking = Some(question);
+                // Lines typed (or piped) ahead are read in order: the next one is the answer.
+                if let Some(line) = s.queue.pop_front() {
+                    if !self.on_line(&ctx, &mut s, line).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                if s.end_of_input {
+                    // Nobody is left to answer: no.
+                    if !self.answer(&ctx, &mut s, false).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
             }
-            count += 1;
-            let mut event = Inbound {
-                platform_id: format!("{session}-{count}"),
-                chat: ChatRef::new(LOCAL),
-                sender: Sender::new(LOCAL),
-                kind: InboundKind::Message {
-                    text: text.to_string(),
-                    attachments: Vec::new(),
-                    message_id: None,
-                    reply_to: None,
-                },
-            };
-            // Deliver, wait for the reply; a reply with buttons asks y/N and waits again.
-            loop {
-                let replied = self.replied.notified();
-                tokio::pin!(replied);
-                replied.as_mut().enable();
-                if !self.deliver(&ctx, &event).await {
+            if s.asking.is_none() && s.waiting.is_none() {
+                if let Some(text) = s.queue.pop_front() {
+                    // An empty line typed ahead was kept only in case a question came first.
+                    if !text.is_empty() && !self.send_line(&ctx, &mut s, text).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                if s.end_of_input {
+                    self.finished.cancel();
                     return Ok(());
                 }
-                tokio::select! {
-                    () = replied => {}
-                    () = ctx.shutdown.cancelled() => return Ok(()),
+                if !s.prompted {
+                    self.prompt();
+                    s.prompted = true;
                 }
-                let Some(buttons) = self
-                    .question
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take()
-                else {
-                    break;
-                };
-                self.print("Approve? [y/N] ");
-                let answer = tokio::select! {
-                    line = lines.next_line() => line.map_err(|err| ChannelError::transient(format!("reading stdin failed: {err}")))?,
-                    () = ctx.shutdown.cancelled() => return Ok(()),
-                };
-                let yes = answer
-                    .as_deref()
-                    .map(str::trim)
-                    .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
-                if !self.interactive {
-                    // Piped input: echo the answer so the transcript reads like the screen.
-                    self.print(if yes { "y\n" } else { "n\n" });
-                }
-                // The first button approves, the second denies (the daemon's prompt order).
-                let Some(button) = buttons.get(if yes { 0 } else { 1 }).or(buttons.first()) else {
-                    break;
-                };
-                count += 1;
-                event = Inbound {
-                    platform_id: format!("{session}-{count}"),
-                    chat: ChatRef::new(LOCAL),
-                    sender: Sender::new(LOCAL),
-                    kind: InboundKind::Press(ButtonPress {
-                        press_id: String::new(),
-                        data: button.data.clone(),
-                        message: None,
-                    }),
-                };
+            }
+            tokio::select! {
+                line = lines.recv(), if !s.end_of_input => match line {
+                    None => {
+                        s.end_of_input = true;
+                        if s.asking.is_some() && !self.answer(&ctx, &mut s, false).await {
+                            return Ok(());
+                        }
+                    }
+                    Some(Err(err)) => {
+                        return Err(ChannelError::transient(format!("reading stdin failed: {err}")));
+                    }
+                    Some(Ok(line)) => {
+                        if !self.on_line(&ctx, &mut s, line).await {
+                            return Ok(());
+                        }
+                    }
+                },
+                Some(event) = shown.recv() => match event {
+                    Shown::Reply { reply_to } => {
+                        if reply_to.is_some() && reply_to == s.waiting {
+                            s.waiting = None;
+                            s.prompted = false;
+                        }
+                    }
+                    Shown::Question(question) => s.questions.push_back(question),
+                },
+                () = ctx.shutdown.cancelled() => return Ok(()),
             }
         }
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
-        if !message.buttons.is_empty() {
-            *self.question.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(message.buttons.clone());
-        }
         let mut printed = self.printed();
         let text = message.text.trim_end();
+        let question = (!message.buttons.is_empty()).then(|| Question {
+            number: self.asked.fetch_add(1, Ordering::Relaxed) + 1,
+            label: question_label(text),
+            buttons: message.buttons.clone(),
+        });
         let rest = match message.replaces {
             Some(_) if !printed.is_empty() && text.starts_with(printed.as_str()) => {
                 &text[printed.len()..]
@@ -213,6 +345,9 @@ impl Channel for TerminalChannel {
             }
             _ => text,
         };
+        if let Some(question) = &question {
+            self.print(&format!("[{}] ", question.number));
+        }
         self.print(rest);
         self.print("\n");
         printed.clear();
@@ -222,7 +357,12 @@ impl Channel for TerminalChannel {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), text.to_string());
-        self.replied.notify_one();
+        self.show(match question {
+            Some(question) => Shown::Question(question),
+            None => Shown::Reply {
+                reply_to: message.reply_to.clone(),
+            },
+        });
         Ok(MessageRef {
             chat: message.chat.clone(),
             message_id: id,
@@ -268,5 +408,110 @@ impl Channel for TerminalChannel {
             chat: chat.clone(),
             message_id: "draft".into(),
         }))
+    }
+}
+
+impl TerminalChannel {
+    /// One line of input: the answer to the question asked, `/cancel` for the running answer,
+    /// or a message (sent now, or queued behind the answer being printed). False on shutdown.
+    async fn on_line(&self, ctx: &ChannelContext, s: &mut Session, line: String) -> bool {
+        if s.asking.is_some() {
+            let answer = line.trim();
+            let yes = answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes");
+            return self.answer(ctx, s, yes).await;
+        }
+        let text = line.trim();
+        if text.is_empty() && s.waiting.is_none() {
+            s.prompted = false;
+            return true;
+        }
+        if s.waiting.is_some() && is_cancel(text) {
+            // Not queued: stored now, so the dispatcher stops the running turn at once. Its
+            // "Cancelled" is the answer being waited for; this line gets no reply of its own
+            // (or "Nothing is running" if the answer won the race, printed and not waited for).
+            let event = self.message(s, text);
+            return self.deliver(ctx, &event).await;
+        }
+        s.queue.push_back(text.to_string());
+        true
+    }
+
+    /// Sends `text` as the next message and waits for its reply. False on shutdown.
+    async fn send_line(&self, ctx: &ChannelContext, s: &mut Session, text: String) -> bool {
+        self.asked.store(0, Ordering::Relaxed);
+        let event = self.message(s, &text);
+        s.waiting = Some(event.platform_id.clone());
+        self.deliver(ctx, &event).await
+    }
+
+    fn message(&self, s: &mut Session, text: &str) -> Inbound {
+        let id = s.next_id();
+        Inbound {
+            platform_id: id.clone(),
+            chat: ChatRef::new(LOCAL),
+            sender: Sender::new(LOCAL),
+            kind: InboundKind::Message {
+                text: text.to_string(),
+                attachments: Vec::new(),
+                // Replies quote it, which tells this loop which message they answer.
+                message_id: Some(id),
+                reply_to: None,
+            },
+        }
+    }
+
+    /// Answers the question being asked with the first (approve) or second (deny) button.
+    async fn answer(&self, ctx: &ChannelContext, s: &mut Session, yes: bool) -> bool {
+        let Some(question) = s.asking.take() else {
+            return true;
+        };
+        if !self.interactive {
+            // Piped input: echo the answer so the transcript reads like the screen.
+            self.print(if yes { "y\n" } else { "n\n" });
+        }
+        // The first button approves, the second denies (the daemon's prompt order).
+        let Some(button) = question
+            .buttons
+            .get(if yes { 0 } else { 1 })
+            .or(question.buttons.first())
+        else {
+            return true;
+        };
+        let event = Inbound {
+            platform_id: s.next_id(),
+            chat: ChatRef::new(LOCAL),
+            sender: Sender::new(LOCAL),
+            kind: InboundKind::Press(ButtonPress {
+                press_id: String::new(),
+                data: button.data.clone(),
+                message: None,
+            }),
+        };
+        self.deliver(ctx, &event).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_is_labelled_with_its_tool_and_arguments() {
+        let prompt = "🔐 🏠 General wants to run `delete_task`. This deletes data.\n```\n{\n  \"id\": 3\n}\n```\nApprove within 5 minutes?";
+        assert_eq!(question_label(prompt), "delete_task {\"id\":3}");
+        assert_eq!(
+            question_label("wants to run `x`. no block"),
+            "x",
+            "no arguments block"
+        );
+        assert_eq!(question_label("Approve?"), "this request");
+    }
+
+    #[test]
+    fn cancel_is_the_first_word() {
+        assert!(is_cancel("/cancel"));
+        assert!(is_cancel(" /CANCEL now"));
+        assert!(!is_cancel("please /cancel"));
+        assert!(!is_cancel("/cancelled"));
     }
 }

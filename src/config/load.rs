@@ -205,7 +205,14 @@ pub fn load_from_str(
 
     let mut problems = Vec::new();
     let (config, failed) = parse_sections(table, &mut problems);
-    problems.extend(validate::validate(&config, env, &failed));
+    // A key whose value was refused was read as its default; what validation says about that
+    // default is not news.
+    let refused: Vec<String> = problems.iter().map(|p| p.key.clone()).collect();
+    problems.extend(
+        validate::validate(&config, env, &failed)
+            .into_iter()
+            .filter(|p| !refused.iter().any(|key| is_within(&p.key, key))),
+    );
 
     errors.extend(problems.into_iter().map(|p| {
         let source = source_of(&p.key, origin, &overrides);
@@ -533,24 +540,99 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
     (config, failed)
 }
 
-/// Deserializes one section, recording the first problem inside it with its full key.
+/// Deserializes one section, recording every problem inside it with its full key.
+///
+/// serde stops at the first problem, so a key that is unknown or has a bad value is reported,
+/// taken out, and the section read again: a typo next to a bad timezone shows both in one run of
+/// `hearth check`. The section then parses from what is left (and its values are checked like any
+/// other); it stays unparsed only when something it needs is missing.
 fn section<T: DeserializeOwned>(value: Value, key: &str, problems: &mut Vec<Problem>) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(parsed) => Some(parsed),
-        Err(err) => {
-            let mut full_key = key.to_string();
-            for segment in err.path().iter() {
-                match segment {
-                    Segment::Seq { index } => full_key.push_str(&format!("[{index}]")),
-                    Segment::Map { key } => push_dotted(&mut full_key, key),
-                    Segment::Enum { variant } => push_dotted(&mut full_key, variant),
-                    Segment::Unknown => push_dotted(&mut full_key, "?"),
+    let mut value = value;
+    // Full keys taken out: when one of them turns out to be required, its own problem was
+    // reported already and "missing key" would say the same thing again.
+    let mut removed: Vec<String> = Vec::new();
+    // Tables an unknown key was taken out of: a key missing there is almost always that same
+    // typo (`modle` for `model`), which one line says well enough.
+    let mut misspelt_in: Vec<String> = Vec::new();
+    // Each pass removes one key, so a section cannot need more passes than it has values.
+    for _ in 0..=count_values(&value) {
+        let err = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(parsed) => return Some(parsed),
+            Err(err) => err,
+        };
+        let mut full_key = key.to_string();
+        // Where the offending value sits: the map keys down to it (array elements are dropped
+        // with their whole array, so later indices keep meaning what the file says).
+        let mut map_path: Vec<String> = Vec::new();
+        let mut removable = true;
+        for segment in err.path().iter() {
+            match segment {
+                Segment::Seq { index } => full_key.push_str(&format!("[{index}]")),
+                Segment::Map { key } => {
+                    push_dotted(&mut full_key, key);
+                    if removable {
+                        map_path.push(key.clone());
+                    }
+                }
+                Segment::Enum { variant } => {
+                    push_dotted(&mut full_key, variant);
+                    removable = false;
+                }
+                Segment::Unknown => {
+                    push_dotted(&mut full_key, "?");
+                    removable = false;
                 }
             }
-            problems.push(Problem::new(full_key, humanize(err.inner().message())));
-            None
+            if matches!(segment, Segment::Seq { .. }) {
+                removable = false;
+            }
         }
+        let message = err.inner().message();
+        if let Some(missing) = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            let mut missing_key = full_key.clone();
+            push_dotted(&mut missing_key, missing);
+            if !removed.contains(&missing_key) && !misspelt_in.contains(&full_key) {
+                problems.push(Problem::new(full_key, humanize(message)));
+            }
+            return None;
+        }
+        problems.push(Problem::new(full_key, humanize(message)));
+        // Nothing to take out (the problem is the section itself): it stays unparsed.
+        let removed_key = remove_path(&mut value, &map_path)?;
+        let mut table = key.to_string();
+        for part in map_path.iter().take(map_path.len().saturating_sub(1)) {
+            push_dotted(&mut table, part);
+        }
+        if message.starts_with("unknown field ") {
+            misspelt_in.push(table.clone());
+        }
+        push_dotted(&mut table, &removed_key);
+        removed.push(table);
     }
+    None
+}
+
+/// How many values a TOML value holds, nested ones included.
+fn count_values(value: &Value) -> usize {
+    match value {
+        Value::Table(table) => table.values().map(count_values).sum::<usize>() + 1,
+        Value::Array(items) => items.iter().map(count_values).sum::<usize>() + 1,
+        _ => 1,
+    }
+}
+
+/// Removes the key at `path` (map keys from `value` down); returns its name, or `None` when
+/// there is no such key.
+fn remove_path(value: &mut Value, path: &[String]) -> Option<String> {
+    let (last, parents) = path.split_last()?;
+    let mut table = value.as_table_mut()?;
+    for parent in parents {
+        table = table.get_mut(parent)?.as_table_mut()?;
+    }
+    table.remove(last).map(|_| last.clone())
 }
 
 /// Deserializes each element of an array of tables on its own; `on_failure` sees the raw
@@ -578,6 +660,12 @@ fn elements<T: DeserializeOwned>(
         }
     }
     parsed
+}
+
+/// Whether `key` is `outer` or a key inside it.
+fn is_within(key: &str, outer: &str) -> bool {
+    key.strip_prefix(outer)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
 }
 
 fn push_dotted(key: &mut String, segment: &str) {
@@ -917,6 +1005,74 @@ allowed_users = [1, "x"]
             "expected an integer, found a string",
         );
         assert_eq!(errors.len(), 4, "{errors:#?}");
+    }
+
+    #[test]
+    fn problems_after_an_unknown_key_in_the_same_section_are_reported_too() {
+        let text = "[daemon]\ntimezon = \"UTC\"\ntimezone = \"Mars/Olympus\"\nmax_concurrent_conversations = \"many\"\n\n[channels.telegram]\ntokn = \"x\"\ntoken_env = \"HEARTH_TEST_UNSET\"\napi_url = \"ftp://x\"\n";
+        let errors = errors(text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.timezon",
+            "unknown key `timezon`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.max_concurrent_conversations",
+            "expected an integer, found a string",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "daemon.timezone",
+            "unknown timezone `Mars/Olympus`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.tokn",
+            "unknown key `tokn`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.telegram.token_env",
+            "HEARTH_TEST_UNSET",
+        );
+        has(&errors, "hearth.toml", "channels.telegram.api_url", "ftp");
+        assert_eq!(errors.len(), 6, "{errors:#?}");
+    }
+
+    #[test]
+    fn a_refused_required_key_is_not_reported_missing_as_well() {
+        let text = "[[providers]]\nname = \"local\"\nkind = \"gemini\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\nmodle = \"typo\"\n";
+        let errors = errors(text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "providers[0].kind",
+            "unknown value `gemini`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "providers[0].modle",
+            "unknown key `modle`",
+        );
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+
+        // `modle` in place of `model`: the typo is the one problem, not also "missing model".
+        let text = PROVIDER.replace("model = ", "modle = ");
+        let typo = super::tests::errors(&text, &[]);
+        has(
+            &typo,
+            "hearth.toml",
+            "providers[0].modle",
+            "unknown key `modle`",
+        );
+        assert_eq!(typo.len(), 1, "{typo:#?}");
     }
 
     #[test]

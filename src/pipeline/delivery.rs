@@ -83,7 +83,9 @@ impl Delivery {
     /// Starts a lane for every chat whose oldest pending row is due and not already being
     /// delivered; returns how long to wait before the next pass.
     async fn pass(self: &Arc<Self>) -> Result<Duration, crate::store::StoreError> {
-        let rows = self.store.pending_outbox(BATCH).await?;
+        // Only this process's channels: another hearth process delivers its own rows.
+        let names: Vec<String> = self.channels.keys().cloned().collect();
+        let rows = self.store.pending_outbox(BATCH, &names).await?;
         let now = self.clock.now_ms();
         let mut lanes: Vec<(String, VecDeque<(OutboxItem, i64)>)> = Vec::new();
         for (item, due) in rows {

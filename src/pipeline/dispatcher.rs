@@ -81,6 +81,16 @@ impl Dispatcher {
         }
     }
 
+    /// Cancels every running turn for good, as `/cancel` would (`hearth chat` on Ctrl-C);
+    /// returns how many there were.
+    pub fn cancel_running(&self) -> usize {
+        let state = self.lock();
+        for token in state.running.values() {
+            token.cancel();
+        }
+        state.running.len()
+    }
+
     /// Whether a `/cancel` entry stopped a running turn.
     pub fn took_cancel(&self, id: i64) -> bool {
         self.lock().cancelled_something.remove(&id)

@@ -62,10 +62,10 @@ impl Handler {
             }
         };
         let Some(channel) = self.channels.get(&entry.channel).cloned() else {
-            tracing::warn!(inbox_id = id, channel = %entry.channel, "inbound event for a channel that is not configured");
-            return store
-                .finish_inbox(id, InboxStatus::Failed, Some("channel not configured"), now)
-                .await;
+            // Another process's channel (a schedule the daemon fired for `hearth chat`, say):
+            // left pending for the process that runs it.
+            tracing::debug!(inbox_id = id, channel = %entry.channel, "inbound event for a channel this process does not run; left pending");
+            return Ok(());
         };
 
         // Decisions carry their own rule (requester or owner), checked before the allowlist so a

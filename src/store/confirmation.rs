@@ -175,12 +175,24 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Pending confirmations whose time is up.
-    pub async fn expired_confirmations(&self, now_ms: i64) -> StoreResult<Vec<Confirmation>> {
-        let rows = sqlx::query("SELECT * FROM confirmations WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at")
-            .bind(now_ms)
-            .fetch_all(self.pool())
-            .await?;
+    /// Pending confirmations of `channels` whose time is up.
+    pub async fn expired_confirmations(
+        &self,
+        now_ms: i64,
+        channels: &[String],
+    ) -> StoreResult<Vec<Confirmation>> {
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT * FROM confirmations WHERE status = 'pending' AND expires_at <= $1 AND channel IN ({}) ORDER BY expires_at",
+            super::placeholders(2, channels.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms);
+        for channel in channels {
+            query = query.bind(channel);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         rows.iter().map(from_row).collect()
     }
 

@@ -79,13 +79,21 @@ impl Store {
         Ok(id)
     }
 
-    /// Entries not yet handled, oldest first: the dispatcher's work after a restart.
-    pub async fn pending_inbox(&self) -> StoreResult<Vec<(i64, String)>> {
-        let rows = sqlx::query(
-            "SELECT id, conversation_key FROM inbox WHERE status = 'pending' ORDER BY id",
-        )
-        .fetch_all(self.pool())
-        .await?;
+    /// Entries of `channels` not yet handled, oldest first: the dispatcher's work after a
+    /// restart. Other channels' entries are left to the process that runs those channels.
+    pub async fn pending_inbox(&self, channels: &[String]) -> StoreResult<Vec<(i64, String)>> {
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id, conversation_key FROM inbox WHERE status = 'pending' AND channel IN ({}) ORDER BY id",
+            super::placeholders(1, channels.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for channel in channels {
+            query = query.bind(channel);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         rows.iter()
             .map(|row| Ok((row.try_get("id")?, row.try_get("conversation_key")?)))
             .collect()

@@ -105,16 +105,27 @@ impl Store {
         Ok(ids)
     }
 
-    /// Pending rows, oldest first, at most `limit`. Rows not yet due are included so the
-    /// worker can keep a chat's later rows behind an earlier one that is waiting to be retried.
-    pub async fn pending_outbox(&self, limit: usize) -> StoreResult<Vec<(OutboxItem, i64)>> {
-        let rows = sqlx::query(
+    /// Pending rows of `channels`, oldest first, at most `limit`. Rows not yet due are included
+    /// so the worker can keep a chat's later rows behind an earlier one that is waiting to be
+    /// retried. Other channels' rows are left to the process that runs those channels.
+    pub async fn pending_outbox(
+        &self,
+        limit: usize,
+        channels: &[String],
+    ) -> StoreResult<Vec<(OutboxItem, i64)>> {
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
             "SELECT id, inbox_id, channel, chat_key, kind, payload, target, attempts, next_attempt_at
-             FROM outbox WHERE status = 'pending' ORDER BY id LIMIT $1",
-        )
-        .bind(super::to_i64(limit))
-        .fetch_all(self.pool())
-        .await?;
+             FROM outbox WHERE status = 'pending' AND channel IN ({}) ORDER BY id LIMIT $1",
+            super::placeholders(2, channels.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(super::to_i64(limit));
+        for channel in channels {
+            query = query.bind(channel);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         rows.iter()
             .map(|row| Ok((item_from_row(row)?, row.try_get("next_attempt_at")?)))
             .collect()
@@ -135,14 +146,22 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// At start: deliveries interrupted by a crash go back to pending, flagged as in doubt.
-    /// Returns how many there were.
-    pub async fn requeue_interrupted_deliveries(&self) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "UPDATE outbox SET status = 'pending', in_doubt = 1 WHERE status = 'sending'",
-        )
-        .execute(self.pool())
-        .await?;
+    /// At start: deliveries of `channels` interrupted by a crash go back to pending, flagged as
+    /// in doubt. Returns how many there were. Only this process's channels: another process may
+    /// be sending its own rows right now.
+    pub async fn requeue_interrupted_deliveries(&self, channels: &[String]) -> StoreResult<u64> {
+        if channels.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "UPDATE outbox SET status = 'pending', in_doubt = 1 WHERE status = 'sending' AND channel IN ({})",
+            super::placeholders(1, channels.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for channel in channels {
+            query = query.bind(channel);
+        }
+        let done = query.execute(self.pool()).await?;
         Ok(done.rows_affected())
     }
 

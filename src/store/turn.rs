@@ -172,7 +172,7 @@ pub fn message_chars(message: &ChatMessage) -> usize {
     }
 }
 
-async fn insert_message(
+pub(super) async fn insert_message(
     tx: &mut Transaction<'_, Any>,
     conversation_id: i64,
     session: i64,

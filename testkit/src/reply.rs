@@ -38,6 +38,7 @@ pub struct Reply {
     pub(crate) cut_after: Option<usize>,
     pub(crate) chunk_bytes: Option<usize>,
     pub(crate) stream_error: Option<(String, String)>,
+    pub(crate) pace: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -69,6 +70,7 @@ impl Reply {
             cut_after: None,
             chunk_bytes: None,
             stream_error: None,
+            pace: Duration::ZERO,
         }
     }
 
@@ -135,6 +137,13 @@ impl Reply {
     /// Waits this long (really, on the server) before answering.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// In a streamed answer, waits this long before each piece of the stream: a slow model that
+    /// is visibly writing (the opening event comes at once, the rest one piece at a time).
+    pub fn pace(mut self, pace: Duration) -> Self {
+        self.pace = pace;
         self
     }
 

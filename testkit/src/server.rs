@@ -300,10 +300,20 @@ fn stream_response(
         // which the client sees as a broken stream.
         items.push(Err(std::io::Error::other("stream cut by the test")));
     }
+    let pace = reply.pace;
+    let stream = futures::StreamExt::then(
+        futures::stream::iter(items.into_iter().enumerate()),
+        move |(index, item)| async move {
+            if index > 0 && !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
+            item
+        },
+    );
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(futures::stream::iter(items)))
+        .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

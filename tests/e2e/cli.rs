@@ -232,12 +232,17 @@ fn chat_without_a_provider_says_how_to_configure_one() {
         &[("OPENAI_BASE_URL", &url)],
         "hello\n",
     );
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    // Before, the chat opened, printed three log lines and the hint as a reply, and exited 0:
+    // now it says only the hint, as its error, and fails.
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(text(&out.stdout), "", "no chat was opened");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stdout.contains("No model provider answered") && stdout.contains("OPENAI_API_KEY"),
-        "{stdout}"
+        stderr.contains("No model provider answered")
+            && stderr.contains(&url)
+            && stderr.contains("OPENAI_API_KEY"),
+        "{stderr}"
     );
 }
 

@@ -64,6 +64,11 @@ target = "telegram:123"
         ("providers[1].modle", "unknown key `modle`"),
         ("providers[0].fallbacks", "unknown provider `cloud`"),
         ("schedules[0].cron", "the seconds field comes first"),
+        // Found now that a bad value no longer stops the rest of its section being checked.
+        (
+            "channels.telegram.token_env",
+            "HEARTH_E2E_CONFIG_CHECK_UNSET_TOKEN is not set",
+        ),
     ];
     for (key, reason) in expected {
         assert!(
