@@ -2,7 +2,7 @@
 //! worker, the channels (each under a supervisor) and the HTTP endpoints. `hearth run`,
 //! `hearth chat` and the end-to-end tests all start hearth through [`DaemonBuilder`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +52,63 @@ pub struct ChannelHealth {
     pub error: Option<String>,
 }
 
-pub type Health = Arc<Mutex<HashMap<String, ChannelHealth>>>;
+/// What `/healthz` reports: each channel's state, and the write paths that cannot store right
+/// now (the inbox on a full disk …). Cheap to clone; all clones share one state.
+#[derive(Clone, Default)]
+pub struct Health {
+    inner: Arc<Mutex<HealthState>>,
+}
+
+#[derive(Default)]
+struct HealthState {
+    channels: HashMap<String, ChannelHealth>,
+    /// The current error of each failing write path, by path ("inbox", "turns").
+    faults: BTreeMap<String, String>,
+}
+
+impl Health {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
+        // Plain data, updated in one step each: a panic elsewhere cannot leave it half-written.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a channel's state.
+    pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
+        self.lock()
+            .channels
+            .insert(name.to_owned(), ChannelHealth { state, error });
+    }
+
+    /// Every channel's state, by name.
+    pub fn channels(&self) -> HashMap<String, ChannelHealth> {
+        self.lock().channels.clone()
+    }
+
+    /// Marks a write path failing with `reason`; `/healthz` answers 503 until it is cleared.
+    /// Logged once when the path starts failing, not on every retry.
+    pub fn set_fault(&self, path: &str, reason: &str) {
+        let previous = self.lock().faults.insert(path.to_owned(), reason.to_owned());
+        if previous.is_none() {
+            tracing::error!(path, reason, "cannot store; hearth is unhealthy until this passes");
+        }
+    }
+
+    /// Marks a write path working again.
+    pub fn clear_fault(&self, path: &str) {
+        if self.lock().faults.remove(path).is_some() {
+            tracing::info!(path, "storing works again");
+        }
+    }
+
+    /// The failing write paths as `path: reason`, sorted.
+    pub fn faults(&self) -> Vec<String> {
+        self.lock()
+            .faults
+            .iter()
+            .map(|(path, reason)| format!("{path}: {reason}"))
+            .collect()
+    }
+}
 
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
@@ -194,11 +250,13 @@ impl DaemonBuilder {
             outbox: outbox_wake.clone(),
             shutdown: shutdown.clone(),
         });
+        let health = Health::default();
         let dispatcher = Dispatcher::new(
             handler,
             config.daemon.max_concurrent_conversations,
             tracker.clone(),
             shutdown.clone(),
+            health.clone(),
         );
         for (id, key) in store.pending_inbox().await? {
             dispatcher.submit(id, key, false);
@@ -226,12 +284,12 @@ impl DaemonBuilder {
                 .instrument(tracing::info_span!("delivery")),
         );
 
-        let health: Health = Arc::new(Mutex::new(HashMap::new()));
         let sink = Arc::new(InboxSink {
             store: store.clone(),
             clock: clock.clone(),
             metrics: metrics.clone(),
             dispatcher: dispatcher.clone(),
+            health: health.clone(),
         });
         crate::scheduler::sync_config(&store, &config.schedules, &config.daemon.timezone, now)
             .await
@@ -344,19 +402,26 @@ async fn expire_confirmations(
     }
 }
 
+/// The wait before the first restart of a channel after a temporary failure; it doubles with
+/// each failure in a row, up to [`RESTART_BACKOFF_MAX`].
+const RESTART_BACKOFF_START: Duration = Duration::from_secs(1);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// A run at least this long counts as healthy: when it ends, the backoff starts over at
+/// [`RESTART_BACKOFF_START`]. A fixed minute rather than "longer than the current backoff",
+/// so the rule does not depend on how deaf the channel already was: a connection that held
+/// for a minute was a working session, and its end says nothing about the glitches before it,
+/// while a channel that fails within seconds of each start keeps doubling its wait.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
 /// Runs a channel, restarting it with backoff after temporary failures; configuration and
 /// authentication failures mark it failed without a hot loop, and never touch other channels.
 async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Health) {
     let name = channel.name().to_string();
-    let set = |state: &'static str, error: Option<String>| {
-        health
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.clone(), ChannelHealth { state, error });
-    };
-    let mut backoff = Duration::from_secs(1);
+    let set = |state: &'static str, error: Option<String>| health.set_channel(&name, state, error);
+    let mut backoff = RESTART_BACKOFF_START;
     loop {
         set("connected", None);
+        let started = tokio::time::Instant::now();
         match channel.run(ctx.clone()).await {
             Ok(()) => {
                 set("stopped", None);
@@ -368,8 +433,11 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
                 return;
             }
             Err(err) => {
+                if started.elapsed() >= HEALTHY_RUN {
+                    backoff = RESTART_BACKOFF_START;
+                }
                 let wait = err.retry_after().unwrap_or(backoff);
-                tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs(), "channel stopped; reconnecting");
+                tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
                 set("reconnecting", Some(err.to_string()));
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
@@ -378,7 +446,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
                         return;
                     }
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(300));
+                backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
             }
         }
     }
@@ -430,7 +498,7 @@ impl Daemon {
 
     /// One line for systemd's STATUS=: the channels and their states.
     pub fn status_line(&self) -> String {
-        let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let health = self.health.channels();
         if health.is_empty() {
             return "running, no channels configured".into();
         }

@@ -52,6 +52,54 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
+impl StoreError {
+    /// Whether the database cannot take writes right now for a reason outside hearth that
+    /// passes by itself or by the operator's hand: a full disk, a read-only file or file
+    /// system, an I/O error, a lock held too long, a lost or exhausted server. Work that hit
+    /// such an error is kept and tried again later rather than set aside.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(err) = self else {
+            return false;
+        };
+        match err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLite's code is the extended result code; the primary one is its low byte.
+                    let primary = db
+                        .code()
+                        .and_then(|c| c.parse::<i64>().ok())
+                        .map(|c| c & 0xff);
+                    // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN.
+                    return matches!(primary, Some(5 | 6 | 8 | 10 | 13 | 14));
+                }
+                // PostgreSQL SQLSTATEs: insufficient resources (53: disk full, out of memory,
+                // too many connections), connection exceptions (08), the server shutting down
+                // (57P01-57P03), a read-only transaction (25006, a hot standby).
+                db.code().is_some_and(|code| {
+                    code.starts_with("53")
+                        || code.starts_with("08")
+                        || matches!(&*code, "57P01" | "57P02" | "57P03" | "25006")
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// The error in a few words for `/healthz` and status lines: the database's own message
+    /// ("database or disk is full") without the driver's wrapping.
+    pub fn reason(&self) -> String {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => db.message().to_owned(),
+            StoreError::Database(err) => err.to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
