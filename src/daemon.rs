@@ -551,3 +551,125 @@ impl Daemon {
         self.stop().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use async_trait::async_trait;
+    use hearth_channel::testkit::{MemoryState, RecordingSink};
+    use hearth_channel::{Capabilities, ChannelError, MessageRef, OutboundMessage};
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// A channel whose runs each last a scripted time and then fail with a temporary error;
+    /// once the script is used up it runs until shutdown.
+    #[derive(Default)]
+    struct Glitchy {
+        script: Mutex<VecDeque<Duration>>,
+        /// When each run started and, for failed ones, when it failed.
+        runs: Mutex<Vec<(Instant, Option<Instant>)>>,
+    }
+
+    impl Glitchy {
+        fn runs(&self) -> Vec<(Instant, Option<Instant>)> {
+            self.runs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+    }
+
+    #[async_trait]
+    impl Channel for Glitchy {
+        fn name(&self) -> &str {
+            "glitchy"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default()
+        }
+        async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+            let started = Instant::now();
+            let next = self
+                .script
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            let Some(lasts) = next else {
+                self.runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((started, None));
+                ctx.shutdown.cancelled().await;
+                return Ok(());
+            };
+            tokio::time::sleep(lasts).await;
+            self.runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((started, Some(Instant::now())));
+            Err(ChannelError::transient("connection reset"))
+        }
+        async fn send(&self, _message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+            Err(ChannelError::rejected("receive-only test channel"))
+        }
+        async fn edit(
+            &self,
+            _target: &MessageRef,
+            _message: &OutboundMessage,
+        ) -> Result<(), ChannelError> {
+            Err(ChannelError::rejected("receive-only test channel"))
+        }
+    }
+
+    /// The defect: every glitch doubled the wait, however long the channel had worked in
+    /// between, so isolated glitches made it deaf for up to five minutes.
+    #[tokio::test(start_paused = true)]
+    async fn the_restart_backoff_starts_over_after_a_healthy_run() {
+        let secs = Duration::from_secs;
+        let script = [0, 0, 0, 0, 120, 0, 0, 90, 0, 59].map(secs);
+        let channel = Arc::new(Glitchy {
+            script: Mutex::new(script.into_iter().collect()),
+            ..Glitchy::default()
+        });
+        let health = Health::default();
+        let shutdown = CancellationToken::new();
+        let ctx = ChannelContext {
+            shutdown: shutdown.clone(),
+            sink: Arc::new(RecordingSink::new()),
+            state: Arc::new(MemoryState::new()),
+        };
+        let supervisor = tokio::spawn(supervise(channel.clone(), ctx, health.clone()));
+        while channel.runs().len() <= script.len() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let runs = channel.runs();
+        let waits: Vec<Duration> = runs
+            .windows(2)
+            .map(|pair| pair[1].0 - pair[0].1.expect("a failed run"))
+            .collect();
+        // Doubling while glitches come in a row; back to 1 s after the 120 s and 90 s runs;
+        // a 59 s run is not long enough to count as healthy.
+        assert_eq!(waits, [1, 2, 4, 8, 1, 2, 4, 1, 2, 4].map(secs));
+        assert_eq!(health.channels()["glitchy"].state, "connected");
+        shutdown.cancel();
+        supervisor.await.expect("supervisor ends");
+        assert_eq!(health.channels()["glitchy"].state, "stopped");
+    }
+
+    #[test]
+    fn faults_are_listed_until_cleared() {
+        let health = Health::default();
+        assert!(health.faults().is_empty());
+        health.set_fault("inbox", "database or disk is full");
+        health.set_fault("inbox", "database or disk is full");
+        health.set_fault("turns", "database or disk is full");
+        assert_eq!(
+            health.faults(),
+            [
+                "inbox: database or disk is full",
+                "turns: database or disk is full"
+            ]
+        );
+        health.clear_fault("inbox");
+        assert_eq!(health.faults(), ["turns: database or disk is full"]);
+    }
+}
