@@ -87,9 +87,16 @@ impl Health {
     /// Marks a write path failing with `reason`; `/healthz` answers 503 until it is cleared.
     /// Logged once when the path starts failing, not on every retry.
     pub fn set_fault(&self, path: &str, reason: &str) {
-        let previous = self.lock().faults.insert(path.to_owned(), reason.to_owned());
+        let previous = self
+            .lock()
+            .faults
+            .insert(path.to_owned(), reason.to_owned());
         if previous.is_none() {
-            tracing::error!(path, reason, "cannot store; hearth is unhealthy until this passes");
+            tracing::error!(
+                path,
+                reason,
+                "cannot store; hearth is unhealthy until this passes"
+            );
         }
     }
 

@@ -44,7 +44,10 @@ impl InboxSink {
             .await
         {
             Ok(inserted) => {
-                self.health.clear_fault(INBOX_PATH);
+                // A duplicate writes nothing, so it says nothing about whether writes work.
+                if inserted.is_some() {
+                    self.health.clear_fault(INBOX_PATH);
+                }
                 inserted
             }
             Err(err) => {

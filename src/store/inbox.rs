@@ -212,7 +212,10 @@ mod tests {
 
         disk.free().expect("free the disk");
         let event = message("2", &"x".repeat(2000));
-        let stored = store.insert_inbox("t", &event, 3).await.expect("space back");
+        let stored = store
+            .insert_inbox("t", &event, 3)
+            .await
+            .expect("space back");
         assert!(stored.is_some());
         assert_eq!(
             store.insert_inbox("t", &event, 4).await.expect("dup"),

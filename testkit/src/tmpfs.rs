@@ -99,7 +99,11 @@ impl Tmpfs {
     /// Remounts it read-only (`ro`) or read-write again. The kernel refuses a read-only
     /// remount while a file on it is open for writing; `Err` carries its answer.
     pub fn remount(&self, read_only: bool) -> Result<(), String> {
-        let mode = if read_only { "remount,ro" } else { "remount,rw" };
+        let mode = if read_only {
+            "remount,ro"
+        } else {
+            "remount,rw"
+        };
         let output = Command::new("mount")
             .args(["-o", mode])
             .arg(&self.path)

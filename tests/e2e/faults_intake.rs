@@ -49,7 +49,12 @@ async fn health_until(h: &TgHearth, what: &str, check: impl Fn(u16, &Value) -> b
 fn faults(body: &Value) -> Vec<String> {
     body["faults"]
         .as_array()
-        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -174,7 +179,10 @@ async fn one_undecodable_update_does_not_hold_up_the_others() {
     h.wait(OWNER, 3).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     while h.tg.confirmed_offset() <= last {
-        assert!(tokio::time::Instant::now() < deadline, "batch never confirmed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "batch never confirmed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -188,9 +196,10 @@ async fn one_undecodable_update_does_not_hold_up_the_others() {
     assert_eq!(status, 200);
     let logs = h.logs();
     assert!(
-        logs.lines().any(|l| l.contains("cannot be decoded; skipped")
-            && l.contains("WARN")
-            && l.contains(&poison.to_string())),
+        logs.lines()
+            .any(|l| l.contains("cannot be decoded; skipped")
+                && l.contains("WARN")
+                && l.contains(&poison.to_string())),
         "no warning naming update {poison}:\n{logs}"
     );
     h.stop().await;

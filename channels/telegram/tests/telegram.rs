@@ -625,7 +625,10 @@ async fn one_undecodable_update_does_not_hold_up_its_batch() {
     // The next poll confirms the whole batch at Telegram.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while tg.confirmed_offset() <= last {
-        assert!(tokio::time::Instant::now() < deadline, "batch never confirmed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "batch never confirmed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     running.stop().await;
@@ -633,18 +636,25 @@ async fn one_undecodable_update_does_not_hold_up_its_batch() {
     assert_eq!(texts(&sink), ["first", "broken \u{fffd} text", "last"]);
     assert_eq!(sink.events()[1].platform_id, broken.to_string());
     assert_eq!(tg.pending_updates(), 0);
-    assert_eq!(state.get("telegram", "offset"), Some((last + 1).to_string()));
+    assert_eq!(
+        state.get("telegram", "offset"),
+        Some((last + 1).to_string())
+    );
     let logs =
         String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
     let skipped = logs
         .lines()
         .find(|l| l.contains("cannot be decoded; skipped"))
         .unwrap_or_else(|| panic!("no line about the skipped update:\n{logs}"));
-    assert!(skipped.contains(&format!("update_id={poison}")), "{skipped}");
+    assert!(
+        skipped.contains(&format!("update_id={poison}")),
+        "{skipped}"
+    );
     assert!(skipped.contains("WARN"), "{skipped}");
     assert!(
         logs.lines()
-            .any(|l| l.contains("lone UTF-16 surrogate") && l.contains(&format!("update_id={broken}"))),
+            .any(|l| l.contains("lone UTF-16 surrogate")
+                && l.contains(&format!("update_id={broken}"))),
         "{logs}"
     );
 }
