@@ -8,7 +8,7 @@
 //! the rest to the process that runs those channels; a lock keeps a second daemon (or a second
 //! chat) from starting on the same database.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,7 +61,70 @@ pub struct ChannelHealth {
     pub error: Option<String>,
 }
 
-pub type Health = Arc<Mutex<HashMap<String, ChannelHealth>>>;
+/// What `/healthz` reports: each channel's state, and the write paths that cannot store right
+/// now (the inbox on a full disk …). Cheap to clone; all clones share one state.
+#[derive(Clone, Default)]
+pub struct Health {
+    inner: Arc<Mutex<HealthState>>,
+}
+
+#[derive(Default)]
+struct HealthState {
+    channels: HashMap<String, ChannelHealth>,
+    /// The current error of each failing write path, by path ("inbox", "turns").
+    faults: BTreeMap<String, String>,
+}
+
+impl Health {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
+        // Plain data, updated in one step each: a panic elsewhere cannot leave it half-written.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a channel's state.
+    pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
+        self.lock()
+            .channels
+            .insert(name.to_owned(), ChannelHealth { state, error });
+    }
+
+    /// Every channel's state, by name.
+    pub fn channels(&self) -> HashMap<String, ChannelHealth> {
+        self.lock().channels.clone()
+    }
+
+    /// Marks a write path failing with `reason`; `/healthz` answers 503 until it is cleared.
+    /// Logged once when the path starts failing, not on every retry.
+    pub fn set_fault(&self, path: &str, reason: &str) {
+        let previous = self
+            .lock()
+            .faults
+            .insert(path.to_owned(), reason.to_owned());
+        if previous.is_none() {
+            tracing::error!(
+                path,
+                reason,
+                "cannot store; hearth is unhealthy until this passes"
+            );
+        }
+    }
+
+    /// Marks a write path working again.
+    pub fn clear_fault(&self, path: &str) {
+        if self.lock().faults.remove(path).is_some() {
+            tracing::info!(path, "storing works again");
+        }
+    }
+
+    /// The failing write paths as `path: reason`, sorted.
+    pub fn faults(&self) -> Vec<String> {
+        self.lock()
+            .faults
+            .iter()
+            .map(|(path, reason)| format!("{path}: {reason}"))
+            .collect()
+    }
+}
 
 /// What a process is for; it decides which shared work the process takes on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -271,11 +334,13 @@ impl DaemonBuilder {
             outbox: outbox_wake.clone(),
             shutdown: shutdown.clone(),
         });
+        let health = Health::default();
         let dispatcher = Dispatcher::new(
             handler,
             config.daemon.max_concurrent_conversations,
             tracker.clone(),
             shutdown.clone(),
+            health.clone(),
         );
         if role == Role::Chat {
             // A chat that ended without closing its work (killed, a lost terminal) left it here;
@@ -317,12 +382,12 @@ impl DaemonBuilder {
                 .instrument(tracing::info_span!("delivery")),
         );
 
-        let health: Health = Arc::new(Mutex::new(HashMap::new()));
         let sink = Arc::new(InboxSink {
             store: store.clone(),
             clock: clock.clone(),
             metrics: metrics.clone(),
             dispatcher: dispatcher.clone(),
+            health: health.clone(),
         });
         match role {
             Role::Daemon => {
@@ -511,19 +576,26 @@ async fn expire_confirmations(
     }
 }
 
+/// The wait before the first restart of a channel after a temporary failure; it doubles with
+/// each failure in a row, up to [`RESTART_BACKOFF_MAX`].
+const RESTART_BACKOFF_START: Duration = Duration::from_secs(1);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// A run at least this long counts as healthy: when it ends, the backoff starts over at
+/// [`RESTART_BACKOFF_START`]. A fixed minute rather than "longer than the current backoff",
+/// so the rule does not depend on how deaf the channel already was: a connection that held
+/// for a minute was a working session, and its end says nothing about the glitches before it,
+/// while a channel that fails within seconds of each start keeps doubling its wait.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
 /// Runs a channel, restarting it with backoff after temporary failures; configuration and
 /// authentication failures mark it failed without a hot loop, and never touch other channels.
 async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Health) {
     let name = channel.name().to_string();
-    let set = |state: &'static str, error: Option<String>| {
-        health
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.clone(), ChannelHealth { state, error });
-    };
-    let mut backoff = Duration::from_secs(1);
+    let set = |state: &'static str, error: Option<String>| health.set_channel(&name, state, error);
+    let mut backoff = RESTART_BACKOFF_START;
     loop {
         set("connected", None);
+        let started = tokio::time::Instant::now();
         match channel.run(ctx.clone()).await {
             Ok(()) => {
                 set("stopped", None);
@@ -535,8 +607,11 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
                 return;
             }
             Err(err) => {
+                if started.elapsed() >= HEALTHY_RUN {
+                    backoff = RESTART_BACKOFF_START;
+                }
                 let wait = err.retry_after().unwrap_or(backoff);
-                tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs(), "channel stopped; reconnecting");
+                tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
                 set("reconnecting", Some(err.to_string()));
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
@@ -545,7 +620,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
                         return;
                     }
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(300));
+                backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
             }
         }
     }
@@ -602,7 +677,7 @@ impl Daemon {
 
     /// One line for systemd's STATUS=: the channels and their states.
     pub fn status_line(&self) -> String {
-        let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let health = self.health.channels();
         if health.is_empty() {
             return "running, no channels configured".into();
         }
@@ -682,5 +757,127 @@ impl Daemon {
     pub async fn run_until_stopped(self) {
         self.intake.cancelled().await;
         self.stop().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use async_trait::async_trait;
+    use hearth_channel::testkit::{MemoryState, RecordingSink};
+    use hearth_channel::{Capabilities, ChannelError, MessageRef, OutboundMessage};
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// A channel whose runs each last a scripted time and then fail with a temporary error;
+    /// once the script is used up it runs until shutdown.
+    #[derive(Default)]
+    struct Glitchy {
+        script: Mutex<VecDeque<Duration>>,
+        /// When each run started and, for failed ones, when it failed.
+        runs: Mutex<Vec<(Instant, Option<Instant>)>>,
+    }
+
+    impl Glitchy {
+        fn runs(&self) -> Vec<(Instant, Option<Instant>)> {
+            self.runs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+    }
+
+    #[async_trait]
+    impl Channel for Glitchy {
+        fn name(&self) -> &str {
+            "glitchy"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default()
+        }
+        async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+            let started = Instant::now();
+            let next = self
+                .script
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            let Some(lasts) = next else {
+                self.runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((started, None));
+                ctx.shutdown.cancelled().await;
+                return Ok(());
+            };
+            tokio::time::sleep(lasts).await;
+            self.runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((started, Some(Instant::now())));
+            Err(ChannelError::transient("connection reset"))
+        }
+        async fn send(&self, _message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+            Err(ChannelError::rejected("receive-only test channel"))
+        }
+        async fn edit(
+            &self,
+            _target: &MessageRef,
+            _message: &OutboundMessage,
+        ) -> Result<(), ChannelError> {
+            Err(ChannelError::rejected("receive-only test channel"))
+        }
+    }
+
+    /// The defect: every glitch doubled the wait, however long the channel had worked in
+    /// between, so isolated glitches made it deaf for up to five minutes.
+    #[tokio::test(start_paused = true)]
+    async fn the_restart_backoff_starts_over_after_a_healthy_run() {
+        let secs = Duration::from_secs;
+        let script = [0, 0, 0, 0, 120, 0, 0, 90, 0, 59].map(secs);
+        let channel = Arc::new(Glitchy {
+            script: Mutex::new(script.into_iter().collect()),
+            ..Glitchy::default()
+        });
+        let health = Health::default();
+        let shutdown = CancellationToken::new();
+        let ctx = ChannelContext {
+            shutdown: shutdown.clone(),
+            sink: Arc::new(RecordingSink::new()),
+            state: Arc::new(MemoryState::new()),
+        };
+        let supervisor = tokio::spawn(supervise(channel.clone(), ctx, health.clone()));
+        while channel.runs().len() <= script.len() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let runs = channel.runs();
+        let waits: Vec<Duration> = runs
+            .windows(2)
+            .map(|pair| pair[1].0 - pair[0].1.expect("a failed run"))
+            .collect();
+        // Doubling while glitches come in a row; back to 1 s after the 120 s and 90 s runs;
+        // a 59 s run is not long enough to count as healthy.
+        assert_eq!(waits, [1, 2, 4, 8, 1, 2, 4, 1, 2, 4].map(secs));
+        assert_eq!(health.channels()["glitchy"].state, "connected");
+        shutdown.cancel();
+        supervisor.await.expect("supervisor ends");
+        assert_eq!(health.channels()["glitchy"].state, "stopped");
+    }
+
+    #[test]
+    fn faults_are_listed_until_cleared() {
+        let health = Health::default();
+        assert!(health.faults().is_empty());
+        health.set_fault("inbox", "database or disk is full");
+        health.set_fault("inbox", "database or disk is full");
+        health.set_fault("turns", "database or disk is full");
+        assert_eq!(
+            health.faults(),
+            [
+                "inbox: database or disk is full",
+                "turns: database or disk is full"
+            ]
+        );
+        health.clear_fault("inbox");
+        assert_eq!(health.faults(), ["turns: database or disk is full"]);
     }
 }

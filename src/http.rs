@@ -1,5 +1,6 @@
-//! `/healthz` (JSON: each channel's state and the queue depths; 503 when a channel failed) and
-//! `/metrics` (Prometheus text).
+//! `/healthz` (JSON: each channel's state, the write paths that cannot store and the queue
+//! depths; 503 when a channel failed, the database cannot be read, or an event or a turn cannot
+//! be stored) and `/metrics` (Prometheus text).
 
 use std::sync::Arc;
 
@@ -30,12 +31,10 @@ pub fn router(state: HttpState) -> Router {
 }
 
 async fn healthz(State(state): State<HttpState>) -> Response {
-    let channels = state
-        .health
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let channels = state.health.channels();
     let failed = channels.values().any(|c| c.state == "failed");
+    // Reads can work while writes fail (a full disk): what cannot be stored is reported here.
+    let faults = state.health.faults();
     let (inbox, outbox, database) = match (
         state.store.inbox_depth().await,
         state.store.outbox_depth().await,
@@ -43,7 +42,7 @@ async fn healthz(State(state): State<HttpState>) -> Response {
         (Ok(inbox), Ok(outbox)) => (inbox, outbox, "ok"),
         _ => (-1, -1, "unavailable"),
     };
-    let status = if failed || database != "ok" {
+    let status = if failed || database != "ok" || !faults.is_empty() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
@@ -52,6 +51,7 @@ async fn healthz(State(state): State<HttpState>) -> Response {
         "status": if status == StatusCode::OK { "ok" } else { "degraded" },
         "database": database,
         "channels": channels,
+        "faults": faults,
         "inbox_pending": inbox,
         "outbox_pending": outbox,
         "in_progress": state.dispatcher.queued(),

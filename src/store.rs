@@ -59,6 +59,54 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
+impl StoreError {
+    /// Whether the database cannot take writes right now for a reason outside hearth that
+    /// passes by itself or by the operator's hand: a full disk, a read-only file or file
+    /// system, an I/O error, a lock held too long, a lost or exhausted server. Work that hit
+    /// such an error is kept and tried again later rather than set aside.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(err) = self else {
+            return false;
+        };
+        match err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLite's code is the extended result code; the primary one is its low byte.
+                    let primary = db
+                        .code()
+                        .and_then(|c| c.parse::<i64>().ok())
+                        .map(|c| c & 0xff);
+                    // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN.
+                    return matches!(primary, Some(5 | 6 | 8 | 10 | 13 | 14));
+                }
+                // PostgreSQL SQLSTATEs: insufficient resources (53: disk full, out of memory,
+                // too many connections), connection exceptions (08), the server shutting down
+                // (57P01-57P03), a read-only transaction (25006, a hot standby).
+                db.code().is_some_and(|code| {
+                    code.starts_with("53")
+                        || code.starts_with("08")
+                        || matches!(&*code, "57P01" | "57P02" | "57P03" | "25006")
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// The error in a few words for `/healthz` and status lines: the database's own message
+    /// ("database or disk is full") without the driver's wrapping.
+    pub fn reason(&self) -> String {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => db.message().to_owned(),
+            StoreError::Database(err) => err.to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +158,8 @@ impl Store {
                             .await?;
                         Ok(())
                     })
-                }),
+                })
+                .after_release(|conn, _meta| Box::pin(sqlite_connection_is_clean(conn))),
             Backend::Postgres => AnyPoolOptions::new().max_connections(16),
         };
         let pool = pool_options.connect_with(options).await?;
@@ -200,6 +249,38 @@ impl Store {
     /// Waits for running queries and closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Whether a SQLite connection going back to the pool is outside any transaction, both as
+/// SQLite and as sqlx see it; otherwise the pool closes it and opens a fresh one.
+///
+/// Why: when a COMMIT fails on a full disk (or an I/O error), SQLite rolls the transaction
+/// back by itself. sqlx's rollback on drop then fails ("no transaction is active") and sqlx
+/// keeps counting the transaction as open, so the connection's next `begin` becomes a
+/// SAVEPOINT and a rollback of it (`ROLLBACK TO`) leaves a real transaction open. Such a
+/// connection holds the write lock (everyone else gets "database is locked") and everything
+/// "committed" on it afterwards is lost.
+///
+/// Nearly every release finds sqlx counting no transaction, which costs one atomic load. Only a
+/// connection released with a transaction counted (a dropped transaction whose rollback is
+/// still queued, or the case above) pays a round trip: `BEGIN; ROLLBACK` runs after the queued
+/// rollback and fails inside a transaction, and sqlx's count must then be back at zero.
+async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    match conn.execute("BEGIN; ROLLBACK").await {
+        Ok(_) if !conn.is_in_transaction() => Ok(true),
+        Ok(_) => {
+            tracing::warn!("closing a database connection whose transaction state went astray");
+            Ok(false)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "closing a database connection left inside a transaction");
+            Ok(false)
+        }
     }
 }
 
@@ -303,6 +384,75 @@ mod tests {
         assert!(normalise_url("sqlite://").is_err());
         let err = normalise_url("redis://user:hunter2@host/x").expect_err("refused");
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    /// The defect: when a COMMIT fails on a full disk SQLite rolls the transaction back by
+    /// itself, sqlx's own rollback then fails and sqlx keeps counting the transaction as open.
+    /// The connection's next transaction became a SAVEPOINT, its rollback (`ROLLBACK TO`)
+    /// left a real transaction open, and everything "committed" on that connection afterwards
+    /// stayed invisible to everyone else and was lost, while it held the write lock.
+    #[tokio::test]
+    async fn a_failed_commit_leaves_no_connection_stuck_in_a_transaction() {
+        use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+        let message = |id: &str, size: usize| Inbound {
+            platform_id: id.into(),
+            chat: ChatRef::new("chat"),
+            sender: Sender::new("user"),
+            kind: InboundKind::Message {
+                text: "y".repeat(size),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let disk = match hearth_testkit::tmpfs::Tmpfs::mount(dir.path(), 2 * 1024 * 1024) {
+            Ok(disk) => disk,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let url = format!("sqlite://{}", disk.path().join("hearth.db").display());
+        let store = Store::open(&url).await.expect("open");
+        store
+            .insert_inbox("t", &message("0", 1), 1)
+            .await
+            .expect("insert with space");
+        // One operation at a time, so the pool takes its idle connections in turn: each of
+        // them fails a commit.
+        disk.fill().expect("fill the disk");
+        for n in 0..4 {
+            let err = store
+                .insert_inbox("t", &message(&format!("full-{n}"), 3000), 2)
+                .await
+                .expect_err("the commit fails");
+            assert!(err.is_unavailable(), "{err}");
+        }
+        disk.free().expect("free the disk");
+
+        // On each connection: a transaction that ends in a rollback (the entry is not
+        // pending), then a write.
+        for n in 0..4 {
+            let none = store
+                .reply_and_finish_inbox(999, &[], 3)
+                .await
+                .expect("nothing to finish");
+            assert!(none.is_empty());
+            let stored = store
+                .insert_inbox("t", &message(&format!("after-{n}"), 10), 4)
+                .await
+                .expect("writes work again");
+            assert!(stored.is_some());
+        }
+
+        // Another process (here: another pool) sees the writes, and can write itself.
+        let other = Store::connect(&url).await.expect("second pool");
+        assert_eq!(other.inbox_depth().await.expect("depth"), 5);
+        other
+            .insert_inbox("t", &message("other", 10), 5)
+            .await
+            .expect("not locked out");
+        other.close().await;
+        assert_eq!(store.inbox_depth().await.expect("depth"), 6);
+        store.close().await;
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::handler::Handler;
+use crate::daemon::Health;
 
 #[derive(Default)]
 struct State {
@@ -31,10 +32,19 @@ pub struct Dispatcher {
     handler: Arc<Handler>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    health: Health,
 }
 
 /// How often an entry whose handling hit a database error is tried before it is set aside.
+/// Errors that mean the database cannot be written right now (a full disk, a read-only file)
+/// do not count: such an entry is tried until it goes through, so it is answered once space is
+/// back without a restart.
 const MAX_HANDLE_ATTEMPTS: u32 = 5;
+/// The longest wait between two tries of an entry the database cannot take yet. Each try of a
+/// turn may call the model again (its answer could not be stored), so the tries thin out.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+/// The write path name under which handling failures appear in `/healthz`.
+pub const TURNS_PATH: &str = "turns";
 
 impl Dispatcher {
     pub fn new(
@@ -42,6 +52,7 @@ impl Dispatcher {
         max_concurrent: usize,
         tracker: TaskTracker,
         shutdown: CancellationToken,
+        health: Health,
     ) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
@@ -49,6 +60,7 @@ impl Dispatcher {
             handler,
             tracker,
             shutdown,
+            health,
         })
     }
 
@@ -135,24 +147,42 @@ impl Dispatcher {
     }
 
     async fn handle_with_retries(&self, id: i64, cancel: CancellationToken) {
-        let mut attempt = 0;
+        let mut attempt: u32 = 0;
+        // Tries that failed for another reason than an unwritable database.
+        let mut other_failures = 0;
         loop {
-            attempt += 1;
-            match self.handler.handle(id, &cancel, self).await {
-                Ok(()) => return,
-                Err(err) if attempt < MAX_HANDLE_ATTEMPTS && !self.shutdown.is_cancelled() => {
-                    tracing::warn!(inbox_id = id, attempt, error = %err, "handling failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))) => {}
-                        () = self.shutdown.cancelled() => return,
-                    }
-                }
-                Err(err) => {
-                    // Left pending in the inbox: the next start tries it again.
-                    tracing::error!(inbox_id = id, error = %err, "handling failed; leaving the entry for the next start");
+            attempt = attempt.saturating_add(1);
+            let err = match self.handler.handle(id, &cancel, self).await {
+                Ok(()) => {
+                    self.health.clear_fault(TURNS_PATH);
                     return;
                 }
+                Err(err) => err,
+            };
+            let unavailable = err.is_unavailable();
+            if unavailable {
+                self.health.set_fault(TURNS_PATH, &err.reason());
+            } else {
+                other_failures += 1;
             }
+            if other_failures < MAX_HANDLE_ATTEMPTS && !self.shutdown.is_cancelled() {
+                let wait = Duration::from_millis(200)
+                    .saturating_mul(2u32.saturating_pow(attempt.min(16)))
+                    .min(MAX_RETRY_WAIT);
+                if unavailable {
+                    tracing::warn!(inbox_id = id, attempt, error = %err, wait_secs = wait.as_secs_f64(), "cannot store the handling of an entry; retrying until the database takes writes again");
+                } else {
+                    tracing::warn!(inbox_id = id, attempt, error = %err, "handling failed; retrying");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = self.shutdown.cancelled() => return,
+                }
+                continue;
+            }
+            // Left pending in the inbox: the next start tries it again.
+            tracing::error!(inbox_id = id, error = %err, "handling failed; leaving the entry for the next start");
+            return;
         }
     }
 

@@ -7,6 +7,7 @@ use hearth_channel::{Inbound, InboundKind, InboundSink, SinkError, StateStore};
 
 use super::dispatcher::Dispatcher;
 use crate::clock::SharedClock;
+use crate::daemon::Health;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::store::inbox::conversation_key;
@@ -17,22 +18,44 @@ pub struct InboxSink {
     pub clock: SharedClock,
     pub metrics: Arc<Metrics>,
     pub dispatcher: Arc<Dispatcher>,
+    /// Told when the inbox cannot store (`/healthz` turns 503) and when it can again.
+    pub health: Health,
 }
+
+/// The write path name under which inbox failures appear in `/healthz`.
+pub const INBOX_PATH: &str = "inbox";
 
 impl InboxSink {
     /// Stores an event and queues it; returns the new inbox id, or `None` for a duplicate.
     /// Used by the channels (through [`InboundSink`]) and by the scheduler, which links the
     /// entry to its run.
+    ///
+    /// An error means nothing was stored: the channel keeps its cursor and offers the event
+    /// again (Telegram redelivers it), and `/healthz` reports the inbox failing until a later
+    /// event is stored.
     pub async fn store_event(
         &self,
         channel: &str,
         event: Inbound,
     ) -> Result<Option<i64>, SinkError> {
-        let inserted = self
+        let inserted = match self
             .store
             .insert_inbox(channel, &event, self.clock.now_ms())
             .await
-            .map_err(|err| SinkError(err.to_string()))?;
+        {
+            Ok(inserted) => {
+                // A duplicate writes nothing, so it says nothing about whether writes work.
+                if inserted.is_some() {
+                    self.health.clear_fault(INBOX_PATH);
+                }
+                inserted
+            }
+            Err(err) => {
+                let reason = err.reason();
+                self.health.set_fault(INBOX_PATH, &reason);
+                return Err(SinkError(reason));
+            }
+        };
         let Some(id) = inserted else {
             tracing::debug!(channel, platform_id = %event.platform_id, "duplicate inbound event dropped");
             return Ok(None);

@@ -54,7 +54,7 @@ pub fn conversation_key(channel: &str, event: &Inbound) -> String {
 
 impl Store {
     /// Stores an inbound event unless (channel, platform id) is already there.
-    /// Returns the new entry's id, or `None` for a duplicate.
+    /// Returns the new entry's id, or `None` for a duplicate; `Ok` only once it is committed.
     pub async fn insert_inbox(
         &self,
         channel: &str,
@@ -63,6 +63,11 @@ impl Store {
     ) -> StoreResult<Option<i64>> {
         let payload = serde_json::to_string(event)?;
         let key = conversation_key(channel, event);
+        // An explicit transaction, because in autocommit mode SQLite hands back the RETURNING
+        // row before the statement's implicit commit, and sqlx reports that row even when the
+        // commit then fails (a full disk, a read-only file): the adapter would acknowledge an
+        // event that was never stored. Here the commit is its own step and its error surfaces.
+        let mut tx = self.pool().begin().await?;
         let id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO inbox (channel, platform_id, conversation_key, payload, status, received_at)
              VALUES ($1, $2, $3, $4, 'pending', $5)
@@ -74,8 +79,9 @@ impl Store {
         .bind(&key)
         .bind(payload)
         .bind(now_ms)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(id)
     }
 
@@ -152,5 +158,103 @@ impl Store {
                 .fetch_one(self.pool())
                 .await?,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+    use hearth_testkit::tmpfs::Tmpfs;
+
+    use crate::store::Store;
+
+    fn message(platform_id: &str, text: &str) -> Inbound {
+        Inbound {
+            platform_id: platform_id.into(),
+            chat: ChatRef::new("chat"),
+            sender: Sender::new("user"),
+            kind: InboundKind::Message {
+                text: text.into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+        }
+    }
+
+    /// The defect: on a full disk the insert handed back an id while its commit failed, so the
+    /// adapter acknowledged an event that was never stored.
+    #[tokio::test]
+    async fn an_insert_on_a_full_disk_fails_and_succeeds_once_space_is_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let disk = match Tmpfs::mount(dir.path(), 2 * 1024 * 1024) {
+            Ok(disk) => disk,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let url = format!("sqlite://{}", disk.path().join("hearth.db").display());
+        let store = Store::open(&url).await.expect("open");
+        let first = store
+            .insert_inbox("t", &message("1", "before"), 1)
+            .await
+            .expect("insert with space");
+        assert!(first.is_some());
+
+        disk.fill().expect("fill the disk");
+        for n in 2..5 {
+            let event = message(&n.to_string(), &"x".repeat(2000));
+            let err = store
+                .insert_inbox("t", &event, 2)
+                .await
+                .expect_err("a full disk refuses the insert");
+            assert!(err.is_unavailable(), "{err}");
+            assert_eq!(err.reason(), "database or disk is full");
+        }
+        let pending: Vec<i64> = store
+            .pending_inbox(&["t".to_string()])
+            .await
+            .expect("reads work")
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(pending, vec![first.expect("id")], "nothing half-stored");
+
+        disk.free().expect("free the disk");
+        let event = message("2", &"x".repeat(2000));
+        let stored = store
+            .insert_inbox("t", &event, 3)
+            .await
+            .expect("space back");
+        assert!(stored.is_some());
+        assert_eq!(
+            store.insert_inbox("t", &event, 4).await.expect("dup"),
+            None,
+            "redelivery is a duplicate"
+        );
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn an_insert_into_a_read_only_database_fails_as_unavailable() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("hearth.db");
+        let store = Store::open(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("open");
+        store
+            .insert_inbox("t", &message("1", "writable"), 1)
+            .await
+            .expect("insert");
+        let read_only = Store::connect(&format!("sqlite://{}?mode=ro", path.display()))
+            .await
+            .expect("open read-only");
+        let err = read_only
+            .insert_inbox("t", &message("2", "refused"), 2)
+            .await
+            .expect_err("a read-only database refuses the insert");
+        assert!(err.is_unavailable(), "{err}");
+        assert!(err.reason().contains("readonly"), "{}", err.reason());
+        assert_eq!(store.inbox_depth().await.expect("depth"), 1);
+        read_only.close().await;
+        store.close().await;
     }
 }

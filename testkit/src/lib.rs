@@ -30,6 +30,7 @@ pub mod postgres;
 mod reply;
 mod server;
 pub mod telegram;
+pub mod tmpfs;
 
 pub use anthropic::AnthropicApi;
 pub use openai::OpenAiApi;

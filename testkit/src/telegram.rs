@@ -15,6 +15,7 @@
 //! tg.push_text(42, 42, "hello");                            // a private chat
 //! tg.push(Incoming::text(-100, 42, "chatter"));              // a group, not addressed
 //! tg.push(Incoming::text(-100, 42, "hi").mention().in_thread(7));
+//! tg.push_raw_text(42, 42, r#""\ud800""#);                  // a text JSON cannot decode
 //! // point the channel at tg.api_url(), then:
 //! let replies = tg.wait_for_messages(42, 1, std::time::Duration::from_secs(5)).await;
 //! # }
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -178,6 +179,15 @@ struct StoredMessage {
     fake: FakeMessage,
 }
 
+/// An update as served: its id and its exact JSON text.
+struct QueuedUpdate {
+    id: i64,
+    json: String,
+}
+
+/// The text a raw literal replaces in [`FakeTelegram::push_raw_text`].
+const RAW_PLACEHOLDER: &str = "\u{0}hearth-testkit-raw-text\u{0}";
+
 struct Failure {
     method: String,
     status: u16,
@@ -190,8 +200,8 @@ struct Inner {
     token: String,
     token_valid: bool,
     next_update_id: i64,
-    /// Updates not yet confirmed by an `offset`.
-    updates: VecDeque<Value>,
+    /// Updates not yet confirmed by an `offset`, as the JSON text `getUpdates` serves.
+    updates: VecDeque<QueuedUpdate>,
     confirmed_offset: i64,
     chats: HashMap<i64, Chat>,
     files: HashMap<String, (String, Vec<u8>)>,
@@ -306,7 +316,54 @@ impl FakeTelegram {
             let id = inner.next_update_id;
             inner.next_update_id += 1;
             update["update_id"] = json!(id);
-            inner.updates.push_back(update);
+            inner.updates.push_back(QueuedUpdate {
+                id,
+                json: update.to_string(),
+            });
+            id
+        };
+        self.shared.bump();
+        id
+    }
+
+    /// Queues an update given as JSON text, served byte for byte as written, so it may hold
+    /// what a JSON library would refuse (a lone UTF-16 surrogate `\ud800`, a number out of
+    /// range). `object` is a JSON object without `update_id`; `{"update_id":N,` replaces its
+    /// opening brace. Returns the update id.
+    pub fn push_raw_update(&self, object: &str) -> i64 {
+        let body = object.trim_start().strip_prefix('{').unwrap_or(object);
+        let id = {
+            let mut inner = self.shared.lock();
+            let id = inner.next_update_id;
+            inner.next_update_id += 1;
+            let separator = if body.trim_start().starts_with('}') {
+                ""
+            } else {
+                ","
+            };
+            inner.updates.push_back(QueuedUpdate {
+                id,
+                json: format!("{{\"update_id\":{id}{separator}{body}"),
+            });
+            id
+        };
+        self.shared.bump();
+        id
+    }
+
+    /// Queues a private-chat text message like [`FakeTelegram::push_text`] whose `text` is the
+    /// JSON string literal `literal`, quotes included, served byte for byte: `r#""\ud800""#`
+    /// is a lone surrogate Telegram's JSON can carry and strict decoders refuse. Returns the
+    /// update id.
+    pub fn push_raw_text(&self, chat: i64, user: i64, literal: &str) -> i64 {
+        let id = {
+            let mut inner = self.shared.lock();
+            let message = inner.user_message(&Incoming::text(chat, user, RAW_PLACEHOLDER));
+            let id = inner.queue("message", message);
+            let placeholder = Value::String(RAW_PLACEHOLDER.to_owned()).to_string();
+            if let Some(update) = inner.updates.back_mut() {
+                update.json = update.json.replacen(&placeholder, literal, 1);
+            }
             id
         };
         self.shared.bump();
@@ -448,8 +505,8 @@ impl Inner {
     fn queue(&mut self, key: &str, payload: Value) -> i64 {
         let id = self.next_update_id;
         self.next_update_id += 1;
-        self.updates
-            .push_back(json!({ "update_id": id, key: payload }));
+        let json = json!({ "update_id": id, key: payload }).to_string();
+        self.updates.push_back(QueuedUpdate { id, json });
         id
     }
 
@@ -747,9 +804,7 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
             );
         }
         if let Some(offset) = offset {
-            inner
-                .updates
-                .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            inner.updates.retain(|u| u.id >= offset);
             inner.confirmed_offset = inner.confirmed_offset.max(offset);
         }
     }
@@ -757,18 +812,20 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
     let mut changed = shared.changed.subscribe();
     loop {
         changed.borrow_and_update();
-        let found: Vec<Value> = {
+        let found: Vec<String> = {
             let inner = shared.lock();
             inner
                 .updates
                 .iter()
-                .filter(|u| offset.is_none_or(|o| u["update_id"].as_i64().unwrap_or(0) >= o))
+                .filter(|u| offset.is_none_or(|o| u.id >= o))
                 .take(limit)
-                .cloned()
+                .map(|u| u.json.clone())
                 .collect()
         };
         if !found.is_empty() {
-            return ok(json!(found));
+            // Assembled as text so raw updates reach the client exactly as queued.
+            let body = format!("{{\"ok\":true,\"result\":[{}]}}", found.join(","));
+            return ([(header::CONTENT_TYPE, "application/json")], body).into_response();
         }
         match tokio::time::timeout_at(deadline, changed.changed()).await {
             Ok(Ok(())) => {}

@@ -177,7 +177,15 @@ allowed_users = [{OWNER}, {FRIEND}]
         assert!(logs.contains("telegram"), "the logs were captured");
     }
 
-    async fn wait(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
+    /// `/healthz`: the HTTP status and the JSON body (`Null` when it is not JSON).
+    pub async fn healthz(&self) -> (u16, Value) {
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        let response = reqwest::get(&url).await.expect("healthz answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub(crate) async fn wait(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
         let messages = self.tg.wait_for_messages(chat, n, WAIT).await;
         assert!(
             messages.len() >= n,

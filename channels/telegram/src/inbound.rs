@@ -18,6 +18,54 @@ use crate::api::Api;
 /// Telegram's own cap on what a bot may download with `getFile`.
 const MAX_DOWNLOAD_BYTES: u64 = 20 * 1024 * 1024;
 
+/// One update, decoded on its own (see [`decode_update`]).
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    /// The update; `repaired` when lone UTF-16 surrogates in it were replaced by U+FFFD.
+    Update { update: Value, repaired: bool },
+    /// An update no decoding recovers: it is skipped, past its `update_id` when that can
+    /// still be read.
+    Poison {
+        update_id: Option<i64>,
+        error: String,
+    },
+}
+
+/// Decodes one update's JSON text: strictly, else with lone surrogates replaced (a client's
+/// broken emoji should still reach hearth, marked by U+FFFD), else not at all.
+pub(crate) fn decode_update(json: &str) -> Decoded {
+    let strict = match serde_json::from_str::<Value>(json) {
+        Ok(update) => {
+            return Decoded::Update {
+                update,
+                repaired: false,
+            };
+        }
+        Err(error) => error,
+    };
+    let repaired = crate::api::repair_lone_surrogates(json);
+    if matches!(repaired, std::borrow::Cow::Owned(_))
+        && let Ok(update) = serde_json::from_str::<Value>(&repaired)
+    {
+        return Decoded::Update {
+            update,
+            repaired: true,
+        };
+    }
+    /// Only the id; serde_json skips the other fields without decoding their strings and
+    /// numbers, so this works where the full decode failed.
+    #[derive(Deserialize)]
+    struct IdOnly {
+        update_id: i64,
+    }
+    Decoded::Poison {
+        update_id: serde_json::from_str::<IdOnly>(json)
+            .ok()
+            .map(|u| u.update_id),
+        error: strict.to_string(),
+    }
+}
+
 /// The bot itself, from `getMe`.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Me {
@@ -402,6 +450,39 @@ mod tests {
         assert_eq!(s.and_then(|s| s.name).as_deref(), Some("Ada L"));
         let s = sender_of(&json!({"id": 5, "username": "ada"}));
         assert_eq!(s.and_then(|s| s.name).as_deref(), Some("ada"));
+    }
+
+    #[test]
+    fn updates_decode_alone_repaired_or_as_poison() {
+        let good = r#"{"update_id":1,"message":{"text":"hi"}}"#;
+        assert!(matches!(
+            decode_update(good),
+            Decoded::Update {
+                repaired: false,
+                ..
+            }
+        ));
+        match decode_update(r#"{"update_id":2,"message":{"text":"bad \ud800"}}"#) {
+            Decoded::Update { update, repaired } => {
+                assert!(repaired);
+                assert_eq!(update["message"]["text"], "bad \u{fffd}");
+            }
+            other => panic!("not repaired: {other:?}"),
+        }
+        match decode_update(r#"{"update_id":3,"message":{"date":1e400,"text":"\ud800"}}"#) {
+            Decoded::Poison { update_id, error } => {
+                assert_eq!(update_id, Some(3));
+                assert!(error.contains("out of range"), "{error}");
+            }
+            other => panic!("decoded: {other:?}"),
+        }
+        assert!(matches!(
+            decode_update(r#"{"message":{"date":1e400}}"#),
+            Decoded::Poison {
+                update_id: None,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::api::Api;
-use crate::inbound::{Mapper, Me};
+use crate::inbound::{Decoded, Mapper, Me, decode_update};
 use crate::outbound::{Pacer, chat_id};
 
 /// The channel's name in config, identities, state and targets.
@@ -162,18 +162,19 @@ impl TelegramChannel {
             max_document_bytes: self.settings.max_document_bytes,
         };
         let timeout = self.settings.poll_timeout_secs;
-        let mut backoff = Backoff::default();
+        // Two backoffs: a poll that works says nothing about the inbox that refused the last
+        // update (a full disk), so its own wait must keep growing until an update is stored.
+        let mut poll_backoff = Backoff::default();
+        let mut store_backoff = Backoff::default();
         info!(?offset, "telegram long polling");
         loop {
             let mut body = json!({ "timeout": timeout, "allowed_updates": ALLOWED_UPDATES });
             if let Some(offset) = offset {
                 body["offset"] = json!(offset);
             }
-            let poll = self.api.call_with_timeout::<Vec<Value>>(
-                "getUpdates",
-                &body,
-                Duration::from_secs(timeout + 15),
-            );
+            let poll = self
+                .api
+                .get_updates(&body, Duration::from_secs(timeout + 15));
             let updates = tokio::select! {
                 () = ctx.shutdown.cancelled() => return Ok(()),
                 result = poll => result,
@@ -186,34 +187,61 @@ impl TelegramChannel {
                         return Err(error);
                     }
                     warn!(%error, "getUpdates failed; retrying");
-                    let wait = error.retry_after().unwrap_or_else(|| backoff.next());
+                    let wait = error.retry_after().unwrap_or_else(|| poll_backoff.next());
                     if sleep_or_shutdown(&ctx.shutdown, wait).await {
                         return Ok(());
                     }
                     continue;
                 }
             };
-            backoff.reset();
+            poll_backoff.reset();
             let confirmed = offset;
             let mut stop = false;
-            for update in updates {
+            for raw in updates {
+                let update = match decode_update(&raw) {
+                    Decoded::Update { update, repaired } => {
+                        if repaired {
+                            let update_id = update.get("update_id").and_then(Value::as_i64);
+                            warn!(
+                                update_id,
+                                "telegram update had broken text (a lone UTF-16 surrogate); delivered with U+FFFD in its place"
+                            );
+                        }
+                        update
+                    }
+                    Decoded::Poison {
+                        update_id: Some(update_id),
+                        error,
+                    } => {
+                        // Fetching it again would fail the same way: confirm it and move on.
+                        warn!(update_id, %error, "telegram update cannot be decoded; skipped");
+                        offset = Some(update_id + 1);
+                        continue;
+                    }
+                    Decoded::Poison {
+                        update_id: None,
+                        error,
+                    } => {
+                        warn!(%error, "telegram update without a readable update_id cannot be decoded; skipped");
+                        continue;
+                    }
+                };
                 let Some(update_id) = update.get("update_id").and_then(Value::as_i64) else {
                     warn!("update without update_id skipped");
                     continue;
                 };
                 match self.deliver(ctx, &mapper, &update).await {
-                    Delivery::Stored => {}
+                    Delivery::Stored => store_backoff.reset(),
                     Delivery::Shutdown => {
                         stop = true;
                         break;
                     }
                     Delivery::Retry => {
                         // Keep the offset: the next poll returns this update again.
-                        stop = sleep_or_shutdown(&ctx.shutdown, backoff.next()).await;
+                        stop = sleep_or_shutdown(&ctx.shutdown, store_backoff.next()).await;
                         break;
                     }
                 }
-                backoff.reset();
                 offset = Some(update_id + 1);
             }
             // The offset is saved once per batch rather than once per update (one write
@@ -325,7 +353,11 @@ struct Hook {
 
 /// One webhook request: 401 without the secret, 200 only once the update is stored, 500 so
 /// Telegram sends it again otherwise.
-async fn receive(State(hook): State<Arc<Hook>>, headers: HeaderMap, body: String) -> StatusCode {
+async fn receive(
+    State(hook): State<Arc<Hook>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
     let secret = headers
         .get("x-telegram-bot-api-secret-token")
         .and_then(|v| v.to_str().ok());
@@ -333,10 +365,22 @@ async fn receive(State(hook): State<Arc<Hook>>, headers: HeaderMap, body: String
         warn!("webhook request without the right secret token refused");
         return StatusCode::UNAUTHORIZED;
     }
-    let Ok(update) = serde_json::from_str::<Value>(&body) else {
-        // Telegram would send the same garbage again; acknowledge and move on.
-        warn!("webhook body is not JSON; dropped");
-        return StatusCode::OK;
+    let update = match decode_update(&String::from_utf8_lossy(&body)) {
+        Decoded::Update { update, repaired } => {
+            if repaired {
+                let update_id = update.get("update_id").and_then(Value::as_i64);
+                warn!(
+                    update_id,
+                    "telegram update had broken text (a lone UTF-16 surrogate); delivered with U+FFFD in its place"
+                );
+            }
+            update
+        }
+        Decoded::Poison { update_id, error } => {
+            // Telegram would send the same garbage again; acknowledge and move on.
+            warn!(?update_id, %error, "webhook update cannot be decoded; skipped");
+            return StatusCode::OK;
+        }
     };
     let mapper = Mapper {
         api: &hook.api,

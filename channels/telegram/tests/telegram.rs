@@ -595,6 +595,99 @@ async fn webhook_mode_checks_the_secret_and_acknowledges_only_stored_updates() {
     assert_eq!(sink.events()[0].platform_id, "9001");
 }
 
+/// A message update whose `date` is a number no JSON decoder of 64-bit numbers accepts:
+/// syntactically fine, so it splits off from its batch, but undecodable on its own.
+const POISON: &str = r#"{"message":{"message_id":99,"date":1e400,"text":"never",
+    "chat":{"id":42,"type":"private"},"from":{"id":42,"is_bot":false,"first_name":"U"}}}"#;
+
+#[tokio::test]
+async fn one_undecodable_update_does_not_hold_up_its_batch() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (tg, channel) = setup().await;
+    // One batch: a good text, a text with a lone UTF-16 surrogate (which serde_json refuses
+    // as a string), an update nothing decodes, and another good text.
+    tg.push_text(USER, USER, "first");
+    let broken = tg.push_raw_text(USER, USER, r#""broken \ud800 text""#);
+    let poison = tg.push_raw_update(POISON);
+    let last = tg.push_text(USER, USER, "last");
+    let state = MemoryState::new();
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &state);
+    wait_text(&sink, "last").await;
+    // The next poll confirms the whole batch at Telegram.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while tg.confirmed_offset() <= last {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "batch never confirmed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.stop().await;
+
+    assert_eq!(texts(&sink), ["first", "broken \u{fffd} text", "last"]);
+    assert_eq!(sink.events()[1].platform_id, broken.to_string());
+    assert_eq!(tg.pending_updates(), 0);
+    assert_eq!(
+        state.get("telegram", "offset"),
+        Some((last + 1).to_string())
+    );
+    let logs =
+        String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let skipped = logs
+        .lines()
+        .find(|l| l.contains("cannot be decoded; skipped"))
+        .unwrap_or_else(|| panic!("no line about the skipped update:\n{logs}"));
+    assert!(
+        skipped.contains(&format!("update_id={poison}")),
+        "{skipped}"
+    );
+    assert!(skipped.contains("WARN"), "{skipped}");
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("lone UTF-16 surrogate")
+                && l.contains(&format!("update_id={broken}"))),
+        "{logs}"
+    );
+}
+
+#[tokio::test]
+async fn a_refusing_inbox_is_retried_with_a_growing_wait_until_it_stores() {
+    let (tg, channel) = setup().await;
+    let state = MemoryState::new();
+    let sink = RecordingSink::new();
+    sink.fail_next(usize::MAX);
+    let id = tg.push_text(USER, USER, "wait for space");
+    let running = start(&channel, &sink, &state);
+    // Refused attempts come 250 ms, 500 ms, 1 s … apart: four take about 1.75 s, where a
+    // fixed 250 ms would have made about eight.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while sink.refused() < 4 {
+        assert!(tokio::time::Instant::now() < deadline, "not retried");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let refused = sink.refused();
+    assert!(refused <= 6, "{refused} refusals: the wait does not grow");
+    assert_eq!(tg.confirmed_offset(), 0, "nothing confirmed while refused");
+    assert_eq!(state.get("telegram", "offset"), None);
+
+    // Space is back: the update is stored once and confirmed.
+    sink.fail_next(0);
+    wait_text(&sink, "wait for space").await;
+    running.stop().await;
+    assert_eq!(sink.events().len(), 1);
+    assert_eq!(state.get("telegram", "offset"), Some((id + 1).to_string()));
+}
+
 /// A log writer that keeps everything in memory.
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
