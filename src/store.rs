@@ -18,7 +18,7 @@ pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
 pub use conversation::Conversation;
 pub use identity::{Identity, IdentityStatus, PairingRequest};
 pub use inbox::{InboxEntry, InboxStatus};
-pub use outbox::{NewOutbox, OutboxItem, OutboxKind};
+pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
 };
