@@ -151,7 +151,11 @@ impl Delivery {
                 .collect(),
             OutboxKind::Edit { .. } => Vec::new(),
         };
-        let parts = match self.store.start_outbox_delivery(item.id, now, &planned).await {
+        let parts = match self
+            .store
+            .start_outbox_delivery(item.id, now, &planned)
+            .await
+        {
             Ok(Some(parts)) => parts,
             // Read before another lane took it, or waiting for a retry now: not this lane's.
             Ok(None) => return Err(Stop),
@@ -175,7 +179,10 @@ impl Delivery {
                     Err(err) => self.failed(item, None, err).await,
                 }
             }
-            OutboxKind::Send => self.send_parts(item, channel.as_ref(), &message, parts).await,
+            OutboxKind::Send => {
+                self.send_parts(item, channel.as_ref(), &message, parts)
+                    .await
+            }
         }
     }
 
@@ -198,7 +205,12 @@ impl Delivery {
             return Ok(());
         };
         if first > 0 {
-            tracing::info!(outbox_id = item.id, part = first + 1, parts = parts.len(), "resuming a split reply");
+            tracing::info!(
+                outbox_id = item.id,
+                part = first + 1,
+                parts = parts.len(),
+                "resuming a split reply"
+            );
         }
         for (position, stored) in parts.iter().enumerate().skip(first) {
             let part = &stored.part;

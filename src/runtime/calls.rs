@@ -333,8 +333,7 @@ fn plan(
 ) -> Result<Action, Refusal> {
     let name = record.call.name.as_str();
     let arguments = parse_arguments(name, &record.call.arguments)?;
-    let prepare_call =
-        |tool: &str, args: Value| prepare(registry, toolbox, tool, args, policy);
+    let prepare_call = |tool: &str, args: Value| prepare(registry, toolbox, tool, args, policy);
     if toolbox.meta {
         match name {
             "search_tools" => {

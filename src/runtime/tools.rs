@@ -393,13 +393,7 @@ pub fn admit(
 ) -> Result<(), Refusal> {
     match policy.user_id {
         Some(user) => limiter
-            .check(
-                user,
-                &prepared.tool.info().name,
-                now_ms,
-                limits.0,
-                limits.1,
-            )
+            .check(user, &prepared.tool.info().name, now_ms, limits.0, limits.1)
             .map_err(Refusal::refused),
         None => Ok(()),
     }

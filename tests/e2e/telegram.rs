@@ -124,6 +124,11 @@ allowed_users = [{OWNER}, {FRIEND}]
         panic!("hearth did not come up:\n{}", self.logs());
     }
 
+    /// The process id of the running `hearth run`, to read its memory use.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     fn log_path(&self, run: usize) -> PathBuf {
         self.dir.path().join(format!("hearth-{run}.log"))
     }

@@ -191,15 +191,30 @@ mod tests {
         let messages: Vec<OutboundMessage> = parts.iter().map(|p| p.message(&original)).collect();
         let last = messages.len() - 1;
         for (i, m) in messages.iter().enumerate() {
-            assert_eq!(m.chat, original.chat, "every part goes to the same chat and thread");
+            assert_eq!(
+                m.chat, original.chat,
+                "every part goes to the same chat and thread"
+            );
             assert_eq!(m.reply_to.is_some(), i == 0, "only the first part quotes");
-            assert_eq!(m.replaces.is_some(), i == 0, "only the first part replaces the preview");
-            assert_eq!(m.buttons.is_empty(), i != last, "only the last part has buttons");
+            assert_eq!(
+                m.replaces.is_some(),
+                i == 0,
+                "only the first part replaces the preview"
+            );
+            assert_eq!(
+                m.buttons.is_empty(),
+                i != last,
+                "only the last part has buttons"
+            );
             assert_eq!(m.delivery_id, Some(format!("hearth-9.{i}")));
             assert!(m.text.chars().count() <= 20);
         }
         assert_eq!(
-            messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>().join(" "),
+            messages
+                .iter()
+                .map(|m| m.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
             text
         );
         assert!(parts[0].is_first() && !parts[0].is_last());
@@ -239,7 +254,10 @@ mod tests {
         for part in &by_utf16 {
             assert!(part.text.encode_utf16().count() <= 4096);
         }
-        assert_eq!(by_utf16.iter().map(|p| p.text.as_str()).collect::<String>(), text);
+        assert_eq!(
+            by_utf16.iter().map(|p| p.text.as_str()).collect::<String>(),
+            text
+        );
     }
 
     #[test]

@@ -60,8 +60,8 @@ pub fn split_message(text: &str, max_len: usize, measure: Measure) -> Vec<String
         let prefix_len = measure.len(&prefix);
         // Whether the rest fits, looking at no more of it than the limit: measuring all of it
         // on every part would make splitting a huge text quadratic.
-        let fits_whole = prefix_len <= max_len
-            && prefix_end(rest, max_len - prefix_len, measure) >= rest.len();
+        let fits_whole =
+            prefix_len <= max_len && prefix_end(rest, max_len - prefix_len, measure) >= rest.len();
         if fits_whole {
             parts.push(prefix + rest);
             break;

@@ -485,7 +485,10 @@ mod tests {
             let html = part.html.as_deref().expect("rendered within the limit");
             assert!(visible_len(html) <= MAX_MESSAGE_LEN);
             assert!(Measure::Utf16.len(&part.markdown) <= MAX_MESSAGE_LEN);
-            assert_eq!(html.matches("<pre>").count(), html.matches("</pre>").count());
+            assert_eq!(
+                html.matches("<pre>").count(),
+                html.matches("</pre>").count()
+            );
         }
         assert!(
             parts[1]

@@ -124,7 +124,9 @@ fn set_text(body: &mut Value, part: &Part) {
             body["parse_mode"] = json!("HTML");
         }
         None => {
-            debug!("the HTML rendering would exceed Telegram's limit; sending the Markdown as plain text");
+            debug!(
+                "the HTML rendering would exceed Telegram's limit; sending the Markdown as plain text"
+            );
             plain(body, part);
         }
     }
