@@ -195,7 +195,8 @@ impl Delivery {
         parts: Vec<OutboxPart>,
     ) -> Result<(), Stop> {
         let Some(first) = parts.iter().position(|p| p.status != PartStatus::Sent) else {
-            // Every part was shown before (the row predates a crash in its last write).
+            // Every part was shown already: only a row whose write failed after the last part
+            // (it is recorded with that part) gets here; finish it without sending anything.
             let last = parts.last().and_then(|p| p.platform_message_id.clone());
             self.store_result(
                 self.store
