@@ -59,7 +59,16 @@ pub struct DaemonConfig {
     pub max_concurrent_conversations: usize,
     /// Seconds SIGTERM waits for running turns before suspending them.
     pub shutdown_grace_secs: u64,
+    /// Longest reply, in characters: a model answer beyond it is cut at a natural break with a
+    /// short note, so a runaway answer cannot flood (and block) a chat with messages.
+    pub max_reply_chars: usize,
 }
+
+/// About four Telegram messages: room for any sensible answer.
+pub const DEFAULT_MAX_REPLY_CHARS: usize = 16_000;
+
+/// The smallest `max_reply_chars` accepted: a sentence and the note saying it was cut.
+pub const MIN_MAX_REPLY_CHARS: usize = 200;
 
 impl Default for DaemonConfig {
     fn default() -> Self {
@@ -71,6 +80,7 @@ impl Default for DaemonConfig {
             owner: None,
             max_concurrent_conversations: 16,
             shutdown_grace_secs: 20,
+            max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
         }
     }
 }

@@ -24,7 +24,7 @@ pub use identity::{
 };
 pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};
-pub use outbox::{NewOutbox, OutboxItem, OutboxKind};
+pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,

@@ -131,6 +131,15 @@ fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
             "must be greater than 0, or no conversation could ever run",
         ));
     }
+    if daemon.max_reply_chars < super::MIN_MAX_REPLY_CHARS {
+        problems.push(Problem::new(
+            "daemon.max_reply_chars",
+            format!(
+                "must be at least {}: a reply needs room for a sentence and the note saying it was cut",
+                super::MIN_MAX_REPLY_CHARS
+            ),
+        ));
+    }
 }
 
 fn providers(
@@ -594,6 +603,11 @@ mod tests {
                 "daemon.max_concurrent_conversations",
                 "greater than 0",
             ),
+            (
+                "max_reply_chars = 50",
+                "daemon.max_reply_chars",
+                "at least 200",
+            ),
         ];
         for (line, key, message) in cases {
             one(&format!("[daemon]\n{line}\n"), &[], key, message);
@@ -611,6 +625,8 @@ mod tests {
             "http_listen = \"[::1]:8787\"",
             "owner = \"terminal:me\"",
             "owner = \"matrix:@me:example.org\"",
+            "max_reply_chars = 200",
+            "max_reply_chars = 100000",
         ] {
             let text = format!("[daemon]\n{line}\n");
             if let Err(errors) = load_from_str(&text, "hearth.toml", &env) {

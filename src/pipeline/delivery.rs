@@ -1,11 +1,17 @@
 //! The delivery worker: takes replies from the outbox to the platforms, in order per chat,
 //! retrying temporary failures with backoff and waiting as long as a rate limit says.
+//!
+//! A reply is shown as the parts of its outbound plan (`hearth_channel::plan`: split at the
+//! platform's limit, the first part quoting and replacing the preview, the last carrying the
+//! buttons), one `send` per part. Each part is recorded as the platform accepts it, so a retry
+//! resumes at the part that failed and a restart at the first part not yet sent; only a part in
+//! flight when the process died can show twice, and it is flagged in doubt.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hearth_channel::ChannelError;
+use hearth_channel::{Channel, ChannelError, OutboundMessage, plan, plan_edit};
 use rand::Rng;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use super::Channels;
 use crate::clock::SharedClock;
 use crate::metrics::Metrics;
-use crate::store::{OutboxItem, OutboxKind, Store};
+use crate::store::{OutboxItem, OutboxKind, OutboxPart, PartStatus, Store};
 
 /// Rows read per pass; a backlog larger than this drains over several passes.
 const BATCH: usize = 1_000;
@@ -137,56 +143,140 @@ impl Delivery {
             self.store_result(self.store.mark_outbox_failed(item.id, &error).await);
             return Ok(());
         };
-        match self.store.mark_outbox_sending(item.id, now).await {
-            Ok(true) => {}
+        let capabilities = channel.capabilities();
+        // Planned on every attempt (cheap, and replies are capped in length) but stored only the
+        // first time: a resumed delivery sends the parts it planned then.
+        let planned: Vec<String> = match &item.kind {
+            OutboxKind::Send => plan(&item.message, &capabilities)
+                .into_iter()
+                .map(|part| part.text)
+                .collect(),
+            OutboxKind::Edit { .. } => Vec::new(),
+        };
+        let parts = match self
+            .store
+            .start_outbox_delivery(item.id, now, &planned)
+            .await
+        {
+            Ok(Some(parts)) => parts,
             // Read before another lane took it, or waiting for a retry now: not this lane's.
-            Ok(false) => return Err(Stop),
+            Ok(None) => return Err(Stop),
             Err(err) => {
                 // Without the mark a crash during the send could not be told apart later; wait.
                 tracing::warn!(outbox_id = item.id, error = %err, "cannot mark a delivery as started; will retry");
                 return Err(Stop);
             }
-        }
+        };
         let mut message = item.message.clone();
         message.delivery_id = Some(format!("hearth-{}", item.id));
-        let result = match &item.kind {
-            OutboxKind::Send => channel.send(&message).await.map(|r| Some(r.message_id)),
-            OutboxKind::Edit { target } => channel.edit(target, &message).await.map(|()| None),
-        };
-        match result {
-            Ok(message_id) => {
-                self.metrics.message_out(&item.channel);
-                self.store_result(
-                    self.store
-                        .mark_outbox_sent(item.id, message_id.as_deref(), now)
-                        .await,
-                );
-                Ok(())
+        match &item.kind {
+            OutboxKind::Edit { target } => {
+                let edit = plan_edit(&message, &capabilities);
+                match channel.edit(target, &edit).await {
+                    Ok(()) => {
+                        self.metrics.message_out(&item.channel);
+                        self.store_result(self.store.mark_outbox_sent(item.id, None, now).await);
+                        Ok(())
+                    }
+                    Err(err) => self.failed(item, None, err).await,
+                }
             }
-            Err(err) if err.is_temporary() && item.attempts + 1 < MAX_ATTEMPTS => {
-                self.metrics.delivery_error(&item.channel);
-                let delay = retry_delay(&err, item.attempts);
-                tracing::warn!(outbox_id = item.id, channel = %item.channel, error = %err, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
-                let next = now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-                self.store_result(
-                    self.store
-                        .mark_outbox_retry(item.id, &err.to_string(), next)
-                        .await,
-                );
-                // Later replies to this chat wait, so the chat sees them in order.
-                Err(Stop)
-            }
-            Err(err) => {
-                self.metrics.delivery_error(&item.channel);
-                tracing::error!(outbox_id = item.id, channel = %item.channel, error = %err, "delivery failed for good");
-                self.store_result(
-                    self.store
-                        .mark_outbox_failed(item.id, &err.to_string())
-                        .await,
-                );
-                Ok(())
+            OutboxKind::Send => {
+                self.send_parts(item, channel.as_ref(), &message, parts)
+                    .await
             }
         }
+    }
+
+    /// Sends the parts not yet sent, in order, recording each as the platform accepts it.
+    async fn send_parts(
+        &self,
+        item: &OutboxItem,
+        channel: &dyn Channel,
+        message: &OutboundMessage,
+        parts: Vec<OutboxPart>,
+    ) -> Result<(), Stop> {
+        let Some(first) = parts.iter().position(|p| p.status != PartStatus::Sent) else {
+            // Every part was shown already: only a row whose write failed after the last part
+            // (it is recorded with that part) gets here; finish it without sending anything.
+            let last = parts.last().and_then(|p| p.platform_message_id.clone());
+            self.store_result(
+                self.store
+                    .mark_outbox_sent(item.id, last.as_deref(), self.clock.now_ms())
+                    .await,
+            );
+            return Ok(());
+        };
+        if first > 0 {
+            tracing::info!(
+                outbox_id = item.id,
+                part = first + 1,
+                parts = parts.len(),
+                "resuming a split reply"
+            );
+        }
+        for (position, stored) in parts.iter().enumerate().skip(first) {
+            let part = &stored.part;
+            let result = channel.send(&part.message(message)).await;
+            let reference = match result {
+                Ok(reference) => reference,
+                Err(err) => return self.failed(item, Some((part.index, part.count)), err).await,
+            };
+            let next = parts.get(position + 1).map(|p| p.part.index);
+            if let Err(err) = self
+                .store
+                .record_part_sent(
+                    item.id,
+                    part.index,
+                    &reference.message_id,
+                    next,
+                    self.clock.now_ms(),
+                )
+                .await
+            {
+                // The part stays marked as in flight: after a restart it is sent again, flagged
+                // in doubt. Going on now could not be recorded either.
+                tracing::error!(outbox_id = item.id, part = part.index + 1, error = %err, "recording a delivered part failed");
+                return Err(Stop);
+            }
+        }
+        self.metrics.message_out(&item.channel);
+        Ok(())
+    }
+
+    /// Handles a refused send or edit: temporary failures wait and retry (from the same part),
+    /// anything else fails the reply for good.
+    async fn failed(
+        &self,
+        item: &OutboxItem,
+        part: Option<(usize, usize)>,
+        err: ChannelError,
+    ) -> Result<(), Stop> {
+        let now = self.clock.now_ms();
+        self.metrics.delivery_error(&item.channel);
+        let error = match part {
+            Some((index, count)) if count > 1 => format!("part {} of {count}: {err}", index + 1),
+            _ => err.to_string(),
+        };
+        if err.is_temporary() && item.attempts + 1 < MAX_ATTEMPTS {
+            let delay = retry_delay(&err, item.attempts);
+            tracing::warn!(outbox_id = item.id, channel = %item.channel, %error, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
+            let next = now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+            let stored = match part {
+                Some((index, _)) => self.store.retry_part(item.id, index, &error, next).await,
+                None => self.store.mark_outbox_retry(item.id, &error, next).await,
+            };
+            self.store_result(stored);
+            // Later replies to this chat wait, so the chat sees them in order.
+            return Err(Stop);
+        }
+        tracing::error!(outbox_id = item.id, channel = %item.channel, %error, "delivery failed for good");
+        let stored = match part {
+            Some((index, _)) => self.store.fail_part(item.id, index, &error).await,
+            None => self.store.mark_outbox_failed(item.id, &error).await,
+        };
+        self.store_result(stored);
+        Ok(())
     }
 
     fn store_result(&self, result: Result<(), crate::store::StoreError>) {

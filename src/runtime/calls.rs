@@ -5,6 +5,11 @@
 //! whose risk needs the user's approval at their autonomy level get an Approve / Deny prompt and
 //! park the turn. Approved calls run when the turn resumes; denied and expired ones are reported
 //! as not run. Everything runs in parallel, within the per-tool timeout, and is audited.
+//!
+//! At most [`MAX_PROMPTS_AT_ONCE`] approval prompts are shown for one model answer: a model that
+//! asks for a hundred risky actions at once would otherwise bury the chat in Approve / Deny
+//! prompts. The rest are refused back to the model as tool errors, telling it to ask again once
+//! these are decided.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use super::tools::{
-    Prepared, Refusal, Toolbox, UserPolicy, parse_arguments, prepare, tool_help, unwrap_use_tool,
+    Prepared, Refusal, Toolbox, UserPolicy, admit, parse_arguments, prepare, tool_help,
+    unwrap_use_tool,
 };
 use super::turn::TurnJob;
 use crate::provider::ChatMessage;
@@ -25,6 +31,18 @@ use crate::store::{
     ToolCallRecord, ToolCallStatus,
 };
 use crate::tool::{Risk, ToolContext, ToolError};
+
+/// Approval prompts waiting at the same time in one turn; calls needing approval beyond these
+/// are refused to the model until these are decided.
+pub const MAX_PROMPTS_AT_ONCE: usize = 3;
+
+/// What the model is told for a call refused because too many prompts wait already.
+pub fn too_many_prompts() -> String {
+    format!(
+        "Not run: too many actions needing confirmation in one turn; ask again after these are decided. \
+         (At most {MAX_PROMPTS_AT_ONCE} approval requests are shown at once; this call was not run and the user was not asked.)"
+    )
+}
 
 /// How settling ended.
 pub enum Settled {
@@ -70,6 +88,8 @@ pub async fn settle_tool_calls(
     let limit = i64::from(job.agent.max_tool_calls);
     let mut settled = 0i64;
     let mut waiting = false;
+    // Prompts waiting for a decision in this turn, old and new.
+    let mut prompts = 0usize;
     let mut runnable: Vec<(ToolCallRecord, Action)> = Vec::new();
 
     for record in open {
@@ -94,6 +114,7 @@ pub async fn settle_tool_calls(
             ToolCallStatus::Waiting => match rt.store.confirmation_for_call(record.id).await? {
                 Some(c) if c.status == ConfirmationStatus::Pending => {
                     waiting = true;
+                    prompts += 1;
                     continue;
                 }
                 Some(c) if c.status == ConfirmationStatus::Approved => true,
@@ -158,31 +179,43 @@ pub async fn settle_tool_calls(
             settled += 1;
             continue;
         }
-        match plan(rt, toolbox, &record, &policy) {
+        match plan(toolbox, &rt.tools, &record, &policy) {
             Err(refusal) => {
-                rt.metrics.tool_call(&record.call.name, refusal.outcome);
-                finish(
-                    rt,
-                    job,
-                    &record,
-                    ToolCallStatus::Error,
-                    refusal.message,
-                    refusal.outcome,
-                    &record.call.name,
-                    Duration::ZERO,
-                )
-                .await?;
+                refuse(rt, job, &record, refusal).await?;
                 settled += 1;
             }
             Ok(Action::Run(prepared))
                 if !approved && prepared.risk.needs_confirmation(policy.autonomy) =>
             {
                 match unattended_rule(job, &prepared) {
+                    Unattended::Ask if prompts >= MAX_PROMPTS_AT_ONCE => {
+                        rt.metrics.tool_call(&prepared.tool.info().name, "refused");
+                        let tool = prepared.tool.info().name.clone();
+                        finish(
+                            rt,
+                            job,
+                            &record,
+                            ToolCallStatus::Error,
+                            too_many_prompts(),
+                            "refused",
+                            &tool,
+                            Duration::ZERO,
+                        )
+                        .await?;
+                        settled += 1;
+                    }
                     Unattended::Ask => {
                         request_confirmation(rt, job, &record, &prepared).await?;
+                        prompts += 1;
                         waiting = true;
                     }
-                    Unattended::Allow => runnable.push((record, Action::Run(prepared))),
+                    Unattended::Allow => match admit_call(rt, &prepared, &policy) {
+                        Ok(()) => runnable.push((record, Action::Run(prepared))),
+                        Err(refusal) => {
+                            refuse(rt, job, &record, refusal).await?;
+                            settled += 1;
+                        }
+                    },
                     Unattended::Deny => {
                         let text = format!(
                             "`{}` needs a person's approval, and this scheduled run has nobody to ask, so it did not run. \
@@ -205,6 +238,13 @@ pub async fn settle_tool_calls(
                     }
                 }
             }
+            Ok(Action::Run(prepared)) => match admit_call(rt, &prepared, &policy) {
+                Ok(()) => runnable.push((record, Action::Run(prepared))),
+                Err(refusal) => {
+                    refuse(rt, job, &record, refusal).await?;
+                    settled += 1;
+                }
+            },
             Ok(action) => runnable.push((record, action)),
         }
     }
@@ -283,31 +323,17 @@ async fn user_policy(rt: &Runtime, job: &TurnJob) -> Result<UserPolicy, StoreErr
 }
 
 /// Checks a call and decides what it will do. Meta-tools are unwrapped here so the real tool
-/// passes the same checks (and asks for the same approval) as a direct call.
+/// passes the same checks (and asks for the same approval) as a direct call. Rate limits are
+/// counted later, for calls about to run ([`admit_call`]).
 fn plan(
-    rt: &Runtime,
     toolbox: &Toolbox,
+    registry: &crate::tool::ToolRegistry,
     record: &ToolCallRecord,
     policy: &UserPolicy,
 ) -> Result<Action, Refusal> {
     let name = record.call.name.as_str();
     let arguments = parse_arguments(name, &record.call.arguments)?;
-    let prepare_call = |tool: &str, args: Value| {
-        let limits = (
-            rt.config.tools.per_user_tool_calls_per_minute,
-            rt.config.tools.global_calls_per_minute,
-        );
-        prepare(
-            &rt.tools,
-            toolbox,
-            tool,
-            args,
-            policy,
-            &rt.limiter,
-            rt.clock.now_ms(),
-            limits,
-        )
-    };
+    let prepare_call = |tool: &str, args: Value| prepare(registry, toolbox, tool, args, policy);
     if toolbox.meta {
         match name {
             "search_tools" => {
@@ -345,6 +371,36 @@ fn plan(
         }
     }
     prepare_call(name, arguments).map(Action::Run)
+}
+
+/// Counts a call about to run against the rate limits.
+fn admit_call(rt: &Runtime, prepared: &Prepared, policy: &UserPolicy) -> Result<(), Refusal> {
+    let limits = (
+        rt.config.tools.per_user_tool_calls_per_minute,
+        rt.config.tools.global_calls_per_minute,
+    );
+    admit(prepared, policy, &rt.limiter, rt.clock.now_ms(), limits)
+}
+
+/// Stores a refused call's reason as its result, for the model.
+async fn refuse(
+    rt: &Runtime,
+    job: &TurnJob,
+    record: &ToolCallRecord,
+    refusal: Refusal,
+) -> Result<(), StoreError> {
+    rt.metrics.tool_call(&record.call.name, refusal.outcome);
+    finish(
+        rt,
+        job,
+        record,
+        ToolCallStatus::Error,
+        refusal.message,
+        refusal.outcome,
+        &record.call.name,
+        Duration::ZERO,
+    )
+    .await
 }
 
 async fn run_call(
@@ -498,16 +554,7 @@ async fn batch(
             Ok(call) => call,
             Err(refusal) => return json!({"ok": false, "error": refusal.message}),
         };
-        let prepared = match prepare(
-            &rt.tools,
-            toolbox,
-            &name,
-            arguments,
-            policy,
-            &rt.limiter,
-            rt.clock.now_ms(),
-            limits,
-        ) {
+        let prepared = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
             Ok(prepared) => prepared,
             Err(refusal) => {
                 audit(
@@ -527,6 +574,19 @@ async fn batch(
             let message =
                 format!("`{name}` needs the user's approval: call it on its own with use_tool.");
             return json!({"tool_name": name, "ok": false, "error": message});
+        }
+        if let Err(refusal) = admit(&prepared, policy, &rt.limiter, rt.clock.now_ms(), limits) {
+            audit(
+                rt,
+                job,
+                &name,
+                &operation["arguments"].to_string(),
+                refusal.outcome,
+                &refusal.message,
+                Duration::ZERO,
+            )
+            .await;
+            return json!({"tool_name": name, "ok": false, "error": refusal.message});
         }
         let ran = execute(rt, job, &prepared).await;
         rt.metrics.tool_call(&ran.tool, ran.outcome);

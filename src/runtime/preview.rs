@@ -1,10 +1,14 @@
 //! Streamed previews: shows a reply while it is generated, at most once per the channel's
 //! preview interval, and remembers the preview message so the final reply replaces it.
+//!
+//! The preview keeps at most `daemon.max_reply_chars` of the answer (the final reply is cut to
+//! that length too) and shows only its beginning up to the channel's message limit: a runaway
+//! answer of megabytes costs neither memory here nor a megabyte-sized request per update.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use hearth_channel::MessageRef;
+use hearth_channel::{MessageRef, preview_text};
 use tokio::sync::mpsc;
 
 use super::Runtime;
@@ -32,6 +36,8 @@ impl Preview {
         };
         let (sender, mut events) = mpsc::unbounded_channel::<StreamEvent>();
         let channel = job.channel.clone();
+        let capabilities = channel.capabilities();
+        let max_chars = rt.config.daemon.max_reply_chars;
         let chat = job.chat.clone();
         let prefix = job
             .note
@@ -41,6 +47,8 @@ impl Preview {
         let shared = draft.clone();
         let task = tokio::spawn(async move {
             let mut text = String::new();
+            // Characters in `text`; deltas past the reply limit are dropped.
+            let mut chars = 0usize;
             let mut shown = String::new();
             let mut last: Option<Instant> = None;
             let mut current: Option<MessageRef> = None;
@@ -57,13 +65,24 @@ impl Preview {
                 };
                 let closed = event.is_none();
                 match event {
-                    Some(StreamEvent::Restart) => text.clear(),
-                    Some(StreamEvent::Text(delta)) => text.push_str(&delta),
-                    None => {}
+                    Some(StreamEvent::Restart) => {
+                        text.clear();
+                        chars = 0;
+                    }
+                    Some(StreamEvent::Text(delta)) if chars < max_chars => {
+                        let room = max_chars - chars;
+                        let taken = match delta.char_indices().nth(room) {
+                            Some((cut, _)) => &delta[..cut],
+                            None => delta.as_str(),
+                        };
+                        chars += taken.chars().count();
+                        text.push_str(taken);
+                    }
+                    Some(StreamEvent::Text(_)) | None => {}
                 }
                 let due = last.is_none_or(|at| at.elapsed() >= interval);
                 if !text.trim().is_empty() && text != shown && (due || closed) {
-                    let full = format!("{prefix}{text}");
+                    let full = preview_text(&format!("{prefix}{text}"), &capabilities);
                     match channel.preview(&chat, current.as_ref(), &full).await {
                         Ok(Some(reference)) => current = Some(reference),
                         Ok(None) => {}

@@ -212,7 +212,7 @@ impl Refusal {
         }
     }
 
-    fn refused(message: String) -> Self {
+    pub(crate) fn refused(message: String) -> Self {
         Self {
             outcome: "refused",
             message,
@@ -318,17 +318,15 @@ pub struct Prepared {
     pub risk: Risk,
 }
 
-/// Checks a call of `name` with `arguments` (already JSON) for the agent's toolbox.
-#[allow(clippy::too_many_arguments)]
+/// Checks a call of `name` with `arguments` (already JSON) for the agent's toolbox: the tool,
+/// its arguments and the user's permission. Rate limits are counted separately, by [`admit`],
+/// for calls about to run: a call that first asks for approval uses none until it runs.
 pub fn prepare(
     registry: &ToolRegistry,
     toolbox: &Toolbox,
     name: &str,
     mut arguments: Value,
     policy: &UserPolicy,
-    limiter: &RateLimiter,
-    now_ms: i64,
-    limits: (u32, u32),
 ) -> Result<Prepared, Refusal> {
     let Some(tool) = toolbox.get(name).cloned() else {
         let hint = if toolbox.meta {
@@ -377,16 +375,28 @@ pub fn prepare(
             policy.permission
         )));
     }
-    if let Some(user) = policy.user_id {
-        limiter
-            .check(user, name, now_ms, limits.0, limits.1)
-            .map_err(Refusal::refused)?;
-    }
     Ok(Prepared {
         tool,
         arguments,
         risk,
     })
+}
+
+/// Counts a prepared call against the per-user and global rate limits (`limits`: per user and
+/// tool, for everyone, a minute), or says why it may not run now.
+pub fn admit(
+    prepared: &Prepared,
+    policy: &UserPolicy,
+    limiter: &RateLimiter,
+    now_ms: i64,
+    limits: (u32, u32),
+) -> Result<(), Refusal> {
+    match policy.user_id {
+        Some(user) => limiter
+            .check(user, &prepared.tool.info().name, now_ms, limits.0, limits.1)
+            .map_err(Refusal::refused),
+        None => Ok(()),
+    }
 }
 
 /// Parses the model's argument text: an object, or nothing at all.

@@ -261,12 +261,14 @@ async fn turn_loop(
             .observe_llm(&response.provider, call_started.elapsed());
 
         if response.tool_calls.is_empty() {
-            let text = if response.text.trim().is_empty() {
+            // The history keeps what the chat shows: a cut answer, not megabytes of it.
+            let answer = cap_reply(response.text, rt.config.daemon.max_reply_chars);
+            let text = if answer.trim().is_empty() {
                 "(The model returned an empty answer.)".to_string()
             } else {
-                response.text.clone()
+                answer.clone()
             };
-            let keep = ChatMessage::assistant(response.text);
+            let keep = ChatMessage::assistant(answer);
             let usage = Some((response.usage, response.provider, response.model));
             return Ok(Stop::Finished(Finish {
                 status: TurnStatus::Done,
@@ -293,6 +295,22 @@ async fn turn_loop(
             .record_tool_request(&job.turn, job.session, &request_message, rt.clock.now_ms())
             .await?;
     }
+}
+
+/// `text` cut to at most `max` characters at a natural break (code fences closed), with a note
+/// saying so; shorter text is returned as it is. A runaway model answer (megabytes of it) would
+/// otherwise become thousands of messages that block the chat for an hour.
+pub(crate) fn cap_reply(text: String, max: usize) -> String {
+    if text.char_indices().nth(max).is_none() {
+        return text;
+    }
+    let kept = hearth_channel::split::head(&text, max, hearth_channel::Measure::Chars);
+    let total = text.chars().count();
+    tracing::warn!(chars = total, max, "model answer cut to the reply limit");
+    format!(
+        "{}\n\n✂️ The answer was cut here: it ran to {total} characters, and replies are limited to {max} (daemon.max_reply_chars).",
+        kept.trim_end()
+    )
 }
 
 fn cancelled() -> Stop {
@@ -414,5 +432,36 @@ fn provider_error_text(rt: &Runtime, err: &ProviderError) -> String {
         _ => format!(
             "⚠️ The model provider is not answering right now ({err}). Your message is saved; please try again in a moment."
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_replies_are_untouched_and_long_ones_cut_with_a_note() {
+        assert_eq!(cap_reply("hello".into(), 10), "hello");
+        assert_eq!(cap_reply("0123456789".into(), 10), "0123456789");
+        let long = "lorem ipsum ".repeat(1_000);
+        let capped = cap_reply(long.clone(), 200);
+        let (kept, note) = capped.split_once("\n\n✂️").expect("a note");
+        assert!(kept.chars().count() <= 200, "{kept:?}");
+        assert!(long.starts_with(kept), "the beginning is kept as it was");
+        assert!(
+            kept.ends_with("ipsum") || kept.ends_with("lorem"),
+            "cut at a word break: {kept:?}"
+        );
+        assert!(note.contains("12000 characters") && note.contains("limited to 200"));
+    }
+
+    #[test]
+    fn a_cut_inside_a_code_block_closes_it() {
+        let code = (0..500).map(|i| format!("x{i} = {i}")).collect::<Vec<_>>();
+        let text = format!("Code:\n\n```python\n{}\n```", code.join("\n"));
+        let capped = cap_reply(text, 300);
+        let fences = capped.lines().filter(|l| l.starts_with("```")).count();
+        assert_eq!(fences, 2, "{capped}");
+        assert!(capped.contains("✂️"));
     }
 }

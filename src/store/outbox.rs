@@ -1,7 +1,11 @@
 //! The outbox: replies and edits committed with the turn that produced them, delivered in order
 //! per chat by the delivery worker, retried until the platform takes them.
+//!
+//! A reply is delivered as the parts of its outbound plan (`hearth_channel::plan`), stored in
+//! `outbox_parts` when the worker first takes the row and recorded one by one as the platform
+//! accepts them: a retry or a restart resumes at the first part not yet shown.
 
-use hearth_channel::{MessageRef, OutboundMessage};
+use hearth_channel::{MessageRef, OutboundMessage, PlannedPart};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
@@ -36,6 +40,52 @@ pub struct OutboxItem {
     pub kind: OutboxKind,
     pub message: OutboundMessage,
     pub attempts: i64,
+}
+
+/// Where one part of a reply stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartStatus {
+    Pending,
+    /// Handed to the platform; still so at start means the process died during the call.
+    Sending,
+    Sent,
+    Failed,
+}
+
+impl PartStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            PartStatus::Pending => "pending",
+            PartStatus::Sending => "sending",
+            PartStatus::Sent => "sent",
+            PartStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> StoreResult<Self> {
+        Ok(match text {
+            "pending" => PartStatus::Pending,
+            "sending" => PartStatus::Sending,
+            "sent" => PartStatus::Sent,
+            "failed" => PartStatus::Failed,
+            other => {
+                return Err(super::StoreError::Corrupt(format!(
+                    "unknown outbox part status {other:?}"
+                )));
+            }
+        })
+    }
+}
+
+/// One stored part of a reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxPart {
+    pub part: PlannedPart,
+    pub status: PartStatus,
+    /// Where the platform put it, once sent.
+    pub platform_message_id: Option<String>,
+    /// It was in flight when the process died and was sent again: the chat may show it twice.
+    pub in_doubt: bool,
 }
 
 /// Deliveries are ordered per chat (and thread): this is their key.
@@ -93,6 +143,50 @@ fn item_from_row(row: &AnyRow) -> StoreResult<OutboxItem> {
     })
 }
 
+async fn parts_of(conn: &mut sqlx::AnyConnection, id: i64) -> StoreResult<Vec<OutboxPart>> {
+    let rows = sqlx::query(
+        "SELECT idx, text, status, platform_message_id, in_doubt FROM outbox_parts WHERE outbox_id = $1 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let count = rows.len();
+    rows.iter()
+        .map(|row| {
+            let index: i64 = row.try_get("idx")?;
+            let status: String = row.try_get("status")?;
+            let in_doubt: i64 = row.try_get("in_doubt")?;
+            Ok(OutboxPart {
+                part: PlannedPart::new(
+                    usize::try_from(index).map_err(|_| {
+                        super::StoreError::Corrupt(format!("outbox part index {index}"))
+                    })?,
+                    count,
+                    row.try_get::<String, _>("text")?,
+                ),
+                status: PartStatus::parse(&status)?,
+                platform_message_id: row.try_get("platform_message_id")?,
+                in_doubt: in_doubt != 0,
+            })
+        })
+        .collect()
+}
+
+async fn set_part_status(
+    conn: &mut sqlx::AnyConnection,
+    id: i64,
+    index: usize,
+    status: PartStatus,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE outbox_parts SET status = $1 WHERE outbox_id = $2 AND idx = $3")
+        .bind(status.as_str())
+        .bind(id)
+        .bind(super::to_i64(index))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 impl Store {
     /// Stores replies that belong to no turn (notices, edits after a decision).
     pub async fn enqueue_outbox(&self, items: &[NewOutbox], now_ms: i64) -> StoreResult<Vec<i64>> {
@@ -131,38 +225,169 @@ impl Store {
             .collect()
     }
 
-    /// Marks a row as being handed to the platform, before the call: if the daemon dies now,
-    /// the next start knows this delivery is in doubt.
-    pub async fn mark_outbox_sending(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
-        let done = sqlx::query(
+    /// Takes a due row for delivery, before any platform call: marks it `sending` so a death
+    /// during the call can be told apart at the next start. For a reply, stores `planned` (the
+    /// texts of its parts) the first time, marks the first part not yet sent as `sending` too,
+    /// and returns the parts; an edit has none. `None`: another lane took the row (or finished
+    /// it) since it was read, or it now waits for a retry; leave it alone.
+    pub async fn start_outbox_delivery(
+        &self,
+        id: i64,
+        now_ms: i64,
+        planned: &[String],
+    ) -> StoreResult<Option<Vec<OutboxPart>>> {
+        let mut tx = self.pool().begin().await?;
+        let taken = sqlx::query(
             "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2",
         )
         .bind(id)
         .bind(now_ms)
-            .execute(self.pool())
-            .await?;
-        // False: another lane took (or finished) this row since it was read, or it now waits
-        // for a retry; leave it alone.
-        Ok(done.rows_affected() == 1)
+        .execute(&mut *tx)
+        .await?;
+        if taken.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let mut parts = parts_of(&mut tx, id).await?;
+        if parts.is_empty() && !planned.is_empty() {
+            for (index, text) in planned.iter().enumerate() {
+                sqlx::query("INSERT INTO outbox_parts (outbox_id, idx, text) VALUES ($1, $2, $3)")
+                    .bind(id)
+                    .bind(super::to_i64(index))
+                    .bind(text)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            parts = parts_of(&mut tx, id).await?;
+        }
+        if let Some(next) = parts.iter_mut().find(|p| p.status != PartStatus::Sent) {
+            set_part_status(&mut tx, id, next.part.index, PartStatus::Sending).await?;
+            next.status = PartStatus::Sending;
+        }
+        tx.commit().await?;
+        Ok(Some(parts))
     }
 
-    /// At start: deliveries of `channels` interrupted by a crash go back to pending, flagged as
-    /// in doubt. Returns how many there were. Only this process's channels: another process may
-    /// be sending its own rows right now.
+    /// Records that the platform accepted part `index` of row `id` as `message_id`. Marks the
+    /// part `next` as being sent in the same write, or, after the last part, the row as sent
+    /// with this (the last) part's id, which later edits and button updates use.
+    pub async fn record_part_sent(
+        &self,
+        id: i64,
+        index: usize,
+        message_id: &str,
+        next: Option<usize>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "UPDATE outbox_parts SET status = 'sent', platform_message_id = $1, sent_at = $2
+             WHERE outbox_id = $3 AND idx = $4",
+        )
+        .bind(message_id)
+        .bind(now_ms)
+        .bind(id)
+        .bind(super::to_i64(index))
+        .execute(&mut *tx)
+        .await?;
+        match next {
+            Some(next) => set_part_status(&mut tx, id, next, PartStatus::Sending).await?,
+            None => {
+                sqlx::query(
+                    "UPDATE outbox SET status = 'sent', platform_message_id = $1, sent_at = $2, attempts = attempts + 1
+                     WHERE id = $3",
+                )
+                .bind(message_id)
+                .bind(now_ms)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A temporary failure of part `index`: the part waits again, and the row is retried from
+    /// it at `next_attempt_at`.
+    pub async fn retry_part(
+        &self,
+        id: i64,
+        index: usize,
+        error: &str,
+        next_attempt_at: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        set_part_status(&mut tx, id, index, PartStatus::Pending).await?;
+        sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
+        )
+        .bind(error)
+        .bind(next_attempt_at)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Part `index` was refused for good: the part and its reply are failed (later parts are
+    /// not sent).
+    pub async fn fail_part(&self, id: i64, index: usize, error: &str) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await?;
+        set_part_status(&mut tx, id, index, PartStatus::Failed).await?;
+        sqlx::query("UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2")
+            .bind(error)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The stored parts of row `id`, in order (none for an edit, or before its first delivery).
+    pub async fn outbox_parts(&self, id: i64) -> StoreResult<Vec<OutboxPart>> {
+        let mut conn = self.pool().acquire().await?;
+        parts_of(&mut conn, id).await
+    }
+
+    /// At start: deliveries of `channels` interrupted by a crash go back to pending and resume
+    /// at their first part not yet sent. A part that was in flight is sent again and flagged in
+    /// doubt, and so is its row (as are interrupted edits and rows from before parts were
+    /// recorded, which may have been shown whole). Returns how many rows were in doubt. Only this
+    /// process's channels: another process may be sending its own rows right now.
     pub async fn requeue_interrupted_deliveries(&self, channels: &[String]) -> StoreResult<u64> {
         if channels.is_empty() {
             return Ok(0);
         }
-        let sql = format!(
-            "UPDATE outbox SET status = 'pending', in_doubt = 1 WHERE status = 'sending' AND channel IN ({})",
-            super::placeholders(1, channels.len())
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for channel in channels {
-            query = query.bind(channel);
+        let mine = format!("channel IN ({})", super::placeholders(1, channels.len()));
+        let statements = [
+            format!(
+                "UPDATE outbox SET in_doubt = 1 WHERE status = 'sending' AND {mine} AND (
+                     kind = 'edit'
+                     OR NOT EXISTS (SELECT 1 FROM outbox_parts p WHERE p.outbox_id = outbox.id)
+                     OR EXISTS (SELECT 1 FROM outbox_parts p WHERE p.outbox_id = outbox.id AND p.status = 'sending'))"
+            ),
+            format!(
+                "UPDATE outbox_parts SET status = 'pending', in_doubt = 1 WHERE status = 'sending'
+                 AND outbox_id IN (SELECT id FROM outbox WHERE status = 'sending' AND {mine})"
+            ),
+            format!("UPDATE outbox SET status = 'pending' WHERE status = 'sending' AND {mine}"),
+        ];
+        let mut tx = self.pool().begin().await?;
+        let mut in_doubt = 0;
+        for (n, sql) in statements.into_iter().enumerate() {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for channel in channels {
+                query = query.bind(channel);
+            }
+            let done = query.execute(&mut *tx).await?;
+            if n == 0 {
+                in_doubt = done.rows_affected();
+            }
         }
-        let done = query.execute(self.pool()).await?;
-        Ok(done.rows_affected())
+        tx.commit().await?;
+        Ok(in_doubt)
     }
 
     pub async fn mark_outbox_sent(
@@ -209,7 +434,8 @@ impl Store {
         Ok(())
     }
 
-    /// A stored outbox message and, once delivered, where it landed.
+    /// A stored outbox message as its last part shows it (the part with the buttons, which is
+    /// the one a later edit replaces) and, once delivered, where that part landed.
     pub async fn outbox_message(
         &self,
         id: i64,
@@ -220,7 +446,10 @@ impl Store {
             .await?;
         let Some(row) = row else { return Ok(None) };
         let payload: String = row.try_get("payload")?;
-        let message: OutboundMessage = serde_json::from_str(&payload)?;
+        let mut message: OutboundMessage = serde_json::from_str(&payload)?;
+        if let Some(last) = self.outbox_parts(id).await?.pop() {
+            message.text = last.part.text;
+        }
         let reference = row
             .try_get::<Option<String>, _>("platform_message_id")?
             .map(|message_id| MessageRef {

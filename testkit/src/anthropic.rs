@@ -89,7 +89,7 @@ impl Api for AnthropicApi {
                 json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
             ));
             events.push(event("ping", json!({"type": "ping"})));
-            for piece in pieces(text, 3) {
+            for piece in pieces(text, reply.delta_chars) {
                 events.push(event(
                     "content_block_delta",
                     json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}),

@@ -85,7 +85,7 @@ impl Api for OpenAiApi {
         let delta =
             |delta: Value| chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}]));
         let mut events = vec![delta(json!({"role": "assistant", "content": ""}))];
-        for piece in pieces(text, 3) {
+        for piece in pieces(text, reply.delta_chars) {
             events.push(delta(json!({"content": piece})));
         }
         for (index, call) in calls.iter().enumerate() {

@@ -39,6 +39,7 @@ pub struct Reply {
     pub(crate) chunk_bytes: Option<usize>,
     pub(crate) stream_error: Option<(String, String)>,
     pub(crate) pace: Duration,
+    pub(crate) delta_chars: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +72,7 @@ impl Reply {
             chunk_bytes: None,
             stream_error: None,
             pace: Duration::ZERO,
+            delta_chars: 3,
         }
     }
 
@@ -170,6 +172,13 @@ impl Reply {
     /// characters (by default each event is one piece).
     pub fn chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = Some(bytes.max(1));
+        self
+    }
+
+    /// In a streamed answer, puts this many characters of text in each delta event (3 by
+    /// default: many small deltas). Large values stream huge answers in a sane number of events.
+    pub fn delta_chars(mut self, chars: usize) -> Self {
+        self.delta_chars = chars.max(1);
         self
     }
 

@@ -190,9 +190,34 @@ const RAW_PLACEHOLDER: &str = "\u{0}hearth-testkit-raw-text\u{0}";
 
 struct Failure {
     method: String,
+    /// Only calls whose `text` contains this fail.
+    text: Option<String>,
     status: u16,
     retry_after: Option<u64>,
     description: Option<String>,
+}
+
+impl Failure {
+    fn matches(&self, method: &str, params: &Value) -> bool {
+        self.method == method && text_matches(self.text.as_deref(), params)
+    }
+}
+
+/// A call to hold without an answer, like a server that hangs.
+struct Hold {
+    method: String,
+    text: Option<String>,
+    /// Whether the call takes effect (the message is shown) before the answer is withheld.
+    processed: bool,
+}
+
+fn text_matches(needle: Option<&str>, params: &Value) -> bool {
+    needle.is_none_or(|needle| {
+        params
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|text| text.contains(needle))
+    })
 }
 
 #[derive(Default)]
@@ -211,6 +236,9 @@ struct Inner {
     answered: Vec<AnsweredCallback>,
     actions: Vec<ChatAction>,
     failures: VecDeque<Failure>,
+    holds: Vec<Hold>,
+    /// How many calls are being held without an answer.
+    held: usize,
     requests: Vec<FakeRequest>,
     webhook: Option<Value>,
     commands: Option<Value>,
@@ -445,6 +473,25 @@ impl FakeTelegram {
     pub fn fail_next(&self, method: &str, status: u16, retry_after: Option<u64>) {
         self.shared.lock().failures.push_back(Failure {
             method: method.to_ascii_lowercase(),
+            text: None,
+            status,
+            retry_after,
+            description: None,
+        });
+    }
+
+    /// Makes the next call of `method` whose `text` contains `needle` fail with `status` (and
+    /// `retry_after` for a 429), once: e.g. the second part of a split reply.
+    pub fn fail_next_containing(
+        &self,
+        method: &str,
+        needle: &str,
+        status: u16,
+        retry_after: Option<u64>,
+    ) {
+        self.shared.lock().failures.push_back(Failure {
+            method: method.to_ascii_lowercase(),
+            text: Some(needle.to_owned()),
             status,
             retry_after,
             description: None,
@@ -456,10 +503,42 @@ impl FakeTelegram {
     pub fn fail_next_with(&self, method: &str, status: u16, description: &str) {
         self.shared.lock().failures.push_back(Failure {
             method: method.to_ascii_lowercase(),
+            text: None,
             status,
             retry_after: None,
             description: Some(description.to_owned()),
         });
+    }
+
+    /// Makes the next call of `method` whose `text` contains `needle` hang: it is never
+    /// answered (until the server stops), as when a server or the network stalls. With
+    /// `processed` the call takes effect first (the message is shown, the answer is lost: what
+    /// a client that dies now cannot tell apart); without, it has no effect at all.
+    pub fn hold_next_containing(&self, method: &str, needle: &str, processed: bool) {
+        self.shared.lock().holds.push(Hold {
+            method: method.to_ascii_lowercase(),
+            text: Some(needle.to_owned()),
+            processed,
+        });
+    }
+
+    /// Waits until at least `n` calls are being held (or `timeout` passed); returns how many.
+    pub async fn wait_for_held(&self, n: usize, timeout: Duration) -> usize {
+        let mut changed = self.shared.changed.subscribe();
+        let wait = async {
+            loop {
+                changed.borrow_and_update();
+                if self.shared.lock().held >= n {
+                    return;
+                }
+                if changed.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        // Timing out is an expected outcome: the caller asserts on the count.
+        let _ = tokio::time::timeout(timeout, wait).await;
+        self.shared.lock().held
     }
 
     /// While false, every call is refused with 401 as for a revoked token.
@@ -701,6 +780,7 @@ async fn handle(
         });
         Value::Object(map.collect())
     });
+    let hold;
     {
         let mut inner = shared.lock();
         inner.requests.push(FakeRequest {
@@ -712,13 +792,25 @@ async fn handle(
             return error(401, "Unauthorized");
         }
         let lower = method.to_ascii_lowercase();
-        if let Some(at) = inner.failures.iter().position(|f| f.method == lower) {
+        if let Some(at) = inner
+            .failures
+            .iter()
+            .position(|f| f.matches(&lower, &params))
+        {
             let failure = inner.failures.remove(at).expect("position is in range");
             return failure_response(&failure);
         }
+        hold = inner
+            .holds
+            .iter()
+            .position(|h| h.method == lower && text_matches(h.text.as_deref(), &params))
+            .map(|at| inner.holds.remove(at));
     }
     shared.bump();
     let method = method.to_ascii_lowercase();
+    if hold.as_ref().is_some_and(|h| !h.processed) {
+        return hang(&shared).await;
+    }
     if method == "getupdates" {
         return get_updates(&shared, &params).await;
     }
@@ -727,10 +819,22 @@ async fn handle(
         call(&mut inner, &method, &params)
     };
     shared.bump();
+    if hold.is_some() {
+        return hang(&shared).await;
+    }
     match response {
         Ok(result) => ok(result),
         Err((status, description)) => error(status, &description),
     }
+}
+
+/// Never answers: counts the call as held and waits until the server stops (or the client
+/// goes away and the request is dropped).
+async fn hang(shared: &Shared) -> Response {
+    shared.lock().held += 1;
+    shared.bump();
+    std::future::pending::<()>().await;
+    error(504, "Gateway Timeout")
 }
 
 /// `a=1&b=2` bodies; only what tests need (no percent-decoding of `+`).

@@ -6,6 +6,7 @@ mod commands;
 mod config_check;
 mod confirmations;
 mod crash;
+mod faults_delivery;
 mod faults_intake;
 mod faults_process;
 mod identities;

@@ -124,7 +124,7 @@ allowed_users = [{OWNER}, {FRIEND}]
         panic!("hearth did not come up:\n{}", self.logs());
     }
 
-    /// The running daemon's process id.
+    /// The process id of the running `hearth run`, to read its memory use.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

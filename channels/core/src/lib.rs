@@ -9,6 +9,7 @@
 mod error;
 mod memory;
 mod message;
+pub mod plan;
 pub mod split;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -19,6 +20,8 @@ pub use message::{
     Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
     InboundKind, MessageRef, OutboundMessage, Sender,
 };
+pub use plan::{PlannedPart, plan, plan_edit, preview_text};
+pub use split::Measure;
 
 use std::sync::Arc;
 
@@ -81,11 +84,14 @@ pub trait Channel: Send + Sync + 'static {
     /// decides between restart with backoff and marking the channel failed).
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError>;
 
-    /// Sends a message, split at the platform limit if needed. The returned reference points at
-    /// the last part, which carries the buttons if there are any.
+    /// Sends one message and returns where it landed. With `replaces` set, the preview is
+    /// turned into this message instead (or, if the platform refuses to edit it, a new message
+    /// is sent). The daemon splits long replies with [`plan()`] first, so `message.text` fits
+    /// [`Capabilities::max_message_len`]; text that does not is `Rejected` rather than cut.
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError>;
 
-    /// Replaces the text (and buttons) of a message sent earlier.
+    /// Replaces the text (and buttons) of a message sent earlier. The daemon fits the text to
+    /// one message with [`plan_edit`].
     async fn edit(
         &self,
         target: &MessageRef,
@@ -108,7 +114,8 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Shows a reply while it is being generated. `text` is everything generated so far.
+    /// Shows a reply while it is being generated. `text` is the beginning of what was generated
+    /// so far, cut to one message by the daemon ([`preview_text`]).
     /// The first call for a `draft` (None) creates the preview; later calls pass the reference
     /// it returned. The final reply arrives later through `send` with `replaces` set to it.
     /// Only called when [`Capabilities::preview`] is set.

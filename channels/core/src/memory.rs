@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::split::{Measure, split_message};
+use crate::split::Measure;
 use crate::{
     Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
     Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
@@ -57,10 +57,11 @@ pub struct AnsweredPress {
 /// so a test keeps one handle and gives the daemon another (`Arc::new(channel.clone())`).
 ///
 /// By default it has buttons, edits, reactions and threads, no length limit, Markdown and no
-/// previews; [`MemoryChannel::with_capabilities`] changes that. It is strict where a real
-/// platform would be: buttons without the capability, edits without the capability, previews
-/// without the capability, edits of unknown messages and edits longer than the limit are
-/// `Rejected`.
+/// previews; [`MemoryChannel::with_capabilities`] changes that. Like every adapter it shows one
+/// message per `send` (the daemon plans the split). It is strict where a real platform would
+/// be: buttons without the capability, edits without the capability, previews without the
+/// capability, edits of unknown messages, and sends, edits and previews longer than the limit
+/// are `Rejected`.
 #[derive(Clone)]
 pub struct MemoryChannel {
     shared: Arc<Shared>,
@@ -85,7 +86,6 @@ struct Shared {
 
 struct State {
     capabilities: Capabilities,
-    measure: Measure,
     retry_delay: Duration,
     /// Events the platform has not seen acknowledged, oldest first, with a queue sequence
     /// number so an acknowledgement removes exactly the event that was delivered.
@@ -111,10 +111,10 @@ impl MemoryChannel {
                 reactions: true,
                 threads: true,
                 max_message_len: None,
+                measure: Measure::Chars,
                 format: Format::Markdown,
                 preview: None,
             },
-            measure: Measure::Chars,
             retry_delay: Duration::from_millis(50),
             queue: VecDeque::new(),
             next_seq: 0,
@@ -142,9 +142,10 @@ impl MemoryChannel {
         self
     }
 
-    /// Sets the unit `max_message_len` is counted in (characters by default).
+    /// Sets the unit `max_message_len` is counted in (characters by default); the same as
+    /// setting [`Capabilities::measure`].
     pub fn with_measure(self, measure: Measure) -> Self {
-        self.lock().measure = measure;
+        self.lock().capabilities.measure = measure;
         self
     }
 
@@ -356,7 +357,18 @@ impl State {
     fn fits(&self, text: &str) -> bool {
         self.capabilities
             .max_message_len
-            .is_none_or(|max| self.measure.len(text) <= max)
+            .is_none_or(|max| self.capabilities.measure.len(text) <= max)
+    }
+
+    fn check_length(&self, text: &str) -> Result<(), ChannelError> {
+        if self.fits(text) {
+            return Ok(());
+        }
+        Err(ChannelError::rejected(format!(
+            "message of {} units is over the limit of {}",
+            self.capabilities.measure.len(text),
+            self.capabilities.max_message_len.unwrap_or_default()
+        )))
     }
 }
 
@@ -421,48 +433,29 @@ impl Channel for MemoryChannel {
                 return Err(error);
             }
             state.check_buttons(&message.buttons)?;
-            let parts = match state.capabilities.max_message_len {
-                Some(max) => split_message(&message.text, max, state.measure),
-                None => vec![message.text.clone()],
-            };
-            let last = parts.len() - 1;
-            let mut reference = None;
-            for (i, part) in parts.into_iter().enumerate() {
-                let buttons = if i == last {
-                    message.buttons.clone()
-                } else {
-                    Vec::new()
-                };
-                // The first part takes the place of the preview, like an edit of the draft.
-                if i == 0
-                    && let Some(draft) = &message.replaces
-                    && let Ok(existing) = Self::find(&mut state, draft)
-                {
-                    existing.text = part.clone();
-                    existing.edits.push(part);
-                    existing.buttons = buttons;
-                    existing.draft = false;
-                    reference = Some(existing.reference());
-                    continue;
-                }
-                let reply_to = if i == 0 {
-                    message.reply_to.clone()
-                } else {
-                    None
-                };
-                reference = Some(Self::create(
+            state.check_length(&message.text)?;
+            // The message takes the place of the preview, like an edit of the draft.
+            if let Some(draft) = &message.replaces
+                && let Ok(existing) = Self::find(&mut state, draft)
+            {
+                existing.text = message.text.clone();
+                existing.edits.push(message.text.clone());
+                existing.buttons = message.buttons.clone();
+                existing.draft = false;
+                existing.reference()
+            } else {
+                Self::create(
                     &mut state,
                     &message.chat,
-                    part,
-                    buttons,
-                    reply_to,
+                    message.text.clone(),
+                    message.buttons.clone(),
+                    message.reply_to.clone(),
                     false,
-                ));
+                )
             }
-            reference.ok_or_else(|| ChannelError::rejected("nothing to send"))
         };
         self.notify_sent();
-        result
+        Ok(result)
     }
 
     async fn edit(
@@ -475,9 +468,7 @@ impl Channel for MemoryChannel {
             return Err(ChannelError::rejected("this platform cannot edit messages"));
         }
         state.check_buttons(&message.buttons)?;
-        if !state.fits(&message.text) {
-            return Err(ChannelError::rejected("edited text is too long"));
-        }
+        state.check_length(&message.text)?;
         let existing = Self::find(&mut state, target)?;
         existing.text = message.text.clone();
         existing.edits.push(message.text.clone());
@@ -515,6 +506,7 @@ impl Channel for MemoryChannel {
             if state.capabilities.preview.is_none() {
                 return Err(ChannelError::rejected("this platform has no previews"));
             }
+            state.check_length(text)?;
             match draft {
                 Some(target) => {
                     let existing = Self::find(&mut state, target)?;
@@ -585,7 +577,12 @@ mod tests {
             data: "ok".into(),
         }];
         message.reply_to = Some("in-1".into());
-        let last = channel.send(&message).await.expect("send");
+        // One message per send: the daemon sends the planned parts in order.
+        let mut last = None;
+        for part in crate::plan(&message, &channel.capabilities()) {
+            last = Some(channel.send(&part.message(&message)).await.expect("send"));
+        }
+        let last = last.expect("at least one part");
         let sent = channel.sent();
         assert_eq!(sent.len(), 2);
         assert_eq!(last, sent[1].reference());
@@ -593,6 +590,27 @@ mod tests {
         assert!(sent[0].buttons.is_empty());
         assert_eq!(sent[1].buttons.len(), 1);
         assert!(sent.iter().all(|m| m.text.chars().count() <= 20));
+    }
+
+    #[tokio::test]
+    async fn a_send_over_the_limit_is_rejected_not_cut() {
+        let channel = MemoryChannel::new("memory")
+            .with_capabilities(Capabilities {
+                max_message_len: Some(4),
+                ..Capabilities::default()
+            })
+            .with_measure(Measure::Utf16);
+        let error = channel
+            .send(&OutboundMessage::text(chat(), "😀😀😀"))
+            .await
+            .expect_err("6 UTF-16 units");
+        assert_eq!(error.kind, crate::ErrorKind::Rejected);
+        assert!(error.message.contains("over the limit of 4"), "{error}");
+        assert!(channel.sent().is_empty());
+        channel
+            .send(&OutboundMessage::text(chat(), "😀😀"))
+            .await
+            .expect("4 units fit");
     }
 
     #[tokio::test]

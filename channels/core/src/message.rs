@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::split::Measure;
+
 /// A chat on a platform, and the thread or topic within it where the platform has them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChatRef {
@@ -139,8 +141,9 @@ pub struct OutboundMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<MessageRef>,
     /// A stable id of this delivery, the same on every attempt. Adapters whose platform
-    /// deduplicates sends (Matrix transaction ids, Discord nonces) pass it on, so a reply sent
+    /// deduplicates sends (Matrix transaction ids, Discord nonces) pass it on, so a message sent
     /// again after a crash shows once; platforms without that (Telegram) may show it twice.
+    /// Each part of a split reply has its own (`<reply id>.<part index>`, see [`crate::plan`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<String>,
 }
@@ -192,8 +195,12 @@ pub struct Capabilities {
     pub edits: bool,
     pub reactions: bool,
     pub threads: bool,
-    /// Longest message in the platform's own unit; longer replies are split by the adapter.
+    /// Longest message, counted in [`Capabilities::measure`]; longer replies are split into
+    /// several messages by the daemon's outbound plan ([`crate::plan`]) before `send`.
     pub max_message_len: Option<usize>,
+    /// The unit `max_message_len` is counted in: UTF-16 code units for Telegram, characters for
+    /// most others.
+    pub measure: Measure,
     pub format: Format,
     /// Minimum time between preview updates of a streamed reply; `None`: no previews.
     pub preview: Option<Duration>,
@@ -207,6 +214,7 @@ impl Default for Capabilities {
             reactions: false,
             threads: false,
             max_message_len: None,
+            measure: Measure::Chars,
             format: Format::Plain,
             preview: None,
         }

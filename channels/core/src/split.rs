@@ -58,7 +58,11 @@ pub fn split_message(text: &str, max_len: usize, measure: Measure) -> Vec<String
     while !rest.is_empty() {
         let prefix = open.as_ref().map(Fence::reopen).unwrap_or_default();
         let prefix_len = measure.len(&prefix);
-        if prefix_len + measure.len(rest) <= max_len {
+        // Whether the rest fits, looking at no more of it than the limit: measuring all of it
+        // on every part would make splitting a huge text quadratic.
+        let fits_whole =
+            prefix_len <= max_len && prefix_end(rest, max_len - prefix_len, measure) >= rest.len();
+        if fits_whole {
             parts.push(prefix + rest);
             break;
         }
@@ -83,6 +87,30 @@ pub fn split_message(text: &str, max_len: usize, measure: Measure) -> Vec<String
     }
     parts
 }
+
+/// The first part [`split_message`] would make of `text`, without splitting the rest: cheap on
+/// a text of any size, for a preview, an edit that must stay one message, or a reply cut to a
+/// maximum length. Text that fits comes back whole.
+pub fn head(text: &str, max_len: usize, measure: Measure) -> String {
+    let end = prefix_end(text, max_len, measure);
+    if end >= text.len() {
+        return text.to_owned();
+    }
+    // The first cut looks only a separator's width past the limit, and at the rest of the line
+    // it falls in (to keep a fence line whole); a generous window gives the same first part.
+    let window_end = text[end..]
+        .char_indices()
+        .nth(WINDOW_SLACK)
+        .map_or(text.len(), |(i, _)| end + i);
+    let window = &text[..window_end];
+    split_message(window, max_len, measure)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
+}
+
+/// Characters past the limit [`head`] hands to the splitter.
+const WINDOW_SLACK: usize = 1_024;
 
 /// Cuts the longest natural head of `rest` that is at most `budget` units long. Returns the
 /// head and what follows the break (the separator dropped). The head is never empty. `open` is
@@ -418,6 +446,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn head_is_the_first_part_of_a_split_of_any_size() {
+        let code: Vec<String> = (0..3_000).map(|i| format!("let x{i} = {i};")).collect();
+        let text = format!("Intro 😀\n\n```rust\n{}\n```\n\nDone.", code.join("\n"));
+        for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
+            for max in [10, 100, 4096] {
+                assert_eq!(
+                    head(&text, max, measure),
+                    split_message(&text, max, measure)[0],
+                    "{measure:?} at {max}"
+                );
+            }
+        }
+        assert_eq!(head("short", 100, Measure::Chars), "short");
+        assert_eq!(head("", 0, Measure::Chars), "");
     }
 
     #[test]

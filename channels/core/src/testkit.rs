@@ -50,6 +50,7 @@ pub async fn run_conformance(h: &dyn Harness) {
     check_shutdown_is_prompt(h).await;
     check_send(h).await;
     check_long_reply_is_split(h).await;
+    check_over_limit_send_is_rejected(h).await;
     check_edit(h).await;
     check_buttons(h).await;
     check_markdown_basics(h).await;
@@ -180,8 +181,9 @@ pub async fn check_send(h: &dyn Harness) {
     assert_visible(h, &text).await;
 }
 
-/// A reply longer than `max_message_len` arrives complete, in parts within the limit. Without
-/// a limit, a long reply arrives whole.
+/// A reply longer than `max_message_len`, planned with [`crate::plan()`] and sent one part per
+/// `send`, arrives complete, in order, in parts within the limit. Without a limit, a long reply
+/// arrives whole.
 pub async fn check_long_reply_is_split(h: &dyn Harness) {
     let channel = h.channel();
     let max = channel.capabilities().max_message_len;
@@ -199,7 +201,10 @@ pub async fn check_long_reply_is_split(h: &dyn Harness) {
 
     let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     let before = h.sent_texts(&h.chat()).await.len();
-    send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
+    let reply = OutboundMessage::text(h.chat(), &text);
+    for part in crate::plan(&reply, &channel.capabilities()) {
+        send(&*channel, part.message(&reply)).await;
+    }
     // A platform may show the parts a little after `send` returns.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let parts = loop {
@@ -227,6 +232,38 @@ pub async fn check_long_reply_is_split(h: &dyn Harness) {
         "the long reply did not arrive complete and in order ({} words sent, {} shown)",
         words(&text).len(),
         arrived.len()
+    );
+}
+
+/// `send` shows exactly one message: text over the limit is refused as `Rejected`, never cut
+/// or split by the adapter (splitting is the daemon's plan, which records each part).
+pub async fn check_over_limit_send_is_rejected(h: &dyn Harness) {
+    let channel = h.channel();
+    let capabilities = channel.capabilities();
+    let Some(max) = capabilities.max_message_len else {
+        return;
+    };
+    let tag = unique("too long");
+    let mut text = format!("{tag} ");
+    while capabilities.measure.len(&text) <= max {
+        text.push_str("word ");
+    }
+    let before = h.sent_texts(&h.chat()).await.len();
+    let error = channel
+        .send(&OutboundMessage::text(h.chat(), &text))
+        .await
+        .expect_err("a send over the platform limit must fail");
+    assert_eq!(
+        error.kind,
+        crate::ErrorKind::Rejected,
+        "an over-limit send must be Rejected (retrying cannot help): {error}"
+    );
+    let shown = h.sent_texts(&h.chat()).await;
+    assert!(
+        !shown[before.min(shown.len())..]
+            .iter()
+            .any(|t| t.contains(&tag)),
+        "part of an over-limit send was shown: {shown:?}"
     );
 }
 

@@ -6,40 +6,28 @@
 //! closes, so the output is well-formed whatever the input. Headings become bold lines, list
 //! markers stay text, fenced code keeps its language.
 
-use hearth_channel::split::{Measure, split_message};
+use hearth_channel::split::Measure;
 
 /// Telegram's message limit in UTF-16 code units, counted on the visible text.
 pub const MAX_MESSAGE_LEN: usize = 4096;
 
-/// One message's worth of a reply: the Markdown source (sent as plain text if Telegram refuses
-/// the HTML) and its HTML rendering.
+/// One message's text as it goes to Telegram: the Markdown source (sent as plain text if
+/// Telegram refuses the HTML) and its HTML rendering.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
     pub markdown: String,
-    pub html: String,
+    /// `None` when the rendering would show more than `MAX_MESSAGE_LEN` units although the
+    /// source fits: rendering can lengthen text (a `---` rule becomes a ten-character line),
+    /// and the daemon's plan measured the source, so the source is sent as plain text instead.
+    pub html: Option<String>,
 }
 
-/// Splits `markdown` into parts that each fit Telegram's limit, both as rendered HTML (visible
-/// length) and as plain text, with code fences closed and reopened across parts.
-pub fn render_parts(markdown: &str, max_len: usize) -> Vec<Part> {
-    let mut limit = max_len;
-    loop {
-        let parts: Vec<Part> = split_message(markdown, limit, Measure::Utf16)
-            .into_iter()
-            .map(|md| Part {
-                html: markdown_to_html(&md),
-                markdown: md,
-            })
-            .collect();
-        // Rendering only removes markup, so this holds at the first try; the loop is a guard
-        // against a future rendering rule that adds visible text.
-        let fits = parts
-            .iter()
-            .all(|p| visible_len(&p.html) <= max_len && Measure::Utf16.len(&p.markdown) <= max_len);
-        if fits || limit < 64 {
-            return parts;
-        }
-        limit = limit * 9 / 10;
+/// Renders one message's Markdown (already within the limit, as the daemon plans it).
+pub fn render(markdown: &str) -> Part {
+    let html = markdown_to_html(markdown);
+    Part {
+        html: (visible_len(&html) <= MAX_MESSAGE_LEN).then_some(html),
+        markdown: markdown.to_owned(),
     }
 }
 
@@ -482,20 +470,43 @@ mod tests {
             md.push_str(&format!("let x{n} = \"😀 <&>\";\n"));
         }
         md.push_str("```\n\nThe end.");
-        let parts = render_parts(&md, MAX_MESSAGE_LEN);
+        let capabilities = hearth_channel::Capabilities {
+            max_message_len: Some(MAX_MESSAGE_LEN),
+            measure: Measure::Utf16,
+            ..hearth_channel::Capabilities::default()
+        };
+        let reply = hearth_channel::OutboundMessage::text(hearth_channel::ChatRef::new("1"), md);
+        let parts: Vec<Part> = hearth_channel::plan(&reply, &capabilities)
+            .iter()
+            .map(|p| render(&p.text))
+            .collect();
         assert!(parts.len() >= 2, "{} parts", parts.len());
         for part in &parts {
-            assert!(visible_len(&part.html) <= MAX_MESSAGE_LEN);
+            let html = part.html.as_deref().expect("rendered within the limit");
+            assert!(visible_len(html) <= MAX_MESSAGE_LEN);
             assert!(Measure::Utf16.len(&part.markdown) <= MAX_MESSAGE_LEN);
             assert_eq!(
-                part.html.matches("<pre>").count(),
-                part.html.matches("</pre>").count()
+                html.matches("<pre>").count(),
+                html.matches("</pre>").count()
             );
         }
         assert!(
             parts[1]
                 .html
-                .starts_with("<pre><code class=\"language-rust\">")
+                .as_deref()
+                .is_some_and(|h| h.starts_with("<pre><code class=\"language-rust\">"))
         );
+    }
+
+    #[test]
+    fn a_rendering_longer_than_the_limit_is_sent_as_its_source() {
+        // 1,000 rules: 3,999 units of source, but each rule renders as ten characters.
+        let md = vec!["---"; 1000].join("\n");
+        assert!(Measure::Utf16.len(&md) <= MAX_MESSAGE_LEN);
+        assert!(visible_len(&markdown_to_html(&md)) > MAX_MESSAGE_LEN);
+        let part = render(&md);
+        assert_eq!(part.html, None);
+        assert_eq!(part.markdown, md);
+        assert_eq!(render("**b**").html.as_deref(), Some("<b>b</b>"));
     }
 }

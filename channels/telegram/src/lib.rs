@@ -7,8 +7,9 @@
 //!   after the sink stored the update, so a restart neither loses nor repeats one;
 //! - group rules (mentions, replies to the bot, commands), forum topics as threads, photos,
 //!   text documents and voice notes as attachments, button presses as callback queries;
-//! - replies rendered from Markdown to Telegram HTML, split at 4096 UTF-16 units, sent again
-//!   as plain text when Telegram refuses the HTML, paced below Telegram's flood limits.
+//! - one Telegram message per `send` (the daemon splits long replies at 4096 UTF-16 units with
+//!   `hearth_channel::plan`), rendered from Markdown to Telegram HTML, sent again as plain text
+//!   when Telegram refuses the HTML, paced below Telegram's flood limits.
 //!
 //! The bot token never appears in a log line or an error message.
 
@@ -29,7 +30,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hearth_channel::{
     ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
-    MessageRef, OutboundMessage,
+    Measure, MessageRef, OutboundMessage,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -425,6 +426,7 @@ impl Channel for TelegramChannel {
             reactions: false,
             threads: true,
             max_message_len: Some(format::MAX_MESSAGE_LEN),
+            measure: Measure::Utf16,
             format: Format::TelegramHtml,
             preview: Some(Duration::from_secs(1)),
         }

@@ -1,10 +1,13 @@
-//! Sending, editing and pacing: hearth's [`OutboundMessage`] as Bot API calls.
+//! Sending, editing and pacing: hearth's [`OutboundMessage`] as Bot API calls, one Telegram
+//! message per call. The daemon splits long replies beforehand (`hearth_channel::plan`) and
+//! records each part as Telegram accepts it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hearth_channel::{Button, ChannelError, ChatRef, MessageRef, OutboundMessage};
+use hearth_channel::split::{Measure, head};
+use hearth_channel::{Button, ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -12,67 +15,64 @@ use tracing::{debug, warn};
 use crate::api::Api;
 use crate::config::Pacing;
 use crate::error::ApiError;
-use crate::format::{MAX_MESSAGE_LEN, Part, render_parts};
+use crate::format::{MAX_MESSAGE_LEN, Part, render};
 
 /// Telegram refuses empty messages; a reply that is only buttons still needs some text.
 const EMPTY_TEXT: &str = "…";
 
-/// Sends `message`, split into parts; returns the last part, which carries the buttons.
+/// Sends `message` as one Telegram message and returns it. With `replaces` set, the preview is
+/// edited into this message instead, or the message is sent anew if the preview cannot be
+/// edited any more. Text over Telegram's limit is `Rejected`: the daemon's plan splits it.
 pub(crate) async fn send(
     api: &Api,
     pacer: &Pacer,
     message: &OutboundMessage,
 ) -> Result<MessageRef, ChannelError> {
-    let parts = parts_of(&message.text);
-    let last = parts.len() - 1;
-    let mut sent: Option<MessageRef> = None;
-    for (i, part) in parts.iter().enumerate() {
-        let buttons = if i == last { &message.buttons[..] } else { &[] };
-        if i == 0
-            && let Some(preview) = &message.replaces
-        {
-            // The streamed preview becomes the first part of the final reply.
-            pacer.wait(&message.chat.chat_id).await;
-            match edit_part(api, preview, part, buttons).await {
-                Ok(()) => {
-                    sent = Some(preview.clone());
-                    continue;
-                }
-                // The preview was deleted or is too old to edit: send the part anew.
-                Err(e) if e.kind == hearth_channel::ErrorKind::Rejected => {
-                    warn!(error = %e, "preview could not be replaced; sending the reply anew");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let reply_to = if i == 0 {
-            message.reply_to.as_deref()
-        } else {
-            None
-        };
-        pacer.wait(&message.chat.chat_id).await;
-        sent = Some(send_part(api, &message.chat, part, buttons, reply_to).await?);
+    let len = Measure::Utf16.len(&message.text);
+    if len > MAX_MESSAGE_LEN {
+        return Err(ChannelError::rejected(format!(
+            "a Telegram message holds at most {MAX_MESSAGE_LEN} UTF-16 units, this one has {len}; \
+             split it with hearth_channel::plan first"
+        )));
     }
-    Ok(sent.expect("parts_of returns at least one part"))
+    let part = render(non_empty(&message.text));
+    if let Some(preview) = &message.replaces {
+        // The streamed preview becomes this message.
+        pacer.wait(&message.chat.chat_id).await;
+        match edit_part(api, preview, &part, &message.buttons).await {
+            Ok(()) => return Ok(preview.clone()),
+            // The preview was deleted or is too old to edit: send the message anew.
+            Err(e) if e.kind == ErrorKind::Rejected => {
+                warn!(error = %e, "preview could not be replaced; sending the reply anew");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    pacer.wait(&message.chat.chat_id).await;
+    send_part(
+        api,
+        &message.chat,
+        &part,
+        &message.buttons,
+        message.reply_to.as_deref(),
+    )
+    .await
 }
 
 /// Replaces the text and buttons of a sent message. Text beyond one message is cut, as an edit
-/// cannot add messages.
+/// cannot add messages (the daemon fits it beforehand with `hearth_channel::plan_edit`).
 pub(crate) async fn edit(
     api: &Api,
     pacer: &Pacer,
     target: &MessageRef,
     message: &OutboundMessage,
 ) -> Result<(), ChannelError> {
-    let parts = parts_of(&message.text);
-    if parts.len() > 1 {
-        warn!(
-            parts = parts.len(),
-            "edit longer than one message; only the first part is shown"
-        );
+    let text = head(non_empty(&message.text), MAX_MESSAGE_LEN, Measure::Utf16);
+    if text.len() < message.text.len() {
+        warn!("edit longer than one message; only its beginning is shown");
     }
     pacer.wait(&target.chat.chat_id).await;
-    edit_part(api, target, &parts[0], &message.buttons).await
+    edit_part(api, target, &render(&text), &message.buttons).await
 }
 
 /// Creates or updates the plain-text preview of a reply being generated.
@@ -83,11 +83,7 @@ pub(crate) async fn preview(
     draft: Option<&MessageRef>,
     text: &str,
 ) -> Result<Option<MessageRef>, ChannelError> {
-    let plain = parts_of(text)
-        .into_iter()
-        .next()
-        .map(|p| p.markdown)
-        .unwrap_or_default();
+    let plain = head(non_empty(text), MAX_MESSAGE_LEN, Measure::Utf16);
     pacer.wait(&chat.chat_id).await;
     match draft {
         None => {
@@ -111,18 +107,29 @@ pub(crate) async fn preview(
     }
 }
 
-/// `text` as message-sized parts; never empty.
-fn parts_of(text: &str) -> Vec<Part> {
-    let text = if text.trim().is_empty() {
+/// `text`, or a placeholder where Telegram would refuse an empty message.
+fn non_empty(text: &str) -> &str {
+    if text.trim().is_empty() {
         EMPTY_TEXT
     } else {
         text
-    };
-    let parts = render_parts(text, MAX_MESSAGE_LEN);
-    if parts.is_empty() {
-        return render_parts(EMPTY_TEXT, MAX_MESSAGE_LEN);
     }
-    parts
+}
+
+/// The request body's text: HTML when the rendering fits, else the Markdown as plain text.
+fn set_text(body: &mut Value, part: &Part) {
+    match &part.html {
+        Some(html) => {
+            body["text"] = json!(html);
+            body["parse_mode"] = json!("HTML");
+        }
+        None => {
+            debug!(
+                "the HTML rendering would exceed Telegram's limit; sending the Markdown as plain text"
+            );
+            plain(body, part);
+        }
+    }
 }
 
 async fn send_part(
@@ -132,11 +139,8 @@ async fn send_part(
     buttons: &[Button],
     reply_to: Option<&str>,
 ) -> Result<MessageRef, ChannelError> {
-    let mut body = json!({
-        "chat_id": chat_id(&chat.chat_id),
-        "text": part.html,
-        "parse_mode": "HTML",
-    });
+    let mut body = json!({ "chat_id": chat_id(&chat.chat_id) });
+    set_text(&mut body, part);
     add_thread(&mut body, chat);
     if let Some(reply_to) = reply_to.and_then(|r| r.parse::<i64>().ok()) {
         // Answer in the same message's thread; if it was deleted meanwhile, send anyway.
@@ -148,7 +152,7 @@ async fn send_part(
     }
     let sent: Value = match api.call("sendMessage", &body).await {
         Ok(sent) => sent,
-        Err(e) if e.is_cant_parse_entities() => {
+        Err(e) if e.is_cant_parse_entities() && part.html.is_some() => {
             warn!(error = %e, "Telegram refused the HTML; sending the reply as plain text");
             plain(&mut body, part);
             api.call("sendMessage", &body).await?
@@ -167,13 +171,12 @@ async fn edit_part(
     let mut body = json!({
         "chat_id": chat_id(&target.chat.chat_id),
         "message_id": message_id(target)?,
-        "text": part.html,
-        "parse_mode": "HTML",
         // An empty keyboard removes the buttons (an approved prompt loses Approve / Deny).
         "reply_markup": keyboard(buttons),
     });
+    set_text(&mut body, part);
     let result = match api.call::<Value>("editMessageText", &body).await {
-        Err(e) if e.is_cant_parse_entities() => {
+        Err(e) if e.is_cant_parse_entities() && part.html.is_some() => {
             warn!(error = %e, "Telegram refused the HTML; editing with plain text");
             plain(&mut body, part);
             api.call::<Value>("editMessageText", &body).await

@@ -337,10 +337,11 @@ async fn a_long_reply_is_split_within_4096_utf16_units_with_fences_intact() {
     }
     text.push_str("```\n\nThat is **all**.");
     assert!(text.encode_utf16().count() > 6000);
-    channel
-        .send(&OutboundMessage::text(private(), &text))
-        .await
-        .expect("send");
+    // The daemon plans the split; the adapter sends one message per part.
+    let reply = OutboundMessage::text(private(), &text);
+    for part in hearth_channel::plan(&reply, &channel.capabilities()) {
+        channel.send(&part.message(&reply)).await.expect("send");
+    }
     let shown = tg.messages(USER);
     assert_eq!(shown.len(), 2, "{shown:#?}");
     for part in &shown {
@@ -361,6 +362,32 @@ async fn a_long_reply_is_split_within_4096_utf16_units_with_fences_intact() {
         assert!(all.contains(&format!("let v{k} = ")), "line {k} lost");
     }
     assert!(shown[1].text.ends_with("That is all."));
+}
+
+#[tokio::test]
+async fn one_send_is_one_message_and_over_long_text_is_refused_not_split() {
+    let (tg, channel) = setup().await;
+    let long = "word ".repeat(1_000); // 5,000 units
+    let error = channel
+        .send(&OutboundMessage::text(private(), &long))
+        .await
+        .expect_err("over the limit");
+    assert_eq!(error.kind, ErrorKind::Rejected);
+    assert!(error.message.contains("4096"), "{error}");
+    assert!(tg.messages(USER).is_empty(), "nothing was shown");
+    assert!(tg.requests_of("sendMessage").is_empty(), "nothing was sent");
+
+    // A part whose HTML would show more than 4096 units (rules render as ten characters)
+    // goes out as its Markdown, which the plan measured.
+    let rules = vec!["---"; 1000].join("\n");
+    channel
+        .send(&OutboundMessage::text(private(), &rules))
+        .await
+        .expect("sent as plain text");
+    let shown = tg.messages(USER);
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0].parse_mode, None);
+    assert_eq!(shown[0].text, rules);
 }
 
 #[tokio::test]
