@@ -192,6 +192,12 @@ struct Inner {
     next_update_id: i64,
     /// Updates not yet confirmed by an `offset`.
     updates: VecDeque<Value>,
+    /// Every update ever queued, for `redeliver`.
+    history: Vec<Value>,
+    /// Updates sent again, returned by the next `getUpdates` whatever its offset.
+    redelivered: VecDeque<Value>,
+    /// Methods whose calls wait until released (lower case).
+    held: std::collections::HashSet<String>,
     confirmed_offset: i64,
     chats: HashMap<i64, Chat>,
     files: HashMap<String, (String, Vec<u8>)>,
@@ -306,6 +312,7 @@ impl FakeTelegram {
             let id = inner.next_update_id;
             inner.next_update_id += 1;
             update["update_id"] = json!(id);
+            inner.history.push(update.clone());
             inner.updates.push_back(update);
             id
         };
@@ -423,6 +430,35 @@ impl FakeTelegram {
             .collect()
     }
 
+    /// Sends the update `update_id` once more, with its id, as Telegram does when it did not
+    /// get (or lost) the acknowledgement of a delivery. The next `getUpdates` returns it
+    /// whatever its offset. False if no such update was ever queued.
+    pub fn redeliver(&self, update_id: i64) -> bool {
+        let found = {
+            let mut inner = self.shared.lock();
+            let update = inner
+                .history
+                .iter()
+                .find(|u| u["update_id"].as_i64() == Some(update_id))
+                .cloned();
+            update.map(|u| inner.redelivered.push_back(u)).is_some()
+        };
+        self.shared.bump();
+        found
+    }
+
+    /// Makes calls of `method` wait (as a slow server would) until [`FakeTelegram::release`].
+    pub fn hold(&self, method: &str) {
+        self.shared.lock().held.insert(method.to_ascii_lowercase());
+        self.shared.bump();
+    }
+
+    /// Lets held and later calls of `method` through.
+    pub fn release(&self, method: &str) {
+        self.shared.lock().held.remove(&method.to_ascii_lowercase());
+        self.shared.bump();
+    }
+
     /// The highest offset a `getUpdates` confirmed: updates below it are gone.
     pub fn confirmed_offset(&self) -> i64 {
         self.shared.lock().confirmed_offset
@@ -448,8 +484,9 @@ impl Inner {
     fn queue(&mut self, key: &str, payload: Value) -> i64 {
         let id = self.next_update_id;
         self.next_update_id += 1;
-        self.updates
-            .push_back(json!({ "update_id": id, key: payload }));
+        let update = json!({ "update_id": id, key: payload });
+        self.history.push(update.clone());
+        self.updates.push_back(update);
         id
     }
 
@@ -662,6 +699,13 @@ async fn handle(
     }
     shared.bump();
     let method = method.to_ascii_lowercase();
+    // A held method answers only once released (a server slow to accept a login).
+    let mut changed = shared.changed.subscribe();
+    while shared.lock().held.contains(&method) {
+        if changed.changed().await.is_err() {
+            break;
+        }
+    }
     if method == "getupdates" {
         return get_updates(&shared, &params).await;
     }
@@ -758,13 +802,20 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
     loop {
         changed.borrow_and_update();
         let found: Vec<Value> = {
-            let inner = shared.lock();
-            inner
-                .updates
-                .iter()
-                .filter(|u| offset.is_none_or(|o| u["update_id"].as_i64().unwrap_or(0) >= o))
+            let mut inner = shared.lock();
+            let again: Vec<Value> = inner.redelivered.drain(..).collect();
+            again
+                .into_iter()
+                .chain(
+                    inner
+                        .updates
+                        .iter()
+                        .filter(|u| {
+                            offset.is_none_or(|o| u["update_id"].as_i64().unwrap_or(0) >= o)
+                        })
+                        .cloned(),
+                )
                 .take(limit)
-                .cloned()
                 .collect()
         };
         if !found.is_empty() {

@@ -3,8 +3,8 @@
 //! [`MemoryChannel`] behaves like a small, strict platform: inbound events wait in a queue (the
 //! platform side of a cursor) until the sink acknowledges them, sent messages get sequential
 //! ids and can be edited, and sends can be made to fail on demand. Tests drive it from the
-//! platform side (`push_text`, `push_press`, `redeliver`) and inspect what the daemon did
-//! (`sent`, `wait_for_sent`, `answered_presses`).
+//! platform side (`push_text`, `push_press`, `push_reaction`, `push_edit`, `redeliver`,
+//! `set_login`) and inspect what the daemon did (`sent`, `wait_for_sent`, `answered_presses`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use crate::split::{Measure, split_message};
 use crate::{
-    Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
-    Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
+    Attachment, Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef,
+    Format, Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
 };
 
 /// A message as the in-memory platform shows it.
@@ -43,6 +43,17 @@ impl SentMessage {
             message_id: self.id.clone(),
         }
     }
+}
+
+/// How the in-memory platform answers the login `run` starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Login {
+    /// Accepted at once: the channel reports connected as soon as `run` starts (the default).
+    Accept,
+    /// Not answered yet: the channel stays connecting until the login is set to another value.
+    Hold,
+    /// Refused with this reason: `run` reports failed and returns an `Auth` error.
+    Refuse(String),
 }
 
 /// A recorded [`Channel::answer_press`] call.
@@ -79,6 +90,8 @@ struct Shared {
     state: Mutex<State>,
     /// Bumped whenever an event is queued, so an idle `run` wakes up.
     inbound_changed: watch::Sender<u64>,
+    /// How the platform answers logins; a change wakes a `run` waiting on a held login.
+    login: watch::Sender<Login>,
     /// The number of sent messages, for `wait_for_sent`.
     sent_count: watch::Sender<usize>,
 }
@@ -113,6 +126,7 @@ impl MemoryChannel {
                 max_message_len: None,
                 format: Format::Markdown,
                 preview: None,
+                ..Capabilities::default()
             },
             measure: Measure::Chars,
             retry_delay: Duration::from_millis(50),
@@ -131,6 +145,7 @@ impl MemoryChannel {
                 name: name.into(),
                 state: Mutex::new(state),
                 inbound_changed: watch::Sender::new(0),
+                login: watch::Sender::new(Login::Accept),
                 sent_count: watch::Sender::new(0),
             }),
         }
@@ -146,6 +161,17 @@ impl MemoryChannel {
     pub fn with_measure(self, measure: Measure) -> Self {
         self.lock().measure = measure;
         self
+    }
+
+    /// Sets how the platform answers the login of the next `run` (see [`Login`]).
+    pub fn with_login(self, login: Login) -> Self {
+        self.set_login(login);
+        self
+    }
+
+    /// Changes how the platform answers logins; a `run` waiting on a held login sees it at once.
+    pub fn set_login(&self, login: Login) {
+        self.shared.login.send_replace(login);
     }
 
     /// Sets how long `run` waits before offering a refused event again (50 ms by default).
@@ -196,6 +222,66 @@ impl MemoryChannel {
                 message_id: Some(id.clone()),
                 reply_to: None,
             },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues a message from `sender` in `chat` with these attachments, answering the message
+    /// `reply_to` if given; returns its platform id (also its message id).
+    pub fn push_message(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        text: &str,
+        attachments: Vec<Attachment>,
+        reply_to: Option<&str>,
+    ) -> String {
+        let id = self.next_inbound_id("msg");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: chat.clone(),
+            sender: sender.clone(),
+            kind: InboundKind::Message {
+                text: text.to_owned(),
+                attachments,
+                message_id: Some(id.clone()),
+                reply_to: reply_to.map(str::to_owned),
+            },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues a reaction with `emoji` by `sender_id` to `message`; returns its platform id.
+    pub fn push_reaction(&self, message: &MessageRef, sender_id: &str, emoji: &str) -> String {
+        let id = self.next_inbound_id("reaction");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: message.chat.clone(),
+            sender: Sender::new(sender_id),
+            kind: InboundKind::Reaction {
+                message_id: message.message_id.clone(),
+                emoji: emoji.to_owned(),
+            },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues an edit by `sender` of their message `message_id` in `chat` to `text`; returns
+    /// the edit's platform id.
+    pub fn push_edit(&self, chat: &ChatRef, sender: &Sender, message_id: &str, text: &str) -> String {
+        let id = self.next_inbound_id("edit");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: chat.clone(),
+            sender: sender.clone(),
+            kind: InboundKind::Edit {
+                message_id: message_id.to_owned(),
+                text: text.to_owned(),
+            },
+            reply_context: None,
         });
         id
     }
@@ -213,6 +299,7 @@ impl MemoryChannel {
                 data: data.to_owned(),
                 message: Some(message.clone()),
             }),
+            reply_context: None,
         });
         id
     }
@@ -347,7 +434,8 @@ impl MemoryChannel {
 
 impl State {
     fn check_buttons(&self, buttons: &[Button]) -> Result<(), ChannelError> {
-        if !buttons.is_empty() && !self.capabilities.buttons {
+        let shows_buttons = self.capabilities.buttons || self.capabilities.buttons_as_reactions;
+        if !buttons.is_empty() && !shows_buttons {
             return Err(ChannelError::rejected("this platform has no buttons"));
         }
         Ok(())
@@ -371,6 +459,20 @@ impl Channel for MemoryChannel {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        // The login: held until the test decides, refused, or accepted. The state stays as the
+        // supervisor left it (connecting, or reconnecting after a failure) until then.
+        let mut login = self.shared.login.subscribe();
+        let answer = tokio::select! {
+            () = ctx.shutdown.cancelled() => return Ok(()),
+            // The sender lives in `self`, so this ends only with a decision.
+            answer = login.wait_for(|l| *l != Login::Hold) => answer.map(|l| l.clone()),
+        };
+        if let Ok(Login::Refuse(reason)) = answer {
+            ctx.status.failed(reason.clone());
+            return Err(ChannelError::auth(reason));
+        }
+        ctx.status.connected();
+
         let mut changed = self.shared.inbound_changed.subscribe();
         loop {
             // Mark the current version seen before looking, so a push after the look wakes us.
@@ -390,7 +492,7 @@ impl Channel for MemoryChannel {
             let delivered = tokio::select! {
                 // Shutdown wins even mid-delivery: the event stays queued for the next run.
                 () = ctx.shutdown.cancelled() => return Ok(()),
-                result = ctx.sink.deliver(&self.shared.name, event) => result,
+                result = ctx.sink.deliver(event) => result,
             };
             match delivered {
                 Ok(()) => {
@@ -580,10 +682,7 @@ mod tests {
             ..Capabilities::default()
         });
         let mut message = OutboundMessage::text(chat(), "alpha beta gamma delta epsilon zeta");
-        message.buttons = vec![Button {
-            label: "Ok".into(),
-            data: "ok".into(),
-        }];
+        message.buttons = vec![Button::new("Ok", "ok")];
         message.reply_to = Some("in-1".into());
         let last = channel.send(&message).await.expect("send");
         let sent = channel.sent();
@@ -647,10 +746,7 @@ mod tests {
     async fn strict_about_missing_capabilities() {
         let channel = MemoryChannel::new("plain").with_capabilities(Capabilities::default());
         let mut message = OutboundMessage::text(chat(), "pick");
-        message.buttons = vec![Button {
-            label: "A".into(),
-            data: "a".into(),
-        }];
+        message.buttons = vec![Button::new("A", "a")];
         assert!(channel.send(&message).await.is_err());
         assert!(channel.preview(&chat(), None, "x").await.is_err());
         let sent = channel

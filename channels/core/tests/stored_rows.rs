@@ -31,13 +31,13 @@ fn private(platform_id: &str, kind: InboundKind) -> Inbound {
         chat: ChatRef::new("42"),
         sender: Sender::new("42"),
         kind,
+        reply_context: None,
     }
 }
 
 #[test]
 fn a_stored_message_with_attachments_loads() {
-    let mut sender = Sender::new("42");
-    sender.name = Some("Ada".into());
+    let sender = Sender::new("42").with_name("Ada");
     let expected = Inbound {
         platform_id: "100001".into(),
         chat: topic(),
@@ -63,6 +63,7 @@ fn a_stored_message_with_attachments_loads() {
             message_id: Some("55".into()),
             reply_to: Some("54".into()),
         },
+        reply_context: None,
     };
     assert_eq!(inbound("inbound_message"), expected);
 }
@@ -107,6 +108,7 @@ fn a_stored_reaction_loads() {
             message_id: "$prompt".into(),
             emoji: "✅".into(),
         },
+        reply_context: None,
     };
     assert_eq!(inbound("inbound_reaction"), expected);
 }
@@ -129,14 +131,8 @@ fn a_stored_prompt_with_buttons_loads() {
         chat: topic(),
         text: "🔐 Approve?".into(),
         buttons: vec![
-            Button {
-                label: "✅ Approve".into(),
-                data: "c:abcdefghijklmnopqrstuv:a".into(),
-            },
-            Button {
-                label: "❌ Deny".into(),
-                data: "c:abcdefghijklmnopqrstuv:d".into(),
-            },
+            Button::new("✅ Approve", "c:abcdefghijklmnopqrstuv:a"),
+            Button::new("❌ Deny", "c:abcdefghijklmnopqrstuv:d"),
         ],
         reply_to: Some("55".into()),
         replaces: Some(MessageRef {
@@ -144,6 +140,7 @@ fn a_stored_prompt_with_buttons_loads() {
             message_id: "80".into(),
         }),
         delivery_id: Some("hearth-12".into()),
+        reply_context: None,
     };
     assert_eq!(outbound("outbound_message"), expected);
 }
@@ -154,4 +151,53 @@ fn a_stored_plain_reply_loads() {
         outbound("outbound_message_minimal"),
         OutboundMessage::text(ChatRef::new("42"), "Done.")
     );
+}
+
+/// Old rows load as verified senders without a reply context, and a row written now without
+/// the new fields set looks exactly as it did, so an older hearth (after a downgrade) reads it.
+#[test]
+fn rows_round_trip_unchanged_and_old_senders_count_as_verified() {
+    for name in [
+        "inbound_message",
+        "inbound_message_minimal",
+        "inbound_press",
+        "inbound_reaction",
+        "inbound_edit",
+    ] {
+        let event = inbound(name);
+        assert!(event.sender.verified, "{name}: an old sender is not verified");
+        assert_eq!(event.reply_context, None, "{name}");
+        let old: serde_json::Value = serde_json::from_str(&fixture(name)).expect("json");
+        assert_eq!(serde_json::to_value(&event).expect("json"), old, "{name}");
+    }
+    for name in ["outbound_message", "outbound_message_minimal"] {
+        let message = outbound(name);
+        assert!(message.buttons.iter().all(|b| b.emoji.is_none()));
+        let old: serde_json::Value = serde_json::from_str(&fixture(name)).expect("json");
+        assert_eq!(serde_json::to_value(&message).expect("json"), old, "{name}");
+    }
+}
+
+/// The new fields survive a round trip: an unverified sender stays unverified, a reply context
+/// comes back as it went in, and buttons keep their emoji.
+#[test]
+fn new_fields_round_trip() {
+    let mut event = inbound("inbound_message_minimal");
+    event.sender = Sender::new("me@example.org").unverified();
+    event.reply_context = Some(serde_json::json!({
+        "subject": "Groceries",
+        "message_id": "<abc@example.org>",
+        "references": ["<root@example.org>"],
+    }));
+    let json = serde_json::to_string(&event).expect("json");
+    assert!(json.contains(r#""verified":false"#), "{json}");
+    let back: Inbound = serde_json::from_str(&json).expect("loads");
+    assert_eq!(back, event);
+
+    let mut message = outbound("outbound_message");
+    message.buttons[0].emoji = Some("✅".into());
+    message.reply_context = event.reply_context.clone();
+    let back: OutboundMessage =
+        serde_json::from_str(&serde_json::to_string(&message).expect("json")).expect("loads");
+    assert_eq!(back, message);
 }

@@ -64,6 +64,7 @@ impl Mapper<'_> {
                     message_id: message_id.to_string(),
                     text,
                 },
+                reply_context: None,
             }));
         }
         debug!(update_id, "update of a kind hearth does not handle skipped");
@@ -99,6 +100,7 @@ impl Mapper<'_> {
                     .and_then(Value::as_i64)
                     .map(|id| id.to_string()),
             },
+            reply_context: None,
         }))
     }
 
@@ -276,6 +278,7 @@ fn press(platform_id: String, query: &Value) -> Option<Inbound> {
                 .to_owned(),
             message: message_ref,
         }),
+        reply_context: None,
     })
 }
 
@@ -309,6 +312,8 @@ fn sender_of(user: &Value) -> Option<Sender> {
     Some(Sender {
         id: id.to_string(),
         name,
+        // Telegram authenticates its users.
+        verified: true,
     })
 }
 
