@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelContext, ErrorKind};
+use hearth_channel::{Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -44,12 +44,23 @@ pub enum StartError {
     },
 }
 
-/// The state of one channel, as `/healthz` reports it.
+/// The state of one channel, as `/healthz` reports it: `connecting` (the first login is under
+/// way), `connected` (the platform accepted the login), `reconnecting` (with the error that
+/// interrupted it), `failed` (with the reason; it stays off until the next start) or `stopped`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ChannelHealth {
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl From<&ChannelStatus> for ChannelHealth {
+    fn from(status: &ChannelStatus) -> Self {
+        Self {
+            state: status.as_str(),
+            error: status.reason().map(str::to_owned),
+        }
+    }
 }
 
 pub type Health = Arc<Mutex<HashMap<String, ChannelHealth>>>;
@@ -251,13 +262,25 @@ impl DaemonBuilder {
             store: store.clone(),
             clock: clock.clone(),
         });
+        let mut statuses = Vec::with_capacity(self.channels.len());
         for entry in &self.channels {
-            let ctx = ChannelContext {
-                shutdown: intake.child_token(),
-                sink: sink.clone(),
-                state: state.clone(),
-            };
             let name = entry.channel.name().to_string();
+            let status = StatusReporter::new();
+            // Shown as connecting from the start, before the supervisor task first runs.
+            health
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.clone(), ChannelHealth::from(&status.current()));
+            statuses.push(status.clone());
+            // Each channel sees only its own inbox, state and directory.
+            let ctx = ChannelContext::new(
+                &name,
+                intake.child_token(),
+                sink.clone(),
+                state.clone(),
+                config.daemon.data_dir.join("channels").join(&name),
+                status,
+            );
             tracker.spawn(
                 supervise(entry.channel.clone(), ctx, health.clone())
                     .instrument(tracing::info_span!("channel", %name)),
@@ -302,6 +325,7 @@ impl DaemonBuilder {
 
         Ok(Daemon {
             health,
+            statuses,
             rt,
             shutdown,
             intake,
@@ -346,35 +370,68 @@ async fn expire_confirmations(
 
 /// Runs a channel, restarting it with backoff after temporary failures; configuration and
 /// authentication failures mark it failed without a hot loop, and never touch other channels.
+///
+/// The health map shows what the adapter reports through its context (connecting until the
+/// platform accepted the login, then connected); the supervisor itself reports reconnecting
+/// after a failed run, failed when it gives up and stopped at shutdown.
 async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Health) {
     let name = channel.name().to_string();
-    let set = |state: &'static str, error: Option<String>| {
+    let status = ctx.status.clone();
+    let mut reported = status.subscribe();
+    let set = |state: &ChannelStatus| {
         health
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(name.clone(), ChannelHealth { state, error });
+            .insert(name.clone(), ChannelHealth::from(state));
     };
+    // Stores that must persist (Matrix's crypto store) live here; the adapter may rely on it.
+    if let Err(err) = std::fs::create_dir_all(&ctx.data_dir) {
+        let reason = format!(
+            "cannot create its data directory {}: {err}",
+            ctx.data_dir.display()
+        );
+        tracing::error!(channel = %name, %reason, "channel failed; it stays off until the next start");
+        status.failed(reason);
+        set(&status.current());
+        return;
+    }
     let mut backoff = Duration::from_secs(1);
     loop {
-        set("connected", None);
-        match channel.run(ctx.clone()).await {
+        set(&status.current());
+        let run = channel.run(ctx.clone());
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                // The sender lives in `ctx`, so this only ends with a new report.
+                Ok(()) = reported.changed() => {
+                    let now = reported.borrow_and_update().clone();
+                    set(&now);
+                }
+            }
+        };
+        match result {
             Ok(()) => {
-                set("stopped", None);
+                status.set(ChannelStatus::Stopped);
+                set(&ChannelStatus::Stopped);
                 return;
             }
             Err(err) if matches!(err.kind, ErrorKind::Config | ErrorKind::Auth) => {
                 tracing::error!(channel = %name, error = %err, "channel failed; it stays off until the next start");
-                set("failed", Some(err.to_string()));
+                status.failed(err.to_string());
+                set(&status.current());
                 return;
             }
             Err(err) => {
                 let wait = err.retry_after().unwrap_or(backoff);
                 tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs(), "channel stopped; reconnecting");
-                set("reconnecting", Some(err.to_string()));
+                status.reconnecting(err.to_string());
+                set(&status.current());
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = ctx.shutdown.cancelled() => {
-                        set("stopped", None);
+                        status.set(ChannelStatus::Stopped);
+                        set(&ChannelStatus::Stopped);
                         return;
                     }
                 }
@@ -387,6 +444,8 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
 /// A running hearth.
 pub struct Daemon {
     health: Health,
+    /// Each channel's reported state, for [`Daemon::channels_settled`].
+    statuses: Vec<StatusReporter>,
     rt: Arc<Runtime>,
     shutdown: CancellationToken,
     intake: CancellationToken,
@@ -426,6 +485,17 @@ impl Daemon {
     /// Wakes the delivery worker (after replies were added to the outbox from outside).
     pub fn wake_delivery(&self) {
         self.outbox_wake.notify_one();
+    }
+
+    /// Waits until every channel got past its first login: connected, failed, or retrying after
+    /// a failed attempt (see [`ChannelStatus::is_settled`]). `hearth run` sends systemd READY=1
+    /// only then, so "active" means the channels are up (or known to be down).
+    pub async fn channels_settled(&self) {
+        for status in &self.statuses {
+            let mut seen = status.subscribe();
+            // The sender lives in `self.statuses`, so this only ends when the state settles.
+            let _ = seen.wait_for(ChannelStatus::is_settled).await;
+        }
     }
 
     /// One line for systemd's STATUS=: the channels and their states.

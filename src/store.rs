@@ -14,7 +14,9 @@ pub(crate) mod inbox;
 mod outbox;
 mod turn;
 
-pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
+pub use confirmation::{
+    AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
+};
 pub use conversation::Conversation;
 pub use identity::{Identity, IdentityStatus, PairingRequest};
 pub use inbox::{InboxEntry, InboxStatus};

@@ -75,7 +75,7 @@ impl TerminalChannel {
     /// Hands an event to the inbox, retrying while the database is busy; false on shutdown.
     async fn deliver(&self, ctx: &ChannelContext, event: &Inbound) -> bool {
         loop {
-            match ctx.sink.deliver(self.name(), event.clone()).await {
+            match ctx.sink.deliver(event.clone()).await {
                 Ok(()) => return true,
                 Err(err) => {
                     tracing::warn!(error = %err, "storing the message failed; retrying");
@@ -112,6 +112,8 @@ impl Channel for TerminalChannel {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        // The terminal is there as soon as it reads.
+        ctx.status.connected();
         let session = chrono::Utc::now().timestamp_millis();
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         let mut count = 0u64;
@@ -143,6 +145,7 @@ impl Channel for TerminalChannel {
                     message_id: None,
                     reply_to: None,
                 },
+                reply_context: None,
             };
             // Deliver, wait for the reply; a reply with buttons asks y/N and waits again.
             loop {
@@ -191,6 +194,7 @@ impl Channel for TerminalChannel {
                         data: button.data.clone(),
                         message: None,
                     }),
+                    reply_context: None,
                 };
             }
         }
