@@ -271,7 +271,7 @@ impl DaemonBuilder {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(name.clone(), ChannelHealth::from(&status.current()));
-            statuses.push(status.clone());
+            statuses.push((name.clone(), status.clone()));
             // Each channel sees only its own inbox, state and directory.
             let ctx = ChannelContext::new(
                 &name,
@@ -324,7 +324,6 @@ impl DaemonBuilder {
         );
 
         Ok(Daemon {
-            health,
             statuses,
             rt,
             shutdown,
@@ -443,9 +442,10 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
 
 /// A running hearth.
 pub struct Daemon {
-    health: Health,
-    /// Each channel's reported state, for [`Daemon::channels_settled`].
-    statuses: Vec<StatusReporter>,
+    /// Each channel's reported state by name, for [`Daemon::channels_settled`] and the status
+    /// line (read at the source, so READY=1 never shows a state older than the one it waited
+    /// for).
+    statuses: Vec<(String, StatusReporter)>,
     rt: Arc<Runtime>,
     shutdown: CancellationToken,
     intake: CancellationToken,
@@ -491,7 +491,7 @@ impl Daemon {
     /// a failed attempt (see [`ChannelStatus::is_settled`]). `hearth run` sends systemd READY=1
     /// only then, so "active" means the channels are up (or known to be down).
     pub async fn channels_settled(&self) {
-        for status in &self.statuses {
+        for (_, status) in &self.statuses {
             let mut seen = status.subscribe();
             // The sender lives in `self.statuses`, so this only ends when the state settles.
             let _ = seen.wait_for(ChannelStatus::is_settled).await;
@@ -500,13 +500,13 @@ impl Daemon {
 
     /// One line for systemd's STATUS=: the channels and their states.
     pub fn status_line(&self) -> String {
-        let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
-        if health.is_empty() {
+        if self.statuses.is_empty() {
             return "running, no channels configured".into();
         }
-        let mut channels: Vec<String> = health
+        let mut channels: Vec<String> = self
+            .statuses
             .iter()
-            .map(|(name, h)| format!("{name} {}", h.state))
+            .map(|(name, status)| format!("{name} {}", status.current().as_str()))
             .collect();
         channels.sort();
         format!("running: {}", channels.join(", "))

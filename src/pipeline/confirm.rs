@@ -626,4 +626,55 @@ mod tests {
         );
         assert_eq!(decision_of(&text("I approve of this plan")), None);
     }
+
+    #[test]
+    fn reads_typed_codes_from_the_first_unquoted_line_only() {
+        let attempt = |t: &str| code_attempt_of(&text(t));
+        assert_eq!(
+            attempt("APPROVE K7M2QX"),
+            Some(CodeAttempt {
+                action: Action::Approve,
+                code: "K7M2QX".into()
+            })
+        );
+        // Phones lower-case and punctuate; codes are read in any case.
+        assert_eq!(
+            attempt("  deny: k7m2qx.  ").map(|a| (a.action, a.code)),
+            Some((Action::Deny, "K7M2QX".into()))
+        );
+        // An email reply: the answer on top, the quoted prompt (with both words) below.
+        assert_eq!(
+            attempt("Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX")
+                .map(|a| a.action),
+            Some(Action::Deny)
+        );
+        // Only the quote says APPROVE: that is no answer.
+        assert_eq!(
+            attempt("> Reply APPROVE K7M2QX or DENY K7M2QX\nthanks!"),
+            None
+        );
+        assert_eq!(attempt("I approve K7M2QX"), None, "not at the start");
+        assert_eq!(attempt("approve it"), None, "not a code");
+        assert_eq!(attempt("approve K7M2QX7"), None, "too long");
+        assert_eq!(code_attempt_of(&press("c:x:a")), None);
+    }
+
+    #[test]
+    fn shown_codes_use_only_unambiguous_symbols() {
+        for _ in 0..200 {
+            let code = crate::runtime::calls::short_code();
+            assert_eq!(code.len(), CODE_LEN);
+            assert!(
+                code.bytes().all(|b| CODE_ALPHABET.contains(&b)),
+                "{code}"
+            );
+            assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
+            // What the prompt shows, the reader reads back.
+            assert_eq!(
+                code_attempt_of(&text(&format!("approve {}", code.to_lowercase())))
+                    .map(|a| a.code),
+                Some(code)
+            );
+        }
+    }
 }

@@ -372,3 +372,102 @@ pub trait Channel: Send + Sync + 'static {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_reporter_starts_connecting_and_reports_changes_once() {
+        let status = StatusReporter::new();
+        assert_eq!(status.current(), ChannelStatus::Connecting);
+        assert!(!status.current().is_settled());
+        let mut seen = status.subscribe();
+        status.connected();
+        assert!(seen.has_changed().unwrap_or(false));
+        seen.borrow_and_update();
+        status.connected();
+        assert!(
+            !seen.has_changed().unwrap_or(true),
+            "the same state reported again is no change"
+        );
+        status.reconnecting("502 Bad Gateway");
+        assert_eq!(status.current().to_string(), "reconnecting: 502 Bad Gateway");
+        assert!(status.current().is_settled(), "a channel that retries counts as settled");
+        status.failed("401");
+        assert_eq!(status.current().reason(), Some("401"));
+        assert_eq!(status.current().as_str(), "failed");
+    }
+
+    struct Recorder(std::sync::Mutex<Vec<(String, String)>>);
+
+    #[async_trait]
+    impl InboundSink for Recorder {
+        async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((channel.to_owned(), event.platform_id));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_context_files_everything_under_its_own_channel() {
+        let recorder = Arc::new(Recorder(std::sync::Mutex::new(Vec::new())));
+        let ctx = ChannelContext::new(
+            "telegram",
+            CancellationToken::new(),
+            recorder.clone(),
+            Arc::new(testkit_state::Map::default()),
+            PathBuf::from("/nonexistent"),
+            StatusReporter::new(),
+        );
+        assert_eq!(ctx.name(), "telegram");
+        let event = Inbound {
+            platform_id: "1".into(),
+            chat: ChatRef::new("c"),
+            sender: Sender::new("u"),
+            kind: InboundKind::Edit {
+                message_id: "m".into(),
+                text: "t".into(),
+            },
+            reply_context: None,
+        };
+        ctx.sink.deliver(event).await.expect("delivered");
+        ctx.state.save("offset", "7").await.expect("saved");
+        assert_eq!(
+            *recorder.0.lock().unwrap_or_else(|p| p.into_inner()),
+            [("telegram".to_owned(), "1".to_owned())]
+        );
+        assert_eq!(ctx.state.load("offset").await.expect("loaded").as_deref(), Some("7"));
+        let other = ScopedState::new("matrix", ctx.state.inner.clone());
+        assert_eq!(other.load("offset").await.expect("loaded"), None, "state is per channel");
+    }
+
+    mod testkit_state {
+        use super::super::*;
+
+        #[derive(Default)]
+        pub struct Map(std::sync::Mutex<std::collections::HashMap<(String, String), String>>);
+
+        #[async_trait]
+        impl StateStore for Map {
+            async fn load(&self, channel: &str, key: &str) -> Result<Option<String>, SinkError> {
+                Ok(self
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&(channel.to_owned(), key.to_owned()))
+                    .cloned())
+            }
+            async fn save(&self, channel: &str, key: &str, value: &str) -> Result<(), SinkError> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((channel.to_owned(), key.to_owned()), value.to_owned());
+                Ok(())
+            }
+        }
+    }
+}

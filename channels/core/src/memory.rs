@@ -805,4 +805,87 @@ mod tests {
         let sent = channel.wait_for_sent(2, Duration::from_millis(10)).await;
         assert_eq!(sent.len(), 1);
     }
+
+    #[tokio::test]
+    async fn a_held_login_keeps_run_connecting_and_a_refused_one_fails_it() {
+        use crate::{ChannelStatus, StatusReporter};
+
+        struct Nowhere;
+        #[async_trait]
+        impl crate::InboundSink for Nowhere {
+            async fn deliver(&self, _: &str, _: Inbound) -> Result<(), crate::SinkError> {
+                Ok(())
+            }
+        }
+        #[async_trait]
+        impl crate::StateStore for Nowhere {
+            async fn load(&self, _: &str, _: &str) -> Result<Option<String>, crate::SinkError> {
+                Ok(None)
+            }
+            async fn save(&self, _: &str, _: &str, _: &str) -> Result<(), crate::SinkError> {
+                Ok(())
+            }
+        }
+        let context = |status: &StatusReporter| {
+            ChannelContext::new(
+                "memory",
+                tokio_util::sync::CancellationToken::new(),
+                Arc::new(Nowhere),
+                Arc::new(Nowhere),
+                std::env::temp_dir(),
+                status.clone(),
+            )
+        };
+
+        let channel = MemoryChannel::new("memory").with_login(Login::Hold);
+        let status = StatusReporter::new();
+        let ctx = context(&status);
+        let shutdown = ctx.shutdown.clone();
+        let run = tokio::spawn({
+            let channel = channel.clone();
+            async move { channel.run(ctx).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(status.current(), ChannelStatus::Connecting);
+        channel.set_login(Login::Accept);
+        let mut seen = status.subscribe();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            seen.wait_for(|s| *s == ChannelStatus::Connected),
+        )
+        .await
+        .expect("connected in time")
+        .expect("reporter alive");
+        shutdown.cancel();
+        run.await.expect("join").expect("clean stop");
+
+        channel.set_login(Login::Refuse("bad token".into()));
+        let status = StatusReporter::new();
+        let error = channel
+            .run(context(&status))
+            .await
+            .expect_err("refused login");
+        assert_eq!(error.kind, crate::ErrorKind::Auth);
+        assert_eq!(
+            status.current(),
+            ChannelStatus::Failed {
+                reason: "bad token".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn buttons_as_reactions_are_accepted_without_buttons() {
+        let channel = MemoryChannel::new("reacting").with_capabilities(Capabilities {
+            reactions: true,
+            buttons_as_reactions: true,
+            ..Capabilities::default()
+        });
+        let mut message = OutboundMessage::text(chat(), "approve?");
+        message.buttons = vec![Button::new("✅ Approve", "c:x:a").with_emoji("✅")];
+        let sent = channel.send(&message).await.expect("accepted");
+        let reaction = channel.push_reaction(&sent, "u1", "✅");
+        assert!(reaction.starts_with("reacting-reaction-"));
+        assert_eq!(channel.pending_inbound(), 1);
+    }
 }

@@ -316,3 +316,27 @@ impl Default for Capabilities {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reaction_matches_its_button_with_or_without_a_variation_selector() {
+        let approve = Button::new("✅ Approve", "c:x:a").with_emoji("✅");
+        let deny = Button::new("❌ Deny", "c:x:d").with_emoji("❌\u{fe0f}");
+        assert!(approve.matches_reaction("✅"));
+        assert!(approve.matches_reaction("✅\u{fe0f}"));
+        assert!(deny.matches_reaction("❌"));
+        assert!(!approve.matches_reaction("❌"));
+        assert!(!approve.matches_reaction("👍"));
+        assert!(!Button::new("Ok", "ok").matches_reaction("✅"), "no emoji, no match");
+    }
+
+    #[test]
+    fn senders_are_verified_unless_marked() {
+        let sender = Sender::new("me@example.org").with_name("Me");
+        assert!(sender.verified);
+        assert!(!sender.unverified().verified);
+    }
+}
