@@ -249,7 +249,9 @@ impl Handler {
         {
             replies.push(reply);
         }
-        store.reply_and_finish_inbox(entry.id, &replies, now).await?;
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
         self.outbox.notify_one();
         self.resume(confirmation.turn_id, cancel).await
     }
@@ -301,7 +303,9 @@ impl Handler {
                 message,
             })
             .collect();
-        store.reply_and_finish_inbox(entry.id, &replies, now).await?;
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
         self.outbox.notify_one();
         Ok(())
     }
@@ -436,7 +440,8 @@ impl Handler {
         for confirmation in &wrong.denied {
             let tool = &confirmation.tool;
             let outcome = "❌ Denied: too many wrong codes were typed.";
-            let follow_up = format!("❌ Too many wrong codes: the request to run `{tool}` was denied.");
+            let follow_up =
+                format!("❌ Too many wrong codes: the request to run `{tool}` was denied.");
             if let Some(reply) = self
                 .outcome(entry.id, seq, confirmation, &caps, outcome, &follow_up)
                 .await?
@@ -477,7 +482,9 @@ impl Handler {
                 },
             });
         }
-        store.reply_and_finish_inbox(entry.id, &replies, now).await?;
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
         self.outbox.notify_one();
         for confirmation in wrong.denied {
             self.resume(confirmation.turn_id, cancel).await?;
@@ -644,8 +651,10 @@ mod tests {
         );
         // An email reply: the answer on top, the quoted prompt (with both words) below.
         assert_eq!(
-            attempt("Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX")
-                .map(|a| a.action),
+            attempt(
+                "Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX"
+            )
+            .map(|a| a.action),
             Some(Action::Deny)
         );
         // Only the quote says APPROVE: that is no answer.
@@ -664,15 +673,11 @@ mod tests {
         for _ in 0..200 {
             let code = crate::runtime::calls::short_code();
             assert_eq!(code.len(), CODE_LEN);
-            assert!(
-                code.bytes().all(|b| CODE_ALPHABET.contains(&b)),
-                "{code}"
-            );
+            assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{code}");
             assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
             // What the prompt shows, the reader reads back.
             assert_eq!(
-                code_attempt_of(&text(&format!("approve {}", code.to_lowercase())))
-                    .map(|a| a.code),
+                code_attempt_of(&text(&format!("approve {}", code.to_lowercase()))).map(|a| a.code),
                 Some(code)
             );
         }

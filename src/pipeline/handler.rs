@@ -142,10 +142,12 @@ impl Handler {
                 .await
             }
             InboundKind::Press(press) => {
-                // No confirmation is waiting for this button (anymore).
-                if let Err(err) = channel
-                    .answer_press(press, Some("This button is no longer active."), false)
-                    .await
+                // No confirmation is waiting for this button (anymore). A channel that
+                // acknowledged the press on receipt needs nothing more.
+                if !channel.capabilities().acks_presses_on_receipt
+                    && let Err(err) = channel
+                        .answer_press(press, Some("This button is no longer active."), false)
+                        .await
                 {
                     tracing::debug!(error = %err, "answering a stale button press failed");
                 }

@@ -103,7 +103,8 @@ pub async fn settle_tool_calls(
                             "Nobody approved this call within {} minutes, so it did not run (treated as denied). Tell the user; retry only if they ask.",
                             rt.config.tools.confirmation_timeout_secs / 60
                         )
-                    } else if c.decided_by.as_deref() == Some(crate::store::DENIED_FOR_WRONG_CODES) {
+                    } else if c.decided_by.as_deref() == Some(crate::store::DENIED_FOR_WRONG_CODES)
+                    {
                         "Denied because wrong confirmation codes were typed too often; it did not run. Tell the user; retry only if they ask.".to_string()
                     } else {
                         "The user denied this call; it did not run. Do not try it again unless they ask.".to_string()

@@ -159,9 +159,7 @@ async fn healthz(h: &Hearth) -> (u16, Value) {
 /// since.
 async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMessage> {
     let before = h.channel.sent().len();
-    let id = h
-        .channel
-        .push_text_in(&ChatRef::new(CHAT), sender, text);
+    let id = h.channel.push_text_in(&ChatRef::new(CHAT), sender, text);
     eventually("the message to be handled", || {
         h.channel.acknowledged().contains(&id)
     })
@@ -169,7 +167,10 @@ async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMess
     let store = h.daemon().store().clone();
     let deadline = tokio::time::Instant::now() + WAIT;
     while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "inbox never drained");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox never drained"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Replies are delivered right after; give the worker a moment.
@@ -183,7 +184,8 @@ async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMess
 async fn a_refused_login_shows_failed_with_the_reason_in_healthz() {
     let mut h = Hearth::new().await;
     h.channel = Arc::new(
-        MemoryChannel::new("memory").with_login(Login::Refuse("401 Unauthorized: token revoked".into())),
+        MemoryChannel::new("memory")
+            .with_login(Login::Refuse("401 Unauthorized: token revoked".into())),
     );
     h.start().await;
     // READY=1 may go out: the channel's fate is known.
@@ -239,7 +241,10 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(connected, "the channel never showed connected");
-    assert!(!h.say("hello").await.text.is_empty(), "no answer once connected");
+    assert!(
+        !h.say("hello").await.text.is_empty(),
+        "no answer once connected"
+    );
     h.stop().await;
 }
 
@@ -366,7 +371,11 @@ async fn a_reaction_by_the_requester_decides_and_others_do_nothing() {
     let prompt = ask(&h).await;
     let emoji: Vec<Option<&str>> = prompt.buttons.iter().map(|b| b.emoji.as_deref()).collect();
     assert_eq!(emoji, [Some("✅"), Some("❌")], "buttons carry their emoji");
-    assert!(prompt.text.contains("React ✅ to approve"), "{}", prompt.text);
+    assert!(
+        prompt.text.contains("React ✅ to approve"),
+        "{}",
+        prompt.text
+    );
 
     // Someone else's reaction, and an unrelated emoji by the requester, do nothing.
     h.channel.push_reaction(&prompt.reference(), FRIEND, "✅");
@@ -546,12 +555,20 @@ async fn an_unverified_sender_is_a_stranger_whatever_identity_it_claims() {
         .pairings_of("memory", OWNER, 0)
         .await
         .expect("pairings");
-    assert!(pairings.is_empty(), "an unverified sender got a pairing code");
+    assert!(
+        pairings.is_empty(),
+        "an unverified sender got a pairing code"
+    );
 
     // Nor can it decide the requester's confirmation with the right code.
     let prompt = ask(&h).await;
     let code = code_in(&prompt);
-    let answer = say_and_settle(&h, &Sender::new(USER).unverified(), &format!("APPROVE {code}")).await;
+    let answer = say_and_settle(
+        &h,
+        &Sender::new(USER).unverified(),
+        &format!("APPROVE {code}"),
+    )
+    .await;
     assert!(answer.is_empty(), "{answer:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert_eq!(

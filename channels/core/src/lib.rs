@@ -392,8 +392,14 @@ mod tests {
             "the same state reported again is no change"
         );
         status.reconnecting("502 Bad Gateway");
-        assert_eq!(status.current().to_string(), "reconnecting: 502 Bad Gateway");
-        assert!(status.current().is_settled(), "a channel that retries counts as settled");
+        assert_eq!(
+            status.current().to_string(),
+            "reconnecting: 502 Bad Gateway"
+        );
+        assert!(
+            status.current().is_settled(),
+            "a channel that retries counts as settled"
+        );
         status.failed("401");
         assert_eq!(status.current().reason(), Some("401"));
         assert_eq!(status.current().as_str(), "failed");
@@ -440,9 +446,16 @@ mod tests {
             *recorder.0.lock().unwrap_or_else(|p| p.into_inner()),
             [("telegram".to_owned(), "1".to_owned())]
         );
-        assert_eq!(ctx.state.load("offset").await.expect("loaded").as_deref(), Some("7"));
+        assert_eq!(
+            ctx.state.load("offset").await.expect("loaded").as_deref(),
+            Some("7")
+        );
         let other = ScopedState::new("matrix", ctx.state.inner.clone());
-        assert_eq!(other.load("offset").await.expect("loaded"), None, "state is per channel");
+        assert_eq!(
+            other.load("offset").await.expect("loaded"),
+            None,
+            "state is per channel"
+        );
     }
 
     mod testkit_state {

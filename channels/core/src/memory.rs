@@ -271,7 +271,13 @@ impl MemoryChannel {
 
     /// Queues an edit by `sender` of their message `message_id` in `chat` to `text`; returns
     /// the edit's platform id.
-    pub fn push_edit(&self, chat: &ChatRef, sender: &Sender, message_id: &str, text: &str) -> String {
+    pub fn push_edit(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        message_id: &str,
+        text: &str,
+    ) -> String {
         let id = self.next_inbound_id("edit");
         self.push(Inbound {
             platform_id: id.clone(),

@@ -330,7 +330,10 @@ mod tests {
         assert!(deny.matches_reaction("❌"));
         assert!(!approve.matches_reaction("❌"));
         assert!(!approve.matches_reaction("👍"));
-        assert!(!Button::new("Ok", "ok").matches_reaction("✅"), "no emoji, no match");
+        assert!(
+            !Button::new("Ok", "ok").matches_reaction("✅"),
+            "no emoji, no match"
+        );
     }
 
     #[test]

@@ -157,7 +157,8 @@ impl Harness for MemoryHarness {
     }
 
     async fn refuse_login(&self) -> Result<(), String> {
-        self.channel.set_login(Login::Refuse("401 Unauthorized".into()));
+        self.channel
+            .set_login(Login::Refuse("401 Unauthorized".into()));
         Ok(())
     }
 

@@ -165,7 +165,10 @@ fn rows_round_trip_unchanged_and_old_senders_count_as_verified() {
         "inbound_edit",
     ] {
         let event = inbound(name);
-        assert!(event.sender.verified, "{name}: an old sender is not verified");
+        assert!(
+            event.sender.verified,
+            "{name}: an old sender is not verified"
+        );
         assert_eq!(event.reply_context, None, "{name}");
         let old: serde_json::Value = serde_json::from_str(&fixture(name)).expect("json");
         assert_eq!(serde_json::to_value(&event).expect("json"), old, "{name}");

@@ -562,10 +562,15 @@ async fn a_failing_poll_reports_reconnecting_until_it_recovers() {
     }
     let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
     let status = running
-        .wait_for_status(|s| matches!(s, ChannelStatus::Reconnecting { .. }), PATIENCE)
+        .wait_for_status(
+            |s| matches!(s, ChannelStatus::Reconnecting { .. }),
+            PATIENCE,
+        )
         .await;
     assert!(
-        status.reason().is_some_and(|r| r.contains("502") || r.to_lowercase().contains("bad gateway")),
+        status
+            .reason()
+            .is_some_and(|r| r.contains("502") || r.to_lowercase().contains("bad gateway")),
         "{status:?}"
     );
     let status = running

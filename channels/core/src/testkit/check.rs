@@ -218,10 +218,7 @@ pub async fn check_over_limit_message(h: &dyn Harness) {
     let tag = unique("over the limit");
     let text = words_of_len(&tag, max * 5 / 2);
     let before = h.shown(&h.chat()).await.len();
-    match channel
-        .send(&OutboundMessage::text(h.chat(), &text))
-        .await
-    {
+    match channel.send(&OutboundMessage::text(h.chat(), &text)).await {
         Err(error) => {
             assert_eq!(
                 error.kind,
@@ -290,7 +287,10 @@ pub async fn check_markdown_basics(h: &dyn Harness) {
     }
     // Where the adapter renders Markdown into markup, the markers must not show; a Markdown
     // platform renders the source itself, and a plain one shows it as written.
-    if matches!(channel.capabilities().format, Format::InlineHtml | Format::Html) {
+    if matches!(
+        channel.capabilities().format,
+        Format::InlineHtml | Format::Html
+    ) {
         assert!(
             !shown.text.contains("**"),
             "Markdown shown as its source: {:?}",
@@ -405,13 +405,20 @@ pub async fn check_presses(h: &dyn Harness) {
     let InboundKind::Press(press) = &event.kind else {
         unreachable!("matched above");
     };
-    assert_eq!(press.data, "conformance:yes", "the press carries other data");
+    assert_eq!(
+        press.data, "conformance:yes",
+        "the press carries other data"
+    );
     assert_eq!(
         press.message.as_ref(),
         Some(&sent),
         "the press does not name its message"
     );
-    assert_eq!(event.sender.id, h.sender().id, "the press has another sender");
+    assert_eq!(
+        event.sender.id,
+        h.sender().id,
+        "the press has another sender"
+    );
     assert_eq!(event.chat, h.chat(), "the press is in another chat");
     if caps.acks_presses_on_receipt {
         let answered = h.answered_presses().await;
@@ -603,7 +610,10 @@ pub async fn check_stable_delivery_ids(h: &dyn Harness) {
         .count();
     if channel.capabilities().deduplicates_sends {
         assert_eq!(copies, 1, "a resend with the same delivery id showed twice");
-        assert_eq!(first, second, "a deduplicated resend returned another message");
+        assert_eq!(
+            first, second,
+            "a deduplicated resend returned another message"
+        );
     } else {
         assert_eq!(
             copies, 2,
