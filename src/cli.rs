@@ -203,7 +203,6 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
             "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"
         );
     }
-    notifier.ready(&daemon.status_line());
     tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));
     if let Some(addr) = daemon.http_addr() {
         tracing::info!(%addr, "health and metrics endpoints listening");
@@ -214,6 +213,13 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
         wait_for_signals(&rt, &agents_file).await;
         shutdown.cancel();
     });
+    // READY=1 once every channel is connected, failed or retrying, not merely started; a stop
+    // asked for meanwhile skips it.
+    let stop = daemon.stop_token();
+    tokio::select! {
+        () = daemon.channels_settled() => notifier.ready(&daemon.status_line()),
+        () = stop.cancelled() => {}
+    }
     let stopping = daemon.stop_token();
     let on_stop = notifier.clone();
     tokio::spawn(async move {

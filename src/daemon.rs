@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelContext, ErrorKind};
+use hearth_channel::{Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -53,7 +53,9 @@ pub enum StartError {
     },
 }
 
-/// The state of one channel, as `/healthz` reports it.
+/// The state of one channel, as `/healthz` reports it: `connecting` (the first login is under
+/// way), `connected` (the platform accepted the login), `reconnecting` (with the error that
+/// interrupted it), `failed` (with the reason; it stays off until the next start) or `stopped`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ChannelHealth {
     pub state: &'static str,
@@ -142,6 +144,14 @@ const SESSION_ENDED: &str = "the chat session ended before it finished";
 
 /// How often a chat looks for work the daemon stored for it (a schedule fired into the terminal).
 const CHAT_PICKUP_INTERVAL: Duration = Duration::from_secs(2);
+impl From<&ChannelStatus> for ChannelHealth {
+    fn from(status: &ChannelStatus) -> Self {
+        Self {
+            state: status.as_str(),
+            error: status.reason().map(str::to_owned),
+        }
+    }
+}
 
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
@@ -433,13 +443,23 @@ impl DaemonBuilder {
             store: store.clone(),
             clock: clock.clone(),
         });
+        let mut statuses = Vec::with_capacity(self.channels.len());
         for entry in &self.channels {
-            let ctx = ChannelContext {
-                shutdown: intake.child_token(),
-                sink: sink.clone(),
-                state: state.clone(),
-            };
             let name = entry.channel.name().to_string();
+            let status = StatusReporter::new();
+            // Shown as connecting from the start, before the supervisor task first runs.
+            let shown = ChannelHealth::from(&status.current());
+            health.set_channel(&name, shown.state, shown.error);
+            statuses.push((name.clone(), status.clone()));
+            // Each channel sees only its own inbox, state and directory.
+            let ctx = ChannelContext::new(
+                &name,
+                intake.child_token(),
+                sink.clone(),
+                state.clone(),
+                config.daemon.data_dir.join("channels").join(&name),
+                status,
+            );
             tracker.spawn(
                 supervise(entry.channel.clone(), ctx, health.clone())
                     .instrument(tracing::info_span!("channel", %name)),
@@ -483,7 +503,7 @@ impl DaemonBuilder {
         );
 
         Ok(Daemon {
-            health,
+            statuses,
             rt,
             shutdown,
             intake,
@@ -589,21 +609,55 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 
 /// Runs a channel, restarting it with backoff after temporary failures; configuration and
 /// authentication failures mark it failed without a hot loop, and never touch other channels.
+///
+/// The health map shows what the adapter reports through its context (connecting until the
+/// platform accepted the login, then connected); the supervisor itself reports reconnecting
+/// after a failed run, failed when it gives up and stopped at shutdown.
 async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Health) {
     let name = channel.name().to_string();
-    let set = |state: &'static str, error: Option<String>| health.set_channel(&name, state, error);
+    let status = ctx.status.clone();
+    let mut reported = status.subscribe();
+    let set = |state: &ChannelStatus| {
+        let shown = ChannelHealth::from(state);
+        health.set_channel(&name, shown.state, shown.error);
+    };
+    // Stores that must persist (Matrix's crypto store) live here; the adapter may rely on it.
+    if let Err(err) = std::fs::create_dir_all(&ctx.data_dir) {
+        let reason = format!(
+            "cannot create its data directory {}: {err}",
+            ctx.data_dir.display()
+        );
+        tracing::error!(channel = %name, %reason, "channel failed; it stays off until the next start");
+        status.failed(reason);
+        set(&status.current());
+        return;
+    }
     let mut backoff = RESTART_BACKOFF_START;
     loop {
-        set("connected", None);
+        set(&status.current());
         let started = tokio::time::Instant::now();
-        match channel.run(ctx.clone()).await {
+        let run = channel.run(ctx.clone());
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                // The sender lives in `ctx`, so this only ends with a new report.
+                Ok(()) = reported.changed() => {
+                    let now = reported.borrow_and_update().clone();
+                    set(&now);
+                }
+            }
+        };
+        match result {
             Ok(()) => {
-                set("stopped", None);
+                status.set(ChannelStatus::Stopped);
+                set(&ChannelStatus::Stopped);
                 return;
             }
             Err(err) if matches!(err.kind, ErrorKind::Config | ErrorKind::Auth) => {
                 tracing::error!(channel = %name, error = %err, "channel failed; it stays off until the next start");
-                set("failed", Some(err.to_string()));
+                status.failed(err.to_string());
+                set(&status.current());
                 return;
             }
             Err(err) => {
@@ -612,11 +666,13 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
                 }
                 let wait = err.retry_after().unwrap_or(backoff);
                 tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
-                set("reconnecting", Some(err.to_string()));
+                status.reconnecting(err.to_string());
+                set(&status.current());
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = ctx.shutdown.cancelled() => {
-                        set("stopped", None);
+                        status.set(ChannelStatus::Stopped);
+                        set(&ChannelStatus::Stopped);
                         return;
                     }
                 }
@@ -628,7 +684,10 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
 
 /// A running hearth.
 pub struct Daemon {
-    health: Health,
+    /// Each channel's reported state by name, for [`Daemon::channels_settled`] and the status
+    /// line (read at the source, so READY=1 never shows a state older than the one it waited
+    /// for).
+    statuses: Vec<(String, StatusReporter)>,
     rt: Arc<Runtime>,
     shutdown: CancellationToken,
     intake: CancellationToken,
@@ -675,15 +734,26 @@ impl Daemon {
         self.outbox_wake.notify_one();
     }
 
+    /// Waits until every channel got past its first login: connected, failed, or retrying after
+    /// a failed attempt (see [`ChannelStatus::is_settled`]). `hearth run` sends systemd READY=1
+    /// only then, so "active" means the channels are up (or known to be down).
+    pub async fn channels_settled(&self) {
+        for (_, status) in &self.statuses {
+            let mut seen = status.subscribe();
+            // The sender lives in `self.statuses`, so this only ends when the state settles.
+            let _ = seen.wait_for(ChannelStatus::is_settled).await;
+        }
+    }
+
     /// One line for systemd's STATUS=: the channels and their states.
     pub fn status_line(&self) -> String {
-        let health = self.health.channels();
-        if health.is_empty() {
+        if self.statuses.is_empty() {
             return "running, no channels configured".into();
         }
-        let mut channels: Vec<String> = health
+        let mut channels: Vec<String> = self
+            .statuses
             .iter()
-            .map(|(name, h)| format!("{name} {}", h.state))
+            .map(|(name, status)| format!("{name} {}", status.current().as_str()))
             .collect();
         channels.sort();
         format!("running: {}", channels.join(", "))
@@ -801,6 +871,7 @@ mod tests {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front();
+            ctx.status.connected();
             let Some(lasts) = next else {
                 self.runs
                     .lock()
@@ -840,11 +911,15 @@ mod tests {
         });
         let health = Health::default();
         let shutdown = CancellationToken::new();
-        let ctx = ChannelContext {
-            shutdown: shutdown.clone(),
-            sink: Arc::new(RecordingSink::new()),
-            state: Arc::new(MemoryState::new()),
-        };
+        let data_dir = std::env::temp_dir().join("hearth-supervise-test");
+        let ctx = ChannelContext::new(
+            "glitchy",
+            shutdown.clone(),
+            Arc::new(RecordingSink::new()),
+            Arc::new(MemoryState::new()),
+            data_dir,
+            StatusReporter::new(),
+        );
         let supervisor = tokio::spawn(supervise(channel.clone(), ctx, health.clone()));
         while channel.runs().len() <= script.len() {
             tokio::time::sleep(Duration::from_millis(100)).await;

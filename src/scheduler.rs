@@ -150,16 +150,14 @@ impl Schedule {
         Inbound {
             platform_id: format!("schedule:{}:{scheduled_for}", self.id),
             chat: self.chat.clone(),
-            sender: Sender {
-                id: SENDER_ID.into(),
-                name: Some(self.name.clone()),
-            },
+            sender: Sender::new(SENDER_ID).with_name(self.name.clone()),
             kind: InboundKind::Message {
                 text: self.prompt.clone(),
                 attachments: Vec::new(),
                 message_id: None,
                 reply_to: None,
             },
+            reply_context: None,
         }
     }
 }

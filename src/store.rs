@@ -16,7 +16,9 @@ mod outbox;
 mod session;
 mod turn;
 
-pub use confirmation::{AuditEntry, Confirmation, ConfirmationStatus};
+pub use confirmation::{
+    AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
+};
 pub use conversation::Conversation;
 pub use identity::{
     Identity, IdentityStatus, LinkError, LinkOutcome, Merge, PairingRequest, UnlinkOutcome,
@@ -404,6 +406,7 @@ mod tests {
                 message_id: None,
                 reply_to: None,
             },
+            reply_context: None,
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let disk = match hearth_testkit::tmpfs::Tmpfs::mount(dir.path(), 2 * 1024 * 1024) {

@@ -112,7 +112,7 @@ impl TerminalChannel {
     /// Hands an event to the inbox, retrying while the database is busy; false on shutdown.
     async fn deliver(&self, ctx: &ChannelContext, event: &Inbound) -> bool {
         loop {
-            match ctx.sink.deliver(self.name(), event.clone()).await {
+            match ctx.sink.deliver(event.clone()).await {
                 Ok(()) => return true,
                 Err(err) => {
                     tracing::warn!(error = %err, "storing the message failed; retrying");
@@ -244,6 +244,8 @@ impl Channel for TerminalChannel {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        // The terminal is there as soon as it reads.
+        ctx.status.connected();
         let mut lines_slot = self.lines.lock().await;
         let lines = lines_slot.get_or_insert_with(read_stdin);
         let mut shown = self.shown_rx.lock().await;
@@ -457,6 +459,7 @@ impl TerminalChannel {
                 message_id: Some(id),
                 reply_to: None,
             },
+            reply_context: None,
         }
     }
 
@@ -486,6 +489,7 @@ impl TerminalChannel {
                 data: button.data.clone(),
                 message: None,
             }),
+            reply_context: None,
         };
         self.deliver(ctx, &event).await
     }

@@ -1,22 +1,39 @@
-//! Deciding confirmations: a button press, an `APPROVE <id>` / `DENY <id>` reply, or the expiry
-//! timer, and resuming the turn that waited for it.
+//! Deciding confirmations: a button press, a reaction with a button's emoji on the prompt, a
+//! typed `APPROVE <code>` / `DENY <code>` on channels without buttons, or the expiry timer, and
+//! resuming the turn that waited for it.
 //!
 //! Only the person whose message caused the request (from any of their linked identities), or
-//! the owner, may decide; anyone else is told it is not theirs. A decision is recorded once (a second press changes nothing), the
-//! prompt is edited to show the outcome, and the parked turn runs on.
+//! the owner, may decide; anyone else is
+//! told it is not theirs (someone else's reaction does nothing at all), and a sender the
+//! platform could not verify never decides. A decision is recorded once (a second press changes
+//! nothing). Where the channel can edit, the prompt is edited to show the outcome; elsewhere the
+//! outcome is a short follow-up message. Channels that acknowledge presses themselves on receipt
+//! get no `answer_press`: what the daemon has to say goes out as a message instead.
+//!
+//! Typed codes are short enough to type on a phone, bound to the same people as buttons, valid
+//! as long as their confirmation is pending, and limited in wrong tries: after
+//! [`MAX_WRONG_CODES`] wrong codes typed in a chat, its confirmations waiting for a code are
+//! denied and the chat is told.
 
 use std::sync::Arc;
 
 use hearth_channel::{
-    ButtonPress, Channel, ChatRef, Inbound, InboundKind, OutboundMessage, Sender,
+    ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, OutboundMessage, Sender,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
 use crate::store::{
-    ConfirmationStatus, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind, StoreError,
-    TurnStatus,
+    Confirmation, ConfirmationStatus, IdentityStatus, InboxEntry, InboxStatus, NewOutbox,
+    OutboxKind, StoreError, TurnStatus,
 };
+
+/// The symbols of a typed code: no 0/O, 1/I/L look-alikes.
+pub const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// The length of a typed code.
+pub const CODE_LEN: usize = 6;
+/// Wrong codes a chat may type before its confirmations waiting for a code are denied.
+pub const MAX_WRONG_CODES: i64 = 5;
 
 /// What an inbound event says about a confirmation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,23 +53,11 @@ pub enum Action {
 /// The sender of expiry events.
 pub const SYSTEM_SENDER: &str = "hearth";
 
-/// Reads a decision from a button press (`c:<id>:a|d|x`) or a text `APPROVE <id>` / `DENY <id>`.
+/// Reads a decision from a button press (`c:<id>:a|d|x`) or a text `APPROVE <id>` / `DENY <id>`
+/// with the full confirmation id (prompts before typed codes showed it).
 pub fn decision_of(event: &Inbound) -> Option<Decision> {
     match &event.kind {
-        InboundKind::Press(press) => {
-            let rest = press.data.strip_prefix("c:")?;
-            let (id, action) = rest.rsplit_once(':')?;
-            let action = match action {
-                "a" => Action::Approve,
-                "d" => Action::Deny,
-                "x" => Action::Expire,
-                _ => return None,
-            };
-            Some(Decision {
-                id: id.to_string(),
-                action,
-            })
-        }
+        InboundKind::Press(press) => decision_of_data(&press.data),
         InboundKind::Message { text, .. } => {
             let words: Vec<&str> = text.split_whitespace().collect();
             words.windows(2).find_map(|pair| {
@@ -74,6 +79,60 @@ pub fn decision_of(event: &Inbound) -> Option<Decision> {
     }
 }
 
+/// The decision a confirmation button's data stands for.
+fn decision_of_data(data: &str) -> Option<Decision> {
+    let rest = data.strip_prefix("c:")?;
+    let (id, action) = rest.rsplit_once(':')?;
+    let action = match action {
+        "a" => Action::Approve,
+        "d" => Action::Deny,
+        "x" => Action::Expire,
+        _ => return None,
+    };
+    Some(Decision {
+        id: id.to_string(),
+        action,
+    })
+}
+
+/// A typed code: the first line of a message that is not quoted (`>`, as email replies quote)
+/// starts with `APPROVE` or `DENY` and a word of [`CODE_LEN`] letters and digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeAttempt {
+    pub action: Action,
+    /// Upper-cased: codes are typed in any case.
+    pub code: String,
+}
+
+/// Reads a typed code from a message. Only the first line counts, so "I approve of the
+/// budget" further down a message is no attempt, and the quoted prompt in an email reply (which
+/// shows both APPROVE and DENY) is skipped.
+pub fn code_attempt_of(event: &Inbound) -> Option<CodeAttempt> {
+    let InboundKind::Message { text, .. } = &event.kind else {
+        return None;
+    };
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with('>'))?;
+    let mut words = line
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !w.is_empty());
+    let action = match words.next()?.to_ascii_lowercase().as_str() {
+        "approve" => Action::Approve,
+        "deny" => Action::Deny,
+        _ => return None,
+    };
+    let code = words.next()?;
+    (code.len() == CODE_LEN && code.chars().all(|c| c.is_ascii_alphanumeric())).then(|| {
+        CodeAttempt {
+            action,
+            code: code.to_ascii_uppercase(),
+        }
+    })
+}
+
 /// The synthetic event the expiry timer sends through the inbox, so the decision runs in the
 /// conversation's own queue like a press would.
 pub fn expiry_event(id: &str, chat: ChatRef) -> Inbound {
@@ -86,6 +145,7 @@ pub fn expiry_event(id: &str, chat: ChatRef) -> Inbound {
             data: format!("c:{id}:x"),
             message: None,
         }),
+        reply_context: None,
     }
 }
 
@@ -100,25 +160,18 @@ impl Handler {
     ) -> Result<(), StoreError> {
         let store = &self.rt.store;
         let now = self.rt.clock.now_ms();
+        let caps = channel.capabilities();
         let press = match &event.kind {
             InboundKind::Press(press) if !press.press_id.is_empty() => Some(press),
             _ => None,
         };
-        let answer = |text: &'static str, alert: bool| {
-            let channel = channel.clone();
-            async move {
-                if let Some(press) = press
-                    && let Err(err) = channel.answer_press(press, Some(text), alert).await
-                {
-                    tracing::debug!(error = %err, "answering a button press failed");
-                }
-            }
+        let refuse = |text: &'static str, alert: bool| {
+            self.refuse(entry, event, channel.as_ref(), &caps, text, alert)
         };
         let done = || store.finish_inbox(entry.id, InboxStatus::Done, None, now);
 
         let Some(confirmation) = store.confirmation(&decision.id).await? else {
-            answer("This request is no longer known.", false).await;
-            return done().await;
+            return refuse("This request is no longer known.", false).await;
         };
         let mut action = decision.action;
         if action == Action::Expire {
@@ -126,6 +179,11 @@ impl Handler {
                 return done().await;
             }
         } else {
+            // A sender the platform could not verify is a stranger, whoever it claims to be.
+            if !event.sender.verified {
+                tracing::warn!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by an unverified sender refused");
+                return refuse("This request isn't yours to decide.", true).await;
+            }
             let is_requester =
                 entry.channel == confirmation.channel && event.sender.id == confirmation.requester;
             // The requester on another of their linked channels is the same person.
@@ -139,32 +197,34 @@ impl Handler {
             let is_owner = decider.as_ref().is_some_and(|i| i.is_owner);
             if !is_requester && !is_linked && !is_owner {
                 tracing::info!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by someone else refused");
-                answer("This request isn't yours to decide.", true).await;
-                return done().await;
+                return refuse("This request isn't yours to decide.", true).await;
             }
             if now >= confirmation.expires_at {
                 action = Action::Expire;
             }
         }
         if confirmation.status != ConfirmationStatus::Pending {
-            answer("This request was already decided.", false).await;
-            return done().await;
+            return refuse("This request was already decided.", false).await;
         }
-        let (status, notice, outcome) = match action {
+        let tool = &confirmation.tool;
+        let (status, notice, outcome, follow_up) = match action {
             Action::Approve => (
                 ConfirmationStatus::Approved,
                 "✅ Approved",
                 format!("✅ Approved by {}", who(event)),
+                format!("✅ Approved by {}: `{tool}`", who(event)),
             ),
             Action::Deny => (
                 ConfirmationStatus::Denied,
                 "❌ Denied",
                 format!("❌ Denied by {}", who(event)),
+                format!("❌ Denied by {}: `{tool}` did not run.", who(event)),
             ),
             Action::Expire => (
                 ConfirmationStatus::Expired,
                 "⌛ This request has expired.",
                 "⌛ Expired: nobody answered in time, so it did not run.".to_string(),
+                format!("⌛ Expired: nobody answered in time, so `{tool}` did not run."),
             ),
         };
         let decided_by = format!("{}:{}", entry.channel, event.sender.id);
@@ -172,35 +232,270 @@ impl Handler {
             .decide_confirmation(&confirmation.id, status, &decided_by, now)
             .await?
         {
-            answer("This request was already decided.", false).await;
-            return done().await;
+            return refuse("This request was already decided.", false).await;
         }
-        answer(notice, action == Action::Expire).await;
+        // The presser's own acknowledgement; channels that acknowledged on receipt show the
+        // outcome below instead.
+        if let Some(press) = press
+            && !caps.acks_presses_on_receipt
+            && let Err(err) = channel
+                .answer_press(press, Some(notice), action == Action::Expire)
+                .await
+        {
+            tracing::debug!(error = %err, "answering a button press failed");
+        }
         tracing::info!(confirmation = %confirmation.id, tool = %confirmation.tool, decision = status.as_str(), "confirmation decided");
 
-        // Show the outcome on the prompt and remove its buttons, in the same transaction that
-        // marks this event handled.
-        let mut edits = Vec::new();
-        if let Some(outbox_id) = confirmation.prompt_outbox_id
-            && let Some((prompt, Some(target))) = store.outbox_message(outbox_id).await?
+        // Show the outcome (on the prompt, or after it), in the same transaction that marks this
+        // event handled.
+        let mut replies = Vec::new();
+        if let Some(reply) = self
+            .outcome(entry.id, 0, &confirmation, &caps, &outcome, &follow_up)
+            .await?
         {
-            edits.push(NewOutbox {
+            replies.push(reply);
+        }
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
+        self.outbox.notify_one();
+        self.resume(confirmation.turn_id, cancel).await
+    }
+
+    /// Tells whoever acted why nothing happened, and marks the event handled: a pop-up on the
+    /// pressed button, a message where the channel acknowledged the press itself, a reply to a
+    /// typed code from someone hearth talks to; a reaction or the expiry timer hear nothing.
+    async fn refuse(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        channel: &dyn Channel,
+        caps: &Capabilities,
+        text: &str,
+        alert: bool,
+    ) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let now = self.rt.clock.now_ms();
+        let message = match &event.kind {
+            InboundKind::Press(press) if !press.press_id.is_empty() => {
+                if !caps.acks_presses_on_receipt {
+                    if let Err(err) = channel.answer_press(press, Some(text), alert).await {
+                        tracing::debug!(error = %err, "answering a button press failed");
+                    }
+                    None
+                } else {
+                    Some(OutboundMessage {
+                        reply_to: press.message.as_ref().map(|m| m.message_id.clone()),
+                        ..OutboundMessage::text(event.chat.clone(), text)
+                    })
+                }
+            }
+            InboundKind::Message { message_id, .. } if self.may_hear(entry, event).await? => {
+                Some(OutboundMessage {
+                    reply_to: message_id.clone(),
+                    reply_context: event.reply_context.clone(),
+                    ..OutboundMessage::text(event.chat.clone(), text)
+                })
+            }
+            _ => None,
+        };
+        let replies: Vec<NewOutbox> = message
+            .into_iter()
+            .map(|message| NewOutbox {
                 inbox_id: Some(entry.id),
                 seq: 0,
-                channel: confirmation.channel.clone(),
-                kind: OutboxKind::Edit {
-                    target: target.clone(),
-                },
+                channel: entry.channel.clone(),
+                kind: OutboxKind::Send,
+                message,
+            })
+            .collect();
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
+        self.outbox.notify_one();
+        Ok(())
+    }
+
+    /// Whether hearth answers this sender at all: a verified sender of an allowed identity.
+    /// Strangers (and senders the platform could not verify) get no replies to typed codes, so a
+    /// forged email gets no answer sent to the address it claims.
+    async fn may_hear(&self, entry: &InboxEntry, event: &Inbound) -> Result<bool, StoreError> {
+        if !event.sender.verified {
+            return Ok(false);
+        }
+        Ok(self
+            .rt
+            .store
+            .identity(&entry.channel, &event.sender.id)
+            .await?
+            .is_some_and(|i| i.status == IdentityStatus::Allowed))
+    }
+
+    /// How the chat learns a decision: the prompt edited to add `outcome` where the channel can
+    /// edit (once the prompt is delivered), else a `follow_up` message quoting the prompt.
+    async fn outcome(
+        &self,
+        inbox_id: i64,
+        seq: i64,
+        confirmation: &Confirmation,
+        caps: &Capabilities,
+        outcome: &str,
+        follow_up: &str,
+    ) -> Result<Option<NewOutbox>, StoreError> {
+        let Some(outbox_id) = confirmation.prompt_outbox_id else {
+            return Ok(None);
+        };
+        let Some((prompt, target)) = self.rt.store.outbox_message(outbox_id).await? else {
+            return Ok(None);
+        };
+        let (kind, message) = if caps.edits {
+            // Not delivered yet: nothing to edit (the prompt goes out with its buttons still).
+            let Some(target) = target else {
+                return Ok(None);
+            };
+            let message = OutboundMessage {
+                chat: target.chat.clone(),
+                text: format!("{}\n\n{outcome}", prompt.text),
+                reply_context: prompt.reply_context.clone(),
+                ..OutboundMessage::default()
+            };
+            (OutboxKind::Edit { target }, message)
+        } else {
+            let message = OutboundMessage {
+                reply_to: target.map(|t| t.message_id),
+                reply_context: prompt.reply_context.clone(),
+                ..OutboundMessage::text(prompt.chat.clone(), follow_up)
+            };
+            (OutboxKind::Send, message)
+        };
+        Ok(Some(NewOutbox {
+            inbox_id: Some(inbox_id),
+            seq,
+            channel: confirmation.channel.clone(),
+            kind,
+            message,
+        }))
+    }
+
+    /// The decision a reaction makes: a reaction on a confirmation prompt with the emoji of one
+    /// of its buttons counts as a press of that button. Any other reaction decides nothing.
+    pub(super) async fn reaction_decision(
+        &self,
+        channel: &str,
+        event: &Inbound,
+    ) -> Result<Option<Decision>, StoreError> {
+        let InboundKind::Reaction { message_id, emoji } = &event.kind else {
+            return Ok(None);
+        };
+        let Some((_, prompt)) = self
+            .rt
+            .store
+            .confirmation_by_prompt(channel, &event.chat.chat_id, message_id)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(prompt
+            .buttons
+            .iter()
+            .find(|b| b.matches_reaction(emoji))
+            .and_then(|b| decision_of_data(&b.data))
+            .filter(|d| d.action != Action::Expire))
+    }
+
+    /// Handles a typed code when the chat has confirmations waiting for one; returns false when
+    /// it has none, and the message is an ordinary message. A right code decides like a press
+    /// (bound to the same people); a wrong one counts against the chat's limit, and the reply says
+    /// how many tries are left, or that the waiting requests were denied.
+    pub(super) async fn typed_code(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        channel: Arc<dyn Channel>,
+        attempt: CodeAttempt,
+        cancel: &CancellationToken,
+    ) -> Result<bool, StoreError> {
+        let store = &self.rt.store;
+        let chat_id = &event.chat.chat_id;
+        let pending = store
+            .pending_coded_confirmations(&entry.channel, chat_id)
+            .await?;
+        if pending.is_empty() {
+            return Ok(false);
+        }
+        if let Some(confirmation) = pending
+            .iter()
+            .find(|c| c.short_code.as_deref() == Some(attempt.code.as_str()))
+        {
+            let decision = Decision {
+                id: confirmation.id.clone(),
+                action: attempt.action,
+            };
+            self.decide(entry, event, channel, decision, cancel).await?;
+            return Ok(true);
+        }
+
+        let now = self.rt.clock.now_ms();
+        let wrong = store
+            .count_wrong_code(&entry.channel, chat_id, MAX_WRONG_CODES, now)
+            .await?;
+        tracing::warn!(channel = %entry.channel, chat = %chat_id, by = %event.sender.id, left = wrong.left, denied = wrong.denied.len(), "wrong confirmation code typed");
+        let caps = channel.capabilities();
+        let mut replies = Vec::new();
+        let mut seq = 0;
+        for confirmation in &wrong.denied {
+            let tool = &confirmation.tool;
+            let outcome = "❌ Denied: too many wrong codes were typed.";
+            let follow_up =
+                format!("❌ Too many wrong codes: the request to run `{tool}` was denied.");
+            if let Some(reply) = self
+                .outcome(entry.id, seq, confirmation, &caps, outcome, &follow_up)
+                .await?
+            {
+                replies.push(reply);
+                seq += 1;
+            }
+        }
+        // The typist hears back only when hearth talks to them; the denial above reaches the
+        // chat either way.
+        let note = if wrong.denied.is_empty() {
+            Some(format!(
+                "That code does not match a request waiting here. After {} more wrong code{} the waiting request is denied.",
+                wrong.left,
+                if wrong.left == 1 { "" } else { "s" }
+            ))
+        } else if caps.edits {
+            Some("❌ Too many wrong codes: I denied the waiting request.".to_string())
+        } else {
+            None
+        };
+        if let Some(note) = note
+            && self.may_hear(entry, event).await?
+        {
+            let reply_to = match &event.kind {
+                InboundKind::Message { message_id, .. } => message_id.clone(),
+                _ => None,
+            };
+            replies.push(NewOutbox {
+                inbox_id: Some(entry.id),
+                seq,
+                channel: entry.channel.clone(),
+                kind: OutboxKind::Send,
                 message: OutboundMessage {
-                    chat: target.chat,
-                    text: format!("{}\n\n{outcome}", prompt.text),
-                    ..OutboundMessage::default()
+                    reply_to,
+                    reply_context: event.reply_context.clone(),
+                    ..OutboundMessage::text(event.chat.clone(), note)
                 },
             });
         }
-        store.reply_and_finish_inbox(entry.id, &edits, now).await?;
+        store
+            .reply_and_finish_inbox(entry.id, &replies, now)
+            .await?;
         self.outbox.notify_one();
-        self.resume(confirmation.turn_id, cancel).await
+        for confirmation in wrong.denied {
+            self.resume(confirmation.turn_id, cancel).await?;
+        }
+        Ok(true)
     }
 
     /// Runs a parked turn again after its decision.
@@ -267,6 +562,7 @@ impl Handler {
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
+            reply_context: event.reply_context.clone(),
             note: None,
             cancel: cancel.clone(),
             scheduled: store.scheduled_run_for_inbox(turn_inbox).await?,
@@ -297,6 +593,7 @@ mod tests {
                 data: data.into(),
                 message: None,
             }),
+            reply_context: None,
         }
     }
 
@@ -341,5 +638,54 @@ mod tests {
             Some(Action::Deny)
         );
         assert_eq!(decision_of(&text("I approve of this plan")), None);
+    }
+
+    #[test]
+    fn reads_typed_codes_from_the_first_unquoted_line_only() {
+        let attempt = |t: &str| code_attempt_of(&text(t));
+        assert_eq!(
+            attempt("APPROVE K7M2QX"),
+            Some(CodeAttempt {
+                action: Action::Approve,
+                code: "K7M2QX".into()
+            })
+        );
+        // Phones lower-case and punctuate; codes are read in any case.
+        assert_eq!(
+            attempt("  deny: k7m2qx.  ").map(|a| (a.action, a.code)),
+            Some((Action::Deny, "K7M2QX".into()))
+        );
+        // An email reply: the answer on top, the quoted prompt (with both words) below.
+        assert_eq!(
+            attempt(
+                "Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX"
+            )
+            .map(|a| a.action),
+            Some(Action::Deny)
+        );
+        // Only the quote says APPROVE: that is no answer.
+        assert_eq!(
+            attempt("> Reply APPROVE K7M2QX or DENY K7M2QX\nthanks!"),
+            None
+        );
+        assert_eq!(attempt("I approve K7M2QX"), None, "not at the start");
+        assert_eq!(attempt("approve it"), None, "not a code");
+        assert_eq!(attempt("approve K7M2QX7"), None, "too long");
+        assert_eq!(code_attempt_of(&press("c:x:a")), None);
+    }
+
+    #[test]
+    fn shown_codes_use_only_unambiguous_symbols() {
+        for _ in 0..200 {
+            let code = crate::runtime::calls::short_code();
+            assert_eq!(code.len(), CODE_LEN);
+            assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{code}");
+            assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
+            // What the prompt shows, the reader reads back.
+            assert_eq!(
+                code_attempt_of(&text(&format!("approve {}", code.to_lowercase()))).map(|a| a.code),
+                Some(code)
+            );
+        }
     }
 }

@@ -73,6 +73,18 @@ impl Handler {
         if let Some(decision) = super::confirm::decision_of(&event) {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
+        // A reaction with a button's emoji on a prompt (Matrix), or a typed code on a channel
+        // without buttons, decides the same way.
+        if let Some(decision) = self.reaction_decision(&entry.channel, &event).await? {
+            return self.decide(&entry, &event, channel, decision, cancel).await;
+        }
+        if let Some(attempt) = super::confirm::code_attempt_of(&event)
+            && self
+                .typed_code(&entry, &event, channel.clone(), attempt, cancel)
+                .await?
+        {
+            return Ok(());
+        }
 
         // A schedule's synthetic message: trusted (the owner set it up), answered by its agent.
         if event.sender.id == crate::scheduler::SENDER_ID
@@ -81,7 +93,14 @@ impl Handler {
             return self.scheduled(&entry, &event, channel, run, cancel).await;
         }
 
-        let identity = match store.identity(&entry.channel, &event.sender.id).await? {
+        // A sender the platform could not verify (an email that failed the configured
+        // authentication check) is a stranger, whatever identity it claims.
+        let claimed = if event.sender.verified {
+            store.identity(&entry.channel, &event.sender.id).await?
+        } else {
+            None
+        };
+        let identity = match claimed {
             Some(identity) if identity.status == IdentityStatus::Allowed => identity,
             Some(_) => {
                 tracing::info!(channel = %entry.channel, sender = %event.sender.id, "message from a revoked identity ignored");
@@ -123,18 +142,19 @@ impl Handler {
                 .await
             }
             InboundKind::Press(press) => {
-                // No confirmation is waiting for this button (anymore).
-                if let Err(err) = channel
-                    .answer_press(press, Some("This button is no longer active."), false)
-                    .await
+                // No confirmation is waiting for this button (anymore). A channel that
+                // acknowledged the press on receipt needs nothing more.
+                if !channel.capabilities().acks_presses_on_receipt
+                    && let Err(err) = channel
+                        .answer_press(press, Some("This button is no longer active."), false)
+                        .await
                 {
                     tracing::debug!(error = %err, "answering a stale button press failed");
                 }
                 store.finish_inbox(id, InboxStatus::Done, None, now).await
             }
-            InboundKind::Reaction { .. } | InboundKind::Edit { .. } => {
-                store.finish_inbox(id, InboxStatus::Done, None, now).await
-            }
+            // Reactions that decide nothing, edits, and kinds a newer adapter may add.
+            _ => store.finish_inbox(id, InboxStatus::Done, None, now).await,
         }
     }
 
@@ -328,6 +348,7 @@ impl Handler {
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
+            reply_context: event.reply_context.clone(),
             note,
             cancel: cancel.clone(),
             scheduled: None,
@@ -500,6 +521,7 @@ impl Handler {
             kind: OutboxKind::Send,
             message: OutboundMessage {
                 reply_to,
+                reply_context: event.reply_context.clone(),
                 ..OutboundMessage::text(event.chat.clone(), text)
             },
         };
@@ -573,6 +595,14 @@ impl Handler {
     async fn pairing(&self, entry: &InboxEntry, event: &Inbound) -> Result<(), StoreError> {
         let store = &self.rt.store;
         let now = self.rt.clock.now_ms();
+        if !event.sender.verified {
+            // A code sent to an address nobody proved would reach whoever owns it, and approving
+            // it could not make the next message verified: nothing to offer.
+            tracing::warn!(channel = %entry.channel, sender = %event.sender.id, "message from an unverified sender ignored");
+            return store
+                .finish_inbox(entry.id, InboxStatus::Done, Some("unverified sender"), now)
+                .await;
+        }
         let recent = store
             .pairings_of(&entry.channel, &event.sender.id, now - 24 * 60 * 60 * 1000)
             .await?;

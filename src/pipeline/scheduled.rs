@@ -82,6 +82,8 @@ impl Handler {
                 .map(|o| o.platform_user_id)
                 .unwrap_or_else(|| "schedule".into()),
             reply_to: None,
+            // Nobody wrote in; the channel starts a conversation of its own.
+            reply_context: None,
             note: None,
             cancel: cancel.clone(),
             scheduled: Some(run),

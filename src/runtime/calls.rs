@@ -124,6 +124,9 @@ pub async fn settle_tool_calls(
                             "Nobody approved this call within {} minutes, so it did not run (treated as denied). Tell the user; retry only if they ask.",
                             rt.config.tools.confirmation_timeout_secs / 60
                         )
+                    } else if c.decided_by.as_deref() == Some(crate::store::DENIED_FOR_WRONG_CODES)
+                    {
+                        "Denied because wrong confirmation codes were typed too often; it did not run. Tell the user; retry only if they ask.".to_string()
                     } else {
                         "The user denied this call; it did not run. Do not try it again unless they ask.".to_string()
                     };
@@ -716,6 +719,39 @@ fn confirmation_id() -> String {
         .collect()
 }
 
+/// The reaction that stands for Approve where buttons are shown as reactions.
+pub const APPROVE_EMOJI: &str = "✅";
+/// The reaction that stands for Deny.
+pub const DENY_EMOJI: &str = "❌";
+
+/// Six characters a person can read off a prompt and type on a phone: no 0/O, 1/I/L look-alikes
+/// (31 symbols, about 887 million codes; guessing is further limited to a few wrong tries).
+pub fn short_code() -> String {
+    const ALPHABET: &[u8] = crate::pipeline::confirm::CODE_ALPHABET;
+    let mut rng = rand::rng();
+    (0..crate::pipeline::confirm::CODE_LEN)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// A short code no pending confirmation of the chat uses, so a typed code names one request.
+async fn unused_short_code(rt: &Runtime, job: &TurnJob) -> Result<String, StoreError> {
+    let mut code = short_code();
+    // A chat has a handful of pending requests at most, so a clash is a one-in-a-hundred-million
+    // event; the bound only keeps a broken store from spinning here.
+    for _ in 0..16 {
+        if !rt
+            .store
+            .short_code_taken(&job.channel_name, &job.chat.chat_id, &code)
+            .await?
+        {
+            break;
+        }
+        code = short_code();
+    }
+    Ok(code)
+}
+
 /// Button data of a confirmation: `c:<id>:a` (approve), `c:<id>:d` (deny), `c:<id>:x` (expired).
 pub fn button_data(id: &str, decision: char) -> String {
     format!("c:{id}:{decision}")
@@ -740,15 +776,23 @@ async fn request_confirmation(
         Risk::Write => "This changes your data.",
         Risk::Safe => "This only reads.",
     };
-    let buttons_shown = job.channel.capabilities().buttons;
-    let how = if buttons_shown {
-        format!("Approve within {} minutes?", timeout.div_ceil(60))
+    let caps = job.channel.capabilities();
+    let minutes = timeout.div_ceil(60);
+    // Without real buttons a person types a short code (reactions, where the channel shows the
+    // buttons as reactions, work besides).
+    let short_code = if caps.buttons {
+        None
     } else {
-        format!(
-            "Reply `APPROVE {id}` or `DENY {id}` within {} minutes.",
-            timeout.div_ceil(60)
-        )
+        Some(unused_short_code(rt, job).await?)
     };
+    let how = match &short_code {
+        None => format!("Approve within {minutes} minutes?"),
+        Some(code) if caps.buttons_as_reactions => format!(
+            "React ✅ to approve or ❌ to deny, or reply APPROVE {code} or DENY {code}, within {minutes} minutes."
+        ),
+        Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
+    };
+    let buttons_shown = caps.buttons || caps.buttons_as_reactions;
     let text = format!(
         "🔐 {} {} wants to run `{}`. {what}\n```\n{}\n```\n{how}",
         job.agent.emoji,
@@ -758,14 +802,8 @@ async fn request_confirmation(
     );
     let buttons = if buttons_shown {
         vec![
-            Button {
-                label: "✅ Approve".into(),
-                data: button_data(&id, 'a'),
-            },
-            Button {
-                label: "❌ Deny".into(),
-                data: button_data(&id, 'd'),
-            },
+            Button::new("✅ Approve", button_data(&id, 'a')).with_emoji(APPROVE_EMOJI),
+            Button::new("❌ Deny", button_data(&id, 'd')).with_emoji(DENY_EMOJI),
         ]
     } else {
         Vec::new()
@@ -782,6 +820,7 @@ async fn request_confirmation(
             reply_to: job.reply_to.clone(),
             replaces: None,
             delivery_id: None,
+            reply_context: job.reply_context.clone(),
         },
     };
     let confirmation = Confirmation {
@@ -805,6 +844,8 @@ async fn request_confirmation(
         decided_by: None,
         created_at: now,
         expires_at: now + i64::try_from(timeout.saturating_mul(1000)).unwrap_or(i64::MAX),
+        short_code,
+        wrong_codes: 0,
     };
     rt.store
         .create_confirmation(&confirmation, &prompt, now)

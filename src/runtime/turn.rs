@@ -38,6 +38,9 @@ pub struct TurnJob {
     pub requester: String,
     /// Platform id of the message being answered, quoted by the reply.
     pub reply_to: Option<String>,
+    /// The answered event's [`hearth_channel::Inbound::reply_context`], handed back on every
+    /// message of the turn (the reply, confirmation prompts) so the channel can thread them.
+    pub reply_context: Option<serde_json::Value>,
     /// Shown before the reply, e.g. "💰 Finance" when the agent changed.
     pub note: Option<String>,
     /// Cancelled by `/cancel`.
@@ -118,6 +121,7 @@ pub async fn run_turn(
                     reply_to: job.reply_to.clone(),
                     replaces: draft,
                     delivery_id: None,
+                    reply_context: job.reply_context.clone(),
                 },
             };
             let end = TurnEnd {

@@ -351,6 +351,7 @@ fn ordinary_message() -> Inbound {
             message_id: None,
             reply_to: None,
         },
+        reply_context: None,
     }
 }
 

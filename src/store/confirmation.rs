@@ -1,5 +1,6 @@
 //! Pending Approve/Deny decisions and the tool audit log.
 
+use hearth_channel::OutboundMessage;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -56,7 +57,25 @@ pub struct Confirmation {
     pub decided_by: Option<String>,
     pub created_at: i64,
     pub expires_at: i64,
+    /// The code a person types to decide (`APPROVE K7M2QX`), on channels whose prompt has no
+    /// buttons; unique among the chat's pending confirmations.
+    pub short_code: Option<String>,
+    /// Wrong codes typed in the chat while this one was pending.
+    pub wrong_codes: i64,
 }
+
+/// What a wrong typed code did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrongCode {
+    /// Wrong codes the chat may still type before the next of its pending confirmations is
+    /// denied (`max` when none is left waiting).
+    pub left: i64,
+    /// The confirmations denied now because the chat typed too many wrong codes.
+    pub denied: Vec<Confirmation>,
+}
+
+/// `decided_by` of a confirmation denied after too many wrong codes.
+pub const DENIED_FOR_WRONG_CODES: &str = "hearth:wrong-codes";
 
 fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
     let status: String = row.try_get("status")?;
@@ -78,6 +97,8 @@ fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
         decided_by: row.try_get("decided_by")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
+        short_code: row.try_get("short_code")?,
+        wrong_codes: row.try_get("wrong_codes")?,
     })
 }
 
@@ -106,8 +127,8 @@ impl Store {
         let outbox_id = insert_outbox(&mut tx, prompt, now_ms).await?;
         sqlx::query(
             "INSERT INTO confirmations (id, turn_id, tool_call_id, conversation_id, channel, chat_id, thread_id,
-               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14)",
+               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at, short_code)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15)",
         )
         .bind(&confirmation.id)
         .bind(confirmation.turn_id)
@@ -123,6 +144,7 @@ impl Store {
         .bind(outbox_id)
         .bind(confirmation.created_at)
         .bind(confirmation.expires_at)
+        .bind(confirmation.short_code.as_deref())
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE tool_calls SET status = 'waiting' WHERE id = $1")
@@ -152,6 +174,120 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(from_row).transpose()
+    }
+
+    /// Whether a pending confirmation in this chat already uses `code`.
+    pub async fn short_code_taken(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        code: &str,
+    ) -> StoreResult<bool> {
+        let taken: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM confirmations
+             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code = $3",
+        )
+        .bind(channel)
+        .bind(chat_id)
+        .bind(code)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(taken > 0)
+    }
+
+    /// The pending confirmations of a chat that are decided by typing their code.
+    pub async fn pending_coded_confirmations(
+        &self,
+        channel: &str,
+        chat_id: &str,
+    ) -> StoreResult<Vec<Confirmation>> {
+        let rows = sqlx::query(
+            "SELECT * FROM confirmations
+             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL
+             ORDER BY created_at",
+        )
+        .bind(channel)
+        .bind(chat_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// The confirmation whose prompt was delivered as the platform message `message_id` in this
+    /// chat (whatever its status), with the prompt as stored: a reaction to it decides it.
+    pub async fn confirmation_by_prompt(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<(Confirmation, OutboundMessage)>> {
+        let row = sqlx::query(
+            "SELECT c.*, o.payload AS prompt_payload FROM confirmations c
+             JOIN outbox o ON o.id = c.prompt_outbox_id
+             WHERE o.channel = $1 AND o.platform_message_id = $2 AND c.channel = $1 AND c.chat_id = $3
+             ORDER BY c.created_at DESC LIMIT 1",
+        )
+        .bind(channel)
+        .bind(message_id)
+        .bind(chat_id)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let payload: String = row.try_get("prompt_payload")?;
+        Ok(Some((from_row(&row)?, serde_json::from_str(&payload)?)))
+    }
+
+    /// Counts a wrong code typed in a chat against every confirmation there that waits for a
+    /// code, and denies those that have now had `max` wrong codes. A retried inbox entry may
+    /// count its attempt twice; that only brings the denial closer, never lets a guess through.
+    pub async fn count_wrong_code(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        max: i64,
+        now_ms: i64,
+    ) -> StoreResult<WrongCode> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "UPDATE confirmations SET wrong_codes = wrong_codes + 1
+             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL",
+        )
+        .bind(channel)
+        .bind(chat_id)
+        .execute(&mut *tx)
+        .await?;
+        let rows = sqlx::query(
+            "SELECT * FROM confirmations
+             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL
+             ORDER BY created_at",
+        )
+        .bind(channel)
+        .bind(chat_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        let pending = rows.iter().map(from_row).collect::<StoreResult<Vec<_>>>()?;
+        let mut denied = Vec::new();
+        let mut left = max;
+        for mut confirmation in pending {
+            if confirmation.wrong_codes < max {
+                left = left.min(max - confirmation.wrong_codes);
+                continue;
+            }
+            sqlx::query(
+                "UPDATE confirmations SET status = 'denied', decided_by = $1, decided_at = $2
+                 WHERE id = $3 AND status = 'pending'",
+            )
+            .bind(DENIED_FOR_WRONG_CODES)
+            .bind(now_ms)
+            .bind(&confirmation.id)
+            .execute(&mut *tx)
+            .await?;
+            confirmation.status = ConfirmationStatus::Denied;
+            confirmation.decided_by = Some(DENIED_FOR_WRONG_CODES.to_string());
+            denied.push(confirmation);
+        }
+        tx.commit().await?;
+        Ok(WrongCode { left, denied })
     }
 
     /// Records a decision if the confirmation is still pending; false when it was decided already

@@ -179,6 +179,7 @@ mod tests {
                 message_id: None,
                 reply_to: None,
             },
+            reply_context: None,
         }
     }
 

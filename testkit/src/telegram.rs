@@ -180,6 +180,7 @@ struct StoredMessage {
 }
 
 /// An update as served: its id and its exact JSON text.
+#[derive(Clone)]
 struct QueuedUpdate {
     id: i64,
     json: String,
@@ -227,6 +228,12 @@ struct Inner {
     next_update_id: i64,
     /// Updates not yet confirmed by an `offset`, as the JSON text `getUpdates` serves.
     updates: VecDeque<QueuedUpdate>,
+    /// Every update ever queued, for `redeliver`.
+    history: Vec<QueuedUpdate>,
+    /// Updates sent again, returned by the next `getUpdates` whatever its offset.
+    redelivered: VecDeque<QueuedUpdate>,
+    /// Methods whose calls wait until released (lower case).
+    held_methods: std::collections::HashSet<String>,
     confirmed_offset: i64,
     chats: HashMap<i64, Chat>,
     files: HashMap<String, (String, Vec<u8>)>,
@@ -344,10 +351,12 @@ impl FakeTelegram {
             let id = inner.next_update_id;
             inner.next_update_id += 1;
             update["update_id"] = json!(id);
-            inner.updates.push_back(QueuedUpdate {
+            let update = QueuedUpdate {
                 id,
                 json: update.to_string(),
-            });
+            };
+            inner.history.push(update.clone());
+            inner.updates.push_back(update);
             id
         };
         self.shared.bump();
@@ -559,6 +568,37 @@ impl FakeTelegram {
             .collect()
     }
 
+    /// Sends the update `update_id` once more, with its id, as Telegram does when it did not
+    /// get (or lost) the acknowledgement of a delivery. The next `getUpdates` returns it
+    /// whatever its offset. False if no such update was ever queued.
+    pub fn redeliver(&self, update_id: i64) -> bool {
+        let found = {
+            let mut inner = self.shared.lock();
+            let update = inner.history.iter().find(|u| u.id == update_id).cloned();
+            update.map(|u| inner.redelivered.push_back(u)).is_some()
+        };
+        self.shared.bump();
+        found
+    }
+
+    /// Makes calls of `method` wait (as a slow server would) until [`FakeTelegram::release`].
+    pub fn hold(&self, method: &str) {
+        self.shared
+            .lock()
+            .held_methods
+            .insert(method.to_ascii_lowercase());
+        self.shared.bump();
+    }
+
+    /// Lets held and later calls of `method` through.
+    pub fn release(&self, method: &str) {
+        self.shared
+            .lock()
+            .held_methods
+            .remove(&method.to_ascii_lowercase());
+        self.shared.bump();
+    }
+
     /// The highest offset a `getUpdates` confirmed: updates below it are gone.
     pub fn confirmed_offset(&self) -> i64 {
         self.shared.lock().confirmed_offset
@@ -585,7 +625,9 @@ impl Inner {
         let id = self.next_update_id;
         self.next_update_id += 1;
         let json = json!({ "update_id": id, key: payload }).to_string();
-        self.updates.push_back(QueuedUpdate { id, json });
+        let update = QueuedUpdate { id, json };
+        self.history.push(update.clone());
+        self.updates.push_back(update);
         id
     }
 
@@ -811,6 +853,13 @@ async fn handle(
     if hold.as_ref().is_some_and(|h| !h.processed) {
         return hang(&shared).await;
     }
+    // A held method answers only once released (a server slow to accept a login).
+    let mut changed = shared.changed.subscribe();
+    while shared.lock().held_methods.contains(&method) {
+        if changed.changed().await.is_err() {
+            break;
+        }
+    }
     if method == "getupdates" {
         return get_updates(&shared, &params).await;
     }
@@ -917,13 +966,19 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
     loop {
         changed.borrow_and_update();
         let found: Vec<String> = {
-            let inner = shared.lock();
-            inner
-                .updates
-                .iter()
-                .filter(|u| offset.is_none_or(|o| u.id >= o))
+            let mut inner = shared.lock();
+            let again: Vec<QueuedUpdate> = inner.redelivered.drain(..).collect();
+            again
+                .into_iter()
+                .chain(
+                    inner
+                        .updates
+                        .iter()
+                        .filter(|u| offset.is_none_or(|o| u.id >= o))
+                        .cloned(),
+                )
                 .take(limit)
-                .map(|u| u.json.clone())
+                .map(|u| u.json)
                 .collect()
         };
         if !found.is_empty() {

@@ -16,6 +16,7 @@ mod providers;
 mod routing;
 mod scheduled_runs;
 mod schedules;
+mod seam;
 mod supervision;
 mod support;
 mod telegram;

@@ -516,6 +516,7 @@ fn photo_message(id: &str) -> hearth_channel::Inbound {
             message_id: Some("m1".into()),
             reply_to: None,
         },
+        reply_context: None,
     }
 }
 
@@ -583,6 +584,7 @@ fn voice_message(id: &str) -> hearth_channel::Inbound {
             message_id: None,
             reply_to: None,
         },
+        reply_context: None,
     }
 }
 

@@ -2,9 +2,9 @@
 //!
 //! Every adapter (Telegram, Discord, Matrix, email, the terminal, the in-memory test channel)
 //! implements [`Channel`]. The daemon sees channels only through this trait, and a channel crate
-//! never sees the database, the router or the agent runtime: inbound events go into an
-//! [`InboundSink`] whose acknowledgement means "committed", and cursors go into a
-//! [`StateStore`].
+//! never sees the database, the router or the agent runtime: its [`ChannelContext`] carries a
+//! [`ScopedSink`] whose acknowledgement means "committed", a [`ScopedState`] for cursors, a data
+//! directory and a [`StatusReporter`], all bound to that one channel.
 
 mod error;
 mod memory;
@@ -15,7 +15,7 @@ pub mod split;
 pub mod testkit;
 
 pub use error::{ChannelError, ErrorKind};
-pub use memory::{AnsweredPress, MemoryChannel, SentMessage};
+pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
     InboundKind, MessageRef, OutboundMessage, Sender,
@@ -23,29 +23,79 @@ pub use message::{
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use split::Measure;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// What the daemon hands a channel's receive loop.
+/// What the daemon hands a channel's receive loop: everything in it is scoped to this one
+/// channel, so an adapter can neither write into another channel's inbox nor read its state.
 #[derive(Clone)]
 pub struct ChannelContext {
     /// Cancelled when the daemon shuts down; `run` returns soon after.
     pub shutdown: CancellationToken,
     /// Where inbound events go. `deliver` returns only after the event is stored.
-    pub sink: Arc<dyn InboundSink>,
+    pub sink: ScopedSink,
     /// Small persistent key-value store for platform cursors (Telegram offset, IMAP UID …).
-    pub state: Arc<dyn StateStore>,
+    pub state: ScopedState,
+    /// A directory of this channel's own, for stores that must persist across restarts (Matrix's
+    /// crypto store): `<daemon.data_dir>/channels/<name>/`, created before `run` is called.
+    pub data_dir: PathBuf,
+    /// Where the adapter reports its connection state; `/healthz` and systemd's READY=1 show it.
+    pub status: StatusReporter,
+}
+
+impl ChannelContext {
+    /// A context for the channel `name`, delivering into `sink` and keeping state in `state`,
+    /// both seen by the adapter as its own.
+    pub fn new(
+        name: &str,
+        shutdown: CancellationToken,
+        sink: Arc<dyn InboundSink>,
+        state: Arc<dyn StateStore>,
+        data_dir: PathBuf,
+        status: StatusReporter,
+    ) -> Self {
+        let name: Arc<str> = Arc::from(name);
+        Self {
+            shutdown,
+            sink: ScopedSink {
+                channel: name.clone(),
+                inner: sink,
+            },
+            state: ScopedState {
+                channel: name,
+                inner: state,
+            },
+            data_dir,
+            status,
+        }
+    }
+
+    /// The channel's name, as in config, identities and targets.
+    pub fn name(&self) -> &str {
+        &self.sink.channel
+    }
+
+    /// The channel's persistent directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
 }
 
 impl std::fmt::Debug for ChannelContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChannelContext").finish_non_exhaustive()
+        f.debug_struct("ChannelContext")
+            .field("name", &self.name())
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
     }
 }
 
-/// The daemon side of inbound delivery.
+/// The daemon side of inbound delivery: one inbox for every channel. Adapters never see it
+/// directly; they get a [`ScopedSink`] bound to their own channel.
 #[async_trait]
 pub trait InboundSink: Send + Sync {
     /// Stores the event durably (deduplicated on the channel and `platform_id`).
@@ -56,16 +106,210 @@ pub trait InboundSink: Send + Sync {
     async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError>;
 }
 
+/// The inbox as one channel sees it: every event it delivers is filed under that channel.
+#[derive(Clone)]
+pub struct ScopedSink {
+    channel: Arc<str>,
+    inner: Arc<dyn InboundSink>,
+}
+
+impl ScopedSink {
+    /// Binds `inner` to `channel`. The daemon does this once per channel; tests wrap a sink to
+    /// observe or disturb deliveries.
+    pub fn new(channel: &str, inner: Arc<dyn InboundSink>) -> Self {
+        Self {
+            channel: Arc::from(channel),
+            inner,
+        }
+    }
+
+    /// The channel the events are filed under.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Stores the event (see [`InboundSink::deliver`]): `Ok` means committed, and only then may
+    /// the platform cursor advance.
+    pub async fn deliver(&self, event: Inbound) -> Result<(), SinkError> {
+        self.inner.deliver(&self.channel, event).await
+    }
+}
+
+impl std::fmt::Debug for ScopedSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedSink")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The inbox could not store an event (database unavailable, shutting down).
 #[derive(Debug, thiserror::Error)]
 #[error("inbox unavailable: {0}")]
 pub struct SinkError(pub String);
 
-/// Persistent per-channel state, namespaced by channel name.
+/// Persistent per-channel state, namespaced by channel name (the daemon side).
 #[async_trait]
 pub trait StateStore: Send + Sync {
     async fn load(&self, channel: &str, key: &str) -> Result<Option<String>, SinkError>;
     async fn save(&self, channel: &str, key: &str, value: &str) -> Result<(), SinkError>;
+}
+
+/// The state store as one channel sees it: keys are its own.
+#[derive(Clone)]
+pub struct ScopedState {
+    channel: Arc<str>,
+    inner: Arc<dyn StateStore>,
+}
+
+impl ScopedState {
+    /// Binds `inner` to `channel`.
+    pub fn new(channel: &str, inner: Arc<dyn StateStore>) -> Self {
+        Self {
+            channel: Arc::from(channel),
+            inner,
+        }
+    }
+
+    /// The value stored under `key`, if any.
+    pub async fn load(&self, key: &str) -> Result<Option<String>, SinkError> {
+        self.inner.load(&self.channel, key).await
+    }
+
+    /// Stores `value` under `key`, replacing what was there.
+    pub async fn save(&self, key: &str, value: &str) -> Result<(), SinkError> {
+        self.inner.save(&self.channel, key, value).await
+    }
+}
+
+impl std::fmt::Debug for ScopedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedState")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A channel's connection state, as `/healthz` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChannelStatus {
+    /// Logging in for the first time; the platform has not accepted us yet.
+    Connecting,
+    /// The platform accepted the login (Telegram: `getMe` succeeded) and events flow.
+    Connected,
+    /// The connection was lost or refused for a while; the adapter (or the supervisor) tries
+    /// again with backoff.
+    Reconnecting { reason: String },
+    /// The channel gave up (refused credentials, unusable configuration) until the next start.
+    Failed { reason: String },
+    /// `run` returned after shutdown.
+    Stopped,
+}
+
+impl ChannelStatus {
+    /// The state's name: `connecting`, `connected`, `reconnecting`, `failed` or `stopped`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Connected => "connected",
+            Self::Reconnecting { .. } => "reconnecting",
+            Self::Failed { .. } => "failed",
+            Self::Stopped => "stopped",
+        }
+    }
+
+    /// Why the channel is reconnecting or failed.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Reconnecting { reason } | Self::Failed { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Whether the channel has got past its first attempt: it is connected, or it tried and
+    /// now retries or gave up. Only `connecting` is unsettled. systemd's READY=1 waits for every
+    /// channel to be settled; a channel that retries (the network is down at boot) counts, so
+    /// hearth is not killed by systemd's start timeout while it keeps trying.
+    pub fn is_settled(&self) -> bool {
+        !matches!(self, Self::Connecting)
+    }
+}
+
+impl std::fmt::Display for ChannelStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason() {
+            Some(reason) => write!(f, "{}: {reason}", self.as_str()),
+            None => f.write_str(self.as_str()),
+        }
+    }
+}
+
+/// How an adapter reports its [`ChannelStatus`]. Cheap to clone; every clone reports to the
+/// same place. Reporting the state the channel is already in changes nothing.
+#[derive(Clone, Debug)]
+pub struct StatusReporter {
+    tx: Arc<watch::Sender<ChannelStatus>>,
+}
+
+impl Default for StatusReporter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StatusReporter {
+    /// A reporter starting at [`ChannelStatus::Connecting`].
+    pub fn new() -> Self {
+        Self {
+            tx: Arc::new(watch::Sender::new(ChannelStatus::Connecting)),
+        }
+    }
+
+    /// Reports `status`.
+    pub fn set(&self, status: ChannelStatus) {
+        self.tx.send_if_modified(|current| {
+            if *current == status {
+                return false;
+            }
+            *current = status;
+            true
+        });
+    }
+
+    /// Logging in (again).
+    pub fn connecting(&self) {
+        self.set(ChannelStatus::Connecting);
+    }
+
+    /// The platform accepted the login; events flow.
+    pub fn connected(&self) {
+        self.set(ChannelStatus::Connected);
+    }
+
+    /// The connection is down for `reason`; trying again.
+    pub fn reconnecting(&self, reason: impl Into<String>) {
+        self.set(ChannelStatus::Reconnecting {
+            reason: reason.into(),
+        });
+    }
+
+    /// Given up for `reason` until the next start.
+    pub fn failed(&self, reason: impl Into<String>) {
+        self.set(ChannelStatus::Failed {
+            reason: reason.into(),
+        });
+    }
+
+    /// The state reported last.
+    pub fn current(&self) -> ChannelStatus {
+        self.tx.borrow().clone()
+    }
+
+    /// A receiver that sees every later report.
+    pub fn subscribe(&self) -> watch::Receiver<ChannelStatus> {
+        self.tx.subscribe()
+    }
 }
 
 /// A chat platform adapter.
@@ -79,6 +323,10 @@ pub trait Channel: Send + Sync + 'static {
 
     /// Receives events until `ctx.shutdown` is cancelled. Each event is handed to the sink and
     /// the platform cursor is advanced only after the sink acknowledged it.
+    ///
+    /// Reports its state through `ctx.status`: it starts as connecting, and the adapter reports
+    /// connected once the platform accepted the login (not merely when `run` starts), and
+    /// reconnecting while it retries a lost connection by itself.
     ///
     /// Returns `Ok(())` after shutdown; an error tells the supervisor what went wrong (its kind
     /// decides between restart with backoff and marking the channel failed).
@@ -103,8 +351,10 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Acknowledges a button press (Telegram `answerCallbackQuery`, a Discord interaction
-    /// response). `notice` is a short text shown to the presser, as an alert when `alert` is set.
+    /// Acknowledges a button press (Telegram `answerCallbackQuery`). `notice` is a short text
+    /// shown to the presser, as an alert when `alert` is set. Not called on channels with
+    /// [`Capabilities::acks_presses_on_receipt`]: they acknowledged the press when it arrived,
+    /// and the daemon's answer comes as an edit or a follow-up message instead.
     async fn answer_press(
         &self,
         _press: &ButtonPress,
@@ -127,5 +377,117 @@ pub trait Channel: Send + Sync + 'static {
     ) -> Result<Option<MessageRef>, ChannelError> {
         let _ = (chat, draft, text); // no preview by default
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_reporter_starts_connecting_and_reports_changes_once() {
+        let status = StatusReporter::new();
+        assert_eq!(status.current(), ChannelStatus::Connecting);
+        assert!(!status.current().is_settled());
+        let mut seen = status.subscribe();
+        status.connected();
+        assert!(seen.has_changed().unwrap_or(false));
+        seen.borrow_and_update();
+        status.connected();
+        assert!(
+            !seen.has_changed().unwrap_or(true),
+            "the same state reported again is no change"
+        );
+        status.reconnecting("502 Bad Gateway");
+        assert_eq!(
+            status.current().to_string(),
+            "reconnecting: 502 Bad Gateway"
+        );
+        assert!(
+            status.current().is_settled(),
+            "a channel that retries counts as settled"
+        );
+        status.failed("401");
+        assert_eq!(status.current().reason(), Some("401"));
+        assert_eq!(status.current().as_str(), "failed");
+    }
+
+    struct Recorder(std::sync::Mutex<Vec<(String, String)>>);
+
+    #[async_trait]
+    impl InboundSink for Recorder {
+        async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((channel.to_owned(), event.platform_id));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_context_files_everything_under_its_own_channel() {
+        let recorder = Arc::new(Recorder(std::sync::Mutex::new(Vec::new())));
+        let ctx = ChannelContext::new(
+            "telegram",
+            CancellationToken::new(),
+            recorder.clone(),
+            Arc::new(testkit_state::Map::default()),
+            PathBuf::from("/nonexistent"),
+            StatusReporter::new(),
+        );
+        assert_eq!(ctx.name(), "telegram");
+        let event = Inbound {
+            platform_id: "1".into(),
+            chat: ChatRef::new("c"),
+            sender: Sender::new("u"),
+            kind: InboundKind::Edit {
+                message_id: "m".into(),
+                text: "t".into(),
+            },
+            reply_context: None,
+        };
+        ctx.sink.deliver(event).await.expect("delivered");
+        ctx.state.save("offset", "7").await.expect("saved");
+        assert_eq!(
+            *recorder.0.lock().unwrap_or_else(|p| p.into_inner()),
+            [("telegram".to_owned(), "1".to_owned())]
+        );
+        assert_eq!(
+            ctx.state.load("offset").await.expect("loaded").as_deref(),
+            Some("7")
+        );
+        let other = ScopedState::new("matrix", ctx.state.inner.clone());
+        assert_eq!(
+            other.load("offset").await.expect("loaded"),
+            None,
+            "state is per channel"
+        );
+    }
+
+    mod testkit_state {
+        use super::super::*;
+
+        #[derive(Default)]
+        pub struct Map(std::sync::Mutex<std::collections::HashMap<(String, String), String>>);
+
+        #[async_trait]
+        impl StateStore for Map {
+            async fn load(&self, channel: &str, key: &str) -> Result<Option<String>, SinkError> {
+                Ok(self
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&(channel.to_owned(), key.to_owned()))
+                    .cloned())
+            }
+            async fn save(&self, channel: &str, key: &str, value: &str) -> Result<(), SinkError> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((channel.to_owned(), key.to_owned()), value.to_owned());
+                Ok(())
+            }
+        }
     }
 }

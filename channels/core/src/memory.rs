@@ -3,8 +3,8 @@
 //! [`MemoryChannel`] behaves like a small, strict platform: inbound events wait in a queue (the
 //! platform side of a cursor) until the sink acknowledges them, sent messages get sequential
 //! ids and can be edited, and sends can be made to fail on demand. Tests drive it from the
-//! platform side (`push_text`, `push_press`, `redeliver`) and inspect what the daemon did
-//! (`sent`, `wait_for_sent`, `answered_presses`).
+//! platform side (`push_text`, `push_press`, `push_reaction`, `push_edit`, `redeliver`,
+//! `set_login`) and inspect what the daemon did (`sent`, `wait_for_sent`, `answered_presses`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use crate::split::Measure;
 use crate::{
-    Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
-    Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
+    Attachment, Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef,
+    Format, Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
 };
 
 /// A message as the in-memory platform shows it.
@@ -43,6 +43,17 @@ impl SentMessage {
             message_id: self.id.clone(),
         }
     }
+}
+
+/// How the in-memory platform answers the login `run` starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Login {
+    /// Accepted at once: the channel reports connected as soon as `run` starts (the default).
+    Accept,
+    /// Not answered yet: the channel stays connecting until the login is set to another value.
+    Hold,
+    /// Refused with this reason: `run` reports failed and returns an `Auth` error.
+    Refuse(String),
 }
 
 /// A recorded [`Channel::answer_press`] call.
@@ -80,6 +91,8 @@ struct Shared {
     state: Mutex<State>,
     /// Bumped whenever an event is queued, so an idle `run` wakes up.
     inbound_changed: watch::Sender<u64>,
+    /// How the platform answers logins; a change wakes a `run` waiting on a held login.
+    login: watch::Sender<Login>,
     /// The number of sent messages, for `wait_for_sent`.
     sent_count: watch::Sender<usize>,
 }
@@ -114,6 +127,7 @@ impl MemoryChannel {
                 measure: Measure::Chars,
                 format: Format::Markdown,
                 preview: None,
+                ..Capabilities::default()
             },
             retry_delay: Duration::from_millis(50),
             queue: VecDeque::new(),
@@ -131,6 +145,7 @@ impl MemoryChannel {
                 name: name.into(),
                 state: Mutex::new(state),
                 inbound_changed: watch::Sender::new(0),
+                login: watch::Sender::new(Login::Accept),
                 sent_count: watch::Sender::new(0),
             }),
         }
@@ -147,6 +162,17 @@ impl MemoryChannel {
     pub fn with_measure(self, measure: Measure) -> Self {
         self.lock().capabilities.measure = measure;
         self
+    }
+
+    /// Sets how the platform answers the login of the next `run` (see [`Login`]).
+    pub fn with_login(self, login: Login) -> Self {
+        self.set_login(login);
+        self
+    }
+
+    /// Changes how the platform answers logins; a `run` waiting on a held login sees it at once.
+    pub fn set_login(&self, login: Login) {
+        self.shared.login.send_replace(login);
     }
 
     /// Sets how long `run` waits before offering a refused event again (50 ms by default).
@@ -197,6 +223,72 @@ impl MemoryChannel {
                 message_id: Some(id.clone()),
                 reply_to: None,
             },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues a message from `sender` in `chat` with these attachments, answering the message
+    /// `reply_to` if given; returns its platform id (also its message id).
+    pub fn push_message(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        text: &str,
+        attachments: Vec<Attachment>,
+        reply_to: Option<&str>,
+    ) -> String {
+        let id = self.next_inbound_id("msg");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: chat.clone(),
+            sender: sender.clone(),
+            kind: InboundKind::Message {
+                text: text.to_owned(),
+                attachments,
+                message_id: Some(id.clone()),
+                reply_to: reply_to.map(str::to_owned),
+            },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues a reaction with `emoji` by `sender_id` to `message`; returns its platform id.
+    pub fn push_reaction(&self, message: &MessageRef, sender_id: &str, emoji: &str) -> String {
+        let id = self.next_inbound_id("reaction");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: message.chat.clone(),
+            sender: Sender::new(sender_id),
+            kind: InboundKind::Reaction {
+                message_id: message.message_id.clone(),
+                emoji: emoji.to_owned(),
+            },
+            reply_context: None,
+        });
+        id
+    }
+
+    /// Queues an edit by `sender` of their message `message_id` in `chat` to `text`; returns
+    /// the edit's platform id.
+    pub fn push_edit(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        message_id: &str,
+        text: &str,
+    ) -> String {
+        let id = self.next_inbound_id("edit");
+        self.push(Inbound {
+            platform_id: id.clone(),
+            chat: chat.clone(),
+            sender: sender.clone(),
+            kind: InboundKind::Edit {
+                message_id: message_id.to_owned(),
+                text: text.to_owned(),
+            },
+            reply_context: None,
         });
         id
     }
@@ -214,6 +306,7 @@ impl MemoryChannel {
                 data: data.to_owned(),
                 message: Some(message.clone()),
             }),
+            reply_context: None,
         });
         id
     }
@@ -348,7 +441,8 @@ impl MemoryChannel {
 
 impl State {
     fn check_buttons(&self, buttons: &[Button]) -> Result<(), ChannelError> {
-        if !buttons.is_empty() && !self.capabilities.buttons {
+        let shows_buttons = self.capabilities.buttons || self.capabilities.buttons_as_reactions;
+        if !buttons.is_empty() && !shows_buttons {
             return Err(ChannelError::rejected("this platform has no buttons"));
         }
         Ok(())
@@ -383,6 +477,20 @@ impl Channel for MemoryChannel {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        // The login: held until the test decides, refused, or accepted. The state stays as the
+        // supervisor left it (connecting, or reconnecting after a failure) until then.
+        let mut login = self.shared.login.subscribe();
+        let answer = tokio::select! {
+            () = ctx.shutdown.cancelled() => return Ok(()),
+            // The sender lives in `self`, so this ends only with a decision.
+            answer = login.wait_for(|l| *l != Login::Hold) => answer.map(|l| l.clone()),
+        };
+        if let Ok(Login::Refuse(reason)) = answer {
+            ctx.status.failed(reason.clone());
+            return Err(ChannelError::auth(reason));
+        }
+        ctx.status.connected();
+
         let mut changed = self.shared.inbound_changed.subscribe();
         loop {
             // Mark the current version seen before looking, so a push after the look wakes us.
@@ -402,7 +510,7 @@ impl Channel for MemoryChannel {
             let delivered = tokio::select! {
                 // Shutdown wins even mid-delivery: the event stays queued for the next run.
                 () = ctx.shutdown.cancelled() => return Ok(()),
-                result = ctx.sink.deliver(&self.shared.name, event) => result,
+                result = ctx.sink.deliver(event) => result,
             };
             match delivered {
                 Ok(()) => {
@@ -572,10 +680,7 @@ mod tests {
             ..Capabilities::default()
         });
         let mut message = OutboundMessage::text(chat(), "alpha beta gamma delta epsilon zeta");
-        message.buttons = vec![Button {
-            label: "Ok".into(),
-            data: "ok".into(),
-        }];
+        message.buttons = vec![Button::new("Ok", "ok")];
         message.reply_to = Some("in-1".into());
         // One message per send: the daemon sends the planned parts in order.
         let mut last = None;
@@ -665,10 +770,7 @@ mod tests {
     async fn strict_about_missing_capabilities() {
         let channel = MemoryChannel::new("plain").with_capabilities(Capabilities::default());
         let mut message = OutboundMessage::text(chat(), "pick");
-        message.buttons = vec![Button {
-            label: "A".into(),
-            data: "a".into(),
-        }];
+        message.buttons = vec![Button::new("A", "a")];
         assert!(channel.send(&message).await.is_err());
         assert!(channel.preview(&chat(), None, "x").await.is_err());
         let sent = channel
@@ -726,5 +828,88 @@ mod tests {
         task.await.expect("task").expect("send");
         let sent = channel.wait_for_sent(2, Duration::from_millis(10)).await;
         assert_eq!(sent.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_held_login_keeps_run_connecting_and_a_refused_one_fails_it() {
+        use crate::{ChannelStatus, StatusReporter};
+
+        struct Nowhere;
+        #[async_trait]
+        impl crate::InboundSink for Nowhere {
+            async fn deliver(&self, _: &str, _: Inbound) -> Result<(), crate::SinkError> {
+                Ok(())
+            }
+        }
+        #[async_trait]
+        impl crate::StateStore for Nowhere {
+            async fn load(&self, _: &str, _: &str) -> Result<Option<String>, crate::SinkError> {
+                Ok(None)
+            }
+            async fn save(&self, _: &str, _: &str, _: &str) -> Result<(), crate::SinkError> {
+                Ok(())
+            }
+        }
+        let context = |status: &StatusReporter| {
+            ChannelContext::new(
+                "memory",
+                tokio_util::sync::CancellationToken::new(),
+                Arc::new(Nowhere),
+                Arc::new(Nowhere),
+                std::env::temp_dir(),
+                status.clone(),
+            )
+        };
+
+        let channel = MemoryChannel::new("memory").with_login(Login::Hold);
+        let status = StatusReporter::new();
+        let ctx = context(&status);
+        let shutdown = ctx.shutdown.clone();
+        let run = tokio::spawn({
+            let channel = channel.clone();
+            async move { channel.run(ctx).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(status.current(), ChannelStatus::Connecting);
+        channel.set_login(Login::Accept);
+        let mut seen = status.subscribe();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            seen.wait_for(|s| *s == ChannelStatus::Connected),
+        )
+        .await
+        .expect("connected in time")
+        .expect("reporter alive");
+        shutdown.cancel();
+        run.await.expect("join").expect("clean stop");
+
+        channel.set_login(Login::Refuse("bad token".into()));
+        let status = StatusReporter::new();
+        let error = channel
+            .run(context(&status))
+            .await
+            .expect_err("refused login");
+        assert_eq!(error.kind, crate::ErrorKind::Auth);
+        assert_eq!(
+            status.current(),
+            ChannelStatus::Failed {
+                reason: "bad token".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn buttons_as_reactions_are_accepted_without_buttons() {
+        let channel = MemoryChannel::new("reacting").with_capabilities(Capabilities {
+            reactions: true,
+            buttons_as_reactions: true,
+            ..Capabilities::default()
+        });
+        let mut message = OutboundMessage::text(chat(), "approve?");
+        message.buttons = vec![Button::new("✅ Approve", "c:x:a").with_emoji("✅")];
+        let sent = channel.send(&message).await.expect("accepted");
+        let reaction = channel.push_reaction(&sent, "u1", "✅");
+        assert!(reaction.starts_with("reacting-reaction-"));
+        assert_eq!(channel.pending_inbound(), 1);
     }
 }

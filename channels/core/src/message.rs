@@ -1,4 +1,8 @@
 //! The platform-neutral message types that cross the channel boundary.
+//!
+//! [`Inbound`] and [`OutboundMessage`] are stored as JSON in the inbox and the outbox, so every
+//! change to them is additive: a new field has a serde default that reads an old row as it
+//! meant, and is left out when it holds that default, so rows look as they did before.
 
 use std::time::Duration;
 
@@ -45,14 +49,43 @@ pub struct Sender {
     /// A display name for replies and logs; never used for authorisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Whether the platform vouches that `id` really sent this. Chat platforms authenticate
+    /// their users, so this is true there; an email whose `From` failed the configured
+    /// authentication check (DKIM/SPF/DMARC in `Authentication-Results`) is unverified. The
+    /// daemon treats an unverified sender as a stranger, whatever identity it claims. Rows
+    /// stored before the field existed load as verified, as they were treated.
+    #[serde(default = "verified", skip_serializing_if = "is_verified")]
+    pub verified: bool,
+}
+
+fn verified() -> bool {
+    true
+}
+
+fn is_verified(verified: &bool) -> bool {
+    *verified
 }
 
 impl Sender {
+    /// A verified sender with this platform user id and no display name.
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
             name: None,
+            verified: true,
         }
+    }
+
+    /// Sets the display name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Marks the sender as not verified by the platform (see [`Sender::verified`]).
+    pub fn unverified(mut self) -> Self {
+        self.verified = false;
+        self
     }
 }
 
@@ -64,11 +97,18 @@ pub struct Inbound {
     pub chat: ChatRef,
     pub sender: Sender,
     pub kind: InboundKind,
+    /// Opaque to the daemon: what the adapter needs to answer in the same conversation, such as
+    /// an email's subject, `Message-ID` and `References`. The daemon copies it unchanged onto
+    /// every [`OutboundMessage`] that answers this event (the reply, confirmation prompts and
+    /// their outcomes), so the adapter can thread them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_context: Option<serde_json::Value>,
 }
 
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum InboundKind {
     /// A new message. `reply_to` is the platform id of the message it answers, if any.
     Message {
@@ -82,7 +122,8 @@ pub enum InboundKind {
     },
     /// A button under one of our messages was pressed.
     Press(ButtonPress),
-    /// A reaction was added to a message.
+    /// A reaction was added to a message. On a confirmation prompt, a reaction with the emoji of
+    /// one of its buttons counts as a press of that button (see [`Button::emoji`]).
     Reaction { message_id: String, emoji: String },
     /// A message was edited by its author.
     Edit { message_id: String, text: String },
@@ -146,6 +187,10 @@ pub struct OutboundMessage {
     /// Each part of a split reply has its own (`<reply id>.<part index>`, see [`crate::plan`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<String>,
+    /// The [`Inbound::reply_context`] of the event this message answers, handed back to the
+    /// adapter unchanged (email: subject and threading headers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_context: Option<serde_json::Value>,
 }
 
 impl Default for ChatRef {
@@ -170,6 +215,37 @@ pub struct Button {
     pub label: String,
     /// Returned in [`ButtonPress::data`]; at most 64 bytes so it fits Telegram's callback data.
     pub data: String,
+    /// The emoji that stands for this button where choices are made by reacting (✅ for
+    /// Approve, ❌ for Deny). A channel with [`Capabilities::buttons_as_reactions`] shows the
+    /// button as this reaction, and a reaction with it on the message counts as a press.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emoji: Option<String>,
+}
+
+impl Button {
+    /// A button without an emoji.
+    pub fn new(label: impl Into<String>, data: impl Into<String>) -> Self {
+        Self {
+            label: label.into(),
+            data: data.into(),
+            emoji: None,
+        }
+    }
+
+    /// Sets the emoji a reaction uses to choose this button.
+    pub fn with_emoji(mut self, emoji: impl Into<String>) -> Self {
+        self.emoji = Some(emoji.into());
+        self
+    }
+
+    /// Whether a reaction with `emoji` chooses this button. Emoji are compared without
+    /// variation selectors, which platforms add or drop (`❌` and `❌\u{fe0f}` are the same).
+    pub fn matches_reaction(&self, emoji: &str) -> bool {
+        let bare = |e: &str| e.chars().filter(|c| *c != '\u{fe0f}').collect::<String>();
+        self.emoji
+            .as_deref()
+            .is_some_and(|own| !own.is_empty() && bare(own) == bare(emoji))
+    }
 }
 
 /// Where a sent message lives, so it can be edited later.
@@ -179,20 +255,32 @@ pub struct MessageRef {
     pub message_id: String,
 }
 
-/// How an adapter renders the Markdown of [`OutboundMessage::text`].
+/// The markup a platform shows, which the adapter renders the Markdown of
+/// [`OutboundMessage::text`] into. Named by what it is, not by who uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// No markup: the text as it is.
     Plain,
+    /// Markdown, shown by the platform (Discord, the terminal).
     Markdown,
-    TelegramHtml,
+    /// HTML with inline tags only (`b i u s code pre a blockquote`): headings become bold lines
+    /// and lists stay text (Telegram).
+    InlineHtml,
+    /// HTML with block elements too: lists, headings, tables (Matrix `formatted_body`, email).
     Html,
 }
 
 /// What a platform can show.
+///
+/// Where a platform lacks something, the daemon falls back: no `buttons` (and no
+/// `buttons_as_reactions`) means confirmations carry a short code to type; no `edits` means the
+/// outcome of a decision is a short follow-up message instead of an edit of the prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     pub buttons: bool,
+    /// Messages can be edited (and `edit` works); otherwise `edit` fails with `Rejected`.
     pub edits: bool,
+    /// Users' reactions to messages arrive as [`InboundKind::Reaction`].
     pub reactions: bool,
     pub threads: bool,
     /// Longest message, counted in [`Capabilities::measure`]; longer replies are split into
@@ -204,6 +292,19 @@ pub struct Capabilities {
     pub format: Format,
     /// Minimum time between preview updates of a streamed reply; `None`: no previews.
     pub preview: Option<Duration>,
+    /// Buttons are shown as reactions the bot seeds on the message, one per button with its
+    /// [`Button::emoji`] (Matrix); a user's reaction with one of them arrives as a reaction and
+    /// counts as a press. Such a channel accepts buttons even without `buttons`.
+    pub buttons_as_reactions: bool,
+    /// The adapter acknowledges each button press itself as it arrives, because the platform
+    /// wants an answer sooner than a stored event can give one (Discord: within 3 s). The daemon
+    /// then never calls [`crate::Channel::answer_press`]; it shows the outcome as an edit or a
+    /// follow-up message.
+    pub acks_presses_on_receipt: bool,
+    /// The platform drops a send whose [`OutboundMessage::delivery_id`] it has seen recently
+    /// and returns the message sent then (Matrix transaction ids, Discord nonces), so a reply
+    /// sent again after a crash shows once. Without it a resend may show twice.
+    pub deduplicates_sends: bool,
 }
 
 impl Default for Capabilities {
@@ -217,6 +318,36 @@ impl Default for Capabilities {
             measure: Measure::Chars,
             format: Format::Plain,
             preview: None,
+            buttons_as_reactions: false,
+            acks_presses_on_receipt: false,
+            deduplicates_sends: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reaction_matches_its_button_with_or_without_a_variation_selector() {
+        let approve = Button::new("✅ Approve", "c:x:a").with_emoji("✅");
+        let deny = Button::new("❌ Deny", "c:x:d").with_emoji("❌\u{fe0f}");
+        assert!(approve.matches_reaction("✅"));
+        assert!(approve.matches_reaction("✅\u{fe0f}"));
+        assert!(deny.matches_reaction("❌"));
+        assert!(!approve.matches_reaction("❌"));
+        assert!(!approve.matches_reaction("👍"));
+        assert!(
+            !Button::new("Ok", "ok").matches_reaction("✅"),
+            "no emoji, no match"
+        );
+    }
+
+    #[test]
+    fn senders_are_verified_unless_marked() {
+        let sender = Sender::new("me@example.org").with_name("Me");
+        assert!(sender.verified);
+        assert!(!sender.unverified().verified);
     }
 }

@@ -83,6 +83,9 @@ impl PlannedPart {
                 .delivery_id
                 .as_ref()
                 .map(|id| format!("{id}.{}", self.index)),
+            // Every part belongs to the same conversation thread (an email's subject, its
+            // In-Reply-To), so each carries the context.
+            reply_context: reply.reply_context.clone(),
         }
     }
 }

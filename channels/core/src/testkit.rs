@@ -1,15 +1,27 @@
 //! A conformance suite every adapter runs against its local fake or real server, and the test
 //! doubles the daemon's own tests reuse.
 //!
-//! An adapter's test implements [`Harness`] (how to make the platform produce a message and
-//! what the platform shows) and calls [`run_conformance`]. Each check is also public, so a
-//! platform that cannot do one of them can run the rest. Checks panic with a message that says
-//! what the adapter did wrong, as test assertions do.
+//! An adapter's tests implement [`Harness`] (how to make the platform produce events, and what
+//! the platform shows) and expand [`conformance_tests!`](crate::conformance_tests) with an async
+//! function that builds a fresh harness. That gives one `#[tokio::test]` per check, so a failing
+//! check is named. Where a platform lacks a capability, its check asserts the fallback that
+//! [`Capabilities`](crate::Capabilities) documents instead of passing silently. Checks panic
+//! with a message that says what the adapter did wrong, as test assertions do.
+//!
+//! ```ignore
+//! async fn harness() -> MyHarness { MyHarness::start().await }
+//! mod conformance {
+//!     hearth_channel::conformance_tests!(super::harness);
+//! }
+//! ```
+
+mod check;
+
+pub use check::*;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
@@ -17,314 +29,169 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Button, Channel, ChannelContext, ChannelError, ChatRef, Inbound, InboundKind, InboundSink,
-    OutboundMessage, Sender, SinkError, StateStore,
+    Button, Channel, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound, InboundSink,
+    MessageRef, Sender, SinkError, StateStore, StatusReporter,
 };
 
 /// How long a check waits for something the platform should do promptly.
-const PATIENCE: Duration = Duration::from_secs(10);
+pub const PATIENCE: Duration = Duration::from_secs(10);
 /// How soon `run` must return after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// What a conformance run needs from an adapter's test setup.
+/// A message as the platform shows it to the people in the chat.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shown {
+    /// The platform's message id, as [`MessageRef::message_id`] names it.
+    pub id: String,
+    /// The visible text now (after edits), markup removed.
+    pub text: String,
+    /// The buttons under it, with their press data (emoji unknown: `None`).
+    pub buttons: Vec<Button>,
+    /// Reactions the bot put on it (buttons shown as reactions).
+    pub reactions: Vec<String>,
+    /// The message it quotes, by platform message id.
+    pub reply_to: Option<String>,
+}
+
+/// A document a check makes a user send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    pub name: String,
+    pub mime: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What the conformance checks need from an adapter's test setup: the adapter, pointed at the
+/// platform's local server, and ways to act on that server as the platform's users would.
+///
+/// Methods for things a platform cannot do have defaults that say so; a check only calls them
+/// when [`Channel::capabilities`] claims the capability.
 #[async_trait]
 pub trait Harness: Send + Sync {
-    /// The adapter under test, configured against the local server. Called once per check;
-    /// returning the same instance each time is fine (and is how restarts are tested).
+    /// The adapter under test, configured against the local server. Called several times per
+    /// check; returning the same instance each time is fine (and is how restarts are tested).
     fn channel(&self) -> Arc<dyn Channel>;
-    /// Makes the platform produce an inbound text message from `sender` in `chat`.
-    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String>;
-    /// What the platform shows in `chat`, in order: the latest text of each message.
-    async fn sent_texts(&self, chat: &ChatRef) -> Vec<String>;
-    /// The chat the checks talk in.
+    /// The chat the checks talk in (outside any thread).
     fn chat(&self) -> ChatRef;
-    /// The user the injected messages come from.
+    /// The user the injected events come from.
     fn sender(&self) -> Sender;
-}
-
-/// Runs every check, in order.
-pub async fn run_conformance(h: &dyn Harness) {
-    check_inbound_text(h).await;
-    check_failed_delivery_is_offered_again(h).await;
-    check_unstored_event_survives_restart(h).await;
-    check_shutdown_is_prompt(h).await;
-    check_send(h).await;
-    check_long_reply_is_split(h).await;
-    check_over_limit_send_is_rejected(h).await;
-    check_edit(h).await;
-    check_buttons(h).await;
-    check_markdown_basics(h).await;
-}
-
-/// Inbound text reaches the sink with the right chat, sender and text.
-pub async fn check_inbound_text(h: &dyn Harness) {
-    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
-    let text = unique("hello from conformance");
-    inject(h, &text).await;
-    let event = running
-        .sink
-        .wait_for_event(|e| text_of(e) == Some(&text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("inbound {text:?} never reached the sink"));
-    assert_eq!(event.chat, h.chat(), "inbound event in the wrong chat");
-    assert_eq!(
-        event.sender.id,
-        h.sender().id,
-        "inbound event from the wrong sender"
-    );
-    assert!(
-        !event.platform_id.is_empty(),
-        "inbound event without a platform id"
-    );
-    running.stop().await;
-}
-
-/// An event whose delivery fails is offered again within the same run, and the adapter does not
-/// deliver later events before it (its cursor does not pass it).
-pub async fn check_failed_delivery_is_offered_again(h: &dyn Harness) {
-    let sink = RecordingSink::new();
-    sink.fail_next(1);
-    let running = Running::start(h.channel(), sink.clone(), MemoryState::new());
-    let first = unique("refused at first");
-    let second = unique("after the refused one");
-    inject(h, &first).await;
-    inject(h, &second).await;
-    sink.wait_for_event(|e| text_of(e) == Some(&second), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{second:?} never reached the sink"));
-    let texts: Vec<String> = sink
-        .events()
-        .iter()
-        .filter_map(|e| text_of(e).cloned())
-        .collect();
-    let at_first = texts.iter().position(|t| *t == first);
-    let at_second = texts.iter().position(|t| *t == second);
-    assert!(
-        at_first.is_some(),
-        "{first:?} was refused once and never offered again"
-    );
-    assert!(
-        at_first < at_second,
-        "{second:?} was stored before the refused {first:?}: {texts:?}"
-    );
-    running.stop().await;
-}
-
-/// An event the sink never stored is delivered by the next run (a daemon restart with the same
-/// state): the adapter acknowledges only what is stored.
-pub async fn check_unstored_event_survives_restart(h: &dyn Harness) {
-    let state = MemoryState::new();
-    let refusing = RecordingSink::new();
-    refusing.fail_next(usize::MAX);
-    let running = Running::start(h.channel(), refusing.clone(), state.clone());
-    let text = unique("never stored before the restart");
-    inject(h, &text).await;
-    refusing
-        .wait_for_attempt(|e| text_of(e) == Some(&text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
-    running.stop().await;
-
-    let running = Running::start(h.channel(), RecordingSink::new(), state);
-    running
-        .sink
-        .wait_for_event(|e| text_of(e) == Some(&text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} was lost: the cursor passed an unstored event"));
-    running.stop().await;
-}
-
-/// `run` returns within two seconds of shutdown, also while a delivery is pending, and the
-/// pending event is delivered by the next run.
-pub async fn check_shutdown_is_prompt(h: &dyn Harness) {
-    // Idle.
-    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    running.stop().await;
-
-    // Blocked in `deliver`.
-    let state = MemoryState::new();
-    let stuck = RecordingSink::new();
-    stuck.pause();
-    let running = Running::start(h.channel(), stuck.clone(), state.clone());
-    let text = unique("pending at shutdown");
-    inject(h, &text).await;
-    stuck
-        .wait_for_attempt(|e| text_of(e) == Some(&text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
-    running.stop().await;
-
-    let running = Running::start(h.channel(), RecordingSink::new(), state);
-    running
-        .sink
-        .wait_for_event(|e| text_of(e) == Some(&text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?}, pending at shutdown, was lost"));
-    running.stop().await;
-}
-
-/// `send` returns a reference in the right chat, and the text is visible on the platform.
-pub async fn check_send(h: &dyn Harness) {
-    let channel = h.channel();
-    let text = unique("a plain reply");
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
-    assert_eq!(
-        sent.chat,
-        h.chat(),
-        "send returned a reference to another chat"
-    );
-    assert!(
-        !sent.message_id.is_empty(),
-        "send returned an empty message id"
-    );
-    assert_visible(h, &text).await;
-}
-
-/// A reply longer than `max_message_len`, planned with [`crate::plan()`] and sent one part per
-/// `send`, arrives complete, in order, in parts within the limit. Without a limit, a long reply
-/// arrives whole.
-pub async fn check_long_reply_is_split(h: &dyn Harness) {
-    let channel = h.channel();
-    let max = channel.capabilities().max_message_len;
-    // ASCII words, so every way of counting agrees, in paragraphs so splits have natural places.
-    let target = max.map_or(10_000, |m| m * 5 / 2);
-    let tag = unique("long");
-    let mut text = String::new();
-    let mut n = 0;
-    while text.len() < target {
-        n += 1;
-        text.push_str(&format!("w{n:05}"));
-        text.push_str(if n % 40 == 0 { "\n\n" } else { " " });
+    /// A chat with a thread (forum topic, Discord thread) the bot answers in, where the
+    /// platform has threads.
+    fn thread_chat(&self) -> Option<ChatRef> {
+        None
     }
-    text = format!("{tag} {}", text.trim_end());
 
-    let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-    let before = h.sent_texts(&h.chat()).await.len();
-    let reply = OutboundMessage::text(h.chat(), &text);
-    for part in crate::plan(&reply, &channel.capabilities()) {
-        send(&*channel, part.message(&reply)).await;
+    /// Makes the platform produce a text message from `sender` in `chat`.
+    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String>;
+    /// Makes the platform produce a message with `caption` and a document attached.
+    async fn inject_document(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        caption: &str,
+        document: &Document,
+    ) -> Result<(), String>;
+    /// Makes `sender` edit their message `message_id` to `text`.
+    async fn inject_edit(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        let _ = (chat, sender, message_id, text); // a platform without edits has nothing to do
+        Err("this platform has no edits".into())
     }
-    // A platform may show the parts a little after `send` returns.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let parts = loop {
-        let shown = h.sent_texts(&h.chat()).await;
-        let parts = shown.get(before..).unwrap_or_default().to_vec();
-        let complete = parts.iter().flat_map(|p| words(p)).count() >= words(&text).len();
-        if complete || tokio::time::Instant::now() >= deadline {
-            break parts;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    /// Makes `sender` press the button with `data` under `message`.
+    async fn inject_press(
+        &self,
+        message: &MessageRef,
+        sender: &Sender,
+        data: &str,
+    ) -> Result<(), String> {
+        let _ = (message, sender, data); // a platform without buttons has nothing to press
+        Err("this platform has no buttons".into())
+    }
+    /// Makes `sender` react to `message` with `emoji`.
+    async fn inject_reaction(
+        &self,
+        message: &MessageRef,
+        sender: &Sender,
+        emoji: &str,
+    ) -> Result<(), String> {
+        let _ = (message, sender, emoji); // a platform without reactions has nothing to add
+        Err("this platform has no reactions".into())
+    }
+    /// Makes the platform deliver the event `platform_id` (already acknowledged) once more, as
+    /// it does after a lost acknowledgement.
+    async fn redeliver(&self, platform_id: &str) -> Result<(), String>;
+
+    /// What the platform shows in `chat` (in its thread, if it has one), oldest first.
+    async fn shown(&self, chat: &ChatRef) -> Vec<Shown>;
+    /// The ids of the presses the platform saw acknowledged, in order.
+    async fn answered_presses(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// How many typing indicators the platform showed in `chat`; `None` when it has none to
+    /// show.
+    async fn typing_shown(&self, chat: &ChatRef) -> Option<usize> {
+        let _ = chat; // no typing indicator by default
+        None
+    }
+
+    /// Makes the platform refuse the adapter's login (a revoked token, a wrong password).
+    async fn refuse_login(&self) -> Result<(), String>;
+    /// Makes the platform keep the adapter's next login waiting, until
+    /// [`Harness::release_login`]. Platforms whose local server cannot hold a login say so.
+    async fn hold_login(&self) -> Result<(), String> {
+        Err("the local server cannot hold a login".into())
+    }
+    /// Lets a held login through.
+    async fn release_login(&self) -> Result<(), String> {
+        Err("the local server cannot hold a login".into())
+    }
+}
+
+/// Expands to one `#[tokio::test]` per conformance check, each on a fresh harness from the async
+/// function `$harness` (a path, called with no arguments, returning a [`Harness`]). Expand it
+/// inside a module of its own, e.g. `mod conformance { conformance_tests!(super::harness); }`.
+/// The calling crate needs `tokio` (with the `macros` and `rt` features) as a dependency.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:path) => {
+        $crate::conformance_tests!(@each $harness;
+            inbound_text => check_inbound_text,
+            failed_delivery_is_offered_again => check_failed_delivery_is_offered_again,
+            unstored_event_survives_restart => check_unstored_event_survives_restart,
+            duplicate_delivery_is_dropped => check_duplicate_delivery_is_dropped,
+            shutdown_is_prompt => check_shutdown_is_prompt,
+            text_out => check_send,
+            message_at_the_limit_arrives_whole => check_message_at_the_limit_arrives_whole,
+            over_limit_message => check_over_limit_message,
+            markdown_basics => check_markdown_basics,
+            edit => check_edit,
+            buttons => check_buttons,
+            presses => check_presses,
+            reactions => check_reactions,
+            inbound_edits => check_inbound_edits,
+            threads => check_threads,
+            reply_quoting => check_reply_quoting,
+            typing => check_typing,
+            stable_delivery_ids => check_stable_delivery_ids,
+            attachments_in => check_attachments_in,
+            state_connected_after_login => check_state_connected_after_login,
+            state_failed_when_login_refused => check_state_failed_when_login_refused,
+        );
     };
-    assert!(!parts.is_empty(), "the long reply is not visible");
-    if let Some(max) = max {
-        for part in &parts {
-            assert!(
-                part.chars().count() <= max,
-                "a part of {} characters exceeds the limit {max}",
-                part.chars().count()
-            );
-        }
-    }
-    let arrived: Vec<String> = parts.iter().flat_map(|p| words(p)).collect();
-    assert!(
-        arrived == words(&text),
-        "the long reply did not arrive complete and in order ({} words sent, {} shown)",
-        words(&text).len(),
-        arrived.len()
-    );
-}
-
-/// `send` shows exactly one message: text over the limit is refused as `Rejected`, never cut
-/// or split by the adapter (splitting is the daemon's plan, which records each part).
-pub async fn check_over_limit_send_is_rejected(h: &dyn Harness) {
-    let channel = h.channel();
-    let capabilities = channel.capabilities();
-    let Some(max) = capabilities.max_message_len else {
-        return;
+    (@each $harness:path; $($test:ident => $check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $test() {
+                let harness = $harness().await;
+                $crate::testkit::$check(&harness).await;
+            }
+        )*
     };
-    let tag = unique("too long");
-    let mut text = format!("{tag} ");
-    while capabilities.measure.len(&text) <= max {
-        text.push_str("word ");
-    }
-    let before = h.sent_texts(&h.chat()).await.len();
-    let error = channel
-        .send(&OutboundMessage::text(h.chat(), &text))
-        .await
-        .expect_err("a send over the platform limit must fail");
-    assert_eq!(
-        error.kind,
-        crate::ErrorKind::Rejected,
-        "an over-limit send must be Rejected (retrying cannot help): {error}"
-    );
-    let shown = h.sent_texts(&h.chat()).await;
-    assert!(
-        !shown[before.min(shown.len())..]
-            .iter()
-            .any(|t| t.contains(&tag)),
-        "part of an over-limit send was shown: {shown:?}"
-    );
-}
-
-/// `edit` changes the visible text, where the platform has edits.
-pub async fn check_edit(h: &dyn Harness) {
-    let channel = h.channel();
-    if !channel.capabilities().edits {
-        return;
-    }
-    let before = unique("before the edit");
-    let after = unique("after the edit");
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &before)).await;
-    channel
-        .edit(&sent, &OutboundMessage::text(h.chat(), &after))
-        .await
-        .unwrap_or_else(|e| panic!("edit failed: {e}"));
-    let shown = visible_eventually(h, &after).await;
-    assert!(
-        !shown.iter().any(|t| t.contains(&before)),
-        "the old text is still shown after the edit: {shown:?}"
-    );
-}
-
-/// Buttons are accepted, where the platform has them.
-pub async fn check_buttons(h: &dyn Harness) {
-    let channel = h.channel();
-    if !channel.capabilities().buttons {
-        return;
-    }
-    let text = unique("approve this?");
-    let mut message = OutboundMessage::text(h.chat(), &text);
-    message.buttons = vec![
-        Button {
-            label: "✅ Approve".into(),
-            data: "conformance:yes".into(),
-        },
-        Button {
-            label: "❌ Deny".into(),
-            data: "conformance:no".into(),
-        },
-    ];
-    send(&*channel, message).await;
-    assert_visible(h, &text).await;
-}
-
-/// Basic Markdown (`**bold**`, `` `code` ``) is sent without an error and its words are shown.
-pub async fn check_markdown_basics(h: &dyn Harness) {
-    let channel = h.channel();
-    let tag = unique("markdown");
-    let text = format!("{tag}: **bold** and `code` and a_b < c & d");
-    send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
-    let shown = visible_eventually(h, &tag).await;
-    let last = shown
-        .iter()
-        .rev()
-        .find(|t| t.contains(&tag))
-        .cloned()
-        .unwrap_or_default();
-    for word in ["bold", "code"] {
-        assert!(last.contains(word), "{word:?} missing from {last:?}");
-    }
 }
 
 // ----- test doubles -----
@@ -550,14 +417,19 @@ impl StateStore for MemoryState {
     }
 }
 
-/// A channel's `run` loop in a task, with the sink and shutdown token it was given.
+/// A channel's `run` loop in a task, with the sink, state, data directory and status reporter
+/// it was given.
 pub struct Running {
     /// The sink the run delivers to.
     pub sink: RecordingSink,
     /// The state store the run keeps its cursor in.
     pub state: MemoryState,
+    /// Where the run reports its connection state.
+    pub status: StatusReporter,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), ChannelError>>,
+    /// The channel's data directory; removed when the run is dropped.
+    _data_dir: tempfile::TempDir,
 }
 
 impl std::fmt::Debug for Running {
@@ -567,21 +439,62 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    /// Spawns `channel.run` with a fresh shutdown token.
+    /// Spawns `channel.run` with a fresh shutdown token, status reporter and data directory.
     pub fn start(channel: Arc<dyn Channel>, sink: RecordingSink, state: MemoryState) -> Self {
+        let data_dir = tempfile::Builder::new()
+            .prefix("hearth-channel-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a data directory for the channel: {e}"));
         let shutdown = CancellationToken::new();
-        let ctx = ChannelContext {
-            shutdown: shutdown.clone(),
-            sink: Arc::new(sink.clone()),
-            state: Arc::new(state.clone()),
-        };
+        let status = StatusReporter::new();
+        let ctx = ChannelContext::new(
+            channel.name(),
+            shutdown.clone(),
+            Arc::new(sink.clone()),
+            Arc::new(state.clone()),
+            data_dir.path().to_path_buf(),
+            status.clone(),
+        );
         let task = tokio::spawn(async move { channel.run(ctx).await });
         Self {
             sink,
             state,
+            status,
             shutdown,
             task,
+            _data_dir: data_dir,
         }
+    }
+
+    /// Waits until the reported state matches, up to `timeout`; returns the last state seen.
+    pub async fn wait_for_status(
+        &self,
+        matches: impl Fn(&ChannelStatus) -> bool,
+        timeout: Duration,
+    ) -> ChannelStatus {
+        let mut status = self.status.subscribe();
+        // Timing out is an expected outcome: the caller asserts on the state returned.
+        let _ = tokio::time::timeout(timeout, status.wait_for(|s| matches(s))).await;
+        self.status.current()
+    }
+
+    /// Whether `run` has returned.
+    pub fn finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Waits up to `timeout` for `run` to return by itself (without shutdown) and returns its
+    /// result; `None` if it is still running.
+    pub async fn returned(self, timeout: Duration) -> Option<Result<(), ChannelError>> {
+        let shutdown = self.shutdown.clone();
+        let result = match tokio::time::timeout(timeout, self.task).await {
+            Err(_) => None,
+            Ok(Err(join)) => panic!("run panicked: {join}"),
+            Ok(Ok(result)) => Some(result),
+        };
+        // Whatever happened, nothing may keep running after the check.
+        shutdown.cancel();
+        result
     }
 
     /// Cancels the run and asserts it returns `Ok` within two seconds.
@@ -594,58 +507,4 @@ impl Running {
             Ok(Ok(Ok(()))) => {}
         }
     }
-}
-
-// ----- helpers -----
-
-/// A text no earlier run can have produced, so checks find their own messages even on a
-/// platform that still shows (or redelivers) older ones.
-fn unique(label: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{label} #{n}-{nanos:x}")
-}
-
-fn text_of(event: &Inbound) -> Option<&String> {
-    match &event.kind {
-        InboundKind::Message { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
-async fn inject(h: &dyn Harness, text: &str) {
-    h.inject_text(&h.chat(), &h.sender(), text)
-        .await
-        .unwrap_or_else(|e| panic!("the harness could not inject {text:?}: {e}"));
-}
-
-async fn send(channel: &dyn Channel, message: OutboundMessage) -> crate::MessageRef {
-    channel
-        .send(&message)
-        .await
-        .unwrap_or_else(|e| panic!("send of {:?} failed: {e}", message.text))
-}
-
-/// Waits until some shown message contains `needle` and returns what the chat shows.
-async fn visible_eventually(h: &dyn Harness, needle: &str) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let shown = h.sent_texts(&h.chat()).await;
-        // A platform may show a sent message a little later than `send` returns.
-        if shown.iter().any(|t| t.contains(needle)) || tokio::time::Instant::now() >= deadline {
-            return shown;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn assert_visible(h: &dyn Harness, needle: &str) {
-    let shown = visible_eventually(h, needle).await;
-    assert!(
-        shown.iter().any(|t| t.contains(needle)),
-        "{needle:?} is not visible in the chat: {shown:?}"
-    );
 }

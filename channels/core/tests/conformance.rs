@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::testkit::{
-    Harness, MemoryState, RecordingSink, Running, check_failed_delivery_is_offered_again,
-    check_unstored_event_survives_restart, run_conformance,
+    Document, Harness, MemoryState, RecordingSink, Running, Shown,
+    check_failed_delivery_is_offered_again, check_unstored_event_survives_restart,
 };
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Inbound, InboundKind,
-    InboundSink, MemoryChannel, MessageRef, OutboundMessage, Sender, SinkError,
+    Attachment, AttachmentKind, Capabilities, Channel, ChannelContext, ChannelError, ChatRef,
+    Format, Inbound, InboundKind, InboundSink, Login, MemoryChannel, MessageRef, OutboundMessage,
+    ScopedSink, Sender, SinkError,
 };
 
 struct MemoryHarness {
@@ -39,56 +40,195 @@ impl Harness for MemoryHarness {
         }
     }
 
-    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String> {
-        self.channel.push_text_in(chat, sender, text);
-        Ok(())
-    }
-
-    async fn sent_texts(&self, chat: &ChatRef) -> Vec<String> {
-        self.channel
-            .sent()
-            .into_iter()
-            .filter(|m| m.chat == *chat)
-            .map(|m| m.text)
-            .collect()
-    }
-
     fn chat(&self) -> ChatRef {
-        ChatRef::new("chat-1").with_thread("topic-7")
+        ChatRef::new("chat-1")
     }
 
     fn sender(&self) -> Sender {
         Sender::new("user-1")
     }
+
+    fn thread_chat(&self) -> Option<ChatRef> {
+        self.channel
+            .capabilities()
+            .threads
+            .then(|| ChatRef::new("chat-1").with_thread("topic-7"))
+    }
+
+    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String> {
+        self.channel.push_text_in(chat, sender, text);
+        Ok(())
+    }
+
+    async fn inject_document(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        caption: &str,
+        document: &Document,
+    ) -> Result<(), String> {
+        let attachment = Attachment {
+            kind: AttachmentKind::Document,
+            mime: document.mime.clone(),
+            name: Some(document.name.clone()),
+            data_base64: None,
+            text: Some(String::from_utf8_lossy(&document.bytes).into_owned()),
+        };
+        self.channel
+            .push_message(chat, sender, caption, vec![attachment], None);
+        Ok(())
+    }
+
+    async fn inject_edit(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        if !self.channel.capabilities().edits {
+            return Err("this platform has no edits".into());
+        }
+        self.channel.push_edit(chat, sender, message_id, text);
+        Ok(())
+    }
+
+    async fn inject_press(
+        &self,
+        message: &MessageRef,
+        sender: &Sender,
+        data: &str,
+    ) -> Result<(), String> {
+        if !self.channel.capabilities().buttons {
+            return Err("this platform has no buttons".into());
+        }
+        self.channel.push_press(message, &sender.id, data);
+        Ok(())
+    }
+
+    async fn inject_reaction(
+        &self,
+        message: &MessageRef,
+        sender: &Sender,
+        emoji: &str,
+    ) -> Result<(), String> {
+        self.channel.push_reaction(message, &sender.id, emoji);
+        Ok(())
+    }
+
+    async fn redeliver(&self, platform_id: &str) -> Result<(), String> {
+        if self.channel.redeliver(platform_id) {
+            Ok(())
+        } else {
+            Err(format!("no acknowledged event {platform_id}"))
+        }
+    }
+
+    async fn shown(&self, chat: &ChatRef) -> Vec<Shown> {
+        let reactions = self.channel.capabilities().buttons_as_reactions;
+        self.channel
+            .sent()
+            .into_iter()
+            .filter(|m| m.chat == *chat)
+            .map(|m| Shown {
+                id: m.id,
+                text: m.text,
+                reactions: if reactions {
+                    m.buttons.iter().filter_map(|b| b.emoji.clone()).collect()
+                } else {
+                    Vec::new()
+                },
+                buttons: if reactions { Vec::new() } else { m.buttons },
+                reply_to: m.reply_to,
+            })
+            .collect()
+    }
+
+    async fn answered_presses(&self) -> Vec<String> {
+        self.channel
+            .answered_presses()
+            .into_iter()
+            .map(|p| p.press_id)
+            .collect()
+    }
+
+    async fn typing_shown(&self, _chat: &ChatRef) -> Option<usize> {
+        Some(self.channel.typing_count())
+    }
+
+    async fn refuse_login(&self) -> Result<(), String> {
+        self.channel
+            .set_login(Login::Refuse("401 Unauthorized".into()));
+        Ok(())
+    }
+
+    async fn hold_login(&self) -> Result<(), String> {
+        self.channel.set_login(Login::Hold);
+        Ok(())
+    }
+
+    async fn release_login(&self) -> Result<(), String> {
+        self.channel.set_login(Login::Accept);
+        Ok(())
+    }
 }
 
-#[tokio::test]
-async fn memory_channel_passes_the_suite_with_default_capabilities() {
-    run_conformance(&MemoryHarness::new(MemoryChannel::new("memory"))).await;
+async fn default_capabilities() -> MemoryHarness {
+    MemoryHarness::new(MemoryChannel::new("memory"))
 }
 
-#[tokio::test]
-async fn memory_channel_passes_the_suite_like_telegram() {
+async fn like_telegram() -> MemoryHarness {
     let channel = MemoryChannel::new("telegramish")
         .with_capabilities(Capabilities {
             buttons: true,
             edits: true,
+            threads: true,
             max_message_len: Some(4096),
-            format: Format::TelegramHtml,
+            // The in-memory platform shows Markdown as written; it renders no HTML.
+            format: Format::Markdown,
             preview: Some(Duration::from_secs(1)),
             ..Capabilities::default()
         })
         .with_measure(hearth_channel::split::Measure::Utf16);
-    run_conformance(&MemoryHarness::new(channel)).await;
+    MemoryHarness::new(channel)
 }
 
-#[tokio::test]
-async fn memory_channel_passes_the_suite_without_buttons_or_edits() {
+/// A text-only platform, as email is: no buttons, edits, reactions or threads.
+async fn text_only() -> MemoryHarness {
     let channel = MemoryChannel::new("plain").with_capabilities(Capabilities {
         max_message_len: Some(300),
         ..Capabilities::default()
     });
-    run_conformance(&MemoryHarness::new(channel)).await;
+    MemoryHarness::new(channel)
+}
+
+/// Buttons shown as reactions, as on Matrix.
+async fn reacting() -> MemoryHarness {
+    let channel = MemoryChannel::new("reacting").with_capabilities(Capabilities {
+        edits: true,
+        reactions: true,
+        threads: true,
+        format: Format::Markdown,
+        buttons_as_reactions: true,
+        ..Capabilities::default()
+    });
+    MemoryHarness::new(channel)
+}
+
+mod memory_default {
+    hearth_channel::conformance_tests!(super::default_capabilities);
+}
+
+mod memory_like_telegram {
+    hearth_channel::conformance_tests!(super::like_telegram);
+}
+
+mod memory_text_only {
+    hearth_channel::conformance_tests!(super::text_only);
+}
+
+mod memory_buttons_as_reactions {
+    hearth_channel::conformance_tests!(super::reacting);
 }
 
 #[tokio::test]
@@ -179,13 +319,13 @@ async fn a_refused_event_is_retried_after_the_retry_delay() {
 struct Lossy(MemoryChannel);
 
 /// Reports every delivery as stored, whatever the real sink said.
-struct Swallow(Arc<dyn InboundSink>);
+struct Swallow(ScopedSink);
 
 #[async_trait]
 impl InboundSink for Swallow {
-    async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
+    async fn deliver(&self, _channel: &str, event: Inbound) -> Result<(), SinkError> {
         // Deliberately dropped: this is the bug under test.
-        let _ = self.0.deliver(channel, event).await;
+        let _ = self.0.deliver(event).await;
         Ok(())
     }
 }
@@ -201,7 +341,7 @@ impl Channel for Lossy {
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
-        let sink = Arc::new(Swallow(ctx.sink.clone()));
+        let sink = ScopedSink::new(ctx.name(), Arc::new(Swallow(ctx.sink.clone())));
         self.0.run(ChannelContext { sink, ..ctx }).await
     }
 

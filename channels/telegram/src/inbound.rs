@@ -112,6 +112,7 @@ impl Mapper<'_> {
                     message_id: message_id.to_string(),
                     text,
                 },
+                reply_context: None,
             }));
         }
         debug!(update_id, "update of a kind hearth does not handle skipped");
@@ -147,6 +148,7 @@ impl Mapper<'_> {
                     .and_then(Value::as_i64)
                     .map(|id| id.to_string()),
             },
+            reply_context: None,
         }))
     }
 
@@ -324,6 +326,7 @@ fn press(platform_id: String, query: &Value) -> Option<Inbound> {
                 .to_owned(),
             message: message_ref,
         }),
+        reply_context: None,
     })
 }
 
@@ -357,6 +360,8 @@ fn sender_of(user: &Value) -> Option<Sender> {
     Some(Sender {
         id: id.to_string(),
         name,
+        // Telegram authenticates its users.
+        verified: true,
     })
 }
 

@@ -3,8 +3,10 @@
 //! [`TelegramChannel::new`] takes [`TelegramSettings`] (token, API URL, polling or webhook)
 //! and implements [`hearth_channel::Channel`]:
 //! - receiving by `getUpdates` long polling (or a webhook), with the update offset kept in the
-//!   daemon's [`hearth_channel::StateStore`] (channel `telegram`, key `offset`) and advanced only
-//!   after the sink stored the update, so a restart neither loses nor repeats one;
+//!   channel's state (key `offset`) and advanced only after the sink stored the update, so a
+//!   restart neither loses nor repeats one;
+//! - its state reported as connected once `getMe` accepted the token, reconnecting while
+//!   `getUpdates` fails and is retried, failed when the token is refused;
 //! - group rules (mentions, replies to the bot, commands), forum topics as threads, photos,
 //!   text documents and voice notes as attachments, button presses as callback queries;
 //! - one Telegram message per `send` (the daemon splits long replies at 4096 UTF-16 units with
@@ -149,7 +151,7 @@ impl TelegramChannel {
             .call::<Value>("deleteWebhook", &json!({ "drop_pending_updates": false }))
             .await?;
         self.set_commands().await;
-        let mut offset = match ctx.state.load(CHANNEL_NAME, OFFSET_KEY).await {
+        let mut offset = match ctx.state.load(OFFSET_KEY).await {
             Ok(Some(saved)) => saved.trim().parse::<i64>().ok().or_else(|| {
                 warn!(saved = %saved, "stored telegram offset is not a number; starting over");
                 None
@@ -188,6 +190,7 @@ impl TelegramChannel {
                         return Err(error);
                     }
                     warn!(%error, "getUpdates failed; retrying");
+                    ctx.status.reconnecting(error.to_string());
                     let wait = error.retry_after().unwrap_or_else(|| poll_backoff.next());
                     if sleep_or_shutdown(&ctx.shutdown, wait).await {
                         return Ok(());
@@ -196,6 +199,7 @@ impl TelegramChannel {
                 }
             };
             poll_backoff.reset();
+            ctx.status.connected();
             let confirmed = offset;
             let mut stop = false;
             for raw in updates {
@@ -251,10 +255,7 @@ impl TelegramChannel {
             // the batch's stored updates are fetched again and dropped as duplicates.
             if offset != confirmed
                 && let Some(next) = offset
-                && let Err(e) = ctx
-                    .state
-                    .save(CHANNEL_NAME, OFFSET_KEY, &next.to_string())
-                    .await
+                && let Err(e) = ctx.state.save(OFFSET_KEY, &next.to_string()).await
             {
                 // A stale offset only means a redelivery after a restart (see above).
                 warn!(error = %e, "could not save the telegram offset");
@@ -282,7 +283,7 @@ impl TelegramChannel {
         let platform_id = event.platform_id.clone();
         let stored = tokio::select! {
             () = ctx.shutdown.cancelled() => return Delivery::Shutdown,
-            stored = ctx.sink.deliver(CHANNEL_NAME, event) => stored,
+            stored = ctx.sink.deliver(event) => stored,
         };
         match stored {
             Ok(()) => {
@@ -402,7 +403,7 @@ async fn receive(
     };
     let stored = tokio::select! {
         () = hook.ctx.shutdown.cancelled() => return StatusCode::SERVICE_UNAVAILABLE,
-        stored = hook.ctx.sink.deliver(CHANNEL_NAME, event) => stored,
+        stored = hook.ctx.sink.deliver(event) => stored,
     };
     match stored {
         Ok(()) => StatusCode::OK,
@@ -423,12 +424,19 @@ impl Channel for TelegramChannel {
         Capabilities {
             buttons: true,
             edits: true,
+            // Bots get reactions only as admins of groups (`message_reaction` updates); hearth
+            // does not ask for them, and confirmations use buttons here.
             reactions: false,
             threads: true,
             max_message_len: Some(format::MAX_MESSAGE_LEN),
             measure: Measure::Utf16,
-            format: Format::TelegramHtml,
+            format: Format::InlineHtml,
             preview: Some(Duration::from_secs(1)),
+            // answerCallbackQuery has no hard deadline worth racing: the daemon answers.
+            acks_presses_on_receipt: false,
+            // Telegram has no idempotency key for sendMessage.
+            deduplicates_sends: false,
+            ..Capabilities::default()
         }
     }
 
@@ -442,10 +450,13 @@ impl Channel for TelegramChannel {
             Err(error) => {
                 if error.kind == ErrorKind::Auth {
                     tracing::error!(%error, "telegram channel stopped: the bot token was refused");
+                    ctx.status.failed(error.to_string());
                 }
                 return Err(error);
             }
         };
+        // Telegram accepted the token: the bot is connected, whatever the mode.
+        ctx.status.connected();
         let result = match &self.settings.mode {
             Mode::Polling => self.poll(&ctx, &me).await,
             Mode::Webhook {

@@ -5,14 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hearth_channel::testkit::{Harness, MemoryState, RecordingSink, Running, run_conformance};
+use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
 use hearth_channel::{
-    AttachmentKind, Button, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Inbound,
-    InboundKind, OutboundMessage, Sender,
+    AttachmentKind, Button, Channel, ChannelError, ChannelStatus, ChatRef, ErrorKind, Inbound,
+    InboundKind, MessageRef, OutboundMessage, Sender,
 };
 use hearth_telegram::{Mode, Pacing, TelegramChannel, TelegramSettings};
 use hearth_testkit::telegram::{BOT_USERNAME, FakeTelegram, Incoming};
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "424242:SECRET-test-token_xyz";
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -59,9 +58,20 @@ fn private() -> ChatRef {
     ChatRef::new(USER.to_string())
 }
 
+/// The fake Bot API as the conformance suite sees it. The checks talk in the private chat of
+/// [`USER`]; threads are forum topics of a supergroup, where the bot is addressed by mention.
 struct TgHarness {
     tg: FakeTelegram,
     channel: Arc<TelegramChannel>,
+}
+
+const GROUP: i64 = -1_002_000;
+const TOPIC: i64 = 77;
+
+fn parse<T: std::str::FromStr>(what: &str, value: &str) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{what} {value:?} is not a Telegram id"))
 }
 
 #[async_trait]
@@ -69,28 +79,141 @@ impl Harness for TgHarness {
     fn channel(&self) -> Arc<dyn Channel> {
         self.channel.clone()
     }
-    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String> {
-        let chat = chat.chat_id.parse().map_err(|e| format!("{e}"))?;
-        let user = sender.id.parse().map_err(|e| format!("{e}"))?;
-        self.tg.push_text(chat, user, text);
-        Ok(())
-    }
-    async fn sent_texts(&self, chat: &ChatRef) -> Vec<String> {
-        let chat = chat.chat_id.parse().unwrap_or_default();
-        self.tg.messages(chat).into_iter().map(|m| m.text).collect()
-    }
     fn chat(&self) -> ChatRef {
         private()
     }
     fn sender(&self) -> Sender {
         Sender::new(USER.to_string())
     }
+    fn thread_chat(&self) -> Option<ChatRef> {
+        Some(ChatRef::new(GROUP.to_string()).with_thread(TOPIC.to_string()))
+    }
+    async fn inject_text(&self, chat: &ChatRef, sender: &Sender, text: &str) -> Result<(), String> {
+        self.tg.push(incoming(chat, sender, text)?);
+        Ok(())
+    }
+    async fn inject_document(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        caption: &str,
+        document: &Document,
+    ) -> Result<(), String> {
+        let incoming = incoming(chat, sender, caption)?.document(
+            &document.name,
+            &document.mime,
+            document.bytes.clone(),
+        );
+        self.tg.push(incoming);
+        Ok(())
+    }
+    async fn inject_edit(
+        &self,
+        chat: &ChatRef,
+        sender: &Sender,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        let message_id = parse("message id", message_id)?;
+        self.tg
+            .push(incoming(chat, sender, text)?.edit_of(message_id));
+        Ok(())
+    }
+    async fn inject_press(
+        &self,
+        message: &MessageRef,
+        sender: &Sender,
+        data: &str,
+    ) -> Result<(), String> {
+        let chat = parse("chat", &message.chat.chat_id)?;
+        let user = parse("user", &sender.id)?;
+        let message_id = parse("message id", &message.message_id)?;
+        self.tg.press(chat, user, message_id, data);
+        Ok(())
+    }
+    async fn redeliver(&self, platform_id: &str) -> Result<(), String> {
+        let update_id = parse("update id", platform_id)?;
+        if self.tg.redeliver(update_id) {
+            Ok(())
+        } else {
+            Err(format!("no update {update_id}"))
+        }
+    }
+    async fn shown(&self, chat: &ChatRef) -> Vec<Shown> {
+        let Ok(id) = chat.chat_id.parse::<i64>() else {
+            return Vec::new();
+        };
+        let thread = chat.thread_id.as_deref().and_then(|t| t.parse().ok());
+        self.tg
+            .messages(id)
+            .into_iter()
+            .filter(|m| m.thread_id == thread)
+            .map(|m| Shown {
+                id: m.id.to_string(),
+                text: m.text,
+                buttons: m
+                    .buttons
+                    .into_iter()
+                    .flatten()
+                    .map(|(label, data)| Button::new(label, data))
+                    .collect(),
+                reactions: Vec::new(),
+                reply_to: m.reply_to.map(|id| id.to_string()),
+            })
+            .collect()
+    }
+    async fn answered_presses(&self) -> Vec<String> {
+        self.tg
+            .answered_callbacks()
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    }
+    async fn typing_shown(&self, chat: &ChatRef) -> Option<usize> {
+        let id = chat.chat_id.parse::<i64>().ok()?;
+        Some(
+            self.tg
+                .chat_actions()
+                .iter()
+                .filter(|a| a.chat == id && a.action == "typing")
+                .count(),
+        )
+    }
+    async fn refuse_login(&self) -> Result<(), String> {
+        self.tg.set_token_valid(false);
+        Ok(())
+    }
+    async fn hold_login(&self) -> Result<(), String> {
+        self.tg.hold("getMe");
+        Ok(())
+    }
+    async fn release_login(&self) -> Result<(), String> {
+        self.tg.release("getMe");
+        Ok(())
+    }
 }
 
-#[tokio::test]
-async fn conformance() {
+/// A user's message as the fake queues it: in a group the bot is addressed by mention.
+fn incoming(chat: &ChatRef, sender: &Sender, text: &str) -> Result<Incoming, String> {
+    let chat_id: i64 = parse("chat", &chat.chat_id)?;
+    let user = parse("user", &sender.id)?;
+    let mut message = Incoming::text(chat_id, user, text);
+    if chat_id < 0 {
+        message = message.mention();
+    }
+    if let Some(thread) = &chat.thread_id {
+        message = message.in_thread(parse("thread", thread)?);
+    }
+    Ok(message)
+}
+
+async fn harness() -> TgHarness {
     let (tg, channel) = setup().await;
-    run_conformance(&TgHarness { tg, channel }).await;
+    TgHarness { tg, channel }
+}
+
+mod conformance {
+    hearth_channel::conformance_tests!(super::harness);
 }
 
 #[tokio::test]
@@ -437,16 +560,19 @@ async fn blocked_and_bad_requests_are_rejected() {
 async fn a_refused_token_at_start_is_an_auth_error() {
     let (tg, channel) = setup().await;
     tg.set_token_valid(false);
-    let ctx = ChannelContext {
-        shutdown: CancellationToken::new(),
-        sink: Arc::new(RecordingSink::new()),
-        state: Arc::new(MemoryState::new()),
-    };
-    let error = tokio::time::timeout(PATIENCE, channel.run(ctx))
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let status = running.status.clone();
+    let error = running
+        .returned(PATIENCE)
         .await
         .expect("run returns")
         .expect_err("run fails");
     assert_eq!(error.kind, ErrorKind::Auth);
+    assert!(
+        matches!(status.current(), ChannelStatus::Failed { ref reason } if reason.contains("401") || reason.to_lowercase().contains("unauthorized")),
+        "{:?}",
+        status.current()
+    );
     assert!(
         !format!("{error} {error:?}").contains("SECRET"),
         "{error:?}"
@@ -455,18 +581,39 @@ async fn a_refused_token_at_start_is_an_auth_error() {
 }
 
 #[tokio::test]
+async fn a_failing_poll_reports_reconnecting_until_it_recovers() {
+    let (tg, channel) = setup().await;
+    // Three failed polls in a row, then Telegram answers again.
+    for _ in 0..3 {
+        tg.fail_next("getUpdates", 502, None);
+    }
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let status = running
+        .wait_for_status(
+            |s| matches!(s, ChannelStatus::Reconnecting { .. }),
+            PATIENCE,
+        )
+        .await;
+    assert!(
+        status
+            .reason()
+            .is_some_and(|r| r.contains("502") || r.to_lowercase().contains("bad gateway")),
+        "{status:?}"
+    );
+    let status = running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    assert_eq!(status, ChannelStatus::Connected);
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn buttons_press_answer_and_decision_edit() {
     let (tg, channel) = setup().await;
     let mut prompt = OutboundMessage::text(private(), "Delete all notes?");
     prompt.buttons = vec![
-        Button {
-            label: "✅ Approve".into(),
-            data: "c:abc:yes".into(),
-        },
-        Button {
-            label: "❌ Deny".into(),
-            data: "c:abc:no".into(),
-        },
+        Button::new("✅ Approve", "c:abc:yes"),
+        Button::new("❌ Deny", "c:abc:no"),
     ];
     let sent = channel.send(&prompt).await.expect("send");
     let shown = tg.messages(USER);
@@ -781,12 +928,9 @@ async fn the_token_appears_in_no_error_and_no_log_line() {
     wait_text(&sink, "logged").await;
     running.stop().await;
     tg.set_token_valid(false);
-    let ctx = ChannelContext {
-        shutdown: CancellationToken::new(),
-        sink: Arc::new(RecordingSink::new()),
-        state: Arc::new(MemoryState::new()),
-    };
-    errors.push(channel.run(ctx).await.expect_err("auth"));
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let result = running.returned(PATIENCE).await.expect("run returns");
+    errors.push(result.expect_err("auth"));
 
     for error in &errors {
         let mut text = format!("{error} {error:?}");

@@ -1,0 +1,770 @@
+//! The channel seam as users of Discord, Matrix and email will meet it, on the in-memory
+//! platform shaped like each: the state a channel reports in `/healthz` and for systemd's
+//! READY=1, confirmations decided by a reaction or a typed short code (with wrong codes limited),
+//! outcomes as follow-ups where prompts cannot be edited, presses acknowledged by the adapter,
+//! unverified senders treated as strangers, and an email's reply context handed back on every
+//! answer.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth_channel::{
+    Capabilities, ChatRef, Inbound, InboundKind, Login, MemoryChannel, OutboundMessage, Sender,
+    SentMessage,
+};
+use hearth_testkit::telegram::FakeTelegram;
+use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use serde_json::{Value, json};
+
+use crate::support::{CHAT, Hearth, USER, WAIT, eventually};
+
+/// The owner's id on the memory channel.
+const OWNER: &str = "9999";
+/// Someone else the allowlist lets in.
+const FRIEND: &str = "2002";
+
+/// `wipe` deletes things (so it asks first) and counts its runs.
+struct Wipe(ToolInfo, Arc<AtomicUsize>);
+
+#[async_trait]
+impl Tool for Wipe {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        Ok(format!("wiped {}", args["what"].as_str().unwrap_or("?")))
+    }
+}
+
+const AGENTS: &str = r#"
+[[agent]]
+id = "general"
+name = "General"
+emoji = "🏠"
+system_prompt = "PROMPT:general"
+tools = ["wipe"]
+"#;
+
+/// A hearth on a memory channel with these capabilities, the `wipe` tool, an owner and a
+/// second allowed user.
+async fn hearth(caps: Capabilities, runs: &Arc<AtomicUsize>) -> Hearth {
+    let runs = runs.clone();
+    let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(move || {
+        let mut registry = ToolRegistry::with_builtin();
+        let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}, "required": ["what"]});
+        let info =
+            ToolInfo::new("wipe", "files", "Delete something", schema).risk(Risk::Destructive);
+        registry
+            .register(Arc::new(Wipe(info, runs.clone())))
+            .expect("register");
+        registry
+    });
+    h.channel = Arc::new(MemoryChannel::new("memory").with_capabilities(caps));
+    h.config.daemon.owner = Some(format!("memory:{OWNER}").into());
+    h
+}
+
+/// Starts hearth and lets [`FRIEND`] in as well.
+async fn start(h: &mut Hearth) {
+    h.start().await;
+    h.daemon()
+        .store()
+        .allow_identity("memory", FRIEND, None, "friend", false, 0)
+        .await
+        .expect("allow the friend");
+}
+
+/// Email-like: no buttons, no edits, no reactions.
+fn text_only() -> Capabilities {
+    Capabilities::default()
+}
+
+/// Matrix-like: buttons shown as reactions, edits, reactions.
+fn reacting() -> Capabilities {
+    Capabilities {
+        edits: true,
+        reactions: true,
+        threads: true,
+        buttons_as_reactions: true,
+        ..Capabilities::default()
+    }
+}
+
+/// Makes the fake model call `wipe`, sends the message that triggers it and returns the prompt.
+async fn ask(h: &Hearth) -> SentMessage {
+    ask_with(h, |chat, text| {
+        h.channel.push_text(&chat.chat_id, USER, text);
+    })
+    .await
+}
+
+async fn ask_with(h: &Hearth, push: impl FnOnce(&ChatRef, &str)) -> SentMessage {
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "wipe",
+        r#"{"what":"old logs"}"#,
+    )]));
+    let before = h.channel.sent().len();
+    push(&ChatRef::new(CHAT), "please wipe the old logs");
+    let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
+    let prompt = sent
+        .get(before)
+        .cloned()
+        .unwrap_or_else(|| panic!("no prompt; sent: {sent:?}"));
+    assert!(
+        prompt.text.contains("wants to run `wipe`"),
+        "{}",
+        prompt.text
+    );
+    prompt
+}
+
+/// The code a prompt asks to type: the word after `APPROVE`.
+fn code_in(prompt: &SentMessage) -> String {
+    let words: Vec<&str> = prompt.text.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "APPROVE")
+        .unwrap_or_else(|| panic!("no APPROVE in {:?}", prompt.text));
+    words[at + 1]
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+fn tool_result(h: &Hearth) -> String {
+    let request = h.llm.last_request().expect("request");
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn healthz(h: &Hearth) -> (u16, Value) {
+    let addr = h.daemon().http_addr().expect("http");
+    let response = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .expect("get /healthz");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("json"))
+}
+
+/// Pushes a text and waits until the inbox entry it made is handled; returns the messages sent
+/// since.
+async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMessage> {
+    let before = h.channel.sent().len();
+    let id = h.channel.push_text_in(&ChatRef::new(CHAT), sender, text);
+    eventually("the message to be handled", || {
+        h.channel.acknowledged().contains(&id)
+    })
+    .await;
+    let store = h.daemon().store().clone();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox never drained"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Replies are delivered right after; give the worker a moment.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    h.channel.sent()[before..].to_vec()
+}
+
+// ----- item 2: the state a channel reports -----
+
+#[tokio::test]
+async fn a_refused_login_shows_failed_with_the_reason_in_healthz() {
+    let mut h = Hearth::new().await;
+    h.channel = Arc::new(
+        MemoryChannel::new("memory")
+            .with_login(Login::Refuse("401 Unauthorized: token revoked".into())),
+    );
+    h.start().await;
+    // READY=1 may go out: the channel's fate is known.
+    tokio::time::timeout(WAIT, h.daemon().channels_settled())
+        .await
+        .expect("a refused channel counts as settled");
+    let (status, health) = healthz(&h).await;
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["channels"]["memory"]["state"], "failed");
+    assert_eq!(
+        health["channels"]["memory"]["error"],
+        "401 Unauthorized: token revoked"
+    );
+    assert!(h.daemon().status_line().contains("memory failed"));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
+    let mut h = Hearth::new().await;
+    h.channel = Arc::new(MemoryChannel::new("memory").with_login(Login::Hold));
+    h.start().await;
+    let (status, health) = healthz(&h).await;
+    assert_eq!(status, 200, "connecting is not a failure: {health}");
+    assert_eq!(health["channels"]["memory"]["state"], "connecting");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), h.daemon().channels_settled())
+            .await
+            .is_err(),
+        "READY=1 would go out before the channel is connected"
+    );
+    // The channel's own directory exists before it runs.
+    assert!(
+        h.config
+            .daemon
+            .data_dir
+            .join("channels")
+            .join("memory")
+            .is_dir()
+    );
+
+    h.channel.set_login(Login::Accept);
+    tokio::time::timeout(WAIT, h.daemon().channels_settled())
+        .await
+        .expect("settles once connected");
+    let mut connected = false;
+    for _ in 0..100 {
+        let (_, health) = healthz(&h).await;
+        if health["channels"]["memory"]["state"] == "connected" {
+            connected = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(connected, "the channel never showed connected");
+    assert!(
+        !h.say("hello").await.text.is_empty(),
+        "no answer once connected"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn ready_is_sent_only_once_telegram_accepted_the_token() {
+    crate::support::rustls();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let llm = FakeOpenAi::start().await;
+    let tg = FakeTelegram::start("123456:TOKEN").await;
+    tg.hold("getMe");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    std::fs::write(
+        dir.path().join("hearth.toml"),
+        format!(
+            r#"
+[daemon]
+http_listen = "127.0.0.1:{port}"
+shutdown_grace_secs = 1
+
+[[providers]]
+name = "fake"
+kind = "openai"
+base_url = "{llm}"
+model = "fake-model"
+
+[channels.telegram]
+token_env = "TG_TOKEN"
+api_url = "{tg}"
+allowed_users = [42]
+"#,
+            llm = llm.base_url(),
+            tg = tg.api_url(),
+        ),
+    )
+    .expect("config");
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("bind notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("TG_TOKEN", "123456:TOKEN")
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("hearth run starts");
+
+    // While getMe hangs, /healthz answers "connecting" and systemd hears no READY=1.
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let mut seen_connecting = false;
+    for _ in 0..400 {
+        if let Ok(response) = reqwest::get(&url).await
+            && let Ok(health) = response.json::<Value>().await
+            && health["channels"]["telegram"]["state"] == "connecting"
+        {
+            seen_connecting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let (early, socket) = tokio::task::spawn_blocking(move || {
+        let mut messages = Vec::new();
+        let mut buf = [0u8; 1024];
+        let until = std::time::Instant::now() + Duration::from_millis(800);
+        while std::time::Instant::now() < until {
+            if let Ok(n) = socket.recv(&mut buf) {
+                messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+        }
+        (messages, socket)
+    })
+    .await
+    .expect("join");
+    tg.release("getMe");
+    let late = tokio::task::spawn_blocking(move || {
+        let mut buf = [0u8; 1024];
+        let until = std::time::Instant::now() + WAIT;
+        while std::time::Instant::now() < until {
+            if let Ok(n) = socket.recv(&mut buf) {
+                let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if message.starts_with("READY=1") {
+                    return Some(message);
+                }
+            }
+        }
+        None
+    })
+    .await
+    .expect("join");
+    let stop = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(stop.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join");
+
+    assert!(seen_connecting, "/healthz never showed telegram connecting");
+    assert!(
+        !early.iter().any(|m| m.starts_with("READY=1")),
+        "READY=1 before Telegram accepted the token: {early:?}"
+    );
+    let ready = late.expect("READY=1 once getMe answered");
+    assert!(ready.contains("telegram connected"), "{ready}");
+    assert_eq!(status.code(), Some(0));
+}
+
+// ----- item 3: confirmations on every kind of platform -----
+
+#[tokio::test]
+async fn a_reaction_by_the_requester_decides_and_others_do_nothing() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(reacting(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let emoji: Vec<Option<&str>> = prompt.buttons.iter().map(|b| b.emoji.as_deref()).collect();
+    assert_eq!(emoji, [Some("✅"), Some("❌")], "buttons carry their emoji");
+    assert!(
+        prompt.text.contains("React ✅ to approve"),
+        "{}",
+        prompt.text
+    );
+
+    // Someone else's reaction, and an unrelated emoji by the requester, do nothing.
+    h.channel.push_reaction(&prompt.reference(), FRIEND, "✅");
+    h.channel.push_reaction(&prompt.reference(), USER, "👍");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(h.channel.sent().len(), 1, "nobody was answered");
+
+    // The requester's ✅ (with a variation selector, as some clients send it) approves.
+    h.llm.push(Reply::text("Done, the old logs are gone."));
+    h.channel
+        .push_reaction(&prompt.reference(), USER, "✅\u{fe0f}");
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Done, the old logs are gone.");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    eventually("the prompt to show the outcome", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("✅ Approved by") && m.buttons.is_empty())
+    })
+    .await;
+
+    // A reaction on the decided prompt is harmless.
+    h.channel.push_reaction(&prompt.reference(), USER, "❌");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(h.channel.sent().len(), 2);
+    assert!(h.channel.answered_presses().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_text_only_channel_gets_a_short_code_and_a_follow_up_instead_of_an_edit() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    assert!(prompt.buttons.is_empty());
+    let code = code_in(&prompt);
+    assert!(
+        prompt
+            .text
+            .contains(&format!("Reply APPROVE {code} or DENY {code} within")),
+        "{}",
+        prompt.text
+    );
+    assert_eq!(code.len(), 6, "{code}");
+    assert!(
+        code.chars()
+            .all(|c| "ABCDEFGHJKMNPQRSTUVWXYZ23456789".contains(c)),
+        "{code} has look-alike characters"
+    );
+
+    // Another allowed user's correct code is not theirs to use.
+    let answer = say_and_settle(&h, &Sender::new(FRIEND), &format!("APPROVE {code}")).await;
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0].text, "This request isn't yours to decide.");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    // The requester types it on a phone: lower case, with a full stop.
+    h.llm.push(Reply::text("Done, the old logs are gone."));
+    h.channel
+        .push_text(CHAT, USER, &format!("approve {}.", code.to_lowercase()));
+    eventually("the tool to run and the reply to arrive", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.text == "Done, the old logs are gone.")
+    })
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(tool_result(&h).contains("wiped old logs"));
+    let follow_up = h
+        .channel
+        .sent()
+        .into_iter()
+        .find(|m| m.text.starts_with("✅ Approved by"))
+        .expect("a follow-up with the outcome");
+    assert_eq!(follow_up.text, format!("✅ Approved by {USER}: `wipe`"));
+    assert_eq!(follow_up.reply_to.as_deref(), Some(prompt.id.as_str()));
+    let unchanged = h
+        .channel
+        .sent()
+        .into_iter()
+        .find(|m| m.id == prompt.id)
+        .expect("prompt");
+    assert!(unchanged.edits.is_empty(), "a text-only prompt was edited");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn five_wrong_codes_deny_the_waiting_request_and_say_so() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    let wrong = if code == "ZZZZZZ" { "YYYYYY" } else { "ZZZZZZ" };
+
+    for left in (1..=4).rev() {
+        let answer = say_and_settle(&h, &Sender::new(USER), &format!("APPROVE {wrong}")).await;
+        let plural = if left == 1 { "" } else { "s" };
+        assert_eq!(
+            answer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            [format!(
+                "That code does not match a request waiting here. After {left} more wrong code{plural} the waiting request is denied."
+            )]
+        );
+    }
+    assert_eq!(h.llm.requests().len(), 1, "no wrong code reached the model");
+
+    h.llm.push(Reply::text("I did not wipe anything."));
+    h.channel.push_text(CHAT, USER, &format!("deny {wrong}"));
+    eventually("the denial and the model's answer", || {
+        let texts: Vec<String> = h.channel.sent().into_iter().map(|m| m.text).collect();
+        texts.contains(&"❌ Too many wrong codes: the request to run `wipe` was denied.".into())
+            && texts.contains(&"I did not wipe anything.".into())
+    })
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        tool_result(&h).contains("wrong confirmation codes"),
+        "{}",
+        tool_result(&h)
+    );
+    assert_eq!(
+        h.daemon()
+            .store()
+            .pending_confirmations()
+            .await
+            .expect("count"),
+        0,
+        "the request still waits"
+    );
+
+    // The right code now finds nothing waiting: it is an ordinary message again.
+    h.llm.push(Reply::text("There is nothing waiting."));
+    h.say(&format!("APPROVE {code}")).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_code_typed_by_a_stranger_decides_nothing_and_gets_no_answer() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    let answer = say_and_settle(&h, &Sender::new("31337"), &format!("APPROVE {code}")).await;
+    assert!(answer.is_empty(), "a stranger was answered: {answer:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let pending = h
+        .daemon()
+        .store()
+        .pending_confirmations()
+        .await
+        .expect("count");
+    assert_eq!(pending, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unverified_sender_is_a_stranger_whatever_identity_it_claims() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+
+    // A forged message claiming to be the owner: no answer, no turn, no pairing code.
+    let answer = say_and_settle(&h, &Sender::new(OWNER).unverified(), "/whoami").await;
+    assert!(answer.is_empty(), "{answer:?}");
+    assert!(h.llm.requests().is_empty());
+    let pairings = h
+        .daemon()
+        .store()
+        .pairings_of("memory", OWNER, 0)
+        .await
+        .expect("pairings");
+    assert!(
+        pairings.is_empty(),
+        "an unverified sender got a pairing code"
+    );
+
+    // Nor can it decide the requester's confirmation with the right code.
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    let answer = say_and_settle(
+        &h,
+        &Sender::new(USER).unverified(),
+        &format!("APPROVE {code}"),
+    )
+    .await;
+    assert!(answer.is_empty(), "{answer:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        h.daemon()
+            .store()
+            .pending_confirmations()
+            .await
+            .expect("count"),
+        1
+    );
+
+    // The verified requester still can.
+    h.llm.push(Reply::text("Done."));
+    h.channel.push_text(CHAT, USER, &format!("APPROVE {code}"));
+    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unverified_press_is_refused() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let caps = Capabilities {
+        buttons: true,
+        edits: true,
+        ..Capabilities::default()
+    };
+    let mut h = hearth(caps, &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    h.channel.push(Inbound {
+        platform_id: "forged-press".into(),
+        chat: ChatRef::new(CHAT),
+        sender: Sender::new(USER).unverified(),
+        kind: InboundKind::Press(hearth_channel::ButtonPress {
+            press_id: "q-forged".into(),
+            data: prompt.buttons[0].data.clone(),
+            message: Some(prompt.reference()),
+        }),
+        reply_context: None,
+    });
+    eventually("the press to be answered", || {
+        !h.channel.answered_presses().is_empty()
+    })
+    .await;
+    assert_eq!(
+        h.channel.answered_presses()[0].notice.as_deref(),
+        Some("This request isn't yours to decide.")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn presses_acknowledged_on_receipt_get_their_answer_as_messages() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let caps = Capabilities {
+        buttons: true,
+        edits: true,
+        acks_presses_on_receipt: true,
+        ..Capabilities::default()
+    };
+    let mut h = hearth(caps, &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+
+    // Someone else's press: told in the chat, quoting the prompt, not by answer_press.
+    h.channel
+        .push_press(&prompt.reference(), FRIEND, &prompt.buttons[0].data);
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "This request isn't yours to decide.");
+    assert_eq!(sent[1].reply_to.as_deref(), Some(prompt.id.as_str()));
+
+    h.llm.push(Reply::text("Done."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &prompt.buttons[0].data);
+    eventually("the prompt to show the outcome", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("✅ Approved by"))
+    })
+    .await;
+    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    assert!(
+        h.channel.answered_presses().is_empty(),
+        "answer_press was called on a channel that acknowledges presses itself"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_reply_context_comes_back_on_every_answer() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let context = json!({
+        "subject": "Old logs",
+        "message_id": "<m1@example.org>",
+        "references": ["<m0@example.org>"],
+    });
+    let with_context = |id: &str, text: &str, context: &Value| Inbound {
+        platform_id: id.into(),
+        chat: ChatRef::new(CHAT),
+        sender: Sender::new(USER),
+        kind: InboundKind::Message {
+            text: text.into(),
+            attachments: Vec::new(),
+            message_id: Some(id.into()),
+            reply_to: None,
+        },
+        reply_context: Some(context.clone()),
+    };
+
+    // A plain reply.
+    h.llm.push(Reply::text("Hello there."));
+    h.channel.push(with_context("mail-1", "hello", &context));
+    h.channel.wait_for_sent(1, WAIT).await;
+
+    // A confirmation prompt, the outcome follow-up and the reply after it.
+    let prompt = ask_with(&h, |_, text| {
+        h.channel.push(with_context("mail-2", text, &context));
+    })
+    .await;
+    let code = code_in(&prompt);
+    let decision_context = json!({"subject": "Re: Old logs", "message_id": "<m3@example.org>"});
+    h.llm.push(Reply::text("Done, the old logs are gone."));
+    h.channel.push(with_context(
+        "mail-3",
+        &format!("APPROVE {code}\n\n> Reply APPROVE {code} or DENY {code}"),
+        &decision_context,
+    ));
+    eventually("the turn to finish", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.text == "Done, the old logs are gone.")
+    })
+    .await;
+
+    // The inbox stored it, and every message the adapter was asked to send carries it back.
+    let attempts: Vec<OutboundMessage> = h.channel.send_attempts();
+    let of = |text: &str| {
+        attempts
+            .iter()
+            .find(|m| m.text.starts_with(text))
+            .unwrap_or_else(|| panic!("no {text:?} in {attempts:?}"))
+            .reply_context
+            .clone()
+    };
+    assert_eq!(of("Hello there."), Some(context.clone()));
+    assert_eq!(of("🔐"), Some(context.clone()), "the prompt");
+    assert_eq!(of("✅ Approved by"), Some(context.clone()), "the outcome");
+    assert_eq!(
+        of("Done, the old logs are gone."),
+        Some(context.clone()),
+        "the resumed turn's reply answers the original message"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}
+
+/// The new queries (codes, wrong tries, prompts found by their platform message) on PostgreSQL.
+#[tokio::test]
+async fn codes_and_reactions_work_on_postgres() {
+    let server;
+    let url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            server = hearth_testkit::postgres::TestPostgres::start();
+            let Some(server) = &server else { return };
+            server
+                .create_database("hearth_seam")
+                .expect("create database")
+        }
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(reacting(), &runs).await;
+    h.config.daemon.database_url = Some(url);
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    let wrong = if code == "ZZZZZZ" { "YYYYYY" } else { "ZZZZZZ" };
+    let answer = say_and_settle(&h, &Sender::new(USER), &format!("APPROVE {wrong}")).await;
+    assert!(
+        answer[0].text.starts_with("That code does not match"),
+        "{answer:?}"
+    );
+    h.llm.push(Reply::text("Done."));
+    h.channel.push_reaction(&prompt.reference(), USER, "✅");
+    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the prompt to show the outcome", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("✅ Approved by"))
+    })
+    .await;
+    h.stop().await;
+}
