@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
-use super::{Config, ProviderConfig, ScheduleConfig, validate};
+use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
 
 /// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
 /// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
@@ -439,6 +439,7 @@ const TOP_KEYS: &[&str] = &[
     "transcription",
     "channels",
     "schedules",
+    "mcp_servers",
 ];
 const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
@@ -448,6 +449,9 @@ const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 pub(super) struct Failed {
     pub providers: Vec<String>,
     pub channels: Vec<String>,
+    /// For each parsed `mcp_servers` entry, its index in the file (entries that failed to
+    /// parse are left out of the config, so the two can differ).
+    pub mcp_server_indexes: Vec<usize>,
 }
 
 /// Deserializes each section, and each element of `providers` and `schedules`, on its own so
@@ -491,6 +495,23 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
             }
             "schedules" => {
                 config.schedules = elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
+            }
+            "mcp_servers" => {
+                let Value::Array(items) = value else {
+                    problems.push(wrong_kind(
+                        "mcp_servers",
+                        "an array of tables (`[[mcp_servers]]`)",
+                        &value,
+                    ));
+                    continue;
+                };
+                for (i, item) in items.into_iter().enumerate() {
+                    let key = format!("mcp_servers[{i}]");
+                    if let Some(server) = section::<McpServerConfig>(item, &key, problems) {
+                        config.mcp_servers.push(server);
+                        failed.mcp_server_indexes.push(i);
+                    }
+                }
             }
             "channels" => {
                 let Value::Table(channels) = value else {

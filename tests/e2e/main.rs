@@ -6,6 +6,7 @@ mod commands;
 mod config_check;
 mod confirmations;
 mod crash;
+mod mcp;
 mod pipeline;
 mod postgres;
 mod providers;
