@@ -14,6 +14,8 @@
 //! - `fail {}`: read-only; answers a tool error (`isError`).
 //! - `crash {}`: read-only; the binary exits with status 3 in the middle of the call.
 //! - `hang {}`: read-only; never answers.
+//! - `grow {}`: read-only; adds the read-only tool `bonus` and tells the client its tool list
+//!   changed.
 //!
 //! The binary's `$MCP_FAKE_MODE`: `exit` writes `boom: no configuration` to stderr and exits 1
 //! before the handshake; `silent` reads stdin and never answers.
@@ -42,6 +44,8 @@ pub struct FakeMcp {
     log: Option<PathBuf>,
     /// Whether `crash` may end the process (only the binary; never a test process).
     may_exit: bool,
+    /// Set by `grow`: the `bonus` tool is listed.
+    grown: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn schema(properties: Value, required: &[&str]) -> Arc<serde_json::Map<String, Value>> {
@@ -81,6 +85,7 @@ fn tools() -> Vec<Tool> {
         Tool::new("fail", "Always fails", none()).annotate(read_only()),
         Tool::new("crash", "Exits in the middle of the call", none()).annotate(read_only()),
         Tool::new("hang", "Never answers", none()).annotate(read_only()),
+        Tool::new("grow", "Adds the bonus tool", none()).annotate(read_only()),
     ]
 }
 
@@ -95,6 +100,7 @@ impl FakeMcp {
             notes: Arc::default(),
             log: std::env::var_os("MCP_FAKE_LOG").map(PathBuf::from),
             may_exit: true,
+            grown: Arc::default(),
         }
     }
 
@@ -106,7 +112,12 @@ impl FakeMcp {
 
 impl ServerHandler for FakeMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
     }
 
     async fn list_tools(
@@ -114,7 +125,12 @@ impl ServerHandler for FakeMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let mut all = tools();
+        if self.grown.load(std::sync::atomic::Ordering::SeqCst) {
+            let none = schema(json!({}), &[]);
+            all.push(Tool::new("bonus", "Appears after grow", none).annotate(read_only()));
+        }
+        Ok(ListToolsResult::with_all_items(all))
     }
 
     async fn call_tool(
@@ -189,6 +205,14 @@ impl ServerHandler for FakeMcp {
                 "the lights are unreachable",
             )])
             .into()),
+            "grow" => {
+                self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Err(err) = context.peer.notify_tool_list_changed().await {
+                    return Err(ErrorData::internal_error(err.to_string(), None));
+                }
+                text("grown")
+            }
+            "bonus" => text("bonus!"),
             "crash" if self.may_exit => {
                 eprintln!("fake MCP server: crashing on purpose");
                 std::process::exit(3);

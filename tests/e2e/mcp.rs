@@ -144,7 +144,7 @@ async fn stdio_tools_are_offered_and_called_through_the_runtime() {
     let mut h = hearth_with(vec![stdio_server("fake", &extra)], AGENTS).await;
     let entry = connected(&h, "fake").await;
     assert_eq!(entry["transport"], "stdio");
-    assert_eq!(entry["tools"], 7, "{entry}");
+    assert_eq!(entry["tools"], 8, "{entry}");
     assert!(entry["pid"].as_u64().is_some(), "{entry}");
 
     h.llm.push(Reply::tool_calls(vec![call(
@@ -403,6 +403,21 @@ async fn a_tool_error_from_the_server_reaches_the_model() {
 }
 
 #[tokio::test]
+async fn a_server_that_changes_its_tools_has_them_listed_again() {
+    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    connected(&h, "fake").await;
+    h.llm.push(Reply::tool_calls(vec![call("c1", "fake__grow", json!({}))]));
+    h.llm.push(Reply::text("Grown."));
+    assert_eq!(h.say("grow").await.text, "Grown.");
+    wait_server(&h, "fake", "listing 9 tools", |e| e["tools"] == 9).await;
+    h.llm.push(Reply::tool_calls(vec![call("c2", "fake__bonus", json!({}))]));
+    h.llm.push(Reply::text("Got the bonus."));
+    assert_eq!(h.say("bonus").await.text, "Got the bonus.");
+    assert_eq!(last_result(&h), "bonus!");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_server_that_crashes_mid_call_gives_a_tool_error_and_is_restarted() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
     let before = connected(&h, "fake").await;
@@ -553,7 +568,7 @@ async fn http_server_tools_work_with_headers_and_a_bearer_token() {
     let mut h = hearth_with(vec![http_server("fake", &fake.url(), extra)], AGENTS).await;
     let entry = connected(&h, "fake").await;
     assert_eq!(entry["transport"], "http");
-    assert_eq!(entry["tools"], 7);
+    assert_eq!(entry["tools"], 8);
 
     h.llm.push(Reply::tool_calls(vec![call(
         "c1",
@@ -665,7 +680,7 @@ fn mcp_list_prints_each_servers_tools_or_its_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("fake (stdio "), "{stdout}");
-    assert!(stdout.contains("7 tool(s)"), "{stdout}");
+    assert!(stdout.contains("8 tool(s)"), "{stdout}");
     let line = |name: &str| {
         stdout
             .lines()

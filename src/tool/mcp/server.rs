@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,7 +39,27 @@ const STDERR_GRACE: Duration = Duration::from_millis(500);
 /// Longest result text handed to the model.
 const RESULT_MAX: usize = 16_000;
 
-type Service = RunningService<RoleClient, ClientConfig>;
+type Service = RunningService<RoleClient, Client>;
+
+/// hearth's side of a connection: it introduces itself, and hears when the server's tool list
+/// changes (the supervisor then lists the tools again).
+#[derive(Clone)]
+struct Client {
+    tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("hearth", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
 
 /// A server's state as `/healthz` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -93,6 +113,8 @@ pub(super) struct Server {
     stderr: Mutex<Arc<StderrTail>>,
     /// Why a call gave up on the connection.
     broken_reason: Mutex<Option<String>>,
+    /// The server said its tool list changed.
+    tools_changed: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Server {
@@ -121,13 +143,6 @@ fn describe(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
-}
-
-fn client_info() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("hearth", env!("CARGO_PKG_VERSION")),
-    )
 }
 
 /// What the model reads of a tool result: its text, a note for each image, audio or resource
@@ -193,6 +208,13 @@ impl Server {
             pid: Mutex::new(None),
             stderr: Mutex::new(Arc::default()),
             broken_reason: Mutex::new(None),
+            tools_changed: Arc::new(Notify::new()),
+        }
+    }
+
+    fn client(&self) -> Client {
+        Client {
+            tools_changed: self.tools_changed.clone(),
         }
     }
 
@@ -285,7 +307,7 @@ impl Server {
             if let Some(stderr) = spawned.stderr {
                 tracker.spawn(process::read_stderr(config.name.clone(), stderr, tail));
             }
-            match client_info().serve(spawned.transport).await {
+            match self.client().serve(spawned.transport).await {
                 Ok(service) => Ok(service),
                 Err(err) => {
                     let note = self.stderr_note().await;
@@ -332,7 +354,7 @@ impl Server {
                 .map_err(|err| format!("cannot set up the HTTP client: {}", describe(&err)))?;
             let transport =
                 StreamableHttpClientTransport::with_client(McpHttpClient(client), transport_config);
-            client_info()
+            self.client()
                 .serve(transport)
                 .await
                 .map_err(|err| format!("cannot connect to {url}: {}", describe(&err)))
@@ -456,14 +478,7 @@ impl Server {
                 ));
             }
         };
-        let tools = super::build_tools(self, listed);
-        let offered = tools.len();
-        let errors = self.registry.replace_group(self.name(), tools);
-        for err in &errors {
-            tracing::warn!(server = %self.name(), error = %err, "an MCP tool was left out");
-        }
-        self.tools
-            .store(offered.saturating_sub(errors.len()), Ordering::Relaxed);
+        self.register(listed);
         let broken = CancellationToken::new();
         *lock(&self.broken_reason) = None;
         self.set(Status::Connected {
@@ -472,33 +487,59 @@ impl Server {
         });
         tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server connected");
 
+        let peer = service.peer().clone();
         let stop = service.cancellation_token();
         let waiting = service.waiting();
         tokio::pin!(waiting);
-        let ended = tokio::select! {
+        let ended = loop {
+            tokio::select! {
+            () = self.tools_changed.notified() => {
+                match tokio::time::timeout(self.timeout(), peer.list_all_tools()).await {
+                    Ok(Ok(listed)) => {
+                        self.register(listed);
+                        tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server changed its tools");
+                    }
+                    Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %describe(&err), "listing the changed tools failed; keeping the old list"),
+                    Err(_) => tracing::warn!(server = %self.name(), "listing the changed tools timed out; keeping the old list"),
+                }
+                continue;
+            }
             _ = &mut waiting => {
-                Some(if self.config.command.is_some() {
+                break Some(if self.config.command.is_some() {
                     format!("the server process exited{}", self.stderr_note().await)
                 } else {
                     "the connection to the server ended".to_string()
-                })
+                });
             }
             () = broken.cancelled() => {
                 stop.cancel();
                 let _ = tokio::time::timeout(CLOSE_GRACE, &mut waiting).await; // late or not, the group is killed next
                 let reason = lock(&self.broken_reason).take().unwrap_or_default();
-                Some(format!("the connection broke during a call ({reason}){}", self.stderr_note().await))
+                break Some(format!("the connection broke during a call ({reason}){}", self.stderr_note().await));
             }
             () = shutdown.cancelled() => {
                 stop.cancel();
                 if tokio::time::timeout(CLOSE_GRACE, &mut waiting).await.is_err() {
                     tracing::warn!(server = %self.name(), "the MCP server did not stop in time; killing it");
                 }
-                None
+                break None;
             }
+            };
         };
         process::kill_group(lock(&self.pid).take());
         ended
+    }
+
+    /// Puts a fresh tool list into the registry, replacing the server's old one.
+    fn register(self: &Arc<Self>, listed: Vec<rmcp::model::Tool>) {
+        let tools = super::build_tools(self, listed);
+        let offered = tools.len();
+        let errors = self.registry.replace_group(self.name(), tools);
+        for err in &errors {
+            tracing::warn!(server = %self.name(), error = %err, "an MCP tool was left out");
+        }
+        self.tools
+            .store(offered.saturating_sub(errors.len()), Ordering::Relaxed);
     }
 
     /// Connects once, lists the tools as agents would see them, and closes (`hearth mcp list`).
