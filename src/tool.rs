@@ -543,6 +543,45 @@ mod tests {
     }
 
     #[test]
+    fn a_group_is_replaced_whole_and_cannot_take_another_groups_names() {
+        let mut registry = ToolRegistry::new();
+        registry.register(named("add_task")).expect("built-in");
+        let in_group = |name: &str| -> Arc<dyn Tool> {
+            Arc::new(Named(ToolInfo::new(
+                name,
+                "home",
+                "",
+                serde_json::json!({"type": "object"}),
+            )))
+        };
+        let shared = registry.clone();
+        assert!(
+            shared
+                .replace_group("home", vec![in_group("home__on"), in_group("home__off")])
+                .is_empty()
+        );
+        assert!(
+            registry.get("home__on").is_some(),
+            "clones share the registry"
+        );
+        let errors =
+            shared.replace_group("home", vec![in_group("home__dim"), in_group("add_task")]);
+        assert_eq!(errors, vec![RegistryError::Duplicate("add_task".into())]);
+        let names: Vec<String> = registry.iter().map(|t| t.info().name.clone()).collect();
+        assert_eq!(names, ["add_task", "home__dim"], "the old list is gone");
+        assert!(
+            registry
+                .validate("home__dim", &serde_json::json!({}))
+                .is_ok()
+        );
+        assert!(
+            registry
+                .validate("home__on", &serde_json::json!({}))
+                .is_err()
+        );
+    }
+
+    #[test]
     fn schemas_are_compiled_and_arguments_checked_against_them() {
         let mut registry = ToolRegistry::new();
         let schema = serde_json::json!({

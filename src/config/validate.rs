@@ -16,6 +16,15 @@ use super::{
 /// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
 const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
 
+/// Headers the MCP transport sets itself; a configured one would clash.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
 /// Channels a schedule can deliver to.
 const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
@@ -408,6 +417,24 @@ fn mcp_servers(
                 env,
                 problems,
             );
+        }
+        for name in server.headers.keys().chain(server.headers_env.keys()) {
+            if RESERVED_HEADERS
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(name))
+            {
+                problems.push(Problem::new(
+                    key("headers"),
+                    format!("{name} is set by hearth itself for the MCP protocol"),
+                ));
+            } else if server.bearer_token_env.is_some()
+                && name.eq_ignore_ascii_case("authorization")
+            {
+                problems.push(Problem::new(
+                    key("headers"),
+                    "Authorization is set by `bearer_token_env`; give one or the other",
+                ));
+            }
         }
         for (name, value) in &server.headers {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {

@@ -406,11 +406,16 @@ async fn a_tool_error_from_the_server_reaches_the_model() {
 async fn a_server_that_changes_its_tools_has_them_listed_again() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
     connected(&h, "fake").await;
-    h.llm.push(Reply::tool_calls(vec![call("c1", "fake__grow", json!({}))]));
+    h.llm
+        .push(Reply::tool_calls(vec![call("c1", "fake__grow", json!({}))]));
     h.llm.push(Reply::text("Grown."));
     assert_eq!(h.say("grow").await.text, "Grown.");
     wait_server(&h, "fake", "listing 9 tools", |e| e["tools"] == 9).await;
-    h.llm.push(Reply::tool_calls(vec![call("c2", "fake__bonus", json!({}))]));
+    h.llm.push(Reply::tool_calls(vec![call(
+        "c2",
+        "fake__bonus",
+        json!({}),
+    )]));
     h.llm.push(Reply::text("Got the bonus."));
     assert_eq!(h.say("bonus").await.text, "Got the bonus.");
     assert_eq!(last_result(&h), "bonus!");
