@@ -333,10 +333,13 @@ impl ToolRegistry {
         let mut registered = self.write();
         registered.retain(|_, e| e.tool.info().group != group);
         for (name, entry) in entries {
-            if registered.contains_key(&name) {
-                errors.push(RegistryError::Duplicate(name));
-            } else {
-                registered.insert(name, Arc::new(entry));
+            match registered.entry(name) {
+                std::collections::btree_map::Entry::Occupied(taken) => {
+                    errors.push(RegistryError::Duplicate(taken.key().clone()));
+                }
+                std::collections::btree_map::Entry::Vacant(free) => {
+                    free.insert(Arc::new(entry));
+                }
             }
         }
         errors

@@ -728,8 +728,21 @@ mod tests {
 
     #[test]
     fn errors_are_described_with_their_causes_once() {
-        let inner = std::io::Error::other("connection refused");
-        let outer = std::io::Error::new(std::io::ErrorKind::Other, inner);
-        assert_eq!(describe(&outer), "connection refused");
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot connect")]
+        struct Outer(#[source] std::io::Error);
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot connect: connection refused")]
+        struct Quoting(#[source] std::io::Error);
+        let refused = || std::io::Error::other("connection refused");
+        assert_eq!(
+            describe(&Outer(refused())),
+            "cannot connect: connection refused"
+        );
+        assert_eq!(
+            describe(&Quoting(refused())),
+            "cannot connect: connection refused",
+            "a cause the message already quotes is not repeated"
+        );
     }
 }
