@@ -66,6 +66,18 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ScheduleAction>,
     },
+    /// MCP servers: connect to each and list its tools.
+    Mcp {
+        #[command(subcommand)]
+        action: Option<McpAction>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Connect to every configured server and print its tools (name, risk, description) or
+    /// why it failed (the default). Exits 1 when a server failed.
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -138,6 +150,59 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let config = load_config(cli.config)?.config;
             crate::scheduler::cli::run(&config, action.unwrap_or(ScheduleAction::List)).await
         }
+        Command::Mcp { action } => match action.unwrap_or(McpAction::List) {
+            McpAction::List => mcp_list(cli.config).await,
+        },
+    }
+}
+
+/// `hearth mcp list`: every server's tools as agents see them, or why it failed.
+async fn mcp_list(path: Option<PathBuf>) -> Result<(), Failure> {
+    let loaded = load_config(path)?;
+    let config = &loaded.config;
+    if config.mcp_servers.is_empty() {
+        let file = loaded
+            .path
+            .as_ref()
+            .map_or("the configuration".to_string(), |p| p.display().to_string());
+        println!("no MCP servers configured (add [[mcp_servers]] to {file})");
+        return Ok(());
+    }
+    let probes = crate::tool::mcp::probe(&config.mcp_servers).await;
+    let mut failed = Vec::new();
+    for probe in &probes {
+        match &probe.tools {
+            None => println!("{} ({}): disabled", probe.name, probe.target),
+            Some(Err(error)) => {
+                println!("{} ({}): error: {error}", probe.name, probe.target);
+                failed.push(probe.name.as_str());
+            }
+            Some(Ok(tools)) => {
+                println!("{} ({}): {} tool(s)", probe.name, probe.target, tools.len());
+                let risks: Vec<String> = tools
+                    .iter()
+                    .map(|tool| {
+                        let asks = if tool.risk.needs_confirmation(config.tools.autonomy) {
+                            " (asks first)"
+                        } else {
+                            ""
+                        };
+                        format!("{}{asks}", crate::tool::mcp::risk_name(tool.risk))
+                    })
+                    .collect();
+                let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+                let risk_width = risks.iter().map(String::len).max().unwrap_or(0);
+                for (tool, risk) in tools.iter().zip(&risks) {
+                    let description = tool.description.lines().next().unwrap_or("");
+                    println!("  {:width$}  {risk:risk_width$}  {description}", tool.name);
+                }
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("MCP server(s) failed: {}", failed.join(", ")).into())
     }
 }
 
@@ -326,8 +391,24 @@ fn check(path: Option<PathBuf>) -> Result<(), Failure> {
     let provider_names: Vec<String> = config.providers.iter().map(|p| p.name.clone()).collect();
     let mut problems = agents.validate_against(&config.router.default_agent, &provider_names);
     let registry = crate::tool::ToolRegistry::with_builtin();
-    let groups: Vec<&str> = crate::tool::KNOWN_GROUPS.to_vec();
-    let tools: Vec<&str> = registry.iter().map(|t| t.info().name.as_str()).collect();
+    let mut groups: Vec<&str> = crate::tool::KNOWN_GROUPS.to_vec();
+    let mut tools: Vec<String> = registry.iter().map(|t| t.info().name.clone()).collect();
+    // MCP servers are groups too; their tools are only known once connected, so any
+    // `<server>__…` name of a configured server passes here.
+    for server in &config.mcp_servers {
+        groups.push(&server.name);
+        let prefix = format!("{}__", server.name);
+        for agent in agents.iter() {
+            tools.extend(
+                agent
+                    .tools
+                    .iter()
+                    .filter(|t| t.starts_with(&prefix))
+                    .cloned(),
+            );
+        }
+    }
+    let tools: Vec<&str> = tools.iter().map(String::as_str).collect();
     problems.extend(agents.validate_tools(&groups, &tools));
     for schedule in &config.schedules {
         if agents.get(&schedule.agent).is_none() {

@@ -337,6 +337,14 @@ impl DaemonBuilder {
                 .collect(),
         );
         let outbox_wake = Arc::new(Notify::new());
+        // MCP servers start in the background and add their tools as they connect.
+        let mcp = crate::tool::mcp::McpManager::start(
+            &config.mcp_servers,
+            &rt.tools,
+            metrics.clone(),
+            &tracker,
+            &shutdown,
+        );
 
         let handler = Arc::new(Handler {
             rt: rt.clone(),
@@ -482,6 +490,7 @@ impl DaemonBuilder {
                 metrics: metrics.clone(),
                 health: health.clone(),
                 dispatcher: dispatcher.clone(),
+                mcp: mcp.clone(),
             });
             let stop = shutdown.clone();
             tracker.spawn(async move {

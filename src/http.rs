@@ -1,6 +1,10 @@
-//! `/healthz` (JSON: each channel's state, the write paths that cannot store and the queue
-//! depths; 503 when a channel failed, the database cannot be read, or an event or a turn cannot
-//! be stored) and `/metrics` (Prometheus text).
+//! `/healthz` (JSON: each channel's state, the write paths that cannot store, each MCP server's
+//! state and the queue depths; 503 when a channel failed, the database cannot be read, or an
+//! event or a turn cannot be stored) and `/metrics` (Prometheus text).
+//!
+//! A failed MCP server does not make hearth unhealthy: it takes only its own tools away, chats
+//! go on, and hearth restarts it by itself; a restart of hearth (what a 503 may trigger) would
+//! not fix a server that is down. Its state is in the body for whoever watches it.
 
 use std::sync::Arc;
 
@@ -21,6 +25,7 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub health: Health,
     pub dispatcher: Arc<Dispatcher>,
+    pub mcp: crate::tool::mcp::McpManager,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -52,6 +57,7 @@ async fn healthz(State(state): State<HttpState>) -> Response {
         "database": database,
         "channels": channels,
         "faults": faults,
+        "mcp_servers": state.mcp.health().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "inbox_pending": inbox,
         "outbox_pending": outbox,
         "in_progress": state.dispatcher.queued(),
@@ -85,9 +91,41 @@ async fn metrics(State(state): State<HttpState>) -> Response {
             state.dispatcher.queued() as f64,
         ),
     ];
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(&gauges),
-    )
-        .into_response()
+    let mut text = state.metrics.render(&gauges);
+    text.push_str(&mcp_gauges(&state.mcp));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Per MCP server: whether it is connected, its tools and restarts.
+fn mcp_gauges(mcp: &crate::tool::mcp::McpManager) -> String {
+    let servers = mcp.health();
+    if servers.is_empty() {
+        return String::new();
+    }
+    let mut up = String::from(
+        "# HELP hearth_mcp_server_up Whether the MCP server is connected\n# TYPE hearth_mcp_server_up gauge\n",
+    );
+    let mut tools = String::from(
+        "# HELP hearth_mcp_server_tools Tools the MCP server offers\n# TYPE hearth_mcp_server_tools gauge\n",
+    );
+    let mut restarts = String::from(
+        "# HELP hearth_mcp_server_restarts_total Starts of the MCP server after the first\n# TYPE hearth_mcp_server_restarts_total counter\n",
+    );
+    for (name, health) in servers {
+        let label = format!(
+            "server=\"{}\"",
+            name.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        let connected = u8::from(health.state == "connected");
+        up.push_str(&format!("hearth_mcp_server_up{{{label}}} {connected}\n"));
+        tools.push_str(&format!(
+            "hearth_mcp_server_tools{{{label}}} {}\n",
+            health.tools
+        ));
+        restarts.push_str(&format!(
+            "hearth_mcp_server_restarts_total{{{label}}} {}\n",
+            health.restarts
+        ));
+    }
+    format!("{up}{tools}{restarts}")
 }

@@ -4,6 +4,13 @@ use clap::Parser;
 use hearth::cli::{Cli, Command};
 
 fn main() {
+    // `hearth __mcp-exec …` is hearth starting an MCP server so that it dies with hearth.
+    if let Some(code) = hearth::tool::mcp::exec_main() {
+        std::process::exit(code);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        hearth::tool::mcp::use_exec_wrapper(exe);
+    }
     let cli = Cli::parse();
     init_logging(&cli.command);
     // Both ring and aws-lc-rs end up compiled in through dependencies; rustls needs to be told

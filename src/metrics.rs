@@ -83,6 +83,15 @@ impl Metrics {
         );
     }
 
+    /// A call to an MCP server's tool; `outcome` is `ok`, `tool_error`, `invalid`, `error`,
+    /// `broken`, `timeout` or `unavailable`.
+    pub fn mcp_call(&self, server: &str, outcome: &str) {
+        self.count(
+            "hearth_mcp_calls_total",
+            format!("{},{}", label("server", server), label("outcome", outcome)),
+        );
+    }
+
     pub fn provider_error(&self, provider: &str) {
         self.count("hearth_provider_errors_total", label("provider", provider));
     }

@@ -13,6 +13,7 @@ pub mod contact;
 pub mod expense;
 pub mod file;
 pub mod goal;
+pub mod mcp;
 pub mod memory;
 pub mod net;
 pub mod note;
@@ -26,7 +27,7 @@ pub use args::Args;
 pub use builtin::register_builtin;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -250,14 +251,18 @@ struct Entry {
 }
 
 /// Every tool hearth has, by name, with its compiled argument schema.
-#[derive(Default)]
+///
+/// Cloning gives another handle to the same registry: tool sources that come and go while hearth
+/// runs (MCP servers, [`mcp`]) replace their group's tools in it, and turns see the change at
+/// their next step.
+#[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Entry>,
+    tools: Arc<RwLock<BTreeMap<String, Arc<Entry>>>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.tools.keys()).finish()
+        f.debug_list().entries(self.read().keys()).finish()
     }
 }
 
@@ -280,13 +285,19 @@ impl ToolRegistry {
         registry
     }
 
-    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Entry>>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Entry>>> {
+        self.tools.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A name checked and a schema compiled, ready to insert.
+    fn entry(tool: Arc<dyn Tool>) -> Result<(String, Entry), RegistryError> {
         let name = tool.info().name.clone();
         if !valid_tool_name(&name) || crate::runtime::tools::META_TOOLS.contains(&name.as_str()) {
             return Err(RegistryError::InvalidName(name));
-        }
-        if self.tools.contains_key(&name) {
-            return Err(RegistryError::Duplicate(name));
         }
         let validator = jsonschema::validator_for(&tool.info().parameters).map_err(|err| {
             RegistryError::InvalidSchema {
@@ -294,30 +305,68 @@ impl ToolRegistry {
                 reason: err.to_string(),
             }
         })?;
-        self.tools.insert(name, Entry { tool, validator });
+        Ok((name, Entry { tool, validator }))
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let (name, entry) = Self::entry(tool)?;
+        let mut tools = self.write();
+        if tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        tools.insert(name, Arc::new(entry));
         Ok(())
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name).map(|e| &e.tool)
+    /// Replaces every tool of `group` with `tools` at once (a tool source reconnected with its
+    /// current list). Tools that cannot be registered (bad name or schema, a name another group
+    /// has) are left out and returned as errors; the rest are registered.
+    pub fn replace_group(&self, group: &str, tools: Vec<Arc<dyn Tool>>) -> Vec<RegistryError> {
+        let mut errors = Vec::new();
+        let mut entries = Vec::new();
+        for tool in tools {
+            match Self::entry(tool) {
+                Ok(entry) => entries.push(entry),
+                Err(err) => errors.push(err),
+            }
+        }
+        let mut registered = self.write();
+        registered.retain(|_, e| e.tool.info().group != group);
+        for (name, entry) in entries {
+            match registered.entry(name) {
+                std::collections::btree_map::Entry::Occupied(taken) => {
+                    errors.push(RegistryError::Duplicate(taken.key().clone()));
+                }
+                std::collections::btree_map::Entry::Vacant(free) => {
+                    free.insert(Arc::new(entry));
+                }
+            }
+        }
+        errors
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.read().get(name).map(|e| e.tool.clone())
     }
 
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.read().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.read().is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values().map(|e| &e.tool)
+    /// Every tool, sorted by name; a snapshot.
+    pub fn iter(&self) -> std::vec::IntoIter<Arc<dyn Tool>> {
+        let tools: Vec<Arc<dyn Tool>> = self.read().values().map(|e| e.tool.clone()).collect();
+        tools.into_iter()
     }
 
     /// Checks `arguments` against the tool's JSON Schema; every violation, one per line, with
     /// where it is (`/priority: "huge" is not one of …`).
     pub fn validate(&self, name: &str, arguments: &Value) -> Result<(), String> {
-        let Some(entry) = self.tools.get(name) else {
+        let Some(entry) = self.read().get(name).cloned() else {
             return Err(format!("unknown tool `{name}`"));
         };
         let problems: Vec<String> = entry
@@ -341,7 +390,9 @@ impl ToolRegistry {
 
     /// The tools an agent may use: those it names and those of its groups, sorted by name.
     pub fn for_agent(&self, agent: &AgentDef) -> Vec<Arc<dyn Tool>> {
-        self.iter()
+        self.read()
+            .values()
+            .map(|e| &e.tool)
             .filter(|tool| {
                 let info = tool.info();
                 agent.tools.iter().any(|t| t == &info.name)
@@ -491,6 +542,45 @@ mod tests {
                 Err(RegistryError::InvalidName(_))
             ),
             "meta-tool names are reserved"
+        );
+    }
+
+    #[test]
+    fn a_group_is_replaced_whole_and_cannot_take_another_groups_names() {
+        let mut registry = ToolRegistry::new();
+        registry.register(named("add_task")).expect("built-in");
+        let in_group = |name: &str| -> Arc<dyn Tool> {
+            Arc::new(Named(ToolInfo::new(
+                name,
+                "home",
+                "",
+                serde_json::json!({"type": "object"}),
+            )))
+        };
+        let shared = registry.clone();
+        assert!(
+            shared
+                .replace_group("home", vec![in_group("home__on"), in_group("home__off")])
+                .is_empty()
+        );
+        assert!(
+            registry.get("home__on").is_some(),
+            "clones share the registry"
+        );
+        let errors =
+            shared.replace_group("home", vec![in_group("home__dim"), in_group("add_task")]);
+        assert_eq!(errors, vec![RegistryError::Duplicate("add_task".into())]);
+        let names: Vec<String> = registry.iter().map(|t| t.info().name.clone()).collect();
+        assert_eq!(names, ["add_task", "home__dim"], "the old list is gone");
+        assert!(
+            registry
+                .validate("home__dim", &serde_json::json!({}))
+                .is_ok()
+        );
+        assert!(
+            registry
+                .validate("home__on", &serde_json::json!({}))
+                .is_err()
         );
     }
 

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
-use super::{Config, ProviderConfig, ScheduleConfig, validate};
+use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
 
 /// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
 /// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
@@ -446,6 +446,7 @@ const TOP_KEYS: &[&str] = &[
     "transcription",
     "channels",
     "schedules",
+    "mcp_servers",
 ];
 const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
@@ -455,6 +456,9 @@ const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 pub(super) struct Failed {
     pub providers: Vec<String>,
     pub channels: Vec<String>,
+    /// For each parsed `mcp_servers` entry, its index in the file (entries that failed to
+    /// parse are left out of the config, so the two can differ).
+    pub mcp_server_indexes: Vec<usize>,
 }
 
 /// Deserializes each section, and each element of `providers` and `schedules`, on its own so
@@ -498,6 +502,23 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
             }
             "schedules" => {
                 config.schedules = elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
+            }
+            "mcp_servers" => {
+                let Value::Array(items) = value else {
+                    problems.push(wrong_kind(
+                        "mcp_servers",
+                        "an array of tables (`[[mcp_servers]]`)",
+                        &value,
+                    ));
+                    continue;
+                };
+                for (i, item) in items.into_iter().enumerate() {
+                    let key = format!("mcp_servers[{i}]");
+                    if let Some(server) = section::<McpServerConfig>(item, &key, problems) {
+                        config.mcp_servers.push(server);
+                        failed.mcp_server_indexes.push(i);
+                    }
+                }
             }
             "channels" => {
                 let Value::Table(channels) = value else {
@@ -835,6 +856,8 @@ model = "llama3.1"
         ("HEARTH_DISCORD_TOKEN", "discord"),
         ("HEARTH_MATRIX_PASSWORD", "matrix"),
         ("HEARTH_EMAIL_PASSWORD", "email"),
+        ("HEARTH_HA_TOKEN", "ha"),
+        ("HEARTH_GITHUB_TOKEN", "gh"),
     ];
 
     #[test]
@@ -850,6 +873,7 @@ model = "llama3.1"
         assert_eq!(config.providers[0].fallbacks, ["anthropic"]);
         assert!(config.channels.telegram.is_some());
         assert_eq!(config.schedules[0].name, "morning-briefing");
+        assert_eq!(config.mcp_servers[0].name, "homeassistant");
     }
 
     #[test]
@@ -859,7 +883,7 @@ model = "llama3.1"
         let text: String = EXAMPLE
             .lines()
             .map(|line| {
-                if line.starts_with("# [channels.") {
+                if line.starts_with("# [channels.") || line.starts_with("# [[mcp_servers]]") {
                     in_section = true;
                 } else if !line.starts_with("# ") {
                     in_section = false;
@@ -876,6 +900,59 @@ model = "llama3.1"
         assert!(config.channels.discord.is_some());
         assert!(config.channels.matrix.is_some());
         assert!(config.channels.email.is_some());
+        assert_eq!(config.mcp_servers.len(), 2, "the stdio example too");
+        assert_eq!(config.mcp_servers[1].command.as_deref(), Some("uvx"));
+    }
+
+    #[test]
+    fn mcp_server_problems_name_the_entry_as_it_is_in_the_file() {
+        let text = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n\n[[mcp_servers]]\nname = \"b\"\ncommand = \"x\"\nrisk = { \"*\" = \"maybe\" }\n\n[[mcp_servers]]\nname = \"c\"\nurl = \"http://127.0.0.1/mcp\"\nheaders = { Accept = \"x\", Authorization = \"y\" }\nbearer_token_env = \"HA\"\ntimeout_secs = 0\n";
+        let errors = errors(text, &[("HA", "t")]);
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[1].risk.*",
+            "unknown value `maybe`",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[2].timeout_secs",
+            "greater than 0",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[2].headers",
+            "Accept is set by hearth",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[2].headers",
+            "`bearer_token_env`",
+        );
+        assert_eq!(errors.len(), 4, "{errors:?}");
+    }
+
+    #[test]
+    fn mcp_server_secrets_come_from_the_environment() {
+        let text = "[[mcp_servers]]\nname = \"gh\"\ncommand = \"x\"\nsecrets_env = { TOKEN = \"GH\" }\n\n[[mcp_servers]]\nname = \"ha\"\nurl = \"https://ha.local/mcp\"\nheaders_env = { \"X-Key\" = \"HA_KEY\" }\n";
+        let errors = errors(text, &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[0].secrets_env.TOKEN",
+            "GH is not set",
+        );
+        has(
+            &errors,
+            "hearth.toml",
+            "mcp_servers[1].headers_env.X-Key",
+            "HA_KEY is not set",
+        );
+        let config = ok(text, &[("GH", "g"), ("HA_KEY", "k")]);
+        assert_eq!(config.mcp_servers.len(), 2);
     }
 
     #[test]

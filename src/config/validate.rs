@@ -9,10 +9,22 @@ use std::str::FromStr;
 use reqwest::Url;
 
 use super::load::{Failed, Problem};
-use super::{ChannelsConfig, Config, DaemonConfig, Owner, ProviderConfig, ScheduleConfig, Secret};
+use super::{
+    ChannelsConfig, Config, DaemonConfig, McpServerConfig, Owner, ProviderConfig, ScheduleConfig,
+    Secret,
+};
 
 /// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
 const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
+
+/// Headers the MCP transport sets itself; a configured one would clash.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
 
 /// Channels a schedule can deliver to.
 const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
@@ -78,6 +90,12 @@ pub(super) fn validate(
         &config.schedules,
         &config.channels,
         &failed.channels,
+        &mut problems,
+    );
+    mcp_servers(
+        &config.mcp_servers,
+        &failed.mcp_server_indexes,
+        env,
         &mut problems,
     );
     problems
@@ -327,6 +345,174 @@ fn schedules(
         }
         if let Err(message) = target(&schedule.target, channels, failed_channels) {
             problems.push(Problem::new(key("target"), message));
+        }
+    }
+}
+
+/// `indexes` gives each server's position in the file (entries that did not parse are missing
+/// from `servers`).
+fn mcp_servers(
+    servers: &[McpServerConfig],
+    indexes: &[usize],
+    env: &HashMap<String, String>,
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = HashSet::new();
+    for (n, server) in servers.iter().enumerate() {
+        let i = indexes.get(n).copied().unwrap_or(n);
+        let key = |field: &str| format!("mcp_servers[{i}].{field}");
+        if let Err(message) = crate::tool::mcp::check_server_name(&server.name) {
+            problems.push(Problem::new(key("name"), message));
+        } else if !seen.insert(server.name.as_str()) {
+            problems.push(Problem::new(
+                key("name"),
+                format!("duplicate MCP server name `{}`", server.name),
+            ));
+        }
+        if server.timeout_secs == 0 {
+            problems.push(Problem::new(key("timeout_secs"), "must be greater than 0"));
+        }
+        // Only the keys of the server's own kind make sense; the others would be ignored.
+        let stdio_keys = [
+            ("args", !server.args.is_empty()),
+            ("env", !server.env.is_empty()),
+            ("secrets_env", !server.secrets_env.is_empty()),
+            ("cwd", server.cwd.is_some()),
+        ];
+        let http_keys = [
+            ("headers", !server.headers.is_empty()),
+            ("headers_env", !server.headers_env.is_empty()),
+            ("bearer_token_env", server.bearer_token_env.is_some()),
+        ];
+        match (&server.command, &server.url) {
+            (Some(_), Some(_)) => problems.push(Problem::new(
+                key("url"),
+                "give either `command` (a program hearth starts) or `url` (an HTTP server), not both",
+            )),
+            (None, None) => problems.push(Problem::new(
+                key("command"),
+                "missing: give `command` (a program hearth starts) or `url` (an HTTP server)",
+            )),
+            (Some(command), None) => {
+                if command.trim().is_empty() {
+                    problems.push(Problem::new(key("command"), "must not be empty"));
+                }
+                for (field, set) in http_keys {
+                    if set {
+                        problems.push(Problem::new(
+                            key(field),
+                            "only applies to an HTTP server (`url`), not to a `command`",
+                        ));
+                    }
+                }
+            }
+            (None, Some(address)) => {
+                if let Err(message) = url(address, &["http", "https"]) {
+                    problems.push(Problem::new(key("url"), message));
+                }
+                for (field, set) in stdio_keys {
+                    if set {
+                        problems.push(Problem::new(
+                            key(field),
+                            "only applies to a program hearth starts (`command`), not to a `url`",
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(cwd) = &server.cwd
+            && !cwd.is_dir()
+        {
+            problems.push(Problem::new(
+                key("cwd"),
+                format!("{} is not a directory", cwd.display()),
+            ));
+        }
+        for name in server.env.keys().chain(server.secrets_env.keys()) {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                problems.push(Problem::new(
+                    key("env"),
+                    format!("{name:?} is not an environment variable name"),
+                ));
+            }
+        }
+        for (name, secret_name) in &server.secrets_env {
+            secret(
+                &format!("{}.{name}", key("secrets_env")),
+                secret_name,
+                env,
+                problems,
+            );
+        }
+        for name in server.headers.keys().chain(server.headers_env.keys()) {
+            if RESERVED_HEADERS
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(name))
+            {
+                problems.push(Problem::new(
+                    key("headers"),
+                    format!("{name} is set by hearth itself for the MCP protocol"),
+                ));
+            } else if server.bearer_token_env.is_some()
+                && name.eq_ignore_ascii_case("authorization")
+            {
+                problems.push(Problem::new(
+                    key("headers"),
+                    "Authorization is set by `bearer_token_env`; give one or the other",
+                ));
+            }
+        }
+        for (name, value) in &server.headers {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                problems.push(Problem::new(
+                    key("headers"),
+                    format!("{name:?} is not an HTTP header name"),
+                ));
+            }
+            if http::HeaderValue::from_str(value).is_err() {
+                problems.push(Problem::new(
+                    format!("{}.{name}", key("headers")),
+                    "is not a valid HTTP header value (no line breaks or control characters)",
+                ));
+            }
+        }
+        for (name, secret_name) in &server.headers_env {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                problems.push(Problem::new(
+                    key("headers_env"),
+                    format!("{name:?} is not an HTTP header name"),
+                ));
+            }
+            secret(
+                &format!("{}.{name}", key("headers_env")),
+                secret_name,
+                env,
+                problems,
+            );
+        }
+        if let Some(name) = &server.bearer_token_env {
+            secret(&key("bearer_token_env"), name, env, problems);
+        }
+        for (field, patterns) in [
+            ("enabled_tools", &server.enabled_tools),
+            ("disabled_tools", &server.disabled_tools),
+        ] {
+            for (j, pattern) in patterns.iter().enumerate() {
+                if pattern.trim().is_empty() {
+                    problems.push(Problem::new(
+                        format!("{}[{j}]", key(field)),
+                        "must not be empty (use \"*\" for every tool)",
+                    ));
+                }
+            }
+        }
+        for pattern in server.risk.keys() {
+            if pattern.trim().is_empty() {
+                problems.push(Problem::new(
+                    key("risk"),
+                    "a tool pattern must not be empty (use \"*\" for every tool)",
+                ));
+            }
         }
     }
 }

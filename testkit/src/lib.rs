@@ -1,4 +1,5 @@
-//! Local fake LLM servers for hearth's tests, speaking the real wire JSON.
+//! Local fake LLM servers for hearth's tests, speaking the real wire JSON, and a fake MCP
+//! server ([`mcp`]).
 //!
 //! [`FakeOpenAi`] answers `POST /v1/chat/completions` like an OpenAI-compatible server and
 //! [`FakeAnthropic`] answers `POST /v1/messages` like Anthropic's Messages API, both as plain
@@ -25,6 +26,7 @@
 //! The server stops when the value is dropped.
 
 mod anthropic;
+pub mod mcp;
 mod openai;
 pub mod postgres;
 mod reply;

@@ -10,6 +10,7 @@ mod faults_delivery;
 mod faults_intake;
 mod faults_process;
 mod identities;
+mod mcp;
 mod pipeline;
 mod postgres;
 mod providers;
