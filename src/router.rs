@@ -53,31 +53,10 @@ pub enum Parsed {
 /// `@someone` who is not an agent and slash words that cannot be commands ("/etc/hosts").
 /// A Telegram-style `/cmd@BotName` suffix is accepted and ignored.
 pub fn parse_command(text: &str, agents: &AgentSet) -> Option<Parsed> {
-    let text = text.trim_start();
-    if let Some(body) = text.strip_prefix('/') {
-        let (token, rest) = split_first_word(body);
-        let name = token.split_once('@').map_or(token, |(name, _bot)| name);
-        // Telegram's command syntax; anything else is text that happens to start with '/'.
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return None;
-        }
-        let name = name.to_ascii_lowercase();
-        let command = match name.as_str() {
-            "help" | "start" => Command::Help,
-            "agents" => Command::Agents,
-            "agent" => {
-                let (arg, _) = split_first_word(rest.trim_start());
-                let arg = arg.trim_start_matches('@');
-                Command::Agent((!arg.is_empty()).then(|| arg.to_lowercase()))
-            }
-            "reset" => Command::Reset,
-            "new" => Command::New,
-            "whoami" => Command::Whoami,
-            "cancel" => Command::Cancel,
-            _ => Command::Unknown(name),
-        };
+    if let Some(command) = parse_slash(text) {
         return Some(Parsed::Command(command));
     }
+    let text = text.trim_start();
     if let Some(body) = text.strip_prefix('@') {
         let (token, rest) = split_first_word(body);
         // "@finance: how much …" and "@finance, …" read naturally in chat.
@@ -89,6 +68,39 @@ pub fn parse_command(text: &str, agents: &AgentSet) -> Option<Parsed> {
         });
     }
     None
+}
+
+/// Whether the message is `/cancel`. The inbox uses it to stop a running turn at once instead
+/// of queueing the command behind it; the same parser as [`parse_command`] decides.
+pub fn is_cancel(text: &str) -> bool {
+    parse_slash(text) == Some(Command::Cancel)
+}
+
+/// A slash command at the start of `text` (agents play no part in these).
+fn parse_slash(text: &str) -> Option<Command> {
+    let body = text.trim_start().strip_prefix('/')?;
+    let (token, rest) = split_first_word(body);
+    let name = token.split_once('@').map_or(token, |(name, _bot)| name);
+    // Telegram's command syntax; anything else is text that happens to start with '/'.
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let name = name.to_ascii_lowercase();
+    let command = match name.as_str() {
+        "help" | "start" => Command::Help,
+        "agents" => Command::Agents,
+        "agent" => {
+            let (arg, _) = split_first_word(rest.trim_start());
+            let arg = arg.trim_start_matches('@');
+            Command::Agent((!arg.is_empty()).then(|| arg.to_lowercase()))
+        }
+        "reset" => Command::Reset,
+        "new" => Command::New,
+        "whoami" => Command::Whoami,
+        "cancel" => Command::Cancel,
+        _ => Command::Unknown(name),
+    };
+    Some(command)
 }
 
 /// The first whitespace-separated word and the rest after it.
@@ -719,6 +731,17 @@ mod tests {
         assert_eq!(parse_command("please /help", &agents), None);
         assert_eq!(parse_command("I paid", &agents), None);
         assert_eq!(parse_command("", &agents), None);
+    }
+
+    #[test]
+    fn cancel_is_recognised_like_every_command() {
+        assert!(is_cancel("/cancel"));
+        assert!(is_cancel(" /CANCEL@hearth_bot "));
+        assert!(is_cancel("/cancel now please"));
+        assert!(!is_cancel("/cancelled"));
+        assert!(!is_cancel("please cancel"));
+        assert!(!is_cancel("/ cancel"));
+        assert!(!is_cancel("@finance /cancel"));
     }
 
     #[test]
