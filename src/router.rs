@@ -1,8 +1,9 @@
 //! Which agent answers a message (DESIGN.md §4): chat commands, keyword triggers, stickiness.
 //!
 //! Pure decision logic without I/O. The dispatcher checks the sender, then calls
-//! [`parse_command`] (commands and a leading `@id`), and only for ordinary text
-//! [`Router::route`]. A [`Router`] is built once per [`AgentSet`] and reused for every message.
+//! [`parse_command`] (commands, and a bare `@id` that switches), and only for ordinary text
+//! [`Router::decide`] (mention, pin, keywords, stickiness), which `hearth route` calls too.
+//! A [`Router`] is built once per [`AgentSet`] and reused for every message.
 //!
 //! Keyword matching rules, chosen so users can predict them:
 //! - case-insensitive via `str::to_lowercase` (Unicode, locale-independent: "ÄRGER" matches
@@ -56,18 +57,21 @@ pub fn parse_command(text: &str, agents: &AgentSet) -> Option<Parsed> {
     if let Some(command) = parse_slash(text) {
         return Some(Parsed::Command(command));
     }
-    let text = text.trim_start();
-    if let Some(body) = text.strip_prefix('@') {
-        let (token, rest) = split_first_word(body);
-        // "@finance: how much …" and "@finance, …" read naturally in chat.
-        let id = token.trim_end_matches([':', ',']).to_lowercase();
-        let agent = agents.get(&id)?;
-        return Some(Parsed::Mention {
-            agent: agent.id.clone(),
-            text: rest.trim().to_owned(),
-        });
-    }
-    None
+    let (id, rest) = split_mention(text)?;
+    let agent = agents.get(&id)?;
+    Some(Parsed::Mention {
+        agent: agent.id.clone(),
+        text: rest.to_owned(),
+    })
+}
+
+/// A leading `@id` (lowercased, not checked) and the trimmed text after it.
+fn split_mention(text: &str) -> Option<(String, &str)> {
+    let body = text.trim_start().strip_prefix('@')?;
+    let (token, rest) = split_first_word(body);
+    // "@finance: how much …" and "@finance, …" read naturally in chat.
+    let id = token.trim_end_matches([':', ',']).to_lowercase();
+    Some((id, rest.trim()))
 }
 
 /// Whether the message is `/cancel`. The inbox uses it to stop a running turn at once instead
@@ -121,9 +125,53 @@ pub struct RouteInput<'a> {
     pub default_agent: &'a str,
 }
 
+/// The conversation as the router sees it when an ordinary message (not a command) arrives.
+#[derive(Clone, Copy, Debug)]
+pub struct Situation<'a> {
+    /// The conversation's agent, if it has one.
+    pub current_agent: Option<&'a str>,
+    /// Pinned with `/agent ID`: keywords do not move the conversation.
+    pub pinned: bool,
+    /// The conversation was active within `sticky_minutes` (see [`within_sticky`]).
+    pub recent: bool,
+    /// `[router] default_agent`.
+    pub default_agent: &'a str,
+}
+
+/// Whether a conversation last active at `last_active_at` is still sticky at `now` (both ms).
+pub fn within_sticky(last_active_at: i64, now: i64, sticky_minutes: u64) -> bool {
+    let sticky_ms = i64::try_from(sticky_minutes.saturating_mul(60_000)).unwrap_or(i64::MAX);
+    now.saturating_sub(last_active_at) <= sticky_ms
+}
+
+/// The whole routing decision for an ordinary message: what [`Router::decide`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routing<'t> {
+    /// The chosen agent, why, and every agent's score.
+    pub decision: Decision,
+    /// What the agent answers: the message without a leading `@id`.
+    pub text: &'t str,
+    /// The conversation stays pinned to the agent.
+    pub pin: bool,
+    /// The agent the user was talking to, as they see it (the default agent for a new or idle
+    /// conversation); the reply names the new agent when it differs.
+    pub previous: String,
+}
+
+impl Routing<'_> {
+    /// The agent changes from the user's point of view, so the reply says who answers.
+    pub fn switched(&self) -> bool {
+        self.decision.agent != self.previous
+    }
+}
+
 /// Why an agent was chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
+    /// The message started with `@id`.
+    Mention,
+    /// The conversation is pinned to its agent with `/agent ID`.
+    Pinned,
     /// It had the most distinct keyword hits (these, as written in the agents file).
     Keywords { hits: Vec<String> },
     /// No keyword matched and the conversation keeps its current agent.
@@ -221,6 +269,54 @@ impl Router {
                     .collect(),
             })
             .collect()
+    }
+
+    /// The whole decision for an ordinary message, in order: a leading `@id` of a known agent,
+    /// the conversation's pin, then [`Router::route`] (keywords, stickiness, the default agent).
+    /// The daemon and `hearth route` both call this, so the command shows what the daemon does.
+    pub fn decide<'t>(&self, text: &'t str, situation: Situation<'_>) -> Routing<'t> {
+        let Situation {
+            current_agent,
+            pinned,
+            recent,
+            default_agent,
+        } = situation;
+        let sticky = current_agent.is_some() && (pinned || recent);
+        // The agent the user is talking to right now, as they see it.
+        let previous = current_agent.filter(|_| sticky);
+        let previous_effective = previous.unwrap_or(default_agent).to_owned();
+        let mention = split_mention(text).filter(|(id, _)| self.agents.iter().any(|a| a.id == *id));
+        let (decision, text, pin) = if let Some((agent, rest)) = mention {
+            let decision = self.fixed(rest, agent, Reason::Mention, previous);
+            (decision, rest, false)
+        } else if let Some(current) = previous.filter(|_| pinned) {
+            let decision = self.fixed(text, current.to_owned(), Reason::Pinned, previous);
+            (decision, text, true)
+        } else {
+            let decision = self.route(RouteInput {
+                text,
+                current_agent: previous,
+                sticky,
+                default_agent,
+            });
+            (decision, text, false)
+        };
+        Routing {
+            decision,
+            text,
+            pin,
+            previous: previous_effective,
+        }
+    }
+
+    /// A decision not made by keywords; the scores are still shown by `hearth route`.
+    fn fixed(&self, text: &str, agent: String, reason: Reason, current: Option<&str>) -> Decision {
+        Decision {
+            changed: current != Some(agent.as_str()),
+            agent,
+            reason,
+            scores: self.scores(text),
+        }
     }
 
     /// Decides which agent answers: the most distinct keyword hits; a tie goes to the current
@@ -355,6 +451,8 @@ pub fn explain(decision: &Decision, agents: &AgentSet) -> String {
             }
             reason
         }
+        Reason::Mention => format!("addressed with @{}", decision.agent),
+        Reason::Pinned => "pinned with /agent; keywords do not move it (/agent auto)".to_owned(),
         Reason::Sticky => "no keyword matched; the conversation keeps its agent".to_owned(),
         Reason::Default => "no keyword matched; the default agent".to_owned(),
     };
@@ -625,6 +723,74 @@ mod tests {
             default_agent: "general",
         });
         assert_eq!((d.agent.as_str(), d.changed), ("finance", true));
+    }
+
+    #[test]
+    fn decide_takes_mention_then_pin_then_keywords() {
+        let agents = set(&[
+            ("general", &[]),
+            ("finance", &["paid"]),
+            ("tasks", &["todo"]),
+        ]);
+        let router = Router::new(&agents);
+        let situation = |current, pinned, recent| Situation {
+            current_agent: current,
+            pinned,
+            recent,
+            default_agent: "general",
+        };
+
+        let r = router.decide("@Finance: add a todo", situation(Some("tasks"), true, true));
+        assert_eq!(
+            (r.decision.agent.as_str(), &r.decision.reason, r.text, r.pin),
+            ("finance", &Reason::Mention, "add a todo", false)
+        );
+        assert_eq!(r.decision.scores[2].hits, ["todo"]);
+        // An unknown @name is ordinary text.
+        let r = router.decide("@bob I paid", situation(None, false, false));
+        assert_eq!(
+            (r.decision.agent.as_str(), r.text),
+            ("finance", "@bob I paid")
+        );
+
+        // Pinned: keywords do not move it, however long the conversation was idle.
+        let r = router.decide("I paid", situation(Some("tasks"), true, false));
+        assert_eq!(
+            (
+                r.decision.agent.as_str(),
+                &r.decision.reason,
+                r.pin,
+                r.switched()
+            ),
+            ("tasks", &Reason::Pinned, true, false)
+        );
+
+        // Idle and unpinned: back to the default agent, and the reply says so.
+        let r = router.decide("hello", situation(Some("tasks"), false, false));
+        assert_eq!(
+            (
+                r.decision.agent.as_str(),
+                &r.decision.reason,
+                r.previous.as_str()
+            ),
+            ("general", &Reason::Default, "general")
+        );
+        assert!(!r.switched(), "the user sees the default agent as current");
+        let r = router.decide("hello", situation(Some("tasks"), false, true));
+        assert_eq!(
+            (r.decision.agent.as_str(), &r.decision.reason),
+            ("tasks", &Reason::Sticky)
+        );
+        let r = router.decide("I paid", situation(Some("tasks"), false, true));
+        assert!(r.switched());
+        assert!(explain(&r.decision, &agents).starts_with("→ finance (finance): 1 keyword: paid"));
+    }
+
+    #[test]
+    fn sticky_window_is_inclusive() {
+        assert!(within_sticky(0, 30 * 60_000, 30));
+        assert!(!within_sticky(0, 30 * 60_000 + 1, 30));
+        assert!(within_sticky(0, i64::MAX, u64::MAX));
     }
 
     #[test]
