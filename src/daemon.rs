@@ -281,6 +281,14 @@ impl DaemonBuilder {
             clock: clock.clone(),
         });
         for entry in &self.channels {
+            // The command list is the daemon's; channels with a command menu show it.
+            if let Err(err) = entry
+                .channel
+                .register_commands(crate::router::COMMANDS)
+                .await
+            {
+                tracing::warn!(channel = %entry.channel.name(), error = %err, "registering the chat commands failed");
+            }
             let ctx = ChannelContext {
                 shutdown: intake.child_token(),
                 sink: sink.clone(),

@@ -14,6 +14,8 @@
 //! - the words of a phrase match across any run of whitespace, line breaks included;
 //! - each keyword counts once per agent however often it appears: the most distinct hits wins.
 
+use hearth_channel::CommandInfo;
+
 use crate::agent::{AgentDef, AgentSet};
 
 /// A chat command (DESIGN.md §4, step 2).
@@ -37,6 +39,39 @@ pub enum Command {
     /// Any other `/name`, without slash and bot suffix, so the caller can suggest `/help`.
     Unknown(String),
 }
+
+/// The chat commands, as the daemon hands them to every channel at start
+/// ([`hearth_channel::Channel::register_commands`]) for platforms with a command menu.
+pub const COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        name: "help",
+        description: "What hearth can do",
+    },
+    CommandInfo {
+        name: "agents",
+        description: "List the agents",
+    },
+    CommandInfo {
+        name: "agent",
+        description: "Switch agent: /agent <id>",
+    },
+    CommandInfo {
+        name: "new",
+        description: "Start a new conversation",
+    },
+    CommandInfo {
+        name: "reset",
+        description: "Forget this conversation",
+    },
+    CommandInfo {
+        name: "whoami",
+        description: "Your identity and permissions",
+    },
+    CommandInfo {
+        name: "cancel",
+        description: "Stop the running turn",
+    },
+];
 
 /// What [`parse_command`] found at the start of a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -897,6 +932,18 @@ mod tests {
         assert_eq!(parse_command("please /help", &agents), None);
         assert_eq!(parse_command("I paid", &agents), None);
         assert_eq!(parse_command("", &agents), None);
+    }
+
+    #[test]
+    fn every_listed_command_is_understood() {
+        for command in COMMANDS {
+            let parsed = parse_slash(&format!("/{}", command.name));
+            assert!(
+                parsed.is_some_and(|c| !matches!(c, Command::Unknown(_))),
+                "/{} is listed but not understood",
+                command.name
+            );
+        }
     }
 
     #[test]

@@ -28,8 +28,8 @@ use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hearth_channel::{
-    ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
-    MessageRef, OutboundMessage,
+    ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, CommandInfo,
+    ErrorKind, Format, MessageRef, OutboundMessage,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -45,17 +45,6 @@ pub const CHANNEL_NAME: &str = "telegram";
 /// The state key the update offset is stored under.
 pub const OFFSET_KEY: &str = "offset";
 
-/// hearth's chat commands as shown in Telegram's command menu.
-pub const COMMANDS: &[(&str, &str)] = &[
-    ("help", "What hearth can do"),
-    ("agents", "List the agents"),
-    ("agent", "Switch agent: /agent <id>"),
-    ("new", "Start a new conversation"),
-    ("reset", "Forget this conversation"),
-    ("whoami", "Your identity and permissions"),
-    ("cancel", "Stop the running turn"),
-];
-
 /// The update kinds hearth asks for.
 const ALLOWED_UPDATES: &[&str] = &["message", "edited_message", "callback_query"];
 
@@ -69,6 +58,8 @@ pub struct TelegramChannel {
     settings: TelegramSettings,
     api: Api,
     pacer: Pacer,
+    /// The daemon's chat commands, shown in the command menu at each start of `run`.
+    commands: std::sync::Mutex<Vec<CommandInfo>>,
 }
 
 impl std::fmt::Debug for TelegramChannel {
@@ -117,6 +108,7 @@ impl TelegramChannel {
             pacer: Pacer::new(settings.pacing.clone()),
             settings,
             api,
+            commands: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -128,10 +120,16 @@ impl TelegramChannel {
     }
 
     async fn set_commands(&self) {
-        let commands: Vec<Value> = COMMANDS
+        let commands: Vec<Value> = self
+            .commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(command, description)| json!({"command": command, "description": description}))
+            .map(|c| json!({"command": c.name, "description": c.description}))
             .collect();
+        if commands.is_empty() {
+            return; // nothing registered: leave the menu as it is
+        }
         // The menu is a convenience; hearth works without it.
         if let Err(e) = self
             .api
@@ -384,6 +382,12 @@ impl Channel for TelegramChannel {
             format: Format::TelegramHtml,
             preview: Some(Duration::from_secs(1)),
         }
+    }
+
+    async fn register_commands(&self, commands: &[CommandInfo]) -> Result<(), ChannelError> {
+        // Sent with setMyCommands at each start of `run`, once the webhook state is settled.
+        *self.commands.lock().unwrap_or_else(|p| p.into_inner()) = commands.to_vec();
+        Ok(())
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
