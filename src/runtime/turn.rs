@@ -59,6 +59,19 @@ pub enum TurnOutcome {
     AwaitingConfirmation,
 }
 
+impl TurnOutcome {
+    /// The `outcome` label of `hearth_turns_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TurnOutcome::Answered => "answered",
+            TurnOutcome::Failed => "failed",
+            TurnOutcome::Cancelled => "cancelled",
+            TurnOutcome::Suspended => "suspended",
+            TurnOutcome::AwaitingConfirmation => "awaiting_confirmation",
+        }
+    }
+}
+
 /// How a turn ends: its status, the reply text, and the message kept in the history.
 struct Finish {
     status: TurnStatus,
@@ -138,7 +151,7 @@ pub async fn run_turn(
             }
         }
     };
-    rt.metrics.observe_turn(started.elapsed(), outcome);
+    rt.metrics.observe_turn(started.elapsed(), outcome.label());
     Ok(outcome)
 }
 
