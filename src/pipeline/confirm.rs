@@ -255,7 +255,7 @@ impl Handler {
             InboundKind::Message { message_id, .. } => message_id.clone(),
             _ => None,
         };
-        let turn_inbox = turn.inbox_id;
+        let scheduled = store.scheduled_run_for_inbox(turn.inbox_id).await?;
         let mut turn = turn;
         turn.status = TurnStatus::Running;
         let job = crate::runtime::turn::TurnJob {
@@ -269,9 +269,9 @@ impl Handler {
             reply_to,
             note: None,
             cancel: cancel.clone(),
-            scheduled: store.scheduled_run_for_inbox(turn_inbox).await?,
+            confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
         };
-        self.run(job).await
+        self.run(job, scheduled).await
     }
 }
 

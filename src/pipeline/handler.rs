@@ -15,7 +15,8 @@ use crate::router::{
     within_sticky,
 };
 use crate::runtime::Runtime;
-use crate::runtime::turn::{TurnJob, run_turn};
+use crate::runtime::turn::{ConfirmationPolicy, TurnJob, run_turn};
+use crate::scheduler::ScheduledRun;
 use crate::store::{
     Conversation, Identity, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind,
     PairingRequest, StoreError,
@@ -190,7 +191,7 @@ impl Handler {
                 None,
                 cancel,
             );
-            return self.run(job).await;
+            return self.run(job, None).await;
         }
 
         let agents = rt.agents();
@@ -290,7 +291,7 @@ impl Handler {
             note,
             cancel,
         );
-        self.run(job).await
+        self.run(job, None).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -317,13 +318,17 @@ impl Handler {
             reply_to,
             note,
             cancel: cancel.clone(),
-            scheduled: None,
+            confirmation: ConfirmationPolicy::Ask,
         }
     }
 
-    pub(super) async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
+    /// Runs a turn; for a scheduled run (`scheduled`), records how the run ended.
+    pub(super) async fn run(
+        &self,
+        job: TurnJob,
+        scheduled: Option<ScheduledRun>,
+    ) -> Result<(), StoreError> {
         let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
-        let scheduled = job.scheduled.clone();
         let turn_id = job.turn.id;
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();

@@ -8,10 +8,21 @@ use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use crate::config::OnConfirmation;
 use crate::provider::ChatMessage;
-use crate::runtime::turn::{TurnJob, TurnOutcome};
+use crate::runtime::turn::{ConfirmationPolicy, TurnJob, TurnOutcome};
 use crate::scheduler::ScheduledRun;
 use crate::store::{Identity, InboxEntry, NewOutbox, OutboxKind, StoreError};
+
+/// The confirmation policy of a turn: a scheduled run has nobody watching, so the schedule's
+/// `on_confirmation` rule decides; everyone else is asked in the chat.
+pub(super) fn confirmation_policy(run: Option<&ScheduledRun>) -> ConfirmationPolicy {
+    match run.map(|run| (run.on_confirmation, &run.allow_tools)) {
+        None | Some((OnConfirmation::Ask, _)) => ConfirmationPolicy::Ask,
+        Some((OnConfirmation::Deny, _)) => ConfirmationPolicy::Deny,
+        Some((OnConfirmation::Allow, tools)) => ConfirmationPolicy::Allow(tools.clone()),
+    }
+}
 
 impl Handler {
     pub(super) async fn scheduled(
@@ -84,9 +95,9 @@ impl Handler {
             reply_to: None,
             note: None,
             cancel: cancel.clone(),
-            scheduled: Some(run),
+            confirmation: confirmation_policy(Some(&run)),
         };
-        self.run(job).await
+        self.run(job, Some(run)).await
     }
 
     /// Records how a scheduled turn ended; a failure is reported to the owner.
@@ -159,5 +170,32 @@ impl Handler {
             .await?;
         self.outbox.notify_one();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_rule_becomes_the_turns_confirmation_policy() {
+        let run = |on_confirmation| ScheduledRun {
+            run_id: 1,
+            schedule_id: 1,
+            name: "briefing".into(),
+            agent: "general".into(),
+            on_confirmation,
+            allow_tools: vec!["send_email".into()],
+        };
+        assert_eq!(confirmation_policy(None), ConfirmationPolicy::Ask);
+        let ask = run(OnConfirmation::Ask);
+        assert_eq!(confirmation_policy(Some(&ask)), ConfirmationPolicy::Ask);
+        let deny = run(OnConfirmation::Deny);
+        assert_eq!(confirmation_policy(Some(&deny)), ConfirmationPolicy::Deny);
+        let allow = run(OnConfirmation::Allow);
+        assert_eq!(
+            confirmation_policy(Some(&allow)),
+            ConfirmationPolicy::Allow(vec!["send_email".into()])
+        );
     }
 }

@@ -42,9 +42,20 @@ pub struct TurnJob {
     pub note: Option<String>,
     /// Cancelled by `/cancel`.
     pub cancel: CancellationToken,
-    /// Set for a scheduled run: nobody may be watching, so confirmations follow the schedule's
-    /// `on_confirmation` rule.
-    pub scheduled: Option<crate::scheduler::ScheduledRun>,
+    /// What a tool call that needs approval does: asked in the chat, or, for a scheduled run
+    /// nobody may be watching, the schedule's `on_confirmation` rule.
+    pub confirmation: ConfirmationPolicy,
+}
+
+/// What happens in a turn to a tool call that needs a person's approval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfirmationPolicy {
+    /// Ask in the chat (interactive turns, schedules with `on_confirmation = "ask"`).
+    Ask,
+    /// Report it as not run: nobody is there to ask.
+    Deny,
+    /// Run these tools without asking; the others are reported as not run.
+    Allow(Vec<String>),
 }
 
 /// How the turn ended.
