@@ -1,18 +1,29 @@
 //! Scheduled runs: a schedule's synthetic message is answered by the schedule's agent, acting
 //! for the owner, with confirmations following the schedule's `on_confirmation` rule; the run's
-//! outcome is recorded, and a failed run is reported to the owner.
+//! outcome is recorded, and a failed run is reported to the owner. The inbox is the scheduler's
+//! [`FireSink`]: fires take the same path as every channel's messages.
 
 use std::sync::Arc;
 
-use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage};
+use async_trait::async_trait;
+use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage, SinkError};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::sink::InboxSink;
 use crate::config::OnConfirmation;
 use crate::provider::ChatMessage;
 use crate::runtime::turn::{ConfirmationPolicy, TurnJob, TurnOutcome};
-use crate::scheduler::ScheduledRun;
+use crate::scheduler::{FireSink, ScheduledRun};
 use crate::store::{Identity, InboxEntry, NewOutbox, OutboxKind, StoreError};
+
+/// Schedule fires go into the inbox like every channel's events, and on to the dispatcher.
+#[async_trait]
+impl FireSink for InboxSink {
+    async fn store_event(&self, channel: &str, event: Inbound) -> Result<Option<i64>, SinkError> {
+        InboxSink::store_event(self, channel, event).await
+    }
+}
 
 /// The confirmation policy of a turn: a scheduled run has nobody watching, so the schedule's
 /// `on_confirmation` rule decides; everyone else is asked in the chat.
