@@ -263,7 +263,8 @@ impl Handler {
             session,
             agent,
             channel_name: original.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: super::preview::ChannelPreview::of(&channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
@@ -271,7 +272,7 @@ impl Handler {
             cancel: cancel.clone(),
             confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
         };
-        self.run(job, scheduled).await
+        self.run(job, channel, scheduled).await
     }
 }
 

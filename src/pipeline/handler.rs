@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Channels;
 use super::dispatcher::Dispatcher;
+use super::preview::ChannelPreview;
 use crate::provider::{ChatMessage, ContentPart};
 use crate::router::{
     Command, Parsed, Reason, Situation, agents_text, help_text, parse_command, switched_note,
@@ -186,12 +187,12 @@ impl Handler {
                 &conversation,
                 turn,
                 agent,
-                channel,
+                &channel,
                 message_id,
                 None,
                 cancel,
             );
-            return self.run(job, None).await;
+            return self.run(job, channel, None).await;
         }
 
         let agents = rt.agents();
@@ -286,12 +287,12 @@ impl Handler {
             &conversation,
             turn,
             agent,
-            channel,
+            &channel,
             message_id,
             note,
             cancel,
         );
-        self.run(job, None).await
+        self.run(job, channel, None).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -302,7 +303,7 @@ impl Handler {
         conversation: &Conversation,
         turn: crate::store::Turn,
         agent: crate::agent::AgentDef,
-        channel: Arc<dyn Channel>,
+        channel: &Arc<dyn Channel>,
         reply_to: Option<String>,
         note: Option<String>,
         cancel: &CancellationToken,
@@ -312,7 +313,8 @@ impl Handler {
             session: conversation.session,
             agent,
             channel_name: entry.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: ChannelPreview::of(channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
@@ -322,13 +324,15 @@ impl Handler {
         }
     }
 
-    /// Runs a turn; for a scheduled run (`scheduled`), records how the run ended.
+    /// Runs a turn, showing "typing…" in `channel` meanwhile; for a scheduled run
+    /// (`scheduled`), records how the run ended.
     pub(super) async fn run(
         &self,
         job: TurnJob,
+        channel: Arc<dyn Channel>,
         scheduled: Option<ScheduledRun>,
     ) -> Result<(), StoreError> {
-        let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
+        let typing = self.keep_typing(channel, job.chat.clone());
         let turn_id = job.turn.id;
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();

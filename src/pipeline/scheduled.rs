@@ -10,6 +10,7 @@ use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage, Si
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::preview::ChannelPreview;
 use super::sink::InboxSink;
 use crate::config::OnConfirmation;
 use crate::provider::ChatMessage;
@@ -97,7 +98,8 @@ impl Handler {
             session: conversation.session,
             agent,
             channel_name: entry.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: ChannelPreview::of(&channel),
             chat: event.chat.clone(),
             // Nobody sent this message; with `on_confirmation = "ask"` the owner decides.
             requester: owner
@@ -108,7 +110,7 @@ impl Handler {
             cancel: cancel.clone(),
             confirmation: confirmation_policy(Some(&run)),
         };
-        self.run(job, Some(run)).await
+        self.run(job, channel, Some(run)).await
     }
 
     /// Records how a scheduled turn ended; a failure is reported to the owner.

@@ -673,7 +673,7 @@ async fn request_confirmation(
         Risk::Write => "This changes your data.",
         Risk::Safe => "This only reads.",
     };
-    let buttons_shown = job.channel.capabilities().buttons;
+    let buttons_shown = job.capabilities.buttons;
     let how = if buttons_shown {
         format!("Approve within {} minutes?", timeout.div_ceil(60))
     } else {

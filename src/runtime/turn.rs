@@ -10,12 +10,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hearth_channel::{Channel, ChatRef, OutboundMessage};
+use hearth_channel::{Capabilities, ChatRef, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use super::calls::{Settled, cancel_open_calls, settle_tool_calls};
-use super::preview::Preview;
+use super::preview::{Preview, PreviewSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
 use super::window::window;
@@ -32,7 +32,11 @@ pub struct TurnJob {
     pub session: i64,
     pub agent: AgentDef,
     pub channel_name: String,
-    pub channel: Arc<dyn Channel>,
+    /// What the channel can show (buttons, preview interval …); the runtime never sees the
+    /// channel itself.
+    pub capabilities: Capabilities,
+    /// Where the streamed preview of the reply goes.
+    pub preview: Arc<dyn PreviewSink>,
     pub chat: ChatRef,
     /// The platform user id of the person whose message this answers; they decide confirmations.
     pub requester: String,
