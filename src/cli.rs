@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use crate::agent::{AgentSet, AgentSource};
 use crate::config::{self, Config, LoadedConfig};
 use crate::daemon::{DaemonBuilder, Role, StartError};
-use crate::router::{RouteInput, Router, explain};
+use crate::router::{Router, Situation, explain};
 use crate::scheduler::cli::ScheduleAction;
 use crate::store::Store;
 use crate::terminal::{LOCAL, TerminalChannel};
@@ -543,15 +543,28 @@ fn agents(path: Option<PathBuf>, action: AgentsAction) -> Result<(), Failure> {
 fn route(path: Option<PathBuf>, text: &str, current: Option<&str>) -> Result<(), Failure> {
     let config = load_config(path)?.config;
     let (agents, _) = load_agents(&config)?;
-    let router = Router::new(&agents);
-    let decision = router.route(RouteInput {
-        text,
-        current_agent: current,
-        sticky: current.is_some(),
-        default_agent: &config.router.default_agent,
-    });
-    println!("{}", explain(&decision, &agents));
+    print!("{}", route_report(&agents, &config, text, current));
     Ok(())
+}
+
+/// What `hearth route TEXT [--current ID]` prints: the daemon's own decision
+/// ([`Router::decide`]) for a conversation that talks to `current` right now (or a new one).
+pub fn route_report(
+    agents: &AgentSet,
+    config: &Config,
+    text: &str,
+    current: Option<&str>,
+) -> String {
+    let routing = Router::new(agents).decide(
+        text,
+        Situation {
+            current_agent: current,
+            pinned: false,
+            recent: true,
+            default_agent: &config.router.default_agent,
+        },
+    );
+    format!("{}\n", explain(&routing.decision, agents))
 }
 
 async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> {

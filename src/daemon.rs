@@ -453,6 +453,14 @@ impl DaemonBuilder {
         });
         let mut statuses = Vec::with_capacity(self.channels.len());
         for entry in &self.channels {
+            // The command list is the daemon's; channels with a command menu show it.
+            if let Err(err) = entry
+                .channel
+                .register_commands(crate::router::COMMANDS)
+                .await
+            {
+                tracing::warn!(channel = %entry.channel.name(), error = %err, "registering the chat commands failed");
+            }
             let name = entry.channel.name().to_string();
             let status = StatusReporter::new();
             // Shown as connecting from the start, before the supervisor task first runs.

@@ -8,8 +8,6 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::runtime::turn::TurnOutcome;
-
 const LATENCY_BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
@@ -115,14 +113,8 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    pub fn observe_turn(&self, elapsed: Duration, outcome: TurnOutcome) {
-        let outcome = match outcome {
-            TurnOutcome::Answered => "answered",
-            TurnOutcome::Failed => "failed",
-            TurnOutcome::Cancelled => "cancelled",
-            TurnOutcome::Suspended => "suspended",
-            TurnOutcome::AwaitingConfirmation => "awaiting_confirmation",
-        };
+    /// One finished turn: its latency and its `outcome` label (`answered`, `failed` …).
+    pub fn observe_turn(&self, elapsed: Duration, outcome: &str) {
         let mut inner = self.lock();
         inner
             .histograms
@@ -186,7 +178,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.message_in("telegram");
         metrics.message_in("telegram");
-        metrics.observe_turn(Duration::from_millis(30), TurnOutcome::Answered);
+        metrics.observe_turn(Duration::from_millis(30), "answered");
         let text = metrics.render(&[("hearth_inbox_depth", "Inbox entries waiting", 3.0)]);
         assert!(
             text.contains("hearth_messages_in_total{channel=\"telegram\"} 2"),

@@ -6,6 +6,7 @@ pub mod confirm;
 pub mod delivery;
 pub mod dispatcher;
 pub mod handler;
+pub mod preview;
 mod scheduled;
 pub mod sink;
 

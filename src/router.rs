@@ -1,8 +1,9 @@
 //! Which agent answers a message (DESIGN.md §4): chat commands, keyword triggers, stickiness.
 //!
 //! Pure decision logic without I/O. The dispatcher checks the sender, then calls
-//! [`parse_command`] (commands and a leading `@id`), and only for ordinary text
-//! [`Router::route`]. A [`Router`] is built once per [`AgentSet`] and reused for every message.
+//! [`parse_command`] (commands, and a bare `@id` that switches), and only for ordinary text
+//! [`Router::decide`] (mention, pin, keywords, stickiness), which `hearth route` calls too.
+//! A [`Router`] is built once per [`AgentSet`] and reused for every message.
 //!
 //! Keyword matching rules, chosen so users can predict them:
 //! - case-insensitive via `str::to_lowercase` (Unicode, locale-independent: "ÄRGER" matches
@@ -12,6 +13,8 @@
 //!   (`char::is_alphanumeric`), so "paid" does not match "unpaid";
 //! - the words of a phrase match across any run of whitespace, line breaks included;
 //! - each keyword counts once per agent however often it appears: the most distinct hits wins.
+
+use hearth_channel::CommandInfo;
 
 use crate::agent::{AgentDef, AgentSet};
 
@@ -37,6 +40,39 @@ pub enum Command {
     Unknown(String),
 }
 
+/// The chat commands, as the daemon hands them to every channel at start
+/// ([`hearth_channel::Channel::register_commands`]) for platforms with a command menu.
+pub const COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        name: "help",
+        description: "What hearth can do",
+    },
+    CommandInfo {
+        name: "agents",
+        description: "List the agents",
+    },
+    CommandInfo {
+        name: "agent",
+        description: "Switch agent: /agent <id>",
+    },
+    CommandInfo {
+        name: "new",
+        description: "Start a new conversation",
+    },
+    CommandInfo {
+        name: "reset",
+        description: "Forget this conversation",
+    },
+    CommandInfo {
+        name: "whoami",
+        description: "Your identity and permissions",
+    },
+    CommandInfo {
+        name: "cancel",
+        description: "Stop the running turn",
+    },
+];
+
 /// What [`parse_command`] found at the start of a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Parsed {
@@ -53,42 +89,57 @@ pub enum Parsed {
 /// `@someone` who is not an agent and slash words that cannot be commands ("/etc/hosts").
 /// A Telegram-style `/cmd@BotName` suffix is accepted and ignored.
 pub fn parse_command(text: &str, agents: &AgentSet) -> Option<Parsed> {
-    let text = text.trim_start();
-    if let Some(body) = text.strip_prefix('/') {
-        let (token, rest) = split_first_word(body);
-        let name = token.split_once('@').map_or(token, |(name, _bot)| name);
-        // Telegram's command syntax; anything else is text that happens to start with '/'.
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return None;
-        }
-        let name = name.to_ascii_lowercase();
-        let command = match name.as_str() {
-            "help" | "start" => Command::Help,
-            "agents" => Command::Agents,
-            "agent" => {
-                let (arg, _) = split_first_word(rest.trim_start());
-                let arg = arg.trim_start_matches('@');
-                Command::Agent((!arg.is_empty()).then(|| arg.to_lowercase()))
-            }
-            "reset" => Command::Reset,
-            "new" => Command::New,
-            "whoami" => Command::Whoami,
-            "cancel" => Command::Cancel,
-            _ => Command::Unknown(name),
-        };
+    if let Some(command) = parse_slash(text) {
         return Some(Parsed::Command(command));
     }
-    if let Some(body) = text.strip_prefix('@') {
-        let (token, rest) = split_first_word(body);
-        // "@finance: how much …" and "@finance, …" read naturally in chat.
-        let id = token.trim_end_matches([':', ',']).to_lowercase();
-        let agent = agents.get(&id)?;
-        return Some(Parsed::Mention {
-            agent: agent.id.clone(),
-            text: rest.trim().to_owned(),
-        });
+    let (id, rest) = split_mention(text)?;
+    let agent = agents.get(&id)?;
+    Some(Parsed::Mention {
+        agent: agent.id.clone(),
+        text: rest.to_owned(),
+    })
+}
+
+/// A leading `@id` (lowercased, not checked) and the trimmed text after it.
+fn split_mention(text: &str) -> Option<(String, &str)> {
+    let body = text.trim_start().strip_prefix('@')?;
+    let (token, rest) = split_first_word(body);
+    // "@finance: how much …" and "@finance, …" read naturally in chat.
+    let id = token.trim_end_matches([':', ',']).to_lowercase();
+    Some((id, rest.trim()))
+}
+
+/// Whether the message is `/cancel`. The inbox uses it to stop a running turn at once instead
+/// of queueing the command behind it; the same parser as [`parse_command`] decides.
+pub fn is_cancel(text: &str) -> bool {
+    parse_slash(text) == Some(Command::Cancel)
+}
+
+/// A slash command at the start of `text` (agents play no part in these).
+fn parse_slash(text: &str) -> Option<Command> {
+    let body = text.trim_start().strip_prefix('/')?;
+    let (token, rest) = split_first_word(body);
+    let name = token.split_once('@').map_or(token, |(name, _bot)| name);
+    // Telegram's command syntax; anything else is text that happens to start with '/'.
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
     }
-    None
+    let name = name.to_ascii_lowercase();
+    let command = match name.as_str() {
+        "help" | "start" => Command::Help,
+        "agents" => Command::Agents,
+        "agent" => {
+            let (arg, _) = split_first_word(rest.trim_start());
+            let arg = arg.trim_start_matches('@');
+            Command::Agent((!arg.is_empty()).then(|| arg.to_lowercase()))
+        }
+        "reset" => Command::Reset,
+        "new" => Command::New,
+        "whoami" => Command::Whoami,
+        "cancel" => Command::Cancel,
+        _ => Command::Unknown(name),
+    };
+    Some(command)
 }
 
 /// The first whitespace-separated word and the rest after it.
@@ -109,9 +160,53 @@ pub struct RouteInput<'a> {
     pub default_agent: &'a str,
 }
 
+/// The conversation as the router sees it when an ordinary message (not a command) arrives.
+#[derive(Clone, Copy, Debug)]
+pub struct Situation<'a> {
+    /// The conversation's agent, if it has one.
+    pub current_agent: Option<&'a str>,
+    /// Pinned with `/agent ID`: keywords do not move the conversation.
+    pub pinned: bool,
+    /// The conversation was active within `sticky_minutes` (see [`within_sticky`]).
+    pub recent: bool,
+    /// `[router] default_agent`.
+    pub default_agent: &'a str,
+}
+
+/// Whether a conversation last active at `last_active_at` is still sticky at `now` (both ms).
+pub fn within_sticky(last_active_at: i64, now: i64, sticky_minutes: u64) -> bool {
+    let sticky_ms = i64::try_from(sticky_minutes.saturating_mul(60_000)).unwrap_or(i64::MAX);
+    now.saturating_sub(last_active_at) <= sticky_ms
+}
+
+/// The whole routing decision for an ordinary message: what [`Router::decide`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routing<'t> {
+    /// The chosen agent, why, and every agent's score.
+    pub decision: Decision,
+    /// What the agent answers: the message without a leading `@id`.
+    pub text: &'t str,
+    /// The conversation stays pinned to the agent.
+    pub pin: bool,
+    /// The agent the user was talking to, as they see it (the default agent for a new or idle
+    /// conversation); the reply names the new agent when it differs.
+    pub previous: String,
+}
+
+impl Routing<'_> {
+    /// The agent changes from the user's point of view, so the reply says who answers.
+    pub fn switched(&self) -> bool {
+        self.decision.agent != self.previous
+    }
+}
+
 /// Why an agent was chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
+    /// The message started with `@id`.
+    Mention,
+    /// The conversation is pinned to its agent with `/agent ID`.
+    Pinned,
     /// It had the most distinct keyword hits (these, as written in the agents file).
     Keywords { hits: Vec<String> },
     /// No keyword matched and the conversation keeps its current agent.
@@ -209,6 +304,54 @@ impl Router {
                     .collect(),
             })
             .collect()
+    }
+
+    /// The whole decision for an ordinary message, in order: a leading `@id` of a known agent,
+    /// the conversation's pin, then [`Router::route`] (keywords, stickiness, the default agent).
+    /// The daemon and `hearth route` both call this, so the command shows what the daemon does.
+    pub fn decide<'t>(&self, text: &'t str, situation: Situation<'_>) -> Routing<'t> {
+        let Situation {
+            current_agent,
+            pinned,
+            recent,
+            default_agent,
+        } = situation;
+        let sticky = current_agent.is_some() && (pinned || recent);
+        // The agent the user is talking to right now, as they see it.
+        let previous = current_agent.filter(|_| sticky);
+        let previous_effective = previous.unwrap_or(default_agent).to_owned();
+        let mention = split_mention(text).filter(|(id, _)| self.agents.iter().any(|a| a.id == *id));
+        let (decision, text, pin) = if let Some((agent, rest)) = mention {
+            let decision = self.fixed(rest, agent, Reason::Mention, previous);
+            (decision, rest, false)
+        } else if let Some(current) = previous.filter(|_| pinned) {
+            let decision = self.fixed(text, current.to_owned(), Reason::Pinned, previous);
+            (decision, text, true)
+        } else {
+            let decision = self.route(RouteInput {
+                text,
+                current_agent: previous,
+                sticky,
+                default_agent,
+            });
+            (decision, text, false)
+        };
+        Routing {
+            decision,
+            text,
+            pin,
+            previous: previous_effective,
+        }
+    }
+
+    /// A decision not made by keywords; the scores are still shown by `hearth route`.
+    fn fixed(&self, text: &str, agent: String, reason: Reason, current: Option<&str>) -> Decision {
+        Decision {
+            changed: current != Some(agent.as_str()),
+            agent,
+            reason,
+            scores: self.scores(text),
+        }
     }
 
     /// Decides which agent answers: the most distinct keyword hits; a tie goes to the current
@@ -343,6 +486,8 @@ pub fn explain(decision: &Decision, agents: &AgentSet) -> String {
             }
             reason
         }
+        Reason::Mention => format!("addressed with @{}", decision.agent),
+        Reason::Pinned => "pinned with /agent; keywords do not move it (/agent auto)".to_owned(),
         Reason::Sticky => "no keyword matched; the conversation keeps its agent".to_owned(),
         Reason::Default => "no keyword matched; the default agent".to_owned(),
     };
@@ -616,6 +761,74 @@ mod tests {
     }
 
     #[test]
+    fn decide_takes_mention_then_pin_then_keywords() {
+        let agents = set(&[
+            ("general", &[]),
+            ("finance", &["paid"]),
+            ("tasks", &["todo"]),
+        ]);
+        let router = Router::new(&agents);
+        let situation = |current, pinned, recent| Situation {
+            current_agent: current,
+            pinned,
+            recent,
+            default_agent: "general",
+        };
+
+        let r = router.decide("@Finance: add a todo", situation(Some("tasks"), true, true));
+        assert_eq!(
+            (r.decision.agent.as_str(), &r.decision.reason, r.text, r.pin),
+            ("finance", &Reason::Mention, "add a todo", false)
+        );
+        assert_eq!(r.decision.scores[2].hits, ["todo"]);
+        // An unknown @name is ordinary text.
+        let r = router.decide("@bob I paid", situation(None, false, false));
+        assert_eq!(
+            (r.decision.agent.as_str(), r.text),
+            ("finance", "@bob I paid")
+        );
+
+        // Pinned: keywords do not move it, however long the conversation was idle.
+        let r = router.decide("I paid", situation(Some("tasks"), true, false));
+        assert_eq!(
+            (
+                r.decision.agent.as_str(),
+                &r.decision.reason,
+                r.pin,
+                r.switched()
+            ),
+            ("tasks", &Reason::Pinned, true, false)
+        );
+
+        // Idle and unpinned: back to the default agent, and the reply says so.
+        let r = router.decide("hello", situation(Some("tasks"), false, false));
+        assert_eq!(
+            (
+                r.decision.agent.as_str(),
+                &r.decision.reason,
+                r.previous.as_str()
+            ),
+            ("general", &Reason::Default, "general")
+        );
+        assert!(!r.switched(), "the user sees the default agent as current");
+        let r = router.decide("hello", situation(Some("tasks"), false, true));
+        assert_eq!(
+            (r.decision.agent.as_str(), &r.decision.reason),
+            ("tasks", &Reason::Sticky)
+        );
+        let r = router.decide("I paid", situation(Some("tasks"), false, true));
+        assert!(r.switched());
+        assert!(explain(&r.decision, &agents).starts_with("→ finance (finance): 1 keyword: paid"));
+    }
+
+    #[test]
+    fn sticky_window_is_inclusive() {
+        assert!(within_sticky(0, 30 * 60_000, 30));
+        assert!(!within_sticky(0, 30 * 60_000 + 1, 30));
+        assert!(within_sticky(0, i64::MAX, u64::MAX));
+    }
+
+    #[test]
     fn shipped_agents_route_realistic_messages() {
         let (_, router) = shipped();
         let cases = [
@@ -719,6 +932,29 @@ mod tests {
         assert_eq!(parse_command("please /help", &agents), None);
         assert_eq!(parse_command("I paid", &agents), None);
         assert_eq!(parse_command("", &agents), None);
+    }
+
+    #[test]
+    fn every_listed_command_is_understood() {
+        for command in COMMANDS {
+            let parsed = parse_slash(&format!("/{}", command.name));
+            assert!(
+                parsed.is_some_and(|c| !matches!(c, Command::Unknown(_))),
+                "/{} is listed but not understood",
+                command.name
+            );
+        }
+    }
+
+    #[test]
+    fn cancel_is_recognised_like_every_command() {
+        assert!(is_cancel("/cancel"));
+        assert!(is_cancel(" /CANCEL@hearth_bot "));
+        assert!(is_cancel("/cancel now please"));
+        assert!(!is_cancel("/cancelled"));
+        assert!(!is_cancel("please cancel"));
+        assert!(!is_cancel("/ cancel"));
+        assert!(!is_cancel("@finance /cancel"));
     }
 
     #[test]

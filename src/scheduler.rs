@@ -30,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::{OnConfirmation, ScheduleConfig};
-use crate::pipeline::sink::InboxSink;
 use crate::store::{Store, StoreError};
 use timing::{CronExpr, parse_timezone};
 
@@ -264,19 +263,12 @@ pub enum SchedulerError {
     Sink(String),
 }
 
-/// Where fires go: the inbox (and from there the dispatcher). A trait so unit tests can store
-/// entries without running turns.
+/// Where fires go: the inbox (and from there the dispatcher; the pipeline implements it for its
+/// `InboxSink`). A trait so unit tests can store entries without running turns.
 #[async_trait]
 pub trait FireSink: Send + Sync {
     /// Stores the event; its inbox id, or `None` when one with its platform id exists.
     async fn store_event(&self, channel: &str, event: Inbound) -> Result<Option<i64>, SinkError>;
-}
-
-#[async_trait]
-impl FireSink for InboxSink {
-    async fn store_event(&self, channel: &str, event: Inbound) -> Result<Option<i64>, SinkError> {
-        InboxSink::store_event(self, channel, event).await
-    }
 }
 
 /// Brings the `[[schedules]]` of the config into the table: new ones are added, changed ones

@@ -550,7 +550,7 @@ impl Handler {
             InboundKind::Message { message_id, .. } => message_id.clone(),
             _ => None,
         };
-        let turn_inbox = turn.inbox_id;
+        let scheduled = store.scheduled_run_for_inbox(turn.inbox_id).await?;
         let mut turn = turn;
         turn.status = TurnStatus::Running;
         let job = crate::runtime::turn::TurnJob {
@@ -558,16 +558,17 @@ impl Handler {
             session,
             agent,
             channel_name: original.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: super::preview::ChannelPreview::of(&channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
             reply_context: event.reply_context.clone(),
             note: None,
             cancel: cancel.clone(),
-            scheduled: store.scheduled_run_for_inbox(turn_inbox).await?,
+            confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
         };
-        self.run(job).await
+        self.run(job, channel, scheduled).await
     }
 }
 

@@ -9,12 +9,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::Channels;
 use super::dispatcher::Dispatcher;
+use super::preview::ChannelPreview;
 use crate::provider::{ChatMessage, ContentPart};
 use crate::router::{
-    Command, Parsed, RouteInput, agents_text, help_text, parse_command, switched_note,
+    Command, Parsed, Reason, Situation, agents_text, help_text, parse_command, switched_note,
+    within_sticky,
 };
 use crate::runtime::Runtime;
-use crate::runtime::turn::{TurnJob, run_turn};
+use crate::runtime::turn::{ConfirmationPolicy, TurnJob, run_turn};
+use crate::scheduler::ScheduledRun;
 use crate::store::{
     Conversation, Identity, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind,
     PairingRequest, StoreError,
@@ -204,19 +207,16 @@ impl Handler {
                 &conversation,
                 turn,
                 agent,
-                channel,
+                &channel,
                 message_id,
                 None,
                 cancel,
             );
-            return self.run(job).await;
+            return self.run(job, channel, None).await;
         }
 
         let agents = rt.agents();
-        let mut text = text.to_string();
-        let mut content = content;
-        let mut explicit: Option<String> = None;
-        match parse_command(&text, &agents.set) {
+        match parse_command(text, &agents.set) {
             Some(Parsed::Command(command)) => {
                 return self
                     .command(
@@ -245,41 +245,30 @@ impl Handler {
                     )
                     .await;
             }
-            Some(Parsed::Mention { agent, text: rest }) => {
-                explicit = Some(agent);
-                text = rest;
-                content = user_content(&text, &[]);
-            }
-            None => {}
+            Some(Parsed::Mention { .. }) | None => {}
         }
 
         let default_agent = rt.config.router.default_agent.clone();
-        let sticky_ms = i64::try_from(rt.config.router.sticky_minutes.saturating_mul(60_000))
-            .unwrap_or(i64::MAX);
-        let fresh = now.saturating_sub(conversation.last_active_at) <= sticky_ms;
-        let sticky = conversation.current_agent.is_some() && (conversation.agent_pinned || fresh);
-        // The agent the user is talking to right now, as they see it.
-        let previous = if sticky {
-            conversation.current_agent.clone()
-        } else {
-            None
-        };
-        let previous_effective = previous.clone().unwrap_or_else(|| default_agent.clone());
-
-        let (agent_id, pinned) = if let Some(agent) = explicit {
-            (agent, false)
-        } else if conversation.agent_pinned && previous.is_some() {
-            (previous_effective.clone(), true)
-        } else {
-            let decision = agents.router.route(RouteInput {
-                text: &text,
-                current_agent: previous.as_deref(),
-                sticky,
+        let routing = agents.router.decide(
+            text,
+            Situation {
+                current_agent: conversation.current_agent.as_deref(),
+                pinned: conversation.agent_pinned,
+                recent: within_sticky(
+                    conversation.last_active_at,
+                    now,
+                    rt.config.router.sticky_minutes,
+                ),
                 default_agent: &default_agent,
-            });
-            tracing::debug!(agent = %decision.agent, reason = ?decision.reason, "routed");
-            (decision.agent, false)
+            },
+        );
+        tracing::debug!(agent = %routing.decision.agent, reason = ?routing.decision.reason, "routed");
+        let content = if routing.decision.reason == Reason::Mention {
+            user_content(routing.text, &[])
+        } else {
+            content
         };
+        let (agent_id, pinned) = (routing.decision.agent.clone(), routing.pin);
         let Some(agent) = agents
             .get(&agent_id)
             .or_else(|| agents.get(&default_agent))
@@ -290,7 +279,7 @@ impl Handler {
             );
             return self.reply(entry, event, message_id, &text).await;
         };
-        let note = (agent.id != previous_effective).then(|| switched_note(&agent));
+        let note = (agent.id != routing.previous).then(|| switched_note(&agent));
         store
             .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
             .await?;
@@ -318,12 +307,12 @@ impl Handler {
             &conversation,
             turn,
             agent,
-            channel,
+            &channel,
             message_id,
             note,
             cancel,
         );
-        self.run(job).await
+        self.run(job, channel, None).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -334,7 +323,7 @@ impl Handler {
         conversation: &Conversation,
         turn: crate::store::Turn,
         agent: crate::agent::AgentDef,
-        channel: Arc<dyn Channel>,
+        channel: &Arc<dyn Channel>,
         reply_to: Option<String>,
         note: Option<String>,
         cancel: &CancellationToken,
@@ -344,20 +333,27 @@ impl Handler {
             session: conversation.session,
             agent,
             channel_name: entry.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: ChannelPreview::of(channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,
             reply_context: event.reply_context.clone(),
             note,
             cancel: cancel.clone(),
-            scheduled: None,
+            confirmation: ConfirmationPolicy::Ask,
         }
     }
 
-    pub(super) async fn run(&self, job: TurnJob) -> Result<(), StoreError> {
-        let typing = self.keep_typing(job.channel.clone(), job.chat.clone());
-        let scheduled = job.scheduled.clone();
+    /// Runs a turn, showing "typing…" in `channel` meanwhile; for a scheduled run
+    /// (`scheduled`), records how the run ended.
+    pub(super) async fn run(
+        &self,
+        job: TurnJob,
+        channel: Arc<dyn Channel>,
+        scheduled: Option<ScheduledRun>,
+    ) -> Result<(), StoreError> {
+        let typing = self.keep_typing(channel, job.chat.clone());
         let turn_id = job.turn.id;
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();

@@ -1,17 +1,40 @@
 //! Scheduled runs: a schedule's synthetic message is answered by the schedule's agent, acting
 //! for the owner, with confirmations following the schedule's `on_confirmation` rule; the run's
-//! outcome is recorded, and a failed run is reported to the owner.
+//! outcome is recorded, and a failed run is reported to the owner. The inbox is the scheduler's
+//! [`FireSink`]: fires take the same path as every channel's messages.
 
 use std::sync::Arc;
 
-use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage};
+use async_trait::async_trait;
+use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage, SinkError};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::preview::ChannelPreview;
+use super::sink::InboxSink;
+use crate::config::OnConfirmation;
 use crate::provider::ChatMessage;
-use crate::runtime::turn::{TurnJob, TurnOutcome};
-use crate::scheduler::ScheduledRun;
+use crate::runtime::turn::{ConfirmationPolicy, TurnJob, TurnOutcome};
+use crate::scheduler::{FireSink, ScheduledRun};
 use crate::store::{Identity, InboxEntry, NewOutbox, OutboxKind, StoreError};
+
+/// Schedule fires go into the inbox like every channel's events, and on to the dispatcher.
+#[async_trait]
+impl FireSink for InboxSink {
+    async fn store_event(&self, channel: &str, event: Inbound) -> Result<Option<i64>, SinkError> {
+        InboxSink::store_event(self, channel, event).await
+    }
+}
+
+/// The confirmation policy of a turn: a scheduled run has nobody watching, so the schedule's
+/// `on_confirmation` rule decides; everyone else is asked in the chat.
+pub(super) fn confirmation_policy(run: Option<&ScheduledRun>) -> ConfirmationPolicy {
+    match run.map(|run| (run.on_confirmation, &run.allow_tools)) {
+        None | Some((OnConfirmation::Ask, _)) => ConfirmationPolicy::Ask,
+        Some((OnConfirmation::Deny, _)) => ConfirmationPolicy::Deny,
+        Some((OnConfirmation::Allow, tools)) => ConfirmationPolicy::Allow(tools.clone()),
+    }
+}
 
 impl Handler {
     pub(super) async fn scheduled(
@@ -75,7 +98,8 @@ impl Handler {
             session: conversation.session,
             agent,
             channel_name: entry.channel.clone(),
-            channel,
+            capabilities: channel.capabilities(),
+            preview: ChannelPreview::of(&channel),
             chat: event.chat.clone(),
             // Nobody sent this message; with `on_confirmation = "ask"` the owner decides.
             requester: owner
@@ -86,9 +110,9 @@ impl Handler {
             reply_context: None,
             note: None,
             cancel: cancel.clone(),
-            scheduled: Some(run),
+            confirmation: confirmation_policy(Some(&run)),
         };
-        self.run(job).await
+        self.run(job, channel, Some(run)).await
     }
 
     /// Records how a scheduled turn ended; a failure is reported to the owner.
@@ -161,5 +185,32 @@ impl Handler {
             .await?;
         self.outbox.notify_one();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_rule_becomes_the_turns_confirmation_policy() {
+        let run = |on_confirmation| ScheduledRun {
+            run_id: 1,
+            schedule_id: 1,
+            name: "briefing".into(),
+            agent: "general".into(),
+            on_confirmation,
+            allow_tools: vec!["send_email".into()],
+        };
+        assert_eq!(confirmation_policy(None), ConfirmationPolicy::Ask);
+        let ask = run(OnConfirmation::Ask);
+        assert_eq!(confirmation_policy(Some(&ask)), ConfirmationPolicy::Ask);
+        let deny = run(OnConfirmation::Deny);
+        assert_eq!(confirmation_policy(Some(&deny)), ConfirmationPolicy::Deny);
+        let allow = run(OnConfirmation::Allow);
+        assert_eq!(
+            confirmation_policy(Some(&allow)),
+            ConfirmationPolicy::Allow(vec!["send_email".into()])
+        );
     }
 }

@@ -9,6 +9,7 @@ use super::dispatcher::Dispatcher;
 use crate::clock::SharedClock;
 use crate::daemon::Health;
 use crate::metrics::Metrics;
+use crate::router::is_cancel;
 use crate::store::Store;
 use crate::store::inbox::conversation_key;
 
@@ -62,8 +63,8 @@ impl InboxSink {
         };
         self.metrics.message_in(channel);
         let key = conversation_key(channel, &event);
-        let is_cancel =
-            matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel_command(text));
+        // `/cancel` must reach a running turn at once, not wait behind it in the queue.
+        let is_cancel = matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel(text));
         self.dispatcher.submit(id, key, is_cancel);
         Ok(Some(id))
     }
@@ -74,13 +75,6 @@ impl InboundSink for InboxSink {
     async fn deliver(&self, channel: &str, event: Inbound) -> Result<(), SinkError> {
         self.store_event(channel, event).await.map(|_| ())
     }
-}
-
-/// `/cancel` must reach a running turn at once, not wait behind it in the conversation's queue.
-fn is_cancel_command(text: &str) -> bool {
-    let word = text.split_whitespace().next().unwrap_or("");
-    let word = word.split('@').next().unwrap_or("");
-    word.eq_ignore_ascii_case("/cancel")
 }
 
 /// Channel cursors in the `channel_state` table.
@@ -103,16 +97,5 @@ impl StateStore for StoreState {
             .set_channel_state(channel, key, value, self.clock.now_ms())
             .await
             .map_err(|err| SinkError(err.to_string()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn recognises_cancel_with_bot_suffix() {
-        assert!(super::is_cancel_command("/cancel"));
-        assert!(super::is_cancel_command(" /CANCEL@hearth_bot "));
-        assert!(!super::is_cancel_command("/cancelled"));
-        assert!(!super::is_cancel_command("please cancel"));
     }
 }

@@ -24,7 +24,7 @@ use super::tools::{
     Prepared, Refusal, Toolbox, UserPolicy, admit, parse_arguments, prepare, tool_help,
     unwrap_use_tool,
 };
-use super::turn::TurnJob;
+use super::turn::{ConfirmationPolicy, TurnJob};
 use crate::provider::ChatMessage;
 use crate::store::{
     AuditEntry, Confirmation, ConfirmationStatus, NewOutbox, OutboxKind, StoreError,
@@ -288,21 +288,14 @@ enum Unattended {
 }
 
 fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
-    use crate::config::OnConfirmation;
-    let Some(run) = &job.scheduled else {
-        return Unattended::Ask;
-    };
-    match run.on_confirmation {
-        OnConfirmation::Ask => Unattended::Ask,
-        OnConfirmation::Allow
-            if run
-                .allow_tools
-                .iter()
-                .any(|t| *t == prepared.tool.info().name) =>
+    match &job.confirmation {
+        ConfirmationPolicy::Ask => Unattended::Ask,
+        ConfirmationPolicy::Allow(tools)
+            if tools.iter().any(|t| *t == prepared.tool.info().name) =>
         {
             Unattended::Allow
         }
-        OnConfirmation::Allow | OnConfirmation::Deny => Unattended::Deny,
+        ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,
     }
 }
 
@@ -776,7 +769,7 @@ async fn request_confirmation(
         Risk::Write => "This changes your data.",
         Risk::Safe => "This only reads.",
     };
-    let caps = job.channel.capabilities();
+    let caps = &job.capabilities;
     let minutes = timeout.div_ceil(60);
     // Without real buttons a person types a short code (reactions, where the channel shows the
     // buttons as reactions, work besides).

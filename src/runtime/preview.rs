@@ -8,12 +8,27 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use hearth_channel::{MessageRef, preview_text};
+use async_trait::async_trait;
+use hearth_channel::{ChannelError, ChatRef, MessageRef, preview_text};
 use tokio::sync::mpsc;
 
 use super::Runtime;
 use super::turn::TurnJob;
 use crate::provider::StreamEvent;
+
+/// Where a turn shows its reply while it is generated; the pipeline implements it for a
+/// channel. The runtime sees this and the channel's capabilities, never the channel.
+#[async_trait]
+pub trait PreviewSink: Send + Sync {
+    /// Shows `text` (everything generated so far) in `chat`: creates the preview when `draft`
+    /// is `None`, otherwise updates the message it returned. The final reply replaces it.
+    async fn show(
+        &self,
+        chat: &ChatRef,
+        draft: Option<&MessageRef>,
+        text: &str,
+    ) -> Result<Option<MessageRef>, ChannelError>;
+}
 
 pub struct Preview {
     sender: Option<mpsc::UnboundedSender<StreamEvent>>,
@@ -24,7 +39,7 @@ pub struct Preview {
 impl Preview {
     pub fn start(rt: &Runtime, job: &TurnJob) -> Self {
         let draft = Arc::new(Mutex::new(None));
-        let interval = match job.channel.capabilities().preview {
+        let interval = match job.capabilities.preview {
             Some(interval) if rt.config.runtime.stream => interval,
             _ => {
                 return Self {
@@ -35,8 +50,8 @@ impl Preview {
             }
         };
         let (sender, mut events) = mpsc::unbounded_channel::<StreamEvent>();
-        let channel = job.channel.clone();
-        let capabilities = channel.capabilities();
+        let sink = job.preview.clone();
+        let capabilities = job.capabilities.clone();
         let max_chars = rt.config.daemon.max_reply_chars;
         let chat = job.chat.clone();
         let prefix = job
@@ -83,7 +98,7 @@ impl Preview {
                 let due = last.is_none_or(|at| at.elapsed() >= interval);
                 if !text.trim().is_empty() && text != shown && (due || closed) {
                     let full = preview_text(&format!("{prefix}{text}"), &capabilities);
-                    match channel.preview(&chat, current.as_ref(), &full).await {
+                    match sink.show(&chat, current.as_ref(), &full).await {
                         Ok(Some(reference)) => current = Some(reference),
                         Ok(None) => {}
                         Err(err) => tracing::debug!(error = %err, "preview update failed"),

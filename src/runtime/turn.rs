@@ -10,12 +10,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hearth_channel::{Channel, ChatRef, OutboundMessage};
+use hearth_channel::{Capabilities, ChatRef, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use super::calls::{Settled, cancel_open_calls, settle_tool_calls};
-use super::preview::Preview;
+use super::preview::{Preview, PreviewSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
 use super::window::window;
@@ -32,7 +32,11 @@ pub struct TurnJob {
     pub session: i64,
     pub agent: AgentDef,
     pub channel_name: String,
-    pub channel: Arc<dyn Channel>,
+    /// What the channel can show (buttons, preview interval …); the runtime never sees the
+    /// channel itself.
+    pub capabilities: Capabilities,
+    /// Where the streamed preview of the reply goes.
+    pub preview: Arc<dyn PreviewSink>,
     pub chat: ChatRef,
     /// The platform user id of the person whose message this answers; they decide confirmations.
     pub requester: String,
@@ -45,9 +49,20 @@ pub struct TurnJob {
     pub note: Option<String>,
     /// Cancelled by `/cancel`.
     pub cancel: CancellationToken,
-    /// Set for a scheduled run: nobody may be watching, so confirmations follow the schedule's
-    /// `on_confirmation` rule.
-    pub scheduled: Option<crate::scheduler::ScheduledRun>,
+    /// What a tool call that needs approval does: asked in the chat, or, for a scheduled run
+    /// nobody may be watching, the schedule's `on_confirmation` rule.
+    pub confirmation: ConfirmationPolicy,
+}
+
+/// What happens in a turn to a tool call that needs a person's approval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfirmationPolicy {
+    /// Ask in the chat (interactive turns, schedules with `on_confirmation = "ask"`).
+    Ask,
+    /// Report it as not run: nobody is there to ask.
+    Deny,
+    /// Run these tools without asking; the others are reported as not run.
+    Allow(Vec<String>),
 }
 
 /// How the turn ended.
@@ -60,6 +75,19 @@ pub enum TurnOutcome {
     Suspended,
     /// Parked until the user approves or denies a tool call.
     AwaitingConfirmation,
+}
+
+impl TurnOutcome {
+    /// The `outcome` label of `hearth_turns_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TurnOutcome::Answered => "answered",
+            TurnOutcome::Failed => "failed",
+            TurnOutcome::Cancelled => "cancelled",
+            TurnOutcome::Suspended => "suspended",
+            TurnOutcome::AwaitingConfirmation => "awaiting_confirmation",
+        }
+    }
 }
 
 /// How a turn ends: its status, the reply text, and the message kept in the history.
@@ -142,7 +170,7 @@ pub async fn run_turn(
             }
         }
     };
-    rt.metrics.observe_turn(started.elapsed(), outcome);
+    rt.metrics.observe_turn(started.elapsed(), outcome.label());
     Ok(outcome)
 }
 

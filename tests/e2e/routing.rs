@@ -134,3 +134,49 @@ async fn agent_command_and_mentions_override_keywords() {
     );
     h.stop().await;
 }
+
+/// `hearth route TEXT --current ID` prints the decision the daemon makes for a conversation
+/// talking to ID: the same tie-break, stickiness and mention handling.
+#[tokio::test]
+async fn hearth_route_shows_the_decision_the_daemon_makes() {
+    let mut h = Hearth::new().await;
+    h.start().await;
+    let agents = hearth::agent::AgentSet::parse(&h.agents, "test agents").expect("agents parse");
+    let cli = |text: &str, current: Option<&str>| {
+        hearth::cli::route_report(&agents, &h.config, text, current)
+    };
+
+    // A new conversation: "budget" ties finance and tasks; file order wins.
+    h.say("budget").await;
+    assert!(h.system_prompt(0).starts_with("PROMPT:finance"));
+    assert!(cli("budget", None).starts_with("→ 💰 Finance (finance)"));
+
+    h.say("/reset").await;
+    h.say("add a todo").await;
+    assert!(h.system_prompt(1).starts_with("PROMPT:tasks"));
+    // A sticky conversation with tasks: the tie goes to tasks, in the daemon and the CLI.
+    h.say("budget").await;
+    assert!(h.system_prompt(2).starts_with("PROMPT:tasks"));
+    let report = cli("budget", Some("tasks"));
+    assert!(report.starts_with("→ ✅ Tasks (tasks)"), "{report}");
+    assert!(report.contains("the current agent wins"), "{report}");
+    // No keyword: the conversation keeps its agent.
+    h.say("and what about yesterday?").await;
+    assert!(h.system_prompt(3).starts_with("PROMPT:tasks"));
+    let report = cli("and what about yesterday?", Some("tasks"));
+    assert!(
+        report.starts_with(
+            "→ ✅ Tasks (tasks): no keyword matched; the conversation keeps its agent"
+        ),
+        "{report}"
+    );
+    // A leading @id beats the keywords of the rest.
+    h.say("@finance add a todo").await;
+    assert!(h.system_prompt(4).starts_with("PROMPT:finance"));
+    let report = cli("@finance add a todo", Some("tasks"));
+    assert!(
+        report.starts_with("→ 💰 Finance (finance): addressed with @finance"),
+        "{report}"
+    );
+    h.stop().await;
+}

@@ -245,6 +245,30 @@ async fn answers_in_the_right_chat_and_topic_with_keyword_routing() {
     assert!(!h.tg.chat_actions().is_empty(), "typing was shown");
     let commands = h.tg.commands().expect("commands registered");
     assert!(commands.to_string().contains("cancel"), "{commands}");
+    // The menu is the daemon's command list, as Telegram has always received it.
+    let menu: Vec<(String, String)> = commands
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (field("command"), field("description"))
+        })
+        .collect();
+    let want = [
+        ("help", "What hearth can do"),
+        ("agents", "List the agents"),
+        ("agent", "Switch agent: /agent <id>"),
+        ("new", "Start a new conversation"),
+        ("reset", "Forget this conversation"),
+        ("whoami", "Your identity and permissions"),
+        ("cancel", "Stop the running turn"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(c, d)| (c.to_string(), d.to_string()))
+        .collect();
+    assert_eq!(menu, want);
     h.stop().await;
 }
 

@@ -94,6 +94,15 @@ impl std::fmt::Debug for ChannelContext {
     }
 }
 
+/// A chat command the daemon understands, as shown in a platform's command menu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandInfo {
+    /// The command without the slash: `help`, `agent` …
+    pub name: &'static str,
+    /// One short line for the menu.
+    pub description: &'static str,
+}
+
 /// The daemon side of inbound delivery: one inbox for every channel. Adapters never see it
 /// directly; they get a [`ScopedSink`] bound to their own channel.
 #[async_trait]
@@ -320,6 +329,13 @@ pub trait Channel: Send + Sync + 'static {
 
     /// What the platform can show; the daemon shapes replies and confirmations with it.
     fn capabilities(&self) -> Capabilities;
+
+    /// Receives the daemon's chat commands once, before the first `run`, for platforms with a
+    /// command menu (Telegram `setMyCommands`, Discord application commands). The list belongs
+    /// to the daemon; an adapter only shows it. An error is logged and the daemon carries on.
+    async fn register_commands(&self, _commands: &[CommandInfo]) -> Result<(), ChannelError> {
+        Ok(())
+    }
 
     /// Receives events until `ctx.shutdown` is cancelled. Each event is handed to the sink and
     /// the platform cursor is advanced only after the sink acknowledged it.

@@ -31,8 +31,8 @@ use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hearth_channel::{
-    ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
-    Measure, MessageRef, OutboundMessage,
+    ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, CommandInfo,
+    ErrorKind, Format, Measure, MessageRef, OutboundMessage,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -48,17 +48,6 @@ pub const CHANNEL_NAME: &str = "telegram";
 /// The state key the update offset is stored under.
 pub const OFFSET_KEY: &str = "offset";
 
-/// hearth's chat commands as shown in Telegram's command menu.
-pub const COMMANDS: &[(&str, &str)] = &[
-    ("help", "What hearth can do"),
-    ("agents", "List the agents"),
-    ("agent", "Switch agent: /agent <id>"),
-    ("new", "Start a new conversation"),
-    ("reset", "Forget this conversation"),
-    ("whoami", "Your identity and permissions"),
-    ("cancel", "Stop the running turn"),
-];
-
 /// The update kinds hearth asks for.
 const ALLOWED_UPDATES: &[&str] = &["message", "edited_message", "callback_query"];
 
@@ -72,6 +61,8 @@ pub struct TelegramChannel {
     settings: TelegramSettings,
     api: Api,
     pacer: Pacer,
+    /// The daemon's chat commands, shown in the command menu at each start of `run`.
+    commands: std::sync::Mutex<Vec<CommandInfo>>,
 }
 
 impl std::fmt::Debug for TelegramChannel {
@@ -120,6 +111,7 @@ impl TelegramChannel {
             pacer: Pacer::new(settings.pacing.clone()),
             settings,
             api,
+            commands: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -131,10 +123,16 @@ impl TelegramChannel {
     }
 
     async fn set_commands(&self) {
-        let commands: Vec<Value> = COMMANDS
+        let commands: Vec<Value> = self
+            .commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(command, description)| json!({"command": command, "description": description}))
+            .map(|c| json!({"command": c.name, "description": c.description}))
             .collect();
+        if commands.is_empty() {
+            return; // nothing registered: leave the menu as it is
+        }
         // The menu is a convenience; hearth works without it.
         if let Err(e) = self
             .api
@@ -438,6 +436,12 @@ impl Channel for TelegramChannel {
             deduplicates_sends: false,
             ..Capabilities::default()
         }
+    }
+
+    async fn register_commands(&self, commands: &[CommandInfo]) -> Result<(), ChannelError> {
+        // Sent with setMyCommands at each start of `run`, once the webhook state is settled.
+        *self.commands.lock().unwrap_or_else(|p| p.into_inner()) = commands.to_vec();
+        Ok(())
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
