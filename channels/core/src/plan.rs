@@ -146,6 +146,7 @@ mod tests {
             buttons: vec![Button {
                 label: "✅ Approve".into(),
                 data: "c:x:a".into(),
+                emoji: Some("✅".into()),
             }],
             reply_to: Some("41".into()),
             replaces: Some(MessageRef {
@@ -153,6 +154,7 @@ mod tests {
                 message_id: "7".into(),
             }),
             delivery_id: Some("hearth-9".into()),
+            reply_context: Some(serde_json::json!({"subject": "Re: plans"})),
         }
     }
 
