@@ -150,24 +150,11 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
         None => tracing::warn!("no configuration file found; running on defaults"),
     }
     let config = loaded.config;
-    for (name, configured) in [
-        ("discord", config.channels.discord.is_some()),
-        ("matrix", config.channels.matrix.is_some()),
-        ("email", config.channels.email.is_some()),
-    ] {
-        if configured {
-            tracing::error!(
-                channel = name,
-                "this build has no adapter for this channel yet; its section is ignored"
-            );
-        }
-    }
     let mut builder = DaemonBuilder::new(config.clone());
-    if let Some(telegram) = &config.channels.telegram {
-        let channel = crate::channels::telegram(telegram)
-            .map_err(|err| usage(anyhow::anyhow!("channels.telegram: {err}")))?;
-        let allowed: Vec<String> = telegram.allowed_users.iter().map(i64::to_string).collect();
-        builder = builder.channel(channel, &allowed);
+    let channels = crate::channels::build(&config.channels, &config.daemon.data_dir)
+        .map_err(|err| usage(anyhow::anyhow!("{err}")))?;
+    for built in channels {
+        builder = builder.channel(built.channel, &built.allowed);
     }
     let agents_file = config.router.agents_file.clone();
     let notifier = crate::systemd::Notifier::from_env();

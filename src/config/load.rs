@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use hearth_channel::ChannelConfig;
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
 use super::{Config, ProviderConfig, ScheduleConfig, validate};
+use crate::channels::EachChannel;
 
 /// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
 /// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
@@ -440,7 +442,6 @@ const TOP_KEYS: &[&str] = &[
     "channels",
     "schedules",
 ];
-const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
 /// Sections present in the file that failed to parse. References to them (a fallback naming the
 /// provider, a schedule sending to the channel) are not reported again as dangling.
@@ -499,26 +500,33 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                 };
                 for (channel, value) in channels {
                     let key = format!("channels.{channel}");
+                    let mut crate_section = ChannelSection {
+                        name: &channel,
+                        key: &key,
+                        value: Some(value),
+                        problems,
+                        parsed: false,
+                    };
+                    crate::channels::each(&mut config.channels, &mut crate_section);
                     let slot = &mut config.channels;
-                    let parsed = match channel.as_str() {
-                        "telegram" => {
-                            slot.telegram = section(value, &key, problems);
-                            slot.telegram.is_some()
-                        }
-                        "discord" => {
+                    let parsed = match (crate_section.value, channel.as_str()) {
+                        // A channel crate of this name took the section.
+                        (None, _) => crate_section.parsed,
+                        (Some(value), "discord") => {
                             slot.discord = section(value, &key, problems);
                             slot.discord.is_some()
                         }
-                        "matrix" => {
+                        (Some(value), "matrix") => {
                             slot.matrix = section(value, &key, problems);
                             slot.matrix.is_some()
                         }
-                        "email" => {
+                        (Some(value), "email") => {
                             slot.email = section(value, &key, problems);
                             slot.email.is_some()
                         }
-                        _ => {
-                            problems.push(unknown_key(&key, &channel, CHANNEL_KEYS));
+                        (Some(_), _) => {
+                            let known = crate::channels::names();
+                            problems.push(unknown_key(&key, &channel, &known));
                             true
                         }
                     };
@@ -531,6 +539,35 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
         }
     }
     (config, failed)
+}
+
+/// `[channels.<name>]` parsed into the section type of the channel crate called `name`, or
+/// refused when that crate is not built in; left alone (`value` kept) for any other name.
+struct ChannelSection<'a> {
+    name: &'a str,
+    key: &'a str,
+    value: Option<Value>,
+    problems: &'a mut Vec<Problem>,
+    /// Once a channel of this name took `value`: whether the section parsed.
+    parsed: bool,
+}
+
+impl EachChannel for ChannelSection<'_> {
+    fn built<C: ChannelConfig>(&mut self, slot: &mut Option<C>) {
+        if C::NAME == self.name
+            && let Some(value) = self.value.take()
+        {
+            *slot = section(value, self.key, self.problems);
+            self.parsed = slot.is_some();
+        }
+    }
+
+    fn not_built(&mut self, name: &'static str) {
+        if name == self.name && self.value.take().is_some() {
+            let reason = crate::channels::not_built(name);
+            self.problems.push(Problem::new(self.key, reason));
+        }
+    }
 }
 
 /// Deserializes one section, recording the first problem inside it with its full key.
@@ -825,6 +862,40 @@ model = "llama3.1"
             "hearth.toml",
             "channels.slack",
             "unknown key `slack`, expected one of `telegram`",
+        );
+    }
+
+    /// Without the telegram feature: its section, an owner and a schedule target on it are each
+    /// refused naming the feature, also when the environment creates the section.
+    #[cfg(not(feature = "telegram"))]
+    #[test]
+    fn built_without_a_channel_its_section_owner_and_targets_are_clear_errors() {
+        let reason =
+            "hearth was built without the telegram channel; rebuild with --features telegram";
+        let text = "[daemon]\nowner = \"telegram:1\"\n[channels.telegram]\ntoken_env = \"TG\"\n[[schedules]]\nname = \"s\"\ncron = \"0 0 7 * * *\"\nagent = \"general\"\nprompt = \"hi\"\ntarget = \"telegram:1\"\n";
+        let errors = errors(text, &[("TG", "t")]);
+        has(&errors, "hearth.toml", "channels.telegram", reason);
+        has(&errors, "hearth.toml", "daemon.owner", reason);
+        has(&errors, "hearth.toml", "schedules[0].target", reason);
+        assert_eq!(errors.len(), 3, "{errors:#?}");
+
+        let var = "HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV";
+        let errors = errors("", &[(var, "TG"), ("TG", "t")]);
+        has(
+            &errors,
+            &format!("environment {var}"),
+            "channels.telegram",
+            reason,
+        );
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+
+        // The other channels are unaffected: they still parse and are checked.
+        let errors = errors("[channels.discord]\ntoken_env = \"DC\"\n", &[]);
+        has(
+            &errors,
+            "hearth.toml",
+            "channels.discord.token_env",
+            "DC is not set",
         );
     }
 

@@ -6,19 +6,25 @@
 //! [`InboundSink`] whose acknowledgement means "committed", and cursors go into a
 //! [`StateStore`].
 
+mod config;
 mod error;
 mod memory;
 mod message;
+mod secret;
 pub mod split;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use config::{
+    BuildContext, ChannelConfig, ConfigProblem, channel_data_dir, check_secret, check_url,
+};
 pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
     InboundKind, MessageRef, OutboundMessage, Sender,
 };
+pub use secret::{ProcessEnv, Secret, SecretSource};
 
 use std::sync::Arc;
 
