@@ -22,6 +22,10 @@ pub(crate) const PLACEHOLDERS: &[&str] = &["discord", "matrix", "email"];
 /// Something done once for each channel crate, with its section type when it is built in.
 pub(crate) trait EachChannel {
     /// A channel compiled into this build, with its section of the configuration.
+    #[allow(
+        dead_code,
+        reason = "never called in a build without any channel crate"
+    )]
     fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>);
 
     /// A channel whose cargo feature this build was made without.
@@ -100,6 +104,7 @@ pub fn build_with(
     data_dir: &Path,
     secrets: &dyn SecretSource,
 ) -> Result<Vec<BuiltChannel>, String> {
+    #[allow(dead_code, reason = "only read for a channel crate built in")]
     struct Build<'a> {
         data_dir: &'a Path,
         secrets: &'a dyn SecretSource,

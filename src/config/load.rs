@@ -776,7 +776,9 @@ base_url = "http://127.0.0.1:11434/v1"
 model = "llama3.1"
 "#;
 
+    #[cfg(feature = "telegram")]
     const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
+    #[cfg(feature = "telegram")]
     const EXAMPLE_SECRETS: &[(&str, &str)] = &[
         ("ANTHROPIC_API_KEY", "sk-ant"),
         ("OPENAI_API_KEY", "sk-openai"),
@@ -791,6 +793,7 @@ model = "llama3.1"
         assert_eq!(ok("", &[]), Config::default());
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn example_file_loads_cleanly() {
         let config = ok(EXAMPLE, EXAMPLE_SECRETS);
@@ -801,6 +804,7 @@ model = "llama3.1"
         assert_eq!(config.schedules[0].name, "morning-briefing");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn example_file_commented_sections_are_valid_too() {
         // Uncomment the optional channel sections: a user who does so must get a valid file.
@@ -837,6 +841,7 @@ model = "llama3.1"
         assert!(message.contains("line 3, column"), "{message}");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn unknown_key_is_named_with_the_expected_keys() {
         let errors = errors("[channels.telegram]\ntokn_env = \"T\"\n", &[]);
@@ -873,32 +878,33 @@ model = "llama3.1"
         let reason =
             "hearth was built without the telegram channel; rebuild with --features telegram";
         let text = "[daemon]\nowner = \"telegram:1\"\n[channels.telegram]\ntoken_env = \"TG\"\n[[schedules]]\nname = \"s\"\ncron = \"0 0 7 * * *\"\nagent = \"general\"\nprompt = \"hi\"\ntarget = \"telegram:1\"\n";
-        let errors = errors(text, &[("TG", "t")]);
-        has(&errors, "hearth.toml", "channels.telegram", reason);
-        has(&errors, "hearth.toml", "daemon.owner", reason);
-        has(&errors, "hearth.toml", "schedules[0].target", reason);
-        assert_eq!(errors.len(), 3, "{errors:#?}");
+        let found = errors(text, &[("TG", "t")]);
+        has(&found, "hearth.toml", "channels.telegram", reason);
+        has(&found, "hearth.toml", "daemon.owner", reason);
+        has(&found, "hearth.toml", "schedules[0].target", reason);
+        assert_eq!(found.len(), 3, "{found:#?}");
 
         let var = "HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV";
-        let errors = errors("", &[(var, "TG"), ("TG", "t")]);
+        let found = errors("", &[(var, "TG"), ("TG", "t")]);
         has(
-            &errors,
+            &found,
             &format!("environment {var}"),
             "channels.telegram",
             reason,
         );
-        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(found.len(), 1, "{found:#?}");
 
         // The other channels are unaffected: they still parse and are checked.
-        let errors = errors("[channels.discord]\ntoken_env = \"DC\"\n", &[]);
+        let found = errors("[channels.discord]\ntoken_env = \"DC\"\n", &[]);
         has(
-            &errors,
+            &found,
             "hearth.toml",
             "channels.discord.token_env",
             "DC is not set",
         );
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn wrong_types_name_what_was_expected_and_found() {
         let text = r#"
@@ -1004,6 +1010,7 @@ allowed_users = [1, "x"]
 
     // ----- environment overrides
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_scalar_nested_and_array_element() {
         let vars = [
@@ -1033,6 +1040,7 @@ allowed_users = [1, "x"]
         assert_eq!(config.daemon.timezone, "Europe/Paris");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_values_are_typed_as_toml() {
         let vars = [
@@ -1059,6 +1067,7 @@ allowed_users = [1, "x"]
         assert_eq!(config.providers[0].model, "4");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_can_add_array_elements_in_index_order() {
         let mut vars = Vec::new();
