@@ -1,43 +1,174 @@
-//! Builds the configured chat channels from their config sections. Adding a channel means one
-//! function here and one line in `hearth run`.
+//! The chat channels hearth has, and what the daemon does with their config sections.
+//!
+//! Each channel crate owns its `[channels.<name>]` section: the type implements
+//! [`ChannelConfig`] (parse, check, ids, build), and is a cargo feature of hearth. [`each`]
+//! walks them all, built into this binary or not, and is the one place that names them; the
+//! config loader parses with it, `hearth check` checks with it and `hearth run` builds with it
+//! ([`build`]). Adding a channel crate is one line in [`each`] (README "Adding a channel").
 
+use std::path::Path;
 use std::sync::Arc;
 
-use hearth_channel::Channel;
+use hearth_channel::{
+    BuildContext, Channel, ChannelConfig, ProcessEnv, SecretSource, channel_data_dir,
+};
 
-use crate::config::{Secret, TelegramConfig, TelegramMode};
+use crate::config::ChannelsConfig;
 
-/// The Telegram channel of `[channels.telegram]`, with its token (and webhook secret) read from
-/// the environment or `$CREDENTIALS_DIRECTORY`.
-pub fn telegram(config: &TelegramConfig) -> Result<Arc<dyn Channel>, String> {
-    let token = Secret::resolve(&config.token_env)?;
-    let mut settings =
-        hearth_telegram::TelegramSettings::new(token.expose()).with_api_url(&config.api_url);
-    if !config.pacing {
-        settings.pacing = hearth_telegram::Pacing::unlimited();
+/// Platforms whose sections the daemon still holds itself (src/config.rs), checked by `hearth
+/// check` but with no adapter yet. Each leaves this list when its channel crate lands.
+pub(crate) const PLACEHOLDERS: &[&str] = &["discord", "matrix", "email"];
+
+/// Something done once for each channel crate, with its section type when it is built in.
+pub(crate) trait EachChannel {
+    /// A channel compiled into this build, with its section of the configuration.
+    #[allow(
+        dead_code,
+        reason = "never called in a build without any channel crate"
+    )]
+    fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>);
+
+    /// A channel whose cargo feature this build was made without.
+    #[allow(dead_code, reason = "never called when every channel feature is on")]
+    fn not_built(&mut self, name: &'static str);
+}
+
+/// `channel!(each, channels, "<feature>" => <ChannelsConfig field>)`: the channel's section when
+/// its feature is on, its name otherwise. The feature, the field and the channel's `NAME` are
+/// the same word.
+macro_rules! channel {
+    ($each:ident, $channels:ident, $name:literal => $field:ident) => {
+        #[cfg(feature = $name)]
+        $each.built(&mut $channels.$field);
+        #[cfg(not(feature = $name))]
+        $each.not_built($name);
+    };
+}
+
+/// Walks every channel crate hearth has, in the order `hearth check` lists them. One line per
+/// channel crate.
+// `channels` is unused in a build without any channel crate.
+#[allow(unused_variables)]
+pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
+    channel!(each, channels, "telegram" => telegram);
+}
+
+/// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or
+/// not), then the placeholders.
+pub(crate) fn names() -> Vec<&'static str> {
+    struct Names(Vec<&'static str>);
+    impl EachChannel for Names {
+        fn built<C: ChannelConfig>(&mut self, _section: &mut Option<C>) {
+            self.0.push(C::NAME);
+        }
+        fn not_built(&mut self, name: &'static str) {
+            self.0.push(name);
+        }
     }
-    if config.mode == TelegramMode::Webhook {
-        let listen = config
-            .webhook_listen
-            .as_deref()
-            .ok_or("webhook mode needs webhook_listen")?
-            .parse()
-            .map_err(|_| "webhook_listen is not an address like 127.0.0.1:8443".to_string())?;
-        let url = config
-            .webhook_url
-            .clone()
-            .ok_or("webhook mode needs webhook_url")?;
-        let secret_name = config
-            .webhook_secret_env
-            .as_deref()
-            .ok_or("webhook mode needs webhook_secret_env")?;
-        let secret_token = Secret::resolve(secret_name)?.expose().to_string();
-        settings.mode = hearth_telegram::Mode::Webhook {
-            listen,
-            url,
-            secret_token,
-        };
+    let mut names = Names(Vec::new());
+    each(&mut ChannelsConfig::default(), &mut names);
+    names.0.extend_from_slice(PLACEHOLDERS);
+    names.0
+}
+
+/// Why a section, owner or target naming the channel `name` cannot be used by this binary.
+pub(crate) fn not_built(name: &str) -> String {
+    format!("hearth was built without the {name} channel; rebuild with --features {name}")
+}
+
+/// A configured channel, built, with the platform user ids its allowlist names.
+pub struct BuiltChannel {
+    pub channel: Arc<dyn Channel>,
+    pub allowed: Vec<String>,
+}
+
+impl std::fmt::Debug for BuiltChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltChannel")
+            .field("channel", &self.channel.name())
+            .field("allowed", &self.allowed)
+            .finish()
     }
-    let channel = hearth_telegram::TelegramChannel::new(settings).map_err(|err| err.to_string())?;
-    Ok(Arc::new(channel))
+}
+
+/// Builds every channel that has a section, with its secrets read from the environment or
+/// `$CREDENTIALS_DIRECTORY` and its directory under `data_dir` (`channels/<name>/`). The error
+/// names the section: `channels.telegram: …`.
+pub fn build(channels: &ChannelsConfig, data_dir: &Path) -> Result<Vec<BuiltChannel>, String> {
+    build_with(channels, data_dir, &ProcessEnv)
+}
+
+/// [`build`] with the secrets looked up in `secrets`.
+pub fn build_with(
+    channels: &ChannelsConfig,
+    data_dir: &Path,
+    secrets: &dyn SecretSource,
+) -> Result<Vec<BuiltChannel>, String> {
+    #[allow(dead_code, reason = "only read for a channel crate built in")]
+    struct Build<'a> {
+        data_dir: &'a Path,
+        secrets: &'a dyn SecretSource,
+        built: Result<Vec<BuiltChannel>, String>,
+    }
+    impl EachChannel for Build<'_> {
+        fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
+            let (Some(section), Ok(built)) = (section, &mut self.built) else {
+                return;
+            };
+            let dir = channel_data_dir(self.data_dir, C::NAME);
+            match section.build(BuildContext::new(self.secrets, &dir)) {
+                Ok(channel) => built.push(BuiltChannel {
+                    channel,
+                    allowed: section.allowed_users(),
+                }),
+                Err(err) => self.built = Err(format!("channels.{}: {err}", C::NAME)),
+            }
+        }
+        // The config loader already refused a section for a channel that is not built in.
+        fn not_built(&mut self, _name: &'static str) {}
+    }
+
+    let mut build = Build {
+        data_dir,
+        secrets,
+        built: Ok(Vec::new()),
+    };
+    // The walk hands out the sections mutably (the loader fills them); building reads a copy.
+    each(&mut channels.clone(), &mut build);
+    build.built
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_list_every_channel_whether_built_or_not() {
+        assert_eq!(names(), ["telegram", "discord", "matrix", "email"]);
+    }
+
+    #[cfg(feature = "telegram")]
+    #[test]
+    fn builds_the_configured_channels_with_their_allowlists() {
+        let mut channels = ChannelsConfig::default();
+        assert!(
+            build_with(&channels, Path::new("/nonexistent"), &ProcessEnv)
+                .expect("nothing to build")
+                .is_empty()
+        );
+
+        let mut telegram = hearth_telegram::TelegramConfig::new("TG");
+        telegram.allowed_users = vec![42];
+        channels.telegram = Some(telegram);
+        let secrets: std::collections::HashMap<String, String> =
+            [("TG".to_string(), "123:abc".to_string())].into();
+        let built = build_with(&channels, Path::new("/nonexistent"), &secrets).expect("built");
+        assert_eq!(built.len(), 1);
+        assert_eq!(built[0].channel.name(), "telegram");
+        assert_eq!(built[0].allowed, ["42"]);
+
+        let none = std::collections::HashMap::new();
+        let err = build_with(&channels, Path::new("/nonexistent"), &none).expect_err("no token");
+        assert!(err.starts_with("channels.telegram: token_env: "), "{err}");
+    }
 }

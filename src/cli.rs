@@ -234,13 +234,11 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     let loaded = load_config(path)?;
     let config = loaded.config;
     let mut builder = DaemonBuilder::new(config.clone());
-    let mut channels = 0;
-    if let Some(telegram) = &config.channels.telegram {
-        let channel = crate::channels::telegram(telegram)
-            .map_err(|err| usage(anyhow::anyhow!("channels.telegram: {err}")))?;
-        let allowed: Vec<String> = telegram.allowed_users.iter().map(i64::to_string).collect();
-        builder = builder.channel(channel, &allowed);
-        channels += 1;
+    let channels = crate::channels::build(&config.channels, &config.daemon.data_dir)
+        .map_err(|err| usage(anyhow::anyhow!("{err}")))?;
+    let channel_count = channels.len();
+    for built in channels {
+        builder = builder.channel(built.channel, &built.allowed);
     }
     let agents_file = config.router.agents_file.clone();
     let notifier = crate::systemd::Notifier::from_env();
@@ -263,7 +261,7 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
             );
         }
     }
-    if channels == 0 {
+    if channel_count == 0 {
         tracing::warn!(
             "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"
         );

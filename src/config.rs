@@ -6,11 +6,10 @@
 //! Unknown keys are rejected so a typo is an error, not a silently ignored setting.
 
 mod load;
-mod secret;
 mod validate;
 
+pub use hearth_channel::Secret;
 pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
-pub use secret::Secret;
 pub use validate::parse_identity;
 
 use std::collections::BTreeMap;
@@ -279,7 +278,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// `[channels.*]`: each chat platform is enabled by the presence of its section.
 /// An OpenAI-compatible `/audio/transcriptions` endpoint (OpenAI, Groq, a local whisper server).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -351,56 +349,20 @@ impl Default for ToolsConfig {
     }
 }
 
+/// `[channels.*]`: each chat platform is enabled by the presence of its section.
+///
+/// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
+/// one field here per crate, behind its feature (README "Adding a channel"). `discord`,
+/// `matrix` and `email` are the daemon's own placeholders until their crates exist: `hearth
+/// check` checks them, `hearth run` says it has no adapter for them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
-    pub telegram: Option<TelegramConfig>,
+    #[cfg(feature = "telegram")]
+    pub telegram: Option<hearth_telegram::TelegramConfig>,
     pub discord: Option<DiscordConfig>,
     pub matrix: Option<MatrixConfig>,
     pub email: Option<EmailConfig>,
-}
-
-/// `[channels.telegram]`: a Telegram bot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelegramConfig {
-    pub token_env: String,
-    #[serde(default = "default_telegram_api")]
-    pub api_url: String,
-    #[serde(default)]
-    pub allowed_users: Vec<i64>,
-    /// `polling` (default) or `webhook` (needs a public HTTPS endpoint).
-    #[serde(default)]
-    pub mode: TelegramMode,
-    /// Webhook mode: where hearth listens for Telegram's requests, e.g. `127.0.0.1:8443`.
-    #[serde(default)]
-    pub webhook_listen: Option<String>,
-    /// Webhook mode: the public HTTPS URL Telegram posts to (a reverse proxy forwards it).
-    #[serde(default)]
-    pub webhook_url: Option<String>,
-    /// Webhook mode: the variable (or credential) holding the secret token Telegram sends back.
-    #[serde(default)]
-    pub webhook_secret_env: Option<String>,
-    /// Keep under Telegram's flood limits (about 1 message a second per chat, 30 overall) before
-    /// they are hit. Turn off only for a self-hosted Bot API server without those limits.
-    #[serde(default = "default_true")]
-    pub pacing: bool,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TelegramMode {
-    #[default]
-    Polling,
-    Webhook,
-}
-
-fn default_telegram_api() -> String {
-    "https://api.telegram.org".into()
 }
 
 /// `[channels.discord]`: a Discord bot.
@@ -552,4 +514,8 @@ pub struct McpServerConfig {
 
 fn default_mcp_timeout() -> u64 {
     30
+}
+
+fn default_true() -> bool {
+    true
 }

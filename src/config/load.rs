@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use hearth_channel::ChannelConfig;
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
 use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
+use crate::channels::EachChannel;
 
 /// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
 /// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
@@ -448,7 +450,6 @@ const TOP_KEYS: &[&str] = &[
     "schedules",
     "mcp_servers",
 ];
-const CHANNEL_KEYS: &[&str] = &["telegram", "discord", "matrix", "email"];
 
 /// Sections present in the file that failed to parse. References to them (a fallback naming the
 /// provider, a schedule sending to the channel) are not reported again as dangling.
@@ -527,26 +528,33 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                 };
                 for (channel, value) in channels {
                     let key = format!("channels.{channel}");
+                    let mut crate_section = ChannelSection {
+                        name: &channel,
+                        key: &key,
+                        value: Some(value),
+                        problems,
+                        parsed: false,
+                    };
+                    crate::channels::each(&mut config.channels, &mut crate_section);
                     let slot = &mut config.channels;
-                    let parsed = match channel.as_str() {
-                        "telegram" => {
-                            slot.telegram = section(value, &key, problems);
-                            slot.telegram.is_some()
-                        }
-                        "discord" => {
+                    let parsed = match (crate_section.value, channel.as_str()) {
+                        // A channel crate of this name took the section.
+                        (None, _) => crate_section.parsed,
+                        (Some(value), "discord") => {
                             slot.discord = section(value, &key, problems);
                             slot.discord.is_some()
                         }
-                        "matrix" => {
+                        (Some(value), "matrix") => {
                             slot.matrix = section(value, &key, problems);
                             slot.matrix.is_some()
                         }
-                        "email" => {
+                        (Some(value), "email") => {
                             slot.email = section(value, &key, problems);
                             slot.email.is_some()
                         }
-                        _ => {
-                            problems.push(unknown_key(&key, &channel, CHANNEL_KEYS));
+                        (Some(_), _) => {
+                            let known = crate::channels::names();
+                            problems.push(unknown_key(&key, &channel, &known));
                             true
                         }
                     };
@@ -559,6 +567,35 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
         }
     }
     (config, failed)
+}
+
+/// `[channels.<name>]` parsed into the section type of the channel crate called `name`, or
+/// refused when that crate is not built in; left alone (`value` kept) for any other name.
+struct ChannelSection<'a> {
+    name: &'a str,
+    key: &'a str,
+    value: Option<Value>,
+    problems: &'a mut Vec<Problem>,
+    /// Once a channel of this name took `value`: whether the section parsed.
+    parsed: bool,
+}
+
+impl EachChannel for ChannelSection<'_> {
+    fn built<C: ChannelConfig>(&mut self, slot: &mut Option<C>) {
+        if C::NAME == self.name
+            && let Some(value) = self.value.take()
+        {
+            *slot = section(value, self.key, self.problems);
+            self.parsed = slot.is_some();
+        }
+    }
+
+    fn not_built(&mut self, name: &'static str) {
+        if name == self.name && self.value.take().is_some() {
+            let reason = crate::channels::not_built(name);
+            self.problems.push(Problem::new(self.key, reason));
+        }
+    }
 }
 
 /// Deserializes one section, recording every problem inside it with its full key.
@@ -848,7 +885,9 @@ base_url = "http://127.0.0.1:11434/v1"
 model = "llama3.1"
 "#;
 
+    #[cfg(feature = "telegram")]
     const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
+    #[cfg(feature = "telegram")]
     const EXAMPLE_SECRETS: &[(&str, &str)] = &[
         ("ANTHROPIC_API_KEY", "sk-ant"),
         ("OPENAI_API_KEY", "sk-openai"),
@@ -865,6 +904,7 @@ model = "llama3.1"
         assert_eq!(ok("", &[]), Config::default());
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn example_file_loads_cleanly() {
         let config = ok(EXAMPLE, EXAMPLE_SECRETS);
@@ -875,6 +915,7 @@ model = "llama3.1"
         assert_eq!(config.schedules[0].name, "morning-briefing");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn example_file_commented_sections_are_valid_too() {
         // Uncomment the optional channel sections: a user who does so must get a valid file.
@@ -965,6 +1006,7 @@ model = "llama3.1"
         assert!(message.contains("line 3, column"), "{message}");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn unknown_key_is_named_with_the_expected_keys() {
         let errors = errors("[channels.telegram]\ntokn_env = \"T\"\n", &[]);
@@ -993,6 +1035,41 @@ model = "llama3.1"
         );
     }
 
+    /// Without the telegram feature: its section, an owner and a schedule target on it are each
+    /// refused naming the feature, also when the environment creates the section.
+    #[cfg(not(feature = "telegram"))]
+    #[test]
+    fn built_without_a_channel_its_section_owner_and_targets_are_clear_errors() {
+        let reason =
+            "hearth was built without the telegram channel; rebuild with --features telegram";
+        let text = "[daemon]\nowner = \"telegram:1\"\n[channels.telegram]\ntoken_env = \"TG\"\n[[schedules]]\nname = \"s\"\ncron = \"0 0 7 * * *\"\nagent = \"general\"\nprompt = \"hi\"\ntarget = \"telegram:1\"\n";
+        let found = errors(text, &[("TG", "t")]);
+        has(&found, "hearth.toml", "channels.telegram", reason);
+        has(&found, "hearth.toml", "daemon.owner", reason);
+        has(&found, "hearth.toml", "schedules[0].target", reason);
+        assert_eq!(found.len(), 3, "{found:#?}");
+
+        let var = "HEARTH_CHANNELS__TELEGRAM__TOKEN_ENV";
+        let found = errors("", &[(var, "TG"), ("TG", "t")]);
+        has(
+            &found,
+            &format!("environment {var}"),
+            "channels.telegram",
+            reason,
+        );
+        assert_eq!(found.len(), 1, "{found:#?}");
+
+        // The other channels are unaffected: they still parse and are checked.
+        let found = errors("[channels.discord]\ntoken_env = \"DC\"\n", &[]);
+        has(
+            &found,
+            "hearth.toml",
+            "channels.discord.token_env",
+            "DC is not set",
+        );
+    }
+
+    #[cfg(feature = "telegram")]
     #[test]
     fn wrong_types_name_what_was_expected_and_found() {
         let text = r#"
@@ -1166,6 +1243,7 @@ allowed_users = [1, "x"]
 
     // ----- environment overrides
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_scalar_nested_and_array_element() {
         let vars = [
@@ -1195,6 +1273,7 @@ allowed_users = [1, "x"]
         assert_eq!(config.daemon.timezone, "Europe/Paris");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_values_are_typed_as_toml() {
         let vars = [
@@ -1221,6 +1300,7 @@ allowed_users = [1, "x"]
         assert_eq!(config.providers[0].model, "4");
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn override_can_add_array_elements_in_index_order() {
         let mut vars = Vec::new();

@@ -6,16 +6,16 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-use reqwest::Url;
+use hearth_channel::{ChannelConfig, check_secret, check_url as url};
 
 use super::load::{Failed, Problem};
 use super::{
     ChannelsConfig, Config, DaemonConfig, McpServerConfig, Owner, ProviderConfig, ScheduleConfig,
-    Secret,
 };
+use crate::channels::EachChannel;
 
-/// Channels an identity (`owner`) may belong to; `terminal` is `hearth chat`.
-const IDENTITY_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email", "terminal"];
+/// The channel an identity may belong to besides the chat channels: `hearth chat`.
+const TERMINAL: &str = "terminal";
 
 /// Headers the MCP transport sets itself; a configured one would clash.
 const RESERVED_HEADERS: &[&str] = &[
@@ -26,9 +26,6 @@ const RESERVED_HEADERS: &[&str] = &[
     "last-event-id",
 ];
 
-/// Channels a schedule can deliver to.
-const TARGET_CHANNELS: &[&str] = &["telegram", "discord", "matrix", "email"];
-
 /// All semantic problems of `config`. `env` is where secrets are looked up; `failed` lists
 /// sections that failed to parse, which references may still name without a second, misleading
 /// error.
@@ -38,7 +35,8 @@ pub(super) fn validate(
     failed: &Failed,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
-    daemon(&config.daemon, &mut problems);
+    let (platforms, channel_problems) = channels(&config.channels, env);
+    daemon(&config.daemon, &platforms, &mut problems);
     providers(&config.providers, env, &failed.providers, &mut problems);
     if config.router.default_agent.trim().is_empty() {
         problems.push(Problem::new("router.default_agent", "must not be empty"));
@@ -85,10 +83,11 @@ pub(super) fn validate(
             secret("transcription.api_key_env", name, env, &mut problems);
         }
     }
-    channels(&config.channels, env, &mut problems);
+    problems.extend(channel_problems);
     schedules(
         &config.schedules,
         &config.channels,
+        &platforms,
         &failed.channels,
         &mut problems,
     );
@@ -101,7 +100,7 @@ pub(super) fn validate(
     problems
 }
 
-fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
+fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Problem>) {
     if let Err(message) = timezone(&daemon.timezone) {
         problems.push(Problem::new("daemon.timezone", message));
     }
@@ -127,7 +126,7 @@ fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
     match &daemon.owner {
         None => {}
         Some(Owner::One(entry)) => {
-            if let Err(message) = parse_identity(entry) {
+            if let Err(message) = identity(entry, platforms) {
                 problems.push(Problem::new("daemon.owner", message));
             }
         }
@@ -135,7 +134,7 @@ fn daemon(daemon: &DaemonConfig, problems: &mut Vec<Problem>) {
             let mut seen = HashSet::new();
             for (index, entry) in entries.iter().enumerate() {
                 let key = format!("daemon.owner[{index}]");
-                if let Err(message) = parse_identity(entry) {
+                if let Err(message) = identity(entry, platforms) {
                     problems.push(Problem::new(key, message));
                 } else if !seen.insert(entry.as_str()) {
                     problems.push(Problem::new(key, format!("`{entry}` is listed twice")));
@@ -209,49 +208,70 @@ fn providers(
     }
 }
 
-fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
-    if let Some(telegram) = &channels.telegram {
-        secret(
-            "channels.telegram.token_env",
-            &telegram.token_env,
-            env,
-            problems,
-        );
-        if let Err(message) = url(&telegram.api_url, &["http", "https"]) {
-            problems.push(Problem::new("channels.telegram.api_url", message));
-        }
-        if telegram.mode == crate::config::TelegramMode::Webhook {
-            match telegram.webhook_listen.as_deref() {
-                Some(listen) if listen.parse::<std::net::SocketAddr>().is_ok() => {}
-                Some(listen) => problems.push(Problem::new(
-                    "channels.telegram.webhook_listen",
-                    format!("{listen:?} is not an address like 127.0.0.1:8443"),
-                )),
-                None => problems.push(Problem::new(
-                    "channels.telegram.webhook_listen",
-                    "webhook mode needs a listen address",
-                )),
-            }
-            match telegram.webhook_url.as_deref() {
-                Some(public) => {
-                    if let Err(message) = url(public, &["https"]) {
-                        problems.push(Problem::new("channels.telegram.webhook_url", message));
-                    }
-                }
-                None => problems.push(Problem::new(
-                    "channels.telegram.webhook_url",
-                    "webhook mode needs the public https URL",
-                )),
-            }
-            match &telegram.webhook_secret_env {
-                Some(name) => secret("channels.telegram.webhook_secret_env", name, env, problems),
-                None => problems.push(Problem::new(
-                    "channels.telegram.webhook_secret_env",
-                    "webhook mode needs a secret token (name its environment variable)",
-                )),
-            }
-        }
+/// What the owner and schedule target checks need to know of the channel crates.
+#[derive(Default)]
+struct Platforms {
+    built: Vec<Platform>,
+    not_built: Vec<&'static str>,
+}
+
+/// A channel crate built into this binary.
+struct Platform {
+    name: &'static str,
+    /// Whether the configuration has its section.
+    configured: bool,
+    user_id: fn(&str) -> Result<(), String>,
+    chat_id: fn(&str) -> Result<(), String>,
+}
+
+impl Platforms {
+    fn get(&self, name: &str) -> Option<&Platform> {
+        self.built.iter().find(|p| p.name == name)
     }
+}
+
+/// Each channel crate's own checks of its section, with the keys put under `channels.<name>`.
+struct CheckChannels<'a> {
+    #[allow(dead_code, reason = "only read for a channel crate built in")]
+    env: &'a HashMap<String, String>,
+    problems: Vec<Problem>,
+    platforms: Platforms,
+}
+
+impl EachChannel for CheckChannels<'_> {
+    fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
+        if let Some(section) = section {
+            for problem in section.check(self.env) {
+                let mut key = format!("channels.{}", C::NAME);
+                if !problem.key.is_empty() {
+                    key = format!("{key}.{}", problem.key);
+                }
+                self.problems.push(Problem::new(key, problem.message));
+            }
+        }
+        self.platforms.built.push(Platform {
+            name: C::NAME,
+            configured: section.is_some(),
+            user_id: C::check_user_id,
+            chat_id: C::check_chat_id,
+        });
+    }
+
+    fn not_built(&mut self, name: &'static str) {
+        self.platforms.not_built.push(name);
+    }
+}
+
+/// The problems of the channel sections, and what the other checks need to know of them.
+fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>) -> (Platforms, Vec<Problem>) {
+    let mut check = CheckChannels {
+        env,
+        problems: Vec::new(),
+        platforms: Platforms::default(),
+    };
+    // The walk hands out the sections mutably (the loader fills them); checking reads a copy.
+    crate::channels::each(&mut channels.clone(), &mut check);
+    let problems = &mut check.problems;
     if let Some(discord) = &channels.discord {
         secret(
             "channels.discord.token_env",
@@ -312,11 +332,13 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>, problems: 
             }
         }
     }
+    (check.platforms, check.problems)
 }
 
 fn schedules(
     schedules: &[ScheduleConfig],
     channels: &ChannelsConfig,
+    platforms: &Platforms,
     failed_channels: &[String],
     problems: &mut Vec<Problem>,
 ) {
@@ -343,7 +365,7 @@ fn schedules(
         if schedule.prompt.trim().is_empty() {
             problems.push(Problem::new(key("prompt"), "must not be empty"));
         }
-        if let Err(message) = target(&schedule.target, channels, failed_channels) {
+        if let Err(message) = target(&schedule.target, channels, platforms, failed_channels) {
             problems.push(Problem::new(key("target"), message));
         }
     }
@@ -519,15 +541,8 @@ fn mcp_servers(
 
 /// Records a problem when the secret named by a `*_env` key cannot be found.
 fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
-    if name.trim().is_empty() {
-        problems.push(Problem::new(
-            key,
-            "must name an environment variable or credential",
-        ));
-        return;
-    }
-    if let Err(message) = Secret::resolve_with(name, |k| env.get(k).cloned()) {
-        problems.push(Problem::new(key, message));
+    if let Some(problem) = check_secret(key, name, env) {
+        problems.push(Problem::new(problem.key, problem.message));
     }
 }
 
@@ -535,28 +550,6 @@ fn timezone(name: &str) -> Result<(), String> {
     name.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
         format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
     })
-}
-
-/// Checks that `text` is an absolute URL with a host and one of `schemes`.
-fn url(text: &str, schemes: &[&str]) -> Result<(), String> {
-    let expected = schemes
-        .iter()
-        .map(|s| format!("{s}://"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let parsed = Url::parse(text).map_err(|err| {
-        format!("`{text}` is not a valid URL ({err}): expected one starting with {expected}")
-    })?;
-    if !schemes.contains(&parsed.scheme()) {
-        return Err(format!(
-            "`{text}` has the scheme `{}`: expected one of {expected}",
-            parsed.scheme()
-        ));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`{text}` has no host"));
-    }
-    Ok(())
 }
 
 /// `@localpart:server`.
@@ -590,22 +583,36 @@ fn email_address(address: &str) -> Result<(), String> {
 /// Splits `channel:user_id` (an `owner` entry, an identity given to `hearth pair`) into its
 /// parts: the channel must be known and the id look like one of that channel's ids.
 pub fn parse_identity(text: &str) -> Result<(&str, &str), String> {
+    let (platforms, _) = channels(&ChannelsConfig::default(), &HashMap::new());
+    identity(text, &platforms)
+}
+
+/// [`parse_identity`] with the channel crates of this build already walked.
+fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t str), String> {
     let Some((channel, id)) = text.split_once(':') else {
         return Err(format!(
             "`{text}` is not an identity: expected `channel:user_id`, e.g. `telegram:123456789`"
         ));
     };
-    if !IDENTITY_CHANNELS.contains(&channel) {
+    let mut known = crate::channels::names();
+    known.push(TERMINAL);
+    if !known.contains(&channel) {
         return Err(format!(
             "unknown channel `{channel}`: expected one of {}",
-            IDENTITY_CHANNELS.join(", ")
+            known.join(", ")
         ));
+    }
+    if platforms.not_built.contains(&channel) {
+        return Err(crate::channels::not_built(channel));
     }
     if id.is_empty() {
         return Err(format!("`{text}` has no user id after `{channel}:`"));
     }
+    if let Some(platform) = platforms.get(channel) {
+        return (platform.user_id)(id).map(|()| (channel, id));
+    }
     match channel {
-        "telegram" | "discord" if id.parse::<i64>().is_err() => Err(format!(
+        "discord" if id.parse::<i64>().is_err() => Err(format!(
             "`{id}` is not a {channel} user id: expected a number"
         )),
         "matrix" => matrix_user(id),
@@ -616,28 +623,42 @@ pub fn parse_identity(text: &str) -> Result<(&str, &str), String> {
 }
 
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
-fn target(text: &str, channels: &ChannelsConfig, failed: &[String]) -> Result<(), String> {
+fn target(
+    text: &str,
+    channels: &ChannelsConfig,
+    platforms: &Platforms,
+    failed: &[String],
+) -> Result<(), String> {
     let Some((channel, chat)) = text.split_once(':') else {
         return Err(format!(
             "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
         ));
     };
+    let platform = platforms.get(channel);
     let configured = match channel {
-        "telegram" => channels.telegram.is_some(),
+        _ if platforms.not_built.contains(&channel) => {
+            return Err(crate::channels::not_built(channel));
+        }
         "discord" => channels.discord.is_some(),
         "matrix" => channels.matrix.is_some(),
         "email" => channels.email.is_some(),
-        _ => {
-            return Err(format!(
-                "unknown channel `{channel}`: expected one of {}",
-                TARGET_CHANNELS.join(", ")
-            ));
-        }
+        _ => match platform {
+            Some(platform) => platform.configured,
+            None => {
+                return Err(format!(
+                    "unknown channel `{channel}`: expected one of {}",
+                    crate::channels::names().join(", ")
+                ));
+            }
+        },
     };
     if chat.is_empty() {
         return Err(format!("`{text}` has no chat id after `{channel}:`"));
     }
-    if matches!(channel, "telegram" | "discord") && chat.parse::<i64>().is_err() {
+    if let Some(platform) = platform {
+        (platform.chat_id)(chat)?;
+    }
+    if channel == "discord" && chat.parse::<i64>().is_err() {
         return Err(format!(
             "`{chat}` is not a {channel} chat id: expected a number"
         ));
@@ -725,8 +746,10 @@ mod tests {
         )
     }
 
+    #[cfg(feature = "telegram")]
     const TELEGRAM: &str = "[channels.telegram]\ntoken_env = \"TG\"\n";
 
+    #[cfg(feature = "telegram")]
     fn schedule(extra: &str) -> String {
         let mut text = format!("{TELEGRAM}[[schedules]]\nagent = \"general\"\nprompt = \"hi\"\n");
         for (key, default) in [
@@ -770,11 +793,6 @@ mod tests {
                 "unknown channel `slack`",
             ),
             (
-                "owner = \"telegram:me\"",
-                "daemon.owner",
-                "expected a number",
-            ),
-            (
                 "owner = \"matrix:me\"",
                 "daemon.owner",
                 "expected `@user:server`",
@@ -798,6 +816,18 @@ mod tests {
         for (line, key, message) in cases {
             one(&format!("[daemon]\n{line}\n"), &[], key, message);
         }
+    }
+
+    // A case of `daemon_values`, on its own because it needs the Telegram channel built in.
+    #[cfg(feature = "telegram")]
+    #[test]
+    fn daemon_owner_on_telegram() {
+        one(
+            "[daemon]\nowner = \"telegram:me\"\n",
+            &[],
+            "daemon.owner",
+            "expected a number",
+        );
     }
 
     #[test]
@@ -910,23 +940,6 @@ mod tests {
             &[],
             "runtime.tool_timeout_secs",
             "greater than 0",
-        );
-    }
-
-    #[test]
-    fn telegram_webhook_needs_its_settings() {
-        let env = [("T", "123:abc")];
-        one(
-            "[channels.telegram]\ntoken_env = \"T\"\nmode = \"webhook\"\nwebhook_url = \"https://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
-            &env,
-            "channels.telegram.webhook_listen",
-            "listen address",
-        );
-        one(
-            "[channels.telegram]\ntoken_env = \"T\"\nmode = \"webhook\"\nwebhook_listen = \"127.0.0.1:8443\"\nwebhook_url = \"http://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
-            &env,
-            "channels.telegram.webhook_url",
-            "https",
         );
     }
 
@@ -1070,6 +1083,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn telegram_and_discord() {
         one(
@@ -1147,6 +1161,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn schedule_values() {
         let secret = [("TG", "t")];
@@ -1205,6 +1220,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn target_on_a_channel_that_failed_to_parse_is_not_reported_twice() {
         let text = schedule("").replace("token_env = \"TG\"", "token_env = 5");
@@ -1216,6 +1232,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "telegram")]
     #[test]
     fn schedule_names_are_unique() {
         let text = schedule("")

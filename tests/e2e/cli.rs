@@ -33,6 +33,7 @@ fn write(dir: &Path, name: &str, content: &str) {
     std::fs::write(dir.join(name), content).expect("write file");
 }
 
+#[cfg(feature = "telegram")]
 #[test]
 fn check_reports_every_config_error_with_file_key_and_reason_and_exits_2() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -19,6 +19,7 @@ fn load_errors(path: &Path) -> ConfigErrors {
     }
 }
 
+#[cfg(feature = "telegram")]
 #[test]
 fn every_error_in_every_section_is_reported_with_file_key_and_reason() {
     let dir = tempfile::tempdir().expect("temp dir");

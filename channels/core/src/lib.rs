@@ -6,14 +6,19 @@
 //! [`ScopedSink`] whose acknowledgement means "committed", a [`ScopedState`] for cursors, a data
 //! directory and a [`StatusReporter`], all bound to that one channel.
 
+mod config;
 mod error;
 mod memory;
 mod message;
 pub mod plan;
+mod secret;
 pub mod split;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use config::{
+    BuildContext, ChannelConfig, ConfigProblem, channel_data_dir, check_secret, check_url,
+};
 pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
@@ -21,6 +26,7 @@ pub use message::{
     InboundKind, MessageRef, OutboundMessage, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
+pub use secret::{ProcessEnv, Secret, SecretSource};
 pub use split::Measure;
 
 use std::path::{Path, PathBuf};

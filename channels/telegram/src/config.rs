@@ -1,10 +1,195 @@
-//! The Telegram channel's settings, as the daemon hands them over.
+//! The Telegram channel's configuration: the `[channels.telegram]` section of hearth's config
+//! file ([`TelegramConfig`]), which `hearth check` checks and `hearth run` builds the channel
+//! from, and the [`TelegramSettings`] the channel runs on once the secrets are resolved.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use hearth_channel::{
+    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, SecretSource, check_secret,
+    check_url,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{CHANNEL_NAME, TelegramChannel};
 
 /// The public Bot API server.
 pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
+
+/// `[channels.telegram]`: a Telegram bot. Holds the names of its secrets, never their values,
+/// so its derived `Debug` shows nothing secret.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The variable (or credential) holding the bot token from @BotFather.
+    pub token_env: String,
+    /// The Bot API server: the public one, a self-hosted one, a local fake in tests.
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+    /// Telegram user ids allowed to talk to hearth (more can be paired later).
+    #[serde(default)]
+    pub allowed_users: Vec<i64>,
+    /// `polling` (default) or `webhook` (needs a public HTTPS endpoint).
+    #[serde(default)]
+    pub mode: TelegramMode,
+    /// Webhook mode: where hearth listens for Telegram's requests, e.g. `127.0.0.1:8443`.
+    #[serde(default)]
+    pub webhook_listen: Option<String>,
+    /// Webhook mode: the public HTTPS URL Telegram posts to (a reverse proxy forwards it).
+    #[serde(default)]
+    pub webhook_url: Option<String>,
+    /// Webhook mode: the variable (or credential) holding the secret token Telegram sends back.
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
+    /// Keep under Telegram's flood limits (about 1 message a second per chat, 30 overall) before
+    /// they are hit. Turn off only for a self-hosted Bot API server without those limits.
+    #[serde(default = "default_true")]
+    pub pacing: bool,
+}
+
+fn default_api_url() -> String {
+    DEFAULT_API_URL.into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// How `[channels.telegram]` receives updates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelegramMode {
+    /// `getUpdates` long polling.
+    #[default]
+    Polling,
+    /// Telegram POSTs to `webhook_url`.
+    Webhook,
+}
+
+impl TelegramConfig {
+    /// A polling bot whose token is in the variable `token_env`, with every other key at its
+    /// default.
+    pub fn new(token_env: impl Into<String>) -> Self {
+        Self {
+            token_env: token_env.into(),
+            api_url: default_api_url(),
+            allowed_users: Vec::new(),
+            mode: TelegramMode::Polling,
+            webhook_listen: None,
+            webhook_url: None,
+            webhook_secret_env: None,
+            pacing: true,
+        }
+    }
+
+    /// The settings the channel runs on, with the token (and webhook secret) resolved.
+    pub fn settings(&self, ctx: BuildContext<'_>) -> Result<TelegramSettings, ChannelError> {
+        let token = ctx.secret("token_env", &self.token_env)?;
+        let mut settings = TelegramSettings::new(token.expose()).with_api_url(&self.api_url);
+        if !self.pacing {
+            settings.pacing = Pacing::unlimited();
+        }
+        if self.mode == TelegramMode::Webhook {
+            let listen = self
+                .webhook_listen
+                .as_deref()
+                .ok_or_else(|| ChannelError::config("webhook mode needs webhook_listen"))?
+                .parse()
+                .map_err(|_| {
+                    ChannelError::config("webhook_listen is not an address like 127.0.0.1:8443")
+                })?;
+            let url = self
+                .webhook_url
+                .clone()
+                .ok_or_else(|| ChannelError::config("webhook mode needs webhook_url"))?;
+            let secret_name = self
+                .webhook_secret_env
+                .as_deref()
+                .ok_or_else(|| ChannelError::config("webhook mode needs webhook_secret_env"))?;
+            let secret_token = ctx
+                .secret("webhook_secret_env", secret_name)?
+                .expose()
+                .to_string();
+            settings.mode = Mode::Webhook {
+                listen,
+                url,
+                secret_token,
+            };
+        }
+        Ok(settings)
+    }
+}
+
+impl ChannelConfig for TelegramConfig {
+    const NAME: &'static str = CHANNEL_NAME;
+
+    fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
+        let mut problems = Vec::new();
+        problems.extend(check_secret("token_env", &self.token_env, secrets));
+        if let Err(message) = check_url(&self.api_url, &["http", "https"]) {
+            problems.push(ConfigProblem::new("api_url", message));
+        }
+        if self.mode == TelegramMode::Webhook {
+            match self.webhook_listen.as_deref() {
+                Some(listen) if listen.parse::<SocketAddr>().is_ok() => {}
+                Some(listen) => problems.push(ConfigProblem::new(
+                    "webhook_listen",
+                    format!("{listen:?} is not an address like 127.0.0.1:8443"),
+                )),
+                None => problems.push(ConfigProblem::new(
+                    "webhook_listen",
+                    "webhook mode needs a listen address",
+                )),
+            }
+            match self.webhook_url.as_deref() {
+                Some(public) => {
+                    if let Err(message) = check_url(public, &["https"]) {
+                        problems.push(ConfigProblem::new("webhook_url", message));
+                    }
+                }
+                None => problems.push(ConfigProblem::new(
+                    "webhook_url",
+                    "webhook mode needs the public https URL",
+                )),
+            }
+            match &self.webhook_secret_env {
+                Some(name) => problems.extend(check_secret("webhook_secret_env", name, secrets)),
+                None => problems.push(ConfigProblem::new(
+                    "webhook_secret_env",
+                    "webhook mode needs a secret token (name its environment variable)",
+                )),
+            }
+        }
+        problems
+    }
+
+    fn allowed_users(&self) -> Vec<String> {
+        self.allowed_users.iter().map(i64::to_string).collect()
+    }
+
+    fn check_user_id(id: &str) -> Result<(), String> {
+        number(id, "user")
+    }
+
+    fn check_chat_id(id: &str) -> Result<(), String> {
+        number(id, "chat")
+    }
+
+    fn build(&self, ctx: BuildContext<'_>) -> Result<Arc<dyn Channel>, ChannelError> {
+        Ok(Arc::new(TelegramChannel::new(self.settings(ctx)?)?))
+    }
+}
+
+/// Telegram user and chat ids are integers (groups' are negative).
+fn number(id: &str, what: &str) -> Result<(), String> {
+    match id.parse::<i64>() {
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!(
+            "`{id}` is not a {CHANNEL_NAME} {what} id: expected a number"
+        )),
+    }
+}
 
 /// How the channel receives updates and talks to the Bot API.
 #[derive(Clone)]
@@ -124,7 +309,136 @@ impl Pacing {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// An environment holding exactly these variables.
+    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The section parsed from TOML text, as `hearth` parses it.
+    fn section(text: &str) -> TelegramConfig {
+        match toml::from_str(text) {
+            Ok(section) => section,
+            Err(err) => panic!("{text}: {err}"),
+        }
+    }
+
+    /// Asserts that checking `text` gives exactly one problem, at `key`, mentioning `message`.
+    fn one(text: &str, vars: &[(&str, &str)], key: &str, message: &str) {
+        let problems = section(text).check(&env(vars));
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].key, key, "{problems:#?}");
+        assert!(problems[0].message.contains(message), "{problems:#?}");
+    }
+
+    // Moved from the daemon's config checks with the type; keys are now relative to the section.
+    #[test]
+    fn telegram_webhook_needs_its_settings() {
+        let env = [("T", "123:abc")];
+        one(
+            "token_env = \"T\"\nmode = \"webhook\"\nwebhook_url = \"https://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
+            &env,
+            "webhook_listen",
+            "listen address",
+        );
+        one(
+            "token_env = \"T\"\nmode = \"webhook\"\nwebhook_listen = \"127.0.0.1:8443\"\nwebhook_url = \"http://bot.example.org/hook\"\nwebhook_secret_env = \"T\"\n",
+            &env,
+            "webhook_url",
+            "https",
+        );
+    }
+
+    #[test]
+    fn token_and_api_url() {
+        one("token_env = \"TG\"\n", &[], "token_env", "TG is not set");
+        one(
+            "token_env = \"TG\"\napi_url = \"api.telegram.org\"\n",
+            &[("TG", "t")],
+            "api_url",
+            "is not a valid URL",
+        );
+        one(
+            "token_env = \"\"\n",
+            &[],
+            "token_env",
+            "must name an environment variable",
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_naming_the_expected_ones() {
+        let err = toml::from_str::<TelegramConfig>("tokn_env = \"T\"\n").expect_err("typo");
+        assert!(
+            err.message().contains(
+                "unknown field `tokn_env`, expected one of `token_env`, `api_url`, `allowed_users`"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn defaults_and_allowlist() {
+        let config = section("token_env = \"TG\"\nallowed_users = [42, -7]\n");
+        assert_eq!(config.api_url, DEFAULT_API_URL);
+        assert_eq!(config.mode, TelegramMode::Polling);
+        assert!(config.pacing);
+        assert_eq!(config.allowed_users(), ["42", "-7"]);
+        assert_eq!(
+            TelegramConfig::new("TG"),
+            TelegramConfig {
+                allowed_users: Vec::new(),
+                ..config
+            }
+        );
+    }
+
+    #[test]
+    fn user_and_chat_ids_are_numbers() {
+        assert_eq!(TelegramConfig::check_user_id("123456789"), Ok(()));
+        assert_eq!(TelegramConfig::check_chat_id("-100123"), Ok(()));
+        let user = TelegramConfig::check_user_id("me").expect_err("not a number");
+        assert_eq!(user, "`me` is not a telegram user id: expected a number");
+        let chat = TelegramConfig::check_chat_id("me").expect_err("not a number");
+        assert_eq!(chat, "`me` is not a telegram chat id: expected a number");
+    }
+
+    #[test]
+    fn build_resolves_the_secrets_and_names_a_missing_one() {
+        let dir = std::path::Path::new("/nonexistent");
+        let webhook = section(
+            "token_env = \"TG\"\nmode = \"webhook\"\nwebhook_listen = \"127.0.0.1:8443\"\nwebhook_url = \"https://bot.example.org/hook\"\nwebhook_secret_env = \"HOOK\"\npacing = false\n",
+        );
+        let vars = env(&[("TG", "123:abc"), ("HOOK", "hook-secret")]);
+        let settings = webhook
+            .settings(BuildContext::new(&vars, dir))
+            .expect("settings");
+        assert_eq!(settings.token, "123:abc");
+        assert_eq!(settings.pacing, Pacing::unlimited());
+        match &settings.mode {
+            Mode::Webhook { secret_token, .. } => assert_eq!(secret_token, "hook-secret"),
+            Mode::Polling => panic!("webhook mode expected"),
+        }
+        let channel = webhook
+            .build(BuildContext::new(&vars, dir))
+            .expect("channel");
+        assert_eq!(channel.name(), "telegram");
+
+        let only_token = env(&[("TG", "123:abc")]);
+        let err = webhook
+            .build(BuildContext::new(&only_token, dir))
+            .err()
+            .expect("the webhook secret is missing");
+        assert_eq!(err.kind, hearth_channel::ErrorKind::Config);
+        assert!(err.message.starts_with("webhook_secret_env: "), "{err}");
+        assert!(err.message.contains("HOOK is not set"), "{err}");
+        assert!(!err.message.contains("123:abc"), "{err}");
+    }
 
     #[test]
     fn debug_leaves_secrets_out() {

@@ -1,7 +1,9 @@
 //! hearth's Telegram channel, on the Bot API.
 //!
-//! [`TelegramChannel::new`] takes [`TelegramSettings`] (token, API URL, polling or webhook)
-//! and implements [`hearth_channel::Channel`]:
+//! [`TelegramConfig`] is the `[channels.telegram]` section of hearth's config file and builds
+//! the channel ([`hearth_channel::ChannelConfig`]). [`TelegramChannel::new`] takes
+//! [`TelegramSettings`] (token, API URL, polling or webhook) and implements
+//! [`hearth_channel::Channel`]:
 //! - receiving by `getUpdates` long polling (or a webhook), with the update offset kept in the
 //!   channel's state (key `offset`) and advanced only after the sink stored the update, so a
 //!   restart neither loses nor repeats one;
@@ -22,7 +24,7 @@ pub mod format;
 mod inbound;
 mod outbound;
 
-pub use config::{DEFAULT_API_URL, Mode, Pacing, TelegramSettings};
+pub use config::{DEFAULT_API_URL, Mode, Pacing, TelegramConfig, TelegramMode, TelegramSettings};
 
 use std::sync::Arc;
 use std::time::Duration;

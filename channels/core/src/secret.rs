@@ -1,13 +1,39 @@
 //! Secrets named in the config by `*_env` keys, read from the environment or from systemd's
-//! `$CREDENTIALS_DIRECTORY`, and never printed.
+//! `$CREDENTIALS_DIRECTORY`, and never printed. Here rather than in the daemon so that each
+//! channel crate resolves the secrets its own section names.
 
+use std::collections::HashMap;
 use std::path::Path;
+
+/// Where the names given by `*_env` keys are looked up: the process environment when hearth
+/// runs, a given map when `hearth check` or a test validates against another environment.
+pub trait SecretSource: Send + Sync {
+    /// The value of the variable `name`, if it is set.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment (and `$CREDENTIALS_DIRECTORY` as it names).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessEnv;
+
+impl SecretSource for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+impl SecretSource for HashMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+}
 
 /// A secret value. Its `Debug` and `Display` are redacted so it cannot leak into logs or errors.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret from a value already in hand (tests, a value read elsewhere).
     pub fn new(value: impl Into<String>) -> Self {
         Self(value.into())
     }
@@ -21,6 +47,11 @@ impl Secret {
     /// `$CREDENTIALS_DIRECTORY/name` (systemd `LoadCredential=name:/path`), trailing newline removed.
     pub fn resolve(name: &str) -> Result<Self, String> {
         Self::resolve_with(name, |key| std::env::var(key).ok())
+    }
+
+    /// [`Secret::resolve`] against `source` instead of the process environment.
+    pub fn resolve_from(name: &str, source: &dyn SecretSource) -> Result<Self, String> {
+        Self::resolve_with(name, |key| source.var(key))
     }
 
     /// [`Secret::resolve`] with the environment given as a lookup function, for tests and for
