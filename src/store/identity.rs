@@ -110,25 +110,21 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Identity> {
         let mut tx = self.pool().begin().await?;
+        // The first statement writes: in SQLite's WAL mode a transaction that reads first and
+        // writes later fails at once with SQLITE_BUSY_SNAPSHOT when another connection (the
+        // daemon, while `hearth pair approve` runs) wrote in between; a write waits for the lock.
         let existing: Option<i64> = sqlx::query_scalar(
-            "SELECT user_id FROM identities WHERE channel = $1 AND platform_user_id = $2",
+            "UPDATE identities SET status = 'allowed', source = $1, display_name = COALESCE($2, display_name)
+             WHERE channel = $3 AND platform_user_id = $4 RETURNING user_id",
         )
+        .bind(source)
+        .bind(display_name)
         .bind(channel)
         .bind(platform_user_id)
         .fetch_optional(&mut *tx)
         .await?;
         match existing {
             Some(user_id) => {
-                sqlx::query(
-                    "UPDATE identities SET status = 'allowed', source = $1, display_name = COALESCE($2, display_name)
-                     WHERE channel = $3 AND platform_user_id = $4",
-                )
-                .bind(source)
-                .bind(display_name)
-                .bind(channel)
-                .bind(platform_user_id)
-                .execute(&mut *tx)
-                .await?;
                 sqlx::query("UPDATE users SET is_owner = $1 WHERE id = $2")
                     .bind(i64::from(is_owner))
                     .bind(user_id)
