@@ -493,37 +493,37 @@ impl Server {
         tokio::pin!(waiting);
         let ended = loop {
             tokio::select! {
-            () = self.tools_changed.notified() => {
-                match tokio::time::timeout(self.timeout(), peer.list_all_tools()).await {
-                    Ok(Ok(listed)) => {
-                        self.register(listed);
-                        tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server changed its tools");
+                () = self.tools_changed.notified() => {
+                    match tokio::time::timeout(self.timeout(), peer.list_all_tools()).await {
+                        Ok(Ok(listed)) => {
+                            self.register(listed);
+                            tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server changed its tools");
+                        }
+                        Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %describe(&err), "listing the changed tools failed; keeping the old list"),
+                        Err(_) => tracing::warn!(server = %self.name(), "listing the changed tools timed out; keeping the old list"),
                     }
-                    Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %describe(&err), "listing the changed tools failed; keeping the old list"),
-                    Err(_) => tracing::warn!(server = %self.name(), "listing the changed tools timed out; keeping the old list"),
+                    continue;
                 }
-                continue;
-            }
-            _ = &mut waiting => {
-                break Some(if self.config.command.is_some() {
-                    format!("the server process exited{}", self.stderr_note().await)
-                } else {
-                    "the connection to the server ended".to_string()
-                });
-            }
-            () = broken.cancelled() => {
-                stop.cancel();
-                let _ = tokio::time::timeout(CLOSE_GRACE, &mut waiting).await; // late or not, the group is killed next
-                let reason = lock(&self.broken_reason).take().unwrap_or_default();
-                break Some(format!("the connection broke during a call ({reason}){}", self.stderr_note().await));
-            }
-            () = shutdown.cancelled() => {
-                stop.cancel();
-                if tokio::time::timeout(CLOSE_GRACE, &mut waiting).await.is_err() {
-                    tracing::warn!(server = %self.name(), "the MCP server did not stop in time; killing it");
+                _ = &mut waiting => {
+                    break Some(if self.config.command.is_some() {
+                        format!("the server process exited{}", self.stderr_note().await)
+                    } else {
+                        "the connection to the server ended".to_string()
+                    });
                 }
-                break None;
-            }
+                () = broken.cancelled() => {
+                    stop.cancel();
+                    let _ = tokio::time::timeout(CLOSE_GRACE, &mut waiting).await; // late or not, the group is killed next
+                    let reason = lock(&self.broken_reason).take().unwrap_or_default();
+                    break Some(format!("the connection broke during a call ({reason}){}", self.stderr_note().await));
+                }
+                () = shutdown.cancelled() => {
+                    stop.cancel();
+                    if tokio::time::timeout(CLOSE_GRACE, &mut waiting).await.is_err() {
+                        tracing::warn!(server = %self.name(), "the MCP server did not stop in time; killing it");
+                    }
+                    break None;
+                }
             };
         };
         process::kill_group(lock(&self.pid).take());
