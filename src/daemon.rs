@@ -344,6 +344,7 @@ impl DaemonBuilder {
             metrics.clone(),
             &tracker,
             &shutdown,
+            Some(&config.daemon.data_dir.join("mcp")),
         );
 
         let handler = Arc::new(Handler {

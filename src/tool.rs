@@ -1,8 +1,9 @@
 //! Tools the model can call: the [`Tool`] trait, the [`ToolRegistry`] that names and groups
 //! them, and the context a call runs in.
 //!
-//! Tools are registered once at start. An agent sees the tools its `tools` list names plus every
-//! tool of its `tool_groups`.
+//! Built-in tools are registered once at start; MCP servers ([`mcp`]) add theirs as they connect
+//! and replace them when they reconnect. An agent sees the tools its `tools` list names plus
+//! every tool of its `tool_groups`.
 
 pub mod args;
 pub mod bookmark;

@@ -220,12 +220,18 @@ impl McpManager {
     /// Starts a supervisor for every enabled server on `tracker`; they register their tools in
     /// `registry` as they connect and stop their servers when `shutdown` is cancelled. Must be
     /// called inside the tokio runtime.
+    ///
+    /// With a `cache_dir`, each server's last tool list is kept there, and registered at once
+    /// on the next start: a turn resumed right after a restart, or a message arriving while a
+    /// server is still starting or is down, finds its tools (calls then wait for the server or
+    /// say it is down) instead of not knowing them at all.
     pub fn start(
         configs: &[McpServerConfig],
         registry: &ToolRegistry,
         metrics: Arc<Metrics>,
         tracker: &TaskTracker,
         shutdown: &CancellationToken,
+        cache_dir: Option<&std::path::Path>,
     ) -> Self {
         if configs.is_empty() {
             return Self::default();
@@ -234,17 +240,17 @@ impl McpManager {
         let servers: Vec<Arc<Server>> = configs
             .iter()
             .map(|config| {
-                Arc::new(Server::new(
-                    config.clone(),
-                    registry.clone(),
-                    metrics.clone(),
-                ))
+                let cache = cache_dir.map(|dir| dir.join(format!("{}.tools.json", config.name)));
+                Arc::new(
+                    Server::new(config.clone(), registry.clone(), metrics.clone()).cached_at(cache),
+                )
             })
             .collect();
         for server in &servers {
             if !server.config.enabled {
                 continue;
             }
+            server.register_cached();
             let name = server.config.name.clone();
             tracker.spawn(
                 server

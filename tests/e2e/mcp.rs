@@ -547,6 +547,36 @@ async fn a_server_that_never_starts_is_reported_and_hearth_carries_on() {
 }
 
 #[tokio::test]
+async fn tools_known_from_the_last_run_are_offered_while_the_server_is_down() {
+    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    connected(&h, "fake").await;
+    h.stop().await;
+
+    // Next start: the server cannot start any more.
+    h.config.mcp_servers = vec![stdio_server("fake", "env = { MCP_FAKE_MODE = \"exit\" }")];
+    h.start().await;
+    let entry = wait_server(&h, "fake", "failed", |e| e["state"] == "failed").await;
+    assert_eq!(entry["tools"], 8, "the kept list: {entry}");
+    h.llm.push(Reply::tool_calls(vec![call(
+        "c1",
+        "fake__read_note",
+        json!({"key": "milk"}),
+    )]));
+    h.llm.push(Reply::text("The notes server is down."));
+    assert_eq!(h.say("milk?").await.text, "The notes server is down.");
+    let offered = h.llm.requests()[0]["tools"].to_string();
+    assert!(offered.contains("fake__read_note"), "{offered}");
+    let result = last_result(&h);
+    assert!(
+        result.contains("the MCP server `fake` is not running")
+            && result.contains("boom: no configuration")
+            && result.contains("tries again in"),
+        "{result}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn no_process_is_left_after_shutdown() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
     let entry = connected(&h, "fake").await;

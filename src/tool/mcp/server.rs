@@ -115,6 +115,8 @@ pub(super) struct Server {
     broken_reason: Mutex<Option<String>>,
     /// The server said its tool list changed.
     tools_changed: Arc<Notify>,
+    /// Where its last tool list is kept between runs.
+    cache: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Server {
@@ -209,6 +211,56 @@ impl Server {
             stderr: Mutex::new(Arc::default()),
             broken_reason: Mutex::new(None),
             tools_changed: Arc::new(Notify::new()),
+            cache: None,
+        }
+    }
+
+    pub fn cached_at(mut self, cache: Option<std::path::PathBuf>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Registers the tool list of the last run, if one was kept, and marks the server as
+    /// starting (calls wait for it rather than fail).
+    pub fn register_cached(self: &Arc<Self>) {
+        self.set(Status::Starting);
+        let Some(path) = &self.cache else {
+            return;
+        };
+        let listed = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice::<Vec<rmcp::model::Tool>>(&bytes),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+            Err(err) => {
+                tracing::warn!(server = %self.name(), path = %path.display(), error = %err, "cannot read the kept tool list");
+                return;
+            }
+        };
+        match listed {
+            Ok(listed) => self.register(listed),
+            Err(err) => {
+                tracing::warn!(server = %self.name(), path = %path.display(), error = %err, "the kept tool list is unreadable; ignoring it");
+            }
+        }
+    }
+
+    /// Keeps a tool list for the next start (best effort: without it, tools appear once the
+    /// server answers).
+    fn keep(&self, listed: &[rmcp::model::Tool]) {
+        let Some(path) = &self.cache else {
+            return;
+        };
+        let written = serde_json::to_vec(listed)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let partial = path.with_extension("json.partial");
+                std::fs::write(&partial, bytes)?;
+                std::fs::rename(&partial, path)
+            });
+        if let Err(err) = written {
+            tracing::warn!(server = %self.name(), path = %path.display(), error = %err, "cannot keep the tool list for the next start");
         }
     }
 
@@ -478,7 +530,7 @@ impl Server {
                 ));
             }
         };
-        self.register(listed);
+        self.register_fresh(listed);
         let broken = CancellationToken::new();
         *lock(&self.broken_reason) = None;
         self.set(Status::Connected {
@@ -496,7 +548,7 @@ impl Server {
                 () = self.tools_changed.notified() => {
                     match tokio::time::timeout(self.timeout(), peer.list_all_tools()).await {
                         Ok(Ok(listed)) => {
-                            self.register(listed);
+                            self.register_fresh(listed);
                             tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server changed its tools");
                         }
                         Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %describe(&err), "listing the changed tools failed; keeping the old list"),
@@ -530,7 +582,14 @@ impl Server {
         ended
     }
 
-    /// Puts a fresh tool list into the registry, replacing the server's old one.
+    /// Puts a fresh tool list into the registry (replacing the server's old one) and keeps it
+    /// for the next start.
+    fn register_fresh(self: &Arc<Self>, listed: Vec<rmcp::model::Tool>) {
+        self.keep(&listed);
+        self.register(listed);
+    }
+
+    /// Puts a tool list into the registry, replacing the server's old one.
     fn register(self: &Arc<Self>, listed: Vec<rmcp::model::Tool>) {
         let tools = super::build_tools(self, listed);
         let offered = tools.len();
