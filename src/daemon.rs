@@ -393,11 +393,12 @@ impl DaemonBuilder {
             metrics.clone(),
             outbox_wake.clone(),
             tracker.clone(),
+            shutdown.clone(),
         );
         tracker.spawn(
             delivery
                 .clone()
-                .run(shutdown.clone())
+                .run()
                 .instrument(tracing::info_span!("delivery")),
         );
 

@@ -30,6 +30,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const MAX_ATTEMPTS: i64 = 60;
 /// How often the worker looks again when nothing woke it.
 const IDLE_POLL: Duration = Duration::from_secs(1);
+/// First and longest wait between tries to record a delivery's progress (a full disk).
+const RECORD_RETRY_FIRST: Duration = Duration::from_millis(250);
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(30);
 
 pub struct Delivery {
     pub store: Store,
@@ -39,6 +42,8 @@ pub struct Delivery {
     /// Notified when rows are committed.
     pub wake: Arc<Notify>,
     pub tracker: TaskTracker,
+    /// Cancelled when hearth stops: a lane waiting to record its progress gives up then.
+    shutdown: CancellationToken,
     in_flight: Mutex<HashSet<String>>,
 }
 
@@ -50,6 +55,7 @@ impl Delivery {
         metrics: Arc<Metrics>,
         wake: Arc<Notify>,
         tracker: TaskTracker,
+        shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -58,6 +64,7 @@ impl Delivery {
             metrics,
             wake,
             tracker,
+            shutdown,
             in_flight: Mutex::new(HashSet::new()),
         })
     }
@@ -68,8 +75,9 @@ impl Delivery {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Delivers until `shutdown`; then lets the lanes in flight finish their current message.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+    /// Delivers until hearth stops; then lets the lanes in flight finish their current message.
+    pub async fn run(self: Arc<Self>) {
+        let shutdown = self.shutdown.clone();
         loop {
             let wait = match self.pass().await {
                 Ok(wait) => wait,
@@ -140,7 +148,8 @@ impl Delivery {
         let Some(channel) = self.channels.get(&item.channel) else {
             let error = format!("channel {} is not configured", item.channel);
             tracing::error!(outbox_id = item.id, %error, "reply cannot be delivered");
-            self.store_result(self.store.mark_outbox_failed(item.id, &error).await);
+            self.record(item.id, || self.store.mark_outbox_failed(item.id, &error))
+                .await;
             return Ok(());
         };
         let capabilities = channel.capabilities();
@@ -175,7 +184,8 @@ impl Delivery {
                 match channel.edit(target, &edit).await {
                     Ok(()) => {
                         self.metrics.message_out(&item.channel);
-                        self.store_result(self.store.mark_outbox_sent(item.id, None, now).await);
+                        self.record(item.id, || self.store.mark_outbox_sent(item.id, None, now))
+                            .await;
                         Ok(())
                     }
                     Err(err) => self.failed(item, None, err).await,
@@ -200,11 +210,11 @@ impl Delivery {
             // Every part was shown already: only a row whose write failed after the last part
             // (it is recorded with that part) gets here; finish it without sending anything.
             let last = parts.last().and_then(|p| p.platform_message_id.clone());
-            self.store_result(
-                self.store
-                    .mark_outbox_sent(item.id, last.as_deref(), self.clock.now_ms())
-                    .await,
-            );
+            let now = self.clock.now_ms();
+            self.record(item.id, || {
+                self.store.mark_outbox_sent(item.id, last.as_deref(), now)
+            })
+            .await;
             return Ok(());
         };
         if first > 0 {
@@ -223,20 +233,21 @@ impl Delivery {
                 Err(err) => return self.failed(item, Some((part.index, part.count)), err).await,
             };
             let next = parts.get(position + 1).map(|p| p.part.index);
-            if let Err(err) = self
-                .store
-                .record_part_sent(
-                    item.id,
-                    part.index,
-                    &reference.message_id,
-                    next,
-                    self.clock.now_ms(),
-                )
-                .await
-            {
-                // The part stays marked as in flight: after a restart it is sent again, flagged
-                // in doubt. Going on now could not be recorded either.
-                tracing::error!(outbox_id = item.id, part = part.index + 1, error = %err, "recording a delivered part failed");
+            let now = self.clock.now_ms();
+            // The next part waits until this one is recorded. Only when hearth stops first does
+            // the part stay marked as in flight: the next start sends it again, flagged in doubt.
+            let recorded = self
+                .record(item.id, || {
+                    self.store.record_part_sent(
+                        item.id,
+                        part.index,
+                        &reference.message_id,
+                        next,
+                        now,
+                    )
+                })
+                .await;
+            if !recorded {
                 return Err(Stop);
             }
         }
@@ -262,27 +273,50 @@ impl Delivery {
             let delay = retry_delay(&err, item.attempts);
             tracing::warn!(outbox_id = item.id, channel = %item.channel, %error, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
             let next = now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-            let stored = match part {
-                Some((index, _)) => self.store.retry_part(item.id, index, &error, next).await,
-                None => self.store.mark_outbox_retry(item.id, &error, next).await,
-            };
-            self.store_result(stored);
+            let (store, id, error) = (&self.store, item.id, &error);
+            self.record(id, move || async move {
+                match part {
+                    Some((index, _)) => store.retry_part(id, index, error, next).await,
+                    None => store.mark_outbox_retry(id, error, next).await,
+                }
+            })
+            .await;
             // Later replies to this chat wait, so the chat sees them in order.
             return Err(Stop);
         }
         tracing::error!(outbox_id = item.id, channel = %item.channel, %error, "delivery failed for good");
-        let stored = match part {
-            Some((index, _)) => self.store.fail_part(item.id, index, &error).await,
-            None => self.store.mark_outbox_failed(item.id, &error).await,
-        };
-        self.store_result(stored);
+        let (store, id, error) = (&self.store, item.id, &error);
+        self.record(id, move || async move {
+            match part {
+                Some((index, _)) => store.fail_part(id, index, error).await,
+                None => store.mark_outbox_failed(id, error).await,
+            }
+        })
+        .await;
         Ok(())
     }
 
-    fn store_result(&self, result: Result<(), crate::store::StoreError>) {
-        if let Err(err) = result {
-            // The row stays pending and is delivered again: at worst a duplicate, never a loss.
-            tracing::error!(error = %err, "recording a delivery failed");
+    /// Records a delivery's progress, trying again with growing waits while the store refuses
+    /// (a full disk) until it succeeds or hearth stops; false when it stopped first.
+    ///
+    /// The lane waits meanwhile, so the chat's later replies stay behind this one. Giving up at
+    /// once would leave the row marked in flight, untouched until a restart.
+    async fn record<W>(&self, outbox_id: i64, mut write: impl FnMut() -> W) -> bool
+    where
+        W: Future<Output = Result<(), crate::store::StoreError>> + Send,
+    {
+        let mut wait = RECORD_RETRY_FIRST;
+        loop {
+            let err = match write().await {
+                Ok(()) => return true,
+                Err(err) => err,
+            };
+            tracing::error!(outbox_id, error = %err, retry_in_ms = wait.as_millis() as u64, "recording a delivery failed; trying again");
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.shutdown.cancelled() => return false,
+            }
+            wait = (wait * 2).min(RECORD_RETRY_MAX);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The core promise under faults on the intake side, against the real `hearth run`, the fake
 //! Bot API and a real tmpfs: a full disk keeps messages waiting at Telegram (not acknowledged,
 //! `/healthz` 503 with the reason) until space returns, then each is answered exactly once; a
-//! turn whose answer cannot be stored is answered once space returns; one undecodable update
-//! does not hold up the others.
+//! turn whose answer cannot be stored is answered once space returns; a split reply whose
+//! progress cannot be recorded waits and goes on once space returns, without a restart and
+//! without showing a part twice; one undecodable update does not hold up the others.
 
 use std::time::Duration;
 
@@ -159,6 +160,53 @@ async fn a_turn_whose_answer_cannot_be_stored_is_answered_once_space_returns() {
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(texts(&h), ["echo: think while the disk fills"]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_split_reply_whose_progress_cannot_be_recorded_goes_on_once_space_returns() {
+    let mut h = TgHearth::new("pacing = false\n").await;
+    let Some(disk) = small_data_disk(&h) else {
+        return;
+    };
+    // Four messages' worth: about 3,000 characters per paragraph.
+    let paragraphs: Vec<String> = (1..=4)
+        .map(|k| {
+            format!(
+                "PART-{k} {}",
+                format!("part{k}word ").repeat(300).trim_end()
+            )
+        })
+        .collect();
+    h.llm.push(Reply::text(paragraphs.join("\n\n")));
+    h.start().await;
+    // Telegram is slow to take part 1; the disk fills meanwhile, so that hearth cannot write
+    // down that part 1 was shown.
+    h.tg.hold("sendMessage");
+    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while h.tg.requests_of("sendMessage").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "{}", h.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    disk.fill().expect("fill the data disk");
+    h.tg.release("sendMessage");
+    h.wait(OWNER, 1).await;
+    // Part 2 waits for part 1 to be recorded: going on could not be recorded either.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(texts(&h), paragraphs[..1], "{}", h.logs());
+
+    disk.free().expect("free the data disk");
+    h.wait(OWNER, 4).await;
+    // Long enough for a repeated part to show up if one were coming.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(texts(&h), paragraphs, "each part exactly once, in order");
+    assert!(
+        h.logs()
+            .contains("recording a delivery failed; trying again"),
+        "{}",
+        h.logs()
+    );
     h.stop().await;
 }
 
