@@ -464,14 +464,23 @@ pub(crate) mod test_calls {
 #[cfg(test)]
 pub(crate) async fn test_context() -> (ToolContext, tempfile::TempDir) {
     let (store, dir) = crate::store::test_support::temp_store().await;
+    (test_context_on(store, dir.path()).await, dir)
+}
+
+/// A context like [`test_context`]'s over `store`, with its workspace under `dir`.
+#[cfg(test)]
+pub(crate) async fn test_context_on(
+    store: crate::store::Store,
+    dir: &std::path::Path,
+) -> ToolContext {
     let user = store
         .allow_identity("test", "u1", None, "config", true, 0)
         .await
         .expect("user");
     let mut config = Config::default();
-    config.tools.workspace_dir = dir.path().join("workspace");
+    config.tools.workspace_dir = dir.join("workspace");
     let clock: SharedClock = Arc::new(crate::clock::SystemClock);
-    let ctx = ToolContext {
+    ToolContext {
         store,
         config: Arc::new(config),
         clock,
@@ -480,8 +489,7 @@ pub(crate) async fn test_context() -> (ToolContext, tempfile::TempDir) {
         conversation_id: 0,
         turn_id: 0,
         agent_id: "test".into(),
-    };
-    (ctx, dir)
+    }
 }
 
 #[cfg(test)]

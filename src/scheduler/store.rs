@@ -75,6 +75,9 @@ pub(crate) fn parse_platform_id(platform_id: &str) -> Option<(i64, i64)> {
 impl Store {
     /// Adds a schedule; `schedule.id` and the timestamps are ignored. Returns the new id.
     pub async fn insert_schedule(&self, schedule: &Schedule, now_ms: i64) -> StoreResult<i64> {
+        // A transaction, so a failed commit (a full disk) is an error and not a returned id of a
+        // schedule that was never stored (SQLite's autocommit hands back RETURNING rows first).
+        let mut tx = self.pool().begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO schedules (name, cron, timezone, agent, prompt, channel, chat_id, thread_id,
                  on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at,
@@ -100,8 +103,9 @@ impl Store {
         .bind(schedule.last_fire_at)
         .bind(schedule.next_fire_at)
         .bind(now_ms)
-        .fetch_one(self.pool())
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(id)
     }
 

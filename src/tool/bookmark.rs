@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 
 use super::common::{
     Bind, Sql, db, delete_owned, id_arg, like_pattern, opt_text, tags_arg, tags_json, tags_value,
-    user_id,
+    user_id, write_tx,
 };
 use super::time::format_local;
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
@@ -140,6 +140,7 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
         return Ok(json!({"already_saved": true, "bookmark": bookmark_json(ctx, &row)?}));
     }
     // ON CONFLICT covers a concurrent save of the same link between the check and the insert.
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "INSERT INTO bookmarks (user_id, url, title, description, tags, created_at)
          VALUES ($1, $2, $3, $4, $5, $6)
@@ -151,9 +152,10 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
     .bind(opt_text(arguments, "description"))
     .bind(tags_json(&tags))
     .bind(ctx.clock.now_ms())
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     let id: i64 = row.try_get("id").map_err(db)?;
     Ok(json!({"id": id, "url": url, "title": title, "tags": tags}))
 }

@@ -11,7 +11,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::common::{
-    Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, not_found, opt_text, user_id,
+    Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, not_found, opt_text, user_id, write_tx,
 };
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
@@ -259,6 +259,7 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
     let all_day = Args::new(arguments).opt_bool("all_day").unwrap_or(false);
     let (start, end) = resolve_times(ctx, arguments, all_day, None)?;
     let now = ctx.clock.now_ms();
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "INSERT INTO calendar_events (user_id, title, start_at, end_at, all_day, location, description, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id",
@@ -271,9 +272,10 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
     .bind(opt_text(arguments, "location"))
     .bind(opt_text(arguments, "description"))
     .bind(now)
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     let id: i64 = row.try_get("id").map_err(db)?;
     Ok(json!({"id": id, "event": event_json(ctx, &fetch(ctx, user, id).await?)?}))
 }

@@ -145,6 +145,14 @@ impl Sql {
         self.query().fetch_all(ctx.store.pool()).await.map_err(db)
     }
 
+    /// Runs a writing statement with `RETURNING` in its own transaction (see [`write_tx`]).
+    pub async fn write_returning(&self, ctx: &ToolContext) -> Result<Option<AnyRow>, ToolError> {
+        let mut tx = write_tx(ctx).await?;
+        let row = self.query().fetch_optional(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(row)
+    }
+
     pub async fn fetch_optional(&self, ctx: &ToolContext) -> Result<Option<AnyRow>, ToolError> {
         self.query()
             .fetch_optional(ctx.store.pool())
@@ -190,8 +198,19 @@ impl Changes {
         query.push(" AND user_id = ");
         query.bind(Bind::Int(user));
         query.push(" RETURNING id");
-        Ok(query.fetch_optional(ctx).await?.is_some())
+        Ok(query.write_returning(ctx).await?.is_some())
     }
+}
+
+/// A transaction for one write whose result a tool reports (`INSERT … RETURNING id`, `DELETE …
+/// RETURNING title`). In autocommit mode SQLite hands back the RETURNING row before the
+/// statement's implicit commit, and sqlx reports that row even when the commit then fails (a full
+/// disk): the tool would tell the user "added" for a row that was never stored. With a
+/// transaction the commit is its own step and its error reaches the model.
+pub async fn write_tx(
+    ctx: &ToolContext,
+) -> Result<sqlx::Transaction<'static, sqlx::Any>, ToolError> {
+    ctx.store.pool().begin().await.map_err(db)
 }
 
 /// Deletes one of the user's rows with `sql` (`DELETE … WHERE id = $1 AND user_id = $2
@@ -206,13 +225,15 @@ pub async fn delete_owned(
     label: &str,
 ) -> Result<Value, ToolError> {
     use sqlx::Row;
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(sql)
         .bind(id)
         .bind(user)
-        .fetch_optional(ctx.store.pool())
+        .fetch_optional(&mut *tx)
         .await
         .map_err(db)?
         .ok_or_else(|| not_found(kind, id))?;
+    tx.commit().await.map_err(db)?;
     let value: String = row.try_get(label).map_err(db)?;
     Ok(json!({"deleted": id, label: value}))
 }

@@ -11,7 +11,7 @@ use sqlx::any::AnyRow;
 
 use super::common::{
     Bind, Changes, Sql, db, delete_owned, id_arg, like_pattern, not_found, opt_text, tags_arg,
-    tags_json, tags_value, user_id,
+    tags_json, tags_value, user_id, write_tx,
 };
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 
@@ -226,6 +226,7 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
         .map(|b| check_birthday(&b, today(ctx)))
         .transpose()?;
     let now = ctx.clock.now_ms();
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "INSERT INTO contacts (user_id, name, email, phone, birthday, notes, tags, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id",
@@ -238,9 +239,10 @@ async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, T
     .bind(opt_text(arguments, "notes"))
     .bind(tags_json(&tags_arg(arguments, "tags")))
     .bind(now)
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     let id: i64 = row.try_get("id").map_err(db)?;
     Ok(json!({"id": id, "contact": fetch(ctx, user, id).await?}))
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::common::write_tx;
 use super::time::parse_date;
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 
@@ -386,7 +387,8 @@ fn read_expense(ctx: &ToolContext, value: &Value) -> Result<NewExpense, ToolErro
 async fn insert(ctx: &ToolContext, user: i64, expense: &NewExpense) -> Result<i64, ToolError> {
     let tags = serde_json::to_string(&expense.tags)
         .map_err(|err| ToolError::Failed(format!("cannot store tags: {err}")))?;
-    sqlx::query_scalar(
+    let mut tx = write_tx(ctx).await?;
+    let id = sqlx::query_scalar(
         "INSERT INTO expenses (user_id, amount_cents, currency, category, description, merchant, tags, spent_on, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
     )
@@ -399,9 +401,11 @@ async fn insert(ctx: &ToolContext, user: i64, expense: &NewExpense) -> Result<i6
     .bind(tags)
     .bind(expense.spent_on.format("%Y-%m-%d").to_string())
     .bind(ctx.clock.now_ms())
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
-    .map_err(db)
+    .map_err(db)?;
+    tx.commit().await.map_err(db)?;
+    Ok(id)
 }
 
 /// A stored expense.
@@ -805,15 +809,17 @@ async fn export(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, Too
 
 async fn delete(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
     let id = Args::new(args).i64("expense_id")?;
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "DELETE FROM expenses WHERE id = $1 AND user_id = $2
          RETURNING id, amount_cents, currency, category, description, merchant, tags, spent_on",
     )
     .bind(id)
     .bind(user)
-    .fetch_optional(ctx.store.pool())
+    .fetch_optional(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     match row {
         Some(row) => Ok(json!({"deleted": Expense::from_row(&row)?.json()})),
         None => Err(ToolError::Failed(format!("expense {id} not found"))),

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::common::write_tx;
 use super::time::{format_local, parse_date};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 
@@ -422,6 +423,7 @@ async fn create(ctx: &ToolContext, user: i64, value: &Value) -> Result<Value, To
         check_parent(ctx, user, None, parent).await?;
     }
     let now = ctx.clock.now_ms();
+    let mut tx = write_tx(ctx).await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO goals (user_id, parent_id, title, description, target_date, status, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, 'active', $6, $6) RETURNING id",
@@ -432,9 +434,10 @@ async fn create(ctx: &ToolContext, user: i64, value: &Value) -> Result<Value, To
     .bind(opt_text(args, "description"))
     .bind(target)
     .bind(now)
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     let goal = goal(ctx, user, id).await?;
     Ok(json!({"created": goal.json(ctx)}))
 }

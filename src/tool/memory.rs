@@ -22,6 +22,7 @@ use sqlx::Row;
 
 use self::record::{COLUMNS, KINDS, Memory, Param, Sql, encode_tags};
 use self::search::{Filter, Match, search, search_words};
+use super::common::write_tx;
 use super::time::format_local;
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
 use crate::store::{Store, StoreError};
@@ -326,10 +327,12 @@ impl Tool for Remember {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let user_id = user(ctx)?;
         let new = parse_new(&args)?;
-        let mut conn = ctx.store.pool().acquire().await.map_err(db)?;
-        let (memory, known) = save(&mut conn, user_id, &new, ctx.clock.now_ms())
+        // Its own transaction: see `common::write_tx`.
+        let mut tx = write_tx(ctx).await?;
+        let (memory, known) = save(&mut tx, user_id, &new, ctx.clock.now_ms())
             .await
             .map_err(db)?;
+        tx.commit().await.map_err(db)?;
         Ok(saved_json(&memory, known, ctx).to_string())
     }
 }
@@ -548,14 +551,16 @@ impl Tool for Forget {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let user_id = user(ctx)?;
         let id = Args::new(&args).i64("memory_id")?;
+        let mut tx = write_tx(ctx).await?;
         let row =
             sqlx::query("DELETE FROM memories WHERE id = $1 AND user_id = $2 RETURNING content")
                 .bind(id)
                 .bind(user_id)
-                .fetch_optional(ctx.store.pool())
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(db)?
                 .ok_or_else(|| not_found(id))?;
+        tx.commit().await.map_err(db)?;
         let content: String = row.try_get("content").map_err(db)?;
         Ok(json!({"forgotten": id, "content": content}).to_string())
     }

@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 
 use super::common::{
     Bind, Changes, Sql, db, delete_owned, id_arg, like_pattern, not_found, opt_text, tags_arg,
-    tags_json, tags_value, user_id,
+    tags_json, tags_value, user_id, write_tx,
 };
 use super::time::format_local;
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
@@ -188,6 +188,7 @@ impl NewNote {
 }
 
 async fn insert(ctx: &ToolContext, user: i64, note: &NewNote) -> Result<i64, ToolError> {
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "INSERT INTO notes (user_id, title, content, tags, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $5) RETURNING id",
@@ -197,9 +198,10 @@ async fn insert(ctx: &ToolContext, user: i64, note: &NewNote) -> Result<i64, Too
     .bind(note.content.clone())
     .bind(tags_json(&note.tags))
     .bind(ctx.clock.now_ms())
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     row.try_get("id").map_err(db)
 }
 

@@ -15,7 +15,7 @@ use sqlx::any::AnyRow;
 
 use super::common::{
     Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, like_pattern, not_found, opt_text,
-    tags_arg, tags_json, tags_value, user_id,
+    tags_arg, tags_json, tags_value, user_id, write_tx,
 };
 use super::time::{day_range, format_local, parse_date, parse_datetime};
 use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
@@ -327,6 +327,7 @@ fn parse_due(text: &str, tz: Tz, now: DateTime<Utc>) -> Result<i64, ToolError> {
 
 async fn insert(ctx: &ToolContext, user: i64, task: &NewTask) -> Result<i64, ToolError> {
     let now = ctx.clock.now_ms();
+    let mut tx = write_tx(ctx).await?;
     let row = sqlx::query(
         "INSERT INTO tasks (user_id, title, description, priority, priority_rank, category, due_at, tags, status, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $9) RETURNING id",
@@ -340,9 +341,10 @@ async fn insert(ctx: &ToolContext, user: i64, task: &NewTask) -> Result<i64, Too
     .bind(task.due_at)
     .bind(tags_json(&task.tags))
     .bind(now)
-    .fetch_one(ctx.store.pool())
+    .fetch_one(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)?;
     row.try_get("id").map_err(db)
 }
 
@@ -594,6 +596,34 @@ mod tests {
             .await
             .expect_err("call fails")
             .to_string()
+    }
+
+    /// On a full disk `add_task` fails: it never answers "added" for a task that was not stored
+    /// (SQLite's autocommit handed back the new id before the commit failed).
+    #[tokio::test]
+    async fn adding_on_a_full_disk_fails_and_stores_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let disk = match hearth_testkit::tmpfs::Tmpfs::mount(dir.path(), 2 * 1024 * 1024) {
+            Ok(disk) => disk,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let url = format!("sqlite://{}", disk.path().join("hearth.db").display());
+        let store = crate::store::Store::open(&url).await.expect("open");
+        let ctx = crate::tool::test_context_on(store, disk.path()).await;
+        ok(&ctx, "add_task", json!({"title": "before"})).await;
+
+        disk.fill().expect("fill the disk");
+        for _ in 0..3 {
+            let message = err(&ctx, "add_task", json!({"title": "x".repeat(2000)})).await;
+            assert!(message.contains("full"), "{message}");
+        }
+        disk.free().expect("free the disk");
+        let titles: Vec<String> = sqlx::query_scalar("SELECT title FROM tasks")
+            .fetch_all(ctx.store.pool())
+            .await
+            .expect("read");
+        assert_eq!(titles, ["before"], "nothing half-stored");
+        ok(&ctx, "add_task", json!({"title": "after"})).await;
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
