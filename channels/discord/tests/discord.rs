@@ -210,3 +210,315 @@ async fn harness() -> DcHarness {
 mod conformance {
     hearth_channel::conformance_tests!(super::harness);
 }
+
+fn start(channel: &Arc<DiscordChannel>, sink: &RecordingSink, state: &MemoryState) -> Running {
+    Running::start(channel.clone(), sink.clone(), state.clone())
+}
+
+fn dm(text: &str) -> UserMessage {
+    UserMessage::new(DM, USER, text)
+}
+
+/// How often `text` was offered to the sink.
+fn offered(sink: &RecordingSink, text: &str) -> usize {
+    sink.attempts()
+        .iter()
+        .filter(|e| text_of(e) == Some(text))
+        .count()
+}
+
+#[tokio::test]
+async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allowed_sender() {
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+
+    fake.send(UserMessage::new(SERVER, USER, "chatter, not for the bot"));
+    fake.send(UserMessage::new(SERVER, USER, "what time is it?").mention());
+    fake.send(UserMessage::new(SERVER, STRANGER, "stranger mentions").mention());
+    fake.send(UserMessage::new(SERVER, STRANGER, "member of the role").mention().roles(&[ROLE]));
+    fake.send(UserMessage::new(LISTED, USER, "in the listed channel"));
+    fake.send(UserMessage::new(DM, STRANGER, "a stranger's DM"));
+    let asked = wait_text(&sink, "what time is it?").await;
+    assert_eq!(asked.chat, ChatRef::new(SERVER.to_string()));
+    wait_text(&sink, "member of the role").await;
+    wait_text(&sink, "in the listed channel").await;
+    let stranger_dm = wait_text(&sink, "a stranger's DM").await;
+    assert_eq!(
+        stranger_dm.sender.id,
+        STRANGER.to_string(),
+        "strangers in DMs reach the daemon, which offers them a pairing code"
+    );
+
+    // A reply to the bot's message counts as addressing it.
+    let sent = channel
+        .send(&OutboundMessage::text(ChatRef::new(SERVER.to_string()), "It is noon."))
+        .await
+        .expect("sent");
+    let bot_message: u64 = sent.message_id.parse().expect("an id");
+    fake.send(UserMessage::new(SERVER, USER, "and tomorrow?").reply_to(bot_message));
+    let reply = wait_text(&sink, "and tomorrow?").await;
+    let InboundKind::Message { reply_to, .. } = &reply.kind else {
+        unreachable!("a text");
+    };
+    assert_eq!(reply_to.as_deref(), Some(sent.message_id.as_str()));
+    running.stop().await;
+
+    let all = texts(&sink);
+    assert!(!all.iter().any(|t| t.contains("chatter")), "{all:?}");
+    assert!(!all.iter().any(|t| t.contains("stranger mentions")), "{all:?}");
+}
+
+#[tokio::test]
+async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart() {
+    let (fake, channel) = setup().await;
+    let state = MemoryState::new();
+    let first = RecordingSink::new();
+    let running = start(&channel, &first, &state);
+    online(&fake, &running).await;
+    fake.send(dm("before the crash"));
+    wait_text(&first, "before the crash").await;
+    running.stop().await;
+
+    // Down: nobody is connected, the messages only go into the channel's history.
+    for i in 0..3 {
+        fake.send(dm(&format!("while down {i}")));
+    }
+    let second = RecordingSink::new();
+    let running = start(&channel, &second, &state);
+    for i in 0..3 {
+        wait_text(&second, &format!("while down {i}")).await;
+    }
+    fake.send(dm("after the restart"));
+    wait_text(&second, "after the restart").await;
+    running.stop().await;
+    assert_eq!(
+        texts(&second),
+        ["while down 0", "while down 1", "while down 2", "after the restart"],
+        "in order, and what was stored before the crash is not offered again"
+    );
+}
+
+#[tokio::test]
+async fn a_zombie_connection_is_replaced_and_the_gap_is_read_from_history() {
+    let (fake, channel) = setup().await;
+    fake.set_heartbeat(Duration::from_millis(300));
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    fake.send(dm("before the zombie"));
+    wait_text(&sink, "before the zombie").await;
+
+    fake.zombie();
+    fake.send(dm("lost in the zombie gap"));
+    fake.send(dm("also in the gap"));
+    // serenity notices the missing heartbeat ACK and IDENTIFIES anew (a fresh session that
+    // would not replay these); the backfill after READY finds them.
+    wait_text(&sink, "lost in the zombie gap").await;
+    wait_text(&sink, "also in the gap").await;
+    fake.send(dm("after the zombie"));
+    wait_text(&sink, "after the zombie").await;
+    running.stop().await;
+    let (identifies, _) = fake.logins();
+    assert!(identifies >= 2, "no new IDENTIFY after the zombie: {identifies}");
+    for text in ["lost in the zombie gap", "also in the gap", "after the zombie"] {
+        assert_eq!(sink.events().iter().filter(|e| text_of(e) == Some(text)).count(), 1, "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_connection_loses_nothing() {
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    fake.drop_connection();
+    for i in 0..3 {
+        fake.send(dm(&format!("sent during the gap {i}")));
+    }
+    for i in 0..3 {
+        wait_text(&sink, &format!("sent during the gap {i}")).await;
+    }
+    let (identifies, resumes) = fake.logins();
+    assert!(
+        resumes >= 1 || identifies >= 2,
+        "the connection was not taken up again: {identifies} identifies, {resumes} resumes"
+    );
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    running.stop().await;
+    for i in 0..3 {
+        let text = format!("sent during the gap {i}");
+        assert_eq!(sink.events().iter().filter(|e| text_of(e) == Some(&text)).count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn intent_refused_4014_fails_the_channel_with_what_to_switch_on() {
+    let (fake, channel) = setup().await;
+    fake.close_on_identify(4014);
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let status = running.status.clone();
+    let result = running
+        .returned(PATIENCE)
+        .await
+        .expect("run ended after 4014");
+    let error = result.expect_err("4014 is an error");
+    assert_eq!(error.kind, ErrorKind::Config, "{error}");
+    assert!(error.message.contains("Message Content Intent"), "{error}");
+    assert_eq!(status.current().as_str(), "failed");
+    assert!(
+        status
+            .current()
+            .reason()
+            .is_some_and(|r| r.contains("developer portal")),
+        "{:?}",
+        status.current()
+    );
+}
+
+#[tokio::test]
+async fn token_refused_4004_on_the_gateway_is_an_auth_failure() {
+    let (fake, channel) = setup().await;
+    fake.close_on_identify(4004);
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let status = running.status.clone();
+    let error = running
+        .returned(PATIENCE)
+        .await
+        .expect("run ended after 4004")
+        .expect_err("4004 is an error");
+    assert_eq!(error.kind, ErrorKind::Auth, "{error}");
+    assert_eq!(status.current().as_str(), "failed");
+}
+
+#[tokio::test]
+async fn rate_limits_and_server_errors_are_temporary_and_counted() {
+    let (fake, channel) = setup().await;
+    let chat = ChatRef::new(DM.to_string());
+    fake.rate_limit_next(1, 0.05);
+    let error = channel
+        .send(&OutboundMessage::text(chat.clone(), "slow down"))
+        .await
+        .expect_err("429");
+    assert!(matches!(error.kind, ErrorKind::RateLimited { .. }), "{error}");
+    assert_eq!(channel.counters(), [("ratelimited", 1)]);
+    fake.fail_next(1);
+    let error = channel
+        .send(&OutboundMessage::text(chat.clone(), "bad gateway"))
+        .await
+        .expect_err("502");
+    assert_eq!(error.kind, ErrorKind::Transient, "{error}");
+
+    // A storm: every send is refused a few times, retried as the outbox does, and all arrive
+    // in order.
+    for i in 0..5 {
+        fake.rate_limit_next(3, 0.01);
+        let message = OutboundMessage::text(chat.clone(), format!("storm {i}"));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match channel.send(&message).await {
+                Ok(_) => break,
+                Err(e) if e.is_temporary() && tries < 10 => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => panic!("storm {i}: {e}"),
+            }
+        }
+    }
+    let shown: Vec<String> = fake
+        .bot_messages(DM)
+        .into_iter()
+        .map(|m| m.content)
+        .filter(|c| c.starts_with("storm"))
+        .collect();
+    assert_eq!(shown, ["storm 0", "storm 1", "storm 2", "storm 3", "storm 4"]);
+    assert_eq!(channel.counters(), [("ratelimited", 16)]);
+}
+
+#[tokio::test]
+async fn an_answer_to_someone_elses_press_is_shown_to_the_presser_alone() {
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    let mut prompt = OutboundMessage::text(ChatRef::new(SERVER.to_string()), "Run `rm`?");
+    prompt.buttons = vec![
+        Button::new("✅ Approve", "c:abc:a").with_emoji("✅"),
+        Button::new("❌ Deny", "c:abc:d").with_emoji("❌"),
+    ];
+    let sent = channel.send(&prompt).await.expect("prompt sent");
+    let shown = fake.bot_messages(SERVER);
+    assert_eq!(
+        shown.last().map(|m| m.buttons.clone()),
+        Some(vec![
+            ("✅ Approve".to_owned(), "c:abc:a".to_owned()),
+            ("❌ Deny".to_owned(), "c:abc:d".to_owned())
+        ])
+    );
+    let interaction = fake
+        .press(sent.message_id.parse().expect("id"), STRANGER, "c:abc:a")
+        .expect("pressed");
+    let event = sink
+        .wait_for_event(|e| matches!(e.kind, InboundKind::Press(_)), PATIENCE)
+        .await
+        .expect("the press arrived");
+    running.stop().await;
+    assert!(
+        fake.acknowledged()
+            .iter()
+            .any(|(id, kind)| *id == interaction.to_string() && *kind == 6),
+        "pressed buttons are acknowledged on receipt (deferred update): {:?}",
+        fake.acknowledged()
+    );
+    let InboundKind::Press(press) = &event.kind else {
+        unreachable!("matched");
+    };
+    // The daemon answers "not yours" with answers_press set.
+    let mut answer = OutboundMessage::text(event.chat.clone(), "This request isn't yours to decide.");
+    answer.reply_to = Some(sent.message_id.clone());
+    answer.answers_press = Some(press.press_id.clone());
+    channel.send(&answer).await.expect("answered");
+    let followups = fake.followups();
+    assert_eq!(followups.len(), 1, "{followups:?}");
+    assert!(followups[0].ephemeral);
+    assert_eq!(followups[0].content, "This request isn't yours to decide.");
+    assert!(
+        !fake
+            .bot_messages(SERVER)
+            .iter()
+            .any(|m| m.content.contains("isn't yours")),
+        "the refusal was shown to the whole channel"
+    );
+
+    // The decision removes the buttons.
+    let decided = OutboundMessage::text(event.chat.clone(), "Run `rm`?\n\n✅ Approved by user1");
+    channel.edit(&sent, &decided).await.expect("edited");
+    let shown = fake.bot_messages(SERVER);
+    let prompt = shown
+        .iter()
+        .find(|m| m.id.to_string() == sent.message_id)
+        .expect("the prompt");
+    assert!(prompt.buttons.is_empty(), "{prompt:?}");
+    assert!(prompt.content.contains("Approved by"));
+}
+
+#[tokio::test]
+async fn undecodable_gateway_events_are_skipped_and_later_ones_arrive() {
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    fake.push_raw_dispatch(
+        "MESSAGE_CREATE",
+        serde_json::json!({"id": "not a snowflake", "content": 5}),
+    );
+    fake.push_raw_frame("this is not JSON at all");
+    fake.send(dm("after the garbage"));
+    wait_text(&sink, "after the garbage").await;
+    assert_eq!(offered(&sink, "after the garbage"), 1);
+    running.stop().await;
+}
