@@ -6,6 +6,8 @@ mod cli;
 mod commands;
 mod config_check;
 mod confirmations;
+#[cfg(all(feature = "discord", feature = "telegram"))]
+mod discord;
 #[cfg(feature = "telegram")]
 mod crash;
 mod faults_delivery;

@@ -529,7 +529,14 @@ impl Channel for DiscordChannel {
                     let Some(event) = event else {
                         break Err(ChannelError::transient("discord: the gateway handlers stopped"));
                     };
-                    if let Err(Stop::Shutdown) = pump.handle(event).await {
+                    let mut stopped = false;
+                    for event in in_order(event, &mut rx).await {
+                        if let Err(Stop::Shutdown) = pump.handle(event).await {
+                            stopped = true;
+                            break;
+                        }
+                    }
+                    if stopped {
                         break Ok(());
                     }
                 }
@@ -581,6 +588,33 @@ impl Channel for DiscordChannel {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("ratelimited", self.ratelimits.load(Ordering::Relaxed))]
     }
+}
+
+/// How long the loop waits for events dispatched together to reach it, so they can be put in
+/// order: serenity runs each event's handler as a task of its own, and on a multi-threaded
+/// runtime two messages sent a moment apart may reach the loop swapped.
+const ORDER_WINDOW: Duration = Duration::from_millis(15);
+
+/// `first` and whatever arrives within [`ORDER_WINDOW`], in the order Discord created them:
+/// connection events first, then messages, edits and presses by their snowflake ids, which
+/// grow with time.
+async fn in_order(first: Gateway, rx: &mut mpsc::UnboundedReceiver<Gateway>) -> Vec<Gateway> {
+    let mut batch = vec![first];
+    tokio::time::sleep(ORDER_WINDOW).await;
+    while let Ok(event) = rx.try_recv() {
+        batch.push(event);
+    }
+    batch.sort_by_key(|event| match event {
+        Gateway::Ready { .. } | Gateway::Resumed | Gateway::Lost(_) => 0,
+        Gateway::Message(message) => message.id.get(),
+        Gateway::Edit(update) => update.id.get(),
+        Gateway::Press(event) => event
+            .platform_id
+            .strip_prefix("press:")
+            .and_then(|id| id.parse().ok())
+            .unwrap_or(u64::MAX),
+    });
+    batch
 }
 
 /// Closes the gateway connection and waits (briefly) for serenity's task to end.
