@@ -226,6 +226,11 @@ fn timestamp(id: u64) -> String {
     format!("2026-01-01T{h:02}:{m:02}:{s:02}.000000+00:00")
 }
 
+/// Whether the JSON string `value` is the id `id`.
+fn is_id(value: &Value, id: u64) -> bool {
+    value.as_str().and_then(|s| s.parse::<u64>().ok()) == Some(id)
+}
+
 fn error_body(code: u64, message: &str) -> Value {
     json!({ "code": code, "message": message })
 }
@@ -261,7 +266,10 @@ impl FakeDiscord {
                 "/channels/{channel}/messages",
                 post(create_message).get(history),
             )
-            .route("/channels/{channel}/messages/{message}", patch(edit_message))
+            .route(
+                "/channels/{channel}/messages/{message}",
+                patch(edit_message),
+            )
             .route("/channels/{channel}/typing", post(typing))
             .route("/interactions/{id}/{token}/callback", post(callback))
             .route("/webhooks/{app}/{token}", post(followup));
@@ -290,7 +298,12 @@ impl FakeDiscord {
 
     /// Makes `channel` a server channel (messages there carry the guild id).
     pub fn server_channel(&self, channel: u64) {
-        self.shared.lock().channels.entry(channel).or_default().guild = true;
+        self.shared
+            .lock()
+            .channels
+            .entry(channel)
+            .or_default()
+            .guild = true;
     }
 
     /// Refuses the token from now on (401 on REST, 4004 on IDENTIFY).
@@ -390,12 +403,10 @@ impl FakeDiscord {
             content = format!("<@{BOT_ID}> {content}");
         }
         let referenced = message.reply_to.and_then(|reply| {
-            inner.channels.get(&message.channel).and_then(|c| {
-                c.messages
-                    .iter()
-                    .find(|m| m["id"] == reply.to_string())
-                    .cloned()
-            })
+            inner
+                .channels
+                .get(&message.channel)
+                .and_then(|c| c.messages.iter().find(|m| is_id(&m["id"], reply)).cloned())
         });
         let mut json = json!({
             "id": id.to_string(),
@@ -464,7 +475,7 @@ impl FakeDiscord {
             .channels
             .values()
             .flat_map(|c| c.messages.iter())
-            .find(|m| m["id"] == id.to_string())
+            .find(|m| is_id(&m["id"], id))
             .cloned();
         match found {
             Some(message) => {
@@ -482,7 +493,7 @@ impl FakeDiscord {
             .channels
             .values_mut()
             .flat_map(|c| c.messages.iter_mut())
-            .find(|m| m["id"] == id.to_string() && m["author"]["id"] == user.to_string())
+            .find(|m| is_id(&m["id"], id) && is_id(&m["author"]["id"], user))
         else {
             return false;
         };
@@ -501,7 +512,7 @@ impl FakeDiscord {
             .channels
             .values()
             .flat_map(|c| c.messages.iter())
-            .find(|m| m["id"] == message.to_string())
+            .find(|m| is_id(&m["id"], message))
             .cloned()?;
         let channel: u64 = shown["channel_id"].as_str()?.parse().ok()?;
         let guild = inner.channels.get(&channel).is_some_and(|c| c.guild);
@@ -606,7 +617,12 @@ impl FakeDiscord {
 
     /// Typing indicators shown in `channel`.
     pub fn typing(&self, channel: u64) -> usize {
-        self.shared.lock().typing.get(&channel).copied().unwrap_or(0)
+        self.shared
+            .lock()
+            .typing
+            .get(&channel)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The REST calls so far, as `METHOD /path`.
@@ -661,7 +677,7 @@ fn dispatch(inner: &mut Inner, kind: &str, data: Value) {
 
 /// `Ok` when the request carries the token; the refusal otherwise. Also counts and applies
 /// the injected 429s and 502s.
-fn authorize(shared: &Shared, headers: &HeaderMap, call: String) -> Result<(), Response> {
+fn authorize(shared: &Shared, headers: &HeaderMap, call: String) -> Result<(), Box<Response>> {
     let mut inner = shared.lock();
     inner.rest_calls.push(call);
     let expected = format!("Bot {}", inner.token);
@@ -670,11 +686,13 @@ fn authorize(shared: &Shared, headers: &HeaderMap, call: String) -> Result<(), R
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if inner.token_refused || given != expected {
-        return Err((
-            StatusCode::UNAUTHORIZED,
-            axum::Json(error_body(0, "401: Unauthorized")),
-        )
-            .into_response());
+        return Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(error_body(0, "401: Unauthorized")),
+            )
+                .into_response(),
+        ));
     }
     if inner.rate_limit_next > 0 {
         inner.rate_limit_next -= 1;
@@ -682,34 +700,38 @@ fn authorize(shared: &Shared, headers: &HeaderMap, call: String) -> Result<(), R
         let retry_after = inner.retry_after;
         drop(inner);
         shared.bump();
-        return Err((
-            StatusCode::TOO_MANY_REQUESTS,
-            [
-                ("retry-after", format!("{}", retry_after.ceil() as u64)),
-                ("x-ratelimit-scope", "user".to_owned()),
-                ("x-ratelimit-bucket", "fake".to_owned()),
-                ("x-ratelimit-limit", "5".to_owned()),
-                ("x-ratelimit-remaining", "0".to_owned()),
-                ("x-ratelimit-reset-after", format!("{retry_after}")),
-            ],
-            axum::Json(json!({
-                "message": "You are being rate limited.",
-                "retry_after": retry_after,
-                "global": false,
-            })),
-        )
-            .into_response());
+        return Err(Box::new(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    ("retry-after", format!("{}", retry_after.ceil() as u64)),
+                    ("x-ratelimit-scope", "user".to_owned()),
+                    ("x-ratelimit-bucket", "fake".to_owned()),
+                    ("x-ratelimit-limit", "5".to_owned()),
+                    ("x-ratelimit-remaining", "0".to_owned()),
+                    ("x-ratelimit-reset-after", format!("{retry_after}")),
+                ],
+                axum::Json(json!({
+                    "message": "You are being rate limited.",
+                    "retry_after": retry_after,
+                    "global": false,
+                })),
+            )
+                .into_response(),
+        ));
     }
     if inner.fail_next > 0 {
         inner.fail_next -= 1;
-        return Err((StatusCode::BAD_GATEWAY, "<html>502 Bad Gateway</html>").into_response());
+        return Err(Box::new(
+            (StatusCode::BAD_GATEWAY, "<html>502 Bad Gateway</html>").into_response(),
+        ));
     }
     Ok(())
 }
 
 async fn gateway_url(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(refused) = authorize(&shared, &headers, "GET /gateway".into()) {
-        return refused;
+        return *refused;
     }
     axum::Json(json!({
         "url": format!("ws://{}", shared.addr),
@@ -721,14 +743,14 @@ async fn gateway_url(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
 
 async fn users_me(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(refused) = authorize(&shared, &headers, "GET /users/@me".into()) {
-        return refused;
+        return *refused;
     }
     axum::Json(user_json(BOT_ID, true)).into_response()
 }
 
 async fn application(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(refused) = authorize(&shared, &headers, "GET /oauth2/applications/@me".into()) {
-        return refused;
+        return *refused;
     }
     axum::Json(json!({
         "id": BOT_ID.to_string(),
@@ -766,9 +788,12 @@ async fn create_message(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refused) = authorize(&shared, &headers, format!("POST /channels/{channel}/messages"))
-    {
-        return refused;
+    if let Err(refused) = authorize(
+        &shared,
+        &headers,
+        format!("POST /channels/{channel}/messages"),
+    ) {
+        return *refused;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return (
@@ -793,7 +818,7 @@ async fn create_message(
         && let Some(found) = inner
             .channels
             .get(&channel)
-            .and_then(|c| c.messages.iter().find(|m| m["id"] == existing.to_string()))
+            .and_then(|c| c.messages.iter().find(|m| is_id(&m["id"], existing)))
     {
         return axum::Json(found.clone()).into_response();
     }
@@ -872,10 +897,14 @@ async fn edit_message(
         &headers,
         format!("PATCH /channels/{channel}/messages/{message}"),
     ) {
-        return refused;
+        return *refused;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, axum::Json(error_body(50109, "invalid JSON"))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(error_body(50109, "invalid JSON")),
+        )
+            .into_response();
     };
     if let Some(content) = body["content"].as_str()
         && content.chars().count() > MAX_CONTENT_LEN
@@ -883,21 +912,24 @@ async fn edit_message(
         return too_long();
     }
     let mut inner = shared.lock();
-    let Some(found) = inner.channels.get_mut(&channel).and_then(|c| {
-        c.messages
-            .iter_mut()
-            .find(|m| m["id"] == message.to_string())
-    }) else {
+    let Some(found) = inner
+        .channels
+        .get_mut(&channel)
+        .and_then(|c| c.messages.iter_mut().find(|m| is_id(&m["id"], message)))
+    else {
         return (
             StatusCode::NOT_FOUND,
             axum::Json(error_body(10008, "Unknown Message")),
         )
             .into_response();
     };
-    if found["author"]["id"] != BOT_ID.to_string() {
+    if !is_id(&found["author"]["id"], BOT_ID) {
         return (
             StatusCode::FORBIDDEN,
-            axum::Json(error_body(50005, "Cannot edit a message authored by another user")),
+            axum::Json(error_body(
+                50005,
+                "Cannot edit a message authored by another user",
+            )),
         )
             .into_response();
     }
@@ -925,9 +957,12 @@ async fn history(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = authorize(&shared, &headers, format!("GET /channels/{channel}/messages"))
-    {
-        return refused;
+    if let Err(refused) = authorize(
+        &shared,
+        &headers,
+        format!("GET /channels/{channel}/messages"),
+    ) {
+        return *refused;
     }
     let after: u64 = query.get("after").and_then(|a| a.parse().ok()).unwrap_or(0);
     let limit: usize = query
@@ -971,8 +1006,12 @@ async fn typing(
     Path(channel): Path<u64>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = authorize(&shared, &headers, format!("POST /channels/{channel}/typing")) {
-        return refused;
+    if let Err(refused) = authorize(
+        &shared,
+        &headers,
+        format!("POST /channels/{channel}/typing"),
+    ) {
+        return *refused;
     }
     *shared.lock().typing.entry(channel).or_default() += 1;
     shared.bump();
@@ -986,7 +1025,11 @@ async fn callback(
 ) -> Response {
     // Interaction callbacks are authorised by their token, not the bot token.
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, axum::Json(error_body(50109, "invalid JSON"))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(error_body(50109, "invalid JSON")),
+        )
+            .into_response();
     };
     if !token.starts_with("itoken") {
         return (
@@ -1007,7 +1050,11 @@ async fn followup(
     body: Bytes,
 ) -> Response {
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, axum::Json(error_body(50109, "invalid JSON"))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(error_body(50109, "invalid JSON")),
+        )
+            .into_response();
     };
     if app != BOT_ID || !token.starts_with("itoken") {
         return (
@@ -1116,18 +1163,21 @@ async fn connection(shared: Arc<Shared>, mut socket: WebSocket) {
     shared.bump();
 }
 
-fn gateway_frame(shared: &Shared, connection: u64, tx: &mpsc::UnboundedSender<Outgoing>, frame: &Value) {
+fn gateway_frame(
+    shared: &Shared,
+    connection: u64,
+    tx: &mpsc::UnboundedSender<Outgoing>,
+    frame: &Value,
+) {
     let mut inner = shared.lock();
     let zombie = inner
         .connections
         .iter()
         .any(|c| c.id == connection && c.zombie);
     match frame["op"].as_u64() {
-        Some(1) => {
-            if !zombie {
-                // The receiver lives as long as the connection.
-                let _ = tx.send(Outgoing::Frame(json!({"op": 11})));
-            }
+        Some(1) if !zombie => {
+            // The receiver lives as long as the connection.
+            let _ = tx.send(Outgoing::Frame(json!({"op": 11})));
         }
         Some(2) => {
             inner.identifies += 1;
@@ -1138,12 +1188,18 @@ fn gateway_frame(shared: &Shared, connection: u64, tx: &mpsc::UnboundedSender<Ou
                 return;
             }
             if let Some(code) = inner.close_on_identify {
-                let reason = if code == 4014 { "Disallowed intent(s)." } else { "Authentication failed." };
+                let reason = if code == 4014 {
+                    "Disallowed intent(s)."
+                } else {
+                    "Authentication failed."
+                };
                 let _ = tx.send(Outgoing::Close(code, reason.into()));
                 return;
             }
             let session_id = format!("session{}", inner.identifies);
-            inner.sessions.insert(session_id.clone(), Session::default());
+            inner
+                .sessions
+                .insert(session_id.clone(), Session::default());
             inner.current_session = Some(session_id.clone());
             if let Some(c) = inner.connections.iter_mut().find(|c| c.id == connection) {
                 c.session = Some(session_id.clone());
@@ -1164,7 +1220,10 @@ fn gateway_frame(shared: &Shared, connection: u64, tx: &mpsc::UnboundedSender<Ou
         }
         Some(6) => {
             inner.resumes += 1;
-            let session_id = frame["d"]["session_id"].as_str().unwrap_or_default().to_owned();
+            let session_id = frame["d"]["session_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             let seq = frame["d"]["seq"].as_u64().unwrap_or(0);
             let known = inner.current_session.as_deref() == Some(session_id.as_str())
                 && inner.sessions.contains_key(&session_id);

@@ -218,7 +218,10 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
 }
 
 fn echo(request: &Value) -> Reply {
-    Reply::text(format!("echo: {}", crate::telegram::last_user_text(request)))
+    Reply::text(format!(
+        "echo: {}",
+        crate::telegram::last_user_text(request)
+    ))
 }
 
 #[tokio::test]
@@ -228,11 +231,22 @@ async fn dms_are_answered_servers_need_a_mention_and_strangers_get_a_code() {
     h.llm.push(Reply::text("Hello **there**."));
     let asked = h.dc.send(UserMessage::new(DM, OWNER, "hi hearth"));
     let replies = h.wait(DM, 1).await;
-    assert_eq!(replies[0].content, "Hello **there**.", "Discord shows Markdown itself");
-    assert_eq!(replies[0].reply_to, Some(asked), "the reply quotes the message");
+    assert_eq!(
+        replies[0].content, "Hello **there**.",
+        "Discord shows Markdown itself"
+    );
+    assert_eq!(
+        replies[0].reply_to,
+        Some(asked),
+        "the reply quotes the message"
+    );
     assert!(h.dc.typing(DM) > 0, "typing was shown while the turn ran");
 
-    h.dc.send(UserMessage::new(SERVER, OWNER, "just chatting, not for the bot"));
+    h.dc.send(UserMessage::new(
+        SERVER,
+        OWNER,
+        "just chatting, not for the bot",
+    ));
     h.dc.send(UserMessage::new(SERVER, STRANGER, "a stranger mentions").mention());
     h.llm.push(Reply::text("You called?"));
     h.dc.send(UserMessage::new(SERVER, FRIEND, "hey bot").mention());
@@ -241,7 +255,11 @@ async fn dms_are_answered_servers_need_a_mention_and_strangers_get_a_code() {
 
     h.dc.send(UserMessage::new(STRANGER_DM, STRANGER, "who are you?"));
     let code = h.wait(STRANGER_DM, 1).await;
-    assert!(code[0].content.contains("pairing code"), "{}", code[0].content);
+    assert!(
+        code[0].content.contains("pairing code"),
+        "{}",
+        code[0].content
+    );
 
     assert_eq!(h.settled(SERVER).await, ["You called?"]);
     assert_eq!(
@@ -278,18 +296,22 @@ async fn confirmations_are_buttons_decided_by_the_requester_and_expire() {
 
     // Someone else presses: acknowledged at once, told privately it is not theirs.
     let stranger = h.dc.press(prompt.id, STRANGER, &approve).expect("pressed");
-    let private = h
-        .dc
-        .wait(WAIT, || {
+    let private =
+        h.dc.wait(WAIT, || {
             h.dc.followups()
                 .into_iter()
                 .find(|f| f.token == format!("itoken{stranger}"))
         })
         .await
         .unwrap_or_else(|| panic!("the stranger was never answered\n{}", h.logs()));
-    assert!(private.ephemeral && private.content.contains("isn't yours"), "{private:?}");
     assert!(
-        h.dc.acknowledged().iter().any(|(id, _)| *id == stranger.to_string()),
+        private.ephemeral && private.content.contains("isn't yours"),
+        "{private:?}"
+    );
+    assert!(
+        h.dc.acknowledged()
+            .iter()
+            .any(|(id, _)| *id == stranger.to_string()),
         "the press was acknowledged on receipt"
     );
 
@@ -298,12 +320,11 @@ async fn confirmations_are_buttons_decided_by_the_requester_and_expire() {
     h.dc.press(prompt.id, FRIEND, &approve).expect("pressed");
     let messages = h.wait(SERVER, 3).await;
     assert_eq!(messages[2].content, "Deleted.");
-    let edited = h
-        .dc
-        .bot_messages(SERVER)
-        .into_iter()
-        .find(|m| m.id == prompt.id)
-        .expect("prompt");
+    let edited =
+        h.dc.bot_messages(SERVER)
+            .into_iter()
+            .find(|m| m.id == prompt.id)
+            .expect("prompt");
     assert!(edited.content.contains("Approved by"), "{}", edited.content);
     assert!(edited.buttons.is_empty(), "{:?}", edited.buttons);
 
@@ -321,7 +342,10 @@ async fn confirmations_are_buttons_decided_by_the_requester_and_expire() {
     assert!(expired.content.contains("Expired"), "{}", expired.content);
     assert!(expired.buttons.is_empty());
     assert!(
-        !h.dc.bot_messages(SERVER).iter().any(|m| m.content.contains("isn't yours")),
+        !h.dc
+            .bot_messages(SERVER)
+            .iter()
+            .any(|m| m.content.contains("isn't yours")),
         "the refusal was shown to the whole channel"
     );
     h.stop().await;
@@ -343,7 +367,12 @@ async fn long_replies_are_split_at_2000_characters_without_breaking_code() {
     for part in &parts {
         let chars = part.content.chars().count();
         assert!(chars <= 2000, "{chars} characters");
-        assert_eq!(part.content.matches("```").count() % 2, 0, "{}", part.content);
+        assert_eq!(
+            part.content.matches("```").count() % 2,
+            0,
+            "{}",
+            part.content
+        );
     }
     assert_eq!(parts.len(), h.settled(DM).await.len());
     h.stop().await;
@@ -419,15 +448,26 @@ async fn a_429_storm_is_delivered_in_full_and_in_order_and_counted() {
     h.wait(DM, 4).await;
     assert_eq!(
         h.settled(DM).await,
-        ["echo: message 1", "echo: message 2", "echo: message 3", "echo: message 4"]
+        [
+            "echo: message 1",
+            "echo: message 2",
+            "echo: message 3",
+            "echo: message 4"
+        ]
     );
     assert!(h.dc.rate_limited() >= 4);
     let (_, metrics) = h.get("/metrics").await;
     let line = metrics
         .lines()
-        .find(|l| l.starts_with("hearth_channel_events_total{channel=\"discord\",event=\"ratelimited\"}"))
+        .find(|l| {
+            l.starts_with("hearth_channel_events_total{channel=\"discord\",event=\"ratelimited\"}")
+        })
         .unwrap_or_else(|| panic!("no rate-limit counter in /metrics:\n{metrics}"));
-    let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let count: u64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     assert!(count >= 1, "{line}");
     h.stop().await;
 }

@@ -6,10 +6,10 @@ mod cli;
 mod commands;
 mod config_check;
 mod confirmations;
-#[cfg(all(feature = "discord", feature = "telegram"))]
-mod discord;
 #[cfg(feature = "telegram")]
 mod crash;
+#[cfg(all(feature = "discord", feature = "telegram"))]
+mod discord;
 mod faults_delivery;
 mod faults_intake;
 mod faults_process;

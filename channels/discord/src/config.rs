@@ -34,7 +34,9 @@ impl DiscordId {
     pub fn parse(&self) -> Result<u64, String> {
         match self {
             Self::Number(n) if *n > 0 => Ok(n.unsigned_abs()),
-            Self::Number(n) => Err(format!("`{n}` is not a Discord id: expected a positive number")),
+            Self::Number(n) => Err(format!(
+                "`{n}` is not a Discord id: expected a positive number"
+            )),
             Self::Text(text) => snowflake(text).ok_or_else(|| {
                 format!("`{text}` is not a Discord id: expected a number like 123456789012345678")
             }),
@@ -150,15 +152,15 @@ impl ChannelConfig for DiscordConfig {
     }
 
     fn check_user_id(id: &str) -> Result<(), String> {
-        snowflake(id).map(|_| ()).ok_or_else(|| {
-            format!("`{id}` is not a {CHANNEL_NAME} user id: expected a number")
-        })
+        snowflake(id)
+            .map(|_| ())
+            .ok_or_else(|| format!("`{id}` is not a {CHANNEL_NAME} user id: expected a number"))
     }
 
     fn check_chat_id(id: &str) -> Result<(), String> {
-        snowflake(id).map(|_| ()).ok_or_else(|| {
-            format!("`{id}` is not a {CHANNEL_NAME} chat id: expected a number")
-        })
+        snowflake(id)
+            .map(|_| ())
+            .ok_or_else(|| format!("`{id}` is not a {CHANNEL_NAME} chat id: expected a number"))
     }
 
     fn build(&self, ctx: BuildContext<'_>) -> Result<Arc<dyn Channel>, ChannelError> {
@@ -244,7 +246,10 @@ mod tests {
         let env: HashMap<String, String> = [("DC".to_string(), "t".to_string())].into();
         assert_eq!(config.check(&env), []);
         let settings = config
-            .settings(BuildContext::new(&env, std::path::Path::new("/nonexistent")))
+            .settings(BuildContext::new(
+                &env,
+                std::path::Path::new("/nonexistent"),
+            ))
             .expect("settings");
         assert_eq!(settings.channels, [333]);
         assert!(settings.is_discord());
@@ -270,7 +275,10 @@ mod tests {
             ],
             "{problems:#?}"
         );
-        assert!(problems[0].message.contains("NOPE is not set"), "{problems:?}");
+        assert!(
+            problems[0].message.contains("NOPE is not set"),
+            "{problems:?}"
+        );
         assert!(problems[2].message.contains("`me` is not a Discord id"));
         assert!(toml::from_str::<DiscordConfig>("token_env = \"x\"\nguild = 1\n").is_err());
     }

@@ -45,7 +45,10 @@ impl Rules {
         if message.author.bot || message.author.id == self.me || message.webhook_id.is_some() {
             return false;
         }
-        if !matches!(message.kind, MessageType::Regular | MessageType::InlineReply) {
+        if !matches!(
+            message.kind,
+            MessageType::Regular | MessageType::InlineReply
+        ) {
             return false;
         }
         if message.guild_id.is_none() {

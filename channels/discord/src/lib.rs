@@ -50,8 +50,8 @@ use serenity::all::{
     RawEventHandler,
 };
 use serenity::gateway::ConnectionStage;
-use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use serenity::gateway::ShardStageUpdateEvent;
+use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -490,9 +490,11 @@ impl Channel for DiscordChannel {
             .map_err(|e| error::map("starting the gateway client", e))?;
         let shards = client.shard_manager.clone();
         let mut started = tokio::spawn(async move { client.start().await });
-        let stored = ctx.state.load(inbound::CURSORS_KEY).await.map_err(|e| {
-            ChannelError::transient(format!("discord: loading the cursors: {e}"))
-        });
+        let stored = ctx
+            .state
+            .load(inbound::CURSORS_KEY)
+            .await
+            .map_err(|e| ChannelError::transient(format!("discord: loading the cursors: {e}")));
         let cursors = match stored {
             Ok(stored) => Cursors::parse(stored.as_deref()),
             Err(error) => {

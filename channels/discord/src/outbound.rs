@@ -87,7 +87,11 @@ fn components(message: &OutboundMessage) -> Vec<CreateActionRow> {
         .buttons
         .iter()
         .map(|button| {
-            let style = match button.emoji.as_deref().map(|e| e.trim_end_matches('\u{fe0f}')) {
+            let style = match button
+                .emoji
+                .as_deref()
+                .map(|e| e.trim_end_matches('\u{fe0f}'))
+            {
                 Some("✅") => ButtonStyle::Success,
                 Some("❌") => ButtonStyle::Danger,
                 _ => ButtonStyle::Secondary,
@@ -123,14 +127,20 @@ pub async fn send(
         match edit(http, deadline, draft, message).await {
             Ok(()) => return Ok(draft.clone()),
             Err(e) if e.is_temporary() => return Err(e),
-            Err(e) => tracing::debug!(error = %e, "the preview could not be replaced; sending anew"),
+            Err(e) => {
+                tracing::debug!(error = %e, "the preview could not be replaced; sending anew")
+            }
         }
     }
     let mut builder = CreateMessage::new()
         .content(content)
         .allowed_mentions(mentions())
         .components(components(message));
-    if let Some(reply_to) = message.reply_to.as_deref().and_then(crate::config::snowflake) {
+    if let Some(reply_to) = message
+        .reply_to
+        .as_deref()
+        .and_then(crate::config::snowflake)
+    {
         let mut reference = MessageReference::from((channel, MessageId::new(reply_to)));
         // A reply to a message deleted meanwhile is sent without the quote.
         reference.fail_if_not_exists = Some(false);

@@ -70,7 +70,10 @@ async fn wait_text(sink: &RecordingSink, text: &str) -> Inbound {
 }
 
 async fn online(fake: &FakeDiscord, running: &Running) {
-    assert!(fake.wait_connected(PATIENCE).await, "the bot never connected");
+    assert!(
+        fake.wait_connected(PATIENCE).await,
+        "the bot never connected"
+    );
     running
         .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
         .await;
@@ -119,8 +122,12 @@ impl Harness for DcHarness {
         if !self.fake.wait_connected(PATIENCE).await {
             return Err("the bot is not connected".into());
         }
-        let message = UserMessage::new(id("chat", &chat.chat_id)?, id("user", &sender.id)?, caption)
-            .attach(&document.name, &document.mime, document.bytes.clone());
+        let message = UserMessage::new(
+            id("chat", &chat.chat_id)?,
+            id("user", &sender.id)?,
+            caption,
+        )
+        .attach(&document.name, &document.mime, document.bytes.clone());
         self.fake.send(message);
         Ok(())
     }
@@ -150,7 +157,11 @@ impl Harness for DcHarness {
             return Err("the bot is not connected".into());
         }
         self.fake
-            .press(id("message", &message.message_id)?, id("user", &sender.id)?, data)
+            .press(
+                id("message", &message.message_id)?,
+                id("user", &sender.id)?,
+                data,
+            )
             .map(|_| ())
             .ok_or_else(|| format!("no message {}", message.message_id))
     }
@@ -237,7 +248,11 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
     fake.send(UserMessage::new(SERVER, USER, "chatter, not for the bot"));
     fake.send(UserMessage::new(SERVER, USER, "what time is it?").mention());
     fake.send(UserMessage::new(SERVER, STRANGER, "stranger mentions").mention());
-    fake.send(UserMessage::new(SERVER, STRANGER, "member of the role").mention().roles(&[ROLE]));
+    fake.send(
+        UserMessage::new(SERVER, STRANGER, "member of the role")
+            .mention()
+            .roles(&[ROLE]),
+    );
     fake.send(UserMessage::new(LISTED, USER, "in the listed channel"));
     fake.send(UserMessage::new(DM, STRANGER, "a stranger's DM"));
     let asked = wait_text(&sink, "what time is it?").await;
@@ -253,7 +268,10 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
 
     // A reply to the bot's message counts as addressing it.
     let sent = channel
-        .send(&OutboundMessage::text(ChatRef::new(SERVER.to_string()), "It is noon."))
+        .send(&OutboundMessage::text(
+            ChatRef::new(SERVER.to_string()),
+            "It is noon.",
+        ))
         .await
         .expect("sent");
     let bot_message: u64 = sent.message_id.parse().expect("an id");
@@ -267,7 +285,10 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
 
     let all = texts(&sink);
     assert!(!all.iter().any(|t| t.contains("chatter")), "{all:?}");
-    assert!(!all.iter().any(|t| t.contains("stranger mentions")), "{all:?}");
+    assert!(
+        !all.iter().any(|t| t.contains("stranger mentions")),
+        "{all:?}"
+    );
 }
 
 #[tokio::test]
@@ -295,7 +316,12 @@ async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart()
     running.stop().await;
     assert_eq!(
         texts(&second),
-        ["while down 0", "while down 1", "while down 2", "after the restart"],
+        [
+            "while down 0",
+            "while down 1",
+            "while down 2",
+            "after the restart"
+        ],
         "in order, and what was stored before the crash is not offered again"
     );
 }
@@ -321,9 +347,23 @@ async fn a_zombie_connection_is_replaced_and_the_gap_is_read_from_history() {
     wait_text(&sink, "after the zombie").await;
     running.stop().await;
     let (identifies, _) = fake.logins();
-    assert!(identifies >= 2, "no new IDENTIFY after the zombie: {identifies}");
-    for text in ["lost in the zombie gap", "also in the gap", "after the zombie"] {
-        assert_eq!(sink.events().iter().filter(|e| text_of(e) == Some(text)).count(), 1, "{text}");
+    assert!(
+        identifies >= 2,
+        "no new IDENTIFY after the zombie: {identifies}"
+    );
+    for text in [
+        "lost in the zombie gap",
+        "also in the gap",
+        "after the zombie",
+    ] {
+        assert_eq!(
+            sink.events()
+                .iter()
+                .filter(|e| text_of(e) == Some(text))
+                .count(),
+            1,
+            "{text}"
+        );
     }
 }
 
@@ -351,7 +391,13 @@ async fn a_dropped_connection_loses_nothing() {
     running.stop().await;
     for i in 0..3 {
         let text = format!("sent during the gap {i}");
-        assert_eq!(sink.events().iter().filter(|e| text_of(e) == Some(&text)).count(), 1);
+        assert_eq!(
+            sink.events()
+                .iter()
+                .filter(|e| text_of(e) == Some(&text))
+                .count(),
+            1
+        );
     }
 }
 
@@ -403,7 +449,10 @@ async fn rate_limits_and_server_errors_are_temporary_and_counted() {
         .send(&OutboundMessage::text(chat.clone(), "slow down"))
         .await
         .expect_err("429");
-    assert!(matches!(error.kind, ErrorKind::RateLimited { .. }), "{error}");
+    assert!(
+        matches!(error.kind, ErrorKind::RateLimited { .. }),
+        "{error}"
+    );
     assert_eq!(channel.counters(), [("ratelimited", 1)]);
     fake.fail_next(1);
     let error = channel
@@ -435,7 +484,10 @@ async fn rate_limits_and_server_errors_are_temporary_and_counted() {
         .map(|m| m.content)
         .filter(|c| c.starts_with("storm"))
         .collect();
-    assert_eq!(shown, ["storm 0", "storm 1", "storm 2", "storm 3", "storm 4"]);
+    assert_eq!(
+        shown,
+        ["storm 0", "storm 1", "storm 2", "storm 3", "storm 4"]
+    );
     assert_eq!(channel.counters(), [("ratelimited", 16)]);
 }
 
@@ -478,7 +530,8 @@ async fn an_answer_to_someone_elses_press_is_shown_to_the_presser_alone() {
         unreachable!("matched");
     };
     // The daemon answers "not yours" with answers_press set.
-    let mut answer = OutboundMessage::text(event.chat.clone(), "This request isn't yours to decide.");
+    let mut answer =
+        OutboundMessage::text(event.chat.clone(), "This request isn't yours to decide.");
     answer.reply_to = Some(sent.message_id.clone());
     answer.answers_press = Some(press.press_id.clone());
     channel.send(&answer).await.expect("answered");
