@@ -147,6 +147,7 @@ struct Inner {
     token_refused: bool,
     close_on_identify: Option<u16>,
     heartbeat_ms: u64,
+    gateway_url: Option<String>,
     next_id: u64,
     channels: HashMap<u64, Channel>,
     connections: Vec<Connection>,
@@ -294,6 +295,11 @@ impl FakeDiscord {
     /// Heartbeat interval announced in the next HELLOs.
     pub fn set_heartbeat(&self, every: Duration) {
         self.shared.lock().heartbeat_ms = every.as_millis().max(50) as u64;
+    }
+
+    /// Hands out `url` as the gateway (a port where nothing listens, say).
+    pub fn set_gateway_url(&self, url: &str) {
+        self.shared.lock().gateway_url = Some(url.to_owned());
     }
 
     /// Makes `channel` a server channel (messages there carry the guild id).
@@ -734,7 +740,7 @@ async fn gateway_url(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         return *refused;
     }
     axum::Json(json!({
-        "url": format!("ws://{}", shared.addr),
+        "url": shared.lock().gateway_url.clone().unwrap_or_else(|| format!("ws://{}", shared.addr)),
         "shards": 1,
         "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
     }))

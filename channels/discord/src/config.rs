@@ -20,6 +20,9 @@ pub const DEFAULT_API_URL: &str = "https://discord.com";
 /// (serenity's own client has no timeout at all).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long the gateway may take to say READY before the channel reports it is still trying.
+pub const DEFAULT_READY_PATIENCE: Duration = Duration::from_secs(30);
+
 /// A Discord id (a "snowflake") as written in the config: a number, or a string of digits
 /// (what Discord's "Copy ID" gives and what keeps ids above 2^53 exact in other tools).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +119,7 @@ impl DiscordConfig {
             allowed_roles: ids("allowed_roles", &self.allowed_roles)?,
             channels: ids("channels", &self.channels)?,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            ready_patience: DEFAULT_READY_PATIENCE,
         })
     }
 }
@@ -183,6 +187,8 @@ pub struct DiscordSettings {
     pub channels: Vec<u64>,
     /// The timeout of every HTTP request.
     pub request_timeout: Duration,
+    /// How long after the start a missing READY is reported as reconnecting.
+    pub ready_patience: Duration,
 }
 
 impl DiscordSettings {
@@ -195,6 +201,7 @@ impl DiscordSettings {
             allowed_roles: Vec::new(),
             channels: Vec::new(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            ready_patience: DEFAULT_READY_PATIENCE,
         }
     }
 
@@ -219,6 +226,7 @@ impl std::fmt::Debug for DiscordSettings {
             .field("allowed_roles", &self.allowed_roles)
             .field("channels", &self.channels)
             .field("request_timeout", &self.request_timeout)
+            .field("ready_patience", &self.ready_patience)
             .finish()
     }
 }

@@ -31,7 +31,10 @@ pub mod format;
 pub mod inbound;
 mod outbound;
 
-pub use config::{DEFAULT_API_URL, DiscordConfig, DiscordId, DiscordSettings};
+pub use config::{
+    DEFAULT_API_URL, DEFAULT_READY_PATIENCE, DEFAULT_REQUEST_TIMEOUT, DiscordConfig, DiscordId,
+    DiscordSettings,
+};
 pub use error::{INTENT_REFUSED, TOKEN_REFUSED};
 
 use std::collections::HashSet;
@@ -510,9 +513,24 @@ impl Channel for DiscordChannel {
             backfilled: HashSet::new(),
             early: Vec::new(),
         };
+        // serenity retries a gateway it cannot reach by itself, silently: say so after a while,
+        // so `/healthz` and systemd's READY=1 do not wait on "connecting" forever.
+        let first_ready = tokio::time::sleep(self.settings.ready_patience);
+        tokio::pin!(first_ready);
+        let mut waited = false;
         let result = loop {
             tokio::select! {
                 () = ctx.shutdown.cancelled() => break Ok(()),
+                () = &mut first_ready, if !waited => {
+                    waited = true;
+                    if pump.rules.is_none() {
+                        warn!("no READY from the discord gateway yet; serenity keeps trying");
+                        ctx.status.reconnecting(format!(
+                            "no READY from the Discord gateway within {}s; still trying",
+                            self.settings.ready_patience.as_secs()
+                        ));
+                    }
+                }
                 ended = &mut started => {
                     let error = match ended {
                         Ok(Ok(())) => ChannelError::transient("discord: the gateway client stopped"),

@@ -575,3 +575,64 @@ async fn undecodable_gateway_events_are_skipped_and_later_ones_arrive() {
     assert_eq!(offered(&sink, "after the garbage"), 1);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn an_unreachable_gateway_is_reported_as_reconnecting_not_connecting_forever() {
+    let (fake, _) = setup().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    fake.set_gateway_url(&format!("ws://127.0.0.1:{port}"));
+    let mut settings = settings(&fake);
+    settings.ready_patience = Duration::from_millis(500);
+    let channel = Arc::new(DiscordChannel::new(settings).expect("valid settings"));
+    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
+    let status = running
+        .wait_for_status(|s| s.as_str() == "reconnecting", PATIENCE)
+        .await;
+    assert!(
+        status.reason().is_some_and(|r| r.contains("no READY")),
+        "{status:?}"
+    );
+    assert!(
+        status.is_settled(),
+        "systemd's READY=1 need not wait for it"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_backfill_that_meets_502s_tries_again_and_finds_the_gap() {
+    let (fake, channel) = setup().await;
+    fake.set_heartbeat(Duration::from_millis(300));
+    let state = MemoryState::new();
+    let first = RecordingSink::new();
+    let running = start(&channel, &first, &state);
+    online(&fake, &running).await;
+    fake.send(dm("known chat"));
+    wait_text(&first, "known chat").await;
+    running.stop().await;
+    fake.send(dm("missed while down"));
+    let second = RecordingSink::new();
+    let running = start(&channel, &second, &state);
+    online(&fake, &running).await;
+    wait_text(&second, "missed while down").await;
+    let history = |fake: &FakeDiscord| {
+        fake.rest_calls()
+            .iter()
+            .filter(|c| **c == format!("GET /channels/{DM}/messages"))
+            .count()
+    };
+    let before = history(&fake);
+    fake.fail_next(2);
+    // A reconnect makes a new READY and so a new backfill, now against the failing history.
+    fake.zombie();
+    fake.send(dm("sent to the zombie"));
+    wait_text(&second, "sent to the zombie").await;
+    running.stop().await;
+    assert_eq!(offered(&second, "sent to the zombie"), 1);
+    assert!(
+        history(&fake) >= before + 3,
+        "the history was not asked again after the 502s"
+    );
+}
