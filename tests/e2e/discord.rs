@@ -45,6 +45,10 @@ struct DcHearth {
 
 impl DcHearth {
     async fn new(extra: &str, with_telegram: bool) -> Self {
+        Self::with_stream(extra, with_telegram, false).await
+    }
+
+    async fn with_stream(extra: &str, with_telegram: bool, stream: bool) -> Self {
         crate::support::rustls();
         let dir = tempfile::tempdir().expect("temp dir");
         let llm = FakeOpenAi::start().await;
@@ -79,12 +83,13 @@ kind = "openai"
 base_url = "{llm}"
 model = "fake-model"
 max_retries = 0
+vision = true
 
 [router]
 agents_file = "agents.toml"
 
 [runtime]
-stream = false
+stream = {stream}
 
 [channels.discord]
 token_env = "DC_TOKEN"
@@ -119,7 +124,7 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
             .env_clear()
             .env("DC_TOKEN", TOKEN)
             .env("TG_TOKEN", TG_TOKEN)
-            .env("RUST_LOG", "debug,serenity=info,hyper=info,reqwest=info")
+            .env("RUST_LOG", "debug")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -498,5 +503,53 @@ async fn intent_refused_fails_discord_while_telegram_keeps_answering() {
         .filter(|l| l.contains("Message Content Intent"))
         .count();
     assert!(failures >= 1, "the one line was never logged");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_reaches_the_model() {
+    let mut h = DcHearth::new("", false).await;
+    h.start().await;
+    h.llm.push(Reply::text("A tiny picture."));
+    h.dc.send(UserMessage::new(DM, OWNER, "what is this?").attach(
+        "cat.jpg",
+        "image/jpeg",
+        vec![0xff, 0xd8, 0xff, 0xe0, 1, 2, 3],
+    ));
+    h.wait(DM, 1).await;
+    let request = h.llm.requests()[0].to_string();
+    assert!(
+        request.contains("data:image/jpeg;base64,/9j/4AECAw=="),
+        "{request}"
+    );
+    assert!(request.contains("what is this?"));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_reply_is_one_message_edited_in_place() {
+    let mut h = DcHearth::with_stream("", false, true).await;
+    h.start().await;
+    let long = "word ".repeat(400);
+    h.llm
+        .push(Reply::text(long.trim_end()).delay(Duration::from_millis(1500)));
+    h.dc.send(UserMessage::new(DM, OWNER, "tell me a story"));
+    let replies = h.wait(DM, 1).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let shown = h.dc.bot_messages(DM);
+        if shown.first().is_some_and(|m| m.content == long.trim_end()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{shown:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let shown = h.dc.bot_messages(DM);
+    assert_eq!(shown.len(), 1, "the preview became the reply: {shown:?}");
+    assert_eq!(replies[0].id, shown[0].id);
+    assert!(
+        shown[0].edits >= 1,
+        "the preview was edited into the reply: {shown:?}"
+    );
     h.stop().await;
 }
