@@ -250,7 +250,6 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
         None => tracing::warn!("no configuration file found; running on defaults"),
     }
     for (name, configured) in [
-        ("discord", config.channels.discord.is_some()),
         ("matrix", config.channels.matrix.is_some()),
         ("email", config.channels.email.is_some()),
     ] {

@@ -352,32 +352,18 @@ impl Default for ToolsConfig {
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
 ///
 /// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel"). `discord`,
-/// `matrix` and `email` are the daemon's own placeholders until their crates exist: `hearth
+/// one field here per crate, behind its feature (README "Adding a channel"). `matrix` and
+/// `email` are the daemon's own placeholders until their crates exist: `hearth
 /// check` checks them, `hearth run` says it has no adapter for them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
     #[cfg(feature = "telegram")]
     pub telegram: Option<hearth_telegram::TelegramConfig>,
-    pub discord: Option<DiscordConfig>,
+    #[cfg(feature = "discord")]
+    pub discord: Option<hearth_discord::DiscordConfig>,
     pub matrix: Option<MatrixConfig>,
     pub email: Option<EmailConfig>,
-}
-
-/// `[channels.discord]`: a Discord bot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscordConfig {
-    pub token_env: String,
-    #[serde(default = "default_discord_api")]
-    pub api_url: String,
-    #[serde(default)]
-    pub allowed_users: Vec<u64>,
-}
-
-fn default_discord_api() -> String {
-    "https://discord.com".into()
 }
 
 /// `[channels.matrix]`: a Matrix account the assistant logs in as.

@@ -501,6 +501,7 @@ impl DaemonBuilder {
                 health: health.clone(),
                 dispatcher: dispatcher.clone(),
                 mcp: mcp.clone(),
+                channels: channels.clone(),
             });
             let stop = shutdown.clone();
             tracker.spawn(async move {

@@ -26,6 +26,8 @@ pub struct HttpState {
     pub health: Health,
     pub dispatcher: Arc<Dispatcher>,
     pub mcp: crate::tool::mcp::McpManager,
+    /// The channels this process runs, for the events they count themselves.
+    pub channels: crate::pipeline::Channels,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -93,7 +95,29 @@ async fn metrics(State(state): State<HttpState>) -> Response {
     ];
     let mut text = state.metrics.render(&gauges);
     text.push_str(&mcp_gauges(&state.mcp));
+    text.push_str(&channel_counters(&state.channels));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The events channels count themselves (Discord's rate limits), one counter family.
+fn channel_counters(channels: &crate::pipeline::Channels) -> String {
+    use std::fmt::Write;
+    let mut names: Vec<&String> = channels.keys().collect();
+    names.sort();
+    let mut out = String::new();
+    for name in names {
+        for (event, total) in channels[name].counters() {
+            if out.is_empty() {
+                out.push_str("# TYPE hearth_channel_events_total counter\n");
+            }
+            // Writing to a String cannot fail.
+            let _ = writeln!(
+                out,
+                "hearth_channel_events_total{{channel=\"{name}\",event=\"{event}\"}} {total}"
+            );
+        }
+    }
+    out
 }
 
 /// Per MCP server: whether it is connected, its tools and restarts.

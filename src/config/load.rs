@@ -540,10 +540,6 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                     let parsed = match (crate_section.value, channel.as_str()) {
                         // A channel crate of this name took the section.
                         (None, _) => crate_section.parsed,
-                        (Some(value), "discord") => {
-                            slot.discord = section(value, &key, problems);
-                            slot.discord.is_some()
-                        }
                         (Some(value), "matrix") => {
                             slot.matrix = section(value, &key, problems);
                             slot.matrix.is_some()

@@ -272,17 +272,6 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>) -> (Platfo
     // The walk hands out the sections mutably (the loader fills them); checking reads a copy.
     crate::channels::each(&mut channels.clone(), &mut check);
     let problems = &mut check.problems;
-    if let Some(discord) = &channels.discord {
-        secret(
-            "channels.discord.token_env",
-            &discord.token_env,
-            env,
-            problems,
-        );
-        if let Err(message) = url(&discord.api_url, &["http", "https"]) {
-            problems.push(Problem::new("channels.discord.api_url", message));
-        }
-    }
     if let Some(matrix) = &channels.matrix {
         if let Err(message) = url(&matrix.homeserver, &["http", "https"]) {
             problems.push(Problem::new("channels.matrix.homeserver", message));
@@ -612,9 +601,6 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
         return (platform.user_id)(id).map(|()| (channel, id));
     }
     match channel {
-        "discord" if id.parse::<i64>().is_err() => Err(format!(
-            "`{id}` is not a {channel} user id: expected a number"
-        )),
         "matrix" => matrix_user(id),
         "email" => email_address(id),
         _ => Ok(()),
@@ -639,7 +625,6 @@ fn target(
         _ if platforms.not_built.contains(&channel) => {
             return Err(crate::channels::not_built(channel));
         }
-        "discord" => channels.discord.is_some(),
         "matrix" => channels.matrix.is_some(),
         "email" => channels.email.is_some(),
         _ => match platform {
@@ -657,11 +642,6 @@ fn target(
     }
     if let Some(platform) = platform {
         (platform.chat_id)(chat)?;
-    }
-    if channel == "discord" && chat.parse::<i64>().is_err() {
-        return Err(format!(
-            "`{chat}` is not a {channel} chat id: expected a number"
-        ));
     }
     if !configured && !failed.iter().any(|c| c == channel) {
         return Err(format!(

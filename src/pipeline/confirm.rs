@@ -286,6 +286,7 @@ impl Handler {
                 } else {
                     Some(OutboundMessage {
                         reply_to: press.message.as_ref().map(|m| m.message_id.clone()),
+                        answers_press: Some(press.press_id.clone()),
                         ..OutboundMessage::text(event.chat.clone(), text)
                     })
                 }

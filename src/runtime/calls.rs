@@ -814,6 +814,7 @@ async fn request_confirmation(
             replaces: None,
             delivery_id: None,
             reply_context: job.reply_context.clone(),
+            answers_press: None,
         },
     };
     let confirmation = Confirmation {

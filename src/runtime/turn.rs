@@ -150,6 +150,7 @@ pub async fn run_turn(
                     replaces: draft,
                     delivery_id: None,
                     reply_context: job.reply_context.clone(),
+                    answers_press: None,
                 },
             };
             let end = TurnEnd {

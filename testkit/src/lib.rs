@@ -26,6 +26,7 @@
 //! The server stops when the value is dropped.
 
 mod anthropic;
+pub mod discord;
 pub mod mcp;
 mod openai;
 pub mod postgres;

@@ -400,6 +400,13 @@ pub trait Channel: Send + Sync + 'static {
         let _ = (chat, draft, text); // no preview by default
         Ok(None)
     }
+
+    /// Counts of platform events the adapter keeps for `/metrics`, as (event, total since the
+    /// channel was built): Discord's `ratelimited`, say. The daemon shows each as
+    /// `hearth_channel_events_total{channel="<name>",event="<event>"}`. None by default.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -191,6 +191,12 @@ pub struct OutboundMessage {
     /// adapter unchanged (email: subject and threading headers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_context: Option<serde_json::Value>,
+    /// The [`ButtonPress::press_id`] of the press this message answers ("not yours", "already
+    /// decided"), set by the daemon on channels with [`Capabilities::acks_presses_on_receipt`]:
+    /// such a platform can show the answer to the presser alone (Discord's ephemeral follow-up)
+    /// instead of to the whole chat. Others ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_press: Option<String>,
 }
 
 impl Default for ChatRef {

@@ -86,6 +86,7 @@ impl PlannedPart {
             // Every part belongs to the same conversation thread (an email's subject, its
             // In-Reply-To), so each carries the context.
             reply_context: reply.reply_context.clone(),
+            answers_press: reply.answers_press.clone().filter(|_| self.is_first()),
         }
     }
 }
@@ -155,6 +156,7 @@ mod tests {
             }),
             delivery_id: Some("hearth-9".into()),
             reply_context: Some(serde_json::json!({"subject": "Re: plans"})),
+            answers_press: None,
         }
     }
 

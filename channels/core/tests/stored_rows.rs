@@ -141,6 +141,7 @@ fn a_stored_prompt_with_buttons_loads() {
         }),
         delivery_id: Some("hearth-12".into()),
         reply_context: None,
+        answers_press: None,
     };
     assert_eq!(outbound("outbound_message"), expected);
 }
