@@ -353,8 +353,8 @@ impl Default for ToolsConfig {
 ///
 /// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
 /// one field here per crate, behind its feature (README "Adding a channel"). `discord`,
-/// `matrix` and `email` are the daemon's own placeholders until their crates exist: `hearth
-/// check` checks them, `hearth run` says it has no adapter for them.
+/// `matrix` are the daemon's own placeholders until their crates exist: `hearth check` checks
+/// them, `hearth run` says it has no adapter for them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
@@ -362,7 +362,8 @@ pub struct ChannelsConfig {
     pub telegram: Option<hearth_telegram::TelegramConfig>,
     pub discord: Option<DiscordConfig>,
     pub matrix: Option<MatrixConfig>,
-    pub email: Option<EmailConfig>,
+    #[cfg(feature = "email")]
+    pub email: Option<hearth_email::EmailConfig>,
 }
 
 /// `[channels.discord]`: a Discord bot.
@@ -389,18 +390,6 @@ pub struct MatrixConfig {
     pub password_env: String,
     #[serde(default)]
     pub allowed_users: Vec<String>,
-}
-
-/// `[channels.email]`: a mailbox read over IMAP and answered over SMTP.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailConfig {
-    pub imap_url: String,
-    pub smtp_url: String,
-    pub username: String,
-    pub password_env: String,
-    #[serde(default)]
-    pub allowed_senders: Vec<String>,
 }
 
 /// What an unattended schedule does when a tool asks for confirmation.

@@ -26,6 +26,7 @@
 //! The server stops when the value is dropped.
 
 mod anthropic;
+pub mod email;
 pub mod mcp;
 mod openai;
 pub mod postgres;
