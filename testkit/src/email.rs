@@ -721,6 +721,7 @@ pub fn parse_sent(raw: &[u8]) -> SentMail {
             .next()
             .and_then(|p| p.text_contents())
             .unwrap_or("")
+            .replace("\r\n", "\n")
             .trim_end()
             .to_owned(),
         has_html: message.html_body_count() > 0 && html.is_some(),

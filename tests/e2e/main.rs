@@ -8,6 +8,8 @@ mod config_check;
 mod confirmations;
 #[cfg(feature = "telegram")]
 mod crash;
+#[cfg(feature = "email")]
+mod email;
 mod faults_delivery;
 mod faults_intake;
 mod faults_process;
