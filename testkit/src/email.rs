@@ -120,6 +120,7 @@ pub struct Dovecot {
     port: u16,
     child: Option<Child>,
     users: Vec<(String, String)>,
+    extra_config: String,
 }
 
 impl std::fmt::Debug for Dovecot {
@@ -131,6 +132,12 @@ impl std::fmt::Debug for Dovecot {
 impl Dovecot {
     /// Starts a server whose users are `users` (`(login, password)`); each has an INBOX.
     pub async fn start(users: &[(&str, &str)]) -> Result<Self, String> {
+        Self::start_with(users, "").await
+    }
+
+    /// [`Dovecot::start`] with lines added to the server's configuration, e.g.
+    /// `imap_capability = IMAP4rev1 UIDPLUS` for a server without IDLE.
+    pub async fn start_with(users: &[(&str, &str)], extra_config: &str) -> Result<Self, String> {
         ensure_dovecot()?;
         let dir = tempfile::Builder::new()
             .prefix("hearth-dovecot-")
@@ -144,6 +151,7 @@ impl Dovecot {
                 .iter()
                 .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
                 .collect(),
+            extra_config: extra_config.to_owned(),
         };
         server.write_config()?;
         server.spawn().await?;
@@ -222,8 +230,10 @@ service anvil {{
 service imap-login {{
   chroot =
 }}
+{extra}
 "#,
-            port = self.port
+            port = self.port,
+            extra = self.extra_config,
         );
         std::fs::write(self.config_path(), config).map_err(|e| format!("config: {e}"))
     }
@@ -280,6 +290,7 @@ service imap-login {{
     }
 
     fn stop(&mut self) {
+        self.thaw();
         if let Some(mut child) = self.child.take() {
             // SIGTERM: the master stops its imap processes too (SIGKILL would orphan them).
             let _ = Command::new("kill") // ignored: the wait below notices a failure
@@ -304,6 +315,55 @@ service imap-login {{
     pub async fn restart(&mut self) -> Result<(), String> {
         self.stop();
         self.spawn().await
+    }
+
+    /// The master's process and all its children (login, imap, auth processes).
+    fn processes(&self) -> Vec<u32> {
+        let Some(master) = self.child.as_ref().map(Child::id) else {
+            return Vec::new();
+        };
+        let mut pids = vec![master];
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                    continue;
+                };
+                let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                    continue;
+                };
+                // "pid (comm) state ppid …": the command may hold spaces, so split after ')'.
+                let ppid = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                    .and_then(|p| p.parse::<u32>().ok());
+                if ppid == Some(master) {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
+    fn signal_all(&self, signal: &str) {
+        for pid in self.processes() {
+            // Ignored: a process that ended meanwhile needs no signal.
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and nothing answers, as when a NAT
+    /// box silently forgets a connection.
+    pub fn freeze(&self) {
+        self.signal_all("STOP");
+    }
+
+    /// Lets a frozen server go on.
+    pub fn thaw(&self) {
+        self.signal_all("CONT");
     }
 
     /// Stops the server until [`Dovecot::restart`].
@@ -539,7 +599,10 @@ controller.stop()
 pub struct SmtpSink {
     dir: tempfile::TempDir,
     port: u16,
-    child: Child,
+    child: Option<Child>,
+    python: PathBuf,
+    user: String,
+    password: String,
 }
 
 impl std::fmt::Debug for SmtpSink {
@@ -579,24 +642,35 @@ impl SmtpSink {
             .prefix("hearth-smtp-")
             .tempdir()
             .map_err(|e| format!("tempdir: {e}"))?;
-        let script = dir.path().join("server.py");
-        std::fs::write(&script, SMTP_SERVER).map_err(|e| format!("script: {e}"))?;
-        let out = dir.path().join("mail");
-        std::fs::create_dir_all(&out).map_err(|e| format!("mail dir: {e}"))?;
-        let port = free_port();
-        let mut child = Command::new(python)
-            .arg(&script)
-            .arg(&out)
-            .arg(port.to_string())
-            .arg(user)
-            .arg(password)
+        std::fs::write(dir.path().join("server.py"), SMTP_SERVER)
+            .map_err(|e| format!("script: {e}"))?;
+        std::fs::create_dir_all(dir.path().join("mail")).map_err(|e| format!("mail dir: {e}"))?;
+        let mut sink = Self {
+            dir,
+            port: free_port(),
+            child: None,
+            python,
+            user: user.to_owned(),
+            password: password.to_owned(),
+        };
+        sink.spawn().await?;
+        Ok(sink)
+    }
+
+    async fn spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new(&self.python)
+            .arg(self.dir.path().join("server.py"))
+            .arg(self.dir.path().join("mail"))
+            .arg(self.port.to_string())
+            .arg(&self.user)
+            .arg(&self.password)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start aiosmtpd: {e}"))?;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
                 break;
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -609,7 +683,35 @@ impl SmtpSink {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(Self { dir, port, child })
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Stops the server: sends fail until [`SmtpSink::start_again`].
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // Ignored: torn down either way.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill(); // ignored: last resort
+        let _ = child.wait();
+    }
+
+    /// Starts a stopped server again on the same port, keeping the mail it accepted.
+    pub async fn start_again(&mut self) -> Result<(), String> {
+        self.stop();
+        self.spawn().await
     }
 
     /// The `smtp://` URL of the server.
@@ -657,20 +759,7 @@ impl SmtpSink {
 
 impl Drop for SmtpSink {
     fn drop(&mut self) {
-        // Ignored: torn down either way.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill(); // ignored: last resort
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -796,8 +885,13 @@ pub struct MailServers {
 impl MailServers {
     /// Dovecot and the SMTP sink, with the bot's login `user` / `password`.
     pub async fn start(user: &str, password: &str) -> Result<Self, String> {
+        Self::start_with(user, password, "").await
+    }
+
+    /// [`MailServers::start`] with lines added to Dovecot's configuration.
+    pub async fn start_with(user: &str, password: &str, dovecot: &str) -> Result<Self, String> {
         Ok(Self {
-            imap: Dovecot::start(&[(user, password)]).await?,
+            imap: Dovecot::start_with(&[(user, password)], dovecot).await?,
             smtp: SmtpSink::start(user, password).await?,
             user: user.to_owned(),
             password: password.to_owned(),

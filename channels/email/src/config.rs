@@ -122,6 +122,10 @@ pub struct EmailSettings {
     pub poll_interval: Duration,
     /// Mail larger than this is fetched headers only and answered with a note.
     pub max_message_bytes: u32,
+    /// Part of every `Message-ID` hearth writes, unique to this installation: outbox ids start
+    /// again at 1 in a new database, and mail clients (Gmail) hide a mail whose `Message-ID`
+    /// they have seen before.
+    pub message_id_salt: String,
 }
 
 impl std::fmt::Debug for EmailSettings {
@@ -158,6 +162,7 @@ impl EmailSettings {
             idle_refresh: Duration::from_secs(5 * 60),
             poll_interval: Duration::from_secs(60),
             max_message_bytes: 25 * 1024 * 1024,
+            message_id_salt: String::new(),
         }
     }
 }
@@ -212,8 +217,33 @@ impl EmailConfig {
         settings.from_address = address;
         settings.mailbox = self.mailbox.clone();
         settings.require_authentication = self.require_authentication.clone();
+        settings.message_id_salt = message_id_salt(ctx.data_dir)?;
         Ok(settings)
     }
+}
+
+/// The installation's `Message-ID` salt, kept in `<data_dir>/message-id-salt` (made on first
+/// use), so a retried send keeps its `Message-ID` across restarts.
+fn message_id_salt(data_dir: &std::path::Path) -> Result<String, ChannelError> {
+    let path = data_dir.join("message-id-salt");
+    if let Ok(salt) = std::fs::read_to_string(&path) {
+        let salt = salt.trim();
+        if !salt.is_empty() && salt.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Ok(salt.to_owned());
+        }
+    }
+    use sha2::Digest;
+    let seed = format!(
+        "{:?}{}{}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        data_dir.display()
+    );
+    let digest = sha2::Sha256::digest(seed.as_bytes());
+    let salt: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let write = std::fs::create_dir_all(data_dir).and_then(|()| std::fs::write(&path, &salt));
+    write.map_err(|e| ChannelError::config(format!("cannot keep {}: {e}", path.display())))?;
+    Ok(salt)
 }
 
 impl ChannelConfig for EmailConfig {
@@ -310,10 +340,15 @@ mod tests {
         let env: HashMap<String, String> = [("EM".to_string(), "pw".to_string())].into();
         assert_eq!(config.check(&env), []);
         assert_eq!(config.mailbox, "INBOX");
-        let dir = std::path::Path::new("/nonexistent");
+        let dir = tempfile::tempdir().expect("dir");
         let settings = config
-            .settings(BuildContext::new(&env, dir))
+            .settings(BuildContext::new(&env, dir.path()))
             .expect("settings");
+        let again = config
+            .settings(BuildContext::new(&env, dir.path()))
+            .expect("settings");
+        assert_eq!(settings.message_id_salt.len(), 12);
+        assert_eq!(settings.message_id_salt, again.message_id_salt, "kept");
         assert_eq!(settings.imap.port, 993);
         assert_eq!(settings.imap.security, Security::Tls);
         assert_eq!(settings.smtp.port, 587);

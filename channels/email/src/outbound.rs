@@ -22,6 +22,7 @@ pub(crate) struct Outbound {
     transport: AsyncSmtpTransport<Tokio1Executor>,
     from: Mailbox,
     domain: String,
+    salt: String,
     limit: Duration,
 }
 
@@ -60,6 +61,7 @@ impl Outbound {
             transport,
             from: Mailbox::new(settings.from_name.clone(), address),
             domain,
+            salt: settings.message_id_salt.clone(),
             limit: settings.command_timeout,
         })
     }
@@ -96,7 +98,8 @@ impl Outbound {
             None => "Message from your assistant".to_owned(),
         };
         let message_id = match &message.delivery_id {
-            Some(id) => format!("<{}@{}>", sanitize(id), self.domain),
+            Some(id) if self.salt.is_empty() => format!("<{}@{}>", sanitize(id), self.domain),
+            Some(id) => format!("<{}.{}@{}>", sanitize(id), self.salt, self.domain),
             None => format!(
                 "<hearth-{}@{}>",
                 std::time::SystemTime::now()
@@ -183,6 +186,7 @@ mod tests {
         let smtp = Endpoint::parse("smtp://127.0.0.1:1", crate::config::SMTP_SCHEMES).expect("u");
         let mut settings = EmailSettings::new(imap, smtp, "bot@example.org", "pw");
         settings.from_name = Some("Hearth".into());
+        settings.message_id_salt = "a1b2c3".into();
         Outbound::new(&settings).expect("outbound")
     }
 
@@ -204,7 +208,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("Message-ID: <hearth-42.0@example.org>"),
+            text.contains("Message-ID: <hearth-42.0.a1b2c3@example.org>"),
             "{text}"
         );
         assert!(text.contains("Auto-Submitted: auto-replied"), "{text}");

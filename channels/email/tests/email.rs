@@ -401,3 +401,63 @@ async fn buttons_and_edits_are_refused_so_the_daemon_uses_codes() {
     assert_eq!(err.kind, hearth_channel::ErrorKind::Rejected);
     assert!(h.channel.capabilities().silent_with_strangers);
 }
+
+#[tokio::test]
+async fn a_server_without_idle_is_polled() {
+    let servers = MailServers::start_with(BOT, PASSWORD, "imap_capability = IMAP4rev1 UIDPLUS\n")
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the mail servers: {e}"));
+    let mut settings = settings(&servers);
+    settings.poll_interval = Duration::from_millis(300);
+    let channel = Arc::new(EmailChannel::new(settings).expect("channel"));
+    let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    for n in 0..2 {
+        servers
+            .deliver_text(ANN, "polled", &format!("polled mail {n}"))
+            .await
+            .expect("deliver");
+        wait_text(&running, &format!("polled mail {n}")).await;
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn idle_is_reissued_and_a_frozen_server_is_left_for_a_new_connection() {
+    let servers = servers().await;
+    let mut settings = settings(&servers);
+    settings.idle_refresh = Duration::from_millis(400);
+    settings.command_timeout = Duration::from_secs(1);
+    let channel = Arc::new(EmailChannel::new(settings).expect("channel"));
+    let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    // Several IDLE renewals pass; push still works.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    servers
+        .deliver_text(ANN, "x", "after renewals")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after renewals").await;
+    // The server stops answering without closing anything: the command time limit notices,
+    // and the channel reports it is reconnecting.
+    servers.imap.freeze();
+    let status = running
+        .wait_for_status(|s| s.as_str() == "reconnecting", PATIENCE)
+        .await;
+    assert_eq!(status.as_str(), "reconnecting", "{status}");
+    servers.imap.thaw();
+    servers
+        .deliver_text(ANN, "x", "after the thaw")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after the thaw").await;
+    let status = running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    assert_eq!(status, ChannelStatus::Connected);
+    running.stop().await;
+}
