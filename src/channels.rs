@@ -17,7 +17,7 @@ use crate::config::ChannelsConfig;
 
 /// Platforms whose sections the daemon still holds itself (src/config.rs), checked by `hearth
 /// check` but with no adapter yet. Each leaves this list when its channel crate lands.
-pub(crate) const PLACEHOLDERS: &[&str] = &["matrix", "email"];
+pub(crate) const PLACEHOLDERS: &[&str] = &["matrix"];
 
 /// Something done once for each channel crate, with its section type when it is built in.
 pub(crate) trait EachChannel {
@@ -52,6 +52,7 @@ macro_rules! channel {
 pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
     channel!(each, channels, "telegram" => telegram);
     channel!(each, channels, "discord" => discord);
+    channel!(each, channels, "email" => email);
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or
@@ -145,7 +146,7 @@ mod tests {
 
     #[test]
     fn names_list_every_channel_whether_built_or_not() {
-        assert_eq!(names(), ["telegram", "discord", "matrix", "email"]);
+        assert_eq!(names(), ["telegram", "email", "discord", "matrix"]);
     }
 
     #[cfg(feature = "telegram")]

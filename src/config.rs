@@ -352,9 +352,9 @@ impl Default for ToolsConfig {
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
 ///
 /// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel"). `matrix` and
-/// `email` are the daemon's own placeholders until their crates exist: `hearth
-/// check` checks them, `hearth run` says it has no adapter for them.
+/// one field here per crate, behind its feature (README "Adding a channel"). `matrix` is the
+/// daemon's own placeholder until its crate exists: `hearth check` checks it, `hearth run` says
+/// it has no adapter for it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
@@ -363,7 +363,8 @@ pub struct ChannelsConfig {
     #[cfg(feature = "discord")]
     pub discord: Option<hearth_discord::DiscordConfig>,
     pub matrix: Option<MatrixConfig>,
-    pub email: Option<EmailConfig>,
+    #[cfg(feature = "email")]
+    pub email: Option<hearth_email::EmailConfig>,
 }
 
 /// `[channels.matrix]`: a Matrix account the assistant logs in as.
@@ -375,18 +376,6 @@ pub struct MatrixConfig {
     pub password_env: String,
     #[serde(default)]
     pub allowed_users: Vec<String>,
-}
-
-/// `[channels.email]`: a mailbox read over IMAP and answered over SMTP.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailConfig {
-    pub imap_url: String,
-    pub smtp_url: String,
-    pub username: String,
-    pub password_env: String,
-    #[serde(default)]
-    pub allowed_senders: Vec<String>,
 }
 
 /// What an unattended schedule does when a tool asks for confirmation.

@@ -294,33 +294,6 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>) -> (Platfo
             }
         }
     }
-    if let Some(email) = &channels.email {
-        let imap = ["imap", "imap+starttls", "imaps"];
-        if let Err(message) = url(&email.imap_url, &imap) {
-            problems.push(Problem::new("channels.email.imap_url", message));
-        }
-        let smtp = ["smtp", "smtp+starttls", "smtps"];
-        if let Err(message) = url(&email.smtp_url, &smtp) {
-            problems.push(Problem::new("channels.email.smtp_url", message));
-        }
-        if email.username.trim().is_empty() {
-            problems.push(Problem::new("channels.email.username", "must not be empty"));
-        }
-        secret(
-            "channels.email.password_env",
-            &email.password_env,
-            env,
-            problems,
-        );
-        for (i, sender) in email.allowed_senders.iter().enumerate() {
-            if let Err(message) = email_address(sender) {
-                problems.push(Problem::new(
-                    format!("channels.email.allowed_senders[{i}]"),
-                    message,
-                ));
-            }
-        }
-    }
     (check.platforms, check.problems)
 }
 
@@ -556,19 +529,6 @@ fn matrix_user(user: &str) -> Result<(), String> {
     }
 }
 
-fn email_address(address: &str) -> Result<(), String> {
-    let valid = address
-        .split_once('@')
-        .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{address}` is not an email address: expected `name@domain`"
-        ))
-    }
-}
-
 /// Splits `channel:user_id` (an `owner` entry, an identity given to `hearth pair`) into its
 /// parts: the channel must be known and the id look like one of that channel's ids.
 pub fn parse_identity(text: &str) -> Result<(&str, &str), String> {
@@ -602,7 +562,6 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
     }
     match channel {
         "matrix" => matrix_user(id),
-        "email" => email_address(id),
         _ => Ok(()),
     }
     .map(|()| (channel, id))
@@ -626,7 +585,6 @@ fn target(
             return Err(crate::channels::not_built(channel));
         }
         "matrix" => channels.matrix.is_some(),
-        "email" => channels.email.is_some(),
         _ => match platform {
             Some(platform) => platform.configured,
             None => {
@@ -872,7 +830,7 @@ mod tests {
                 ),
                 (
                     "daemon.owner[3]".to_string(),
-                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
+                    "unknown channel `slack`: expected one of telegram, email, discord, matrix, terminal"
                         .to_string()
                 ),
             ]
@@ -1107,41 +1065,6 @@ mod tests {
         assert!(errors[2].1.contains("MX is not set"));
     }
 
-    #[test]
-    fn email() {
-        let text = "[channels.email]\nimap_url = \"https://imap.example.org\"\nsmtp_url = \"smtp+tls://smtp.example.org\"\nusername = \"\"\npassword_env = \"EM\"\nallowed_senders = [\"me@example.org\", \"me\"]\n";
-        let errors = errors(text, &[("EM", "pw")]);
-        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "channels.email.imap_url",
-                "channels.email.smtp_url",
-                "channels.email.username",
-                "channels.email.allowed_senders[1]",
-            ],
-            "{errors:#?}"
-        );
-        assert!(
-            errors[0]
-                .1
-                .contains("expected one of imap://, imap+starttls://, imaps://")
-        );
-        assert!(
-            errors[1]
-                .1
-                .contains("expected one of smtp://, smtp+starttls://, smtps://")
-        );
-        assert!(errors[3].1.contains("`me` is not an email address"));
-
-        let fine = "[channels.email]\nimap_url = \"imap://127.0.0.1:1143\"\nsmtp_url = \"smtp+starttls://127.0.0.1:1025\"\nusername = \"a\"\npassword_env = \"EM\"\n";
-        let env: HashMap<String, String> = [("EM".to_string(), "pw".to_string())].into();
-        if let Err(errors) = load_from_str(fine, "f", &env) {
-            panic!("{errors}");
-        }
-    }
-
-    #[cfg(feature = "telegram")]
     #[test]
     fn schedule_values() {
         let secret = [("TG", "t")];

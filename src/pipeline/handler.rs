@@ -625,6 +625,17 @@ impl Handler {
                 expires_at: now + PAIRING_TTL_MS,
             })
             .await?;
+        let silent = self
+            .channels
+            .get(&entry.channel)
+            .is_some_and(|channel| channel.capabilities().silent_with_strangers);
+        if silent {
+            // The owner sees the request in `hearth pair list`; the sender hears nothing.
+            tracing::info!(channel = %entry.channel, sender = %event.sender.id, %code, "pairing request recorded for an unknown sender (not answered on this channel)");
+            return store
+                .finish_inbox(entry.id, InboxStatus::Done, Some("pairing requested"), now)
+                .await;
+        }
         tracing::info!(channel = %entry.channel, sender = %event.sender.id, %code, "pairing code issued to an unknown sender");
         let text = format!(
             "👋 Hi! I only talk to people my owner has approved.\nYour pairing code is {code}. \

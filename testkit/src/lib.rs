@@ -27,6 +27,7 @@
 
 mod anthropic;
 pub mod discord;
+pub mod email;
 pub mod mcp;
 mod openai;
 pub mod postgres;

@@ -10,6 +10,8 @@ mod confirmations;
 mod crash;
 #[cfg(all(feature = "discord", feature = "telegram"))]
 mod discord;
+#[cfg(feature = "email")]
+mod email;
 mod faults_delivery;
 mod faults_intake;
 mod faults_process;

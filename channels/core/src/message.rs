@@ -127,6 +127,10 @@ pub enum InboundKind {
     Reaction { message_id: String, emoji: String },
     /// A message was edited by its author.
     Edit { message_id: String, text: String },
+    /// A message kept for the record and never answered, because answering it could start a
+    /// loop or reach someone who never wrote: an automatic reply, a bounce, a mailing-list
+    /// mail (email). `reason` says which rule matched.
+    Notice { text: String, reason: String },
 }
 
 /// A button press, with what the adapter needs to acknowledge it.
@@ -311,6 +315,10 @@ pub struct Capabilities {
     /// and returns the message sent then (Matrix transaction ids, Discord nonces), so a reply
     /// sent again after a crash shows once. Without it a resend may show twice.
     pub deduplicates_sends: bool,
+    /// The channel never answers strangers: an unknown sender's message only records a pairing
+    /// request for the owner (`hearth pair list`) instead of a reply with the pairing code.
+    /// Email sets it, because a reply to an unknown (or forged) address is backscatter.
+    pub silent_with_strangers: bool,
 }
 
 impl Default for Capabilities {
@@ -327,6 +335,7 @@ impl Default for Capabilities {
             buttons_as_reactions: false,
             acks_presses_on_receipt: false,
             deduplicates_sends: false,
+            silent_with_strangers: false,
         }
     }
 }

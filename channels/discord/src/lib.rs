@@ -457,6 +457,7 @@ impl Channel for DiscordChannel {
             buttons_as_reactions: false,
             acks_presses_on_receipt: true,
             deduplicates_sends: true,
+            silent_with_strangers: false,
         }
     }
 

@@ -1,0 +1,579 @@
+//! hearth's email channel: a mailbox read over IMAP (IDLE push) and answered over SMTP.
+//!
+//! [`EmailConfig`] is the `[channels.email]` section of hearth's config file and builds the
+//! channel ([`hearth_channel::ChannelConfig`]). [`EmailChannel`] implements
+//! [`hearth_channel::Channel`]:
+//! - receiving: one IMAP connection (TCP keepalive, every command under a time limit) that
+//!   SELECTs the mailbox, fetches new mail by UID in bounded batches with `BODY.PEEK[]`, hands
+//!   each mail to the sink, and only then sets `\Seen` and advances the UID cursor (kept with the
+//!   mailbox's UIDVALIDITY in the channel's state, key `cursor:<mailbox>`). Between fetches it
+//!   IDLEs, re-issuing IDLE every few minutes (servers drop it after 30, NAT boxes sooner), or
+//!   polls a server without IDLE. A lost connection is reconnected with backoff. After every
+//!   wake-up it fetches everything past the cursor rather than trusting the server's EXISTS
+//!   notice, which async-imap may drop;
+//! - the first start begins at the mailbox's end as of the start: mail that arrived before it
+//!   is never answered. A changed UIDVALIDITY re-scans the mail that arrived since the cursor
+//!   was last saved; the inbox drops what it already has by `Message-ID`;
+//! - mail that must not be answered (automatic replies, bounces, lists) arrives as a notice,
+//!   and strangers hear nothing ([`Capabilities::silent_with_strangers`]);
+//! - sending: one mail per message, threaded, see `outbound`.
+//!
+//! The password never appears in a log line or an error message.
+
+mod config;
+mod error;
+pub mod format;
+mod imap;
+mod inbound;
+mod outbound;
+
+pub use config::{
+    EmailConfig, EmailSettings, Endpoint, IMAP_SCHEMES, SMTP_SCHEMES, Security, check_address,
+    parse_from,
+};
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_imap::extensions::idle::IdleResponse;
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use hearth_channel::{
+    Capabilities, Channel, ChannelContext, ChannelError, ErrorKind, Format, InboundKind,
+    MessageRef, OutboundMessage,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::imap::{ImapSession, timed};
+use crate::inbound::{Read, Reader};
+use crate::outbound::Outbound;
+
+/// The channel's name in config, identities, state and targets.
+pub const CHANNEL_NAME: &str = "email";
+
+/// How many mails one FETCH asks for.
+const BATCH: usize = 10;
+/// How far back a re-scan after a UIDVALIDITY change reaches before the cursor's last save.
+const RESCAN_MARGIN: Duration = Duration::from_secs(3600);
+
+/// Backoff between failed attempts, doubling up to the maximum.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// A mailbox as a hearth channel.
+pub struct EmailChannel {
+    settings: EmailSettings,
+    outbound: Outbound,
+    reader: Reader,
+}
+
+impl std::fmt::Debug for EmailChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmailChannel")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the channel is in the mailbox: the last UID handed to the inbox under a UIDVALIDITY,
+/// and when that was saved (seconds since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cursor {
+    validity: u32,
+    uid: u32,
+    saved_at: u64,
+}
+
+impl Cursor {
+    fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.trim().split(':');
+        let validity = parts.next()?.parse().ok()?;
+        let uid = parts.next()?.parse().ok()?;
+        let saved_at = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        Some(Self {
+            validity,
+            uid,
+            saved_at,
+        })
+    }
+
+    fn encode(&self) -> String {
+        format!("{}:{}:{}", self.validity, self.uid, self.saved_at)
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl EmailChannel {
+    /// Builds the channel; no network traffic until `run` or a send.
+    pub fn new(settings: EmailSettings) -> Result<Self, ChannelError> {
+        if settings.username.trim().is_empty() {
+            return Err(ChannelError::config("email: the username is empty"));
+        }
+        let outbound = Outbound::new(&settings)?;
+        let reader = Reader {
+            own_address: settings.from_address.clone(),
+            require_authentication: settings.require_authentication.clone(),
+        };
+        Ok(Self {
+            settings,
+            outbound,
+            reader,
+        })
+    }
+
+    fn cursor_key(&self) -> String {
+        format!("cursor:{}", self.settings.mailbox)
+    }
+
+    /// One connection's life: login, catch up, then IDLE (or poll) and fetch until the
+    /// connection fails or shutdown. `Ok` only after shutdown.
+    async fn session(
+        &self,
+        ctx: &ChannelContext,
+        started_at: u64,
+        backoff: &mut Backoff,
+    ) -> Result<(), ChannelError> {
+        let limit = self.settings.command_timeout;
+        let connect = imap::connect(
+            &self.settings.imap,
+            &self.settings.username,
+            &self.settings.password,
+            limit,
+        );
+        let mut session = tokio::select! {
+            () = ctx.shutdown.cancelled() => return Ok(()),
+            session = connect => session?,
+        };
+        ctx.status.connected();
+        let capabilities = timed(limit, "capability", session.capabilities()).await?;
+        let idle = capabilities.has_str("IDLE");
+        let mailbox = timed(limit, "select", session.select(&self.settings.mailbox)).await?;
+        let validity = mailbox.uid_validity.unwrap_or(0);
+        let last_uid = mailbox.uid_next.unwrap_or(1).saturating_sub(1);
+        info!(mailbox = %self.settings.mailbox, validity, idle, "email connected");
+        let stored = match ctx.state.load(&self.cursor_key()).await {
+            Ok(stored) => stored.as_deref().and_then(Cursor::parse),
+            Err(e) => return Err(ChannelError::transient(format!("loading the cursor: {e}"))),
+        };
+        let mut cursor = match stored {
+            Some(cursor) if cursor.validity == validity => cursor,
+            Some(old) => {
+                let since = old.saved_at.saturating_sub(RESCAN_MARGIN.as_secs());
+                warn!(
+                    old = old.validity,
+                    new = validity,
+                    "the mailbox's UIDVALIDITY changed: re-scanning the mail since the last check (answered mail is recognised by its Message-ID)"
+                );
+                self.baseline(ctx, &mut session, validity, since, last_uid)
+                    .await?
+            }
+            None => {
+                self.baseline(ctx, &mut session, validity, started_at, last_uid)
+                    .await?
+            }
+        };
+        loop {
+            if self
+                .fetch_new(ctx, &mut session, &mut cursor, backoff)
+                .await?
+            {
+                return Ok(());
+            }
+            backoff.reset();
+            // Notices were read by the fetches; what they said is fetched by UID anyway.
+            while session.unsolicited_responses.try_recv().is_ok() {}
+            if idle {
+                let mut handle = session.idle();
+                timed(limit, "idle", handle.init()).await?;
+                let refresh = self.settings.idle_refresh;
+                let woke = {
+                    let (wait, _stop) = handle.wait_with_timeout(refresh);
+                    tokio::select! {
+                        () = ctx.shutdown.cancelled() => return Ok(()),
+                        // Servers send "still here" now and then, which restarts async-imap's
+                        // own timeout: this one re-issues IDLE whatever the server says.
+                        woke = tokio::time::timeout(refresh, wait) => woke,
+                    }
+                };
+                match woke {
+                    Err(_) | Ok(Ok(IdleResponse::Timeout)) => debug!("re-issuing IDLE"),
+                    Ok(Ok(IdleResponse::NewData(_))) => debug!("IDLE woke up"),
+                    // We never interrupt IDLE ourselves: this is the stream ending, the server
+                    // gone (async-imap reports a closed stream as an interrupt).
+                    Ok(Ok(IdleResponse::ManualInterrupt)) => {
+                        return Err(ChannelError::transient(
+                            "imap idle: the server closed the connection",
+                        ));
+                    }
+                    Ok(Err(e)) => return Err(error::imap("idle", e)),
+                }
+                session = timed(limit, "done", handle.done()).await?;
+            } else {
+                if sleep_or_shutdown(&ctx.shutdown, self.settings.poll_interval).await {
+                    return Ok(());
+                }
+                timed(limit, "noop", session.noop()).await?;
+            }
+        }
+    }
+
+    /// The cursor for a mailbox seen for the first time (or under a new UIDVALIDITY): just
+    /// before the first mail that arrived at `since` or later, or the mailbox's end. Saved at
+    /// once, so a restart keeps the same starting point.
+    async fn baseline(
+        &self,
+        ctx: &ChannelContext,
+        session: &mut ImapSession,
+        validity: u32,
+        since: u64,
+        last_uid: u32,
+    ) -> Result<Cursor, ChannelError> {
+        let limit = self.settings.command_timeout;
+        let since_day = chrono::DateTime::from_timestamp(since as i64, 0)
+            .unwrap_or_default()
+            .checked_sub_signed(chrono::TimeDelta::days(1))
+            .unwrap_or_default()
+            .format("%d-%b-%Y")
+            .to_string();
+        let candidates = timed(
+            limit,
+            "search",
+            session.uid_search(format!("SINCE {since_day}")),
+        )
+        .await?;
+        let mut candidates: Vec<u32> = candidates.into_iter().collect();
+        candidates.sort_unstable();
+        let mut first_new = None;
+        for chunk in candidates.chunks(200) {
+            let set = uid_set(chunk);
+            let fetches: Vec<_> = timed(limit, "fetch", async {
+                session
+                    .uid_fetch(&set, "(UID INTERNALDATE)")
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .await?;
+            let mut newer: Vec<u32> = fetches
+                .iter()
+                .filter(|f| {
+                    f.internal_date()
+                        .is_some_and(|d| d.timestamp() >= since as i64)
+                })
+                .filter_map(|f| f.uid)
+                .collect();
+            newer.sort_unstable();
+            if let Some(&uid) = newer.first() {
+                first_new = Some(uid);
+                break;
+            }
+        }
+        let uid = match first_new {
+            Some(uid) => uid.saturating_sub(1),
+            None => last_uid.max(candidates.last().copied().unwrap_or(0)),
+        };
+        let cursor = Cursor {
+            validity,
+            uid,
+            saved_at: now_secs(),
+        };
+        info!(uid, validity, "email starts after UID {uid}");
+        self.save(ctx, &cursor).await;
+        Ok(cursor)
+    }
+
+    async fn save(&self, ctx: &ChannelContext, cursor: &Cursor) {
+        if let Err(e) = ctx.state.save(&self.cursor_key(), &cursor.encode()).await {
+            // A stale cursor means mail fetched again, and the inbox drops it by Message-ID.
+            warn!(error = %e, "could not save the email cursor");
+        }
+    }
+
+    /// Fetches and delivers everything past the cursor, in UID order. Returns `true` on
+    /// shutdown.
+    async fn fetch_new(
+        &self,
+        ctx: &ChannelContext,
+        session: &mut ImapSession,
+        cursor: &mut Cursor,
+        backoff: &mut Backoff,
+    ) -> Result<bool, ChannelError> {
+        let limit = self.settings.command_timeout;
+        loop {
+            let found = timed(
+                limit,
+                "search",
+                session.uid_search(format!("UID {}:*", cursor.uid.saturating_add(1))),
+            )
+            .await?;
+            // `n:*` always matches the last mail, even below n.
+            let mut uids: Vec<u32> = found.into_iter().filter(|&u| u > cursor.uid).collect();
+            if uids.is_empty() {
+                return Ok(false);
+            }
+            uids.sort_unstable();
+            for chunk in uids.chunks(BATCH) {
+                let set = uid_set(chunk);
+                let sizes: Vec<_> = timed(limit, "fetch", async {
+                    session
+                        .uid_fetch(&set, "(UID RFC822.SIZE)")
+                        .await?
+                        .try_collect::<Vec<_>>()
+                        .await
+                })
+                .await?;
+                let small: Vec<u32> = sizes
+                    .iter()
+                    .filter(|f| f.size.unwrap_or(0) <= self.settings.max_message_bytes)
+                    .filter_map(|f| f.uid)
+                    .collect();
+                let mut mails: Vec<(u32, Vec<u8>)> = Vec::new();
+                if !small.is_empty() {
+                    let fetched: Vec<_> = timed(limit, "fetch", async {
+                        session
+                            .uid_fetch(uid_set(&small), "(UID BODY.PEEK[])")
+                            .await?
+                            .try_collect::<Vec<_>>()
+                            .await
+                    })
+                    .await?;
+                    for f in &fetched {
+                        if let (Some(uid), Some(body)) = (f.uid, f.body()) {
+                            mails.push((uid, body.to_vec()));
+                        }
+                    }
+                }
+                for f in &sizes {
+                    let Some(uid) = f.uid else { continue };
+                    if small.contains(&uid) {
+                        continue;
+                    }
+                    let header: Vec<_> = timed(limit, "fetch", async {
+                        session
+                            .uid_fetch(uid.to_string(), "(UID BODY.PEEK[HEADER])")
+                            .await?
+                            .try_collect::<Vec<_>>()
+                            .await
+                    })
+                    .await?;
+                    if let Some(head) = header.iter().find_map(|h| h.header()) {
+                        let mut raw = head.to_vec();
+                        raw.extend_from_slice(
+                            format!(
+                                "\r\n(This mail is {} bytes, larger than the {} bytes hearth reads; only its headers were read.)\r\n",
+                                f.size.unwrap_or(0),
+                                self.settings.max_message_bytes
+                            )
+                            .as_bytes(),
+                        );
+                        mails.push((uid, raw));
+                    }
+                }
+                mails.sort_by_key(|(uid, _)| *uid);
+                for (uid, raw) in mails {
+                    if uid <= cursor.uid {
+                        continue;
+                    }
+                    match self.reader.read(&raw) {
+                        Read::Unreadable(reason) => {
+                            // Left unread in the mailbox for the user; later mail goes on.
+                            tracing::error!(uid, %reason, "mail set aside: it cannot be read");
+                        }
+                        Read::Event(event) => {
+                            let answered = matches!(event.kind, InboundKind::Message { .. });
+                            if let Some(kind) = match &event.kind {
+                                InboundKind::Notice { reason, .. } => Some(reason.clone()),
+                                _ => None,
+                            } {
+                                info!(uid, from = %event.sender.id, reason = %kind, "mail kept, never answered");
+                            }
+                            loop {
+                                let stored = tokio::select! {
+                                    () = ctx.shutdown.cancelled() => return Ok(true),
+                                    stored = ctx.sink.deliver((*event).clone()) => stored,
+                                };
+                                match stored {
+                                    Ok(()) => break,
+                                    Err(e) => {
+                                        warn!(uid, error = %e, "inbox refused a mail; will retry");
+                                        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+                                            return Ok(true);
+                                        }
+                                    }
+                                }
+                            }
+                            if answered {
+                                // Best effort: a mail left unread is fetched by UID, not by flag.
+                                let seen = timed(limit, "store", async {
+                                    session
+                                        .uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)")
+                                        .await?
+                                        .try_collect::<Vec<_>>()
+                                        .await
+                                })
+                                .await;
+                                if let Err(e) = seen {
+                                    warn!(uid, error = %e, "could not mark a mail as read");
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    }
+                    cursor.uid = uid;
+                    cursor.saved_at = now_secs();
+                    self.save(ctx, cursor).await;
+                }
+            }
+        }
+    }
+}
+
+/// `1,2,5` for the UIDs given.
+fn uid_set(uids: &[u32]) -> String {
+    uids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[async_trait]
+impl Channel for EmailChannel {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Confirmations use typed codes: "reply APPROVE <code>".
+            buttons: false,
+            edits: false,
+            reactions: false,
+            threads: false,
+            // A mail can be long; the daemon sends one mail per reply.
+            max_message_len: None,
+            format: Format::Html,
+            preview: None,
+            deduplicates_sends: false,
+            silent_with_strangers: true,
+            ..Capabilities::default()
+        }
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        let started_at = now_secs();
+        let mut backoff = Backoff::default();
+        loop {
+            let result = self.session(&ctx, started_at, &mut backoff).await;
+            if ctx.shutdown.is_cancelled() {
+                return Ok(());
+            }
+            match result {
+                Ok(()) => return Ok(()),
+                Err(error) if matches!(error.kind, ErrorKind::Auth | ErrorKind::Config) => {
+                    tracing::error!(%error, "email channel stopped");
+                    ctx.status.failed(error.to_string());
+                    return Err(error);
+                }
+                Err(error) => {
+                    warn!(%error, "email connection lost; reconnecting");
+                    ctx.status.reconnecting(error.to_string());
+                    if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        if !message.buttons.is_empty() {
+            return Err(ChannelError::rejected(
+                "email has no buttons: confirmations use typed codes",
+            ));
+        }
+        self.outbound.send(message).await
+    }
+
+    async fn edit(
+        &self,
+        _target: &MessageRef,
+        _message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        Err(ChannelError::rejected("a sent mail cannot be edited"))
+    }
+}
+
+/// Sleeps, or returns `true` early when shutdown comes first.
+async fn sleep_or_shutdown(shutdown: &CancellationToken, wait: Duration) -> bool {
+    tokio::select! {
+        () = shutdown.cancelled() => true,
+        () = tokio::time::sleep(wait) => false,
+    }
+}
+
+/// Exponential backoff between failed attempts.
+struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            next: BACKOFF_START,
+        }
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.next = BACKOFF_START;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_old_ones_parse() {
+        let cursor = Cursor {
+            validity: 7,
+            uid: 42,
+            saved_at: 1_700_000_000,
+        };
+        assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
+        assert_eq!(
+            Cursor::parse("7:42"),
+            Some(Cursor {
+                validity: 7,
+                uid: 42,
+                saved_at: 0
+            })
+        );
+        assert_eq!(Cursor::parse("x"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling_and_resets() {
+        let mut b = Backoff::default();
+        assert_eq!(b.next(), BACKOFF_START);
+        assert_eq!(b.next(), BACKOFF_START * 2);
+        for _ in 0..20 {
+            b.next();
+        }
+        assert_eq!(b.next(), BACKOFF_MAX);
+        b.reset();
+        assert_eq!(b.next(), BACKOFF_START);
+    }
+}

@@ -1,0 +1,463 @@
+//! The email channel against real servers: Dovecot (IMAP with IDLE) and an aiosmtpd SMTP
+//! server, started per test on free ports (testkit/src/email.rs). The conformance suite of
+//! `hearth-channel`, then the platform's own cases: threading headers, loop rules, first start,
+//! UIDVALIDITY change, reconnect after a server restart, unreadable mail.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
+use hearth_channel::{
+    Channel, ChannelStatus, ChatRef, InboundKind, MessageRef, OutboundMessage, Sender,
+};
+use hearth_email::{EmailChannel, EmailSettings, Endpoint, IMAP_SCHEMES, SMTP_SCHEMES};
+use hearth_testkit::email::{MailServers, mail};
+use tokio::sync::Mutex;
+
+const BOT: &str = "bot@example.org";
+const PASSWORD: &str = "bot-secret";
+const ANN: &str = "ann@example.org";
+const PATIENCE: Duration = Duration::from_secs(15);
+
+struct EmailHarness {
+    servers: Mutex<MailServers>,
+    channel: Arc<EmailChannel>,
+    /// Mails injected, by platform id (Message-ID), for redelivery.
+    injected: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+fn settings(servers: &MailServers) -> EmailSettings {
+    let imap = Endpoint::parse(&servers.imap.url(), IMAP_SCHEMES).expect("imap url");
+    let smtp = Endpoint::parse(&servers.smtp.url(), SMTP_SCHEMES).expect("smtp url");
+    let mut settings = EmailSettings::new(imap, smtp, BOT, PASSWORD);
+    settings.command_timeout = Duration::from_secs(5);
+    settings
+}
+
+async fn servers() -> MailServers {
+    MailServers::start(BOT, PASSWORD)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the mail servers: {e}"))
+}
+
+async fn harness() -> EmailHarness {
+    let servers = servers().await;
+    let channel = Arc::new(EmailChannel::new(settings(&servers)).expect("channel"));
+    EmailHarness {
+        servers: Mutex::new(servers),
+        channel,
+        injected: std::sync::Mutex::new(Vec::new()),
+    }
+}
+
+impl EmailHarness {
+    async fn deliver(&self, id: String, raw: String) -> Result<(), String> {
+        self.servers.lock().await.deliver(&raw).await?;
+        self.injected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, raw));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Harness for EmailHarness {
+    fn channel(&self) -> Arc<dyn Channel> {
+        self.channel.clone()
+    }
+
+    fn chat(&self) -> ChatRef {
+        ChatRef::new(ANN)
+    }
+
+    fn sender(&self) -> Sender {
+        Sender::new(ANN)
+    }
+
+    async fn inject_text(
+        &self,
+        _chat: &ChatRef,
+        sender: &Sender,
+        text: &str,
+    ) -> Result<(), String> {
+        let (id, raw) = mail(&sender.id, BOT, "conformance", "", text);
+        self.deliver(id, raw).await
+    }
+
+    async fn inject_document(
+        &self,
+        _chat: &ChatRef,
+        sender: &Sender,
+        caption: &str,
+        document: &Document,
+    ) -> Result<(), String> {
+        use base64::Engine;
+        let id = format!("<doc-{}@example.org>", caption.len() + rand_suffix());
+        let data = base64::engine::general_purpose::STANDARD.encode(&document.bytes);
+        let raw = format!(
+            "From: {}\r\nTo: {BOT}\r\nSubject: a document\r\nMessage-ID: {id}\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{caption}\r\n--b1\r\nContent-Type: {}; name=\"{}\"\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Transfer-Encoding: base64\r\n\r\n{data}\r\n--b1--\r\n",
+            sender.id, document.mime, document.name, document.name
+        );
+        self.deliver(id, raw).await
+    }
+
+    async fn redeliver(&self, platform_id: &str) -> Result<(), String> {
+        let raw = self
+            .injected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(id, _)| id == platform_id)
+            .map(|(_, raw)| raw.clone())
+            .ok_or_else(|| format!("{platform_id} was never injected"))?;
+        // The same mail once more, as a server does after a lost acknowledgement: a new UID.
+        self.servers.lock().await.deliver(&raw).await
+    }
+
+    async fn shown(&self, chat: &ChatRef) -> Vec<Shown> {
+        self.servers
+            .lock()
+            .await
+            .sent_to(&chat.chat_id)
+            .into_iter()
+            .map(|m| Shown {
+                id: m.message_id,
+                text: m.html_text,
+                buttons: Vec::new(),
+                reactions: Vec::new(),
+                reply_to: m.in_reply_to,
+            })
+            .collect()
+    }
+
+    async fn refuse_login(&self) -> Result<(), String> {
+        self.servers
+            .lock()
+            .await
+            .imap
+            .set_password(BOT, "another password")
+    }
+}
+
+fn rand_suffix() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as usize)
+}
+
+mod conformance {
+    hearth_channel::conformance_tests!(super::harness);
+}
+
+fn text_of(kind: &InboundKind) -> Option<&str> {
+    match kind {
+        InboundKind::Message { text, .. } => Some(text),
+        _ => None,
+    }
+}
+
+async fn wait_text(running: &Running, text: &str) -> hearth_channel::Inbound {
+    running
+        .sink
+        .wait_for_event(|e| text_of(&e.kind) == Some(text), PATIENCE)
+        .await
+        .unwrap_or_else(|| panic!("{text:?} never reached the sink"))
+}
+
+#[tokio::test]
+async fn a_reply_is_threaded_automatic_and_has_both_parts() {
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let (id, raw) = mail(
+        "Ann <ann@example.org>",
+        BOT,
+        "weekend plans",
+        "References: <older@example.org>\r\n",
+        "What should we cook?\n\n-- \nAnn",
+    );
+    h.deliver(id.clone(), raw).await.expect("deliver");
+    let event = wait_text(&running, "What should we cook?").await;
+    assert_eq!(event.platform_id, id);
+    assert_eq!(event.sender.name.as_deref(), Some("Ann"));
+    let mut reply = OutboundMessage::text(event.chat.clone(), "Try **pasta**.");
+    reply.reply_context = event.reply_context.clone();
+    reply.delivery_id = Some("hearth-77.0".into());
+    let sent = h.channel.send(&reply).await.expect("send");
+    let mails = h.servers.lock().await.sent_to(ANN);
+    assert_eq!(mails.len(), 1, "{mails:?}");
+    let m = &mails[0];
+    assert_eq!(m.message_id, sent.message_id);
+    assert_eq!(m.message_id, "<hearth-77.0@example.org>");
+    assert_eq!(m.subject, "Re: weekend plans");
+    assert_eq!(m.in_reply_to.as_deref(), Some(id.as_str()));
+    assert_eq!(
+        m.references,
+        ["<older@example.org>".to_string(), id.clone()]
+    );
+    assert_eq!(m.auto_submitted.as_deref(), Some("auto-replied"));
+    assert_eq!(m.from, BOT);
+    assert_eq!(m.text, "Try **pasta**.");
+    assert!(m.has_html && m.html_text == "Try pasta.", "{m:?}");
+    // The mail was marked read once stored.
+    let flags = h
+        .servers
+        .lock()
+        .await
+        .imap
+        .flags(BOT, PASSWORD, "INBOX")
+        .await
+        .expect("flags");
+    assert!(flags.iter().all(|(_, f)| f.contains("\\Seen")), "{flags:?}");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn automatic_mail_is_kept_as_a_notice_and_left_unread() {
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let (id, raw) = mail(
+        ANN,
+        BOT,
+        "Out of office",
+        "Auto-Submitted: auto-replied\r\n",
+        "I am away",
+    );
+    h.deliver(id.clone(), raw).await.expect("deliver");
+    let (bounce_id, bounce) = mail(
+        "MAILER-DAEMON@example.org",
+        BOT,
+        "Undelivered Mail Returned to Sender",
+        "Return-Path: <>\r\n",
+        "delivery failed",
+    );
+    h.deliver(bounce_id.clone(), bounce).await.expect("deliver");
+    let events = running.sink.wait_for_events(2, PATIENCE).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    for event in &events {
+        assert!(
+            matches!(event.kind, InboundKind::Notice { .. }),
+            "answerable: {event:?}"
+        );
+    }
+    let flags = h
+        .servers
+        .lock()
+        .await
+        .imap
+        .flags(BOT, PASSWORD, "INBOX")
+        .await
+        .expect("flags");
+    assert!(
+        flags.iter().all(|(_, f)| !f.contains("\\Seen")),
+        "{flags:?}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_first_start_skips_mail_that_was_already_there() {
+    let h = harness().await;
+    let servers = h.servers.lock().await;
+    servers
+        .deliver_text(ANN, "old", "an old mail")
+        .await
+        .expect("deliver");
+    drop(servers);
+    // INTERNALDATE has whole seconds: the first start must be in a later second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    h.inject_text(&h.chat(), &h.sender(), "a new mail")
+        .await
+        .expect("deliver");
+    wait_text(&running, "a new mail").await;
+    let texts: Vec<String> = running
+        .sink
+        .events()
+        .iter()
+        .filter_map(|e| text_of(&e.kind).map(str::to_owned))
+        .collect();
+    assert_eq!(texts, ["a new mail"]);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_is_reconnected_and_mail_sent_meanwhile_arrives() {
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    h.inject_text(&h.chat(), &h.sender(), "before the restart")
+        .await
+        .expect("deliver");
+    wait_text(&running, "before the restart").await;
+    h.servers
+        .lock()
+        .await
+        .imap
+        .restart()
+        .await
+        .expect("restart");
+    h.inject_text(&h.chat(), &h.sender(), "after the restart")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after the restart").await;
+    assert_eq!(running.status.current(), ChannelStatus::Connected);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_uidvalidity_change_rescans_without_delivering_twice() {
+    let h = harness().await;
+    let state = MemoryState::new();
+    let running = Running::start(h.channel(), RecordingSink::new(), state.clone());
+    h.inject_text(&h.chat(), &h.sender(), "before the change")
+        .await
+        .expect("deliver");
+    let first = wait_text(&running, "before the change").await;
+    running.stop().await;
+    {
+        let mut servers = h.servers.lock().await;
+        let old = servers
+            .imap
+            .uidvalidity(BOT, PASSWORD, "INBOX")
+            .await
+            .expect("uidvalidity");
+        servers
+            .imap
+            .change_uidvalidity(BOT, "INBOX", old + 1000)
+            .expect("change");
+        servers.imap.restart().await.expect("restart");
+        assert_eq!(
+            servers.imap.uidvalidity(BOT, PASSWORD, "INBOX").await,
+            Ok(old + 1000)
+        );
+    }
+    let sink = RecordingSink::new();
+    let running = Running::start(h.channel(), sink.clone(), state);
+    h.inject_text(&h.chat(), &h.sender(), "after the change")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after the change").await;
+    running.stop().await;
+    // The re-scan offered the first mail again under its Message-ID: the inbox would drop it.
+    let offered: Vec<String> = sink
+        .attempts()
+        .iter()
+        .filter(|e| text_of(&e.kind) == Some("before the change"))
+        .map(|e| e.platform_id.clone())
+        .collect();
+    assert!(
+        offered.iter().all(|id| *id == first.platform_id),
+        "{offered:?}"
+    );
+}
+
+#[tokio::test]
+async fn unreadable_mail_is_set_aside_and_later_mail_still_arrives() {
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let servers = h.servers.lock().await;
+    for raw in [
+        // No sender at all.
+        "Subject: nobody\r\nMessage-ID: <x1@example.org>\r\n\r\nwho am I\r\n".to_string(),
+        // A broken multipart with an unknown charset and a huge header.
+        format!(
+            "From: {ANN}\r\nMessage-ID: <x2@example.org>\r\nX-Huge: {}\r\nContent-Type: multipart/mixed; boundary=\"never\"\r\n\r\n--nope\r\nContent-Type: text/plain; charset=x-unknown-42\r\n\r\nbroken boundaries\r\n",
+            "h".repeat(200_000)
+        ),
+    ] {
+        servers.deliver(&raw).await.expect("deliver");
+    }
+    drop(servers);
+    h.inject_text(&h.chat(), &h.sender(), "normal mail after garbage")
+        .await
+        .expect("deliver");
+    wait_text(&running, "normal mail after garbage").await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn buttons_and_edits_are_refused_so_the_daemon_uses_codes() {
+    let h = harness().await;
+    let mut message = OutboundMessage::text(h.chat(), "pick");
+    message.buttons = vec![hearth_channel::Button::new("Yes", "y")];
+    let err = h.channel.send(&message).await.expect_err("buttons");
+    assert_eq!(err.kind, hearth_channel::ErrorKind::Rejected);
+    let target = MessageRef {
+        chat: h.chat(),
+        message_id: "<x@example.org>".into(),
+    };
+    let err = h
+        .channel
+        .edit(&target, &OutboundMessage::text(h.chat(), "x"))
+        .await
+        .expect_err("edit");
+    assert_eq!(err.kind, hearth_channel::ErrorKind::Rejected);
+    assert!(h.channel.capabilities().silent_with_strangers);
+}
+
+#[tokio::test]
+async fn a_server_without_idle_is_polled() {
+    let servers = MailServers::start_with(BOT, PASSWORD, "imap_capability = IMAP4rev1 UIDPLUS\n")
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the mail servers: {e}"));
+    let mut settings = settings(&servers);
+    settings.poll_interval = Duration::from_millis(300);
+    let channel = Arc::new(EmailChannel::new(settings).expect("channel"));
+    let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    for n in 0..2 {
+        servers
+            .deliver_text(ANN, "polled", &format!("polled mail {n}"))
+            .await
+            .expect("deliver");
+        wait_text(&running, &format!("polled mail {n}")).await;
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn idle_is_reissued_and_a_frozen_server_is_left_for_a_new_connection() {
+    let servers = servers().await;
+    let mut settings = settings(&servers);
+    settings.idle_refresh = Duration::from_millis(400);
+    settings.command_timeout = Duration::from_secs(1);
+    let channel = Arc::new(EmailChannel::new(settings).expect("channel"));
+    let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    // Several IDLE renewals pass; push still works.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    servers
+        .deliver_text(ANN, "x", "after renewals")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after renewals").await;
+    // The server stops answering without closing anything: the command time limit notices,
+    // and the channel reports it is reconnecting.
+    servers.imap.freeze();
+    let status = running
+        .wait_for_status(|s| s.as_str() == "reconnecting", PATIENCE)
+        .await;
+    assert_eq!(status.as_str(), "reconnecting", "{status}");
+    servers.imap.thaw();
+    servers
+        .deliver_text(ANN, "x", "after the thaw")
+        .await
+        .expect("deliver");
+    wait_text(&running, "after the thaw").await;
+    let status = running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    assert_eq!(status, ChannelStatus::Connected);
+    running.stop().await;
+}
