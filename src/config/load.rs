@@ -1051,13 +1051,21 @@ model = "llama3.1"
         );
         assert_eq!(found.len(), 1, "{found:#?}");
 
-        // The other channels are unaffected: they still parse and are checked.
+        // The other channels are unaffected: checked when built in, a clear error otherwise.
         let found = errors("[channels.discord]\ntoken_env = \"DC\"\n", &[]);
+        #[cfg(feature = "discord")]
         has(
             &found,
             "hearth.toml",
             "channels.discord.token_env",
             "DC is not set",
+        );
+        #[cfg(not(feature = "discord"))]
+        has(
+            &found,
+            "hearth.toml",
+            "channels.discord",
+            "hearth was built without the discord channel; rebuild with --features discord",
         );
     }
 
