@@ -31,6 +31,7 @@ mod openai;
 pub mod postgres;
 mod reply;
 mod server;
+pub mod matrix;
 pub mod telegram;
 pub mod tmpfs;
 
