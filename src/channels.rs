@@ -17,7 +17,7 @@ use crate::config::ChannelsConfig;
 
 /// Platforms whose sections the daemon still holds itself (src/config.rs), checked by `hearth
 /// check` but with no adapter yet. Each leaves this list when its channel crate lands.
-pub(crate) const PLACEHOLDERS: &[&str] = &["discord", "matrix", "email"];
+pub(crate) const PLACEHOLDERS: &[&str] = &["discord", "email"];
 
 /// Something done once for each channel crate, with its section type when it is built in.
 pub(crate) trait EachChannel {
@@ -51,6 +51,7 @@ macro_rules! channel {
 #[allow(unused_variables)]
 pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
     channel!(each, channels, "telegram" => telegram);
+    channel!(each, channels, "matrix" => matrix);
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or
@@ -144,7 +145,7 @@ mod tests {
 
     #[test]
     fn names_list_every_channel_whether_built_or_not() {
-        assert_eq!(names(), ["telegram", "discord", "matrix", "email"]);
+        assert_eq!(names(), ["telegram", "matrix", "discord", "email"]);
     }
 
     #[cfg(feature = "telegram")]

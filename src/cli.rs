@@ -251,7 +251,6 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     }
     for (name, configured) in [
         ("discord", config.channels.discord.is_some()),
-        ("matrix", config.channels.matrix.is_some()),
         ("email", config.channels.email.is_some()),
     ] {
         if configured {

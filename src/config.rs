@@ -352,8 +352,8 @@ impl Default for ToolsConfig {
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
 ///
 /// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel"). `discord`,
-/// `matrix` and `email` are the daemon's own placeholders until their crates exist: `hearth
+/// one field here per crate, behind its feature (README "Adding a channel"). `discord` and
+/// `email` are the daemon's own placeholders until their crates exist: `hearth
 /// check` checks them, `hearth run` says it has no adapter for them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -361,7 +361,8 @@ pub struct ChannelsConfig {
     #[cfg(feature = "telegram")]
     pub telegram: Option<hearth_telegram::TelegramConfig>,
     pub discord: Option<DiscordConfig>,
-    pub matrix: Option<MatrixConfig>,
+    #[cfg(feature = "matrix")]
+    pub matrix: Option<hearth_matrix::MatrixConfig>,
     pub email: Option<EmailConfig>,
 }
 
@@ -378,17 +379,6 @@ pub struct DiscordConfig {
 
 fn default_discord_api() -> String {
     "https://discord.com".into()
-}
-
-/// `[channels.matrix]`: a Matrix account the assistant logs in as.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatrixConfig {
-    pub homeserver: String,
-    pub user: String,
-    pub password_env: String,
-    #[serde(default)]
-    pub allowed_users: Vec<String>,
 }
 
 /// `[channels.email]`: a mailbox read over IMAP and answered over SMTP.

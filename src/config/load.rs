@@ -544,10 +544,6 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                             slot.discord = section(value, &key, problems);
                             slot.discord.is_some()
                         }
-                        (Some(value), "matrix") => {
-                            slot.matrix = section(value, &key, problems);
-                            slot.matrix.is_some()
-                        }
                         (Some(value), "email") => {
                             slot.email = section(value, &key, problems);
                             slot.email.is_some()

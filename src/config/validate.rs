@@ -283,28 +283,6 @@ fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>) -> (Platfo
             problems.push(Problem::new("channels.discord.api_url", message));
         }
     }
-    if let Some(matrix) = &channels.matrix {
-        if let Err(message) = url(&matrix.homeserver, &["http", "https"]) {
-            problems.push(Problem::new("channels.matrix.homeserver", message));
-        }
-        if let Err(message) = matrix_user(&matrix.user) {
-            problems.push(Problem::new("channels.matrix.user", message));
-        }
-        secret(
-            "channels.matrix.password_env",
-            &matrix.password_env,
-            env,
-            problems,
-        );
-        for (i, user) in matrix.allowed_users.iter().enumerate() {
-            if let Err(message) = matrix_user(user) {
-                problems.push(Problem::new(
-                    format!("channels.matrix.allowed_users[{i}]"),
-                    message,
-                ));
-            }
-        }
-    }
     if let Some(email) = &channels.email {
         let imap = ["imap", "imap+starttls", "imaps"];
         if let Err(message) = url(&email.imap_url, &imap) {
@@ -552,21 +530,6 @@ fn timezone(name: &str) -> Result<(), String> {
     })
 }
 
-/// `@localpart:server`.
-fn matrix_user(user: &str) -> Result<(), String> {
-    let valid = user
-        .strip_prefix('@')
-        .and_then(|rest| rest.split_once(':'))
-        .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{user}` is not a Matrix user id: expected `@user:server`"
-        ))
-    }
-}
-
 fn email_address(address: &str) -> Result<(), String> {
     let valid = address
         .split_once('@')
@@ -615,7 +578,6 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
         "discord" if id.parse::<i64>().is_err() => Err(format!(
             "`{id}` is not a {channel} user id: expected a number"
         )),
-        "matrix" => matrix_user(id),
         "email" => email_address(id),
         _ => Ok(()),
     }
@@ -640,7 +602,6 @@ fn target(
             return Err(crate::channels::not_built(channel));
         }
         "discord" => channels.discord.is_some(),
-        "matrix" => channels.matrix.is_some(),
         "email" => channels.email.is_some(),
         _ => match platform {
             Some(platform) => platform.configured,
@@ -892,7 +853,7 @@ mod tests {
                 ),
                 (
                     "daemon.owner[3]".to_string(),
-                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
+                    "unknown channel `slack`: expected one of telegram, matrix, discord, email, terminal"
                         .to_string()
                 ),
             ]
@@ -1108,6 +1069,9 @@ mod tests {
         assert!(errors[1].1.contains("scheme `ws`"));
     }
 
+    // The section's own checks are in hearth-matrix (config.rs); this one shows the daemon
+    // prefixes their keys.
+    #[cfg(feature = "matrix")]
     #[test]
     fn matrix() {
         let text = "[channels.matrix]\nhomeserver = \"matrix.example.org\"\nuser = \"hearth\"\npassword_env = \"MX\"\nallowed_users = [\"@me:example.org\", \"me\"]\n";

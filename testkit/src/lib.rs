@@ -26,12 +26,12 @@
 //! The server stops when the value is dropped.
 
 mod anthropic;
+pub mod matrix;
 pub mod mcp;
 mod openai;
 pub mod postgres;
 mod reply;
 mod server;
-pub mod matrix;
 pub mod telegram;
 pub mod tmpfs;
 

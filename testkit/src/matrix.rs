@@ -216,7 +216,8 @@ impl Synapse {
             std::process::id(),
             free_port()?
         ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let port = free_port()?;
         let write = |name: &str, text: &str| {
             std::fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))
@@ -270,7 +271,8 @@ impl Synapse {
                 break;
             }
             if let Ok(Some(status)) = server.child.try_wait() {
-                let log = std::fs::read_to_string(server.dir.join("stderr.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(server.dir.join("stderr.log")).unwrap_or_default();
                 return Err(format!("Synapse exited with {status}: {log}"));
             }
             if Instant::now() > deadline {
@@ -279,7 +281,10 @@ impl Synapse {
             std::thread::sleep(Duration::from_millis(100));
         }
         server.started_in = started.elapsed();
-        eprintln!("Synapse answered on port {port} after {:?}", server.started_in);
+        eprintln!(
+            "Synapse answered on port {port} after {:?}",
+            server.started_in
+        );
         Ok(server)
     }
 
@@ -433,7 +438,9 @@ impl Human {
 
     /// Registers a new person on `server`.
     pub async fn register(server: &Synapse, prefix: &str) -> Result<Self, String> {
-        let user = server.register(&unique_name(prefix), "human-password").await?;
+        let user = server
+            .register(&unique_name(prefix), "human-password")
+            .await?;
         Ok(Self::new(&server.url(), user))
     }
 
@@ -445,7 +452,10 @@ impl Human {
     ) -> Result<serde_json::Value, String> {
         let mut request = self
             .http
-            .request(method.clone(), format!("{}/_matrix/client/v3{path}", self.base))
+            .request(
+                method.clone(),
+                format!("{}/_matrix/client/v3{path}", self.base),
+            )
             .bearer_auth(&self.user.access_token);
         if let Some(body) = body {
             request = request.json(&body);
@@ -562,7 +572,12 @@ impl Human {
     }
 
     /// Sends a text message, in `thread` when given.
-    pub async fn text(&self, room: &str, text: &str, thread: Option<&str>) -> Result<String, String> {
+    pub async fn text(
+        &self,
+        room: &str,
+        text: &str,
+        thread: Option<&str>,
+    ) -> Result<String, String> {
         let mut content = serde_json::json!({"msgtype": "m.text", "body": text});
         if let Some(root) = thread {
             content["m.relates_to"] = serde_json::json!({
@@ -614,7 +629,11 @@ impl Human {
     pub async fn upload(&self, bytes: Vec<u8>, mime: &str, name: &str) -> Result<String, String> {
         let response = self
             .http
-            .post(format!("{}/_matrix/media/v3/upload?filename={}", self.base, enc(name)))
+            .post(format!(
+                "{}/_matrix/media/v3/upload?filename={}",
+                self.base,
+                enc(name)
+            ))
             .bearer_auth(&self.user.access_token)
             .header("content-type", mime)
             .body(bytes)

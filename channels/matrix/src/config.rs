@@ -140,9 +140,9 @@ fn check_user(user: &str) -> Result<(), String> {
         .is_some_and(|(local, server)| {
             !local.is_empty()
                 && !server.is_empty()
-                && local.chars().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || "._=-/+".contains(c)
-                })
+                && local
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._=-/+".contains(c))
         });
     if valid {
         Ok(())
@@ -209,7 +209,10 @@ impl std::fmt::Debug for MatrixSettings {
             .field("user", &self.user)
             .field("password", &"<redacted>")
             .field("allowed_users", &self.allowed_users)
-            .field("recovery_key", &self.recovery_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "recovery_key",
+                &self.recovery_key.as_ref().map(|_| "<redacted>"),
+            )
             .field(
                 "store_passphrase",
                 &self.store_passphrase.as_ref().map(|_| "<redacted>"),
@@ -262,7 +265,11 @@ mod tests {
         assert!(problems[1].message.contains("expected `@user:server`"));
         assert!(problems[2].message.contains("MX is not set"));
         assert!(problems[4].message.contains("RK is not set"));
-        assert!(problems[5].message.contains("must name an environment variable"));
+        assert!(
+            problems[5]
+                .message
+                .contains("must name an environment variable")
+        );
     }
 
     #[test]
@@ -279,7 +286,10 @@ mod tests {
         assert_eq!(settings.password, "pw");
         assert_eq!(settings.store_passphrase.as_deref(), Some("store-secret"));
         let shown = format!("{settings:?}");
-        assert!(!shown.contains("pw\"") && !shown.contains("store-secret"), "{shown}");
+        assert!(
+            !shown.contains("pw\"") && !shown.contains("store-secret"),
+            "{shown}"
+        );
         let channel = config
             .build(BuildContext::new(&vars, dir.path()))
             .expect("channel");
@@ -297,7 +307,10 @@ mod tests {
             "homeserver = \"https://m.org\"\nuser = \"@a:m.org\"\npasword_env = \"X\"\n",
         )
         .expect_err("typo");
-        assert!(err.message().contains("unknown field `pasword_env`"), "{err}");
+        assert!(
+            err.message().contains("unknown field `pasword_env`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -39,9 +39,9 @@ impl MatrixError {
     /// The homeserver's HTTP status for this failure, if it answered with one.
     pub(crate) fn status(&self) -> Option<u16> {
         match self {
-            Self::Sdk { source, .. } => source
-                .as_client_api_error()
-                .map(|e| e.status_code.as_u16()),
+            Self::Sdk { source, .. } => {
+                source.as_client_api_error().map(|e| e.status_code.as_u16())
+            }
             _ => None,
         }
     }
@@ -69,7 +69,8 @@ impl MatrixError {
                         Some(matrix_sdk::ruma::api::error::RetryAfter::Delay(d)) => d,
                         _ => Duration::from_secs(1),
                     };
-                    let mut error = ChannelError::rate_limited(wait.max(Duration::from_millis(100)));
+                    let mut error =
+                        ChannelError::rate_limited(wait.max(Duration::from_millis(100)));
                     error.message = message;
                     return error;
                 }

@@ -119,7 +119,10 @@ mod tests {
             strip_reply_fallback("> <@a:b> earlier\n> more\n\napprove"),
             "approve"
         );
-        assert_eq!(strip_reply_fallback("> a quote of mine"), "> a quote of mine");
+        assert_eq!(
+            strip_reply_fallback("> a quote of mine"),
+            "> a quote of mine"
+        );
         assert_eq!(strip_reply_fallback("hello"), "hello");
     }
 }

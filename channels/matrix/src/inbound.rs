@@ -107,7 +107,9 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
         None => return stopped(&ctx),
         Some(None) => Vec::new(),
         Some(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::warn!("matrix: the list of undecryptable events is unreadable ({e}); starting a new one");
+            tracing::warn!(
+                "matrix: the list of undecryptable events is unreadable ({e}); starting a new one"
+            );
             Vec::new()
         }),
     };
@@ -150,7 +152,10 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
             Some(token) => SyncToken::Specific(token.clone()),
             None => SyncToken::NoToken,
         });
-        tracing::debug!(token = token.as_deref().unwrap_or("none"), "matrix: syncing");
+        tracing::debug!(
+            token = token.as_deref().unwrap_or("none"),
+            "matrix: syncing"
+        );
         let response = tokio::select! {
             _ = shutdown.cancelled() => return stopped(&ctx),
             _ = channel.rewound.notified() => continue,
@@ -164,7 +169,8 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                     // Deleted or logged out elsewhere: the supervisor restarts the channel,
                     // which logs in as a new device.
                     channel.forget_client().await;
-                    ctx.status.reconnecting("the homeserver no longer knows hearth's session");
+                    ctx.status
+                        .reconnecting("the homeserver no longer knows hearth's session");
                     return Err(ChannelError::transient(format!(
                         "{error}; logging in again as a new device"
                     )));
@@ -332,7 +338,9 @@ async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
         };
         match result {
             Ok(()) => return true,
-            Err(error) => tracing::warn!(%error, event = %event.platform_id, "matrix: the inbox refused an event; offering it again"),
+            Err(error) => {
+                tracing::warn!(%error, event = %event.platform_id, "matrix: the inbox refused an event; offering it again")
+            }
         }
         tokio::select! {
             _ = ctx.shutdown.cancelled() => return false,
@@ -464,7 +472,9 @@ async fn convert(
         return Converted::Skip;
     }
     if let Some(cutoff) = skip_before
-        && json["origin_server_ts"].as_u64().is_some_and(|ts| ts < cutoff)
+        && json["origin_server_ts"]
+            .as_u64()
+            .is_some_and(|ts| ts < cutoff)
     {
         tracing::debug!(event = %event_id, "matrix: history before the first start; skipped");
         return Converted::Skip;
@@ -516,7 +526,8 @@ async fn convert(
                     },
                 );
             }
-            let (Some(msgtype), Some(body)) = (content["msgtype"].as_str(), content["body"].as_str())
+            let (Some(msgtype), Some(body)) =
+                (content["msgtype"].as_str(), content["body"].as_str())
             else {
                 tracing::warn!(event = %event_id, %sender, "matrix: a message without a text body; skipped");
                 return Converted::Skip;
@@ -574,7 +585,12 @@ async fn convert(
 
 /// Whether a message in a group room is meant for hearth: it mentions the bot (`m.mentions`,
 /// its id in the text or a pill, or its localpart as a word) or replies to one of its messages.
-async fn addressed(room: &Room, own: &OwnedUserId, content: &Value, reply_to: Option<&str>) -> bool {
+async fn addressed(
+    room: &Room,
+    own: &OwnedUserId,
+    content: &Value,
+    reply_to: Option<&str>,
+) -> bool {
     let mentioned = content["m.mentions"]["user_ids"]
         .as_array()
         .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
@@ -641,7 +657,9 @@ async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String
         Some(name) if *name != body => body.clone(),
         _ => String::new(),
     };
-    let name = filename.or_else(|| Some(body.clone())).filter(|n| !n.is_empty());
+    let name = filename
+        .or_else(|| Some(body.clone()))
+        .filter(|n| !n.is_empty());
     let mime = content["info"]["mimetype"]
         .as_str()
         .unwrap_or("application/octet-stream")
@@ -659,10 +677,22 @@ async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String
         Box<dyn std::future::Future<Output = matrix_sdk::Result<Option<Vec<u8>>>> + Send + 'a>,
     >;
     let (kind, download): (AttachmentKind, Download<'_>) = match &typed.msgtype {
-        MessageType::File(file) => (AttachmentKind::Document, Box::pin(media.get_file(file, false))),
-        MessageType::Image(image) => (AttachmentKind::Image, Box::pin(media.get_file(image, false))),
-        MessageType::Audio(audio) => (AttachmentKind::Voice, Box::pin(media.get_file(audio, false))),
-        MessageType::Video(video) => (AttachmentKind::Document, Box::pin(media.get_file(video, false))),
+        MessageType::File(file) => (
+            AttachmentKind::Document,
+            Box::pin(media.get_file(file, false)),
+        ),
+        MessageType::Image(image) => (
+            AttachmentKind::Image,
+            Box::pin(media.get_file(image, false)),
+        ),
+        MessageType::Audio(audio) => (
+            AttachmentKind::Voice,
+            Box::pin(media.get_file(audio, false)),
+        ),
+        MessageType::Video(video) => (
+            AttachmentKind::Document,
+            Box::pin(media.get_file(video, false)),
+        ),
         _ => return (caption, Vec::new()),
     };
     let bytes = tokio::time::timeout(DOWNLOAD_TIMEOUT, download).await;
@@ -675,7 +705,12 @@ async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String
         }
         Ok(None) | Err(_) => {
             tracing::warn!(event = %event_id, "matrix: cannot download an attachment");
-            return (format!("{caption}\n[an attachment could not be downloaded]").trim().to_owned(), Vec::new());
+            return (
+                format!("{caption}\n[an attachment could not be downloaded]")
+                    .trim()
+                    .to_owned(),
+                Vec::new(),
+            );
         }
     };
     let text = (mime.starts_with("text/") || kind == AttachmentKind::Document)
@@ -743,7 +778,9 @@ async fn answer_invite(
                 tracing::info!(room = %room.room_id(), %inviter, "matrix: joined a room on invitation");
                 return;
             }
-            Err(error) => tracing::warn!(room = %room.room_id(), %error, "matrix: joining failed (attempt {attempt})"),
+            Err(error) => {
+                tracing::warn!(room = %room.room_id(), %error, "matrix: joining failed (attempt {attempt})")
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -760,7 +797,9 @@ async fn answer_invite(
 async fn recover(client: &Client, key: &str) {
     match client.encryption().recovery().recover(key).await {
         Ok(()) => tracing::info!("matrix: recovery key accepted; this device is cross-signed"),
-        Err(error) => tracing::warn!(%error, "matrix: the recovery key could not be used; the device stays unverified"),
+        Err(error) => {
+            tracing::warn!(%error, "matrix: the recovery key could not be used; the device stays unverified")
+        }
     }
 }
 

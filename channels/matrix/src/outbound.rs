@@ -21,8 +21,9 @@ pub(crate) fn prompt_key(event_id: &str) -> String {
 /// sync of this store) is looked up with one sync.
 pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
     let client = channel.client().await?;
-    let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id)
-        .map_err(|e| ChannelError::rejected(format!("`{}` is not a Matrix room id: {e}", chat.chat_id)))?;
+    let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
+        ChannelError::rejected(format!("`{}` is not a Matrix room id: {e}", chat.chat_id))
+    })?;
     if let Some(room) = client.get_room(&room_id) {
         return Ok(room);
     }
@@ -119,17 +120,20 @@ async fn seed_reactions(
         let Some(emoji) = button.emoji.as_deref().filter(|e| !e.is_empty()) else {
             continue;
         };
-        let txn = message
-            .delivery_id
-            .as_ref()
-            .map(|id| format!("{id}.r{i}"));
+        let txn = message.delivery_id.as_ref().map(|id| format!("{id}.r{i}"));
         send_raw(room, "m.reaction", format::reaction(event_id, emoji), txn).await?;
     }
     Ok(())
 }
 
 async fn edit_in(room: &Room, event_id: &str, text: &str) -> Result<(), MatrixError> {
-    send_raw(room, "m.room.message", format::replacement(event_id, text), None).await?;
+    send_raw(
+        room,
+        "m.room.message",
+        format::replacement(event_id, text),
+        None,
+    )
+    .await?;
     Ok(())
 }
 
@@ -158,11 +162,8 @@ pub(crate) async fn preview(
             draft.message_id.clone()
         }
         None => {
-            let content = format::with_relations(
-                format::notice(text),
-                chat.thread_id.as_deref(),
-                None,
-            );
+            let content =
+                format::with_relations(format::notice(text), chat.thread_id.as_deref(), None);
             send_raw(&room, "m.room.message", content, None).await?
         }
     };

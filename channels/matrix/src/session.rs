@@ -10,9 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
+use matrix_sdk::Client;
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::encryption::{BackupDownloadStrategy, EncryptionSettings};
-use matrix_sdk::Client;
 
 use crate::MatrixSettings;
 use crate::error::MatrixError;
@@ -49,7 +49,12 @@ async fn build(settings: &MatrixSettings, store: &Path) -> Result<Client, Matrix
         })
         .build()
         .await
-        .map_err(|e| MatrixError::Store(format!("cannot open the Matrix store {}: {e}", store.display())))
+        .map_err(|e| {
+            MatrixError::Store(format!(
+                "cannot open the Matrix store {}: {e}",
+                store.display()
+            ))
+        })
 }
 
 /// The logged-in client: the saved session restored when there is a usable one, otherwise a
@@ -104,15 +109,12 @@ pub(crate) async fn connect(settings: &MatrixSettings) -> Result<Client, MatrixE
 
 /// Restores `session` and checks with the server that its token still works.
 async fn restore(client: &Client, session: MatrixSession) -> Result<(), MatrixError> {
-    client
-        .restore_session(session)
-        .await
-        .map_err(|e| match e {
-            matrix_sdk::Error::CryptoStoreError(_) | matrix_sdk::Error::BadCryptoStoreState => {
-                MatrixError::Store(e.to_string())
-            }
-            other => MatrixError::sdk("restoring the saved session", other),
-        })?;
+    client.restore_session(session).await.map_err(|e| match e {
+        matrix_sdk::Error::CryptoStoreError(_) | matrix_sdk::Error::BadCryptoStoreState => {
+            MatrixError::Store(e.to_string())
+        }
+        other => MatrixError::sdk("restoring the saved session", other),
+    })?;
     client
         .whoami()
         .await
@@ -167,7 +169,10 @@ fn write_session(path: &Path, session: &MatrixSession) -> Result<(), MatrixError
         .map_err(|e| MatrixError::Store(format!("cannot encode the session: {e}")))?;
     let tmp = path.with_extension("json.tmp");
     let failed = |e: std::io::Error| {
-        MatrixError::Store(format!("cannot save the session to {}: {e}", path.display()))
+        MatrixError::Store(format!(
+            "cannot save the session to {}: {e}",
+            path.display()
+        ))
     };
     {
         use std::io::Write;

@@ -32,7 +32,12 @@ fn init() {
         .try_init(); // one subscriber per process
 }
 
-fn settings(server: &Synapse, bot: &Registered, password: &str, dir: &std::path::Path) -> MatrixSettings {
+fn settings(
+    server: &Synapse,
+    bot: &Registered,
+    password: &str,
+    dir: &std::path::Path,
+) -> MatrixSettings {
     let mut settings = MatrixSettings::new(server.url(), &bot.user_id, password, dir.to_path_buf());
     settings.sync_timeout = Duration::from_secs(5);
     settings
@@ -108,9 +113,17 @@ impl Harness for MatrixHarness {
         }
         // A first login with a wrong password, in a fresh directory (no saved session).
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let channel = MatrixChannel::new(settings(self.server, &self.bot, "wrong-password", dir.path()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        self.dirs.lock().unwrap_or_else(|p| p.into_inner()).push(dir);
+        let channel = MatrixChannel::new(settings(
+            self.server,
+            &self.bot,
+            "wrong-password",
+            dir.path(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        self.dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(dir);
         Arc::new(channel)
     }
 
@@ -126,7 +139,12 @@ impl Harness for MatrixHarness {
         Some(ChatRef::new(&self.room).with_thread(&self.thread_root))
     }
 
-    async fn inject_text(&self, chat: &ChatRef, _sender: &Sender, text: &str) -> Result<(), String> {
+    async fn inject_text(
+        &self,
+        chat: &ChatRef,
+        _sender: &Sender,
+        text: &str,
+    ) -> Result<(), String> {
         self.human
             .text(&chat.chat_id, text, chat.thread_id.as_deref())
             .await
@@ -164,7 +182,10 @@ impl Harness for MatrixHarness {
         message_id: &str,
         text: &str,
     ) -> Result<(), String> {
-        self.human.edit(&chat.chat_id, message_id, text).await.map(drop)
+        self.human
+            .edit(&chat.chat_id, message_id, text)
+            .await
+            .map(drop)
     }
 
     async fn inject_reaction(
@@ -222,8 +243,14 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
         .send(&OutboundMessage::text(h.chat(), "first start"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let device = first.device_id().await.unwrap_or_else(|| panic!("no device"));
-    assert_eq!(hearth_matrix::saved_device_id(dir.path()), Some(device.clone()));
+    let device = first
+        .device_id()
+        .await
+        .unwrap_or_else(|| panic!("no device"));
+    assert_eq!(
+        hearth_matrix::saved_device_id(dir.path()),
+        Some(device.clone())
+    );
     drop(first);
 
     let second = make();
@@ -231,7 +258,11 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
         .send(&OutboundMessage::text(h.chat(), "second start"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(second.device_id().await, Some(device.clone()), "a restart made a new device");
+    assert_eq!(
+        second.device_id().await,
+        Some(device.clone()),
+        "a restart made a new device"
+    );
     drop(second);
 
     std::fs::remove_dir_all(dir.path().join("store")).unwrap_or_else(|e| panic!("{e}"));
@@ -240,8 +271,14 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
         .send(&OutboundMessage::text(h.chat(), "after the store was lost"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let new_device = third.device_id().await.unwrap_or_else(|| panic!("no device"));
-    assert_ne!(new_device, device, "a lost store must not reuse the old device id");
+    let new_device = third
+        .device_id()
+        .await
+        .unwrap_or_else(|| panic!("no device"));
+    assert_ne!(
+        new_device, device,
+        "a lost store must not reuse the old device id"
+    );
 }
 
 /// More messages than one sync's timeline holds arrive while the channel is down: after the
@@ -252,20 +289,32 @@ async fn a_limited_sync_loses_nothing() {
     let state = MemoryState::new();
     let running = Running::start(h.channel(), RecordingSink::new(), state.clone());
     let probe = unique_name("probe");
-    h.human.text(&h.room, &probe, None).await.unwrap_or_else(|e| panic!("{e}"));
+    h.human
+        .text(&h.room, &probe, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     running
         .sink
-        .wait_for_event(|e| matches!(&e.kind, InboundKind::Message { text, .. } if *text == probe), Duration::from_secs(20))
+        .wait_for_event(
+            |e| matches!(&e.kind, InboundKind::Message { text, .. } if *text == probe),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap_or_else(|| panic!("the probe never arrived"));
     running.stop().await;
 
     let texts: Vec<String> = (0..60).map(|i| format!("burst {i:02}")).collect();
     for text in &texts {
-        h.human.text(&h.room, text, None).await.unwrap_or_else(|e| panic!("{e}"));
+        h.human
+            .text(&h.room, text, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let running = Running::start(h.channel(), RecordingSink::new(), state);
-    let events = running.sink.wait_for_events(60, Duration::from_secs(30)).await;
+    let events = running
+        .sink
+        .wait_for_events(60, Duration::from_secs(30))
+        .await;
     running.stop().await;
     let got: Vec<String> = events
         .iter()
@@ -287,7 +336,11 @@ async fn a_malformed_event_is_skipped_and_nothing_else_lost() {
         .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
         .await;
     // Synapse checks `body` and `msgtype`, not relations: an edit without its new content.
-    let original = h.human.text(&h.room, "to be edited badly", None).await.unwrap_or_else(|e| panic!("{e}"));
+    let original = h
+        .human
+        .text(&h.room, "to be edited badly", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     h.human
         .send(
             &h.room,
@@ -296,10 +349,16 @@ async fn a_malformed_event_is_skipped_and_nothing_else_lost() {
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.human.text(&h.room, "after the bad one", None).await.unwrap_or_else(|e| panic!("{e}"));
+    h.human
+        .text(&h.room, "after the bad one", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     running
         .sink
-        .wait_for_event(|e| matches!(&e.kind, InboundKind::Message { text, .. } if text == "after the bad one"), Duration::from_secs(20))
+        .wait_for_event(
+            |e| matches!(&e.kind, InboundKind::Message { text, .. } if text == "after the bad one"),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap_or_else(|| panic!("the message after the malformed one was lost"));
     assert!(running.status.current().as_str() == "connected");
@@ -319,16 +378,183 @@ async fn a_reply_approve_to_a_prompt_counts_as_its_reaction() {
         Button::new("✅ Approve", "c:x:a").with_emoji("✅"),
         Button::new("❌ Deny", "c:x:d").with_emoji("❌"),
     ];
-    let sent = h.channel.send(&prompt).await.unwrap_or_else(|e| panic!("{e}"));
-    h.human.reply(&h.room, &sent.message_id, "Approve").await.unwrap_or_else(|e| panic!("{e}"));
+    let sent = h
+        .channel
+        .send(&prompt)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.human
+        .reply(&h.room, &sent.message_id, "Approve")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let event = running
         .sink
-        .wait_for_event(|e| matches!(&e.kind, InboundKind::Reaction { .. }), Duration::from_secs(20))
+        .wait_for_event(
+            |e| matches!(&e.kind, InboundKind::Reaction { .. }),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap_or_else(|| panic!("the reply never arrived as a reaction"));
     assert_eq!(
         event.kind,
-        InboundKind::Reaction { message_id: sent.message_id.clone(), emoji: "✅".into() }
+        InboundKind::Reaction {
+            message_id: sent.message_id.clone(),
+            emoji: "✅".into()
+        }
     );
+    running.stop().await;
+}
+
+/// An encrypted DM, as Element makes them: a person on a matrix-sdk client invites hearth,
+/// hearth joins, decrypts the message, answers encrypted (the person decrypts it), and after a
+/// restart on the same directory it is the same device and still decrypts new messages.
+#[tokio::test]
+async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
+    use matrix_sdk::config::SyncSettings;
+    use matrix_sdk::room::MessagesOptions;
+    use matrix_sdk::ruma::RoomId;
+    use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+
+    let h = harness().await;
+    let person = Human::register(h.server, "element")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let client = matrix_sdk::Client::builder()
+        .homeserver_url(h.server.url())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    client
+        .matrix_auth()
+        .login_username(&person.user.user_id, &person.user.password)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
+    client
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let make = || {
+        let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
+        settings.allowed_users = vec![person.user.user_id.clone()];
+        Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")))
+    };
+    let state = MemoryState::new();
+    let channel = make();
+    let running = Running::start(channel.clone(), RecordingSink::new(), state.clone());
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    let room_id = person
+        .create_room(&[&h.bot.user_id], true, true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while person.membership(&room_id, &h.bot.user_id).await.as_deref() != Some("join") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "hearth did not accept the invite"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let parsed = RoomId::parse(&room_id).unwrap_or_else(|e| panic!("{e}"));
+    let room = client
+        .get_room(&parsed)
+        .unwrap_or_else(|| panic!("the person's client has no room"));
+    assert!(
+        room.latest_encryption_state()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_encrypted(),
+        "the DM is not encrypted"
+    );
+
+    let says = |running: &Running, text: &'static str| {
+        let sink = running.sink.clone();
+        async move {
+            sink.wait_for_event(
+                |e| matches!(&e.kind, InboundKind::Message { text: t, .. } if t == text),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap_or_else(|| panic!("{text:?} was not decrypted"))
+        }
+    };
+    room.send(RoomMessageEventContent::text_plain("a secret hello"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let event = says(&running, "a secret hello").await;
+    assert_eq!(event.chat.chat_id, room_id);
+
+    let sent = channel
+        .send(&OutboundMessage::text(
+            ChatRef::new(&room_id),
+            "an **encrypted** answer",
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let raw = person.events(&room_id, 50).await.unwrap_or_default();
+    let on_the_wire = raw
+        .iter()
+        .find(|e| e["event_id"] == sent.message_id.as_str())
+        .map(|e| e["type"].clone());
+    assert_eq!(
+        on_the_wire,
+        Some(serde_json::json!("m.room.encrypted")),
+        "the answer was not encrypted"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        client
+            .sync_once(quick())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let page = room
+            .messages(MessagesOptions::backward())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let decrypted = page.chunk.iter().any(|e| {
+            e.raw()
+                .get_field::<serde_json::Value>("content")
+                .ok()
+                .flatten()
+                .is_some_and(|c| c["body"] == "an **encrypted** answer")
+        });
+        if decrypted {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the person could not decrypt the answer"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let device = channel.device_id().await;
+    running.stop().await;
+    drop(channel);
+
+    let channel = make();
+    let running = Running::start(channel.clone(), RecordingSink::new(), state);
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        channel.device_id().await,
+        device,
+        "the restart made a new device"
+    );
+    room.send(RoomMessageEventContent::text_plain(
+        "still secret after the restart",
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    says(&running, "still secret after the restart").await;
     running.stop().await;
 }
