@@ -996,7 +996,7 @@ mod tests {
 
     #[test]
     fn provider_names_are_unique() {
-        let text = provider("") + &provider("");
+        let text = provider("") + provider("").as_str();
         one(
             &text,
             &[],

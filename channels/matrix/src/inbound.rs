@@ -229,7 +229,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                     Converted::Deliver(inbound) => {
                         let id = inbound.platform_id.clone();
                         lock(&channel.replay).insert(id.clone(), position.clone());
-                        if !deliver(&ctx, inbound).await {
+                        if !deliver(&ctx, *inbound).await {
                             return stopped(&ctx);
                         }
                         last = Some(id);
@@ -397,7 +397,7 @@ async fn catch_up(
             match convert(channel, client, &room, own, &event, not_before).await {
                 Converted::Deliver(inbound) => {
                     lock(&channel.replay).insert(inbound.platform_id.clone(), position.clone());
-                    if !deliver(ctx, inbound).await {
+                    if !deliver(ctx, *inbound).await {
                         return false;
                     }
                 }
@@ -440,7 +440,7 @@ async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<Tim
 }
 
 enum Converted {
-    Deliver(Inbound),
+    Deliver(Box<Inbound>),
     Undecryptable(String),
     Skip,
 }
@@ -480,13 +480,13 @@ async fn convert(
         return Converted::Skip;
     }
     let inbound = |chat: ChatRef, kind: InboundKind| {
-        Converted::Deliver(Inbound {
+        Converted::Deliver(Box::new(Inbound {
             platform_id: event_id.to_owned(),
             chat,
             sender: Sender::new(sender),
             kind,
             reply_context: None,
-        })
+        }))
     };
     let content = &json["content"];
     let relates = &content["m.relates_to"];
@@ -764,7 +764,7 @@ async fn answer_invite(
             return;
         }
     };
-    if !allowed.iter().any(|user| *user == inviter) {
+    if !allowed.contains(&inviter) {
         tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from a user not in allowed_users");
         if let Err(error) = room.leave().await {
             tracing::warn!(%error, "matrix: cannot decline the invite");
@@ -838,7 +838,7 @@ async fn retry_undecrypted(
             convert(channel, client, &room, own, &decrypted, None).await
         {
             tracing::info!(event = %inbound.platform_id, "matrix: a message decrypted after its key arrived");
-            if !deliver(ctx, inbound).await {
+            if !deliver(ctx, *inbound).await {
                 return None;
             }
         }
