@@ -15,10 +15,6 @@ use hearth_channel::{
 
 use crate::config::ChannelsConfig;
 
-/// Platforms whose sections the daemon still holds itself (src/config.rs), checked by `hearth
-/// check` but with no adapter yet. Each leaves this list when its channel crate lands.
-pub(crate) const PLACEHOLDERS: &[&str] = &["matrix"];
-
 /// Something done once for each channel crate, with its section type when it is built in.
 pub(crate) trait EachChannel {
     /// A channel compiled into this build, with its section of the configuration.
@@ -52,11 +48,12 @@ macro_rules! channel {
 pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
     channel!(each, channels, "telegram" => telegram);
     channel!(each, channels, "discord" => discord);
+    channel!(each, channels, "matrix" => matrix);
     channel!(each, channels, "email" => email);
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or
-/// not), then the placeholders.
+/// not).
 pub(crate) fn names() -> Vec<&'static str> {
     struct Names(Vec<&'static str>);
     impl EachChannel for Names {
@@ -69,7 +66,6 @@ pub(crate) fn names() -> Vec<&'static str> {
     }
     let mut names = Names(Vec::new());
     each(&mut ChannelsConfig::default(), &mut names);
-    names.0.extend_from_slice(PLACEHOLDERS);
     names.0
 }
 
@@ -146,7 +142,7 @@ mod tests {
 
     #[test]
     fn names_list_every_channel_whether_built_or_not() {
-        assert_eq!(names(), ["telegram", "email", "discord", "matrix"]);
+        assert_eq!(names(), ["telegram", "discord", "matrix", "email"]);
     }
 
     #[cfg(feature = "telegram")]

@@ -249,16 +249,6 @@ async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
         Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
         None => tracing::warn!("no configuration file found; running on defaults"),
     }
-    for (name, configured) in [
-        ("matrix", config.channels.matrix.is_some()),
-    ] {
-        if configured {
-            tracing::error!(
-                channel = name,
-                "this build has no adapter for this channel yet; its section is ignored"
-            );
-        }
-    }
     if channel_count == 0 {
         tracing::warn!(
             "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"

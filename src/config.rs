@@ -352,9 +352,7 @@ impl Default for ToolsConfig {
 /// `[channels.*]`: each chat platform is enabled by the presence of its section.
 ///
 /// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel"). `matrix` is the
-/// daemon's own placeholder until its crate exists: `hearth check` checks it, `hearth run` says
-/// it has no adapter for it.
+/// one field here per crate, behind its feature (README "Adding a channel").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelsConfig {
@@ -362,20 +360,10 @@ pub struct ChannelsConfig {
     pub telegram: Option<hearth_telegram::TelegramConfig>,
     #[cfg(feature = "discord")]
     pub discord: Option<hearth_discord::DiscordConfig>,
-    pub matrix: Option<MatrixConfig>,
+    #[cfg(feature = "matrix")]
+    pub matrix: Option<hearth_matrix::MatrixConfig>,
     #[cfg(feature = "email")]
     pub email: Option<hearth_email::EmailConfig>,
-}
-
-/// `[channels.matrix]`: a Matrix account the assistant logs in as.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatrixConfig {
-    pub homeserver: String,
-    pub user: String,
-    pub password_env: String,
-    #[serde(default)]
-    pub allowed_users: Vec<String>,
 }
 
 /// What an unattended schedule does when a tool asks for confirmation.

@@ -536,15 +536,10 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
                         parsed: false,
                     };
                     crate::channels::each(&mut config.channels, &mut crate_section);
-                    let slot = &mut config.channels;
-                    let parsed = match (crate_section.value, channel.as_str()) {
+                    let parsed = match crate_section.value {
                         // A channel crate of this name took the section.
-                        (None, _) => crate_section.parsed,
-                        (Some(value), "matrix") => {
-                            slot.matrix = section(value, &key, problems);
-                            slot.matrix.is_some()
-                        }
-                        (Some(_), _) => {
+                        None => crate_section.parsed,
+                        Some(_) => {
                             let known = crate::channels::names();
                             problems.push(unknown_key(&key, &channel, &known));
                             true

@@ -28,6 +28,7 @@
 mod anthropic;
 pub mod discord;
 pub mod email;
+pub mod matrix;
 pub mod mcp;
 mod openai;
 pub mod postgres;

@@ -16,6 +16,8 @@ mod faults_delivery;
 mod faults_intake;
 mod faults_process;
 mod identities;
+#[cfg(feature = "matrix")]
+mod matrix;
 mod mcp;
 mod pipeline;
 mod postgres;

@@ -1,0 +1,847 @@
+//! The sync loop: Matrix events to [`Inbound`], with hearth's own sync position.
+//!
+//! hearth drives `/sync` itself and keeps the position (`next_batch`) in its scoped state,
+//! saved only after every event of that sync was stored by the sink (the inbox deduplicates by
+//! event id). A crash before the save syncs from the older position again: the events come
+//! again and the copies are dropped. The very first sync of an account skips the history the
+//! rooms already had. The filter asks for 50 events per room; when more arrived (a limited
+//! timeline) the gap is fetched with `/messages` back to the previous position, so a burst of
+//! messages while hearth was down is delivered whole and in order.
+//!
+//! Encrypted events the SDK could not decrypt yet (the sender's key has not arrived) are kept
+//! in the state and tried again after every sync, until they decrypt or a day has passed.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hearth_channel::{
+    Attachment, AttachmentKind, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound,
+    InboundKind, Sender,
+};
+use matrix_sdk::config::{SyncSettings, SyncToken};
+use matrix_sdk::deserialized_responses::{TimelineEvent, TimelineEventKind};
+use matrix_sdk::room::MessagesOptions;
+use matrix_sdk::ruma::api::client::filter::{FilterDefinition, RoomEventFilter, RoomFilter};
+use matrix_sdk::ruma::api::client::receipt::create_receipt::v3::ReceiptType;
+use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
+use matrix_sdk::ruma::events::receipt::ReceiptThread;
+use matrix_sdk::ruma::events::room::message::{MessageType, RoomMessageEventContent};
+use matrix_sdk::ruma::serde::Raw;
+use matrix_sdk::ruma::{EventId, OwnedUserId, RoomId, UInt};
+use matrix_sdk::{Client, Room};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::MatrixError;
+use crate::format::strip_reply_fallback;
+use crate::outbound::prompt_key;
+use crate::{MatrixChannel, lock};
+
+/// The state key of hearth's sync position.
+const SINCE_KEY: &str = "since";
+/// The state key of the moment before which events are history (the first start).
+const HISTORY_KEY: &str = "history_before";
+/// The state key of the encrypted events waiting for their keys.
+const UNDECRYPTED_KEY: &str = "undecrypted";
+/// How long an undecryptable event is tried again.
+const UNDECRYPTED_FOR: Duration = Duration::from_secs(24 * 3600);
+/// Documents up to this size are passed on (as text when they are text).
+const MAX_DOCUMENT_BYTES: usize = 200 * 1024;
+/// How long an attachment may take to download before the message goes on without it.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pages of 100 events fetched at most to fill one gap.
+const MAX_GAP_PAGES: usize = 20;
+
+/// An encrypted event waiting for its key.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Undecrypted {
+    room_id: String,
+    /// The `m.room.encrypted` event as received.
+    event: String,
+    /// When it was first seen (ms since the epoch).
+    seen_ms: u64,
+}
+
+pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<(), ChannelError> {
+    let shutdown = ctx.shutdown.clone();
+    // Taken before the login, which can take a second: messages sent meanwhile are news.
+    let started_ms = now_ms();
+    let client = tokio::select! {
+        _ = shutdown.cancelled() => return stopped(&ctx),
+        result = channel.client() => match result {
+            Ok(client) => client,
+            Err(error) => {
+                if matches!(error.kind, hearth_channel::ErrorKind::Auth | hearth_channel::ErrorKind::Config) {
+                    ctx.status.failed(error.message.clone());
+                }
+                return Err(error);
+            }
+        },
+    };
+    let Some(own) = client.user_id().map(ToOwned::to_owned) else {
+        return Err(ChannelError::protocol("logged in without a user id"));
+    };
+    if let Some(key) = &channel.settings.recovery_key {
+        recover(&client, key).await;
+    }
+    let Some(mut since) = load(&ctx, SINCE_KEY).await else {
+        return stopped(&ctx);
+    };
+    // The very first sync of this account: what the rooms already hold is history, not news.
+    // Anything the homeserver stamped since the first `run` started is news. The moment is
+    // kept, so a restart before the first position was saved still delivers what came after.
+    let cutoff = match load(&ctx, HISTORY_KEY).await {
+        None => return stopped(&ctx),
+        Some(Some(saved)) => saved.parse().ok(),
+        Some(None) if since.is_none() => {
+            if !save(&ctx, HISTORY_KEY, &started_ms.to_string()).await {
+                return stopped(&ctx);
+            }
+            Some(started_ms)
+        }
+        Some(None) => None,
+    };
+    let mut undecrypted: Vec<Undecrypted> = match load(&ctx, UNDECRYPTED_KEY).await {
+        None => return stopped(&ctx),
+        Some(None) => Vec::new(),
+        Some(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::warn!(
+                "matrix: the list of undecryptable events is unreadable ({e}); starting a new one"
+            );
+            Vec::new()
+        }),
+    };
+    // The SDK saves its own sync position before hearth has stored the events, and drops a
+    // sync response that ends where its position is. So what a crash (or a lost delivery)
+    // left unstored is not fetched with /sync again but read back with /messages, down to
+    // hearth's position (or, before the first position was saved, the first start).
+    if (since.is_some() || cutoff.is_some())
+        && !catch_up(channel, &client, &own, &ctx, since.as_deref(), cutoff).await
+    {
+        return stopped(&ctx);
+    }
+    let filter = filter(channel.settings.timeline_limit);
+    let invites = Arc::new(std::sync::Mutex::new(HashSet::new()));
+    let mut backoff = Duration::from_secs(1);
+    let mut synced_once = false;
+    loop {
+        let rewind = lock(&channel.rewind).take();
+        if let Some(position) = rewind {
+            tracing::debug!(%position, "matrix: reading again from an earlier position");
+            let (to, not_before) = if position.is_empty() {
+                (None, cutoff)
+            } else {
+                (Some(position.as_str()), None)
+            };
+            if !catch_up(channel, &client, &own, &ctx, to, not_before).await {
+                return stopped(&ctx);
+            }
+        }
+        let token = since.clone();
+        let mut settings = SyncSettings::default()
+            .filter(Filter::FilterDefinition(filter.clone()))
+            .timeout(if synced_once {
+                channel.settings.sync_timeout
+            } else {
+                Duration::ZERO
+            });
+        // hearth's position, never the SDK's own: without one, a full (initial) sync.
+        settings = settings.token(match &token {
+            Some(token) => SyncToken::Specific(token.clone()),
+            None => SyncToken::NoToken,
+        });
+        tracing::debug!(
+            token = token.as_deref().unwrap_or("none"),
+            "matrix: syncing"
+        );
+        let response = tokio::select! {
+            _ = shutdown.cancelled() => return stopped(&ctx),
+            _ = channel.rewound.notified() => continue,
+            result = client.sync_once(settings) => result,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => {
+                let error = MatrixError::sdk("syncing", error);
+                if error.is_unknown_token() {
+                    // Deleted or logged out elsewhere: the supervisor restarts the channel,
+                    // which logs in as a new device.
+                    channel.forget_client().await;
+                    ctx.status
+                        .reconnecting("the homeserver no longer knows hearth's session");
+                    return Err(ChannelError::transient(format!(
+                        "{error}; logging in again as a new device"
+                    )));
+                }
+                let error = error.kind_error();
+                if error.kind == hearth_channel::ErrorKind::Auth {
+                    ctx.status.failed(error.message.clone());
+                    return Err(error);
+                }
+                tracing::warn!(%error, "matrix: sync failed; trying again in {backoff:?}");
+                ctx.status.reconnecting(error.message.clone());
+                tokio::select! {
+                    _ = shutdown.cancelled() => return stopped(&ctx),
+                    _ = tokio::time::sleep(error.retry_after().unwrap_or(backoff)) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+                continue;
+            }
+        };
+        backoff = Duration::from_secs(1);
+        ctx.status.connected();
+        synced_once = true;
+
+        for room_id in response.rooms.invited.keys() {
+            if !lock(&invites).insert(room_id.clone()) {
+                continue;
+            }
+            if let Some(room) = client.get_room(room_id) {
+                tokio::spawn(answer_invite(
+                    room,
+                    channel.settings.allowed_users.clone(),
+                    shutdown.clone(),
+                    invites.clone(),
+                ));
+            }
+        }
+
+        let position = token.clone().unwrap_or_default();
+        let skip_before = token.is_none().then_some(cutoff).flatten();
+        for (room_id, update) in response.rooms.joined {
+            let Some(room) = client.get_room(&room_id) else {
+                continue;
+            };
+            let mut events = Vec::new();
+            if update.timeline.limited
+                && let Some(token) = &token
+            {
+                events = fill_gap(&room, update.timeline.prev_batch.as_deref(), token).await;
+            }
+            events.extend(update.timeline.events);
+            tracing::debug!(room = %room_id, events = events.len(), limited = update.timeline.limited, "matrix: sync");
+            let mut last = None;
+            for event in events {
+                let converted = convert(channel, &client, &room, &own, &event, skip_before).await;
+                match converted {
+                    Converted::Deliver(inbound) => {
+                        let id = inbound.platform_id.clone();
+                        lock(&channel.replay).insert(id.clone(), position.clone());
+                        if !deliver(&ctx, *inbound).await {
+                            return stopped(&ctx);
+                        }
+                        last = Some(id);
+                    }
+                    Converted::Undecryptable(event) => {
+                        tracing::info!(room = %room_id, "matrix: a message could not be decrypted yet; trying again when its key arrives");
+                        undecrypted.push(Undecrypted {
+                            room_id: room_id.to_string(),
+                            event,
+                            seen_ms: now_ms(),
+                        });
+                    }
+                    Converted::Skip => {}
+                }
+            }
+            if let Some(last) = last {
+                read_receipt(room, last);
+            }
+        }
+
+        if !undecrypted.is_empty() {
+            let before = undecrypted.len();
+            let Some(left) = retry_undecrypted(channel, &client, &own, &ctx, undecrypted).await
+            else {
+                return stopped(&ctx);
+            };
+            undecrypted = left;
+            if undecrypted.len() != before || before > 0 {
+                let text = serde_json::to_string(&undecrypted).unwrap_or_else(|_| "[]".into());
+                if !save(&ctx, UNDECRYPTED_KEY, &text).await {
+                    return stopped(&ctx);
+                }
+            }
+        }
+        // Everything of this sync is stored: only now may the position move past it.
+        if !save(&ctx, SINCE_KEY, &response.next_batch).await {
+            return stopped(&ctx);
+        }
+        since = Some(response.next_batch);
+    }
+}
+
+fn stopped(ctx: &ChannelContext) -> Result<(), ChannelError> {
+    ctx.status.set(ChannelStatus::Stopped);
+    Ok(())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The sync filter: `limit` events per room, members loaded lazily.
+fn filter(limit: u32) -> FilterDefinition {
+    let mut timeline = RoomEventFilter::with_lazy_loading();
+    timeline.limit = Some(UInt::from(limit));
+    let mut room = RoomFilter::with_lazy_loading();
+    room.timeline = timeline;
+    let mut filter = FilterDefinition::with_lazy_loading();
+    filter.room = room;
+    filter
+}
+
+/// Reads `key` from the state, trying again while the store is unavailable; `None` on
+/// shutdown.
+async fn load(ctx: &ChannelContext, key: &str) -> Option<Option<String>> {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match ctx.state.load(key).await {
+            Ok(value) => return Some(value),
+            Err(error) => tracing::warn!(%error, "matrix: cannot read {key}; trying again"),
+        }
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Saves `key`, trying again while the store is unavailable; false on shutdown.
+async fn save(ctx: &ChannelContext, key: &str, value: &str) -> bool {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match ctx.state.save(key, value).await {
+            Ok(()) => return true,
+            Err(error) => tracing::warn!(%error, "matrix: cannot save {key}; trying again"),
+        }
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Hands `event` to the sink until it is stored; later events wait, so the order holds. False
+/// on shutdown (the position is not saved, so the next start offers the event again).
+async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        let result = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return false,
+            result = ctx.sink.deliver(event.clone()) => result,
+        };
+        match result {
+            Ok(()) => return true,
+            Err(error) => {
+                tracing::warn!(%error, event = %event.platform_id, "matrix: the inbox refused an event; offering it again")
+            }
+        }
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Delivers, oldest first, what every joined room received after the position `to` (or, without
+/// one, since `not_before`): the inbox drops what it already has. False on shutdown.
+async fn catch_up(
+    channel: &MatrixChannel,
+    client: &Client,
+    own: &OwnedUserId,
+    ctx: &ChannelContext,
+    to: Option<&str>,
+    not_before: Option<u64>,
+) -> bool {
+    for room in client.joined_rooms() {
+        let mut events: Vec<TimelineEvent> = Vec::new();
+        let mut from: Option<String> = None;
+        for _ in 0..MAX_GAP_PAGES {
+            let mut options = MessagesOptions::backward().from(from.as_deref());
+            options.to = to.map(str::to_owned);
+            options.limit = UInt::from(100u32);
+            let page = tokio::select! {
+                _ = ctx.shutdown.cancelled() => return false,
+                page = room.messages(options) => page,
+            };
+            let page = match page {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back the messages since the last position");
+                    break;
+                }
+            };
+            let n = page.chunk.len();
+            let older = not_before.is_some_and(|cutoff| {
+                page.chunk
+                    .last()
+                    .and_then(|e| e.timestamp)
+                    .is_some_and(|ts| u64::from(ts.0) < cutoff)
+            });
+            events.extend(page.chunk);
+            match page.end {
+                Some(end) if n > 0 && !older => from = Some(end),
+                _ => break,
+            }
+        }
+        events.reverse();
+        let position = to.unwrap_or_default().to_owned();
+        for event in events {
+            match convert(channel, client, &room, own, &event, not_before).await {
+                Converted::Deliver(inbound) => {
+                    lock(&channel.replay).insert(inbound.platform_id.clone(), position.clone());
+                    if !deliver(ctx, *inbound).await {
+                        return false;
+                    }
+                }
+                Converted::Undecryptable(_) | Converted::Skip => {}
+            }
+        }
+    }
+    true
+}
+
+/// The events a limited sync left out: `/messages` backwards from the timeline's `prev_batch`
+/// to the position the sync started from, oldest first.
+async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<TimelineEvent> {
+    let Some(mut from) = prev_batch.map(str::to_owned) else {
+        return Vec::new();
+    };
+    let mut gap = Vec::new();
+    for _ in 0..MAX_GAP_PAGES {
+        let mut options = MessagesOptions::backward().from(from.as_str());
+        options.to = Some(since.to_owned());
+        options.limit = UInt::from(100u32);
+        match room.messages(options).await {
+            Ok(page) => {
+                let n = page.chunk.len();
+                gap.extend(page.chunk);
+                match page.end {
+                    Some(end) if n > 0 => from = end,
+                    _ => break,
+                }
+            }
+            Err(error) => {
+                tracing::warn!(room = %room.room_id(), %error, "matrix: cannot fetch the messages a limited sync left out");
+                break;
+            }
+        }
+    }
+    tracing::info!(room = %room.room_id(), events = gap.len(), "matrix: a limited sync left a gap; fetched it");
+    gap.reverse();
+    gap
+}
+
+enum Converted {
+    Deliver(Box<Inbound>),
+    Undecryptable(String),
+    Skip,
+}
+
+/// One timeline event as hearth sees it.
+async fn convert(
+    channel: &MatrixChannel,
+    client: &Client,
+    room: &Room,
+    own: &OwnedUserId,
+    event: &TimelineEvent,
+    skip_before: Option<u64>,
+) -> Converted {
+    if let TimelineEventKind::UnableToDecrypt { event, .. } = &event.kind {
+        return Converted::Undecryptable(event.json().get().to_owned());
+    }
+    let json: Value = match serde_json::from_str(event.raw().json().get()) {
+        Ok(json) => json,
+        Err(error) => {
+            tracing::warn!(%error, "matrix: an event that is not JSON; skipped");
+            return Converted::Skip;
+        }
+    };
+    let (Some(event_id), Some(sender)) = (json["event_id"].as_str(), json["sender"].as_str())
+    else {
+        return Converted::Skip;
+    };
+    if sender == own.as_str() {
+        return Converted::Skip;
+    }
+    if let Some(cutoff) = skip_before
+        && json["origin_server_ts"]
+            .as_u64()
+            .is_some_and(|ts| ts < cutoff)
+    {
+        tracing::debug!(event = %event_id, "matrix: history before the first start; skipped");
+        return Converted::Skip;
+    }
+    let inbound = |chat: ChatRef, kind: InboundKind| {
+        Converted::Deliver(Box::new(Inbound {
+            platform_id: event_id.to_owned(),
+            chat,
+            sender: Sender::new(sender),
+            kind,
+            reply_context: None,
+        }))
+    };
+    let content = &json["content"];
+    let relates = &content["m.relates_to"];
+    let chat = ChatRef::new(room.room_id().to_string());
+    match json["type"].as_str() {
+        Some("m.reaction") => {
+            let (Some(target), Some(key)) = (relates["event_id"].as_str(), relates["key"].as_str())
+            else {
+                tracing::warn!(event = %event_id, "matrix: a reaction without a target or key; skipped");
+                return Converted::Skip;
+            };
+            if relates["rel_type"] != "m.annotation" {
+                return Converted::Skip;
+            }
+            inbound(
+                chat,
+                InboundKind::Reaction {
+                    message_id: target.to_owned(),
+                    emoji: key.to_owned(),
+                },
+            )
+        }
+        Some("m.room.message") => {
+            if relates["rel_type"] == "m.replace" {
+                let (Some(original), Some(text)) = (
+                    relates["event_id"].as_str(),
+                    content["m.new_content"]["body"].as_str(),
+                ) else {
+                    tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
+                    return Converted::Skip;
+                };
+                return inbound(
+                    chat,
+                    InboundKind::Edit {
+                        message_id: original.to_owned(),
+                        text: text.to_owned(),
+                    },
+                );
+            }
+            let (Some(msgtype), Some(body)) =
+                (content["msgtype"].as_str(), content["body"].as_str())
+            else {
+                tracing::warn!(event = %event_id, %sender, "matrix: a message without a text body; skipped");
+                return Converted::Skip;
+            };
+            let thread = (relates["rel_type"] == "m.thread")
+                .then(|| relates["event_id"].as_str())
+                .flatten();
+            let falling_back = relates["is_falling_back"].as_bool().unwrap_or(false);
+            let reply_to = relates["m.in_reply_to"]["event_id"]
+                .as_str()
+                .filter(|_| thread.is_none() || !falling_back);
+            let chat = match thread {
+                Some(root) => chat.with_thread(root),
+                None => chat,
+            };
+            let text = if reply_to.is_some() {
+                strip_reply_fallback(body)
+            } else {
+                body
+            };
+            if room.joined_members_count() > 2 && !addressed(room, own, content, reply_to).await {
+                return Converted::Skip;
+            }
+            if let Some(target) = reply_to
+                && let Some(emoji) = decision_emoji(text)
+                && is_prompt(channel, target).await
+            {
+                return inbound(
+                    chat,
+                    InboundKind::Reaction {
+                        message_id: target.to_owned(),
+                        emoji: emoji.to_owned(),
+                    },
+                );
+            }
+            let (text, attachments) = match msgtype {
+                "m.file" | "m.image" | "m.audio" | "m.video" => {
+                    attachment(client, content, event_id).await
+                }
+                _ => (text.to_owned(), Vec::new()),
+            };
+            inbound(
+                chat,
+                InboundKind::Message {
+                    text,
+                    attachments,
+                    message_id: Some(event_id.to_owned()),
+                    reply_to: reply_to.map(str::to_owned),
+                },
+            )
+        }
+        _ => Converted::Skip,
+    }
+}
+
+/// Whether a message in a group room is meant for hearth: it mentions the bot (`m.mentions`,
+/// its id in the text or a pill, or its localpart as a word) or replies to one of its messages.
+async fn addressed(
+    room: &Room,
+    own: &OwnedUserId,
+    content: &Value,
+    reply_to: Option<&str>,
+) -> bool {
+    let mentioned = content["m.mentions"]["user_ids"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
+    if mentioned {
+        return true;
+    }
+    let body = content["body"].as_str().unwrap_or_default();
+    let html = content["formatted_body"].as_str().unwrap_or_default();
+    if body.contains(own.as_str()) || html.contains(own.as_str()) {
+        return true;
+    }
+    let localpart = own.localpart().to_lowercase();
+    let named = body
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .any(|word| word == localpart);
+    if named {
+        return true;
+    }
+    let Some(target) = reply_to.and_then(|id| EventId::parse(id).ok()) else {
+        return false;
+    };
+    match room.event(&target, None).await {
+        Ok(event) => event
+            .raw()
+            .get_field::<String>("sender")
+            .ok()
+            .flatten()
+            .is_some_and(|sender| sender == own.as_str()),
+        Err(error) => {
+            tracing::warn!(%error, "matrix: cannot fetch the message a reply answers");
+            false
+        }
+    }
+}
+
+/// ✅ for a reply that only says approve/yes, ❌ for deny/no.
+fn decision_emoji(text: &str) -> Option<&'static str> {
+    let word = text
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    match word.as_str() {
+        "approve" | "approved" | "yes" => Some("✅"),
+        "deny" | "denied" | "no" => Some("❌"),
+        _ => None,
+    }
+}
+
+async fn is_prompt(channel: &MatrixChannel, event_id: &str) -> bool {
+    let Some(state) = channel.state() else {
+        return false;
+    };
+    matches!(state.load(&prompt_key(event_id)).await, Ok(Some(_)))
+}
+
+/// The caption and the file of an `m.file`/`m.image`/… message. A file that cannot be fetched
+/// or is too large is described in the text instead of being dropped silently.
+async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String, Vec<Attachment>) {
+    let body = content["body"].as_str().unwrap_or_default().to_owned();
+    let filename = content["filename"].as_str().map(str::to_owned);
+    // Spec: with a `filename` different from `body`, `body` is a caption.
+    let caption = match &filename {
+        Some(name) if *name != body => body.clone(),
+        _ => String::new(),
+    };
+    let name = filename
+        .or_else(|| Some(body.clone()))
+        .filter(|n| !n.is_empty());
+    let mime = content["info"]["mimetype"]
+        .as_str()
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    let typed: RoomMessageEventContent = match serde_json::from_value(content.clone()) {
+        Ok(typed) => typed,
+        Err(error) => {
+            tracing::warn!(event = %event_id, %error, "matrix: a malformed file message");
+            return (caption, Vec::new());
+        }
+    };
+    tracing::debug!(event = %event_id, "matrix: downloading an attachment");
+    let media = client.media();
+    type Download<'a> = std::pin::Pin<
+        Box<dyn std::future::Future<Output = matrix_sdk::Result<Option<Vec<u8>>>> + Send + 'a>,
+    >;
+    let (kind, download): (AttachmentKind, Download<'_>) = match &typed.msgtype {
+        MessageType::File(file) => (
+            AttachmentKind::Document,
+            Box::pin(media.get_file(file, false)),
+        ),
+        MessageType::Image(image) => (
+            AttachmentKind::Image,
+            Box::pin(media.get_file(image, false)),
+        ),
+        MessageType::Audio(audio) => (
+            AttachmentKind::Voice,
+            Box::pin(media.get_file(audio, false)),
+        ),
+        MessageType::Video(video) => (
+            AttachmentKind::Document,
+            Box::pin(media.get_file(video, false)),
+        ),
+        _ => return (caption, Vec::new()),
+    };
+    let bytes = tokio::time::timeout(DOWNLOAD_TIMEOUT, download).await;
+    tracing::debug!(event = %event_id, "matrix: attachment download ended");
+    let bytes = match bytes.unwrap_or_else(|_| Ok(None)) {
+        Ok(Some(bytes)) if bytes.len() <= MAX_DOCUMENT_BYTES => bytes,
+        Ok(Some(bytes)) => {
+            let note = format!("[a file of {} bytes was too large to read]", bytes.len());
+            return (format!("{caption}\n{note}").trim().to_owned(), Vec::new());
+        }
+        Ok(None) | Err(_) => {
+            tracing::warn!(event = %event_id, "matrix: cannot download an attachment");
+            return (
+                format!("{caption}\n[an attachment could not be downloaded]")
+                    .trim()
+                    .to_owned(),
+                Vec::new(),
+            );
+        }
+    };
+    let text = (mime.starts_with("text/") || kind == AttachmentKind::Document)
+        .then(|| String::from_utf8(bytes.clone()).ok())
+        .flatten();
+    let data_base64 = text.is_none().then(|| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&bytes)
+    });
+    (
+        caption,
+        vec![Attachment {
+            kind,
+            mime,
+            name,
+            data_base64,
+            text,
+        }],
+    )
+}
+
+/// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
+/// background: a lost receipt changes nothing for hearth.
+fn read_receipt(room: Room, event_id: String) {
+    tokio::spawn(async move {
+        let Ok(event_id) = EventId::parse(&event_id) else {
+            return;
+        };
+        if let Err(error) = room
+            .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+            .await
+        {
+            tracing::debug!(%error, "matrix: a read receipt was not accepted");
+        }
+    });
+}
+
+/// Joins a room an allowlisted user invited hearth to, trying again with doubling waits (the
+/// homeserver may not have finished creating the room); declines other invites.
+async fn answer_invite(
+    room: Room,
+    allowed: Vec<String>,
+    shutdown: CancellationToken,
+    handled: Arc<std::sync::Mutex<HashSet<matrix_sdk::ruma::OwnedRoomId>>>,
+) {
+    let inviter = match room.invite_details().await {
+        Ok(invite) => invite.inviter_id.to_string(),
+        Err(error) => {
+            tracing::warn!(room = %room.room_id(), %error, "matrix: cannot tell who sent an invite");
+            lock(&handled).remove(room.room_id());
+            return;
+        }
+    };
+    if !allowed.contains(&inviter) {
+        tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from a user not in allowed_users");
+        if let Err(error) = room.leave().await {
+            tracing::warn!(%error, "matrix: cannot decline the invite");
+        }
+        return;
+    }
+    let mut wait = Duration::from_secs(1);
+    for attempt in 1..=6 {
+        match room.join().await {
+            Ok(()) => {
+                tracing::info!(room = %room.room_id(), %inviter, "matrix: joined a room on invitation");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(room = %room.room_id(), %error, "matrix: joining failed (attempt {attempt})")
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait *= 2;
+    }
+    // A later sync that shows the invite again tries again.
+    lock(&handled).remove(room.room_id());
+}
+
+/// Imports the cross-signing keys and the backup key with the recovery key, so the device is
+/// signed by its owner's identity and missed room keys can be read from the backup.
+async fn recover(client: &Client, key: &str) {
+    match client.encryption().recovery().recover(key).await {
+        Ok(()) => tracing::info!("matrix: recovery key accepted; this device is cross-signed"),
+        Err(error) => {
+            tracing::warn!(%error, "matrix: the recovery key could not be used; the device stays unverified")
+        }
+    }
+}
+
+/// Tries the waiting encrypted events again; delivers those that decrypt and returns the rest
+/// (dropping those older than a day). `None` on shutdown.
+async fn retry_undecrypted(
+    channel: &MatrixChannel,
+    client: &Client,
+    own: &OwnedUserId,
+    ctx: &ChannelContext,
+    waiting: Vec<Undecrypted>,
+) -> Option<Vec<Undecrypted>> {
+    let mut left = Vec::new();
+    for item in waiting {
+        let room = RoomId::parse(&item.room_id)
+            .ok()
+            .and_then(|id| client.get_room(&id));
+        let Some(room) = room else {
+            continue;
+        };
+        let Ok(raw) = Raw::from_json_string(item.event.clone()) else {
+            continue;
+        };
+        let decrypted = match room.decrypt_event(&raw, None).await {
+            Ok(event) if !matches!(event.kind, TimelineEventKind::UnableToDecrypt { .. }) => event,
+            _ => {
+                if now_ms().saturating_sub(item.seen_ms) < UNDECRYPTED_FOR.as_millis() as u64 {
+                    left.push(item);
+                } else {
+                    tracing::warn!(room = %item.room_id, "matrix: a message stayed undecryptable for a day; given up");
+                }
+                continue;
+            }
+        };
+        if let Converted::Deliver(inbound) =
+            convert(channel, client, &room, own, &decrypted, None).await
+        {
+            tracing::info!(event = %inbound.platform_id, "matrix: a message decrypted after its key arrived");
+            if !deliver(ctx, *inbound).await {
+                return None;
+            }
+        }
+    }
+    Some(left)
+}

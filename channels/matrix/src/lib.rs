@@ -1,0 +1,191 @@
+//! hearth's Matrix channel on matrix-sdk: one device for life (the session and the crypto
+//! store are kept under the data directory and restored on every start), a sync loop whose
+//! position is hearth's own and advances only after the events of a sync are stored, encrypted
+//! rooms, `m.notice` replies with HTML, streamed replies as edits, and confirmations as
+//! reactions.
+//!
+//! Decisions where the issue was silent:
+//! - The session and store live in the directory handed to [`ChannelConfig::build`]
+//!   (`<daemon.data_dir>/channels/matrix/`), so `send` works before `run` has started; the
+//!   daemon passes the same directory to `run`.
+//! - Messages are delivered in DMs (rooms of at most two members) always; in bigger rooms only
+//!   when they mention the bot (its id, localpart or display name, or `m.mentions`) or reply to
+//!   one of its messages.
+//! - A reply whose text is only "approve"/"deny" (or "yes"/"no") to a confirmation prompt counts
+//!   as the ✅/❌ reaction on it, so the daemon decides it like a reaction.
+//!
+//! [`ChannelConfig::build`]: hearth_channel::ChannelConfig::build
+
+mod config;
+mod error;
+mod format;
+mod inbound;
+mod outbound;
+mod session;
+
+pub use config::{MatrixConfig, MatrixSettings};
+pub use session::saved_device_id;
+
+use std::collections::HashMap;
+use std::sync::Mutex as StdMutex;
+
+use async_trait::async_trait;
+use hearth_channel::{
+    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure, MessageRef,
+    OutboundMessage, ScopedState,
+};
+use matrix_sdk::Client;
+use tokio::sync::{Mutex, Notify};
+
+/// The channel's name in config, identities and targets.
+pub const CHANNEL_NAME: &str = "matrix";
+
+/// The longest message body, in UTF-8 bytes. A Matrix event may be 64 KiB; the body, its HTML
+/// rendering and, in encrypted rooms, the base64 of the ciphertext must all fit.
+pub const MAX_MESSAGE_BYTES: usize = 16_000;
+
+/// A Matrix account as a hearth channel.
+pub struct MatrixChannel {
+    settings: MatrixSettings,
+    /// The logged-in client, made on first use (by `run` or a `send`).
+    client: Mutex<Option<Client>>,
+    /// The state store of the running `run`, where prompts are remembered (replies to them
+    /// decide), shared with `send`.
+    state: StdMutex<Option<ScopedState>>,
+    /// For each recently delivered event, the sync position it was delivered from, so a test
+    /// can make the homeserver deliver it again (as after a lost position).
+    replay: StdMutex<HashMap<String, String>>,
+    /// A sync position to go back to, set by [`MatrixChannel::redeliver_from`].
+    rewind: StdMutex<Option<String>>,
+    /// Wakes the sync loop's long poll when `rewind` is set.
+    rewound: Notify,
+}
+
+impl std::fmt::Debug for MatrixChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixChannel")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MatrixChannel {
+    /// A channel for the account in `settings`. No network traffic until `run` or `send`.
+    pub fn new(settings: MatrixSettings) -> Result<Self, ChannelError> {
+        hearth_channel::check_url(&settings.homeserver, &["http", "https"])
+            .map_err(|m| ChannelError::config(format!("homeserver: {m}")))?;
+        Ok(Self {
+            settings,
+            client: Mutex::new(None),
+            state: StdMutex::new(None),
+            replay: StdMutex::new(HashMap::new()),
+            rewind: StdMutex::new(None),
+            rewound: Notify::new(),
+        })
+    }
+
+    /// The settings the channel runs on.
+    pub fn settings(&self) -> &MatrixSettings {
+        &self.settings
+    }
+
+    /// The logged-in client, logging in (or restoring the session) on first use.
+    async fn client(&self) -> Result<Client, ChannelError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        let client = session::connect(&self.settings).await?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets the client after the homeserver refused its token, so the next use logs in anew.
+    async fn forget_client(&self) {
+        *self.client.lock().await = None;
+    }
+
+    /// The device id hearth runs as, once logged in.
+    pub async fn device_id(&self) -> Option<String> {
+        let slot = self.client.lock().await;
+        slot.as_ref()
+            .and_then(|c| c.device_id().map(|d| d.to_string()))
+    }
+
+    /// Makes the running sync loop go back to the position it delivered `event_id` from, so
+    /// the homeserver delivers that event (and what followed) again, as it does when a sync
+    /// position was lost. For the conformance check of duplicate deliveries; returns false when
+    /// the event was not delivered recently.
+    #[doc(hidden)]
+    pub fn redeliver_from(&self, event_id: &str) -> bool {
+        let Some(position) = lock(&self.replay).get(event_id).cloned() else {
+            return false;
+        };
+        *lock(&self.rewind) = Some(position);
+        self.rewound.notify_one();
+        true
+    }
+
+    fn state(&self) -> Option<ScopedState> {
+        lock(&self.state).clone()
+    }
+}
+
+/// Locks a std mutex holding plain data; a panic elsewhere cannot leave it inconsistent.
+fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[async_trait]
+impl Channel for MatrixChannel {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            buttons: false,
+            edits: true,
+            reactions: true,
+            threads: true,
+            max_message_len: Some(MAX_MESSAGE_BYTES),
+            measure: Measure::Bytes,
+            format: Format::Html,
+            preview: Some(self.settings.edit_interval),
+            buttons_as_reactions: true,
+            acks_presses_on_receipt: false,
+            deduplicates_sends: true,
+            silent_with_strangers: false,
+        }
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        *lock(&self.state) = Some(ctx.state.clone());
+        inbound::run(self, ctx).await
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        outbound::send(self, message).await
+    }
+
+    async fn edit(
+        &self,
+        target: &MessageRef,
+        message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        outbound::edit(self, target, message).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), ChannelError> {
+        outbound::typing(self, chat).await
+    }
+
+    async fn preview(
+        &self,
+        chat: &ChatRef,
+        draft: Option<&MessageRef>,
+        text: &str,
+    ) -> Result<Option<MessageRef>, ChannelError> {
+        outbound::preview(self, chat, draft, text).await.map(Some)
+    }
+}

@@ -1,0 +1,182 @@
+//! Sending: `m.notice` messages with HTML, replies and threads, edits (`m.replace`), the bot's
+//! ✅ ❌ reactions on confirmation prompts, typing notices. Sends carry the daemon's delivery
+//! id as the Matrix transaction id, so the homeserver shows a resend after a crash once.
+
+use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
+use matrix_sdk::Room;
+use matrix_sdk::config::SyncSettings;
+use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId};
+use serde_json::Value;
+
+use crate::error::MatrixError;
+use crate::format;
+use crate::{MAX_MESSAGE_BYTES, MatrixChannel};
+
+/// The state key remembering that an event is a confirmation prompt.
+pub(crate) fn prompt_key(event_id: &str) -> String {
+    format!("prompt:{event_id}")
+}
+
+/// The joined room `chat` names. A room the client has not seen yet (a `send` before the first
+/// sync of this store) is looked up with one sync.
+pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
+    let client = channel.client().await?;
+    let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
+        ChannelError::rejected(format!("`{}` is not a Matrix room id: {e}", chat.chat_id))
+    })?;
+    if let Some(room) = client.get_room(&room_id) {
+        return Ok(room);
+    }
+    // Only the SDK's own store sees this sync; hearth's sync position is not touched.
+    client
+        .sync_once(SyncSettings::default().timeout(std::time::Duration::ZERO))
+        .await
+        .map_err(|e| MatrixError::sdk("syncing to find the room", e))?;
+    client.get_room(&room_id).ok_or_else(|| {
+        ChannelError::rejected(format!("hearth is not in the Matrix room {room_id}"))
+    })
+}
+
+fn check_length(text: &str) -> Result<(), ChannelError> {
+    if text.len() > MAX_MESSAGE_BYTES {
+        return Err(ChannelError::rejected(format!(
+            "a Matrix message of {} bytes is over the limit of {MAX_MESSAGE_BYTES} bytes",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Sends `content` of `event_type`, with `txn` as the transaction id when given; returns the
+/// event id.
+async fn send_raw(
+    room: &Room,
+    event_type: &str,
+    content: Value,
+    txn: Option<String>,
+) -> Result<String, MatrixError> {
+    let mut request = room.send_raw(event_type, content);
+    if let Some(txn) = txn {
+        request = request.with_transaction_id(&OwnedTransactionId::from(txn));
+    }
+    let result = request
+        .await
+        .map_err(|e| MatrixError::sdk(format!("sending {event_type}"), e))?;
+    Ok(result.response.event_id.to_string())
+}
+
+pub(crate) async fn send(
+    channel: &MatrixChannel,
+    message: &OutboundMessage,
+) -> Result<MessageRef, ChannelError> {
+    check_length(&message.text)?;
+    let room = room(channel, &message.chat).await?;
+    let event_id = match &message.replaces {
+        // The streamed preview becomes the reply; if it cannot be edited, a new message.
+        Some(preview) => match edit_in(&room, &preview.message_id, &message.text).await {
+            Ok(()) => preview.message_id.clone(),
+            Err(error) => {
+                tracing::warn!(%error, "matrix: the preview could not be replaced; sending anew");
+                send_new(&room, message).await?
+            }
+        },
+        None => send_new(&room, message).await?,
+    };
+    seed_reactions(channel, &room, &event_id, message).await?;
+    Ok(MessageRef {
+        chat: message.chat.clone(),
+        message_id: event_id,
+    })
+}
+
+async fn send_new(room: &Room, message: &OutboundMessage) -> Result<String, ChannelError> {
+    let content = format::with_relations(
+        format::notice(&message.text),
+        message.chat.thread_id.as_deref(),
+        message.reply_to.as_deref(),
+    );
+    Ok(send_raw(room, "m.room.message", content, message.delivery_id.clone()).await?)
+}
+
+/// Puts the buttons' emoji on a prompt as the bot's own reactions, and remembers the prompt so
+/// a reply "approve"/"deny" to it decides. Each reaction has a transaction id derived from the
+/// delivery id, so a resend does not add them twice.
+async fn seed_reactions(
+    channel: &MatrixChannel,
+    room: &Room,
+    event_id: &str,
+    message: &OutboundMessage,
+) -> Result<(), ChannelError> {
+    if message.buttons.is_empty() {
+        return Ok(());
+    }
+    if let Some(state) = channel.state() {
+        state
+            .save(&prompt_key(event_id), "1")
+            .await
+            .map_err(|e| ChannelError::transient(e.to_string()))?;
+    }
+    for (i, button) in message.buttons.iter().enumerate() {
+        let Some(emoji) = button.emoji.as_deref().filter(|e| !e.is_empty()) else {
+            continue;
+        };
+        let txn = message.delivery_id.as_ref().map(|id| format!("{id}.r{i}"));
+        send_raw(room, "m.reaction", format::reaction(event_id, emoji), txn).await?;
+    }
+    Ok(())
+}
+
+async fn edit_in(room: &Room, event_id: &str, text: &str) -> Result<(), MatrixError> {
+    send_raw(
+        room,
+        "m.room.message",
+        format::replacement(event_id, text),
+        None,
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn edit(
+    channel: &MatrixChannel,
+    target: &MessageRef,
+    message: &OutboundMessage,
+) -> Result<(), ChannelError> {
+    check_length(&message.text)?;
+    let room = room(channel, &target.chat).await?;
+    edit_in(&room, &target.message_id, &message.text).await?;
+    Ok(())
+}
+
+pub(crate) async fn preview(
+    channel: &MatrixChannel,
+    chat: &ChatRef,
+    draft: Option<&MessageRef>,
+    text: &str,
+) -> Result<MessageRef, ChannelError> {
+    check_length(text)?;
+    let room = room(channel, chat).await?;
+    let message_id = match draft {
+        Some(draft) => {
+            edit_in(&room, &draft.message_id, text).await?;
+            draft.message_id.clone()
+        }
+        None => {
+            let content =
+                format::with_relations(format::notice(text), chat.thread_id.as_deref(), None);
+            send_raw(&room, "m.room.message", content, None).await?
+        }
+    };
+    Ok(MessageRef {
+        chat: chat.clone(),
+        message_id,
+    })
+}
+
+pub(crate) async fn typing(channel: &MatrixChannel, chat: &ChatRef) -> Result<(), ChannelError> {
+    let room = room(channel, chat).await?;
+    room.typing_notice(true)
+        .await
+        .map_err(|e| MatrixError::sdk("sending a typing notice", e))?;
+    Ok(())
+}

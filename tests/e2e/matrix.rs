@@ -1,0 +1,571 @@
+//! The real `hearth run` binary against a real Synapse (started by the test kit) and the fake
+//! LLM, with people talking to it over the client-server API: invites (accepted from allowed
+//! users, declined from strangers), a DM answered, the mention rule in a room, confirmations by
+//! reaction and by reply (someone else's reaction does nothing; expiry says so), and a SIGKILL
+//! with 60 messages sent while down (a limited sync): every one answered once, in order.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hearth_testkit::matrix::{Human, Registered, SeenMessage, Synapse, unique_name};
+use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+const PASSWORD: &str = "bot-password-SECRET";
+
+const AGENTS: &str = r#"
+[[agent]]
+id = "general"
+name = "General"
+emoji = "🏠"
+system_prompt = "PROMPT:general"
+tool_groups = ["tasks"]
+tool_mode = "direct"
+"#;
+
+struct MxHearth {
+    dir: tempfile::TempDir,
+    llm: FakeOpenAi,
+    server: &'static Synapse,
+    bot: Registered,
+    owner: Human,
+    friend: Human,
+    child: Option<Child>,
+    port: u16,
+    runs: usize,
+}
+
+impl MxHearth {
+    async fn new(extra: &str) -> Self {
+        crate::support::rustls();
+        let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
+        let bot = server
+            .register(&unique_name("hearth"), PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let owner = Human::register(server, "owner")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let friend = Human::register(server, "friend")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let llm = FakeOpenAi::start().await;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let config = format!(
+            r#"
+[daemon]
+http_listen = "127.0.0.1:{port}"
+owner = "matrix:{owner}"
+shutdown_grace_secs = 1
+
+[[providers]]
+name = "fake"
+kind = "openai"
+base_url = "{llm}"
+model = "fake-model"
+max_retries = 0
+
+[router]
+agents_file = "agents.toml"
+
+[runtime]
+stream = false
+
+{extra}
+
+[channels.matrix]
+homeserver = "{url}"
+user = "{bot}"
+password_env = "MX_PASSWORD"
+allowed_users = ["{owner}", "{friend}"]
+"#,
+            owner = owner.user.user_id,
+            friend = friend.user.user_id,
+            bot = bot.user_id,
+            url = server.url(),
+            llm = llm.base_url(),
+        );
+        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
+        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
+        Self {
+            dir,
+            llm,
+            server,
+            bot,
+            owner,
+            friend,
+            child: None,
+            port,
+            runs: 0,
+        }
+    }
+
+    async fn start(&mut self) {
+        self.runs += 1;
+        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .arg("run")
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("MX_PASSWORD", PASSWORD)
+            .env("RUST_LOG", "info,hearth_matrix=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("hearth run starts");
+        self.child = Some(child);
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        for _ in 0..1200 {
+            if let Ok(response) = reqwest::get(&url).await
+                && let Ok(health) = response.json::<Value>().await
+                && health["channels"]["matrix"]["state"] == "connected"
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("hearth did not come up:\n{}", self.logs());
+    }
+
+    fn log_path(&self, run: usize) -> PathBuf {
+        self.dir.path().join(format!("hearth-{run}.log"))
+    }
+
+    fn logs(&self) -> String {
+        (1..=self.runs)
+            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
+            .collect()
+    }
+
+    fn signal(&self, name: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args([&format!("-{name}"), &child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+        }
+    }
+
+    async fn kill(&mut self) {
+        self.signal("KILL");
+        if let Some(mut child) = self.child.take() {
+            tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .expect("join")
+                .expect("wait");
+        }
+    }
+
+    /// SIGTERM, expecting exit 0; the password never reached a log line.
+    async fn stop(&mut self) {
+        self.signal("TERM");
+        if let Some(mut child) = self.child.take() {
+            let status = tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .expect("join")
+                .expect("wait");
+            assert_eq!(status.code(), Some(0), "{}", self.logs());
+        }
+        assert!(
+            !self.logs().contains("SECRET"),
+            "the password reached the logs"
+        );
+    }
+
+    /// Waits until `user` has the membership `want` in `room`.
+    async fn wait_membership(&self, room: &str, user: &str, want: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let now = self.owner.membership(room, user).await;
+            if now.as_deref() == Some(want) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{user} is {now:?} in {room}, not {want}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A DM between the owner and hearth, accepted by hearth.
+    async fn dm(&self) -> String {
+        let room = self
+            .owner
+            .create_room(&[&self.bot.user_id], true, false)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.wait_membership(&room, &self.bot.user_id, "join").await;
+        room
+    }
+
+    /// Hearth's messages in `room`, oldest first.
+    async fn bot_messages(&self, room: &str) -> Vec<SeenMessage> {
+        self.owner
+            .seen(room)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.sender == self.bot.user_id)
+            .collect()
+    }
+
+    /// Waits until hearth has sent at least `n` messages in `room`.
+    async fn wait_bot(&self, room: &str, n: usize) -> Vec<SeenMessage> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let messages = self.bot_messages(room).await;
+            if messages.len() >= n {
+                return messages;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "expected {n} messages from hearth in {room}, got {messages:#?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until a message of hearth's in `room` satisfies `check`.
+    async fn wait_for(
+        &self,
+        room: &str,
+        what: &str,
+        check: impl Fn(&SeenMessage) -> bool,
+    ) -> SeenMessage {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(found) = self.bot_messages(room).await.into_iter().find(|m| check(m)) {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what} never shown in {room}: {:#?}\n{}",
+                self.bot_messages(room).await,
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The text of the last user message in an OpenAI request.
+fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+fn echo(h: &MxHearth) {
+    h.llm
+        .set_responder(|request| Reply::text(format!("echo: {}", last_user_text(request))));
+}
+
+#[tokio::test]
+async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered_rooms_need_a_mention()
+ {
+    let mut h = MxHearth::new("").await;
+    echo(&h);
+    h.start().await;
+
+    let dm = h.dm().await;
+    h.owner
+        .text(&dm, "hello **there**", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reply = h
+        .wait_for(&dm, "the DM answer", |m| m.text.contains("echo: hello"))
+        .await;
+    assert_eq!(reply.msgtype, "m.notice", "bots answer with notices");
+    assert!(
+        reply.reply_to.is_some(),
+        "the answer quotes the message: {reply:?}"
+    );
+
+    let stranger = Human::register(h.server, "stranger")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let theirs = stranger
+        .create_room(&[&h.bot.user_id], true, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while stranger
+        .membership(&theirs, &h.bot.user_id)
+        .await
+        .as_deref()
+        != Some("leave")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a stranger's invite was not declined\n{}",
+            h.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A room of three: only what mentions hearth (or replies to it) is answered.
+    let room = h
+        .owner
+        .create_room(&[&h.bot.user_id, &h.friend.user.user_id], false, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.friend.join(&room).await.unwrap_or_else(|e| panic!("{e}"));
+    h.wait_membership(&room, &h.bot.user_id, "join").await;
+    h.owner
+        .text(&room, "just chatting with friends", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mention = format!("{} what is the time?", h.bot.user_id);
+    h.friend
+        .text(&room, &mention, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let answer = h
+        .wait_for(&room, "the answer to the mention", |m| {
+            m.text.contains("what is the time")
+        })
+        .await;
+    h.friend
+        .reply(&room, &answer.event_id, "and a reply to hearth")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&room, "the answer to the reply", |m| {
+        m.text.contains("and a reply to hearth")
+    })
+    .await;
+    let texts: Vec<String> = h.llm.requests().iter().map(last_user_text).collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("just chatting")),
+        "the chatter reached the model: {texts:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_sigkill_then_60_messages_while_down_are_each_answered_once_in_order() {
+    let mut h = MxHearth::new("").await;
+    echo(&h);
+    h.start().await;
+    let dm = h.dm().await;
+    h.owner
+        .text(&dm, "before the crash", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&dm, "the first answer", |m| {
+        m.text.contains("before the crash")
+    })
+    .await;
+    let device = hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix"));
+    h.kill().await;
+
+    let texts: Vec<String> = (0..60).map(|i| format!("while down {i:02}")).collect();
+    for text in &texts {
+        h.owner
+            .text(&dm, text, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    h.start().await;
+    h.wait_bot(&dm, 61).await;
+    // Give a duplicate the time to show up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let messages: Vec<String> = h
+        .bot_messages(&dm)
+        .await
+        .into_iter()
+        .map(|m| m.text)
+        .filter(|t| t.contains("while down"))
+        .collect();
+    let expected: Vec<String> = texts.iter().map(|t| format!("echo: {t}")).collect();
+    assert_eq!(
+        messages,
+        expected,
+        "answered {} times for 60 messages",
+        messages.len()
+    );
+    if device.is_some() {
+        assert_eq!(
+            hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix")),
+            device,
+            "the restart made a new device"
+        );
+    }
+    assert!(
+        h.logs().contains("restored the saved session"),
+        "the restart did not restore the session"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
+    let mut h = MxHearth::new("[tools]\nconfirmation_timeout_secs = 4\n").await;
+    h.start().await;
+    let room = h
+        .owner
+        .create_room(&[&h.bot.user_id, &h.friend.user.user_id], false, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.friend.join(&room).await.unwrap_or_else(|e| panic!("{e}"));
+    h.wait_membership(&room, &h.bot.user_id, "join").await;
+    let bot = h.bot.user_id.clone();
+
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "add_task",
+        r#"{"title": "Old task"}"#,
+    )]));
+    h.llm.push(Reply::text("Added."));
+    h.owner
+        .text(&room, &format!("{bot} add a task"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&room, "Added.", |m| m.text == "Added.").await;
+
+    // The owner asks; the friend's ✅ does nothing; the owner's ✅ approves.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c2",
+        "delete_task",
+        r#"{"task_id": 1}"#,
+    )]));
+    h.llm.push(Reply::text("Deleted."));
+    h.owner
+        .text(&room, &format!("{bot} delete task 1"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let prompt = h
+        .wait_for(&room, "the prompt with ✅ ❌", |m| {
+            m.text.contains("delete_task")
+                && ["✅", "❌"]
+                    .iter()
+                    .all(|e| m.reactions.iter().any(|(s, k)| *s == bot && k == e))
+        })
+        .await;
+    h.friend
+        .react(&room, &prompt.event_id, "✅")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !h.bot_messages(&room)
+            .await
+            .iter()
+            .any(|m| m.text == "Deleted."),
+        "someone else's reaction decided"
+    );
+    h.owner
+        .react(&room, &prompt.event_id, "✅")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&room, "Deleted.", |m| m.text == "Deleted.")
+        .await;
+    h.wait_for(&room, "the prompt showing the outcome", |m| {
+        m.event_id == prompt.event_id && m.text.contains("Approved")
+    })
+    .await;
+
+    // A reply "deny" to the next prompt decides it.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c3",
+        "delete_task",
+        r#"{"task_id": 2}"#,
+    )]));
+    h.llm.push(Reply::text("Left it alone."));
+    h.owner
+        .text(&room, &format!("{bot} delete task 2"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = h
+        .wait_for(&room, "the second prompt", |m| {
+            m.text.contains("delete_task") && m.event_id != prompt.event_id
+        })
+        .await;
+    h.owner
+        .reply(&room, &second.event_id, "deny")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&room, "Left it alone.", |m| m.text == "Left it alone.")
+        .await;
+    h.wait_for(&room, "the second prompt showing the outcome", |m| {
+        m.event_id == second.event_id && m.text.contains("Denied")
+    })
+    .await;
+
+    // Nobody answers the third: it expires and says so.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c4",
+        "delete_task",
+        r#"{"task_id": 3}"#,
+    )]));
+    h.llm.push(Reply::text("Nobody approved, so I left it."));
+    h.owner
+        .text(&room, &format!("{bot} delete task 3"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(&room, "the expiry", |m| {
+        m.text == "Nobody approved, so I left it."
+    })
+    .await;
+    let third = h
+        .bot_messages(&room)
+        .await
+        .into_iter()
+        .find(|m| m.text.contains("delete_task") && m.text.contains("Expired"));
+    assert!(
+        third.is_some(),
+        "the expired prompt does not say so: {:#?}",
+        h.bot_messages(&room).await
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_reply_grows_by_edits_of_one_message() {
+    let mut h = MxHearth::new("").await;
+    h.start().await;
+    let dm = h.dm().await;
+    // Streaming on: the fake LLM streams the text in small deltas.
+    h.stop().await;
+    let path = h.dir.path().join("hearth.toml");
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, text.replace("stream = false", "stream = true")).expect("config");
+    h.start().await;
+    let long = "word ".repeat(400);
+    h.llm.push(Reply::text(long.trim_end()));
+    h.owner
+        .text(&dm, "tell me a long story", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reply = h
+        .wait_for(&dm, "the whole streamed reply", |m| {
+            m.text.matches("word").count() == 400
+        })
+        .await;
+    let messages = h.bot_messages(&dm).await;
+    assert_eq!(
+        messages.len(),
+        1,
+        "a streamed reply is one message: {messages:#?}"
+    );
+    assert!(
+        reply.edits >= 1,
+        "the reply never grew by an edit: {reply:?}"
+    );
+    h.stop().await;
+}
