@@ -1019,6 +1019,7 @@ mod tests {
         assert!(errors[2].1.contains("MX is not set"));
     }
 
+    #[cfg(all(feature = "telegram", feature = "discord"))]
     #[test]
     fn schedule_values() {
         let secret = [("TG", "t")];
