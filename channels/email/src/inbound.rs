@@ -161,7 +161,8 @@ impl Reader {
             || message.header_raw("X-Autorespond").is_some()
             || message
                 .header_raw("X-Auto-Response-Suppress")
-                .is_some_and(|v| v.to_ascii_lowercase().contains("all"))
+                .map(str::to_ascii_lowercase)
+                .is_some_and(|v| ["all", "oof", "autoreply"].iter().any(|k| v.contains(k)))
         {
             return Some("automatic reply header".into());
         }
@@ -563,6 +564,9 @@ mod tests {
                 "List-Unsubscribe",
             ),
             ("Return-Path: <>\r\n", "Return-Path"),
+            // Exchange's out-of-office replies.
+            ("X-Auto-Response-Suppress: OOF\r\n", "automatic reply"),
+            ("X-Auto-Response-Suppress: All\r\n", "automatic reply"),
         ] {
             let raw = format!("{header}{PLAIN}");
             let e = event(&raw);
@@ -638,6 +642,24 @@ mod tests {
         assert!(attachments[0].data_base64.is_some());
         assert_eq!(attachments[1].mime, "application/pdf");
         assert_eq!(attachments[1].name.as_deref(), Some("r.pdf"));
+    }
+
+    #[test]
+    fn east_asian_charsets_are_decoded() {
+        // "日本" in ISO-2022-JP and BIG5 ("中文").
+        let jis = b"From: a@x.org\r\nMessage-ID: <j@x>\r\nContent-Type: text/plain; charset=iso-2022-jp\r\n\r\n\x1b$BF|K\\\x1b(B\r\n";
+        let InboundKind::Message { text, .. } = event(&String::from_utf8_lossy(jis)).kind else {
+            panic!()
+        };
+        assert_eq!(text, "日本");
+        let big5 = b"From: a@x.org\r\nMessage-ID: <b@x>\r\nContent-Type: text/plain; charset=big5\r\n\r\n\xa4\xa4\xa4\xe5\r\n";
+        let Read::Event(e) = reader().read(big5) else {
+            panic!()
+        };
+        let InboundKind::Message { text, .. } = e.kind else {
+            panic!()
+        };
+        assert_eq!(text, "中文");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub use config::{
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_imap::extensions::idle::IdleResponse;
+use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use hearth_channel::{
@@ -188,10 +189,21 @@ impl EmailChannel {
             // Notices were read by the fetches; what they said is fetched by UID anyway.
             while session.unsolicited_responses.try_recv().is_ok() {}
             if idle {
+                // A mail that lands between the search above and the server's "+ idling" is
+                // announced before the continuation, which async-imap files with the other
+                // notices: look there once IDLE has started, and fetch at once if it did.
+                let notices = session.unsolicited_responses.clone();
                 let mut handle = session.idle();
                 timed(limit, "idle", handle.init()).await?;
                 let refresh = self.settings.idle_refresh;
-                let woke = {
+                let pending = std::iter::from_fn(|| notices.try_recv().ok())
+                    .filter(|n| matches!(n, UnsolicitedResponse::Exists(_)))
+                    .count()
+                    > 0;
+                let woke = if pending {
+                    debug!("mail announced as IDLE started");
+                    Ok(Ok(IdleResponse::Timeout))
+                } else {
                     let (wait, _stop) = handle.wait_with_timeout(refresh);
                     tokio::select! {
                         () = ctx.shutdown.cancelled() => return Ok(()),
