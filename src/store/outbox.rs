@@ -479,11 +479,14 @@ impl Store {
         }))
     }
 
+    /// Replies not yet delivered: waiting, and being sent right now.
     pub async fn outbox_depth(&self) -> StoreResult<i64> {
         Ok(
-            sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
-                .fetch_one(self.pool())
-                .await?,
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM outbox WHERE status IN ('pending', 'sending')",
+            )
+            .fetch_one(self.pool())
+            .await?,
         )
     }
 }

@@ -29,13 +29,14 @@ impl Abandoned {
 }
 
 impl Store {
-    /// Replies of `channels` waiting for delivery.
+    /// Replies of `channels` not yet delivered: waiting, or being sent right now (a stop waits
+    /// for those too, so a send is not cut off between the platform's answer and its record).
     pub async fn outbox_depth_of(&self, channels: &[String]) -> StoreResult<i64> {
         if channels.is_empty() {
             return Ok(0);
         }
         let sql = format!(
-            "SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND channel IN ({})",
+            "SELECT COUNT(*) FROM outbox WHERE status IN ('pending', 'sending') AND channel IN ({})",
             placeholders(1, channels.len())
         );
         let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql));

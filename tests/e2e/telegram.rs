@@ -520,6 +520,32 @@ async fn a_scheduled_briefing_is_delivered_to_the_owner() {
 }
 
 #[tokio::test]
+async fn sigterm_while_a_reply_is_being_sent_waits_for_the_send_to_finish() {
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.llm.push(Reply::text("Here it is."));
+    // Telegram is slow to answer the send, not gone.
+    h.tg.hold("sendMessage");
+    h.tg.push_text(OWNER, OWNER, "hello");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while h.tg.requests_of("sendMessage").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "{}", h.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.tg.release("sendMessage");
+    h.stop().await;
+    // The stop waited for the send (within the 1 s grace) and recorded it: not cut off, so not
+    // sent again by the next start.
+    assert_eq!(h.tg.messages(OWNER).len(), 1, "{}", h.logs());
+    h.start().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.tg.messages(OWNER).len(), 1, "answered exactly once");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn sigterm_during_a_busy_turn_exits_0_and_the_turn_completes_after_restart() {
     let mut h = TgHearth::new("").await;
     h.start().await;
