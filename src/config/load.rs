@@ -902,7 +902,12 @@ model = "llama3.1"
         assert_eq!(config.schedules[0].name, "morning-briefing");
     }
 
-    #[cfg(feature = "telegram")]
+    #[cfg(all(
+        feature = "telegram",
+        feature = "discord",
+        feature = "matrix",
+        feature = "email"
+    ))]
     #[test]
     fn example_file_commented_sections_are_valid_too() {
         // Uncomment the optional channel sections: a user who does so must get a valid file.
