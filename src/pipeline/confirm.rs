@@ -350,17 +350,14 @@ impl Handler {
             return Ok(None);
         };
         let (kind, message) = if caps.edits {
-            // Not delivered yet: nothing to edit (the prompt goes out with its buttons still).
-            let Some(target) = target else {
-                return Ok(None);
-            };
+            // Edited once the prompt is out (see `OutboxKind::Outcome`), buttons gone.
             let message = OutboundMessage {
-                chat: target.chat.clone(),
-                text: format!("{}\n\n{outcome}", prompt.text),
+                chat: prompt.chat.clone(),
+                text: outcome.to_string(),
                 reply_context: prompt.reply_context.clone(),
                 ..OutboundMessage::default()
             };
-            (OutboxKind::Edit { target }, message)
+            (OutboxKind::Outcome { prompt: outbox_id }, message)
         } else {
             let message = OutboundMessage {
                 reply_to: target.map(|t| t.message_id),

@@ -153,14 +153,43 @@ impl Delivery {
             return Ok(());
         };
         let capabilities = channel.capabilities();
+        let mut message = item.message.clone();
+        // The message this row edits; none for a new message. An outcome edits its prompt,
+        // which is out by now: it is earlier in this chat's queue, and a queue waits for its
+        // oldest row.
+        let edits = match &item.kind {
+            OutboxKind::Send => None,
+            OutboxKind::Edit { target } => Some(target.clone()),
+            OutboxKind::Outcome { prompt } => match self.store.outbox_message(*prompt).await {
+                Ok(Some((prompt, Some(target)))) => {
+                    message.text = format!("{}\n\n{}", prompt.text, message.text);
+                    Some(target)
+                }
+                Ok(_) => {
+                    let error = "its prompt was never delivered: there is nothing to show it on";
+                    tracing::info!(
+                        outbox_id = item.id,
+                        error,
+                        "a confirmation's outcome is not shown"
+                    );
+                    self.record(item.id, || self.store.mark_outbox_failed(item.id, error))
+                        .await;
+                    return Ok(());
+                }
+                Err(err) => {
+                    tracing::warn!(outbox_id = item.id, error = %err, "cannot read the prompt to edit; will retry");
+                    return Err(Stop);
+                }
+            },
+        };
         // Planned on every attempt (cheap, and replies are capped in length) but stored only the
         // first time: a resumed delivery sends the parts it planned then.
-        let planned: Vec<String> = match &item.kind {
-            OutboxKind::Send => plan(&item.message, &capabilities)
+        let planned: Vec<String> = match edits {
+            None => plan(&message, &capabilities)
                 .into_iter()
                 .map(|part| part.text)
                 .collect(),
-            OutboxKind::Edit { .. } => Vec::new(),
+            Some(_) => Vec::new(),
         };
         let parts = match self
             .store
@@ -176,12 +205,11 @@ impl Delivery {
                 return Err(Stop);
             }
         };
-        let mut message = item.message.clone();
         message.delivery_id = Some(format!("hearth-{}", item.id));
-        match &item.kind {
-            OutboxKind::Edit { target } => {
+        match edits {
+            Some(target) => {
                 let edit = plan_edit(&message, &capabilities);
-                match channel.edit(target, &edit).await {
+                match channel.edit(&target, &edit).await {
                     Ok(()) => {
                         self.metrics.message_out(&item.channel);
                         self.record(item.id, || self.store.mark_outbox_sent(item.id, None, now))
@@ -191,7 +219,7 @@ impl Delivery {
                     Err(err) => self.failed(item, None, err).await,
                 }
             }
-            OutboxKind::Send => {
+            None => {
                 self.send_parts(item, channel.as_ref(), &message, parts)
                     .await
             }

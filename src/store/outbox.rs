@@ -17,6 +17,12 @@ pub enum OutboxKind {
     Send,
     /// New text and buttons for a message sent earlier.
     Edit { target: MessageRef },
+    /// A confirmation's outcome, added under its prompt: the message outbox row `prompt`
+    /// delivered; this row's text is the line to add. Which platform message that is, is looked
+    /// up when this row is delivered, not when the decision is made: a quick press can arrive
+    /// while the prompt's send is still being answered. The prompt is earlier in the same chat's
+    /// queue, so it has gone out (or failed for good) by then.
+    Outcome { prompt: i64 },
 }
 
 /// A reply to be written to the outbox.
@@ -105,6 +111,7 @@ pub(super) async fn insert_outbox(
     let (kind, target) = match &item.kind {
         OutboxKind::Send => ("send", None),
         OutboxKind::Edit { target } => ("edit", Some(serde_json::to_string(target)?)),
+        OutboxKind::Outcome { prompt } => ("outcome", Some(prompt.to_string())),
     };
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox (inbox_id, seq, channel, chat_key, kind, payload, target, status, next_attempt_at, created_at)
@@ -129,6 +136,9 @@ fn item_from_row(row: &AnyRow) -> StoreResult<OutboxItem> {
     let kind = match (kind.as_str(), target) {
         ("edit", Some(target)) => OutboxKind::Edit {
             target: serde_json::from_str(&target)?,
+        },
+        ("outcome", Some(prompt)) => OutboxKind::Outcome {
+            prompt: serde_json::from_str(&prompt)?,
         },
         _ => OutboxKind::Send,
     };

@@ -173,6 +173,31 @@ async fn denied_the_tool_does_not_run_and_the_model_is_told() {
 }
 
 #[tokio::test]
+async fn a_press_before_the_platform_confirmed_the_prompt_still_edits_it() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    // The platform shows the prompt at once but answers hearth's send 500 ms later: the press
+    // arrives while hearth does not yet know which message the prompt became.
+    h.channel.answer_sends_after(Duration::from_millis(500));
+    let prompt = ask(&h).await;
+    h.llm.push(Reply::text("Alright, I left them."));
+    h.channel
+        .push_press(&prompt.reference(), USER, &data(&prompt, 1));
+    eventually("the prompt to say denied", || {
+        h.channel
+            .sent()
+            .iter()
+            .any(|m| m.id == prompt.id && m.text.contains("❌ Denied") && m.buttons.is_empty())
+    })
+    .await;
+    let sent = h.channel.wait_for_sent(2, WAIT).await;
+    assert_eq!(sent[1].text, "Alright, I left them.");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn an_unanswered_prompt_expires_and_counts_as_denied() {
     let clock = ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap());
     let runs = Arc::new(AtomicUsize::new(0));

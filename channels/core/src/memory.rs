@@ -110,6 +110,8 @@ struct State {
     sent: Vec<SentMessage>,
     send_attempts: Vec<OutboundMessage>,
     fail_sends: VecDeque<ChannelError>,
+    /// How long a send takes to answer after the message is shown.
+    answer_delay: Duration,
     presses: Vec<AnsweredPress>,
     typing: usize,
 }
@@ -137,6 +139,7 @@ impl MemoryChannel {
             sent: Vec::new(),
             send_attempts: Vec::new(),
             fail_sends: VecDeque::new(),
+            answer_delay: Duration::ZERO,
             presses: Vec::new(),
             typing: 0,
         };
@@ -341,6 +344,12 @@ impl MemoryChannel {
     }
 
     // ----- inspection -----
+
+    /// Makes later sends answer `delay` after the message is shown, as a platform slow to
+    /// answer does: people can see (and press) the message before hearth knows it arrived.
+    pub fn answer_sends_after(&self, delay: Duration) {
+        self.lock().answer_delay = delay;
+    }
 
     /// Events queued and not yet acknowledged by a sink.
     pub fn pending_inbound(&self) -> usize {
@@ -563,6 +572,10 @@ impl Channel for MemoryChannel {
             }
         };
         self.notify_sent();
+        let delay = self.lock().answer_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         Ok(result)
     }
 
