@@ -229,6 +229,19 @@ impl Store {
         &self.pool
     }
 
+    /// Starts a transaction, the one way the store and the tools open one. On SQLite it takes
+    /// the write lock at once (`BEGIN IMMEDIATE`), waiting behind another writer for up to
+    /// `busy_timeout`. A plain (deferred) transaction that reads first and writes later instead
+    /// fails at once with SQLITE_BUSY_SNAPSHOT when another connection wrote in between, and
+    /// no timeout helps: under load that failed whole inbox entries, whose retry then answered
+    /// a button press twice or found its confirmation already decided and showed no outcome.
+    pub async fn begin(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
     /// Writes a consistent copy of a SQLite database to `path` while others keep using it
     /// (`VACUUM INTO`). PostgreSQL has its own tools (`pg_dump`).
     pub async fn backup_to(&self, path: &Path) -> StoreResult<()> {
@@ -456,6 +469,66 @@ mod tests {
         other.close().await;
         assert_eq!(store.inbox_depth().await.expect("depth"), 6);
         store.close().await;
+    }
+
+    /// A transaction that reads before it writes (finishing an inbox entry checks that it is
+    /// still pending) while other connections write all the time, as they do in a busy daemon:
+    /// every one commits. Opened as a plain deferred transaction, some failed at once with
+    /// SQLITE_BUSY_SNAPSHOT ("database is locked"), which no busy timeout waits out.
+    #[tokio::test]
+    async fn transactions_that_read_first_wait_for_other_writers_instead_of_failing() {
+        use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+        let message = |id: String| Inbound {
+            platform_id: id,
+            chat: ChatRef::new("chat"),
+            sender: Sender::new("user"),
+            kind: InboundKind::Message {
+                text: "hello".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        };
+        let (store, _dir) = test_support::temp_store().await;
+        let mut ids = Vec::new();
+        for n in 0..200 {
+            let id = store
+                .insert_inbox("t", &message(format!("first-{n}")), 1)
+                .await
+                .expect("insert")
+                .expect("new");
+            ids.push(id);
+        }
+        let writers: Vec<_> = (0..3)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for n in 0..150 {
+                        store
+                            .insert_inbox("t", &message(format!("w{w}-{n}")), 2)
+                            .await
+                            .expect("a concurrent insert");
+                    }
+                })
+            })
+            .collect();
+        let mut failures = Vec::new();
+        for id in ids {
+            if let Err(err) = store.reply_and_finish_inbox(id, &[], 3).await {
+                failures.push(err.to_string());
+            }
+        }
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        assert!(
+            failures.is_empty(),
+            "{} failed: {:?}",
+            failures.len(),
+            failures.first()
+        );
+        assert_eq!(store.inbox_depth().await.expect("depth"), 450);
     }
 
     #[tokio::test]

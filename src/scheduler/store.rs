@@ -77,7 +77,7 @@ impl Store {
     pub async fn insert_schedule(&self, schedule: &Schedule, now_ms: i64) -> StoreResult<i64> {
         // A transaction, so a failed commit (a full disk) is an error and not a returned id of a
         // schedule that was never stored (SQLite's autocommit hands back RETURNING rows first).
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO schedules (name, cron, timezone, agent, prompt, channel, chat_id, thread_id,
                  on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at,
@@ -207,7 +207,7 @@ impl Store {
 
     /// Deletes a schedule and its run history; false when there was none.
     pub async fn delete_schedule(&self, id: i64) -> StoreResult<bool> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM schedule_runs WHERE schedule_id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -314,7 +314,7 @@ impl Store {
         enabled: bool,
         now_ms: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         match inbox_id {
             Some(inbox_id) => {
                 sqlx::query("UPDATE schedule_runs SET inbox_id = $1 WHERE id = $2")
@@ -356,7 +356,7 @@ impl Store {
         scheduled_for: &[i64],
         now_ms: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         for at in scheduled_for {
             sqlx::query(
                 "INSERT INTO schedule_runs (schedule_id, scheduled_for, status, error, created_at, finished_at)

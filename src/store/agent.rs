@@ -7,7 +7,7 @@ impl Store {
     /// Makes the `agents` table match `agents`: upserts every agent in file order and marks the
     /// ones no longer in the file inactive (their history stays).
     pub async fn sync_agents(&self, agents: &AgentSet, now_ms: i64) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("UPDATE agents SET active = 0")
             .execute(&mut *tx)
             .await?;

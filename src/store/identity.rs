@@ -109,10 +109,7 @@ impl Store {
         is_owner: bool,
         now_ms: i64,
     ) -> StoreResult<Identity> {
-        let mut tx = self.pool().begin().await?;
-        // The first statement writes: in SQLite's WAL mode a transaction that reads first and
-        // writes later fails at once with SQLITE_BUSY_SNAPSHOT when another connection (the
-        // daemon, while `hearth pair approve` runs) wrote in between; a write waits for the lock.
+        let mut tx = self.begin().await?;
         let existing: Option<i64> = sqlx::query_scalar(
             "UPDATE identities SET status = 'allowed', source = $1, display_name = COALESCE($2, display_name)
              WHERE channel = $3 AND platform_user_id = $4 RETURNING user_id",
@@ -183,7 +180,7 @@ impl Store {
             let source: String = row.try_get("source")?;
             known.insert(id, (status, source));
         }
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         for user in allowed {
             match known.get(user) {
                 Some((status, _)) if status == "allowed" => {}
@@ -673,12 +670,7 @@ impl Store {
         if a == b {
             return Err(LinkError::SameIdentity(a_name));
         }
-        let mut tx = self.pool().begin().await?;
-        // A write first makes this a write transaction from the start, so SQLite waits for a
-        // busy daemon instead of failing to upgrade a read snapshot later.
-        sqlx::query("UPDATE identities SET status = status WHERE id = -1")
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.begin().await?;
         let known_a = identity_row(&mut tx, a.0, a.1).await?;
         let known_b = identity_row(&mut tx, b.0, b.1).await?;
         // The kept user is `a`'s, unless only `b` is known (the order is then immaterial: the
@@ -748,10 +740,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<UnlinkOutcome, LinkError> {
         let identity_name = name(channel, platform_user_id);
-        let mut tx = self.pool().begin().await?;
-        sqlx::query("UPDATE identities SET status = status WHERE id = -1")
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.begin().await?;
         let Some((old_user, _)) = identity_row(&mut tx, channel, platform_user_id).await? else {
             return Err(LinkError::Unknown(identity_name));
         };

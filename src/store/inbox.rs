@@ -67,7 +67,7 @@ impl Store {
         // row before the statement's implicit commit, and sqlx reports that row even when the
         // commit then fails (a full disk, a read-only file): the adapter would acknowledge an
         // event that was never stored. Here the commit is its own step and its error surfaces.
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO inbox (channel, platform_id, conversation_key, payload, status, received_at)
              VALUES ($1, $2, $3, $4, 'pending', $5)

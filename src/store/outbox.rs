@@ -200,7 +200,7 @@ async fn set_part_status(
 impl Store {
     /// Stores replies that belong to no turn (notices, edits after a decision).
     pub async fn enqueue_outbox(&self, items: &[NewOutbox], now_ms: i64) -> StoreResult<Vec<i64>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let mut ids = Vec::with_capacity(items.len());
         for item in items {
             ids.push(insert_outbox(&mut tx, item, now_ms).await?);
@@ -246,7 +246,7 @@ impl Store {
         now_ms: i64,
         planned: &[String],
     ) -> StoreResult<Option<Vec<OutboxPart>>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let taken = sqlx::query(
             "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2",
         )
@@ -289,7 +289,7 @@ impl Store {
         next: Option<usize>,
         now_ms: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE outbox_parts SET status = 'sent', platform_message_id = $1, sent_at = $2
              WHERE outbox_id = $3 AND idx = $4",
@@ -327,7 +327,7 @@ impl Store {
         error: &str,
         next_attempt_at: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         set_part_status(&mut tx, id, index, PartStatus::Pending).await?;
         sqlx::query(
             "UPDATE outbox SET status = 'pending', attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
@@ -344,7 +344,7 @@ impl Store {
     /// Part `index` was refused for good: the part and its reply are failed (later parts are
     /// not sent).
     pub async fn fail_part(&self, id: i64, index: usize, error: &str) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         set_part_status(&mut tx, id, index, PartStatus::Failed).await?;
         sqlx::query("UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2")
             .bind(error)
@@ -384,7 +384,7 @@ impl Store {
             ),
             format!("UPDATE outbox SET status = 'pending' WHERE status = 'sending' AND {mine}"),
         ];
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let mut in_doubt = 0;
         for (n, sql) in statements.into_iter().enumerate() {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));

@@ -82,7 +82,7 @@ impl Store {
             return Ok(Abandoned::default());
         }
         let list = |first| placeholders(first, channels.len());
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
 
         let sql = format!(
             "SELECT t.id, t.inbox_id, t.conversation_id, t.user_id, t.agent_id FROM turns t

@@ -223,7 +223,7 @@ impl Store {
         user_message: &ChatMessage,
         now_ms: i64,
     ) -> StoreResult<Turn> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let turn_id: i64 = sqlx::query_scalar(
             "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, status, started_at)
              VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id",
@@ -342,7 +342,7 @@ impl Store {
                 "a tool request must be an assistant message".into(),
             ));
         };
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let message_id = insert_message(
             &mut tx,
             turn.conversation_id,
@@ -462,7 +462,7 @@ impl Store {
                 "a tool result must be a tool message".into(),
             ));
         };
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE tool_calls SET status = $1, result = $2, finished_at = $3 WHERE id = $4",
         )
@@ -520,7 +520,7 @@ impl Store {
         end: TurnEnd<'_>,
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let (calls, input, output, provider, model) = match end.usage {
             Some((usage, provider, model)) => (
                 1i64,
@@ -584,7 +584,7 @@ impl Store {
         replies: &[NewOutbox],
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let status: Option<String> = sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
             .bind(inbox_id)
             .fetch_optional(&mut *tx)

@@ -210,7 +210,10 @@ impl Changes {
 pub async fn write_tx(
     ctx: &ToolContext,
 ) -> Result<sqlx::Transaction<'static, sqlx::Any>, ToolError> {
-    ctx.store.pool().begin().await.map_err(db)
+    ctx.store
+        .begin()
+        .await
+        .map_err(|err| ToolError::Failed(err.to_string()))
 }
 
 /// Deletes one of the user's rows with `sql` (`DELETE … WHERE id = $1 AND user_id = $2

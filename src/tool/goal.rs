@@ -605,7 +605,7 @@ async fn decompose(ctx: &ToolContext, user: i64, value: &Value) -> Result<Value,
         )));
     }
     let now = ctx.clock.now_ms();
-    let mut tx = ctx.store.pool().begin().await.map_err(db)?;
+    let mut tx = write_tx(ctx).await?;
     let last: i64 =
         sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM goal_steps WHERE goal_id = $1")
             .bind(id)

@@ -405,7 +405,7 @@ impl Tool for BatchRemember {
             news.push(new);
         }
         let now = ctx.clock.now_ms();
-        let mut tx = ctx.store.pool().begin().await.map_err(db)?;
+        let mut tx = write_tx(ctx).await?;
         let mut saved = Vec::with_capacity(news.len());
         for new in &news {
             let (memory, known) = save(&mut tx, user_id, new, now).await.map_err(db)?;
@@ -683,7 +683,7 @@ impl Tool for BoostMemory {
                 "amount must be between -1 and 1; got {amount}"
             )));
         }
-        let mut tx = ctx.store.pool().begin().await.map_err(db)?;
+        let mut tx = write_tx(ctx).await?;
         let before = fetch(&mut tx, user_id, id)
             .await
             .map_err(db)?
