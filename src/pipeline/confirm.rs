@@ -228,14 +228,30 @@ impl Handler {
             ),
         };
         let decided_by = format!("{}:{}", entry.channel, event.sender.id);
+        // The outcome (on the prompt, or after it) is stored with the decision and the event's
+        // completion, in one transaction.
+        let replies: Vec<NewOutbox> = self
+            .outcome(entry.id, 0, &confirmation, &caps, &outcome, &follow_up)
+            .await?
+            .into_iter()
+            .collect();
         if !store
-            .decide_confirmation(&confirmation.id, status, &decided_by, now)
+            .decide_confirmation(
+                &confirmation.id,
+                (status, &decided_by),
+                entry.id,
+                &replies,
+                now,
+            )
             .await?
         {
             return refuse("This request was already decided.", false).await;
         }
-        // The presser's own acknowledgement; channels that acknowledged on receipt show the
-        // outcome below instead.
+        tracing::info!(confirmation = %confirmation.id, tool = %confirmation.tool, decision = status.as_str(), "confirmation decided");
+        self.outbox.notify_one();
+        // The presser's own acknowledgement, once the decision is stored: a failed write retries
+        // the whole entry, which must not answer the press a second time. Channels that
+        // acknowledged on receipt show the outcome above instead.
         if let Some(press) = press
             && !caps.acks_presses_on_receipt
             && let Err(err) = channel
@@ -244,21 +260,6 @@ impl Handler {
         {
             tracing::debug!(error = %err, "answering a button press failed");
         }
-        tracing::info!(confirmation = %confirmation.id, tool = %confirmation.tool, decision = status.as_str(), "confirmation decided");
-
-        // Show the outcome (on the prompt, or after it), in the same transaction that marks this
-        // event handled.
-        let mut replies = Vec::new();
-        if let Some(reply) = self
-            .outcome(entry.id, 0, &confirmation, &caps, &outcome, &follow_up)
-            .await?
-        {
-            replies.push(reply);
-        }
-        store
-            .reply_and_finish_inbox(entry.id, &replies, now)
-            .await?;
-        self.outbox.notify_one();
         self.resume(confirmation.turn_id, cancel).await
     }
 
@@ -276,12 +277,13 @@ impl Handler {
     ) -> Result<(), StoreError> {
         let store = &self.rt.store;
         let now = self.rt.clock.now_ms();
+        // Answered after the entry is marked handled, so a failed write (which retries the
+        // entry) cannot answer the press twice.
+        let mut answer_press = None;
         let message = match &event.kind {
             InboundKind::Press(press) if !press.press_id.is_empty() => {
                 if !caps.acks_presses_on_receipt {
-                    if let Err(err) = channel.answer_press(press, Some(text), alert).await {
-                        tracing::debug!(error = %err, "answering a button press failed");
-                    }
+                    answer_press = Some(press);
                     None
                 } else {
                     Some(OutboundMessage {
@@ -314,6 +316,11 @@ impl Handler {
             .reply_and_finish_inbox(entry.id, &replies, now)
             .await?;
         self.outbox.notify_one();
+        if let Some(press) = answer_press
+            && let Err(err) = channel.answer_press(press, Some(text), alert).await
+        {
+            tracing::debug!(error = %err, "answering a button press failed");
+        }
         Ok(())
     }
 

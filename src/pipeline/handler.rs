@@ -146,7 +146,9 @@ impl Handler {
             }
             InboundKind::Press(press) => {
                 // No confirmation is waiting for this button (anymore). A channel that
-                // acknowledged the press on receipt needs nothing more.
+                // acknowledged the press on receipt needs nothing more. Answered once the entry
+                // is marked handled, so a retried write cannot answer twice.
+                store.finish_inbox(id, InboxStatus::Done, None, now).await?;
                 if !channel.capabilities().acks_presses_on_receipt
                     && let Err(err) = channel
                         .answer_press(press, Some("This button is no longer active."), false)
@@ -154,7 +156,7 @@ impl Handler {
                 {
                     tracing::debug!(error = %err, "answering a stale button press failed");
                 }
-                store.finish_inbox(id, InboxStatus::Done, None, now).await
+                Ok(())
             }
             // Reactions that decide nothing, edits, and kinds a newer adapter may add.
             _ => store.finish_inbox(id, InboxStatus::Done, None, now).await,

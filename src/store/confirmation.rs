@@ -123,7 +123,7 @@ impl Store {
         prompt: &NewOutbox,
         now_ms: i64,
     ) -> StoreResult<i64> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let outbox_id = insert_outbox(&mut tx, prompt, now_ms).await?;
         sqlx::query(
             "INSERT INTO confirmations (id, turn_id, tool_call_id, conversation_id, channel, chat_id, thread_id,
@@ -247,7 +247,7 @@ impl Store {
         max: i64,
         now_ms: i64,
     ) -> StoreResult<WrongCode> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE confirmations SET wrong_codes = wrong_codes + 1
              WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL",
@@ -290,15 +290,21 @@ impl Store {
         Ok(WrongCode { left, denied })
     }
 
-    /// Records a decision if the confirmation is still pending; false when it was decided already
-    /// (a second press, or expiry raced the press).
+    /// Records a decision if the confirmation is still pending, together with what shows it
+    /// (`replies`) and the completion of the inbox entry that made it; false, with nothing
+    /// written, when it was decided already (a second press, or expiry raced the press). One
+    /// transaction: a failed write leaves the entry pending and the confirmation undecided, so
+    /// its retry decides again rather than finding the decision made and its outcome lost.
     pub async fn decide_confirmation(
         &self,
         id: &str,
-        status: ConfirmationStatus,
-        decided_by: &str,
+        decision: (ConfirmationStatus, &str),
+        inbox_id: i64,
+        replies: &[NewOutbox],
         now_ms: i64,
     ) -> StoreResult<bool> {
+        let (status, decided_by) = decision;
+        let mut tx = self.begin().await?;
         let done = sqlx::query(
             "UPDATE confirmations SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4 AND status = 'pending'",
         )
@@ -306,9 +312,22 @@ impl Store {
         .bind(decided_by)
         .bind(now_ms)
         .bind(id)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        for reply in replies {
+            insert_outbox(&mut tx, reply, now_ms).await?;
+        }
+        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
+            .bind(now_ms)
+            .bind(inbox_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Pending confirmations of `channels` whose time is up.
@@ -343,7 +362,7 @@ impl Store {
     /// Parks a turn that waits for a decision: the message counts as handled, so the
     /// conversation's queue moves on, and the turn resumes when the decision arrives.
     pub async fn suspend_turn(&self, turn_id: i64, inbox_id: i64, now_ms: i64) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("UPDATE turns SET status = 'suspended' WHERE id = $1 AND status = 'running'")
             .bind(turn_id)
             .execute(&mut *tx)
