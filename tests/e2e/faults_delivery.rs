@@ -440,7 +440,12 @@ async fn a_hundred_risky_calls_in_one_answer_ask_three_times_and_refuse_the_rest
         messages = h.tg.messages(OWNER);
     }
     for prompt in &messages[..3] {
-        assert!(prompt.text.contains("Denied by"), "{}", prompt.text);
+        assert!(
+            prompt.text.contains("Denied by"),
+            "{}\n{}",
+            prompt.text,
+            tail(&h.logs())
+        );
     }
     h.stop().await;
 }
