@@ -4,7 +4,7 @@ use hearth_channel::OutboundMessage;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::outbox::{NewOutbox, insert_outbox};
+use super::outbox::{NewOutbox, insert_outbox, reply_and_finish};
 use super::{Store, StoreResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,14 +318,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(false);
         }
-        for reply in replies {
-            insert_outbox(&mut tx, reply, now_ms).await?;
-        }
-        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
-            .bind(now_ms)
-            .bind(inbox_id)
-            .execute(&mut *tx)
-            .await?;
+        reply_and_finish(&mut tx, inbox_id, replies, now_ms).await?;
         tx.commit().await?;
         Ok(true)
     }

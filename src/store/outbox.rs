@@ -129,6 +129,26 @@ pub(super) async fn insert_outbox(
     .await?)
 }
 
+/// Queues `replies` and marks inbox entry `inbox_id` handled, inside the caller's transaction:
+/// an event's answer and its completion commit together. Returns the replies' outbox ids.
+pub(super) async fn reply_and_finish(
+    tx: &mut Transaction<'_, Any>,
+    inbox_id: i64,
+    replies: &[NewOutbox],
+    now_ms: i64,
+) -> StoreResult<Vec<i64>> {
+    let mut ids = Vec::with_capacity(replies.len());
+    for reply in replies {
+        ids.push(insert_outbox(tx, reply, now_ms).await?);
+    }
+    sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
+        .bind(now_ms)
+        .bind(inbox_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(ids)
+}
+
 fn item_from_row(row: &AnyRow) -> StoreResult<OutboxItem> {
     let kind: String = row.try_get("kind")?;
     let target: Option<String> = row.try_get("target")?;

@@ -4,7 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::outbox::{NewOutbox, insert_outbox};
+use super::outbox::{NewOutbox, reply_and_finish};
 use super::{Store, StoreError, StoreResult, to_i64};
 use crate::provider::{ChatMessage, ToolCall, Usage};
 
@@ -563,15 +563,7 @@ impl Store {
             )
             .await?;
         }
-        let mut ids = Vec::with_capacity(end.replies.len());
-        for reply in &end.replies {
-            ids.push(insert_outbox(&mut tx, reply, now_ms).await?);
-        }
-        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
-            .bind(now_ms)
-            .bind(turn.inbox_id)
-            .execute(&mut *tx)
-            .await?;
+        let ids = reply_and_finish(&mut tx, turn.inbox_id, &end.replies, now_ms).await?;
         tx.commit().await?;
         Ok(ids)
     }
@@ -592,15 +584,7 @@ impl Store {
         if status.as_deref() != Some("pending") {
             return Ok(Vec::new());
         }
-        let mut ids = Vec::with_capacity(replies.len());
-        for reply in replies {
-            ids.push(insert_outbox(&mut tx, reply, now_ms).await?);
-        }
-        sqlx::query("UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2")
-            .bind(now_ms)
-            .bind(inbox_id)
-            .execute(&mut *tx)
-            .await?;
+        let ids = reply_and_finish(&mut tx, inbox_id, replies, now_ms).await?;
         tx.commit().await?;
         Ok(ids)
     }
