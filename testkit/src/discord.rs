@@ -287,6 +287,11 @@ impl FakeDiscord {
         Self { shared, task }
     }
 
+    /// Where the fake listens (plain HTTP and the gateway).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.shared.addr
+    }
+
     /// The `api_url` for hearth: `http://127.0.0.1:PORT`.
     pub fn api_url(&self) -> String {
         format!("http://{}", self.shared.addr)

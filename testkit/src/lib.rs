@@ -35,6 +35,7 @@ pub mod postgres;
 mod reply;
 mod server;
 pub mod telegram;
+pub mod tls;
 pub mod tmpfs;
 
 pub use anthropic::AnthropicApi;

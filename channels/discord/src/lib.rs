@@ -101,6 +101,16 @@ enum Gateway {
 impl DiscordChannel {
     /// Builds the channel; no network traffic until `run` or a send.
     pub fn new(settings: DiscordSettings) -> Result<Self, ChannelError> {
+        Self::with_http_client(settings, reqwest::Client::builder())
+    }
+
+    /// [`DiscordChannel::new`] on an HTTP client prepared by the caller (a CA to trust, a route
+    /// to a host); the request timeouts are added here. The tests use it to reach their fake
+    /// Discord on the real `https://discord.com`, where serenity's ratelimiter is on.
+    pub fn with_http_client(
+        settings: DiscordSettings,
+        client: reqwest::ClientBuilder,
+    ) -> Result<Self, ChannelError> {
         if settings.token.trim().is_empty() || settings.token.chars().any(char::is_whitespace) {
             return Err(ChannelError::config(
                 "discord: the bot token is empty or contains spaces",
@@ -112,7 +122,7 @@ impl DiscordChannel {
                 settings.api_url
             )));
         }
-        let client = reqwest::Client::builder()
+        let client = client
             .timeout(settings.request_timeout)
             .connect_timeout(settings.request_timeout.min(Duration::from_secs(10)))
             .build()
@@ -161,7 +171,9 @@ fn build_http(
 ) -> Http {
     let builder = HttpBuilder::new(&settings.token).client(client.clone());
     if settings.is_discord() {
-        let mut ratelimiter = Ratelimiter::new(client.clone(), &settings.token);
+        // serenity's HttpBuilder puts "Bot " before a token, its Ratelimiter does not: without
+        // it Discord answers every call 401.
+        let mut ratelimiter = Ratelimiter::new(client.clone(), format!("Bot {}", settings.token));
         if let Some(count) = ratelimits {
             ratelimiter.set_ratelimit_callback(Box::new(move |info: RatelimitInfo| {
                 debug!(path = %info.path, timeout = ?info.timeout, global = info.global, "discord rate limit");

@@ -13,6 +13,7 @@ use hearth_channel::{
 };
 use hearth_discord::{DiscordChannel, DiscordSettings};
 use hearth_testkit::discord::{BOT_ID, FakeDiscord, UserMessage};
+use hearth_testkit::tls::{TEST_CA_PEM, TlsFront};
 
 const TOKEN: &str = "MTIz.fake-discord-token";
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -489,6 +490,53 @@ async fn rate_limits_and_server_errors_are_temporary_and_counted() {
         ["storm 0", "storm 1", "storm 2", "storm 3", "storm 4"]
     );
     assert_eq!(channel.counters(), [("ratelimited", 16)]);
+}
+
+/// On Discord itself (the default `api_url`) serenity's ratelimiter is on: the bot logs in,
+/// reads what it missed and sends; the ratelimiter waits out a 429 by itself, so the send
+/// succeeds a moment later, and each wait is counted. Run on the real URL: the client trusts
+/// the test CA and resolves discord.com to a TLS front of the fake. (Until this test, the
+/// ratelimiter sent the token without "Bot ", and real Discord would have refused every call.)
+#[tokio::test]
+async fn on_discord_itself_the_ratelimiter_waits_out_429s_and_counts_them() {
+    crypto();
+    let fake = FakeDiscord::start(TOKEN).await;
+    let front = TlsFront::discord(fake.addr()).await;
+    let mut settings = DiscordSettings::new(TOKEN);
+    settings.allowed_users = vec![USER];
+    settings.request_timeout = Duration::from_secs(5);
+    let ca = reqwest::Certificate::from_pem(TEST_CA_PEM.as_bytes()).expect("the test CA");
+    let client = reqwest::Client::builder()
+        .resolve("discord.com", front.addr())
+        .add_root_certificate(ca);
+    let channel =
+        Arc::new(DiscordChannel::with_http_client(settings, client).expect("valid settings"));
+    let chat = ChatRef::new(DM.to_string());
+
+    // Logged in (the token checked, the gateway URL asked for) and a message received.
+    let state = MemoryState::new();
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &state);
+    online(&fake, &running).await;
+    fake.send(dm("hello over TLS"));
+    wait_text(&sink, "hello over TLS").await;
+    running.stop().await;
+
+    fake.rate_limit_next(2, 0.05);
+    for i in 0..3 {
+        channel
+            .send(&OutboundMessage::text(chat.clone(), format!("limited {i}")))
+            .await
+            .expect("the ratelimiter waits and sends");
+    }
+    let shown: Vec<String> = fake
+        .bot_messages(DM)
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(shown, ["limited 0", "limited 1", "limited 2"]);
+    assert_eq!(fake.rate_limited(), 2, "the fake answered 429 twice");
+    assert_eq!(channel.counters(), [("ratelimited", 2)]);
 }
 
 #[tokio::test]
