@@ -412,8 +412,10 @@ async fn a_reply_approve_to_a_prompt_counts_as_its_reaction() {
 async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
     use matrix_sdk::config::SyncSettings;
     use matrix_sdk::room::MessagesOptions;
-    use matrix_sdk::ruma::RoomId;
+    use matrix_sdk::ruma::events::reaction::ReactionEventContent;
+    use matrix_sdk::ruma::events::relation::Annotation;
     use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+    use matrix_sdk::ruma::{EventId, RoomId};
 
     let h = harness().await;
     let person = Human::register(h.server, "element")
@@ -536,6 +538,31 @@ async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // Reactions in an encrypted room are encrypted too (Element's ✅ on a confirmation prompt):
+    // hearth decrypts them into the reaction on its answer.
+    let answer = EventId::parse(sent.message_id.as_str()).unwrap_or_else(|e| panic!("{e}"));
+    room.send(ReactionEventContent::new(Annotation::new(
+        answer,
+        "✅".to_owned(),
+    )))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let reaction = running
+        .sink
+        .wait_for_event(
+            |e| matches!(&e.kind, InboundKind::Reaction { .. }),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|| panic!("the encrypted reaction was not decrypted"));
+    assert!(
+        matches!(&reaction.kind, InboundKind::Reaction { message_id, emoji }
+            if message_id == sent.message_id.as_str() && emoji == "✅"),
+        "{:?}",
+        reaction.kind
+    );
+    assert_eq!(reaction.sender.id, person.user.user_id);
+
     let device = channel.device_id().await;
     running.stop().await;
     drop(channel);
