@@ -54,16 +54,22 @@ impl Report {
                 |v| v.as_str().map_or_else(|| v.to_string(), str::to_owned),
             )
         };
+        // The profile keeps `strip = false` and build.rs strips at the link (see build.rs), so
+        // whether the symbols are gone is read off the binary: only an unstripped one has a
+        // section named .symtab.
+        let stripped = !std::fs::read(binary)?
+            .windows(b".symtab\0".len())
+            .any(|w| w == b".symtab\0");
         let summary = format!(
-            "lto={} codegen-units={} panic={} strip={}",
+            "lto={} codegen-units={} panic={} stripped={}",
             key("lto"),
             key("codegen-units"),
             key("panic"),
-            key("strip")
+            stripped
         );
         report.put(
             "profile",
-            json!({"lto": key("lto"), "codegen_units": key("codegen-units"), "panic": key("panic"), "strip": key("strip")}),
+            json!({"lto": key("lto"), "codegen_units": key("codegen-units"), "panic": key("panic"), "stripped": stripped}),
         );
         report.row("build profile", summary, "", None);
         report.put(
