@@ -585,3 +585,114 @@ async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
     says(&running, "still secret after the restart").await;
     running.stop().await;
 }
+
+/// The recovery key (Element: Settings → Encryption → set up recovery) given to hearth after it
+/// already ran without one: at the next start hearth imports the account's cross-signing keys
+/// and signs its own device, so the account's other sessions (and everyone who verified the
+/// account) see hearth's device as verified by its owner; before, it was not.
+#[tokio::test]
+async fn a_recovery_key_cross_signs_hearths_device() {
+    use matrix_sdk::config::SyncSettings;
+    use matrix_sdk::encryption::EncryptionSettings;
+    use matrix_sdk::ruma::{OwnedDeviceId, UserId};
+
+    init();
+    let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
+    let bot = server
+        .register(&unique_name("bot"), "bot-password")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The owner's Element session on hearth's account, which sets up cross-signing and recovery.
+    let element = matrix_sdk::Client::builder()
+        .homeserver_url(server.url())
+        .with_encryption_settings(EncryptionSettings {
+            auto_enable_cross_signing: true,
+            ..Default::default()
+        })
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    element
+        .matrix_auth()
+        .login_username(&bot.user_id, &bot.password)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    element
+        .encryption()
+        .wait_for_e2ee_initialization_tasks()
+        .await;
+    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
+    element
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let recovery_key = element
+        .encryption()
+        .recovery()
+        .enable()
+        .await
+        .unwrap_or_else(|e| panic!("recovery could not be set up: {e}"));
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let start = |recovery: Option<String>| {
+        let mut settings = settings(server, &bot, &bot.password, dir.path());
+        settings.recovery_key = recovery;
+        let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
+        let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
+        (channel, running)
+    };
+    let user = UserId::parse(&bot.user_id).unwrap_or_else(|e| panic!("{e}"));
+    // Whether Element, after its syncs, sees hearth's device as signed by the account.
+    let cross_signed = |device: OwnedDeviceId, want: bool| {
+        let (element, user) = (element.clone(), user.clone());
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                element
+                    .sync_once(quick())
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let seen = element
+                    .encryption()
+                    .get_device(&user, &device)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .map(|d| d.is_cross_signed_by_owner());
+                if seen == Some(want) {
+                    return;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "Element sees hearth's device as {seen:?}, wanted cross-signed = {want}"
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+
+    let (channel, running) = start(None);
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    let device: OwnedDeviceId = channel
+        .device_id()
+        .await
+        .unwrap_or_else(|| panic!("hearth has no device"))
+        .into();
+    cross_signed(device.clone(), false).await;
+    running.stop().await;
+    drop(channel);
+
+    let (channel, running) = start(Some(recovery_key));
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        channel.device_id().await.as_deref(),
+        Some(device.as_str()),
+        "the same device"
+    );
+    cross_signed(device, true).await;
+    running.stop().await;
+}
