@@ -16,6 +16,7 @@ const HOT_FUNCTIONS: &str = "link/hot-functions.txt";
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={HOT_FUNCTIONS}");
+    println!("cargo:rerun-if-changed=Cargo.lock");
     println!("cargo:rerun-if-env-changed=HEARTH_KEEP_SYMBOLS");
     let release = std::env::var("PROFILE").as_deref() == Ok("release");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux");
@@ -52,7 +53,7 @@ fn linker_is_lld() -> bool {
 /// Why: the kernel maps a program's code into memory in 64 KB blocks around each function
 /// that runs, and the few megabytes of code that run are otherwise spread over the whole
 /// binary among the code of the channels not configured; most of an idle daemon's resident
-/// memory was such blocks (24 MiB idle with Telegram alone, 15 MiB with this order). Symbols
+/// memory was such blocks (23.5 MiB idle with Telegram alone, 16 MiB with this order). Symbols
 /// the file names that a build does not have (another rustc, changed dependencies) are passed
 /// over: the binary is the same, only its code is laid out as before.
 fn hot_functions_first() {
@@ -71,25 +72,42 @@ fn hot_functions_first() {
     // addresses, and rustc already merges some itself.
     println!("cargo:rustc-link-arg-bins=-Wl,--icf=all");
 
-    // The symbol names hash the compiler's version: say so when the order was recorded with
-    // another rustc, since then it no longer matches and the idle memory grows again.
-    let recorded = text
-        .lines()
-        .find_map(|line| line.strip_prefix("# made with "))
-        .map(str::trim);
+    // The symbol names hash the compiler's version and the dependencies: say so when the order
+    // was recorded with another rustc or another Cargo.lock, since then it matches less and the
+    // idle memory grows again.
+    let recorded = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .map(str::trim)
+    };
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let current = Command::new(rustc)
+    let current_rustc = Command::new(rustc)
         .arg("-V")
         .output()
         .ok()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
-    if let (Some(recorded), Some(current)) = (recorded, current)
-        && recorded != current
-    {
+    let lock = Path::new(&manifest).join("Cargo.lock");
+    let current_lock = std::fs::read(&lock).ok().map(|bytes| fnv1a64_hex(&bytes));
+    let stale = match (recorded("# made with "), current_rustc) {
+        (Some(then), Some(now)) if then != now => Some(format!("with {then}, this is {now}")),
+        _ => match (recorded("# Cargo.lock fnv1a64 "), current_lock) {
+            (Some(then), Some(now)) if then != now => Some("before Cargo.lock changed".to_owned()),
+            _ => None,
+        },
+    };
+    if let Some(why) = stale {
         println!(
-            "cargo:warning={HOT_FUNCTIONS} was recorded with {recorded}, this is {current}: \
-             hearth works the same, but idles with about 9 MiB more memory until \
-             scripts/hot-functions records it again"
+            "cargo:warning={HOT_FUNCTIONS} was recorded {why}: hearth works the same, but \
+             idles with up to 8 MiB more memory until scripts/hot-functions records it again"
         );
     }
+}
+
+/// FNV-1a, 64 bits, as hex: the fingerprint of Cargo.lock that scripts/hot-functions writes
+/// into the file's header (the same sum in its Python).
+fn fnv1a64_hex(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
