@@ -204,10 +204,9 @@ pub async fn check_message_at_the_limit_arrives_whole(h: &dyn Harness) {
     );
 }
 
-/// A message over `max_message_len` is refused with a `Rejected` error that names the limit:
-/// the outbound plan in core splits replies before they reach the adapter, so an over-limit
-/// message is a bug to report, not something to cut. Adapters that still split themselves (from
-/// before the plan) must deliver it complete, in order, every part within the limit.
+/// A message over `max_message_len` is refused with a `Rejected` error that names the limit,
+/// and nothing shows: the outbound plan in core splits replies before they reach the adapter,
+/// so an over-limit message is a bug to report, not something for the adapter to cut or split.
 pub async fn check_over_limit_message(h: &dyn Harness) {
     let channel = h.channel();
     let Some(max) = channel.capabilities().max_message_len else {
@@ -218,57 +217,29 @@ pub async fn check_over_limit_message(h: &dyn Harness) {
     let tag = unique("over the limit");
     let text = words_of_len(&tag, max * 5 / 2);
     let before = h.shown(&h.chat()).await.len();
-    match channel.send(&OutboundMessage::text(h.chat(), &text)).await {
-        Err(error) => {
-            assert_eq!(
-                error.kind,
-                ErrorKind::Rejected,
-                "an over-limit message must be refused for good (Rejected), not {error}"
-            );
-            assert!(
-                error.to_string().contains(&max.to_string()),
-                "the error does not name the limit {max}: {error}"
-            );
-            let shown = h.shown(&h.chat()).await;
-            assert_eq!(
-                shown.len(),
-                before,
-                "a refused message still showed: {shown:?}"
-            );
-        }
-        Ok(_) => {
-            let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-            let deadline = tokio::time::Instant::now() + PATIENCE;
-            let parts = loop {
-                let shown = h.shown(&h.chat()).await;
-                let parts: Vec<String> = shown
-                    .get(before..)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|m| m.text.clone())
-                    .collect();
-                let complete = parts.iter().flat_map(|p| words(p)).count() >= words(&text).len();
-                if complete || tokio::time::Instant::now() >= deadline {
-                    break parts;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            };
-            for part in &parts {
-                assert!(
-                    part.chars().count() <= max,
-                    "a part of {} characters exceeds the limit {max}",
-                    part.chars().count()
-                );
-            }
-            let arrived: Vec<String> = parts.iter().flat_map(|p| words(p)).collect();
-            assert!(
-                arrived == words(&text),
-                "the over-limit message was neither refused nor delivered complete ({} words sent, {} shown)",
-                words(&text).len(),
-                arrived.len()
-            );
-        }
-    }
+    let error = match channel.send(&OutboundMessage::text(h.chat(), &text)).await {
+        Err(error) => error,
+        Ok(sent) => panic!(
+            "a message of {} characters over the limit {max} was sent ({sent:?}); it must be \
+             refused with Rejected (core's outbound plan splits replies)",
+            text.chars().count()
+        ),
+    };
+    assert_eq!(
+        error.kind,
+        ErrorKind::Rejected,
+        "an over-limit message must be refused for good (Rejected), not {error}"
+    );
+    assert!(
+        error.to_string().contains(&max.to_string()),
+        "the error does not name the limit {max}: {error}"
+    );
+    let shown = h.shown(&h.chat()).await;
+    assert_eq!(
+        shown.len(),
+        before,
+        "a refused message still showed: {shown:?}"
+    );
 }
 
 /// Basic Markdown (`**bold**`, `` `code` ``) is sent without an error and its words are shown.
