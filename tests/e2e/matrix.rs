@@ -1,8 +1,9 @@
 //! The real `hearth run` binary against a real Synapse (started by the test kit) and the fake
 //! LLM, with people talking to it over the client-server API: invites (accepted from allowed
 //! users, declined from strangers), a DM answered, the mention rule in a room, confirmations by
-//! reaction and by reply (someone else's reaction does nothing; expiry says so), and a SIGKILL
-//! with 60 messages sent while down (a limited sync): every one answered once, in order.
+//! reaction and by reply (someone else's reaction does nothing; expiry says so), a SIGKILL
+//! with 60 messages sent while down (a limited sync): every one answered once, in order, and the
+//! same conversation in an encrypted DM with the owner on an Element-like matrix-sdk client.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -566,6 +567,182 @@ async fn a_streamed_reply_grows_by_edits_of_one_message() {
     assert!(
         reply.edits >= 1,
         "the reply never grew by an edit: {reply:?}"
+    );
+    h.stop().await;
+}
+
+/// The same conversation in an encrypted DM, as Element makes them, with the owner on a
+/// matrix-sdk client (which encrypts what it sends and decrypts what it reads): hearth answers,
+/// asks before deleting, takes the owner's (encrypted) ✅, and after a SIGKILL comes back as the
+/// same device and answers, once, the message sent while it was down.
+#[tokio::test]
+async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_on_the_same_device()
+{
+    use hearth_matrix::matrix_sdk::config::SyncSettings;
+    use hearth_matrix::matrix_sdk::room::MessagesOptions;
+    use hearth_matrix::matrix_sdk::ruma::events::reaction::ReactionEventContent;
+    use hearth_matrix::matrix_sdk::ruma::events::relation::Annotation;
+    use hearth_matrix::matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+    use hearth_matrix::matrix_sdk::ruma::{EventId, RoomId};
+    use hearth_matrix::matrix_sdk::{Client, Room};
+
+    let mut h = MxHearth::new("").await;
+    h.start().await;
+    let element = Client::builder()
+        .homeserver_url(h.server.url())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    element
+        .matrix_auth()
+        .login_username(&h.owner.user.user_id, &h.owner.user.password)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
+    element
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let room_id = h
+        .owner
+        .create_room(&[&h.bot.user_id], true, true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_membership(&room_id, &h.bot.user_id, "join").await;
+    element
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let room = element
+        .get_room(&RoomId::parse(&room_id).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|| panic!("Element has no room"));
+    assert!(
+        room.latest_encryption_state()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_encrypted(),
+        "the DM is not encrypted"
+    );
+
+    // hearth's messages as the owner's client decrypts them: (event id, body), oldest first.
+    let bot = h.bot.user_id.clone();
+    let decrypted = |room: Room| {
+        let (element, bot) = (element.clone(), bot.clone());
+        async move {
+            element
+                .sync_once(quick())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut options = MessagesOptions::backward();
+            options.limit = 100_u32.into();
+            let page = room
+                .messages(options)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut shown: Vec<(String, String)> = page
+                .chunk
+                .iter()
+                .filter_map(|event| {
+                    let json: Value = event.raw().deserialize_as().ok()?;
+                    (json["sender"] == bot.as_str() && json["type"] == "m.room.message")
+                        .then(|| {
+                            Some((
+                                json["event_id"].as_str()?.to_owned(),
+                                json["content"]["body"].as_str()?.to_owned(),
+                            ))
+                        })
+                        .flatten()
+                })
+                .collect();
+            shown.reverse();
+            shown
+        }
+    };
+    let wait_for = |what: &'static str, check: fn(&str) -> bool| {
+        let (room, decrypted) = (room.clone(), &decrypted);
+        async move {
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let shown = decrypted(room.clone()).await;
+                if let Some((id, _)) = shown.iter().find(|(_, body)| check(body)) {
+                    return id.clone();
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{what} never decrypted: {shown:#?}"
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    let say = |text: &'static str| {
+        let room = room.clone();
+        async move {
+            room.send(RoomMessageEventContent::text_plain(text))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    };
+
+    h.llm.push(Reply::text("Hello, in secret."));
+    say("hello").await;
+    wait_for("the answer", |b| b == "Hello, in secret.").await;
+
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "add_task",
+        r#"{"title": "Secret task"}"#,
+    )]));
+    h.llm.push(Reply::text("Added."));
+    say("add a task").await;
+    wait_for("Added.", |b| b == "Added.").await;
+
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c2",
+        "delete_task",
+        r#"{"task_id": 1}"#,
+    )]));
+    h.llm.push(Reply::text("Deleted."));
+    say("delete task 1").await;
+    let prompt = wait_for("the prompt", |b| b.contains("delete_task")).await;
+    room.send(ReactionEventContent::new(Annotation::new(
+        EventId::parse(&prompt).unwrap_or_else(|e| panic!("{e}")),
+        "✅".to_owned(),
+    )))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    wait_for("Deleted.", |b| b == "Deleted.").await;
+    // The prompt's edit (encrypted too) shows that the reaction approved it.
+    wait_for("the prompt showing the approval", |b| {
+        b.contains("delete_task") && b.contains("Approved")
+    })
+    .await;
+
+    let device = hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix"));
+    assert!(device.is_some(), "no device saved");
+    h.kill().await;
+    h.llm.push(Reply::text("Back, and still reading you."));
+    say("are you there?").await;
+    h.start().await;
+    wait_for("the answer after the restart", |b| {
+        b == "Back, and still reading you."
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let answers = decrypted(room.clone())
+        .await
+        .into_iter()
+        .filter(|(_, body)| body == "Back, and still reading you.")
+        .count();
+    assert_eq!(
+        answers, 1,
+        "the message sent while down was answered {answers} times"
+    );
+    assert_eq!(
+        hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix")),
+        device,
+        "the restart made a new device"
     );
     h.stop().await;
 }

@@ -24,6 +24,9 @@ mod outbound;
 mod session;
 
 pub use config::{MatrixConfig, MatrixSettings};
+/// The matrix-sdk this channel is built on, for code that talks Matrix beside it (the tests'
+/// Element-like client) with the same types and features.
+pub use matrix_sdk;
 pub use session::saved_device_id;
 
 use std::collections::HashMap;
