@@ -572,8 +572,8 @@ async fn a_streamed_reply_grows_by_edits_of_one_message() {
 }
 
 /// The same conversation in an encrypted DM, as Element makes them, with the owner on a
-/// matrix-sdk client (which encrypts what it sends and decrypts what it reads): hearth answers,
-/// asks before deleting, takes the owner's (encrypted) ✅, and after a SIGKILL comes back as the
+/// matrix-sdk client (which encrypts what it sends and decrypts what it reads): hearth answers
+/// and marks the message read, asks before deleting, takes the owner's (encrypted) ✅, and after a SIGKILL comes back as the
 /// same device and answers, once, the message sent while it was down.
 #[tokio::test]
 async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_on_the_same_device()
@@ -581,9 +581,10 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
     use hearth_matrix::matrix_sdk::config::SyncSettings;
     use hearth_matrix::matrix_sdk::room::MessagesOptions;
     use hearth_matrix::matrix_sdk::ruma::events::reaction::ReactionEventContent;
+    use hearth_matrix::matrix_sdk::ruma::events::receipt::{ReceiptThread, ReceiptType};
     use hearth_matrix::matrix_sdk::ruma::events::relation::Annotation;
     use hearth_matrix::matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
-    use hearth_matrix::matrix_sdk::ruma::{EventId, RoomId};
+    use hearth_matrix::matrix_sdk::ruma::{EventId, RoomId, UserId};
     use hearth_matrix::matrix_sdk::{Client, Room};
 
     let mut h = MxHearth::new("").await;
@@ -681,13 +682,37 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
         async move {
             room.send(RoomMessageEventContent::text_plain(text))
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap_or_else(|e| panic!("{e}"))
+                .response
+                .event_id
         }
     };
 
     h.llm.push(Reply::text("Hello, in secret."));
-    say("hello").await;
+    let hello = say("hello").await;
     wait_for("the answer", |b| b == "Hello, in secret.").await;
+    // hearth's read receipt marks the message read.
+    let user = UserId::parse(&bot).unwrap_or_else(|e| panic!("{e}"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        element
+            .sync_once(quick())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let read = room
+            .load_user_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, &user)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .map(|(event, _)| event);
+        if read.as_ref() == Some(&hello) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "hearth's read receipt is at {read:?}, not at {hello}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
