@@ -51,6 +51,10 @@ pub struct ChannelContext {
     pub data_dir: PathBuf,
     /// Where the adapter reports its connection state; `/healthz` and systemd's READY=1 show it.
     pub status: StatusReporter,
+    /// Whom the daemon serves on this channel: the owner's identities, the configured
+    /// allowlist and paired users. Adapters ask it where a platform rule depends on the sender
+    /// before anything is stored (Discord's server channels, Matrix invites).
+    pub allowlist: ScopedAllowlist,
 }
 
 impl ChannelContext {
@@ -72,12 +76,23 @@ impl ChannelContext {
                 inner: sink,
             },
             state: ScopedState {
-                channel: name,
+                channel: name.clone(),
                 inner: state,
             },
             data_dir,
             status,
+            allowlist: ScopedAllowlist {
+                channel: name,
+                inner: Arc::new(NoOneListed),
+            },
         }
+    }
+
+    /// Answers [`ChannelContext::allowlist`] from `allowlist` (the daemon's identities); without
+    /// it the context knows no one, and adapters go by their configured lists alone.
+    pub fn with_allowlist(mut self, allowlist: Arc<dyn Allowlist>) -> Self {
+        self.allowlist.inner = allowlist;
+        self
     }
 
     /// The channel's name, as in config, identities and targets.
@@ -200,6 +215,56 @@ impl ScopedState {
 impl std::fmt::Debug for ScopedState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScopedState")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whom the daemon serves (the daemon side): the identities it allows, across channels.
+#[async_trait]
+pub trait Allowlist: Send + Sync {
+    /// Whether `platform_user_id` on `channel` is an allowed identity (the owner, the
+    /// configured allowlist, a paired or linked user) and not revoked.
+    async fn allows(&self, channel: &str, platform_user_id: &str) -> Result<bool, SinkError>;
+}
+
+/// An allowlist that lists no one: adapters then go by their configured lists alone.
+struct NoOneListed;
+
+#[async_trait]
+impl Allowlist for NoOneListed {
+    async fn allows(&self, _channel: &str, _platform_user_id: &str) -> Result<bool, SinkError> {
+        Ok(false)
+    }
+}
+
+/// The allowlist as one channel sees it: it asks about its own platform's user ids.
+#[derive(Clone)]
+pub struct ScopedAllowlist {
+    channel: Arc<str>,
+    inner: Arc<dyn Allowlist>,
+}
+
+impl ScopedAllowlist {
+    /// Binds `inner` to `channel`.
+    pub fn new(channel: &str, inner: Arc<dyn Allowlist>) -> Self {
+        Self {
+            channel: Arc::from(channel),
+            inner,
+        }
+    }
+
+    /// Whether the daemon serves `platform_user_id` on this channel. An error (the database is
+    /// unavailable) is an answer of its own: the caller keeps the event and tries again rather
+    /// than treating the sender as a stranger.
+    pub async fn allows(&self, platform_user_id: &str) -> Result<bool, SinkError> {
+        self.inner.allows(&self.channel, platform_user_id).await
+    }
+}
+
+impl std::fmt::Debug for ScopedAllowlist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedAllowlist")
             .field("channel", &self.channel)
             .finish_non_exhaustive()
     }
@@ -399,6 +464,22 @@ pub trait Channel: Send + Sync + 'static {
     ) -> Result<Option<MessageRef>, ChannelError> {
         let _ = (chat, draft, text); // no preview by default
         Ok(None)
+    }
+
+    /// Downloads an attachment that arrived with a [`Attachment::source`], reading at most
+    /// `max_bytes`: a larger file (by its declared size, or once more than `max_bytes` arrived)
+    /// is `Rejected` without reading the rest, and nothing is held beyond the limit. The daemon
+    /// calls it in the handler, after the sender proved allowed, never in the receive loop. A
+    /// temporary error (`is_temporary`) is worth another try; others mean the file is gone.
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let _ = (attachment, max_bytes); // adapters without remote attachments
+        Err(ChannelError::rejected(
+            "this channel cannot fetch attachments",
+        ))
     }
 
     /// Counts of platform events the adapter keeps for `/metrics`, as (event, total since the

@@ -114,6 +114,9 @@ struct State {
     answer_delay: Duration,
     presses: Vec<AnsweredPress>,
     typing: usize,
+    /// Files the platform holds, by [`Attachment::source`], and every source fetched.
+    files: std::collections::HashMap<String, Vec<u8>>,
+    fetched: Vec<String>,
 }
 
 impl MemoryChannel {
@@ -142,6 +145,8 @@ impl MemoryChannel {
             answer_delay: Duration::ZERO,
             presses: Vec::new(),
             typing: 0,
+            files: std::collections::HashMap::new(),
+            fetched: Vec::new(),
         };
         Self {
             shared: Arc::new(Shared {
@@ -152,6 +157,18 @@ impl MemoryChannel {
                 sent_count: watch::Sender::new(0),
             }),
         }
+    }
+
+    /// Puts a file on the platform under `source`, for a message whose attachment names it
+    /// ([`Attachment::remote`]); [`Channel::fetch_attachment`] then returns it.
+    pub fn add_file(&self, source: &str, bytes: Vec<u8>) {
+        self.lock().files.insert(source.to_owned(), bytes);
+    }
+
+    /// The sources of every file fetched so far, in order (a test checks a stranger's file was
+    /// never downloaded).
+    pub fn fetched_files(&self) -> Vec<String> {
+        self.lock().fetched.clone()
     }
 
     /// Sets what the platform claims it can show (and enforces it).
@@ -600,6 +617,25 @@ impl Channel for MemoryChannel {
     async fn typing(&self, _chat: &ChatRef) -> Result<(), ChannelError> {
         self.lock().typing += 1;
         Ok(())
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let source = attachment.source.as_deref().unwrap_or_default();
+        let mut state = self.lock();
+        state.fetched.push(source.to_owned());
+        let Some(bytes) = state.files.get(source) else {
+            return Err(ChannelError::rejected(format!("no file {source}")));
+        };
+        if bytes.len() as u64 > max_bytes {
+            return Err(ChannelError::rejected(format!(
+                "the file is larger than {max_bytes} bytes"
+            )));
+        }
+        Ok(bytes.clone())
     }
 
     async fn answer_press(

@@ -153,12 +153,55 @@ pub struct Attachment {
     pub mime: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// The content, base64 encoded, when the adapter downloaded it.
+    /// The content, base64 encoded, once downloaded. Adapters leave it empty and set
+    /// [`Attachment::source`] instead: the daemon downloads after it has checked the sender, so
+    /// a stranger's files are never fetched nor stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_base64: Option<String>,
     /// Text content for text documents, or a transcription for voice notes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Where the adapter can fetch the content later with [`crate::Channel::fetch_attachment`]:
+    /// a Telegram file id, a Discord CDN URL, a Matrix `mxc://` URI, an IMAP message part.
+    /// Opaque to the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The size in bytes the platform declared, when it did: the daemon refuses an attachment
+    /// over its limit from this number, before reading a byte of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+impl Attachment {
+    /// An attachment the adapter has not downloaded: `source` is handed back to
+    /// [`crate::Channel::fetch_attachment`] once the sender is known to be allowed.
+    pub fn remote(
+        kind: AttachmentKind,
+        mime: impl Into<String>,
+        source: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind,
+            mime: mime.into(),
+            name: None,
+            data_base64: None,
+            text: None,
+            source: Some(source.into()),
+            size: None,
+        }
+    }
+
+    /// Sets the file name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the size the platform declared.
+    pub fn with_size(mut self, size: u64) -> Self {
+        self.size = Some(size);
+        self
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

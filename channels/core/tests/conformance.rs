@@ -67,13 +67,12 @@ impl Harness for MemoryHarness {
         caption: &str,
         document: &Document,
     ) -> Result<(), String> {
-        let attachment = Attachment {
-            kind: AttachmentKind::Document,
-            mime: document.mime.clone(),
-            name: Some(document.name.clone()),
-            data_base64: None,
-            text: Some(String::from_utf8_lossy(&document.bytes).into_owned()),
-        };
+        // Like the real adapters: the message names the file, fetched on demand.
+        let source = format!("file-{}", document.name);
+        self.channel.add_file(&source, document.bytes.clone());
+        let attachment = Attachment::remote(AttachmentKind::Document, &document.mime, source)
+            .with_name(&document.name)
+            .with_size(document.bytes.len() as u64);
         self.channel
             .push_message(chat, sender, caption, vec![attachment], None);
         Ok(())

@@ -51,6 +51,8 @@ fn a_stored_message_with_attachments_loads() {
                     name: Some("list.txt".into()),
                     data_base64: None,
                     text: Some("milk\neggs".into()),
+                    source: None,
+                    size: None,
                 },
                 Attachment {
                     kind: AttachmentKind::Image,
@@ -58,6 +60,8 @@ fn a_stored_message_with_attachments_loads() {
                     name: None,
                     data_base64: Some("/9j/4AAQ".into()),
                     text: None,
+                    source: None,
+                    size: None,
                 },
             ],
             message_id: Some("55".into()),

@@ -151,6 +151,8 @@ pub async fn message(rules: &Rules, message: &Message, client: &reqwest::Client)
             name: Some(attachment.filename.clone()),
             data_base64: None,
             text: None,
+            source: None,
+            size: None,
         };
         if u64::from(attachment.size) <= limit {
             match download(client, &attachment.url).await {

@@ -320,6 +320,8 @@ fn body(message: &Message<'_>) -> (String, Vec<Attachment>) {
                 text: nested
                     .body_text(0)
                     .map(|t| truncate(&t, MAX_TEXT_ATTACHMENT_BYTES)),
+                source: None,
+                size: None,
             },
             PartType::Text(t) | PartType::Html(t) => Attachment {
                 kind: AttachmentKind::Document,
@@ -327,6 +329,8 @@ fn body(message: &Message<'_>) -> (String, Vec<Attachment>) {
                 name,
                 data_base64: None,
                 text: Some(truncate(t, MAX_TEXT_ATTACHMENT_BYTES)),
+                source: None,
+                size: None,
             },
             PartType::Binary(bytes) | PartType::InlineBinary(bytes)
                 if mime.starts_with("image/") && bytes.len() <= MAX_IMAGE_BYTES =>
@@ -337,6 +341,8 @@ fn body(message: &Message<'_>) -> (String, Vec<Attachment>) {
                     name,
                     data_base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
                     text: None,
+                    source: None,
+                    size: None,
                 }
             }
             _ => Attachment {
@@ -345,6 +351,8 @@ fn body(message: &Message<'_>) -> (String, Vec<Attachment>) {
                 name,
                 data_base64: None,
                 text: None,
+                source: None,
+                size: None,
             },
         };
         attachments.push(attachment);

@@ -728,6 +728,8 @@ async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String
             name,
             data_base64,
             text,
+            source: None,
+            size: None,
         }],
     )
 }

@@ -420,6 +420,8 @@ fn attachment(kind: AttachmentKind, mime: &str, name: Option<&str>) -> Attachmen
         name: name.map(str::to_owned),
         data_base64: None,
         text: None,
+        source: None,
+        size: None,
     }
 }
 

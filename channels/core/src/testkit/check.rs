@@ -593,8 +593,11 @@ pub async fn check_stable_delivery_ids(h: &dyn Harness) {
     }
 }
 
-/// A document a user sends arrives as an attachment of the message, with its name and type and
-/// its content (as text for a text document, or as data).
+/// A document a user sends arrives as an attachment of the message, with its name and type.
+/// Its content is not downloaded by the receive loop: the attachment names its
+/// [`source`](crate::Attachment::source), and [`Channel::fetch_attachment`](crate::Channel)
+/// returns the bytes, refusing a limit smaller than the file. (An adapter that delivers the
+/// content inline, as the in-memory channel does, passes too.)
 pub async fn check_attachments_in(h: &dyn Harness) {
     let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
     let caption = unique("see the notes");
@@ -616,13 +619,35 @@ pub async fn check_attachments_in(h: &dyn Harness) {
     assert_eq!(attachment.kind, AttachmentKind::Document);
     assert_eq!(attachment.mime, "text/plain");
     assert_eq!(attachment.name.as_deref(), Some("notes.txt"));
+    if attachment.source.is_none() {
+        assert!(
+            attachment
+                .text
+                .as_deref()
+                .is_some_and(|t| t.contains("water the plants"))
+                || attachment.data_base64.is_some(),
+            "the document has neither a source to fetch nor its content: {attachment:?}"
+        );
+        return;
+    }
     assert!(
-        attachment
-            .text
-            .as_deref()
-            .is_some_and(|t| t.contains("water the plants"))
-            || attachment.data_base64.is_some(),
-        "the document's content is missing: {attachment:?}"
+        attachment.data_base64.is_none(),
+        "a remote attachment was downloaded into the stored event: {attachment:?}"
+    );
+    let bytes = h
+        .channel()
+        .fetch_attachment(attachment, 1 << 20)
+        .await
+        .unwrap_or_else(|e| panic!("fetching the document failed: {e}"));
+    assert_eq!(bytes, document.bytes, "the fetched document differs");
+    let small = h
+        .channel()
+        .fetch_attachment(attachment, 4)
+        .await
+        .expect_err("a file larger than the limit must be refused");
+    assert!(
+        !small.is_temporary(),
+        "a file over the limit is refused for good, not retried: {small}"
     );
 }
 
