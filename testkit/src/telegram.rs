@@ -238,6 +238,9 @@ struct Inner {
     chats: HashMap<i64, Chat>,
     files: HashMap<String, (String, Vec<u8>)>,
     next_file: u64,
+    /// `getFile` leaves `file_size` out and downloads come chunked with no length, as a
+    /// misbehaving server (or a proxy) would: a client can only count what arrives.
+    hide_file_sizes: bool,
     callbacks: HashMap<String, bool>,
     next_callback: u64,
     answered: Vec<AnsweredCallback>,
@@ -505,6 +508,11 @@ impl FakeTelegram {
             retry_after,
             description: None,
         });
+    }
+
+    /// From now on `getFile` declares no `file_size` and downloads carry no `Content-Length`.
+    pub fn hide_file_sizes(&self) {
+        self.shared.lock().hide_file_sizes = true;
     }
 
     /// Makes the next call of `method` fail with `status` and Telegram's `description`, e.g.
@@ -926,14 +934,26 @@ fn failure_response(failure: &Failure) -> Response {
 }
 
 fn download(shared: &Shared, rest: &str) -> Response {
-    let inner = shared.lock();
+    let mut inner = shared.lock();
     let Some((token, path)) = rest.split_once('/') else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    inner.requests.push(FakeRequest {
+        method: "file".to_owned(),
+        body: json!({ "file_path": path }),
+        at: Instant::now(),
+    });
     if token != inner.token || !inner.token_valid {
         return error(401, "Unauthorized");
     }
     match inner.files.values().find(|(p, _)| p == path) {
+        Some((_, bytes)) if inner.hide_file_sizes => {
+            let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
+                .chunks(16 * 1024)
+                .map(|c| Ok(Bytes::copy_from_slice(c)))
+                .collect();
+            axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response()
+        }
         Some((_, bytes)) => bytes.clone().into_response(),
         None => error(404, "Not Found"),
     }
@@ -1094,9 +1114,13 @@ fn call(inner: &mut Inner, method: &str, p: &Value) -> CallResult {
         "getfile" => {
             let id = p.get("file_id").and_then(Value::as_str).unwrap_or("");
             let (path, bytes) = inner.files.get(id).ok_or_else(|| bad("invalid file_id"))?;
-            Ok(
-                json!({"file_id": id, "file_unique_id": format!("u{id}"), "file_size": bytes.len(), "file_path": path}),
-            )
+            let mut file = json!({"file_id": id, "file_unique_id": format!("u{id}"), "file_size": bytes.len(), "file_path": path});
+            if inner.hide_file_sizes
+                && let Some(file) = file.as_object_mut()
+            {
+                file.remove("file_size");
+            }
+            Ok(file)
         }
         _ => Err((404, "Not Found".to_owned())),
     }

@@ -178,11 +178,17 @@ impl Api {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(too_big(limit));
         }
-        let bytes = response.bytes().await.map_err(network)?;
-        if bytes.len() as u64 > limit {
-            return Err(too_big(limit));
+        // Read chunk by chunk and stop at the limit: a server that says nothing of the length
+        // (or lies about it) cannot make hearth hold more than `limit` bytes.
+        let mut response = response;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(network)? {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(too_big(limit));
+            }
+            bytes.extend_from_slice(&chunk);
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 }
 

@@ -4,10 +4,9 @@
 //! mention of its username, a reply to one of its messages, or a `/command`; other group
 //! chatter is skipped (and its update still confirmed, so it is not fetched again).
 
-use base64::Engine;
 use hearth_channel::{
-    Attachment, AttachmentKind, ButtonPress, ChannelError, ChatRef, ErrorKind, Inbound,
-    InboundKind, MessageRef, Sender,
+    Attachment, AttachmentKind, ButtonPress, ChannelError, ChatRef, Inbound, InboundKind,
+    MessageRef, Sender,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -76,7 +75,6 @@ pub(crate) struct Me {
 
 /// What the mapping needs besides the update.
 pub(crate) struct Mapper<'a> {
-    pub api: &'a Api,
     pub me: &'a Me,
     pub max_document_bytes: u64,
 }
@@ -127,7 +125,7 @@ impl Mapper<'_> {
         let Some((chat, sender, text)) = self.addressed(message) else {
             return Ok(None);
         };
-        let attachments = self.attachments(message).await?;
+        let attachments = self.attachments(message);
         if text.is_empty() && attachments.is_empty() {
             // Stickers, service messages (joins, pins) and the like.
             return Ok(None);
@@ -200,8 +198,12 @@ impl Mapper<'_> {
         (command || replied || text_mention || mentioned).then_some((chat, sender, text))
     }
 
-    async fn attachments(&self, message: &Value) -> Result<Vec<Attachment>, ChannelError> {
+    /// The message's files as references: nothing is downloaded here, before the daemon knows
+    /// whether the sender is someone it serves. The source is the Bot API `file_id`, fetched
+    /// later with [`crate::TelegramChannel`]'s `fetch_attachment`.
+    fn attachments(&self, message: &Value) -> Vec<Attachment> {
         let mut found = Vec::new();
+        let declared = |v: &Value| v.get("file_size").and_then(Value::as_u64);
         if let Some(sizes) = message.get("photo").and_then(Value::as_array) {
             // Sizes come smallest first, but pick by area to be sure.
             let largest = sizes.iter().max_by_key(|s| {
@@ -209,16 +211,15 @@ impl Mapper<'_> {
                 let h = s.get("height").and_then(Value::as_u64).unwrap_or(0);
                 w * h
             });
-            if let Some(file_id) = largest
-                .and_then(|s| s.get("file_id"))
-                .and_then(Value::as_str)
+            if let Some(photo) = largest
+                && let Some(file_id) = photo.get("file_id").and_then(Value::as_str)
             {
-                let mut attachment = attachment(AttachmentKind::Image, "image/jpeg", None);
-                match self.download(file_id, MAX_DOWNLOAD_BYTES).await? {
-                    Ok(bytes) => attachment.data_base64 = Some(base64_of(&bytes)),
-                    Err(note) => attachment.text = Some(note),
-                }
-                found.push(attachment);
+                found.push(remote(
+                    AttachmentKind::Image,
+                    "image/jpeg",
+                    file_id,
+                    declared(photo),
+                ));
             }
         }
         if let Some(document) = message.get("document") {
@@ -227,19 +228,16 @@ impl Mapper<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or("application/octet-stream");
             let name = document.get("file_name").and_then(Value::as_str);
-            let size = document.get("file_size").and_then(Value::as_u64);
-            let mut attachment = attachment(AttachmentKind::Document, mime, name);
-            let fits = size.is_none_or(|s| s <= self.max_document_bytes);
-            if is_text_mime(mime) && fits {
-                if let Some(file_id) = document.get("file_id").and_then(Value::as_str) {
-                    match self.download(file_id, self.max_document_bytes).await? {
-                        Ok(bytes) => {
-                            attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
-                        }
-                        Err(note) => attachment.text = Some(note),
-                    }
-                }
-            } else if is_text_mime(mime) {
+            let size = declared(document);
+            let file_id = document.get("file_id").and_then(Value::as_str);
+            let mut attachment = match file_id {
+                Some(file_id) => remote(AttachmentKind::Document, mime, file_id, size),
+                None => attachment(AttachmentKind::Document, mime, None),
+            };
+            attachment.name = name.map(str::to_owned);
+            if is_text_mime(mime) && size.is_some_and(|s| s > self.max_document_bytes) {
+                // Read as text only up to the section's own limit: said, not fetched.
+                attachment.source = None;
                 attachment.text = Some(format!(
                     "[document not read: larger than {} bytes]",
                     self.max_document_bytes
@@ -252,50 +250,48 @@ impl Mapper<'_> {
                 .get("mime_type")
                 .and_then(Value::as_str)
                 .unwrap_or("audio/ogg");
-            let mut attachment = attachment(AttachmentKind::Voice, mime, None);
             if let Some(file_id) = voice.get("file_id").and_then(Value::as_str) {
-                match self.download(file_id, MAX_DOWNLOAD_BYTES).await? {
-                    Ok(bytes) => attachment.data_base64 = Some(base64_of(&bytes)),
-                    Err(note) => attachment.text = Some(note),
-                }
+                found.push(remote(
+                    AttachmentKind::Voice,
+                    mime,
+                    file_id,
+                    declared(voice),
+                ));
             }
-            found.push(attachment);
         }
-        Ok(found)
+        found
     }
+}
 
-    /// Downloads a file. The outer error is temporary (retry the update later); the inner one is
-    /// a note for the attachment when the file cannot be had at all.
-    async fn download(
-        &self,
-        file_id: &str,
-        limit: u64,
-    ) -> Result<Result<Vec<u8>, String>, ChannelError> {
-        let result = async {
-            let file: Value = self
-                .api
-                .call("getFile", &json!({ "file_id": file_id }))
-                .await?;
-            let path = file.get("file_path").and_then(Value::as_str).unwrap_or("");
-            self.api.download(path, limit).await
-        }
-        .await;
-        match result {
-            Ok(bytes) => Ok(Ok(bytes)),
-            Err(error) => {
-                let error = ChannelError::from(error);
-                if error.is_temporary() {
-                    return Err(error);
-                }
-                warn!(%error, "attachment could not be downloaded");
-                let note = match error.kind {
-                    ErrorKind::Rejected => format!("[file not downloaded: {}]", error.message),
-                    _ => "[file not downloaded]".to_owned(),
-                };
-                Ok(Err(note))
-            }
-        }
+/// Downloads the file behind a Bot API `file_id`, at most `limit` bytes: refused from the size
+/// `getFile` declares, and the download stops as soon as more than `limit` arrived.
+pub(crate) async fn fetch(api: &Api, file_id: &str, limit: u64) -> Result<Vec<u8>, ChannelError> {
+    if file_id.is_empty() {
+        return Err(ChannelError::rejected(
+            "the attachment names no Telegram file",
+        ));
     }
+    let file: Value = api
+        .call("getFile", &json!({ "file_id": file_id }))
+        .await
+        .map_err(ChannelError::from)?;
+    let limit = limit.min(MAX_DOWNLOAD_BYTES);
+    if file
+        .get("file_size")
+        .and_then(Value::as_u64)
+        .is_some_and(|size| size > limit)
+    {
+        return Err(ChannelError::rejected(format!(
+            "the file is larger than the {limit} bytes allowed"
+        )));
+    }
+    let Some(path) = file.get("file_path").and_then(Value::as_str) else {
+        // Telegram leaves the path out for files over its own 20 MB download limit.
+        return Err(ChannelError::rejected(
+            "Telegram offers no download of this file (bots may fetch 20 MB at most)",
+        ));
+    };
+    api.download(path, limit).await.map_err(ChannelError::from)
 }
 
 /// A callback query (a button press) as an event.
@@ -425,8 +421,13 @@ fn attachment(kind: AttachmentKind, mime: &str, name: Option<&str>) -> Attachmen
     }
 }
 
-fn base64_of(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+/// A file left on Telegram's servers, fetched once the sender proved allowed.
+fn remote(kind: AttachmentKind, mime: &str, file_id: &str, size: Option<u64>) -> Attachment {
+    let attachment = Attachment::remote(kind, mime, file_id);
+    match size {
+        Some(size) => attachment.with_size(size),
+        None => attachment,
+    }
 }
 
 #[cfg(test)]

@@ -160,7 +160,6 @@ impl TelegramChannel {
             Err(e) => return Err(ChannelError::transient(format!("loading the offset: {e}"))),
         };
         let mapper = Mapper {
-            api: &self.api,
             me,
             max_document_bytes: self.settings.max_document_bytes,
         };
@@ -321,7 +320,6 @@ impl TelegramChannel {
         self.set_commands().await;
         info!(%listen, "telegram webhook listening");
         let hook = Arc::new(Hook {
-            api: self.api.clone(),
             me,
             max_document_bytes: self.settings.max_document_bytes,
             secret_token: secret_token.to_owned(),
@@ -346,7 +344,6 @@ enum Delivery {
 
 /// What the webhook handler needs.
 struct Hook {
-    api: Api,
     me: Me,
     max_document_bytes: u64,
     secret_token: String,
@@ -385,7 +382,6 @@ async fn receive(
         }
     };
     let mapper = Mapper {
-        api: &hook.api,
         me: &hook.me,
         max_document_bytes: hook.max_document_bytes,
     };
@@ -488,6 +484,20 @@ impl Channel for TelegramChannel {
         message: &OutboundMessage,
     ) -> Result<(), ChannelError> {
         outbound::edit(&self.api, &self.pacer, target, message).await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &hearth_channel::Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        if attachment.size.is_some_and(|size| size > max_bytes) {
+            return Err(ChannelError::rejected(format!(
+                "the file is larger than the {max_bytes} bytes allowed"
+            )));
+        }
+        let file_id = attachment.source.as_deref().unwrap_or_default();
+        inbound::fetch(&self.api, file_id, max_bytes).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), ChannelError> {

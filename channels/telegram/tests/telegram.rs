@@ -358,7 +358,7 @@ async fn forum_topics_in_and_out() {
 }
 
 #[tokio::test]
-async fn photos_documents_and_voice_become_attachments() {
+async fn photos_documents_and_voice_become_attachments_fetched_on_demand() {
     let (tg, channel) = setup().await;
     let photo: Vec<u8> = (0..200u8).collect();
     tg.push(Incoming::text(USER, USER, "look").photo(photo.clone()));
@@ -373,6 +373,9 @@ async fn photos_documents_and_voice_become_attachments() {
     let running = start(&channel, &sink, &MemoryState::new());
     let events = sink.wait_for_events(4, PATIENCE).await;
     running.stop().await;
+    // Nothing is downloaded before the daemon knows who sent it.
+    assert!(tg.requests_of("getFile").is_empty(), "{:?}", tg.requests());
+    assert!(tg.requests_of("file").is_empty(), "{:?}", tg.requests());
     let attachments: Vec<_> = events
         .iter()
         .map(|e| match &e.kind {
@@ -380,30 +383,54 @@ async fn photos_documents_and_voice_become_attachments() {
             other => panic!("not a message: {other:?}"),
         })
         .collect();
-    use base64::Engine;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     assert_eq!(text_of(&events[0]), Some("look"));
     assert_eq!(attachments[0].kind, AttachmentKind::Image);
     assert_eq!(attachments[0].mime, "image/jpeg");
-    assert_eq!(
-        attachments[0].data_base64,
-        Some(b64(&photo)),
-        "not the largest size"
+    assert_eq!(attachments[0].size, Some(200), "not the largest size");
+    assert!(
+        attachments
+            .iter()
+            .all(|a| a.data_base64.is_none() && a.source.is_some())
     );
     assert_eq!(attachments[1].kind, AttachmentKind::Document);
-    assert_eq!(attachments[1].text.as_deref(), Some("# Notes\nbuy milk"));
     assert_eq!(attachments[1].name.as_deref(), Some("notes.md"));
     assert_eq!(attachments[2].mime, "application/pdf");
-    assert_eq!(
-        (
-            attachments[2].data_base64.as_ref(),
-            attachments[2].text.as_ref()
-        ),
-        (None, None)
-    );
     assert_eq!(attachments[3].kind, AttachmentKind::Voice);
     assert_eq!(attachments[3].mime, "audio/ogg");
-    assert_eq!(attachments[3].data_base64, Some(b64(b"OggS-voice")));
+
+    let fetch = |i: usize, limit: u64| channel.fetch_attachment(&attachments[i], limit);
+    assert_eq!(fetch(0, 1 << 20).await.expect("photo"), photo);
+    assert_eq!(
+        fetch(1, 1 << 20).await.expect("notes"),
+        b"# Notes\nbuy milk"
+    );
+    assert_eq!(fetch(3, 1 << 20).await.expect("voice"), b"OggS-voice");
+    let refused = fetch(0, 100).await.expect_err("over the limit");
+    assert_eq!(refused.kind, ErrorKind::Rejected, "{refused}");
+    assert!(refused.message.contains("larger than"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_file_whose_size_telegram_does_not_declare_is_cut_off_at_the_limit() {
+    let (tg, channel) = setup().await;
+    tg.push(Incoming::text(USER, USER, "big").photo(vec![7u8; 300_000]));
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    let events = sink.wait_for_events(1, PATIENCE).await;
+    running.stop().await;
+    let InboundKind::Message { attachments, .. } = &events[0].kind else {
+        panic!("not a message");
+    };
+    // A lying or silent platform: no declared size anywhere, so only the stream is counted.
+    let mut undeclared = attachments[0].clone();
+    undeclared.size = None;
+    tg.hide_file_sizes();
+    let refused = channel
+        .fetch_attachment(&undeclared, 1000)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(refused.kind, ErrorKind::Rejected, "{refused}");
+    assert_eq!(tg.requests_of("file").len(), 1, "the download was tried");
 }
 
 #[tokio::test]
