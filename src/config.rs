@@ -65,7 +65,21 @@ pub struct DaemonConfig {
     /// Longest reply, in characters: a model answer beyond it is cut at a natural break with a
     /// short note, so a runaway answer cannot flood (and block) a chat with messages.
     pub max_reply_chars: usize,
+    /// The most bytes of attachments hearth downloads for one message (all its files together).
+    /// Files are fetched only once the sender proved allowed; one over the rest of the limit is
+    /// refused from its declared size before a byte of it is read, and the model is told so.
+    pub max_attachment_bytes: u64,
+    /// Days a handled inbox entry keeps its content (text, attachment references, threading
+    /// headers). After that only what recognises a redelivery is kept: the conversation itself
+    /// lives on in the turns' history.
+    pub inbox_retention_days: u32,
 }
+
+/// 20 MB: a few phone photos, a long voice note.
+pub const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 20_000_000;
+
+/// A month of inbound events, for looking into what arrived.
+pub const DEFAULT_INBOX_RETENTION_DAYS: u32 = 30;
 
 /// About four Telegram messages: room for any sensible answer.
 pub const DEFAULT_MAX_REPLY_CHARS: usize = 16_000;
@@ -84,6 +98,8 @@ impl Default for DaemonConfig {
             max_concurrent_conversations: 16,
             shutdown_grace_secs: 20,
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
+            max_attachment_bytes: DEFAULT_MAX_ATTACHMENT_BYTES,
+            inbox_retention_days: DEFAULT_INBOX_RETENTION_DAYS,
         }
     }
 }

@@ -147,6 +147,12 @@ fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Probl
             "must be greater than 0, or no conversation could ever run",
         ));
     }
+    if daemon.inbox_retention_days == 0 {
+        problems.push(Problem::new(
+            "daemon.inbox_retention_days",
+            "must be at least 1: a message must keep its content until it has been answered and a little after",
+        ));
+    }
     if daemon.max_reply_chars < super::MIN_MAX_REPLY_CHARS {
         problems.push(Problem::new(
             "daemon.max_reply_chars",

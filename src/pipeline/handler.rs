@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_channel::{Channel, Inbound, InboundKind, OutboundMessage};
+use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
@@ -121,8 +121,13 @@ impl Handler {
                 message_id,
                 ..
             } => {
+                // Files are fetched only now, from someone hearth serves.
+                let attachments = self
+                    .fetch_attachments(id, channel.as_ref(), attachments)
+                    .await?;
                 // Voice is turned into text once, before the turn starts (a resumed turn has it).
-                let (text, attachments) = match self.transcribe_voice(id, text, attachments).await {
+                let (text, attachments) = match self.transcribe_voice(id, text, &attachments).await
+                {
                     Ok(transcribed) => transcribed,
                     Err(answer) => {
                         return self
@@ -531,6 +536,78 @@ impl Handler {
         Ok(())
     }
 
+    /// Downloads the attachments the adapter left on the platform ([`Attachment::source`]), now
+    /// that the sender is known to be allowed: images and voice notes as data, text documents
+    /// as text. All files of the message share `daemon.max_attachment_bytes`; one that does not
+    /// fit, or cannot be had, becomes a note the model reads instead. A turn that already
+    /// started (resumed after a restart) has its content: nothing is fetched again.
+    async fn fetch_attachments(
+        &self,
+        inbox_id: i64,
+        channel: &dyn Channel,
+        attachments: &[Attachment],
+    ) -> Result<Vec<Attachment>, StoreError> {
+        let wanted = |a: &Attachment| {
+            a.source.is_some()
+                && a.data_base64.is_none()
+                && a.text.is_none()
+                && (a.kind != AttachmentKind::Document || is_text_mime(&a.mime))
+        };
+        if !attachments.iter().any(wanted)
+            || self.rt.store.turn_for_inbox(inbox_id).await?.is_some()
+        {
+            return Ok(attachments.to_vec());
+        }
+        let limit = self.rt.config.daemon.max_attachment_bytes;
+        let mut left = limit;
+        let mut out = Vec::with_capacity(attachments.len());
+        for attachment in attachments {
+            let mut attachment = attachment.clone();
+            if !wanted(&attachment) {
+                out.push(attachment);
+                continue;
+            }
+            let name = attachment.name.clone().unwrap_or_else(|| "the file".into());
+            if attachment.size.is_some_and(|size| size > left) {
+                tracing::info!(
+                    inbox_id,
+                    size = attachment.size,
+                    left,
+                    "attachment over the per-message limit not downloaded"
+                );
+                attachment.text = Some(format!(
+                    "[{name} was not downloaded: it is larger than the {} left of the {} allowed per message (daemon.max_attachment_bytes)]",
+                    human_bytes(left),
+                    human_bytes(limit)
+                ));
+                out.push(attachment);
+                continue;
+            }
+            match fetch_with_retries(channel, &attachment, left).await {
+                Ok(bytes) => {
+                    left = left.saturating_sub(bytes.len() as u64);
+                    match attachment.kind {
+                        AttachmentKind::Document => {
+                            attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
+                        }
+                        AttachmentKind::Image | AttachmentKind::Voice => {
+                            use base64::Engine;
+                            attachment.data_base64 =
+                                Some(base64::engine::general_purpose::STANDARD.encode(&bytes));
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(inbox_id, error = %err, "attachment could not be downloaded");
+                    attachment.text =
+                        Some(format!("[{name} could not be downloaded: {}]", err.message));
+                }
+            }
+            out.push(attachment);
+        }
+        Ok(out)
+    }
+
     /// Replaces voice notes by their transcript (`[transcription]`), or explains that voice is
     /// not set up. Returns the text to route on and the attachments with transcripts filled in.
     async fn transcribe_voice(
@@ -644,6 +721,45 @@ impl Handler {
              Send it to my owner, who can approve you with: hearth pair approve {code}\n(The code expires in 1 hour.)"
         );
         self.reply(entry, event, None, &text).await
+    }
+}
+
+/// Downloads one attachment, trying a temporary failure (a network blip) twice more.
+async fn fetch_with_retries(
+    channel: &dyn Channel,
+    attachment: &Attachment,
+    max_bytes: u64,
+) -> Result<Vec<u8>, hearth_channel::ChannelError> {
+    let mut wait = Duration::from_millis(500);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match channel.fetch_attachment(attachment, max_bytes).await {
+            Err(err) if err.is_temporary() && tries < 3 => {
+                tokio::time::sleep(err.retry_after().unwrap_or(wait)).await;
+                wait *= 2;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether a document of this type is read as text for the model (other documents are only
+/// named: their bytes would mean nothing to it).
+pub fn is_text_mime(mime: &str) -> bool {
+    let mime = mime.to_ascii_lowercase();
+    mime.starts_with("text/")
+        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
+            .iter()
+            .any(|t| mime.contains(t))
+}
+
+/// `20 MB`, `512 KB`, `80 bytes`: sizes as a person reads them.
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1_000_000.0),
+        b if b >= 1_000 => format!("{:.0} KB", b as f64 / 1_000.0),
+        b => format!("{b} bytes"),
     }
 }
 

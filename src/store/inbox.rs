@@ -52,6 +52,43 @@ pub fn conversation_key(channel: &str, event: &Inbound) -> String {
     )
 }
 
+/// What a handled event keeps after its retention period: its ids, chat and sender (who wrote,
+/// and a schedule's fires are still told from others' messages), without the text, the files,
+/// the sender's display name or the threading context.
+pub fn stripped(event: &Inbound) -> Inbound {
+    use hearth_channel::InboundKind;
+    let kind = match &event.kind {
+        InboundKind::Message {
+            message_id,
+            reply_to,
+            ..
+        } => InboundKind::Message {
+            text: String::new(),
+            attachments: Vec::new(),
+            message_id: message_id.clone(),
+            reply_to: reply_to.clone(),
+        },
+        InboundKind::Edit { message_id, .. } => InboundKind::Edit {
+            message_id: message_id.clone(),
+            text: String::new(),
+        },
+        InboundKind::Notice { reason, .. } => InboundKind::Notice {
+            text: String::new(),
+            reason: reason.clone(),
+        },
+        other => other.clone(),
+    };
+    let mut sender = event.sender.clone();
+    sender.name = None;
+    Inbound {
+        platform_id: event.platform_id.clone(),
+        chat: event.chat.clone(),
+        sender,
+        kind,
+        reply_context: None,
+    }
+}
+
 impl Store {
     /// Stores an inbound event unless (channel, platform id) is already there.
     /// Returns the new entry's id, or `None` for a duplicate; `Ok` only once it is committed.
@@ -125,6 +162,46 @@ impl Store {
         }))
     }
 
+    /// Replaces the content of handled entries received before `cutoff_ms` by a stub (see
+    /// [`stripped`]), at most `batch` of them; returns how many. Pending entries keep
+    /// everything: their turn may still need it (a turn waiting for a confirmation resumes from
+    /// its entry).
+    pub async fn strip_handled_inbox(
+        &self,
+        cutoff_ms: i64,
+        batch: usize,
+        now_ms: i64,
+    ) -> StoreResult<usize> {
+        let rows = sqlx::query(
+            "SELECT id, payload FROM inbox
+             WHERE stripped_at IS NULL AND received_at < $1 AND status <> 'pending'
+             ORDER BY received_at LIMIT $2",
+        )
+        .bind(cutoff_ms)
+        .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut tx = self.begin().await?;
+        for row in &rows {
+            let id: i64 = row.try_get("id")?;
+            let payload: String = row.try_get("payload")?;
+            // An entry that no longer reads keeps nothing worth keeping either.
+            let stub = serde_json::from_str::<Inbound>(&payload)
+                .map(|event| stripped(&event))
+                .ok()
+                .and_then(|event| serde_json::to_string(&event).ok())
+                .unwrap_or_else(|| "{}".to_string());
+            sqlx::query("UPDATE inbox SET payload = $1, stripped_at = $2 WHERE id = $3")
+                .bind(stub)
+                .bind(now_ms)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.len())
+    }
+
     pub async fn inbox_status(&self, id: i64) -> StoreResult<Option<InboxStatus>> {
         let status: Option<String> = sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
             .bind(id)
@@ -181,6 +258,112 @@ mod tests {
             },
             reply_context: None,
         }
+    }
+
+    /// The defect: no inbox row was ever deleted or shrunk, so every message (a stranger's
+    /// too) was kept whole for good.
+    #[tokio::test]
+    async fn handled_entries_lose_their_content_after_the_retention_but_still_spot_redelivery() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        let store = Store::open(&url).await.expect("open");
+        let day = 24 * 60 * 60 * 1000;
+        let mut old = message("1", &"secret expenses ".repeat(100));
+        old.sender = Sender::new("user").with_name("Ada");
+        old.reply_context = Some(serde_json::json!({"subject": "Re: money"}));
+        let handled = store
+            .insert_inbox("t", &old, day)
+            .await
+            .expect("insert")
+            .expect("id");
+        store
+            .finish_inbox(handled, super::InboxStatus::Done, None, day)
+            .await
+            .expect("done");
+        let waiting = store
+            .insert_inbox("t", &message("2", "still pending"), day)
+            .await
+            .expect("insert")
+            .expect("id");
+        let recent = store
+            .insert_inbox("t", &message("3", "recent"), 40 * day)
+            .await
+            .expect("insert")
+            .expect("id");
+        store
+            .finish_inbox(recent, super::InboxStatus::Done, None, 40 * day)
+            .await
+            .expect("done");
+
+        let now = 41 * day;
+        let stripped = store
+            .strip_handled_inbox(now - 30 * day, 100, now)
+            .await
+            .expect("strip");
+        assert_eq!(stripped, 1, "only the old, handled entry");
+        assert_eq!(
+            store
+                .strip_handled_inbox(now - 30 * day, 100, now)
+                .await
+                .expect("again"),
+            0
+        );
+        let entry = store
+            .inbox_entry(handled)
+            .await
+            .expect("read")
+            .expect("kept");
+        let event = entry.event.expect("the stub still reads");
+        assert_eq!(event.platform_id, "1");
+        assert_eq!(event.sender.id, "user");
+        assert_eq!(event.sender.name, None);
+        assert_eq!(event.reply_context, None);
+        let InboundKind::Message { text, .. } = &event.kind else {
+            panic!("{event:?}")
+        };
+        assert!(text.is_empty());
+        let pending = store
+            .inbox_entry(waiting)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert!(
+            pending
+                .event
+                .is_ok_and(|e| e.kind == message("2", "still pending").kind)
+        );
+        assert_eq!(
+            store.insert_inbox("t", &old, now).await.expect("insert"),
+            None,
+            "a redelivery of the stripped message is still a duplicate"
+        );
+        store.close().await;
+    }
+
+    /// Other local users must not read hearth's messages and keys (the umask used to decide).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_data_directory_and_database_are_private_to_hearths_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let url = format!("sqlite://{}", data.join("hearth.db").display());
+        let store = Store::open(&url).await.expect("open");
+        store
+            .insert_inbox("t", &message("1", "x"), 1)
+            .await
+            .expect("insert");
+        let mode = |p: &std::path::Path| {
+            std::fs::metadata(p).expect("exists").permissions().mode() & 0o777
+        };
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join("hearth.db")), 0o600);
+        assert_eq!(
+            mode(&data.join("hearth.db-wal")),
+            0o600,
+            "SQLite follows the database"
+        );
+        store.close().await;
     }
 
     /// The defect: on a full disk the insert handed back an id while its commit failed, so the
