@@ -266,7 +266,17 @@ impl DaemonBuilder {
         // identities that had users of their own are merged into it.
         let mut owners: Vec<(String, String)> = Vec::new();
         let configured = config.daemon.owner_identities().into_iter();
-        for (channel, user) in configured.map(|(c, u)| (c.to_string(), u.to_string())) {
+        // Email addresses arrive lower-cased from the email channel: an owner written
+        // `email:Me@Example.org` is the same mailbox.
+        let normalised = configured.map(|(c, u)| {
+            let user = if c == "email" {
+                u.to_lowercase()
+            } else {
+                u.to_string()
+            };
+            (c.to_string(), user)
+        });
+        for (channel, user) in normalised {
             if !owners.contains(&(channel.clone(), user.clone())) {
                 owners.push((channel, user));
             }
@@ -449,10 +459,23 @@ impl DaemonBuilder {
             )
             .instrument(tracing::info_span!("confirmations")),
         );
+        tracker.spawn(
+            strip_old_inbox(
+                store.clone(),
+                clock.clone(),
+                config.daemon.inbox_retention_days,
+                shutdown.clone(),
+            )
+            .instrument(tracing::info_span!("inbox_retention")),
+        );
         let state = Arc::new(StoreState {
             store: store.clone(),
             clock: clock.clone(),
         });
+        let allowlist: Arc<dyn hearth_channel::Allowlist> =
+            Arc::new(crate::pipeline::sink::StoreAllowlist {
+                store: store.clone(),
+            });
         let mut statuses = Vec::with_capacity(self.channels.len());
         for entry in &self.channels {
             // The command list is the daemon's; channels with a command menu show it.
@@ -477,7 +500,8 @@ impl DaemonBuilder {
                 state.clone(),
                 config.daemon.data_dir.join("channels").join(&name),
                 status,
-            );
+            )
+            .with_allowlist(allowlist.clone());
             tracker.spawn(
                 supervise(entry.channel.clone(), ctx, health.clone())
                     .instrument(tracing::info_span!("channel", %name)),
@@ -616,6 +640,50 @@ async fn expire_confirmations(
     }
 }
 
+/// Strips the content of inbox entries handled more than `retention_days` ago, once a minute
+/// after start and then hourly, a batch at a time so no transaction holds the database long.
+async fn strip_old_inbox(
+    store: Store,
+    clock: SharedClock,
+    retention_days: u32,
+    shutdown: CancellationToken,
+) {
+    const BATCH: usize = 500;
+    let retention_ms = i64::from(retention_days) * 24 * 60 * 60 * 1000;
+    let mut wait = Duration::from_secs(60);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => return,
+        }
+        wait = Duration::from_secs(60 * 60);
+        loop {
+            let now = clock.now_ms();
+            match store
+                .strip_handled_inbox(now - retention_ms, BATCH, now)
+                .await
+            {
+                Ok(stripped) => {
+                    if stripped > 0 {
+                        tracing::info!(
+                            stripped,
+                            retention_days,
+                            "old inbox entries stripped of their content"
+                        );
+                    }
+                    if stripped < BATCH || shutdown.is_cancelled() {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "stripping old inbox entries failed; will retry");
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// The wait before the first restart of a channel after a temporary failure; it doubles with
 /// each failure in a row, up to [`RESTART_BACKOFF_MAX`].
 const RESTART_BACKOFF_START: Duration = Duration::from_secs(1);
@@ -642,7 +710,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
         health.set_channel(&name, shown.state, shown.error);
     };
     // Stores that must persist (Matrix's crypto store) live here; the adapter may rely on it.
-    if let Err(err) = std::fs::create_dir_all(&ctx.data_dir) {
+    if let Err(err) = crate::store::create_private_dir(&ctx.data_dir) {
         let reason = format!(
             "cannot create its data directory {}: {err}",
             ctx.data_dir.display()

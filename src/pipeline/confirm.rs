@@ -184,18 +184,7 @@ impl Handler {
                 tracing::warn!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by an unverified sender refused");
                 return refuse("This request isn't yours to decide.", true).await;
             }
-            let is_requester =
-                entry.channel == confirmation.channel && event.sender.id == confirmation.requester;
-            // The requester on another of their linked channels is the same person.
-            let decider = store
-                .identity(&entry.channel, &event.sender.id)
-                .await?
-                .filter(|i| i.status == IdentityStatus::Allowed);
-            let is_linked = decider
-                .as_ref()
-                .is_some_and(|i| confirmation.user_id == Some(i.user_id));
-            let is_owner = decider.as_ref().is_some_and(|i| i.is_owner);
-            if !is_requester && !is_linked && !is_owner {
+            if !self.may_decide(entry, event, &confirmation).await? {
                 tracing::info!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by someone else refused");
                 return refuse("This request isn't yours to decide.", true).await;
             }
@@ -324,6 +313,34 @@ impl Handler {
         Ok(())
     }
 
+    /// Whether the sender of `event` may decide `confirmation`: a verified sender whose identity
+    /// is allowed (a requester revoked meanwhile may not), and who is the requester, one of the
+    /// requester's linked identities, or the owner.
+    async fn may_decide(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        confirmation: &Confirmation,
+    ) -> Result<bool, StoreError> {
+        if !event.sender.verified {
+            return Ok(false);
+        }
+        let Some(decider) = self
+            .rt
+            .store
+            .identity(&entry.channel, &event.sender.id)
+            .await?
+            .filter(|i| i.status == IdentityStatus::Allowed)
+        else {
+            return Ok(false);
+        };
+        let is_requester =
+            entry.channel == confirmation.channel && event.sender.id == confirmation.requester;
+        // The requester on another of their linked channels is the same person.
+        let is_linked = confirmation.user_id == Some(decider.user_id);
+        Ok(is_requester || is_linked || decider.is_owner)
+    }
+
     /// Whether hearth answers this sender at all: a verified sender of an allowed identity.
     /// Strangers (and senders the platform could not verify) get no replies to typed codes, so a
     /// forged email gets no answer sent to the address it claims.
@@ -440,6 +457,21 @@ impl Handler {
             return Ok(true);
         }
 
+        // Only someone who could decide one of the waiting requests uses up the chat's tries:
+        // a stranger, a forged email or another member of a group typing codes is not a
+        // guess at them, and must not be able to deny the owner's requests. Their message is
+        // an ordinary message (a stranger's gets the pairing rules).
+        let mut could_decide = false;
+        for confirmation in &pending {
+            if self.may_decide(entry, event, confirmation).await? {
+                could_decide = true;
+                break;
+            }
+        }
+        if !could_decide {
+            tracing::info!(channel = %entry.channel, by = %event.sender.id, "a code typed by someone who decides none of the waiting requests; not counted");
+            return Ok(false);
+        }
         let now = self.rt.clock.now_ms();
         let wrong = store
             .count_wrong_code(&entry.channel, chat_id, MAX_WRONG_CODES, now)

@@ -20,8 +20,8 @@ struct State {
     active: HashSet<String>,
     /// Every queued or running entry, so a second submission of one is ignored.
     known: HashSet<i64>,
-    /// The cancel token of each conversation's running turn.
-    running: HashMap<String, CancellationToken>,
+    /// The inbox entry each conversation is running, and the token that cancels it.
+    running: HashMap<String, (i64, CancellationToken)>,
     /// `/cancel` entries that stopped a running turn (their own reply is then not needed).
     cancelled_something: HashSet<i64>,
 }
@@ -75,7 +75,7 @@ impl Dispatcher {
     pub fn submit(self: &Arc<Self>, id: i64, key: String, is_cancel: bool) {
         let spawn = {
             let mut state = self.lock();
-            if is_cancel && let Some(token) = state.running.get(&key) {
+            if is_cancel && let Some((_, token)) = state.running.get(&key) {
                 token.cancel();
                 state.cancelled_something.insert(id);
             }
@@ -97,10 +97,16 @@ impl Dispatcher {
     /// returns how many there were.
     pub fn cancel_running(&self) -> usize {
         let state = self.lock();
-        for token in state.running.values() {
+        for (_, token) in state.running.values() {
             token.cancel();
         }
         state.running.len()
+    }
+
+    /// The inbox entry the conversation `key` is running now, if any: a `/cancel` stops it only
+    /// when it comes from the same person or the owner.
+    pub fn running_entry(&self, key: &str) -> Option<i64> {
+        self.lock().running.get(key).map(|(id, _)| *id)
     }
 
     /// Whether a `/cancel` entry stopped a running turn.
@@ -127,7 +133,7 @@ impl Dispatcher {
                         // Not a child of shutdown: stopping the daemon suspends a turn, while
                         // this token cancels it for good.
                         let token = CancellationToken::new();
-                        state.running.insert(key.clone(), token.clone());
+                        state.running.insert(key.clone(), (id, token.clone()));
                         Some((id, token))
                     }
                     None => {

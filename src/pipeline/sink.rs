@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hearth_channel::{Inbound, InboundKind, InboundSink, SinkError, StateStore};
+use hearth_channel::{Allowlist, Inbound, InboundKind, InboundSink, SinkError, StateStore};
 
 use super::dispatcher::Dispatcher;
 use crate::clock::SharedClock;
@@ -63,10 +63,53 @@ impl InboxSink {
         };
         self.metrics.message_in(channel);
         let key = conversation_key(channel, &event);
-        // `/cancel` must reach a running turn at once, not wait behind it in the queue.
-        let is_cancel = matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel(text));
+        // `/cancel` must reach a running turn at once, not wait behind it in the queue, but
+        // only from the person whose turn it is (or the owner): in a group, a stranger's or
+        // another member's `/cancel` waits in the queue like any message.
+        let is_cancel = matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel(text))
+            && self.may_cancel(channel, &event, &key).await;
         self.dispatcher.submit(id, key, is_cancel);
         Ok(Some(id))
+    }
+
+    /// Whether the sender of a `/cancel` may stop the conversation's running turn: a verified,
+    /// allowed identity that is the owner or the same person (any linked identity) as the
+    /// sender of the entry being run. A database error says no; the `/cancel` is then handled
+    /// in its turn like any command.
+    async fn may_cancel(&self, channel: &str, event: &Inbound, key: &str) -> bool {
+        let Some(running) = self.dispatcher.running_entry(key) else {
+            return false;
+        };
+        if !event.sender.verified {
+            return false;
+        }
+        let allowed = |identity: Option<crate::store::Identity>| {
+            identity.filter(|i| i.status == crate::store::IdentityStatus::Allowed)
+        };
+        let Ok(canceller) = self.store.identity(channel, &event.sender.id).await else {
+            return false;
+        };
+        let Some(canceller) = allowed(canceller) else {
+            tracing::info!(channel, sender = %event.sender.id, "/cancel from someone hearth does not serve ignored");
+            return false;
+        };
+        if canceller.is_owner {
+            return true;
+        }
+        let Ok(Some(entry)) = self.store.inbox_entry(running).await else {
+            return false;
+        };
+        let Ok(asker) = entry.event else {
+            return false;
+        };
+        let Ok(asker) = self.store.identity(&entry.channel, &asker.sender.id).await else {
+            return false;
+        };
+        let same = allowed(asker).is_some_and(|a| a.user_id == canceller.user_id);
+        if !same {
+            tracing::info!(channel, sender = %event.sender.id, "/cancel of someone else's turn ignored");
+        }
+        same
     }
 }
 
@@ -96,6 +139,26 @@ impl StateStore for StoreState {
         self.store
             .set_channel_state(channel, key, value, self.clock.now_ms())
             .await
+            .map_err(|err| SinkError(err.to_string()))
+    }
+}
+
+/// Whom hearth serves, for adapters whose platform rules depend on the sender (Discord's server
+/// channels, Matrix invites): the identities table, where the owner, the configured allowlists
+/// and paired or linked users all are.
+pub struct StoreAllowlist {
+    pub store: Store,
+}
+
+#[async_trait]
+impl Allowlist for StoreAllowlist {
+    async fn allows(&self, channel: &str, platform_user_id: &str) -> Result<bool, SinkError> {
+        self.store
+            .identity(channel, platform_user_id)
+            .await
+            .map(|identity| {
+                identity.is_some_and(|i| i.status == crate::store::IdentityStatus::Allowed)
+            })
             .map_err(|err| SinkError(err.to_string()))
     }
 }

@@ -255,7 +255,12 @@ async fn turn_loop(
 
         let stored = rt
             .store
-            .recent_messages(job.turn.conversation_id, job.session, HISTORY_ROWS)
+            .recent_messages(
+                job.turn.conversation_id,
+                job.session,
+                job.turn.user_id,
+                HISTORY_ROWS,
+            )
             .await?;
         let unfinished = rt.store.unfinished_turns(job.turn.conversation_id).await?;
         let user_text = latest_user_text(&stored, job.turn.id);

@@ -297,19 +297,26 @@ impl Store {
         row.as_ref().map(|r| turn_from_row(r, false)).transpose()
     }
 
-    /// The newest messages of a conversation's session, oldest first, at most `limit`.
+    /// The newest messages of a conversation's session from the turns of one user (`None`: the
+    /// turns without a user), oldest first, at most `limit`. In a group chat several people
+    /// talk to hearth in one conversation; each of them sees only their own earlier turns, so
+    /// one member's turn never reads another's tool results (their expenses, their contacts).
+    /// In a direct chat every turn is the same person's, and this is the whole history.
     pub async fn recent_messages(
         &self,
         conversation_id: i64,
         session: i64,
+        user_id: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT id, turn_id, body, chars FROM messages WHERE conversation_id = $1 AND session = $2
-             ORDER BY id DESC LIMIT $3",
+            "SELECT m.id, m.turn_id, m.body, m.chars FROM messages m JOIN turns t ON t.id = m.turn_id
+             WHERE m.conversation_id = $1 AND m.session = $2 AND t.user_id IS NOT DISTINCT FROM $3
+             ORDER BY m.id DESC LIMIT $4",
         )
         .bind(conversation_id)
         .bind(session)
+        .bind(user_id)
         .bind(to_i64(limit))
         .fetch_all(self.pool())
         .await?;

@@ -10,6 +10,7 @@ mod confirmations;
 mod crash;
 #[cfg(all(feature = "discord", feature = "telegram"))]
 mod discord;
+mod doors;
 #[cfg(feature = "email")]
 mod email;
 mod faults_delivery;

@@ -540,6 +540,90 @@ async fn a_code_typed_by_a_stranger_decides_nothing_and_gets_no_answer() {
 }
 
 #[tokio::test]
+async fn wrong_codes_from_people_who_cannot_decide_use_up_no_tries() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    let wrong = if code == "ZZZZZZ" { "YYYYYY" } else { "ZZZZZZ" };
+    // Six forged mails claiming the requester, and a stranger's guesses: before, five of them
+    // denied the requester's waiting request.
+    for _ in 0..6 {
+        let forged = say_and_settle(
+            &h,
+            &Sender::new(USER).unverified(),
+            &format!("APPROVE {wrong}"),
+        )
+        .await;
+        assert!(
+            forged.is_empty(),
+            "a forged sender was answered: {forged:?}"
+        );
+    }
+    for _ in 0..3 {
+        say_and_settle(&h, &Sender::new("31337"), &format!("DENY {wrong}")).await;
+    }
+    assert_eq!(
+        h.daemon()
+            .store()
+            .pending_confirmations()
+            .await
+            .expect("count"),
+        1,
+        "the request still waits"
+    );
+    assert!(
+        !h.channel
+            .sent()
+            .iter()
+            .any(|m| m.text.contains("Too many wrong codes")),
+        "{:?}",
+        h.channel.sent()
+    );
+    // The requester's own try still counts, and the right code still decides.
+    let answer = say_and_settle(&h, &Sender::new(USER), &format!("APPROVE {wrong}")).await;
+    assert!(
+        answer[0].text.contains("After 4 more wrong codes"),
+        "{answer:?}"
+    );
+    h.llm.push(Reply::text("Done."));
+    h.channel.push_text(CHAT, USER, &format!("APPROVE {code}"));
+    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_requester_revoked_while_the_prompt_waits_can_no_longer_decide() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(text_only(), &runs).await;
+    start(&mut h).await;
+    let prompt = ask(&h).await;
+    let code = code_in(&prompt);
+    h.daemon()
+        .store()
+        .set_identity_status("memory", USER, hearth::store::IdentityStatus::Revoked)
+        .await
+        .expect("revoke");
+    let answer = say_and_settle(&h, &Sender::new(USER), &format!("APPROVE {code}")).await;
+    assert!(answer.is_empty(), "a revoked user was answered: {answer:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        h.daemon()
+            .store()
+            .pending_confirmations()
+            .await
+            .expect("count"),
+        1
+    );
+    // The owner still decides it.
+    h.llm.push(Reply::text("Done."));
+    h.channel.push_text(CHAT, OWNER, &format!("APPROVE {code}"));
+    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn an_unverified_sender_is_a_stranger_whatever_identity_it_claims() {
     let runs = Arc::new(AtomicUsize::new(0));
     let mut h = hearth(text_only(), &runs).await;
