@@ -299,6 +299,31 @@ async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -> Result<bo
     }
 }
 
+/// Creates `path` and its missing parents readable by this user alone (0700), whatever the
+/// umask: they hold every message, memory and key. Directories that exist keep their mode.
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(path)
+}
+
+/// Creates an empty database file readable by this user alone (0600) when there is none yet.
+/// SQLite gives its `-wal` and `-shm` files the mode of the database, so they follow. A file
+/// that exists keeps its mode.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 /// Recognises the backend and, for SQLite, makes sure the file can be created.
 fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
     if let Some(rest) = url.strip_prefix("sqlite:") {
@@ -318,10 +343,18 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
         {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::DataDir {
+            create_private_dir(parent).map_err(|source| StoreError::DataDir {
                 path: parent.display().to_string(),
                 source,
             })?;
+            // Only where SQLite would create the file itself (not for a read-only open).
+            let creates = query.is_none_or(|q| !q.contains("mode=") || q.contains("mode=rwc"));
+            if creates {
+                create_private_file(Path::new(path)).map_err(|source| StoreError::DataDir {
+                    path: path.to_string(),
+                    source,
+                })?;
+            }
         }
         let query = match query {
             Some(q) if q.contains("mode=") => q.to_string(),

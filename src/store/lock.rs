@@ -186,13 +186,11 @@ fn lock_file(database: &std::path::Path, kind: LockKind) -> Result<ProcessLock, 
         source,
     };
     // Not truncated on open: until the lock is ours the file holds the holder's pid.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(file_error)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&path).map_err(file_error)?;
     match file.try_lock() {
         Ok(()) => {
             // The pid is a courtesy for the refusal message; the lock works without it.

@@ -17,7 +17,8 @@
 //! - `grow {}`: read-only; adds the read-only tool `bonus` and tells the client its tool list
 //!   changed.
 //!
-//! The binary's `$MCP_FAKE_MODE`: `exit` writes `boom: no configuration` to stderr and exits 1
+//! The binary's `$MCP_FAKE_MODE`: `leak` writes `login refused for token $FAKE_SECRET` to stderr
+//! and exits 1; `exit` writes `boom: no configuration` to stderr and exits 1
 //! before the handshake; `silent` reads stdin and never answers.
 
 use std::collections::BTreeMap;

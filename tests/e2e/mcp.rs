@@ -547,6 +547,26 @@ async fn a_server_that_never_starts_is_reported_and_hearth_carries_on() {
 }
 
 #[tokio::test]
+async fn a_servers_secret_in_its_stderr_never_reaches_healthz() {
+    // The secret is hearth's PATH, handed to the server as FAKE_SECRET through secrets_env.
+    let secret = std::env::var("PATH").expect("PATH is set");
+    let leaky = stdio_server(
+        "leaky",
+        "env = { MCP_FAKE_MODE = \"leak\" }\nsecrets_env = { FAKE_SECRET = \"PATH\" }",
+    );
+    let mut h = hearth_with(vec![leaky], AGENTS).await;
+    let entry = wait_server(&h, "leaky", "failed", |e| e["state"] == "failed").await;
+    let error = entry["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("login refused for token [redacted]"),
+        "the server's last words are shown, redacted: {entry}"
+    );
+    let (_, body) = healthz(&h).await;
+    assert!(!body.to_string().contains(&secret), "{body}");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn tools_known_from_the_last_run_are_offered_while_the_server_is_down() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
     connected(&h, "fake").await;

@@ -212,6 +212,18 @@ pub fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// `text` with every occurrence of each secret replaced by `[redacted]`. Empty secrets are
+/// skipped (they would match everywhere).
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_string();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+    }
+    text
+}
+
 /// The last lines a server wrote to stderr.
 #[derive(Debug, Default)]
 pub struct StderrTail {
@@ -252,13 +264,20 @@ impl StderrTail {
     }
 }
 
-/// Reads a server's stderr until it closes: every line to the log, the last ones kept.
-pub async fn read_stderr(server: String, mut stderr: ChildStderr, tail: Arc<StderrTail>) {
+/// Reads a server's stderr until it closes: every line to the log, the last ones kept, each
+/// with the server's own `secrets` (its resolved `secrets_env` values) replaced by
+/// `[redacted]`.
+pub async fn read_stderr(
+    server: String,
+    mut stderr: ChildStderr,
+    tail: Arc<StderrTail>,
+    secrets: Vec<String>,
+) {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];
     let emit = |line: &[u8]| {
         let text = String::from_utf8_lossy(line);
-        let text = text.trim_end();
+        let text = redact(text.trim_end(), &secrets);
         if text.is_empty() {
             return;
         }

@@ -343,6 +343,13 @@ impl Server {
                     Self::secret(&format!("secrets_env.{variable}"), secret)?,
                 );
             }
+            // What the server prints may echo its secrets (a debug line with its token); its
+            // stderr reaches the log, `/healthz` and error messages shown to the model.
+            let secrets: Vec<String> = config
+                .secrets_env
+                .keys()
+                .filter_map(|variable| env.get(variable).cloned())
+                .collect();
             let launch = Launch {
                 command: command.clone(),
                 args: config.args.clone(),
@@ -357,7 +364,12 @@ impl Server {
             let tail = Arc::new(StderrTail::default());
             *lock(&self.stderr) = tail.clone();
             if let Some(stderr) = spawned.stderr {
-                tracker.spawn(process::read_stderr(config.name.clone(), stderr, tail));
+                tracker.spawn(process::read_stderr(
+                    config.name.clone(),
+                    stderr,
+                    tail,
+                    secrets,
+                ));
             }
             match self.client().serve(spawned.transport).await {
                 Ok(service) => Ok(service),

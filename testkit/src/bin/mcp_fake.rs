@@ -10,6 +10,12 @@ async fn main() {
             eprintln!("boom: no configuration");
             std::process::exit(1);
         }
+        Ok("leak") => {
+            // A server that echoes its credentials when it gives up, as some do in debug output.
+            let secret = std::env::var("FAKE_SECRET").unwrap_or_default();
+            eprintln!("login refused for token {secret}");
+            std::process::exit(1);
+        }
         Ok("silent") => {
             // Keep stdin open and never answer, like a server stuck before its handshake.
             let mut sink = tokio::io::sink();
