@@ -233,6 +233,9 @@ const PROVIDER_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 async fn run_daemon(path: Option<PathBuf>) -> Result<(), Failure> {
     let loaded = load_config(path)?;
     let config = loaded.config;
+    for warning in config::warnings(&config) {
+        tracing::warn!("{warning}");
+    }
     let mut builder = DaemonBuilder::new(config.clone());
     let channels = crate::channels::build(&config.channels, &config.daemon.data_dir)
         .map_err(|err| usage(anyhow::anyhow!("{err}")))?;
@@ -439,6 +442,9 @@ fn check(path: Option<PathBuf>) -> Result<(), Failure> {
         config.schedules.len(),
         agents.len()
     );
+    for warning in config::warnings(config) {
+        println!("warning: {warning}");
+    }
     Ok(())
 }
 
@@ -553,6 +559,22 @@ pub fn route_report(
     format!("{}\n", explain(&routing.decision, agents))
 }
 
+/// `text` safe to print on a terminal: control characters (escape sequences that could move
+/// the cursor, rewrite lines or change the title) and bidirectional overrides (which reorder
+/// what is shown) are written as `\u{…}` escapes.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> {
     let config = load_config(path)?.config;
     let store = Store::open(&config.daemon.database_url())
@@ -568,10 +590,13 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
                 println!("pending pairing codes:");
                 for p in open {
                     let minutes = (p.expires_at - now) / 60_000;
-                    let name = p.display_name.as_deref().unwrap_or("");
+                    // Names and ids come from strangers: never let them steer the terminal.
+                    let name = printable(p.display_name.as_deref().unwrap_or(""));
                     println!(
                         "  {}  {}:{} {name} (expires in {minutes} min)",
-                        p.code, p.channel, p.platform_user_id
+                        p.code,
+                        p.channel,
+                        printable(&p.platform_user_id)
                     );
                 }
             }
@@ -655,7 +680,9 @@ async fn list_users(store: &Store) -> Result<(), Failure> {
             };
             println!(
                 "    {}:{}  {status} ({})",
-                identity.channel, identity.platform_user_id, identity.source
+                identity.channel,
+                printable(&identity.platform_user_id),
+                identity.source
             );
         }
     }

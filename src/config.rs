@@ -10,7 +10,7 @@ mod validate;
 
 pub use hearth_channel::Secret;
 pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
-pub use validate::parse_identity;
+pub use validate::{parse_identity, warnings};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

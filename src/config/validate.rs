@@ -213,6 +213,38 @@ fn providers(
     }
 }
 
+/// What a valid configuration leaves weaker than its owner may expect, one line each with its
+/// key: `hearth check` prints them, `hearth run` logs them at start.
+pub fn warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let listen = config.daemon.http_listen.trim();
+    if !listen.is_empty()
+        && let Ok(addr) = SocketAddr::from_str(listen)
+        && !addr.ip().is_loopback()
+    {
+        warnings.push(format!(
+            "daemon.http_listen: {listen} is reachable from other machines, and /healthz and /metrics have no login; keep it on 127.0.0.1 and reach it through an SSH tunnel or a reverse proxy with TLS"
+        ));
+    }
+    struct Collect(Vec<String>);
+    impl EachChannel for Collect {
+        fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
+            for warning in section.iter().flat_map(ChannelConfig::warnings) {
+                let mut key = format!("channels.{}", C::NAME);
+                if !warning.key.is_empty() {
+                    key = format!("{key}.{}", warning.key);
+                }
+                self.0.push(format!("{key}: {}", warning.message));
+            }
+        }
+        fn not_built(&mut self, _name: &'static str) {}
+    }
+    let mut collect = Collect(Vec::new());
+    crate::channels::each(&mut config.channels.clone(), &mut collect);
+    warnings.extend(collect.0);
+    warnings
+}
+
 /// What the owner and schedule target checks need to know of the channel crates.
 #[derive(Default)]
 struct Platforms {

@@ -396,6 +396,44 @@ async fn two_users(store: &Store) -> (i64, i64) {
     (a, b)
 }
 
+/// A stranger chooses their display name: `hearth pair list` must not let it rewrite the
+/// owner's terminal (here: clear the screen and print a fake line in its place).
+#[tokio::test]
+async fn pair_list_shows_a_strangers_escape_codes_as_text() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("hearth.toml"),
+        "[daemon]\nowner = \"telegram:1\"\n",
+    )
+    .expect("write config");
+    let url = format!("sqlite://{}", dir.path().join("data/hearth.db").display());
+    let store = Store::open(&url).await.expect("open");
+    let now = chrono::Utc::now().timestamp_millis();
+    store
+        .create_pairing(&hearth::store::PairingRequest {
+            code: "ABCD2345".into(),
+            channel: "telegram".into(),
+            platform_user_id: "666".into(),
+            display_name: Some("\u{1b}[2J\u{1b}[HMum\u{202e}".into()),
+            chat_id: "666".into(),
+            status: "pending".into(),
+            created_at: now,
+            expires_at: now + 3_600_000,
+        })
+        .await
+        .expect("pairing");
+    store.close().await;
+    let out = ok(dir.path(), &["pair", "list"]);
+    assert!(
+        !out.contains('\u{1b}') && !out.contains('\u{202e}'),
+        "{out:?}"
+    );
+    assert!(
+        out.contains("ABCD2345  telegram:666 \\u{1b}[2J\\u{1b}[HMum\\u{202e}"),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn pair_link_unlink_and_list_on_the_command_line() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -499,6 +499,47 @@ async fn a_photo_reaches_the_model_as_an_image() {
     h.stop().await;
 }
 
+/// The attack as a stranger would make it: five 8 MB photos in a private chat. Before, each was
+/// downloaded, base64-encoded and stored in its inbox row for good (150 MB of database).
+#[tokio::test]
+async fn a_strangers_photos_are_never_downloaded_nor_stored() {
+    const STRANGER: i64 = 666;
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    for _ in 0..5 {
+        h.tg.push(Incoming::text(STRANGER, STRANGER, "").photo(vec![0x5a; 8_000_000]));
+    }
+    // One pairing code, then silence.
+    let answered = h.wait(STRANGER, 1).await;
+    assert!(
+        answered[0].text.contains("pairing code"),
+        "{}",
+        answered[0].text
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while h.tg.pending_updates() > 0 || h.healthz().await.1["inbox_pending"] != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the inbox never drained"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        h.tg.requests_of("getFile").is_empty(),
+        "a stranger's file was looked up"
+    );
+    assert!(
+        h.tg.requests_of("file").is_empty(),
+        "a stranger's file was downloaded"
+    );
+    h.stop().await;
+    let database = h.dir.path().join("data").join("hearth.db");
+    let size = std::fs::metadata(&database).expect("database").len()
+        + std::fs::metadata(database.with_extension("db-wal")).map_or(0, |m| m.len());
+    assert!(size < 2_000_000, "the database grew to {size} bytes");
+    assert_eq!(h.tg.messages(STRANGER).len(), 1);
+}
+
 #[tokio::test]
 async fn a_scheduled_briefing_is_delivered_to_the_owner() {
     let schedule = format!(

@@ -32,6 +32,13 @@ pub trait ChannelConfig:
     /// `token_env`, `allowed_users[1]`. Secrets are looked up in `secrets`.
     fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem>;
 
+    /// Settings that are valid but leave the owner less protected than they may think (trusting
+    /// an unauthenticated `From`, say), each with its key relative to the section and one line
+    /// saying what it means. `hearth check` prints them and `hearth run` logs them at start.
+    fn warnings(&self) -> Vec<ConfigProblem> {
+        Vec::new()
+    }
+
     /// The platform user ids allowed to talk to hearth through this channel, as the channel's
     /// [`crate::Sender`] ids spell them.
     fn allowed_users(&self) -> Vec<String>;
