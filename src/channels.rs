@@ -97,6 +97,23 @@ pub fn build(channels: &ChannelsConfig, data_dir: &Path) -> Result<Vec<BuiltChan
 }
 
 /// [`build`] with the secrets looked up in `secrets`.
+/// Each configured channel's allowlist (`allowed_users`, as the channel spells user ids),
+/// without building the channels: what the CLI syncs before it touches identities.
+pub fn allowlists(channels: &ChannelsConfig) -> Vec<(String, Vec<String>)> {
+    struct Collect(Vec<(String, Vec<String>)>);
+    impl EachChannel for Collect {
+        fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
+            if let Some(section) = section {
+                self.0.push((C::NAME.to_string(), section.allowed_users()));
+            }
+        }
+        fn not_built(&mut self, _name: &'static str) {}
+    }
+    let mut collect = Collect(Vec::new());
+    each(&mut channels.clone(), &mut collect);
+    collect.0
+}
+
 pub fn build_with(
     channels: &ChannelsConfig,
     data_dir: &Path,

@@ -581,6 +581,19 @@ async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> 
         .await
         .context("cannot open the database")?;
     let now = chrono::Utc::now().timestamp_millis();
+    // The same identities the daemon would have at its start: the owner and the allowlists
+    // are known even before hearth first ran (`pair link` to an address in daemon.owner).
+    let allowlists = crate::channels::allowlists(&config.channels);
+    let owners = crate::store::configured_owners(&config.daemon);
+    if let Err(err) = store
+        .sync_configured_identities(&allowlists, &owners, now)
+        .await
+    {
+        store.close().await;
+        return Err(Failure::from(
+            anyhow::Error::new(err).context("cannot record the configured identities"),
+        ));
+    }
     let result = match action {
         PairAction::List => {
             let open = store.open_pairings(now).await?;

@@ -261,65 +261,33 @@ impl DaemonBuilder {
         let providers = Providers::from_config(&provider_configs, clock.clone())
             .map_err(StartError::Providers)?;
 
-        // Identities: the allowlists and the owner, as configured now. Every owner identity
-        // (`daemon.owner`, plus the terminal for `hearth chat`) is one user, the first one's:
-        // identities that had users of their own are merged into it.
-        let mut owners: Vec<(String, String)> = Vec::new();
-        let configured = config.daemon.owner_identities().into_iter();
-        // Email addresses arrive lower-cased from the email channel: an owner written
-        // `email:Me@Example.org` is the same mailbox.
-        let normalised = configured.map(|(c, u)| {
-            let user = if c == "email" {
-                u.to_lowercase()
-            } else {
-                u.to_string()
-            };
-            (c.to_string(), user)
-        });
-        for (channel, user) in normalised {
-            if !owners.contains(&(channel.clone(), user.clone())) {
-                owners.push((channel, user));
-            }
-        }
+        // Identities: the allowlists and the owner, as configured now (plus the terminal's
+        // owner identity for `hearth chat`).
+        let mut owners = crate::store::configured_owners(&config.daemon);
         if let Some(extra) = self.owner
             && !owners.contains(&extra)
         {
             owners.push(extra);
         }
-        for entry in &self.channels {
-            let name = entry.channel.name().to_string();
-            let mut keep = entry.allowed.clone();
-            keep.extend(
-                owners
-                    .iter()
-                    .filter(|(channel, _)| *channel == name)
-                    .map(|(_, user)| user.clone()),
-            );
-            store
-                .sync_allowlist(&name, &entry.allowed, &keep, now)
-                .await?;
-        }
-        for (channel, user) in &owners {
-            store
-                .allow_identity(channel, user, None, "owner", true, now)
-                .await?;
-        }
-        if let Some(((first_channel, first_user), rest)) = owners.split_first() {
-            for (channel, user) in rest {
-                let linked = store
-                    .link_identities((first_channel, first_user), (channel, user), now)
-                    .await
-                    .map_err(|err| match err {
-                        crate::store::LinkError::Store(err) => StartError::Store(err),
-                        // Both were just allowed and are distinct, so a refusal means the
-                        // identities table is not what it should be.
-                        refusal => StartError::Store(crate::store::StoreError::Corrupt(format!(
-                            "linking the owner's identities: {refusal}"
-                        ))),
-                    })?;
-                if let Some(merge) = &linked.merge {
-                    tracing::info!(kept = %linked.kept, joined = %linked.joined, %merge, "owner identities linked into one user");
-                }
+        let allowlists: Vec<(String, Vec<String>)> = self
+            .channels
+            .iter()
+            .map(|entry| (entry.channel.name().to_string(), entry.allowed.clone()))
+            .collect();
+        let merges = store
+            .sync_configured_identities(&allowlists, &owners, now)
+            .await
+            .map_err(|err| match err {
+                crate::store::LinkError::Store(err) => StartError::Store(err),
+                // Every owner identity was just allowed and they are distinct, so a refusal
+                // means the identities table is not what it should be.
+                refusal => StartError::Store(crate::store::StoreError::Corrupt(format!(
+                    "linking the owner's identities: {refusal}"
+                ))),
+            })?;
+        for linked in merges {
+            if let Some(merge) = &linked.merge {
+                tracing::info!(kept = %linked.kept, joined = %linked.joined, %merge, "owner identities linked into one user");
             }
         }
 
@@ -356,6 +324,8 @@ impl DaemonBuilder {
             &shutdown,
             Some(&config.daemon.data_dir.join("mcp")),
         );
+        // Set once, right after the runtime was made: nothing can have set it before.
+        let _ = rt.mcp.set(mcp.clone());
 
         let handler = Arc::new(Handler {
             rt: rt.clone(),

@@ -51,6 +51,8 @@ pub struct Runtime {
     pub provider_hint: Option<String>,
     /// Per-user and global tool call rates.
     pub limiter: tools::RateLimiter,
+    /// The MCP servers, once started: a turn waits for the ones still on their first start.
+    pub mcp: std::sync::OnceLock<crate::tool::mcp::McpManager>,
     agents: RwLock<Arc<Agents>>,
 }
 
@@ -85,6 +87,7 @@ impl Runtime {
             metrics,
             provider_hint,
             limiter: tools::RateLimiter::default(),
+            mcp: std::sync::OnceLock::new(),
             agents: RwLock::new(Arc::new(Agents::new(agents))),
         }
     }

@@ -22,7 +22,7 @@ pub use confirmation::{
 pub use conversation::Conversation;
 pub use identity::{
     Identity, IdentityStatus, LinkError, LinkOutcome, Merge, PairingRequest, UnlinkOutcome,
-    UserSummary,
+    UserSummary, configured_owners,
 };
 pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};

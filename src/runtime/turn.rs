@@ -207,6 +207,16 @@ async fn turn_loop(
             Some("provider not configured".into()),
         ));
     };
+    // On a fresh install no tool list is kept yet: the first turn would be offered none of
+    // the MCP servers' tools while they start. It waits for them (each up to its start
+    // timeout) instead.
+    if let Some(mcp) = rt.mcp.get() {
+        tokio::select! {
+            () = mcp.first_start() => {}
+            () = job.cancel.cancelled() => return Ok(cancelled()),
+            () = shutdown.cancelled() => return Ok(Stop::Shutdown),
+        }
+    }
     let toolbox = Toolbox::for_agent(&rt.tools, agent);
     let specs = toolbox.specs();
     let mut llm_calls = job.turn.llm_calls;

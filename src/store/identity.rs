@@ -42,6 +42,25 @@ pub struct PairingRequest {
 const IDENTITY_SELECT: &str = "SELECT i.id, i.channel, i.platform_user_id, i.user_id, i.display_name, i.status, i.source, u.is_owner
      FROM identities i JOIN users u ON u.id = i.user_id";
 
+/// `daemon.owner`'s identities, once each, as the channels spell them: email addresses arrive
+/// lower-cased from the email channel, so an owner written `email:Me@Example.org` is the same
+/// mailbox.
+pub fn configured_owners(daemon: &crate::config::DaemonConfig) -> Vec<(String, String)> {
+    let mut owners: Vec<(String, String)> = Vec::new();
+    for (channel, user) in daemon.owner_identities() {
+        let user = if channel == "email" {
+            user.to_lowercase()
+        } else {
+            user.to_string()
+        };
+        let owner = (channel.to_string(), user);
+        if !owners.contains(&owner) {
+            owners.push(owner);
+        }
+    }
+    owners
+}
+
 fn identity_from_row(row: &AnyRow) -> StoreResult<Identity> {
     let status: String = row.try_get("status")?;
     Ok(Identity {
@@ -223,6 +242,45 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Makes the identities what the configuration says, as every start does: each channel's
+    /// allowlist (`allowlists`: channel and its listed user ids) allowed and the ones removed
+    /// from it revoked, every owner identity allowed and all of them linked into one user, the
+    /// first one's. Returns the links that merged users. The CLI does the same before it acts,
+    /// so identities the configuration names are known even before the daemon first ran.
+    pub async fn sync_configured_identities(
+        &self,
+        allowlists: &[(String, Vec<String>)],
+        owners: &[(String, String)],
+        now_ms: i64,
+    ) -> Result<Vec<LinkOutcome>, LinkError> {
+        for (channel, allowed) in allowlists {
+            let mut keep = allowed.clone();
+            keep.extend(
+                owners
+                    .iter()
+                    .filter(|(owner_channel, _)| owner_channel == channel)
+                    .map(|(_, user)| user.clone()),
+            );
+            self.sync_allowlist(channel, allowed, &keep, now_ms).await?;
+        }
+        for (channel, user) in owners {
+            self.allow_identity(channel, user, None, "owner", true, now_ms)
+                .await?;
+        }
+        let mut merges = Vec::new();
+        if let Some(((first_channel, first_user), rest)) = owners.split_first() {
+            for (channel, user) in rest {
+                let linked = self
+                    .link_identities((first_channel, first_user), (channel, user), now_ms)
+                    .await?;
+                if linked.merge.is_some() {
+                    merges.push(linked);
+                }
+            }
+        }
+        Ok(merges)
     }
 
     pub async fn set_identity_status(

@@ -264,6 +264,19 @@ impl McpManager {
         }
     }
 
+    /// Waits until no enabled server is on its first start without any known tools: each is
+    /// connected, failed, or has tools kept from an earlier run. A server still starting is
+    /// waited for up to its start timeout (`timeout_secs`). Returns at once when every server
+    /// is past that, which is every time but the first turns after a fresh start.
+    pub async fn first_start(&self) {
+        let waits = self
+            .servers
+            .iter()
+            .filter(|server| server.config.enabled)
+            .map(|server| server.first_start());
+        futures::future::join_all(waits).await;
+    }
+
     /// Each server's state, in config order.
     pub fn health(&self) -> Vec<(String, McpServerHealth)> {
         self.servers

@@ -17,7 +17,7 @@
 //! - `grow {}`: read-only; adds the read-only tool `bonus` and tells the client its tool list
 //!   changed.
 //!
-//! The binary's `$MCP_FAKE_MODE`: `leak` writes `login refused for token $FAKE_SECRET` to stderr
+//! The binary's `$MCP_FAKE_MODE`: `slow` waits 1.5 s before it answers the handshake; `leak` writes `login refused for token $FAKE_SECRET` to stderr
 //! and exits 1; `exit` writes `boom: no configuration` to stderr and exits 1
 //! before the handshake; `silent` reads stdin and never answers.
 

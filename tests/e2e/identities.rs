@@ -396,6 +396,26 @@ async fn two_users(store: &Store) -> (i64, i64) {
     (a, b)
 }
 
+/// The defect, as a new user met it: before the daemon first ran, `pair link` refused the
+/// identities the configuration names ("neither telegram:1 nor email:… is known").
+#[tokio::test]
+async fn pair_link_before_the_first_start_knows_the_configured_owner() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("hearth.toml"),
+        "[daemon]\nowner = \"telegram:1\"\n",
+    )
+    .expect("write config");
+    let out = ok(
+        dir.path(),
+        &["pair", "link", "telegram:1", "email:me@example.org"],
+    );
+    assert!(
+        out.starts_with("linked email:me@example.org to telegram:1 (user #1)"),
+        "{out}"
+    );
+}
+
 /// A stranger chooses their display name: `hearth pair list` must not let it rewrite the
 /// owner's terminal (here: clear the screen and print a fake line in its place).
 #[tokio::test]

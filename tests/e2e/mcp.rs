@@ -546,6 +546,22 @@ async fn a_server_that_never_starts_is_reported_and_hearth_carries_on() {
     h.stop().await;
 }
 
+/// The defect, as a new user met it: on a fresh data directory the first message was offered
+/// none of the tools of a server that was still starting.
+#[tokio::test]
+async fn the_first_message_after_a_fresh_start_waits_for_a_starting_server() {
+    let slow = stdio_server("fake", "env = { MCP_FAKE_MODE = \"slow\" }");
+    let mut h = Hearth::new().await.with_agents(AGENTS);
+    h.config.mcp_servers = vec![slow];
+    h.config.daemon.owner = Some(format!("memory:{USER}").into());
+    h.start().await;
+    h.llm.push(Reply::text("The lamp is on."));
+    assert_eq!(h.say("lamp status please").await.text, "The lamp is on.");
+    let offered = h.llm.requests()[0]["tools"].to_string();
+    assert!(offered.contains("fake__read_note"), "{offered}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn a_servers_secret_in_its_stderr_never_reaches_healthz() {
     // The secret is hearth's PATH, handed to the server as FAKE_SECRET through secrets_env.

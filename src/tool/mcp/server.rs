@@ -222,6 +222,19 @@ impl Server {
 
     /// Registers the tool list of the last run, if one was kept, and marks the server as
     /// starting (calls wait for it rather than fail).
+    /// Waits while this server is starting for the first time and no tools of it are known
+    /// (none kept from an earlier run), at most its start timeout.
+    pub async fn first_start(&self) {
+        if self.tools.load(Ordering::Relaxed) > 0 || self.restarts.load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        let mut status = self.status.subscribe();
+        let started = status.wait_for(|s| !matches!(s, Status::Starting));
+        if tokio::time::timeout(self.timeout(), started).await.is_err() {
+            tracing::debug!(server = %self.name(), "a turn stopped waiting for the MCP server to start");
+        }
+    }
+
     pub fn register_cached(self: &Arc<Self>) {
         self.set(Status::Starting);
         let Some(path) = &self.cache else {

@@ -22,6 +22,10 @@ async fn main() {
             let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut sink).await; // ends with stdin
             return;
         }
+        Ok("slow") => {
+            // Starts like a server fetched with npx on a first run: seconds before it answers.
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
         _ => {}
     }
     let service = match FakeMcp::for_process().serve(rmcp::transport::stdio()).await {
