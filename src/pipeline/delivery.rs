@@ -299,13 +299,20 @@ impl Delivery {
         };
         if err.is_temporary() && item.attempts + 1 < MAX_ATTEMPTS {
             let delay = retry_delay(&err, item.attempts);
-            tracing::warn!(outbox_id = item.id, channel = %item.channel, %error, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
+            let in_doubt = err.outcome_unknown;
+            if in_doubt {
+                // Sent with the same delivery id, which platforms that deduplicate honour;
+                // elsewhere the chat may show this part twice.
+                tracing::warn!(outbox_id = item.id, channel = %item.channel, %error, delay_ms = delay.as_millis() as u64, "delivery failed after the platform may have shown it; will retry, flagged in doubt");
+            } else {
+                tracing::warn!(outbox_id = item.id, channel = %item.channel, %error, delay_ms = delay.as_millis() as u64, "delivery failed; will retry");
+            }
             let next = now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
             let (store, id, error) = (&self.store, item.id, &error);
             self.record(id, move || async move {
                 match part {
-                    Some((index, _)) => store.retry_part(id, index, error, next).await,
-                    None => store.mark_outbox_retry(id, error, next).await,
+                    Some((index, _)) => store.retry_part(id, index, error, next, in_doubt).await,
+                    None => store.mark_outbox_retry(id, error, next, in_doubt).await,
                 }
             })
             .await;

@@ -340,12 +340,16 @@ impl Store {
 
     /// A temporary failure of part `index`: the part waits again, and the row is retried from
     /// it at `next_attempt_at`.
+    ///
+    /// With `in_doubt` (the platform may have shown the part before the failure), the part and
+    /// its reply are flagged as such, as after a kill in the middle of a send.
     pub async fn retry_part(
         &self,
         id: i64,
         index: usize,
         error: &str,
         next_attempt_at: i64,
+        in_doubt: bool,
     ) -> StoreResult<()> {
         let mut tx = self.begin().await?;
         set_part_status(&mut tx, id, index, PartStatus::Pending).await?;
@@ -357,6 +361,17 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
+        if in_doubt {
+            sqlx::query("UPDATE outbox SET in_doubt = 1 WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE outbox_parts SET in_doubt = 1 WHERE outbox_id = $1 AND idx = $2")
+                .bind(id)
+                .bind(i64::try_from(index).unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -438,17 +453,22 @@ impl Store {
         Ok(())
     }
 
+    /// A temporary failure of a row without parts (an edit): tried again at `next_attempt_at`,
+    /// flagged `in_doubt` when the platform may have taken it.
     pub async fn mark_outbox_retry(
         &self,
         id: i64,
         error: &str,
         next_attempt_at: i64,
+        in_doubt: bool,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE outbox SET status = 'pending', attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
+            "UPDATE outbox SET status = 'pending', attempts = attempts + 1, last_error = $1, next_attempt_at = $2,
+             in_doubt = CASE WHEN $3 THEN 1 ELSE in_doubt END WHERE id = $4",
         )
             .bind(error)
             .bind(next_attempt_at)
+            .bind(in_doubt)
             .bind(id)
             .execute(self.pool())
             .await?;

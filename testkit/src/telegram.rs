@@ -210,6 +210,9 @@ struct Hold {
     text: Option<String>,
     /// Whether the call takes effect (the message is shown) before the answer is withheld.
     processed: bool,
+    /// Instead of never answering, the answer starts and the connection breaks in the middle
+    /// of it (a reset after Telegram took the message).
+    cut: bool,
 }
 
 fn text_matches(needle: Option<&str>, params: &Value) -> bool {
@@ -536,6 +539,18 @@ impl FakeTelegram {
             method: method.to_ascii_lowercase(),
             text: Some(needle.to_owned()),
             processed,
+            cut: false,
+        });
+    }
+
+    /// The next call of `method` whose text contains `needle` takes effect (the message is
+    /// shown), and then its answer breaks off mid-body: the client cannot know the outcome.
+    pub fn cut_next_containing(&self, method: &str, needle: &str) {
+        self.shared.lock().holds.push(Hold {
+            method: method.to_ascii_lowercase(),
+            text: Some(needle.to_owned()),
+            processed: true,
+            cut: true,
         });
     }
 
@@ -876,6 +891,9 @@ async fn handle(
         call(&mut inner, &method, &params)
     };
     shared.bump();
+    if hold.as_ref().is_some_and(|h| h.cut) {
+        return cut_off();
+    }
     if hold.is_some() {
         return hang(&shared).await;
     }
@@ -883,6 +901,22 @@ async fn handle(
         Ok(result) => ok(result),
         Err((status, description)) => error(status, &description),
     }
+}
+
+/// An answer whose body breaks off after a few bytes: the connection ends mid-response.
+fn cut_off() -> Response {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from_static(b"{\"ok\":true,\"res")),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset",
+        )),
+    ];
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(futures::stream::iter(chunks)),
+    )
+        .into_response()
 }
 
 /// Never answers: counts the call as held and waits until the server stops (or the client

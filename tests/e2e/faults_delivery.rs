@@ -246,6 +246,42 @@ async fn a_sigkill_after_telegram_took_part_3_shows_only_part_3_twice_flagged_in
     h.stop().await;
 }
 
+/// The defect: a send that broke after Telegram took it was retried as a plain failure, so the
+/// chat showed it twice while the outbox recorded a clean delivery.
+#[tokio::test]
+async fn a_reset_after_telegram_took_part_2_retries_it_flagged_in_doubt() {
+    let mut h = TgHearth::new("pacing = false\n").await;
+    h.start().await;
+    h.tg.cut_next_containing("sendMessage", "PART-2");
+    h.llm.push(Reply::text(four_part_reply()));
+    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    let messages = wait_for(&h, 5).await;
+    let p = four_paragraphs();
+    assert_eq!(
+        texts(&messages),
+        [
+            p[0].clone(),
+            p[1].clone(),
+            p[1].clone(),
+            p[2].clone(),
+            p[3].clone()
+        ],
+        "only the part whose outcome was unknown shows twice"
+    );
+    let (parts, in_doubt, status) = stored_parts(&h, "PART-1").await;
+    assert_eq!(status, "sent");
+    assert_eq!(parts[1], ("Sent".to_string(), true));
+    assert_eq!(parts[0], ("Sent".to_string(), false));
+    assert!(in_doubt, "the reply is flagged in doubt");
+    h.stop().await;
+    assert!(
+        h.logs()
+            .contains("delivery failed after the platform may have shown it"),
+        "{}",
+        tail(&h.logs())
+    );
+}
+
 /// About 10 MB of answer in paragraphs.
 fn ten_megabytes() -> String {
     let paragraph = "All work and no play makes the model a dull writer. ".repeat(20);

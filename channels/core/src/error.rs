@@ -27,6 +27,10 @@ pub struct ChannelError {
     pub message: String,
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    /// The request may have reached the platform and taken effect before the failure (a
+    /// timeout or a reset after it was written): a retried send may show the message twice.
+    /// Such an error is temporary (`Transient`); the daemon retries it flagged `in_doubt`.
+    pub outcome_unknown: bool,
 }
 
 impl ChannelError {
@@ -35,6 +39,16 @@ impl ChannelError {
             kind,
             message: message.into(),
             source: None,
+            outcome_unknown: false,
+        }
+    }
+
+    /// A failure after the request was sent, whose effect nobody knows (see
+    /// [`ChannelError::outcome_unknown`]).
+    pub fn outcome_unknown(message: impl Into<String>) -> Self {
+        Self {
+            outcome_unknown: true,
+            ..Self::new(ErrorKind::Transient, message)
         }
     }
 
@@ -94,6 +108,9 @@ mod tests {
     #[test]
     fn only_rate_limits_and_transient_errors_are_temporary() {
         assert!(ChannelError::transient("x").is_temporary());
+        assert!(ChannelError::outcome_unknown("x").is_temporary());
+        assert!(ChannelError::outcome_unknown("x").outcome_unknown);
+        assert!(!ChannelError::transient("x").outcome_unknown);
         assert!(ChannelError::rate_limited(Duration::from_secs(3)).is_temporary());
         assert!(!ChannelError::auth("x").is_temporary());
         assert!(!ChannelError::config("x").is_temporary());

@@ -35,6 +35,7 @@ impl Api {
             .map_err(|e| ApiError::Network {
                 method: "client".into(),
                 message: chain(&e, token),
+                maybe_delivered: false,
             })?;
         Ok(Self {
             http,
@@ -96,8 +97,10 @@ impl Api {
         decode: impl FnOnce(&RawValue) -> Result<T, String>,
     ) -> Result<T, ApiError> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
+        // Only a connection that was never made proves the request did not reach Telegram.
         let network = |e: reqwest::Error| ApiError::Network {
             method: method.to_owned(),
+            maybe_delivered: !e.is_connect(),
             message: chain(&e.without_url(), &self.token),
         };
         let response = self
@@ -155,8 +158,10 @@ impl Api {
     pub(crate) async fn download(&self, file_path: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
         let url = format!("{}/file/bot{}/{file_path}", self.base, self.token);
         let method = "file download";
+        // Only a connection that was never made proves the request did not reach Telegram.
         let network = |e: reqwest::Error| ApiError::Network {
             method: method.to_owned(),
+            maybe_delivered: !e.is_connect(),
             message: chain(&e.without_url(), &self.token),
         };
         let response = self

@@ -19,8 +19,14 @@ pub(crate) enum ApiError {
         retry_after: Option<u64>,
     },
     /// The request did not get an answer (connection refused, timeout, broken body).
+    /// `maybe_delivered` when it failed after the request could have reached Telegram (a
+    /// timeout or a reset, not a refused connection): a send may have been shown.
     #[error("could not reach Telegram for {method}: {message}")]
-    Network { method: String, message: String },
+    Network {
+        method: String,
+        message: String,
+        maybe_delivered: bool,
+    },
     /// The answer was not the JSON the Bot API documents.
     #[error("unexpected answer from Telegram for {method}: {message}")]
     Decode { method: String, message: String },
@@ -63,6 +69,10 @@ impl ApiError {
             // A second poller or a webhook set elsewhere; goes away once the other side stops.
             ApiError::Api { status: 409, .. } => ChannelError::transient(message),
             ApiError::Api { .. } => ChannelError::rejected(message),
+            ApiError::Network {
+                maybe_delivered: true,
+                ..
+            } => ChannelError::outcome_unknown(message),
             ApiError::Network { .. } => ChannelError::transient(message),
             ApiError::Decode { .. } => ChannelError::protocol(message),
         }
@@ -135,8 +145,20 @@ mod tests {
         let network = ApiError::Network {
             method: "getMe".into(),
             message: "connection refused".into(),
+            maybe_delivered: false,
         };
         assert_eq!(network.kind_error().kind, ErrorKind::Transient);
+        assert!(!network.kind_error().outcome_unknown);
+        let reset = ApiError::Network {
+            method: "sendMessage".into(),
+            message: "connection reset".into(),
+            maybe_delivered: true,
+        };
+        assert_eq!(reset.kind_error().kind, ErrorKind::Transient);
+        assert!(
+            reset.kind_error().outcome_unknown,
+            "a reset after the send may have shown it"
+        );
     }
 
     #[test]
