@@ -20,6 +20,7 @@ mod config;
 mod error;
 mod format;
 mod inbound;
+mod media;
 mod outbound;
 mod session;
 
@@ -34,8 +35,8 @@ use std::sync::Mutex as StdMutex;
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure, MessageRef,
-    OutboundMessage, ScopedState,
+    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure,
+    MessageRef, OutboundMessage, ScopedState,
 };
 use matrix_sdk::Client;
 use tokio::sync::{Mutex, Notify};
@@ -190,5 +191,15 @@ impl Channel for MatrixChannel {
         text: &str,
     ) -> Result<Option<MessageRef>, ChannelError> {
         outbound::preview(self, chat, draft, text).await.map(Some)
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let source = media::prepare(attachment, max_bytes)?;
+        let client = self.client().await?;
+        media::fetch(&client, source, max_bytes).await
     }
 }
