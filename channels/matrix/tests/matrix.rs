@@ -279,6 +279,92 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
         new_device, device,
         "a lost store must not reuse the old device id"
     );
+    let aside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("session.json.set-aside-"))
+        .collect();
+    assert_eq!(
+        aside.len(),
+        1,
+        "the old session was not moved aside: {aside:?}"
+    );
+}
+
+/// `store_passphrase_env` added to an install that ran without it: the store cannot be read
+/// with the new passphrase, and hearth must neither delete it nor log in as a new device (that
+/// would lose every room key and the cross-signing). The channel fails with one line saying
+/// what to do, the store and session stay as they were, and with the old setting back the
+/// same device runs again.
+#[tokio::test]
+async fn a_changed_store_passphrase_fails_the_channel_and_keeps_the_keys() {
+    let h = harness().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let start = |passphrase: Option<&str>| {
+        let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
+        settings.store_passphrase = passphrase.map(str::to_owned);
+        let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
+        let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
+        (channel, running)
+    };
+    let (channel, running) = start(None);
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    let device = channel
+        .device_id()
+        .await
+        .unwrap_or_else(|| panic!("no device"));
+    running.stop().await;
+    drop(channel);
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+
+    let (channel, running) = start(Some("a passphrase added later"));
+    let status = running
+        .wait_for_status(|s| s.as_str() == "failed", Duration::from_secs(20))
+        .await;
+    let reason = match &status {
+        hearth_channel::ChannelStatus::Failed { reason } => reason.clone(),
+        other => panic!("the channel did not fail: {other:?}"),
+    };
+    assert!(
+        reason.contains("store_passphrase_env") && reason.contains("move that directory aside"),
+        "{reason}"
+    );
+    assert!(!reason.contains('\n'), "more than one line: {reason}");
+    let returned = running.returned(Duration::from_secs(10)).await;
+    assert!(
+        matches!(&returned, Some(Err(e)) if !e.is_temporary()),
+        "{returned:?}"
+    );
+    assert_eq!(channel.device_id().await, None, "it logged in anyway");
+    drop(channel);
+    assert_eq!(listing(), before, "the store or session was touched");
+    assert_eq!(
+        hearth_matrix::saved_device_id(dir.path()).as_deref(),
+        Some(device.as_str())
+    );
+
+    let (channel, running) = start(None);
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        channel.device_id().await.as_deref(),
+        Some(device.as_str()),
+        "the old setting back did not bring the same device back"
+    );
+    running.stop().await;
 }
 
 /// More messages than one sync's timeline holds arrive while the channel is down: after the
