@@ -199,6 +199,9 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
         backoff = Duration::from_secs(1);
         ctx.status.connected();
         synced_once = true;
+        channel
+            .synced
+            .store(true, std::sync::atomic::Ordering::SeqCst);
 
         for room_id in response.rooms.invited.keys() {
             if !lock(&invites).insert(room_id.clone()) {

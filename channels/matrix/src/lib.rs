@@ -32,6 +32,7 @@ pub use session::saved_device_id;
 
 use std::collections::HashMap;
 use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use hearth_channel::{
@@ -63,6 +64,8 @@ pub struct MatrixChannel {
     rewind: StdMutex<Option<String>>,
     /// Wakes the sync loop's long poll when `rewind` is set.
     rewound: Notify,
+    /// Whether the sync loop has synced the current client (so it knows every joined room).
+    synced: AtomicBool,
 }
 
 impl std::fmt::Debug for MatrixChannel {
@@ -85,6 +88,7 @@ impl MatrixChannel {
             replay: StdMutex::new(HashMap::new()),
             rewind: StdMutex::new(None),
             rewound: Notify::new(),
+            synced: AtomicBool::new(false),
         })
     }
 
@@ -107,6 +111,7 @@ impl MatrixChannel {
     /// Forgets the client after the homeserver refused its token, so the next use logs in anew.
     async fn forget_client(&self) {
         *self.client.lock().await = None;
+        self.synced.store(false, Ordering::SeqCst);
     }
 
     /// The device id hearth runs as, once logged in.

@@ -4,7 +4,6 @@
 
 use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
 use matrix_sdk::Room;
-use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId};
 use serde_json::Value;
 
@@ -17,8 +16,11 @@ pub(crate) fn prompt_key(event_id: &str) -> String {
     format!("prompt:{event_id}")
 }
 
-/// The joined room `chat` names. A room the client has not seen yet (a `send` before the first
-/// sync of this store) is looked up with one sync.
+/// The joined room `chat` names, as the sync loop made it known. Never syncs itself: a sync
+/// beside the loop's makes matrix-sdk drop the loop's next response as a repeat, and hearth
+/// would then save a position past events it never saw. A room unknown before the loop's first
+/// sync is a temporary failure (the outbox tries again once the loop has synced); after it, it
+/// is a room hearth is not in.
 pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
     let client = channel.client().await?;
     let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
@@ -27,14 +29,15 @@ pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room
     if let Some(room) = client.get_room(&room_id) {
         return Ok(room);
     }
-    // Only the SDK's own store sees this sync; hearth's sync position is not touched.
-    client
-        .sync_once(SyncSettings::default().timeout(std::time::Duration::ZERO))
-        .await
-        .map_err(|e| MatrixError::sdk("syncing to find the room", e))?;
-    client.get_room(&room_id).ok_or_else(|| {
-        ChannelError::rejected(format!("hearth is not in the Matrix room {room_id}"))
-    })
+    if channel.synced.load(std::sync::atomic::Ordering::SeqCst) {
+        Err(ChannelError::rejected(format!(
+            "hearth is not in the Matrix room {room_id}"
+        )))
+    } else {
+        Err(ChannelError::transient(format!(
+            "hearth does not know the Matrix room {room_id} before its first sync; trying again later"
+        )))
+    }
 }
 
 fn check_length(text: &str) -> Result<(), ChannelError> {

@@ -73,6 +73,9 @@ impl MatrixHarness {
             MatrixChannel::new(settings(server, &bot, "bot-password", dir.path()))
                 .unwrap_or_else(|e| panic!("{e}")),
         );
+        // The channel sends only to rooms its sync loop has seen (as in the daemon, where the
+        // loop always runs): one short run makes the room known to the sends of the checks.
+        connect_once(&channel).await;
         Self {
             server,
             bot,
@@ -103,6 +106,16 @@ impl MatrixHarness {
 
 async fn harness() -> MatrixHarness {
     MatrixHarness::start().await
+}
+
+/// Runs the channel's loop until it has synced once, then stops it.
+async fn connect_once(channel: &Arc<MatrixChannel>) {
+    let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
+    let status = running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(30))
+        .await;
+    assert_eq!(status.as_str(), "connected");
+    running.stop().await;
 }
 
 #[async_trait]
@@ -239,10 +252,7 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
         )
     };
     let first = make();
-    first
-        .send(&OutboundMessage::text(h.chat(), "first start"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    connect_once(&first).await;
     let device = first
         .device_id()
         .await
@@ -254,10 +264,7 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
     drop(first);
 
     let second = make();
-    second
-        .send(&OutboundMessage::text(h.chat(), "second start"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    connect_once(&second).await;
     assert_eq!(
         second.device_id().await,
         Some(device.clone()),
@@ -267,10 +274,7 @@ async fn one_device_for_life_and_a_new_one_when_the_store_is_lost() {
 
     std::fs::remove_dir_all(dir.path().join("store")).unwrap_or_else(|e| panic!("{e}"));
     let third = make();
-    third
-        .send(&OutboundMessage::text(h.chat(), "after the store was lost"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    connect_once(&third).await;
     let new_device = third
         .device_id()
         .await
@@ -1356,4 +1360,59 @@ async fn a_flood_in_a_group_room_stores_nothing_and_the_waiting_list_is_saved_on
     );
     assert!(state.saves("since") >= 3);
     run.stop().await;
+}
+
+/// A send never syncs beside the loop (matrix-sdk would drop the loop's next response as a
+/// repeat, and hearth would save a position past events it never saw): before the loop's first
+/// sync a room the client does not know is a temporary failure the outbox retries, without a
+/// request to /sync; once the loop synced, the send goes out; a room hearth is not in is
+/// refused for good, again without a sync.
+#[tokio::test]
+async fn a_send_never_syncs_beside_the_loop() {
+    let h = harness().await;
+    let proxy = hearth_testkit::matrix::Proxy::start(&h.server.url())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
+    settings.homeserver = proxy.url();
+    let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
+    let early = channel
+        .send(&OutboundMessage::text(h.chat(), "before any sync"))
+        .await
+        .expect_err("the room is not known before the loop synced");
+    assert!(early.is_temporary(), "{early}");
+    assert_eq!(proxy.count("/sync"), 0, "the send synced by itself");
+
+    let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    let sent = channel
+        .send(&OutboundMessage::text(h.chat(), "after the loop synced"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seen = h.human.seen(&h.room).await.unwrap_or_default();
+    assert!(
+        seen.iter()
+            .any(|m| m.event_id == sent.message_id && m.text == "after the loop synced"),
+        "{seen:?}"
+    );
+    running.stop().await;
+
+    let elsewhere = h
+        .human
+        .create_room(&[], false, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let syncs = proxy.count("/sync");
+    let refused = channel
+        .send(&OutboundMessage::text(
+            ChatRef::new(&elsewhere),
+            "not my room",
+        ))
+        .await
+        .expect_err("hearth is not in that room");
+    assert!(!refused.is_temporary(), "{refused}");
+    assert_eq!(proxy.count("/sync"), syncs, "the send synced by itself");
 }
