@@ -807,9 +807,17 @@ impl Proxy {
     }
 
     /// Answers the next `times` requests whose path contains `part` with `status` (and a
-    /// Matrix error body) instead of passing them on.
+    /// Matrix error body) instead of passing them on. (matrix-sdk itself retries a 5xx or 429
+    /// for up to 15 minutes before its caller sees it; see [`Proxy::reset_next`].)
     pub fn fail_next(&self, part: &str, status: u16, times: usize) {
         lock(&self.faults).push((part.to_owned(), status, times));
+    }
+
+    /// Breaks the connection of the next `times` requests whose path contains `part` in the
+    /// middle of the answer (headers sent, the body cut off), as a restarting homeserver or
+    /// reverse proxy does: a network failure, which matrix-sdk hands to its caller at once.
+    pub fn reset_next(&self, part: &str, times: usize) {
+        lock(&self.faults).push((part.to_owned(), 0, times));
     }
 }
 
@@ -842,6 +850,14 @@ async fn forward(
             *status
         })
     };
+    if fault == Some(0) {
+        let cut = futures::stream::once(async {
+            Err::<axum::body::Bytes, std::io::Error>(std::io::Error::other(
+                "connection cut by the test proxy",
+            ))
+        });
+        return axum::response::Response::new(axum::body::Body::from_stream(cut));
+    }
     if let Some(status) = fault {
         let status =
             axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);

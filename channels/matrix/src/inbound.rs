@@ -229,7 +229,11 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
             if update.timeline.limited
                 && let Some(token) = &token
             {
-                events = fill_gap(&room, update.timeline.prev_batch.as_deref(), token).await;
+                let gap = fill_gap(&ctx, &room, update.timeline.prev_batch.as_deref(), token);
+                match gap.await {
+                    Some(gap) => events = gap,
+                    None => return stopped(&ctx),
+                }
             }
             events.extend(update.timeline.events);
             tracing::debug!(room = %room_id, events = events.len(), limited = update.timeline.limited, "matrix: sync");
@@ -382,16 +386,16 @@ async fn catch_up(
         let mut events: Vec<TimelineEvent> = Vec::new();
         let mut from: Option<String> = None;
         for _ in 0..MAX_GAP_PAGES {
-            let mut options = MessagesOptions::backward().from(from.as_deref());
-            options.to = to.map(str::to_owned);
-            options.limit = UInt::from(100u32);
-            let page = tokio::select! {
-                _ = ctx.shutdown.cancelled() => return false,
-                page = room.messages(options) => page,
+            let options = || {
+                let mut options = MessagesOptions::backward().from(from.as_deref());
+                options.to = to.map(str::to_owned);
+                options.limit = UInt::from(100u32);
+                options
             };
-            let page = match page {
-                Ok(page) => page,
-                Err(error) => {
+            let page = match messages(ctx, &room, options).await {
+                None => return false,
+                Some(Ok(page)) => page,
+                Some(Err(error)) => {
                     tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back the messages since the last position");
                     break;
                 }
@@ -427,17 +431,27 @@ async fn catch_up(
 }
 
 /// The events a limited sync left out: `/messages` backwards from the timeline's `prev_batch`
-/// to the position the sync started from, oldest first.
-async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<TimelineEvent> {
+/// to the position the sync started from, oldest first. While the homeserver fails, the fetch
+/// is tried again (the sync's position is not saved meanwhile, so nothing is skipped); a
+/// refusal for good (hearth left the room) gives the gap up. `None` on shutdown.
+async fn fill_gap(
+    ctx: &ChannelContext,
+    room: &Room,
+    prev_batch: Option<&str>,
+    since: &str,
+) -> Option<Vec<TimelineEvent>> {
     let Some(mut from) = prev_batch.map(str::to_owned) else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let mut gap = Vec::new();
     for _ in 0..MAX_GAP_PAGES {
-        let mut options = MessagesOptions::backward().from(from.as_str());
-        options.to = Some(since.to_owned());
-        options.limit = UInt::from(100u32);
-        match room.messages(options).await {
+        let options = || {
+            let mut options = MessagesOptions::backward().from(from.as_str());
+            options.to = Some(since.to_owned());
+            options.limit = UInt::from(100u32);
+            options
+        };
+        match messages(ctx, room, options).await? {
             Ok(page) => {
                 let n = page.chunk.len();
                 gap.extend(page.chunk);
@@ -447,14 +461,57 @@ async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<Tim
                 }
             }
             Err(error) => {
-                tracing::warn!(room = %room.room_id(), %error, "matrix: cannot fetch the messages a limited sync left out");
+                tracing::warn!(room = %room.room_id(), %error, "matrix: the homeserver refused the messages a limited sync left out; they are skipped");
                 break;
             }
         }
     }
     tracing::info!(room = %room.room_id(), events = gap.len(), "matrix: a limited sync left a gap; fetched it");
     gap.reverse();
-    gap
+    Some(gap)
+}
+
+/// One page of `/messages`, asked for again with doubling waits while the homeserver or the
+/// network fails, with the channel reported as reconnecting meanwhile (and connected again once
+/// the page came). `None` on shutdown; an error the homeserver means for good (403, 404) is
+/// returned.
+async fn messages(
+    ctx: &ChannelContext,
+    room: &Room,
+    options: impl Fn() -> MessagesOptions,
+) -> Option<Result<matrix_sdk::room::Messages, MatrixError>> {
+    let mut wait = Duration::from_secs(1);
+    let mut degraded = false;
+    loop {
+        let result = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            result = room.messages(options()) => result,
+        };
+        let error = match result {
+            Ok(page) => {
+                if degraded {
+                    ctx.status.connected();
+                }
+                return Some(Ok(page));
+            }
+            Err(error) => MatrixError::sdk("reading back a room's messages", error),
+        };
+        let kind = error.kind_error();
+        if !kind.is_temporary() {
+            return Some(Err(error));
+        }
+        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {wait:?}");
+        ctx.status.reconnecting(format!(
+            "cannot read back the messages missed in {} ({kind}); trying again",
+            room.room_id()
+        ));
+        degraded = true;
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(kind.retry_after().unwrap_or(wait)) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
+    }
 }
 
 enum Converted {

@@ -1416,3 +1416,101 @@ async fn a_send_never_syncs_beside_the_loop() {
     assert!(!refused.is_temporary(), "{refused}");
     assert_eq!(proxy.count("/sync"), syncs, "the send synced by itself");
 }
+
+/// A gap fetch that fails does not move the position past the gap (the homeserver's answer to
+/// `/messages` is cut off twice, as by a restarting reverse proxy): while the sink held the
+/// loop, 60 messages arrived (more than one sync's timeline), the limited sync's gap fetch
+/// fails, is tried again with the channel reported reconnecting, and every message arrives
+/// once, in order; the same holds for the read-back at start after a restart.
+#[tokio::test]
+async fn a_failed_gap_fetch_is_tried_again_and_loses_nothing() {
+    let h = harness().await;
+    let proxy = hearth_testkit::matrix::Proxy::start(&h.server.url())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
+    settings.homeserver = proxy.url();
+    let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
+    let state = MemoryState::new();
+    let sink = RecordingSink::new();
+    let running = Running::start(channel.clone(), sink.clone(), state.clone());
+    running
+        .wait_for_status(|s| s.as_str() == "connected", Duration::from_secs(20))
+        .await;
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let mut watch = running.status.subscribe();
+    let recorder = {
+        let statuses = statuses.clone();
+        tokio::spawn(async move {
+            while watch.changed().await.is_ok() {
+                let now = watch.borrow().as_str();
+                statuses.lock().unwrap_or_else(|p| p.into_inner()).push(now);
+            }
+        })
+    };
+    let texts =
+        |prefix: &str| -> Vec<String> { (0..60).map(|i| format!("{prefix} {i:02}")).collect() };
+    let received = |sink: &RecordingSink, prefix: &str| -> Vec<String> {
+        sink.events()
+            .iter()
+            .filter_map(|e| match &e.kind {
+                InboundKind::Message { text, .. } if text.starts_with(prefix) => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+
+    sink.pause();
+    h.human
+        .text(&h.room, "hold the loop", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    sink.wait_for_attempt(
+        |e| matches!(&e.kind, InboundKind::Message { text, .. } if text == "hold the loop"),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap_or_else(|| panic!("the first message never reached the sink"));
+    for text in texts("gap") {
+        h.human
+            .text(&h.room, &text, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let before = proxy.count("/messages");
+    proxy.reset_next("/messages", 2);
+    sink.resume();
+    sink.wait_for_events(61, Duration::from_secs(40)).await;
+    assert_eq!(received(&sink, "gap "), texts("gap"), "the gap was lost");
+    assert!(
+        proxy.count("/messages") >= before + 3,
+        "the gap fetch was not tried again"
+    );
+    let seen = statuses.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(
+        seen.contains(&"reconnecting"),
+        "the failure was not reported: {seen:?}"
+    );
+    assert_eq!(running.status.current().as_str(), "connected");
+    running.stop().await;
+    recorder.abort();
+
+    // Down: the read-back at start fails once, is tried again, and loses nothing.
+    for text in texts("down") {
+        h.human
+            .text(&h.room, &text, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    proxy.reset_next("/messages", 1);
+    let sink = RecordingSink::new();
+    let running = Running::start(channel, sink.clone(), state);
+    sink.wait_for_events(60, Duration::from_secs(40)).await;
+    assert_eq!(
+        received(&sink, "down "),
+        texts("down"),
+        "messages sent while down were lost"
+    );
+    running.stop().await;
+}
