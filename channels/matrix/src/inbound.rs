@@ -10,6 +10,12 @@
 //!
 //! Encrypted events the SDK could not decrypt yet (the sender's key has not arrived) are kept
 //! in the state and tried again after every sync, until they decrypt or a day has passed.
+//!
+//! What a room member can make hearth keep is bounded: in group rooms only messages that
+//! address hearth, reactions on its prompts and edits (and undecryptable events) from people it
+//! serves are taken; the undecryptable ones are capped per sender and per room, and their list
+//! is saved only when it changed. Files are not downloaded here (see `media`). A failed
+//! `/messages` (a gap, the read-back at start) is tried again before the position moves.
 
 use std::collections::HashSet;
 use std::sync::Arc;
