@@ -819,6 +819,13 @@ impl Proxy {
     pub fn reset_next(&self, part: &str, times: usize) {
         lock(&self.faults).push((part.to_owned(), 0, times));
     }
+
+    /// Passes the next `times` requests whose path contains `part` on to the homeserver, then
+    /// breaks the connection instead of returning its answer: the request took effect, but the
+    /// client cannot know (an outcome-unknown failure).
+    pub fn lose_answer_next(&self, part: &str, times: usize) {
+        lock(&self.faults).push((part.to_owned(), 1, times));
+    }
 }
 
 impl Drop for Proxy {
@@ -850,15 +857,19 @@ async fn forward(
             *status
         })
     };
-    if fault == Some(0) {
+    let cut = || {
         let cut = futures::stream::once(async {
             Err::<axum::body::Bytes, std::io::Error>(std::io::Error::other(
                 "connection cut by the test proxy",
             ))
         });
-        return axum::response::Response::new(axum::body::Body::from_stream(cut));
+        axum::response::Response::new(axum::body::Body::from_stream(cut))
+    };
+    if fault == Some(0) {
+        return cut();
     }
-    if let Some(status) = fault {
+    let lose_answer = fault == Some(1);
+    if let Some(status) = fault.filter(|s| *s > 1) {
         let status =
             axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
         let body =
@@ -887,6 +898,11 @@ async fn forward(
         Ok(response) => response,
         Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
+    if lose_answer {
+        // The homeserver acted on the request; its answer is what gets lost.
+        drop(response.bytes().await);
+        return cut();
+    }
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = match response.bytes().await {

@@ -75,14 +75,25 @@ pub(crate) async fn send(
     check_length(&message.text)?;
     let room = room(channel, &message.chat).await?;
     let event_id = match &message.replaces {
-        // The streamed preview becomes the reply; if it cannot be edited, a new message.
-        Some(preview) => match edit_in(&room, &preview.message_id, &message.text).await {
-            Ok(()) => preview.message_id.clone(),
-            Err(error) => {
-                tracing::warn!(%error, "matrix: the preview could not be replaced; sending anew");
-                send_new(&room, message).await?
+        // The streamed preview becomes the reply. Only when the homeserver refused the edit is
+        // the reply sent as a new message; when the outcome is unknown (the connection broke
+        // after the request went out) the edit may have landed, so the send fails temporarily
+        // and the retry repeats the edit under the same transaction id, which the homeserver
+        // shows once.
+        Some(preview) => {
+            let txn = message.delivery_id.as_ref().map(|id| format!("{id}.edit"));
+            match edit_in(&room, &preview.message_id, &message.text, txn).await {
+                Ok(()) => preview.message_id.clone(),
+                Err(error) => {
+                    let error = error.kind_error();
+                    if error.kind != hearth_channel::ErrorKind::Rejected {
+                        return Err(error);
+                    }
+                    tracing::warn!(%error, "matrix: the preview could not be replaced; sending anew");
+                    send_new(&room, message).await?
+                }
             }
-        },
+        }
         None => send_new(&room, message).await?,
     };
     seed_reactions(channel, &room, &event_id, message).await?;
@@ -129,12 +140,17 @@ async fn seed_reactions(
     Ok(())
 }
 
-async fn edit_in(room: &Room, event_id: &str, text: &str) -> Result<(), MatrixError> {
+async fn edit_in(
+    room: &Room,
+    event_id: &str,
+    text: &str,
+    txn: Option<String>,
+) -> Result<(), MatrixError> {
     send_raw(
         room,
         "m.room.message",
         format::replacement(event_id, text),
-        None,
+        txn,
     )
     .await?;
     Ok(())
@@ -147,7 +163,8 @@ pub(crate) async fn edit(
 ) -> Result<(), ChannelError> {
     check_length(&message.text)?;
     let room = room(channel, &target.chat).await?;
-    edit_in(&room, &target.message_id, &message.text).await?;
+    let txn = message.delivery_id.as_ref().map(|id| format!("{id}.edit"));
+    edit_in(&room, &target.message_id, &message.text, txn).await?;
     Ok(())
 }
 
@@ -161,7 +178,7 @@ pub(crate) async fn preview(
     let room = room(channel, chat).await?;
     let message_id = match draft {
         Some(draft) => {
-            edit_in(&room, &draft.message_id, text).await?;
+            edit_in(&room, &draft.message_id, text, None).await?;
             draft.message_id.clone()
         }
         None => {

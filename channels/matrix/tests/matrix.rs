@@ -1514,3 +1514,53 @@ async fn a_failed_gap_fetch_is_tried_again_and_loses_nothing() {
     );
     running.stop().await;
 }
+
+/// The reply that replaces a streamed preview is an edit. When the connection breaks after the
+/// edit went out (it landed, but hearth cannot know), the send fails temporarily instead of
+/// posting the reply again as a new message, and the outbox's retry repeats the edit under the
+/// same transaction id, which the homeserver shows once: one message, edited once, with the
+/// final text.
+#[tokio::test]
+async fn a_preview_edit_with_an_unknown_outcome_is_retried_not_sent_twice() {
+    let h = harness().await;
+    let proxy = hearth_testkit::matrix::Proxy::start(&h.server.url())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
+    settings.homeserver = proxy.url();
+    let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
+    connect_once(&channel).await;
+    let preview = channel
+        .preview(&h.chat(), None, "thinking")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no preview"));
+    let delivery = unique_name("delivery");
+    let mut reply = OutboundMessage::text(h.chat(), "the final answer");
+    reply.replaces = Some(preview.clone());
+    reply.delivery_id = Some(delivery.clone());
+    proxy.lose_answer_next(&format!("{delivery}.edit"), 1);
+    let unknown = channel
+        .send(&reply)
+        .await
+        .expect_err("the answer to the edit was lost");
+    assert!(unknown.is_temporary(), "{unknown}");
+    let sent = channel.send(&reply).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sent.message_id, preview.message_id);
+    let from_bot: Vec<SeenMessage> = h
+        .human
+        .seen(&h.room)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.sender == h.bot.user_id)
+        .collect();
+    assert_eq!(
+        from_bot.len(),
+        1,
+        "the reply was posted twice: {from_bot:#?}"
+    );
+    assert_eq!(from_bot[0].text, "the final answer");
+    assert_eq!(from_bot[0].edits, 1, "the edit showed twice: {from_bot:#?}");
+}
