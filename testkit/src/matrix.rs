@@ -745,3 +745,180 @@ fn enc(segment: &str) -> String {
         })
         .collect()
 }
+
+/// A reverse proxy in front of Synapse that counts the requests whose path contains a given
+/// part and can answer some of them with an error instead of passing them on: for tests that
+/// check what the adapter downloads (`/media/download`) or how it takes a failing `/messages`.
+/// It stops when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    faults: std::sync::Arc<std::sync::Mutex<Vec<(String, u16, usize)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Clone)]
+struct ProxyState {
+    upstream: String,
+    http: reqwest::Client,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    faults: std::sync::Arc<std::sync::Mutex<Vec<(String, u16, usize)>>>,
+}
+
+impl Proxy {
+    /// A proxy on a free local port passing everything to `upstream` (e.g. [`Synapse::url`]).
+    pub async fn start(upstream: &str) -> Result<Self, String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("proxy: {e}"))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("proxy: {e}"))?
+            .port();
+        let state = ProxyState {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::new(),
+            seen: Default::default(),
+            faults: Default::default(),
+        };
+        let (seen, faults) = (state.seen.clone(), state.faults.clone());
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        let task = tokio::spawn(async move {
+            // Ends when the test drops the proxy (the task is aborted).
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            url: format!("http://127.0.0.1:{port}"),
+            seen,
+            faults,
+            task,
+        })
+    }
+
+    /// The proxy's base URL, to use as the homeserver URL.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// How many requests so far had `part` in their path.
+    pub fn count(&self, part: &str) -> usize {
+        lock(&self.seen).iter().filter(|p| p.contains(part)).count()
+    }
+
+    /// Answers the next `times` requests whose path contains `part` with `status` (and a
+    /// Matrix error body) instead of passing them on. (matrix-sdk itself retries a 5xx or 429
+    /// for up to 15 minutes before its caller sees it; see [`Proxy::reset_next`].)
+    pub fn fail_next(&self, part: &str, status: u16, times: usize) {
+        lock(&self.faults).push((part.to_owned(), status, times));
+    }
+
+    /// Breaks the connection of the next `times` requests whose path contains `part` in the
+    /// middle of the answer (headers sent, the body cut off), as a restarting homeserver or
+    /// reverse proxy does: a network failure, which matrix-sdk hands to its caller at once.
+    pub fn reset_next(&self, part: &str, times: usize) {
+        lock(&self.faults).push((part.to_owned(), 0, times));
+    }
+
+    /// Passes the next `times` requests whose path contains `part` on to the homeserver, then
+    /// breaks the connection instead of returning its answer: the request took effect, but the
+    /// client cannot know (an outcome-unknown failure).
+    pub fn lose_answer_next(&self, part: &str, times: usize) {
+        lock(&self.faults).push((part.to_owned(), 1, times));
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain data: a panic elsewhere cannot leave it half-written.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn forward(
+    axum::extract::State(state): axum::extract::State<ProxyState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_owned();
+    lock(&state.seen).push(path.clone());
+    let fault = {
+        let mut faults = lock(&state.faults);
+        let hit = faults
+            .iter_mut()
+            .find(|(part, _, times)| *times > 0 && path.contains(part.as_str()));
+        hit.map(|(_, status, times)| {
+            *times -= 1;
+            *status
+        })
+    };
+    let cut = || {
+        let cut = futures::stream::once(async {
+            Err::<axum::body::Bytes, std::io::Error>(std::io::Error::other(
+                "connection cut by the test proxy",
+            ))
+        });
+        axum::response::Response::new(axum::body::Body::from_stream(cut))
+    };
+    if fault == Some(0) {
+        return cut();
+    }
+    let lose_answer = fault == Some(1);
+    if let Some(status) = fault.filter(|s| *s > 1) {
+        let status =
+            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+        let body =
+            serde_json::json!({"errcode": "M_UNKNOWN", "error": "injected by the test proxy"});
+        return (status, axum::Json(body)).into_response();
+    }
+    let query = parts
+        .uri
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let body = match axum::body::to_bytes(body, 256 << 20).await {
+        Ok(body) => body,
+        Err(e) => return (axum::http::StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    let mut upstream = state
+        .http
+        .request(parts.method, format!("{}{path}{query}", state.upstream))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let response = match upstream.send().await {
+        Ok(response) => response,
+        Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    if lose_answer {
+        // The homeserver acted on the request; its answer is what gets lost.
+        drop(response.bytes().await);
+        return cut();
+    }
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = match response.bytes().await {
+        Ok(bytes) => bytes,
+        Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    let mut out = (status, bytes).into_response();
+    for (name, value) in &headers {
+        let hop = [
+            axum::http::header::CONTENT_LENGTH,
+            axum::http::header::TRANSFER_ENCODING,
+            axum::http::header::CONNECTION,
+        ];
+        if !hop.contains(name) {
+            out.headers_mut().append(name, value.clone());
+        }
+    }
+    out
+}

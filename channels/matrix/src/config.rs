@@ -38,6 +38,12 @@ pub struct MatrixConfig {
     /// it the store is kept unencrypted on disk (readable by whoever can read the data dir).
     #[serde(default)]
     pub store_passphrase_env: Option<String>,
+    /// Obey a message only when the device it came from is cross-signed by its owner (the
+    /// person verified that session in Element); other messages, and unencrypted ones, count as
+    /// from an unverified sender, whom the daemon treats as a stranger. For when a stolen
+    /// password or a hostile homeserver could add a device to an allowed account.
+    #[serde(default)]
+    pub require_verified_devices: bool,
 }
 
 impl MatrixConfig {
@@ -54,6 +60,7 @@ impl MatrixConfig {
             allowed_users: Vec::new(),
             recovery_key_env: None,
             store_passphrase_env: None,
+            require_verified_devices: false,
         }
     }
 
@@ -68,6 +75,7 @@ impl MatrixConfig {
             ctx.data_dir.to_path_buf(),
         );
         settings.allowed_users = self.allowed_users.clone();
+        settings.require_verified_devices = self.require_verified_devices;
         if let Some(name) = &self.recovery_key_env {
             settings.recovery_key = Some(ctx.secret("recovery_key_env", name)?.expose().into());
         }
@@ -168,6 +176,8 @@ pub struct MatrixSettings {
     pub recovery_key: Option<String>,
     /// The passphrase of the local store, if any.
     pub store_passphrase: Option<String>,
+    /// Whether a sender's device must be cross-signed by its owner to be obeyed.
+    pub require_verified_devices: bool,
     /// Where the session and the crypto store live (`<data_dir>/channels/matrix/`).
     pub data_dir: PathBuf,
     /// How long one `/sync` long poll is held open by the server.
@@ -194,6 +204,7 @@ impl MatrixSettings {
             allowed_users: Vec::new(),
             recovery_key: None,
             store_passphrase: None,
+            require_verified_devices: false,
             data_dir,
             sync_timeout: Duration::from_secs(30),
             timeline_limit: 50,
@@ -217,6 +228,7 @@ impl std::fmt::Debug for MatrixSettings {
                 "store_passphrase",
                 &self.store_passphrase.as_ref().map(|_| "<redacted>"),
             )
+            .field("require_verified_devices", &self.require_verified_devices)
             .field("data_dir", &self.data_dir)
             .field("sync_timeout", &self.sync_timeout)
             .field("timeline_limit", &self.timeline_limit)
@@ -274,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_good_section_has_no_problems_and_builds_without_network() {
-        let text = "homeserver = \"https://matrix.example.org\"\nuser = \"@hearth:example.org\"\npassword_env = \"MX\"\nallowed_users = [\"@me:example.org\"]\nstore_passphrase_env = \"SP\"\n";
+        let text = "homeserver = \"https://matrix.example.org\"\nuser = \"@hearth:example.org\"\npassword_env = \"MX\"\nallowed_users = [\"@me:example.org\"]\nstore_passphrase_env = \"SP\"\nrequire_verified_devices = true\n";
         let vars = env(&[("MX", "pw"), ("SP", "store-secret")]);
         let config = section(text);
         assert_eq!(config.check(&vars), []);
@@ -285,6 +297,7 @@ mod tests {
             .expect("settings");
         assert_eq!(settings.password, "pw");
         assert_eq!(settings.store_passphrase.as_deref(), Some("store-secret"));
+        assert!(settings.require_verified_devices);
         let shown = format!("{settings:?}");
         assert!(
             !shown.contains("pw\"") && !shown.contains("store-secret"),

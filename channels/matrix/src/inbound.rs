@@ -10,6 +10,12 @@
 //!
 //! Encrypted events the SDK could not decrypt yet (the sender's key has not arrived) are kept
 //! in the state and tried again after every sync, until they decrypt or a day has passed.
+//!
+//! What a room member can make hearth keep is bounded: in group rooms only messages that
+//! address hearth, reactions on its prompts and edits (and undecryptable events) from people it
+//! serves are taken; the undecryptable ones are capped per sender and per room, and their list
+//! is saved only when it changed. Files are not downloaded here (see `media`). A failed
+//! `/messages` (a gap, the read-back at start) is tried again before the position moves.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,16 +23,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hearth_channel::{
     Attachment, AttachmentKind, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound,
-    InboundKind, Sender,
+    InboundKind, ScopedAllowlist, Sender,
 };
 use matrix_sdk::config::{SyncSettings, SyncToken};
-use matrix_sdk::deserialized_responses::{TimelineEvent, TimelineEventKind};
+use matrix_sdk::deserialized_responses::{
+    TimelineEvent, TimelineEventKind, VerificationLevel, VerificationState,
+};
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::api::client::filter::{FilterDefinition, RoomEventFilter, RoomFilter};
 use matrix_sdk::ruma::api::client::receipt::create_receipt::v3::ReceiptType;
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::events::receipt::ReceiptThread;
-use matrix_sdk::ruma::events::room::message::{MessageType, RoomMessageEventContent};
 use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{EventId, OwnedUserId, RoomId, UInt};
 use matrix_sdk::{Client, Room};
@@ -36,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::MatrixError;
 use crate::format::strip_reply_fallback;
+use crate::media;
 use crate::outbound::prompt_key;
 use crate::{MatrixChannel, lock};
 
@@ -47,10 +55,11 @@ const HISTORY_KEY: &str = "history_before";
 const UNDECRYPTED_KEY: &str = "undecrypted";
 /// How long an undecryptable event is tried again.
 const UNDECRYPTED_FOR: Duration = Duration::from_secs(24 * 3600);
-/// Documents up to this size are passed on (as text when they are text).
-const MAX_DOCUMENT_BYTES: usize = 200 * 1024;
-/// How long an attachment may take to download before the message goes on without it.
-const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Undecryptable events kept per sender in one room: a sender's older ones make room for newer
+/// ones, so a member flooding a room with junk ciphertext cannot grow the saved list.
+const MAX_UNDECRYPTED_PER_SENDER: usize = 20;
+/// Undecryptable events kept per room, all senders together.
+const MAX_UNDECRYPTED_PER_ROOM: usize = 100;
 /// Pages of 100 events fetched at most to fill one gap.
 const MAX_GAP_PAGES: usize = 20;
 
@@ -58,6 +67,9 @@ const MAX_GAP_PAGES: usize = 20;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Undecrypted {
     room_id: String,
+    /// Who sent it (empty in lists saved before senders were kept).
+    #[serde(default)]
+    sender: String,
     /// The `m.room.encrypted` event as received.
     event: String,
     /// When it was first seen (ms since the epoch).
@@ -193,6 +205,9 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
         backoff = Duration::from_secs(1);
         ctx.status.connected();
         synced_once = true;
+        channel
+            .synced
+            .store(true, std::sync::atomic::Ordering::SeqCst);
 
         for room_id in response.rooms.invited.keys() {
             if !lock(&invites).insert(room_id.clone()) {
@@ -202,6 +217,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 tokio::spawn(answer_invite(
                     room,
                     channel.settings.allowed_users.clone(),
+                    ctx.allowlist.clone(),
                     shutdown.clone(),
                     invites.clone(),
                 ));
@@ -209,6 +225,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
         }
 
         let position = token.clone().unwrap_or_default();
+        let mut undecrypted_changed = false;
         let skip_before = token.is_none().then_some(cutoff).flatten();
         for (room_id, update) in response.rooms.joined {
             let Some(room) = client.get_room(&room_id) else {
@@ -218,13 +235,18 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
             if update.timeline.limited
                 && let Some(token) = &token
             {
-                events = fill_gap(&room, update.timeline.prev_batch.as_deref(), token).await;
+                let gap = fill_gap(&ctx, &room, update.timeline.prev_batch.as_deref(), token);
+                match gap.await {
+                    Some(gap) => events = gap,
+                    None => return stopped(&ctx),
+                }
             }
             events.extend(update.timeline.events);
             tracing::debug!(room = %room_id, events = events.len(), limited = update.timeline.limited, "matrix: sync");
             let mut last = None;
             for event in events {
-                let converted = convert(channel, &client, &room, &own, &event, skip_before).await;
+                let converted =
+                    convert(channel, &client, &room, &own, &ctx, &event, skip_before).await;
                 match converted {
                     Converted::Deliver(inbound) => {
                         let id = inbound.platform_id.clone();
@@ -234,13 +256,17 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                         }
                         last = Some(id);
                     }
-                    Converted::Undecryptable(event) => {
-                        tracing::info!(room = %room_id, "matrix: a message could not be decrypted yet; trying again when its key arrives");
-                        undecrypted.push(Undecrypted {
-                            room_id: room_id.to_string(),
-                            event,
-                            seen_ms: now_ms(),
-                        });
+                    Converted::Undecryptable { sender, event } => {
+                        tracing::info!(room = %room_id, %sender, "matrix: a message could not be decrypted yet; trying again when its key arrives");
+                        undecrypted_changed |= keep(
+                            &mut undecrypted,
+                            Undecrypted {
+                                room_id: room_id.to_string(),
+                                sender,
+                                event,
+                                seen_ms: now_ms(),
+                            },
+                        );
                     }
                     Converted::Skip => {}
                 }
@@ -257,11 +283,13 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 return stopped(&ctx);
             };
             undecrypted = left;
-            if undecrypted.len() != before || before > 0 {
-                let text = serde_json::to_string(&undecrypted).unwrap_or_else(|_| "[]".into());
-                if !save(&ctx, UNDECRYPTED_KEY, &text).await {
-                    return stopped(&ctx);
-                }
+            undecrypted_changed |= undecrypted.len() != before;
+        }
+        // Saved only when it changed: a list that merely waits is not rewritten every sync.
+        if undecrypted_changed {
+            let text = serde_json::to_string(&undecrypted).unwrap_or_else(|_| "[]".into());
+            if !save(&ctx, UNDECRYPTED_KEY, &text).await {
+                return stopped(&ctx);
             }
         }
         // Everything of this sync is stored: only now may the position move past it.
@@ -364,16 +392,16 @@ async fn catch_up(
         let mut events: Vec<TimelineEvent> = Vec::new();
         let mut from: Option<String> = None;
         for _ in 0..MAX_GAP_PAGES {
-            let mut options = MessagesOptions::backward().from(from.as_deref());
-            options.to = to.map(str::to_owned);
-            options.limit = UInt::from(100u32);
-            let page = tokio::select! {
-                _ = ctx.shutdown.cancelled() => return false,
-                page = room.messages(options) => page,
+            let options = || {
+                let mut options = MessagesOptions::backward().from(from.as_deref());
+                options.to = to.map(str::to_owned);
+                options.limit = UInt::from(100u32);
+                options
             };
-            let page = match page {
-                Ok(page) => page,
-                Err(error) => {
+            let page = match messages(ctx, &room, options).await {
+                None => return false,
+                Some(Ok(page)) => page,
+                Some(Err(error)) => {
                     tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back the messages since the last position");
                     break;
                 }
@@ -394,14 +422,14 @@ async fn catch_up(
         events.reverse();
         let position = to.unwrap_or_default().to_owned();
         for event in events {
-            match convert(channel, client, &room, own, &event, not_before).await {
+            match convert(channel, client, &room, own, ctx, &event, not_before).await {
                 Converted::Deliver(inbound) => {
                     lock(&channel.replay).insert(inbound.platform_id.clone(), position.clone());
                     if !deliver(ctx, *inbound).await {
                         return false;
                     }
                 }
-                Converted::Undecryptable(_) | Converted::Skip => {}
+                Converted::Undecryptable { .. } | Converted::Skip => {}
             }
         }
     }
@@ -409,17 +437,27 @@ async fn catch_up(
 }
 
 /// The events a limited sync left out: `/messages` backwards from the timeline's `prev_batch`
-/// to the position the sync started from, oldest first.
-async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<TimelineEvent> {
+/// to the position the sync started from, oldest first. While the homeserver fails, the fetch
+/// is tried again (the sync's position is not saved meanwhile, so nothing is skipped); a
+/// refusal for good (hearth left the room) gives the gap up. `None` on shutdown.
+async fn fill_gap(
+    ctx: &ChannelContext,
+    room: &Room,
+    prev_batch: Option<&str>,
+    since: &str,
+) -> Option<Vec<TimelineEvent>> {
     let Some(mut from) = prev_batch.map(str::to_owned) else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let mut gap = Vec::new();
     for _ in 0..MAX_GAP_PAGES {
-        let mut options = MessagesOptions::backward().from(from.as_str());
-        options.to = Some(since.to_owned());
-        options.limit = UInt::from(100u32);
-        match room.messages(options).await {
+        let options = || {
+            let mut options = MessagesOptions::backward().from(from.as_str());
+            options.to = Some(since.to_owned());
+            options.limit = UInt::from(100u32);
+            options
+        };
+        match messages(ctx, room, options).await? {
             Ok(page) => {
                 let n = page.chunk.len();
                 gap.extend(page.chunk);
@@ -429,20 +467,146 @@ async fn fill_gap(room: &Room, prev_batch: Option<&str>, since: &str) -> Vec<Tim
                 }
             }
             Err(error) => {
-                tracing::warn!(room = %room.room_id(), %error, "matrix: cannot fetch the messages a limited sync left out");
+                tracing::warn!(room = %room.room_id(), %error, "matrix: the homeserver refused the messages a limited sync left out; they are skipped");
                 break;
             }
         }
     }
     tracing::info!(room = %room.room_id(), events = gap.len(), "matrix: a limited sync left a gap; fetched it");
     gap.reverse();
-    gap
+    Some(gap)
+}
+
+/// One page of `/messages`, asked for again with doubling waits while the homeserver or the
+/// network fails, with the channel reported as reconnecting meanwhile (and connected again once
+/// the page came). `None` on shutdown; an error the homeserver means for good (403, 404) is
+/// returned.
+async fn messages(
+    ctx: &ChannelContext,
+    room: &Room,
+    options: impl Fn() -> MessagesOptions,
+) -> Option<Result<matrix_sdk::room::Messages, MatrixError>> {
+    let mut wait = Duration::from_secs(1);
+    let mut degraded = false;
+    loop {
+        let result = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            result = room.messages(options()) => result,
+        };
+        let error = match result {
+            Ok(page) => {
+                if degraded {
+                    ctx.status.connected();
+                }
+                return Some(Ok(page));
+            }
+            Err(error) => MatrixError::sdk("reading back a room's messages", error),
+        };
+        let kind = error.kind_error();
+        if !kind.is_temporary() {
+            return Some(Err(error));
+        }
+        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {wait:?}");
+        ctx.status.reconnecting(format!(
+            "cannot read back the messages missed in {} ({kind}); trying again",
+            room.room_id()
+        ));
+        degraded = true;
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(kind.retry_after().unwrap_or(wait)) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
+    }
 }
 
 enum Converted {
     Deliver(Box<Inbound>),
-    Undecryptable(String),
+    /// An encrypted event from `sender` that could be meant for hearth, as received.
+    Undecryptable {
+        sender: String,
+        event: String,
+    },
     Skip,
+}
+
+/// Adds an undecryptable event to the waiting list unless it is there already; at the caps the
+/// sender's (or else the room's) oldest one makes room. Whether the list changed.
+fn keep(list: &mut Vec<Undecrypted>, item: Undecrypted) -> bool {
+    if list.iter().any(|u| u.event == item.event) {
+        return false;
+    }
+    let same_sender = |u: &Undecrypted| u.room_id == item.room_id && u.sender == item.sender;
+    let evict = if list.iter().filter(|u| same_sender(u)).count() >= MAX_UNDECRYPTED_PER_SENDER {
+        list.iter().position(same_sender)
+    } else if list.iter().filter(|u| u.room_id == item.room_id).count() >= MAX_UNDECRYPTED_PER_ROOM
+    {
+        list.iter().position(|u| u.room_id == item.room_id)
+    } else {
+        None
+    };
+    if let Some(i) = evict {
+        tracing::info!(room = %item.room_id, sender = %item.sender, "matrix: too many undecryptable messages waiting; the oldest is given up");
+        list.remove(i);
+    }
+    list.push(item);
+    true
+}
+
+/// Whether the room is a DM: hearth and at most one other member.
+fn is_dm(room: &Room) -> bool {
+    room.joined_members_count() <= 2
+}
+
+/// Whether hearth serves `sender` here: the section's `allowed_users`, or the daemon's
+/// identities (owner, allow list, paired users). When the daemon cannot tell (its database is
+/// unavailable) the event is kept: the daemon checks the sender again before acting.
+async fn serves(channel: &MatrixChannel, ctx: &ChannelContext, sender: &str) -> bool {
+    if channel.settings.allowed_users.iter().any(|u| u == sender) {
+        return true;
+    }
+    match ctx.allowlist.allows(sender).await {
+        Ok(allowed) => allowed,
+        Err(error) => {
+            tracing::warn!(%error, %sender, "matrix: cannot tell whether the daemon serves a sender; keeping the event");
+            true
+        }
+    }
+}
+
+/// Whether the device that sent `event` is cross-signed by its owner, as far as hearth's
+/// crypto store can tell: a decrypted event whose session links it to a device its owner
+/// signed. An unencrypted event proves no device at all.
+async fn device_verified(client: &Client, event: &TimelineEvent) -> bool {
+    let Some(info) = event.encryption_info() else {
+        return false;
+    };
+    match &info.verification_state {
+        // Signed by its owner; whether hearth verified the owner plays no part.
+        VerificationState::Verified
+        | VerificationState::Unverified(VerificationLevel::UnverifiedIdentity) => true,
+        // Not signed when the event was decrypted: it may have been since (the owner
+        // cross-signed it meanwhile), which the store knows after its next key query.
+        VerificationState::Unverified(VerificationLevel::UnsignedDevice) => {
+            let Some(device_id) = info.sender_device.as_deref() else {
+                return false;
+            };
+            match client
+                .encryption()
+                .get_device(&info.sender, device_id)
+                .await
+            {
+                Ok(Some(device)) => device.is_cross_signed_by_owner(),
+                Ok(None) => false,
+                Err(error) => {
+                    tracing::warn!(%error, "matrix: cannot read a sender's device from the crypto store");
+                    false
+                }
+            }
+        }
+        // A device hearth cannot link to the sender, a changed identity, a mismatched sender.
+        VerificationState::Unverified(_) => false,
+    }
 }
 
 /// One timeline event as hearth sees it.
@@ -451,12 +615,10 @@ async fn convert(
     client: &Client,
     room: &Room,
     own: &OwnedUserId,
+    ctx: &ChannelContext,
     event: &TimelineEvent,
     skip_before: Option<u64>,
 ) -> Converted {
-    if let TimelineEventKind::UnableToDecrypt { event, .. } = &event.kind {
-        return Converted::Undecryptable(event.json().get().to_owned());
-    }
     let json: Value = match serde_json::from_str(event.raw().json().get()) {
         Ok(json) => json,
         Err(error) => {
@@ -479,11 +641,36 @@ async fn convert(
         tracing::debug!(event = %event_id, "matrix: history before the first start; skipped");
         return Converted::Skip;
     }
+    if let TimelineEventKind::UnableToDecrypt { event, .. } = &event.kind {
+        // Kept to be tried again only when it could be meant for hearth: in a DM, or from
+        // someone hearth serves (group rooms are full of members hearth never answers).
+        if !is_dm(room) && !serves(channel, ctx, sender).await {
+            tracing::debug!(event = %event_id, %sender, "matrix: an undecryptable event in a group room from a sender hearth does not serve; skipped");
+            return Converted::Skip;
+        }
+        return Converted::Undecryptable {
+            sender: sender.to_owned(),
+            event: event.json().get().to_owned(),
+        };
+    }
+    // With `require_verified_devices`, a sender whose device is not cross-signed by its owner
+    // (or whose event was not encrypted, which proves no device) is unverified: the daemon
+    // treats them as a stranger, whatever account they claim.
+    let verified =
+        !channel.settings.require_verified_devices || device_verified(client, event).await;
+    if !verified {
+        tracing::info!(event = %event_id, %sender, "matrix: the sender's device is not cross-signed by its owner; delivered as unverified");
+    }
+    let who = if verified {
+        Sender::new(sender)
+    } else {
+        Sender::new(sender).unverified()
+    };
     let inbound = |chat: ChatRef, kind: InboundKind| {
         Converted::Deliver(Box::new(Inbound {
             platform_id: event_id.to_owned(),
             chat,
-            sender: Sender::new(sender),
+            sender: who.clone(),
             kind,
             reply_context: None,
         }))
@@ -499,6 +686,10 @@ async fn convert(
                 return Converted::Skip;
             };
             if relates["rel_type"] != "m.annotation" {
+                return Converted::Skip;
+            }
+            // In a group room only a reaction on one of hearth's prompts is for hearth.
+            if !is_dm(room) && !is_prompt(channel, target).await {
                 return Converted::Skip;
             }
             inbound(
@@ -518,6 +709,10 @@ async fn convert(
                     tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
                     return Converted::Skip;
                 };
+                // In a group room only the edits of people hearth serves matter.
+                if !is_dm(room) && !serves(channel, ctx, sender).await {
+                    return Converted::Skip;
+                }
                 return inbound(
                     chat,
                     InboundKind::Edit {
@@ -532,6 +727,12 @@ async fn convert(
                 tracing::warn!(event = %event_id, %sender, "matrix: a message without a text body; skipped");
                 return Converted::Skip;
             };
+            // Notices are what bots send (hearth's own replies are notices): answering another
+            // bot's notice could start two bots talking forever.
+            if msgtype == "m.notice" {
+                tracing::debug!(event = %event_id, %sender, "matrix: a notice; skipped");
+                return Converted::Skip;
+            }
             let thread = (relates["rel_type"] == "m.thread")
                 .then(|| relates["event_id"].as_str())
                 .flatten();
@@ -548,7 +749,7 @@ async fn convert(
             } else {
                 body
             };
-            if room.joined_members_count() > 2 && !addressed(room, own, content, reply_to).await {
+            if !is_dm(room) && !addressed(room, own, content, reply_to).await {
                 return Converted::Skip;
             }
             if let Some(target) = reply_to
@@ -565,7 +766,7 @@ async fn convert(
             }
             let (text, attachments) = match msgtype {
                 "m.file" | "m.image" | "m.audio" | "m.video" => {
-                    attachment(client, content, event_id).await
+                    attachment(content, msgtype, event_id)
                 }
                 _ => (text.to_owned(), Vec::new()),
             };
@@ -647,9 +848,10 @@ async fn is_prompt(channel: &MatrixChannel, event_id: &str) -> bool {
     matches!(state.load(&prompt_key(event_id)).await, Ok(Some(_)))
 }
 
-/// The caption and the file of an `m.file`/`m.image`/… message. A file that cannot be fetched
-/// or is too large is described in the text instead of being dropped silently.
-async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String, Vec<Attachment>) {
+/// The caption and the file of an `m.file`/`m.image`/… message, by reference: the file is not
+/// downloaded here (see [`crate::media`]), so a stranger's files cost nothing. A file message
+/// that names no file says so in the text.
+fn attachment(content: &Value, msgtype: &str, event_id: &str) -> (String, Vec<Attachment>) {
     let body = content["body"].as_str().unwrap_or_default().to_owned();
     let filename = content["filename"].as_str().map(str::to_owned);
     // Spec: with a `filename` different from `body`, `body` is a caption.
@@ -657,81 +859,27 @@ async fn attachment(client: &Client, content: &Value, event_id: &str) -> (String
         Some(name) if *name != body => body.clone(),
         _ => String::new(),
     };
-    let name = filename
-        .or_else(|| Some(body.clone()))
-        .filter(|n| !n.is_empty());
+    let name = filename.or(Some(body)).filter(|n| !n.is_empty());
     let mime = content["info"]["mimetype"]
         .as_str()
         .unwrap_or("application/octet-stream")
         .to_owned();
-    let typed: RoomMessageEventContent = match serde_json::from_value(content.clone()) {
-        Ok(typed) => typed,
-        Err(error) => {
-            tracing::warn!(event = %event_id, %error, "matrix: a malformed file message");
-            return (caption, Vec::new());
-        }
+    let kind = match msgtype {
+        "m.image" => AttachmentKind::Image,
+        "m.audio" => AttachmentKind::Voice,
+        _ => AttachmentKind::Document,
     };
-    tracing::debug!(event = %event_id, "matrix: downloading an attachment");
-    let media = client.media();
-    type Download<'a> = std::pin::Pin<
-        Box<dyn std::future::Future<Output = matrix_sdk::Result<Option<Vec<u8>>>> + Send + 'a>,
-    >;
-    let (kind, download): (AttachmentKind, Download<'_>) = match &typed.msgtype {
-        MessageType::File(file) => (
-            AttachmentKind::Document,
-            Box::pin(media.get_file(file, false)),
-        ),
-        MessageType::Image(image) => (
-            AttachmentKind::Image,
-            Box::pin(media.get_file(image, false)),
-        ),
-        MessageType::Audio(audio) => (
-            AttachmentKind::Voice,
-            Box::pin(media.get_file(audio, false)),
-        ),
-        MessageType::Video(video) => (
-            AttachmentKind::Document,
-            Box::pin(media.get_file(video, false)),
-        ),
-        _ => return (caption, Vec::new()),
+    let Some(source) = media::source_of(content) else {
+        tracing::warn!(event = %event_id, "matrix: a file message without a file");
+        let text = format!("{caption}\n[an attachment without a file]");
+        return (text.trim().to_owned(), Vec::new());
     };
-    let bytes = tokio::time::timeout(DOWNLOAD_TIMEOUT, download).await;
-    tracing::debug!(event = %event_id, "matrix: attachment download ended");
-    let bytes = match bytes.unwrap_or_else(|_| Ok(None)) {
-        Ok(Some(bytes)) if bytes.len() <= MAX_DOCUMENT_BYTES => bytes,
-        Ok(Some(bytes)) => {
-            let note = format!("[a file of {} bytes was too large to read]", bytes.len());
-            return (format!("{caption}\n{note}").trim().to_owned(), Vec::new());
-        }
-        Ok(None) | Err(_) => {
-            tracing::warn!(event = %event_id, "matrix: cannot download an attachment");
-            return (
-                format!("{caption}\n[an attachment could not be downloaded]")
-                    .trim()
-                    .to_owned(),
-                Vec::new(),
-            );
-        }
-    };
-    let text = (mime.starts_with("text/") || kind == AttachmentKind::Document)
-        .then(|| String::from_utf8(bytes.clone()).ok())
-        .flatten();
-    let data_base64 = text.is_none().then(|| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(&bytes)
-    });
-    (
-        caption,
-        vec![Attachment {
-            kind,
-            mime,
-            name,
-            data_base64,
-            text,
-            source: None,
-            size: None,
-        }],
-    )
+    let mut attachment = Attachment::remote(kind, mime, source);
+    attachment.name = name;
+    if let Some(size) = content["info"]["size"].as_u64() {
+        attachment = attachment.with_size(size);
+    }
+    (caption, vec![attachment])
 }
 
 /// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
@@ -750,11 +898,14 @@ fn read_receipt(room: Room, event_id: String) {
     });
 }
 
-/// Joins a room an allowlisted user invited hearth to, trying again with doubling waits (the
-/// homeserver may not have finished creating the room); declines other invites.
+/// Joins a room that someone hearth serves invited it to (the section's `allowed_users`, or
+/// the daemon's identities: owner, allow list, paired users), trying again with doubling waits
+/// (the homeserver may not have finished creating the room); declines other invites. While
+/// the daemon cannot tell whom it serves, the invite waits.
 async fn answer_invite(
     room: Room,
     allowed: Vec<String>,
+    allowlist: ScopedAllowlist,
     shutdown: CancellationToken,
     handled: Arc<std::sync::Mutex<HashSet<matrix_sdk::ruma::OwnedRoomId>>>,
 ) {
@@ -766,8 +917,28 @@ async fn answer_invite(
             return;
         }
     };
-    if !allowed.contains(&inviter) {
-        tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from a user not in allowed_users");
+    let mut wait = Duration::from_secs(1);
+    let served = loop {
+        if allowed.contains(&inviter) {
+            break true;
+        }
+        match allowlist.allows(&inviter).await {
+            Ok(served) => break served,
+            Err(error) => {
+                tracing::warn!(room = %room.room_id(), %inviter, %error, "matrix: cannot tell whether the daemon serves an inviter; asking again in {wait:?}");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                lock(&handled).remove(room.room_id());
+                return;
+            }
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
+    };
+    if !served {
+        tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from someone hearth does not serve");
         if let Err(error) = room.leave().await {
             tracing::warn!(%error, "matrix: cannot decline the invite");
         }
@@ -837,7 +1008,7 @@ async fn retry_undecrypted(
             }
         };
         if let Converted::Deliver(inbound) =
-            convert(channel, client, &room, own, &decrypted, None).await
+            convert(channel, client, &room, own, ctx, &decrypted, None).await
         {
             tracing::info!(event = %inbound.platform_id, "matrix: a message decrypted after its key arrived");
             if !deliver(ctx, *inbound).await {
@@ -846,4 +1017,55 @@ async fn retry_undecrypted(
         }
     }
     Some(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(room: &str, sender: &str, n: usize) -> Undecrypted {
+        Undecrypted {
+            room_id: room.into(),
+            sender: sender.into(),
+            event: format!("{{\"event_id\":\"${room}{sender}{n}\"}}"),
+            seen_ms: n as u64,
+        }
+    }
+
+    #[test]
+    fn the_waiting_list_is_capped_per_sender_and_per_room() {
+        let mut list = Vec::new();
+        for n in 0..1000 {
+            assert!(keep(&mut list, item("!a", "@flood", n)));
+        }
+        assert_eq!(list.len(), MAX_UNDECRYPTED_PER_SENDER);
+        assert_eq!(
+            list[0].seen_ms,
+            1000 - MAX_UNDECRYPTED_PER_SENDER as u64,
+            "the oldest go first"
+        );
+        for sender in 0..50 {
+            for n in 0..5 {
+                keep(&mut list, item("!a", &format!("@s{sender}"), n));
+            }
+        }
+        assert_eq!(
+            list.iter().filter(|u| u.room_id == "!a").count(),
+            MAX_UNDECRYPTED_PER_ROOM
+        );
+        // Another room has its own room.
+        assert!(keep(&mut list, item("!b", "@me", 0)));
+        assert_eq!(list.len(), MAX_UNDECRYPTED_PER_ROOM + 1);
+        // The same event again changes nothing (and so is not saved again).
+        assert!(!keep(&mut list, item("!b", "@me", 0)));
+        assert_eq!(list.len(), MAX_UNDECRYPTED_PER_ROOM + 1);
+    }
+
+    #[test]
+    fn lists_saved_before_senders_were_kept_still_load() {
+        let old = r#"[{"room_id":"!a:hs","event":"{}","seen_ms":5}]"#;
+        let list: Vec<Undecrypted> = serde_json::from_str(old).unwrap_or_default();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].sender, "");
+    }
 }

@@ -20,6 +20,7 @@ mod config;
 mod error;
 mod format;
 mod inbound;
+mod media;
 mod outbound;
 mod session;
 
@@ -31,11 +32,12 @@ pub use session::saved_device_id;
 
 use std::collections::HashMap;
 use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure, MessageRef,
-    OutboundMessage, ScopedState,
+    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure,
+    MessageRef, OutboundMessage, ScopedState,
 };
 use matrix_sdk::Client;
 use tokio::sync::{Mutex, Notify};
@@ -62,6 +64,8 @@ pub struct MatrixChannel {
     rewind: StdMutex<Option<String>>,
     /// Wakes the sync loop's long poll when `rewind` is set.
     rewound: Notify,
+    /// Whether the sync loop has synced the current client (so it knows every joined room).
+    synced: AtomicBool,
 }
 
 impl std::fmt::Debug for MatrixChannel {
@@ -84,6 +88,7 @@ impl MatrixChannel {
             replay: StdMutex::new(HashMap::new()),
             rewind: StdMutex::new(None),
             rewound: Notify::new(),
+            synced: AtomicBool::new(false),
         })
     }
 
@@ -106,6 +111,7 @@ impl MatrixChannel {
     /// Forgets the client after the homeserver refused its token, so the next use logs in anew.
     async fn forget_client(&self) {
         *self.client.lock().await = None;
+        self.synced.store(false, Ordering::SeqCst);
     }
 
     /// The device id hearth runs as, once logged in.
@@ -190,5 +196,15 @@ impl Channel for MatrixChannel {
         text: &str,
     ) -> Result<Option<MessageRef>, ChannelError> {
         outbound::preview(self, chat, draft, text).await.map(Some)
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let source = media::prepare(attachment, max_bytes)?;
+        let client = self.client().await?;
+        media::fetch(&client, source, max_bytes).await
     }
 }

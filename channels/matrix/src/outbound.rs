@@ -4,7 +4,6 @@
 
 use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
 use matrix_sdk::Room;
-use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId};
 use serde_json::Value;
 
@@ -17,8 +16,11 @@ pub(crate) fn prompt_key(event_id: &str) -> String {
     format!("prompt:{event_id}")
 }
 
-/// The joined room `chat` names. A room the client has not seen yet (a `send` before the first
-/// sync of this store) is looked up with one sync.
+/// The joined room `chat` names, as the sync loop made it known. Never syncs itself: a sync
+/// beside the loop's makes matrix-sdk drop the loop's next response as a repeat, and hearth
+/// would then save a position past events it never saw. A room unknown before the loop's first
+/// sync is a temporary failure (the outbox tries again once the loop has synced); after it, it
+/// is a room hearth is not in.
 pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
     let client = channel.client().await?;
     let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
@@ -27,14 +29,15 @@ pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room
     if let Some(room) = client.get_room(&room_id) {
         return Ok(room);
     }
-    // Only the SDK's own store sees this sync; hearth's sync position is not touched.
-    client
-        .sync_once(SyncSettings::default().timeout(std::time::Duration::ZERO))
-        .await
-        .map_err(|e| MatrixError::sdk("syncing to find the room", e))?;
-    client.get_room(&room_id).ok_or_else(|| {
-        ChannelError::rejected(format!("hearth is not in the Matrix room {room_id}"))
-    })
+    if channel.synced.load(std::sync::atomic::Ordering::SeqCst) {
+        Err(ChannelError::rejected(format!(
+            "hearth is not in the Matrix room {room_id}"
+        )))
+    } else {
+        Err(ChannelError::transient(format!(
+            "hearth does not know the Matrix room {room_id} before its first sync; trying again later"
+        )))
+    }
 }
 
 fn check_length(text: &str) -> Result<(), ChannelError> {
@@ -72,14 +75,25 @@ pub(crate) async fn send(
     check_length(&message.text)?;
     let room = room(channel, &message.chat).await?;
     let event_id = match &message.replaces {
-        // The streamed preview becomes the reply; if it cannot be edited, a new message.
-        Some(preview) => match edit_in(&room, &preview.message_id, &message.text).await {
-            Ok(()) => preview.message_id.clone(),
-            Err(error) => {
-                tracing::warn!(%error, "matrix: the preview could not be replaced; sending anew");
-                send_new(&room, message).await?
+        // The streamed preview becomes the reply. Only when the homeserver refused the edit is
+        // the reply sent as a new message; when the outcome is unknown (the connection broke
+        // after the request went out) the edit may have landed, so the send fails temporarily
+        // and the retry repeats the edit under the same transaction id, which the homeserver
+        // shows once.
+        Some(preview) => {
+            let txn = message.delivery_id.as_ref().map(|id| format!("{id}.edit"));
+            match edit_in(&room, &preview.message_id, &message.text, txn).await {
+                Ok(()) => preview.message_id.clone(),
+                Err(error) => {
+                    let error = error.kind_error();
+                    if error.kind != hearth_channel::ErrorKind::Rejected {
+                        return Err(error);
+                    }
+                    tracing::warn!(%error, "matrix: the preview could not be replaced; sending anew");
+                    send_new(&room, message).await?
+                }
             }
-        },
+        }
         None => send_new(&room, message).await?,
     };
     seed_reactions(channel, &room, &event_id, message).await?;
@@ -126,12 +140,17 @@ async fn seed_reactions(
     Ok(())
 }
 
-async fn edit_in(room: &Room, event_id: &str, text: &str) -> Result<(), MatrixError> {
+async fn edit_in(
+    room: &Room,
+    event_id: &str,
+    text: &str,
+    txn: Option<String>,
+) -> Result<(), MatrixError> {
     send_raw(
         room,
         "m.room.message",
         format::replacement(event_id, text),
-        None,
+        txn,
     )
     .await?;
     Ok(())
@@ -144,7 +163,8 @@ pub(crate) async fn edit(
 ) -> Result<(), ChannelError> {
     check_length(&message.text)?;
     let room = room(channel, &target.chat).await?;
-    edit_in(&room, &target.message_id, &message.text).await?;
+    let txn = message.delivery_id.as_ref().map(|id| format!("{id}.edit"));
+    edit_in(&room, &target.message_id, &message.text, txn).await?;
     Ok(())
 }
 
@@ -158,7 +178,7 @@ pub(crate) async fn preview(
     let room = room(channel, chat).await?;
     let message_id = match draft {
         Some(draft) => {
-            edit_in(&room, &draft.message_id, text).await?;
+            edit_in(&room, &draft.message_id, text, None).await?;
             draft.message_id.clone()
         }
         None => {

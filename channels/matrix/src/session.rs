@@ -4,9 +4,12 @@
 //!
 //! A session is only usable with the store it was created with (the store holds the device's
 //! identity keys; a fresh store under an old device id makes the server refuse the new one-time
-//! keys and peers see undecryptable messages). So when either half is missing, or the server no
-//! longer knows the token, both are discarded and hearth logs in as a new device, saying so in
-//! the log.
+//! keys and peers see undecryptable messages). So when either half is missing, the store
+//! belongs to another account or device, or the server no longer knows the token, both are
+//! moved aside (renamed with the time, never deleted) and hearth logs in as a new device,
+//! saying so in the log. A store that exists but cannot be read (most often because
+//! `store_passphrase_env` was added, removed or changed) is never given up on: the channel
+//! fails with one line saying what to do, and the keys stay where they are.
 
 use std::path::{Path, PathBuf};
 
@@ -72,7 +75,9 @@ pub(crate) async fn connect(settings: &MatrixSettings) -> Result<Client, MatrixE
     match (saved, has_store) {
         (Some(session), true) => {
             let device = session.meta.device_id.to_string();
-            let client = build(settings, &paths.store).await?;
+            let client = build(settings, &paths.store)
+                .await
+                .map_err(|e| unreadable(&settings.data_dir, &e))?;
             match restore(&client, session).await {
                 Ok(()) => {
                     tracing::info!(device = %device, "matrix: restored the saved session");
@@ -84,13 +89,16 @@ pub(crate) async fn connect(settings: &MatrixSettings) -> Result<Client, MatrixE
                         "matrix: the homeserver no longer knows the saved session (logged out or deleted elsewhere); logging in as a new device"
                     );
                 }
-                Err(MatrixError::Store(message)) => {
+                Err(Restored::OtherAccount(message)) => {
                     tracing::warn!(
                         device = %device,
-                        "matrix: the crypto store does not fit the saved session ({message}); logging in as a new device"
+                        "matrix: the crypto store belongs to another account or device ({message}); logging in as a new device"
                     );
                 }
-                Err(other) => return Err(other),
+                Err(Restored::Unreadable(error)) => {
+                    return Err(unreadable(&settings.data_dir, &error));
+                }
+                Err(Restored::Failed(other)) => return Err(other),
             }
             drop(client);
         }
@@ -103,23 +111,55 @@ pub(crate) async fn connect(settings: &MatrixSettings) -> Result<Client, MatrixE
         ),
         (None, false) => tracing::info!("matrix: first start; logging in with the password"),
     }
-    discard(&paths)?;
+    set_aside(&paths)?;
     login(settings, &paths).await
 }
 
+/// Why a saved session could not be restored.
+enum Restored {
+    /// The store holds another account or device than the session: start over.
+    OtherAccount(String),
+    /// The store could not be read: a person must decide.
+    Unreadable(MatrixError),
+    /// Anything else (the homeserver, the network), including an unknown token.
+    Failed(MatrixError),
+}
+
+impl Restored {
+    fn is_unknown_token(&self) -> bool {
+        matches!(self, Self::Failed(error) if error.is_unknown_token())
+    }
+}
+
 /// Restores `session` and checks with the server that its token still works.
-async fn restore(client: &Client, session: MatrixSession) -> Result<(), MatrixError> {
+async fn restore(client: &Client, session: MatrixSession) -> Result<(), Restored> {
+    use matrix_sdk::encryption::CryptoStoreError;
     client.restore_session(session).await.map_err(|e| match e {
-        matrix_sdk::Error::CryptoStoreError(_) | matrix_sdk::Error::BadCryptoStoreState => {
-            MatrixError::Store(e.to_string())
+        matrix_sdk::Error::CryptoStoreError(ref inner)
+            if matches!(**inner, CryptoStoreError::MismatchedAccount { .. }) =>
+        {
+            Restored::OtherAccount(e.to_string())
         }
-        other => MatrixError::sdk("restoring the saved session", other),
+        matrix_sdk::Error::CryptoStoreError(_)
+        | matrix_sdk::Error::BadCryptoStoreState
+        | matrix_sdk::Error::StateStore(_) => {
+            Restored::Unreadable(MatrixError::Store(e.to_string()))
+        }
+        other => Restored::Failed(MatrixError::sdk("restoring the saved session", other)),
     })?;
     client
         .whoami()
         .await
-        .map_err(|e| MatrixError::sdk("checking the saved session", e))?;
+        .map_err(|e| Restored::Failed(MatrixError::sdk("checking the saved session", e)))?;
     Ok(())
+}
+
+/// The one line the channel fails with when its store exists but cannot be read.
+fn unreadable(data_dir: &Path, error: &MatrixError) -> MatrixError {
+    MatrixError::Store(format!(
+        "the Matrix store in {} cannot be read ({error}): if store_passphrase_env was added, removed or changed, restore the previous setting; to start over as a new device instead, move that directory aside",
+        data_dir.display()
+    ))
 }
 
 async fn login(settings: &MatrixSettings, paths: &Paths) -> Result<Client, MatrixError> {
@@ -190,25 +230,32 @@ fn write_session(path: &Path, session: &MatrixSession) -> Result<(), MatrixError
     std::fs::rename(&tmp, path).map_err(failed)
 }
 
-/// Removes a session and store that cannot be used together any more.
-fn discard(paths: &Paths) -> Result<(), MatrixError> {
-    let remove = |path: &Path, dir: bool| {
-        let result = if dir {
-            std::fs::remove_dir_all(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(MatrixError::Store(format!(
-                "cannot remove {}: {e}",
-                path.display()
-            ))),
+/// Moves a session and store that cannot be used together any more out of the way, renamed
+/// with the time (`store.set-aside-<unix seconds>`), so nothing a person might still need (old
+/// room keys) is deleted.
+fn set_aside(paths: &Paths) -> Result<(), MatrixError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for path in [&paths.session, &paths.store] {
+        let mut aside = path.clone().into_os_string();
+        aside.push(format!(".set-aside-{stamp}"));
+        match std::fs::rename(path, &aside) {
+            Ok(()) => tracing::warn!(
+                from = %path.display(),
+                to = %PathBuf::from(&aside).display(),
+                "matrix: moved aside"
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(MatrixError::Store(format!(
+                    "cannot move {} aside: {e}",
+                    path.display()
+                )));
+            }
         }
-    };
-    remove(&paths.session, false)?;
-    remove(&paths.store, true)
+    }
+    Ok(())
 }
 
 /// The device id of the saved session, if there is one (for logs and tests).
