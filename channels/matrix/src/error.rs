@@ -78,9 +78,11 @@ impl MatrixError {
                     Some(401) => ChannelError::auth(message),
                     Some(500..=599) | Some(408) => ChannelError::transient(message),
                     Some(_) => ChannelError::rejected(message),
-                    // No answer from the server: the network, a timeout.
+                    // No answer from the server: the network, a timeout. The request may
+                    // have landed; the retry reuses its transaction id, which the homeserver
+                    // shows once, and the daemon flags it in doubt.
                     None if matches!(source, matrix_sdk::Error::Http(_)) => {
-                        ChannelError::transient(message)
+                        ChannelError::outcome_unknown(message)
                     }
                     None => ChannelError::protocol(message),
                 }
