@@ -658,3 +658,85 @@ async fn a_uidvalidity_change_never_answers_mail_from_before_the_first_start() {
         "{offered:?}"
     );
 }
+
+/// An SMTP server that takes every command, reads the mail after DATA, and then never answers:
+/// the reply to DATA is lost, as when a connection dies after the mail went through. Returns
+/// its port and the mails it read.
+async fn smtp_that_swallows_the_reply() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let mails = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = mails.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = BufReader::new(read).lines();
+                // Ignored throughout: the client may hang up at any point.
+                let _ = write.write_all(b"220 fake ESMTP\r\n").await;
+                let mut data: Option<String> = None;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Some(mail) = data.as_mut() {
+                        if line == "." {
+                            let mail = data.take().unwrap_or_default();
+                            seen.lock().unwrap_or_else(|p| p.into_inner()).push(mail);
+                            // The mail is taken; the reply never comes.
+                            continue;
+                        }
+                        mail.push_str(&line);
+                        mail.push('\n');
+                        continue;
+                    }
+                    let upper = line.to_ascii_uppercase();
+                    let reply: &[u8] = if upper.starts_with("EHLO") {
+                        b"250-fake\r\n250 AUTH PLAIN LOGIN\r\n"
+                    } else if upper.starts_with("AUTH") {
+                        b"235 ok\r\n"
+                    } else if upper.starts_with("DATA") {
+                        data = Some(String::new());
+                        b"354 go on\r\n"
+                    } else if upper.starts_with("QUIT") {
+                        b"221 bye\r\n"
+                    } else {
+                        b"250 ok\r\n"
+                    };
+                    let _ = write.write_all(reply).await;
+                }
+            });
+        }
+    });
+    (port, mails)
+}
+
+#[tokio::test]
+async fn a_send_whose_reply_is_lost_is_outcome_unknown_and_retried_with_the_same_message_id() {
+    let servers = servers().await;
+    let (port, mails) = smtp_that_swallows_the_reply().await;
+    let mut settings = settings(&servers);
+    settings.smtp =
+        Endpoint::parse(&format!("smtp://127.0.0.1:{port}"), SMTP_SCHEMES).expect("url");
+    settings.command_timeout = Duration::from_secs(1);
+    let channel = EmailChannel::new(settings).expect("channel");
+    let mut message = OutboundMessage::text(ChatRef::new(ANN), "your answer");
+    message.delivery_id = Some("hearth-7.0".into());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let err = channel.send(&message).await.expect_err("no reply to DATA");
+        assert!(err.is_temporary(), "{err}");
+        assert!(err.to_string().contains("outcome unknown"), "{err}");
+    }
+    for mail in mails.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let id = mail
+            .lines()
+            .find_map(|l| l.strip_prefix("Message-ID: "))
+            .expect("a Message-ID")
+            .to_owned();
+        ids.push(id);
+    }
+    assert_eq!(ids.len(), 2, "both attempts reached DATA: {ids:?}");
+    assert_eq!(ids[0], ids[1], "a retry must carry the same Message-ID");
+}
