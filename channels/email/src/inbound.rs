@@ -424,13 +424,13 @@ impl PartEncoding {
     /// The most bytes `decoded` bytes take encoded: base64 4 for 3 plus a line break every 76,
     /// quoted-printable at worst 3 for 1 plus soft line breaks.
     pub(crate) fn encoded_bound(self, decoded: u64) -> u64 {
-        match self {
-            Self::Base64 => decoded.div_ceil(3) * 4 / 76 * 2 + decoded.div_ceil(3) * 4 + 4,
-            Self::QuotedPrintable => {
-                decoded.saturating_mul(3) / 73 * 3 + decoded.saturating_mul(3) + 3
-            }
-            Self::Raw => decoded,
-        }
+        // Saturating: the limit comes from the daemon's configuration and may be huge.
+        let (body, line) = match self {
+            Self::Base64 => (decoded.div_ceil(3).saturating_mul(4), 76),
+            Self::QuotedPrintable => (decoded.saturating_mul(3), 73),
+            Self::Raw => return decoded,
+        };
+        body.saturating_add(body / line * 2).saturating_add(4)
     }
 
     /// Undoes the encoding.
@@ -937,6 +937,7 @@ mod tests {
         );
         // The bound on the encoded size covers real encodings.
         use base64::Engine;
+        assert_eq!(PartEncoding::Base64.encoded_bound(u64::MAX), u64::MAX);
         for n in [0u64, 1, 57, 1000, 3_000_000] {
             let encoded = base64::engine::general_purpose::STANDARD.encode(vec![0u8; n as usize]);
             let wrapped = encoded.len() as u64 + encoded.len() as u64 / 76 * 2;

@@ -4,16 +4,20 @@
 //! channel ([`hearth_channel::ChannelConfig`]). [`EmailChannel`] implements
 //! [`hearth_channel::Channel`]:
 //! - receiving: one IMAP connection (TCP keepalive, every command under a time limit) that
-//!   SELECTs the mailbox, fetches new mail by UID in bounded batches with `BODY.PEEK[]`, hands
-//!   each mail to the sink, and only then sets `\Seen` and advances the UID cursor (kept with the
-//!   mailbox's UIDVALIDITY in the channel's state, key `cursor:<mailbox>`). Between fetches it
+//!   SELECTs the mailbox, fetches new mail by UID one mail at a time with `BODY.PEEK[]` (its
+//!   declared size checked first), reads it off the async runtime under a time budget, hands
+//!   it to the sink, and only then sets `\Seen` and advances the UID cursor (kept with the
+//!   mailbox's UIDVALIDITY in the channel's state, key `cursor:<mailbox>`). Attachments are
+//!   stored as references to their IMAP part and fetched by [`Channel::fetch_attachment`] on a
+//!   short read-only session once the daemon has checked the sender. Between fetches it
 //!   IDLEs, re-issuing IDLE every few minutes (servers drop it after 30, NAT boxes sooner), or
 //!   polls a server without IDLE. A lost connection is reconnected with backoff. After every
 //!   wake-up it fetches everything past the cursor rather than trusting the server's EXISTS
 //!   notice, which async-imap may drop;
 //! - the first start begins at the mailbox's end as of the start: mail that arrived before it
-//!   is never answered. A changed UIDVALIDITY re-scans the mail that arrived since the cursor
-//!   was last saved; the inbox drops what it already has by `Message-ID`;
+//!   is never answered. A changed UIDVALIDITY re-scans the mail that arrived since the last
+//!   mail hearth had seen (by INTERNALDATE); the inbox drops what it already has by
+//!   `Message-ID`, and older mail found again is not answered;
 //! - mail that must not be answered (automatic replies, bounces, lists) arrives as a notice,
 //!   and strangers hear nothing ([`Capabilities::silent_with_strangers`]);
 //! - sending: one mail per message, threaded, see `outbound`.
