@@ -39,14 +39,20 @@ pub struct EmailConfig {
     /// The folder read for new mail.
     #[serde(default = "default_mailbox")]
     pub mailbox: String,
-    /// Addresses allowed to talk to hearth (more can be paired later).
+    /// Addresses allowed to talk to hearth (more can be paired later). Compared without regard
+    /// to case; wildcards such as `*@example.org` are refused.
     #[serde(default)]
     pub allowed_senders: Vec<String>,
-    /// The authserv-id of the user's own receiving server (`mx.example.org`). When set, a
-    /// sender counts as verified only if that server's `Authentication-Results` header says
-    /// `dmarc=pass`, or `dkim=pass` / `spf=pass` for the sender's domain.
+    /// The authserv-id of the user's own receiving server (`mx.example.org`). A sender counts
+    /// as verified only if that server's `Authentication-Results` says `dmarc=pass` for the
+    /// From domain, or `dkim=pass` / `spf=pass` for that domain. Required unless
+    /// `trust_unverified_from` is set.
     #[serde(default)]
     pub require_authentication: Option<String>,
+    /// Believe `From` as written, without any check: anyone can then mail as the owner and be
+    /// obeyed as the owner. Off by default; `hearth check` warns when it is on.
+    #[serde(default)]
+    pub trust_unverified_from: bool,
 }
 
 fn default_mailbox() -> String {
@@ -73,6 +79,16 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Whether the server is on this machine (`localhost`, 127.0.0.0/8, ::1), where plain text
+    /// never crosses a network.
+    pub fn is_loopback(&self) -> bool {
+        self.host.eq_ignore_ascii_case("localhost")
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// Parses an `imap*://` or `smtp*://` URL (see [`IMAP_SCHEMES`], [`SMTP_SCHEMES`]).
     pub fn parse(text: &str, schemes: &[&str]) -> Result<Self, String> {
         check_url(text, schemes)?;
@@ -122,6 +138,9 @@ pub struct EmailSettings {
     pub poll_interval: Duration,
     /// Mail larger than this is fetched headers only and answered with a note.
     pub max_message_bytes: u32,
+    /// How long reading one mail (MIME parsing, HTML to text) may take before the mail is set
+    /// aside as unreadable: a crafted mail must not hold up the mail after it.
+    pub parse_budget: Duration,
     /// Part of every `Message-ID` hearth writes, unique to this installation: outbox ids start
     /// again at 1 in a new database, and mail clients (Gmail) hide a mail whose `Message-ID`
     /// they have seen before.
@@ -162,6 +181,7 @@ impl EmailSettings {
             idle_refresh: Duration::from_secs(5 * 60),
             poll_interval: Duration::from_secs(60),
             max_message_bytes: 25 * 1024 * 1024,
+            parse_budget: Duration::from_secs(20),
             message_id_salt: String::new(),
         }
     }
@@ -200,6 +220,22 @@ pub fn check_address(address: &str) -> Result<(), String> {
             "`{address}` is not an email address: expected `name@domain`"
         ))
     }
+}
+
+/// What `hearth check` (and every start) says in one line when `trust_unverified_from` is on.
+pub const UNVERIFIED_FROM_WARNING: &str = "[channels.email] trust_unverified_from = true: From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (README \"Email\")";
+
+/// An address a sender may be allowed or an owner named by: an address, compared without
+/// regard to case. A pattern such as `*@example.org` is refused rather than taken literally
+/// (it would never match) or as a wildcard (anyone can claim an address in a domain, and the
+/// domain's DKIM/DMARC pass would then let every user of that provider in).
+pub fn check_sender(address: &str) -> Result<(), String> {
+    if address.contains('*') {
+        return Err(format!(
+            "`{address}`: wildcards are not supported; list each address (strangers can ask with a pairing code)"
+        ));
+    }
+    check_address(address.trim())
 }
 
 impl EmailConfig {
@@ -251,11 +287,23 @@ impl ChannelConfig for EmailConfig {
 
     fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
-        if let Err(message) = Endpoint::parse(&self.imap_url, IMAP_SCHEMES) {
-            problems.push(ConfigProblem::new("imap_url", message));
-        }
-        if let Err(message) = Endpoint::parse(&self.smtp_url, SMTP_SCHEMES) {
-            problems.push(ConfigProblem::new("smtp_url", message));
+        for (key, url, schemes) in [
+            ("imap_url", &self.imap_url, IMAP_SCHEMES),
+            ("smtp_url", &self.smtp_url, SMTP_SCHEMES),
+        ] {
+            match Endpoint::parse(url, schemes) {
+                Err(message) => problems.push(ConfigProblem::new(key, message)),
+                Ok(endpoint) if endpoint.security == Security::Plain && !endpoint.is_loopback() => {
+                    problems.push(ConfigProblem::new(
+                        key,
+                        format!(
+                            "`{url}` is plain text to another machine: the password would cross the network in clear. Use {} (plain text is for a server on this machine only)",
+                            if key == "imap_url" { "imaps:// or imap+starttls://" } else { "smtps:// or smtp+starttls://" }
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+            }
         }
         if self.username.trim().is_empty() {
             problems.push(ConfigProblem::new("username", "must not be empty"));
@@ -281,23 +329,36 @@ impl ChannelConfig for EmailConfig {
             problems.push(ConfigProblem::new("mailbox", "must not be empty"));
         }
         for (i, sender) in self.allowed_senders.iter().enumerate() {
-            if let Err(message) = check_address(sender) {
+            if let Err(message) = check_sender(sender) {
                 problems.push(ConfigProblem::new(format!("allowed_senders[{i}]"), message));
             }
         }
-        if let Some(server) = &self.require_authentication {
-            let valid = !server.trim().is_empty()
-                && server
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-            if !valid {
-                problems.push(ConfigProblem::new(
-                    "require_authentication",
-                    format!(
-                        "`{server}` is not a server name: expected the authserv-id of your receiving server, e.g. `mx.example.org`"
-                    ),
-                ));
+        match (&self.require_authentication, self.trust_unverified_from) {
+            (Some(server), trust) => {
+                let valid = !server.trim().is_empty()
+                    && server
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+                if !valid {
+                    problems.push(ConfigProblem::new(
+                        "require_authentication",
+                        format!(
+                            "`{server}` is not a server name: expected the authserv-id of your receiving server, e.g. `mx.example.org`"
+                        ),
+                    ));
+                }
+                if trust {
+                    problems.push(ConfigProblem::new(
+                        "trust_unverified_from",
+                        "cannot be used with require_authentication: remove one (require_authentication is the safe one)",
+                    ));
+                }
             }
+            (None, false) => problems.push(ConfigProblem::new(
+                "require_authentication",
+                "not set: anyone can write the owner's or an allowed sender's address into From and would be obeyed as them. Set it to the authserv-id your receiving server writes in Authentication-Results (e.g. `mx.example.org`, README \"Email\"), or set trust_unverified_from = true to accept that risk",
+            )),
+            (None, true) => tracing::warn!("{UNVERIFIED_FROM_WARNING}"),
         }
         problems
     }
@@ -310,7 +371,15 @@ impl ChannelConfig for EmailConfig {
     }
 
     fn check_user_id(id: &str) -> Result<(), String> {
-        check_address(id)
+        check_sender(id)?;
+        // Senders arrive lowercased; an owner stored as written would never match them.
+        let lower = id.trim().to_ascii_lowercase();
+        if id.trim() != lower {
+            return Err(format!(
+                "`{id}`: write the address in lower case, `{lower}` (senders are matched in lower case)"
+            ));
+        }
+        Ok(())
     }
 
     fn check_chat_id(id: &str) -> Result<(), String> {
@@ -332,12 +401,125 @@ mod tests {
         toml::from_str(text).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    const GOOD: &str = "imap_url = \"imaps://imap.example.org\"\nsmtp_url = \"smtp+starttls://smtp.example.org\"\nusername = \"bot@example.org\"\npassword_env = \"EM\"\n";
+    const GOOD: &str = "imap_url = \"imaps://imap.example.org\"\nsmtp_url = \"smtp+starttls://smtp.example.org\"\nusername = \"bot@example.org\"\npassword_env = \"EM\"\nrequire_authentication = \"mx.example.org\"\n";
+    /// GOOD without a way to verify senders.
+    const UNVERIFIED: &str = "imap_url = \"imaps://imap.example.org\"\nsmtp_url = \"smtps://smtp.example.org\"\nusername = \"bot@example.org\"\npassword_env = \"EM\"\nallowed_senders = [\"me@example.org\"]\n";
+
+    fn env() -> HashMap<String, String> {
+        [("EM".to_string(), "pw".to_string())].into()
+    }
+
+    /// The problems of a section, and what it logged while being checked.
+    fn check_logged(config: &EmailConfig) -> (Vec<ConfigProblem>, String) {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let problems = tracing::subscriber::with_default(subscriber, || config.check(&env()));
+        let logged = String::from_utf8_lossy(&buffer.0.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_owned();
+        (problems, logged)
+    }
+
+    #[test]
+    fn a_section_that_believes_any_from_is_refused_unless_said_explicitly() {
+        // The owner's address in From is all a forger needs without a verification setting.
+        let (problems, _) = check_logged(&section(UNVERIFIED));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "require_authentication");
+        assert!(
+            problems[0].message.contains("anyone can write the owner's"),
+            "{problems:?}"
+        );
+        assert!(problems[0].message.contains("trust_unverified_from = true"));
+        // Even without allowed_senders: the owner (daemon.owner) and paired senders are
+        // recognised by From alone too.
+        let bare = UNVERIFIED.replace("allowed_senders = [\"me@example.org\"]\n", "");
+        assert_eq!(check_logged(&section(&bare)).0.len(), 1);
+        // Said explicitly: accepted, with a one-line warning saying what it means.
+        let trusting = section(&format!("{UNVERIFIED}trust_unverified_from = true\n"));
+        let (problems, logged) = check_logged(&trusting);
+        assert_eq!(problems, [], "{problems:?}");
+        assert_eq!(logged.trim().lines().count(), 1, "{logged}");
+        assert!(logged.contains("WARN"), "{logged}");
+        assert!(logged.contains("anyone can mail as the owner"), "{logged}");
+        // With require_authentication nothing is logged; both together is a contradiction.
+        let (problems, logged) = check_logged(&section(GOOD));
+        assert_eq!((problems.len(), logged.as_str()), (0, ""), "{problems:?}");
+        let both = section(&format!("{GOOD}trust_unverified_from = true\n"));
+        let keys: Vec<String> = check_logged(&both).0.into_iter().map(|p| p.key).collect();
+        assert_eq!(keys, ["trust_unverified_from"]);
+    }
+
+    #[test]
+    fn plain_text_to_another_machine_is_refused_and_loopback_is_fine() {
+        let remote = GOOD
+            .replace("imaps://imap.example.org", "imap://imap.example.org")
+            .replace("smtp+starttls://smtp.example.org", "smtp://192.0.2.7:25");
+        let problems = section(&remote).check(&env());
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["imap_url", "smtp_url"], "{problems:?}");
+        assert!(
+            problems[0]
+                .message
+                .contains("password would cross the network in clear")
+        );
+        for local in ["127.0.0.1:1143", "localhost", "[::1]:25"] {
+            let text = GOOD
+                .replace("imaps://imap.example.org", &format!("imap://{local}"))
+                .replace(
+                    "smtp+starttls://smtp.example.org",
+                    &format!("smtp://{local}"),
+                );
+            assert_eq!(section(&text).check(&env()), [], "{local}");
+        }
+    }
+
+    #[test]
+    fn senders_match_in_any_case_and_wildcards_are_refused() {
+        let config = section(&format!("{GOOD}allowed_senders = [\"Me@Example.ORG\"]\n"));
+        assert_eq!(config.check(&env()), []);
+        assert_eq!(config.allowed_users(), ["me@example.org"]);
+        let wild = section(&format!(
+            "{GOOD}allowed_senders = [\"me@example.org\", \"*@example.org\"]\n"
+        ));
+        let problems = wild.check(&env());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "allowed_senders[1]");
+        assert!(problems[0].message.contains("wildcards are not supported"));
+        // The same for an owner written as `email:*@example.org`.
+        assert!(
+            EmailConfig::check_user_id("*@example.org").is_err_and(|e| e.contains("wildcards"))
+        );
+        // An owner written in mixed case would be stored as written and never match the
+        // lowercased sender: a clear error rather than a silent stranger.
+        assert!(
+            EmailConfig::check_user_id("Me@Example.org")
+                .is_err_and(|e| e.contains("`me@example.org`"))
+        );
+        assert_eq!(EmailConfig::check_user_id("me@example.org"), Ok(()));
+    }
 
     #[test]
     fn a_good_section_has_no_problems_and_builds() {
         let config = section(GOOD);
-        let env: HashMap<String, String> = [("EM".to_string(), "pw".to_string())].into();
+        let env = env();
         assert_eq!(config.check(&env), []);
         assert_eq!(config.mailbox, "INBOX");
         let dir = tempfile::tempdir().expect("dir");

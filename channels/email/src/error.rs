@@ -35,10 +35,19 @@ pub(crate) fn smtp(error: &lettre::transport::smtp::Error) -> ChannelError {
             return ChannelError::auth(message);
         }
         ChannelError::rejected(message)
-    } else {
+    } else if error.is_transient() {
+        // A 4xx reply: the server said it did not take the mail.
         ChannelError::transient(message)
+    } else {
+        // The connection failed or timed out, possibly after the mail's DATA was sent: the
+        // server may have taken it. The retry reuses the same Message-ID.
+        ChannelError::transient(format!("{message} ({OUTCOME_UNKNOWN})"))
     }
 }
+
+/// Said of a send that failed where the server may already have taken the mail.
+pub(crate) const OUTCOME_UNKNOWN: &str =
+    "outcome unknown: the mail may have been delivered; a retry sends it with the same Message-ID";
 
 /// The whole cause chain of an error on one line.
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {

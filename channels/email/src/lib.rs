@@ -4,22 +4,27 @@
 //! channel ([`hearth_channel::ChannelConfig`]). [`EmailChannel`] implements
 //! [`hearth_channel::Channel`]:
 //! - receiving: one IMAP connection (TCP keepalive, every command under a time limit) that
-//!   SELECTs the mailbox, fetches new mail by UID in bounded batches with `BODY.PEEK[]`, hands
-//!   each mail to the sink, and only then sets `\Seen` and advances the UID cursor (kept with the
-//!   mailbox's UIDVALIDITY in the channel's state, key `cursor:<mailbox>`). Between fetches it
+//!   SELECTs the mailbox, fetches new mail by UID one mail at a time with `BODY.PEEK[]` (its
+//!   declared size checked first), reads it off the async runtime under a time budget, hands
+//!   it to the sink, and only then sets `\Seen` and advances the UID cursor (kept with the
+//!   mailbox's UIDVALIDITY in the channel's state, key `cursor:<mailbox>`). Attachments are
+//!   stored as references to their IMAP part and fetched by [`Channel::fetch_attachment`] on a
+//!   short read-only session once the daemon has checked the sender. Between fetches it
 //!   IDLEs, re-issuing IDLE every few minutes (servers drop it after 30, NAT boxes sooner), or
 //!   polls a server without IDLE. A lost connection is reconnected with backoff. After every
 //!   wake-up it fetches everything past the cursor rather than trusting the server's EXISTS
 //!   notice, which async-imap may drop;
 //! - the first start begins at the mailbox's end as of the start: mail that arrived before it
-//!   is never answered. A changed UIDVALIDITY re-scans the mail that arrived since the cursor
-//!   was last saved; the inbox drops what it already has by `Message-ID`;
+//!   is never answered. A changed UIDVALIDITY re-scans the mail that arrived since the last
+//!   mail hearth had seen (by INTERNALDATE); the inbox drops what it already has by
+//!   `Message-ID`, and older mail found again is not answered;
 //! - mail that must not be answered (automatic replies, bounces, lists) arrives as a notice,
 //!   and strangers hear nothing ([`Capabilities::silent_with_strangers`]);
 //! - sending: one mail per message, threaded, see `outbound`.
 //!
 //! The password never appears in a log line or an error message.
 
+mod auth;
 mod config;
 mod error;
 pub mod format;
@@ -28,8 +33,8 @@ mod inbound;
 mod outbound;
 
 pub use config::{
-    EmailConfig, EmailSettings, Endpoint, IMAP_SCHEMES, SMTP_SCHEMES, Security, check_address,
-    parse_from,
+    EmailConfig, EmailSettings, Endpoint, IMAP_SCHEMES, SMTP_SCHEMES, Security,
+    UNVERIFIED_FROM_WARNING, check_address, check_sender, parse_from,
 };
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,21 +44,21 @@ use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ErrorKind, Format, InboundKind,
-    MessageRef, OutboundMessage,
+    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ErrorKind, Format,
+    InboundKind, MessageRef, OutboundMessage,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::imap::{ImapSession, timed};
-use crate::inbound::{Read, Reader};
+use crate::inbound::{MailAt, PartRef, Read, Reader};
 use crate::outbound::Outbound;
 
 /// The channel's name in config, identities, state and targets.
 pub const CHANNEL_NAME: &str = "email";
 
-/// How many mails one FETCH asks for.
-const BATCH: usize = 10;
+/// How many mails' sizes one FETCH asks for (the mails themselves come one at a time).
+const BATCH: usize = 50;
 /// How far back a re-scan after a UIDVALIDITY change reaches before the cursor's last save.
 const RESCAN_MARGIN: Duration = Duration::from_secs(3600);
 
@@ -77,12 +82,18 @@ impl std::fmt::Debug for EmailChannel {
 }
 
 /// Where the channel is in the mailbox: the last UID handed to the inbox under a UIDVALIDITY,
-/// and when that was saved (seconds since the epoch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// when that was saved, and the arrival time (the server's INTERNALDATE) of the last mail
+/// handed over (seconds since the epoch). After a UIDVALIDITY change, mail up to the UID that
+/// was the mailbox's last at the re-scan (`floor_uid`) is answered only if it arrived at
+/// `floor` or later: a rebuilt mailbox must not bring back the mail from before hearth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Cursor {
     validity: u32,
     uid: u32,
     saved_at: u64,
+    seen_at: u64,
+    floor: u64,
+    floor_uid: u32,
 }
 
 impl Cursor {
@@ -90,16 +101,36 @@ impl Cursor {
         let mut parts = text.trim().split(':');
         let validity = parts.next()?.parse().ok()?;
         let uid = parts.next()?.parse().ok()?;
-        let saved_at = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut number = || {
+            parts
+                .next()
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let saved_at = number();
+        let seen_at = number();
+        let floor = number();
+        let floor_uid = u32::try_from(number()).unwrap_or(0);
         Some(Self {
             validity,
             uid,
             saved_at,
+            seen_at,
+            floor,
+            floor_uid,
         })
     }
 
     fn encode(&self) -> String {
-        format!("{}:{}:{}", self.validity, self.uid, self.saved_at)
+        format!(
+            "{}:{}:{}:{}:{}:{}",
+            self.validity, self.uid, self.saved_at, self.seen_at, self.floor, self.floor_uid
+        )
+    }
+
+    /// Whether a mail is from before the re-scan's floor: recorded as read, never answered.
+    fn before_floor(&self, uid: u32, arrived: Option<u64>) -> bool {
+        uid <= self.floor_uid && arrived.is_some_and(|at| at < self.floor)
     }
 }
 
@@ -164,11 +195,17 @@ impl EmailChannel {
         let mut cursor = match stored {
             Some(cursor) if cursor.validity == validity => cursor,
             Some(old) => {
-                let since = old.saved_at.saturating_sub(RESCAN_MARGIN.as_secs());
+                // From the last mail hearth had seen; a cursor saved before arrival times were
+                // kept falls back to an hour before its last save.
+                let since = match old.seen_at {
+                    0 => old.saved_at.saturating_sub(RESCAN_MARGIN.as_secs()),
+                    seen => seen,
+                };
                 warn!(
                     old = old.validity,
                     new = validity,
-                    "the mailbox's UIDVALIDITY changed: re-scanning the mail since the last check (answered mail is recognised by its Message-ID)"
+                    since,
+                    "the mailbox's UIDVALIDITY changed: re-scanning the mail that arrived since the last one seen (answered mail is recognised by its Message-ID, older mail is not answered)"
                 );
                 self.baseline(ctx, &mut session, validity, since, last_uid)
                     .await?
@@ -293,6 +330,9 @@ impl EmailChannel {
             validity,
             uid,
             saved_at: now_secs(),
+            seen_at: since,
+            floor: since,
+            floor_uid: last_uid.max(candidates.last().copied().unwrap_or(0)),
         };
         info!(uid, validity, "email starts after UID {uid}");
         self.save(ctx, &cursor).await;
@@ -306,8 +346,8 @@ impl EmailChannel {
         }
     }
 
-    /// Fetches and delivers everything past the cursor, in UID order. Returns `true` on
-    /// shutdown.
+    /// Fetches and delivers everything past the cursor, in UID order, one mail at a time (a
+    /// batch of large mails must not sit in memory together). Returns `true` on shutdown.
     async fn fetch_new(
         &self,
         ctx: &ChannelContext,
@@ -331,118 +371,217 @@ impl EmailChannel {
             uids.sort_unstable();
             for chunk in uids.chunks(BATCH) {
                 let set = uid_set(chunk);
-                let sizes: Vec<_> = timed(limit, "fetch", async {
+                let fetched: Vec<_> = timed(limit, "fetch", async {
                     session
-                        .uid_fetch(&set, "(UID RFC822.SIZE)")
+                        .uid_fetch(&set, "(UID RFC822.SIZE INTERNALDATE)")
                         .await?
                         .try_collect::<Vec<_>>()
                         .await
                 })
                 .await?;
-                let small: Vec<u32> = sizes
+                let mut sizes: Vec<(u32, u32, Option<u64>)> = fetched
                     .iter()
-                    .filter(|f| f.size.unwrap_or(0) <= self.settings.max_message_bytes)
-                    .filter_map(|f| f.uid)
+                    .filter_map(|f| {
+                        let arrived = f
+                            .internal_date()
+                            .and_then(|d| u64::try_from(d.timestamp()).ok());
+                        Some((f.uid?, f.size.unwrap_or(0), arrived))
+                    })
                     .collect();
-                let mut mails: Vec<(u32, Vec<u8>)> = Vec::new();
-                if !small.is_empty() {
-                    let fetched: Vec<_> = timed(limit, "fetch", async {
-                        session
-                            .uid_fetch(uid_set(&small), "(UID BODY.PEEK[])")
-                            .await?
-                            .try_collect::<Vec<_>>()
-                            .await
-                    })
-                    .await?;
-                    for f in &fetched {
-                        if let (Some(uid), Some(body)) = (f.uid, f.body()) {
-                            mails.push((uid, body.to_vec()));
-                        }
-                    }
-                }
-                for f in &sizes {
-                    let Some(uid) = f.uid else { continue };
-                    if small.contains(&uid) {
-                        continue;
-                    }
-                    let header: Vec<_> = timed(limit, "fetch", async {
-                        session
-                            .uid_fetch(uid.to_string(), "(UID BODY.PEEK[HEADER])")
-                            .await?
-                            .try_collect::<Vec<_>>()
-                            .await
-                    })
-                    .await?;
-                    if let Some(head) = header.iter().find_map(|h| h.header()) {
-                        let mut raw = head.to_vec();
-                        raw.extend_from_slice(
-                            format!(
-                                "\r\n(This mail is {} bytes, larger than the {} bytes hearth reads; only its headers were read.)\r\n",
-                                f.size.unwrap_or(0),
-                                self.settings.max_message_bytes
-                            )
-                            .as_bytes(),
-                        );
-                        mails.push((uid, raw));
-                    }
-                }
-                mails.sort_by_key(|(uid, _)| *uid);
-                for (uid, raw) in mails {
+                sizes.sort_unstable();
+                for (uid, size, arrived) in sizes {
                     if uid <= cursor.uid {
                         continue;
                     }
-                    match self.reader.read(&raw) {
-                        Read::Unreadable(reason) => {
-                            // Left unread in the mailbox for the user; later mail goes on.
-                            tracing::error!(uid, %reason, "mail set aside: it cannot be read");
-                        }
-                        Read::Event(event) => {
-                            let answered = matches!(event.kind, InboundKind::Message { .. });
-                            if let Some(kind) = match &event.kind {
-                                InboundKind::Notice { reason, .. } => Some(reason.clone()),
-                                _ => None,
-                            } {
-                                info!(uid, from = %event.sender.id, reason = %kind, "mail kept, never answered");
-                            }
-                            loop {
-                                let stored = tokio::select! {
-                                    () = ctx.shutdown.cancelled() => return Ok(true),
-                                    stored = ctx.sink.deliver((*event).clone()) => stored,
-                                };
-                                match stored {
-                                    Ok(()) => break,
-                                    Err(e) => {
-                                        warn!(uid, error = %e, "inbox refused a mail; will retry");
-                                        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
-                                            return Ok(true);
-                                        }
-                                    }
-                                }
-                            }
-                            if answered {
-                                // Best effort: a mail left unread is fetched by UID, not by flag.
-                                let seen = timed(limit, "store", async {
-                                    session
-                                        .uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)")
-                                        .await?
-                                        .try_collect::<Vec<_>>()
-                                        .await
-                                })
-                                .await;
-                                if let Err(e) = seen {
-                                    warn!(uid, error = %e, "could not mark a mail as read");
-                                    return Err(e);
-                                }
-                            }
+                    if cursor.before_floor(uid, arrived) {
+                        info!(
+                            uid,
+                            "mail from before the last one hearth had seen, found again after a UIDVALIDITY change: not answered"
+                        );
+                    } else if let Some(raw) = self.fetch_mail(session, uid, size).await? {
+                        let at = MailAt {
+                            mailbox: self.settings.mailbox.clone(),
+                            validity: cursor.validity,
+                            uid,
+                        };
+                        let read = self
+                            .reader
+                            .read_within(raw.into(), at, self.settings.parse_budget)
+                            .await;
+                        if self.hand_over(ctx, session, uid, read, backoff).await? {
+                            return Ok(true);
                         }
                     }
                     cursor.uid = uid;
                     cursor.saved_at = now_secs();
+                    cursor.seen_at = cursor.seen_at.max(arrived.unwrap_or(0));
                     self.save(ctx, cursor).await;
                 }
             }
         }
     }
+
+    /// One mail: whole when it is within `max_message_bytes` (by its declared RFC822.SIZE,
+    /// checked before any of it is fetched), else its header and a note saying only the header
+    /// was read. `None` when the mail is gone.
+    async fn fetch_mail(
+        &self,
+        session: &mut ImapSession,
+        uid: u32,
+        size: u32,
+    ) -> Result<Option<Vec<u8>>, ChannelError> {
+        let limit = self.settings.command_timeout;
+        let whole = size <= self.settings.max_message_bytes;
+        let query = if whole {
+            "(UID BODY.PEEK[])"
+        } else {
+            "(UID BODY.PEEK[HEADER])"
+        };
+        let fetched: Vec<_> = timed(limit, "fetch", async {
+            session
+                .uid_fetch(uid.to_string(), query)
+                .await?
+                .try_collect::<Vec<_>>()
+                .await
+        })
+        .await?;
+        let Some(fetch) = fetched.iter().find(|f| f.uid == Some(uid)) else {
+            return Ok(None);
+        };
+        if whole {
+            return Ok(fetch.body().map(<[u8]>::to_vec));
+        }
+        Ok(fetch.header().map(|head| {
+            let mut raw = head.to_vec();
+            raw.extend_from_slice(
+                format!(
+                    "\r\n(This mail is {size} bytes, larger than the {} bytes hearth reads; only its headers were read.)\r\n",
+                    self.settings.max_message_bytes
+                )
+                .as_bytes(),
+            );
+            raw
+        }))
+    }
+
+    /// Hands what was read of one mail to the inbox, and marks an answered mail as read.
+    /// Returns `true` on shutdown.
+    async fn hand_over(
+        &self,
+        ctx: &ChannelContext,
+        session: &mut ImapSession,
+        uid: u32,
+        read: Read,
+        backoff: &mut Backoff,
+    ) -> Result<bool, ChannelError> {
+        let event = match read {
+            Read::Unreadable(reason) => {
+                // Left unread in the mailbox for the user; later mail goes on.
+                tracing::error!(uid, %reason, "mail set aside: it cannot be read");
+                return Ok(false);
+            }
+            Read::SetAside { reason, notice } => {
+                tracing::error!(uid, %reason, "mail set aside unread: reading it took too long");
+                match notice {
+                    Some(notice) => notice,
+                    None => return Ok(false),
+                }
+            }
+            Read::Event(event) => event,
+        };
+        let answered = matches!(event.kind, InboundKind::Message { .. });
+        if let InboundKind::Notice { reason, .. } = &event.kind {
+            info!(uid, from = %event.sender.id, %reason, "mail kept, never answered");
+        }
+        loop {
+            let stored = tokio::select! {
+                () = ctx.shutdown.cancelled() => return Ok(true),
+                stored = ctx.sink.deliver((*event).clone()) => stored,
+            };
+            match stored {
+                Ok(()) => break,
+                Err(e) => {
+                    warn!(uid, error = %e, "inbox refused a mail; will retry");
+                    if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        if answered {
+            // Best effort: a mail left unread is fetched by UID, not by flag.
+            let limit = self.settings.command_timeout;
+            let seen = timed(limit, "store", async {
+                session
+                    .uid_store(uid.to_string(), "+FLAGS.SILENT (\\Seen)")
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .await;
+            if let Err(e) = seen {
+                warn!(uid, error = %e, "could not mark a mail as read");
+                return Err(e);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Fetches one attachment's part on a short session of its own, read-only (EXAMINE), from
+    /// the mail its reference names, checking the mailbox was not renumbered since.
+    async fn fetch_part(
+        &self,
+        session: &mut ImapSession,
+        part: &PartRef,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let limit = self.settings.command_timeout;
+        let mailbox = timed(limit, "examine", session.examine(&part.mailbox)).await?;
+        if mailbox.uid_validity != Some(part.validity) {
+            return Err(ChannelError::rejected(
+                "the mailbox was renumbered since this mail arrived: its attachment cannot be found",
+            ));
+        }
+        // At most the encoded size of `max_bytes` is asked for, and one byte more to tell a
+        // part that is larger still.
+        let cap = part.encoding.encoded_bound(max_bytes).saturating_add(1);
+        let query = format!("(UID BODY.PEEK[{}]<0.{cap}>)", part.section);
+        let fetched: Vec<_> = timed(limit, "fetch", async {
+            session
+                .uid_fetch(part.uid.to_string(), &query)
+                .await?
+                .try_collect::<Vec<_>>()
+                .await
+        })
+        .await?;
+        let path = async_imap::imap_proto::SectionPath::Part(part.section_numbers(), None);
+        let Some(encoded) = fetched
+            .iter()
+            .filter(|f| f.uid == Some(part.uid))
+            .find_map(|f| f.section(&path))
+        else {
+            return Err(ChannelError::rejected(
+                "the mail is no longer in the mailbox: its attachment cannot be fetched",
+            ));
+        };
+        if encoded.len() as u64 >= cap {
+            return Err(too_large(max_bytes));
+        }
+        let bytes = part
+            .encoding
+            .decode(encoded)
+            .ok_or_else(|| ChannelError::rejected("the attachment's encoding is broken"))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(too_large(max_bytes));
+        }
+        Ok(bytes)
+    }
+}
+
+fn too_large(max_bytes: u64) -> ChannelError {
+    ChannelError::rejected(format!(
+        "the attachment is larger than the limit of {max_bytes} bytes"
+    ))
 }
 
 /// `1,2,5` for the UIDs given.
@@ -518,6 +657,37 @@ impl Channel for EmailChannel {
     ) -> Result<(), ChannelError> {
         Err(ChannelError::rejected("a sent mail cannot be edited"))
     }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let source = attachment.source.as_deref().unwrap_or_default();
+        let part = PartRef::parse(source).ok_or_else(|| {
+            ChannelError::rejected(format!("`{source}` is not an attachment of a mail"))
+        })?;
+        // Refused by the size the mail declared, before a connection is made.
+        if let Some(size) = attachment.size
+            && size > max_bytes
+        {
+            return Err(ChannelError::rejected(format!(
+                "the attachment is {size} bytes, over the limit of {max_bytes}"
+            )));
+        }
+        let limit = self.settings.command_timeout;
+        let mut session = imap::connect(
+            &self.settings.imap,
+            &self.settings.username,
+            &self.settings.password,
+            limit,
+        )
+        .await?;
+        let result = self.fetch_part(&mut session, &part, max_bytes).await;
+        // Ignored: the part is fetched (or not) either way; the server drops the session.
+        let _ = timed(limit, "logout", session.logout()).await;
+        result
+    }
 }
 
 /// Sleeps, or returns `true` early when shutdown comes first.
@@ -563,6 +733,9 @@ mod tests {
             validity: 7,
             uid: 42,
             saved_at: 1_700_000_000,
+            seen_at: 1_699_999_000,
+            floor: 1_600_000_000,
+            floor_uid: 40,
         };
         assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
         assert_eq!(
@@ -570,10 +743,19 @@ mod tests {
             Some(Cursor {
                 validity: 7,
                 uid: 42,
-                saved_at: 0
+                ..Cursor::default()
             })
         );
+        assert_eq!(
+            Cursor::parse("7:42:1700000000").map(|c| (c.saved_at, c.seen_at)),
+            Some((1_700_000_000, 0))
+        );
         assert_eq!(Cursor::parse("x"), None);
+        // Below the floor: only up to floor_uid, only when known to be older.
+        assert!(cursor.before_floor(40, Some(1_500_000_000)));
+        assert!(!cursor.before_floor(41, Some(1_500_000_000)));
+        assert!(!cursor.before_floor(40, Some(1_600_000_000)));
+        assert!(!cursor.before_floor(40, None));
     }
 
     #[test]

@@ -75,9 +75,10 @@ impl Outbound {
             .unwrap_or_default()
             .to_owned();
         match tokio::time::timeout(self.limit, self.transport.send(mail)).await {
-            Err(_) => Err(ChannelError::transient(
-                "smtp: the server did not finish the send in time",
-            )),
+            Err(_) => Err(ChannelError::transient(format!(
+                "smtp: the server did not finish the send in time ({})",
+                error::OUTCOME_UNKNOWN
+            ))),
             Ok(Err(e)) => Err(error::smtp(&e)),
             Ok(Ok(_)) => Ok(MessageRef {
                 chat: message.chat.clone(),

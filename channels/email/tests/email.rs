@@ -461,3 +461,282 @@ async fn idle_is_reissued_and_a_frozen_server_is_left_for_a_new_connection() {
     assert_eq!(status, ChannelStatus::Connected);
     running.stop().await;
 }
+
+/// A mail from Ann with `bytes` attached as `name` (`mime`), base64 in lines of 76.
+fn mail_with_attachment(caption: &str, name: &str, mime: &str, bytes: &[u8]) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect();
+    format!(
+        "From: {ANN}\r\nTo: {BOT}\r\nSubject: a photo\r\nMessage-ID: <att-{}@example.org>\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{caption}\r\n--b1\r\nContent-Type: {mime}; name=\"{name}\"\r\nContent-Disposition: attachment; filename=\"{name}\"\r\nContent-Transfer-Encoding: base64\r\n\r\n{}\r\n--b1--\r\n",
+        rand_suffix(),
+        lines.join("\r\n")
+    )
+}
+
+#[tokio::test]
+async fn an_attachment_is_stored_by_reference_and_fetched_exactly_within_its_limit() {
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    // A 3 MB "photo" whose bytes are all different enough to catch any mix-up.
+    let photo: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let raw = mail_with_attachment("my holiday", "beach.jpg", "image/jpeg", &photo);
+    h.servers.lock().await.deliver(&raw).await.expect("deliver");
+    let event = wait_text(&running, "my holiday").await;
+    running.stop().await;
+    let InboundKind::Message { attachments, .. } = &event.kind else {
+        unreachable!()
+    };
+    assert_eq!(attachments.len(), 1, "{attachments:?}");
+    let photo_ref = &attachments[0];
+    // The stored event holds the reference, never the photo.
+    assert_eq!(photo_ref.data_base64, None);
+    assert_eq!(photo_ref.kind, hearth_channel::AttachmentKind::Image);
+    assert_eq!(photo_ref.name.as_deref(), Some("beach.jpg"));
+    assert_eq!(photo_ref.size, Some(3_000_000));
+    let source = photo_ref.source.as_deref().expect("a source");
+    assert!(
+        source.starts_with("imap:") && source.ends_with(":2:base64:INBOX"),
+        "{source}"
+    );
+    let stored = serde_json::to_string(&event).expect("json");
+    assert!(
+        stored.len() < 2_000,
+        "the stored event is {} bytes",
+        stored.len()
+    );
+    // Fetched after the daemon checked the sender: the exact bytes.
+    let fetched = h
+        .channel
+        .fetch_attachment(photo_ref, 20_000_000)
+        .await
+        .expect("fetched");
+    assert_eq!(fetched.len(), photo.len());
+    assert!(fetched == photo, "the fetched photo differs");
+    // Over the limit by its declared size: refused for good, without a connection.
+    let small = h
+        .channel
+        .fetch_attachment(photo_ref, 1024)
+        .await
+        .expect_err("over the limit");
+    assert!(!small.is_temporary(), "{small}");
+    assert!(small.to_string().contains("3000000 bytes"), "{small}");
+    // Without a declared size the fetch itself stops at the limit.
+    let undeclared = hearth_channel::Attachment {
+        size: None,
+        ..photo_ref.clone()
+    };
+    let err = h
+        .channel
+        .fetch_attachment(&undeclared, 1024)
+        .await
+        .expect_err("over the limit");
+    assert!(!err.is_temporary(), "{err}");
+    assert!(err.to_string().contains("limit of 1024"), "{err}");
+    // A reference that is no mail part, or to a renumbered mailbox, is refused too.
+    let bogus = hearth_channel::Attachment {
+        source: Some("https://evil.example/x".into()),
+        ..photo_ref.clone()
+    };
+    let err = h
+        .channel
+        .fetch_attachment(&bogus, 1 << 20)
+        .await
+        .expect_err("bogus");
+    assert!(!err.is_temporary(), "{err}");
+    let mut fields: Vec<String> = source.split(':').map(str::to_owned).collect();
+    let validity: u32 = fields[1].parse().expect("validity");
+    fields[1] = (validity + 1).to_string();
+    let renumbered = hearth_channel::Attachment {
+        source: Some(fields.join(":")),
+        ..photo_ref.clone()
+    };
+    let err = h
+        .channel
+        .fetch_attachment(&renumbered, 20_000_000)
+        .await
+        .expect_err("renumbered");
+    assert!(err.to_string().contains("renumbered"), "{err}");
+}
+
+#[tokio::test]
+async fn a_script_bomb_from_a_stranger_does_not_hold_up_the_next_mail() {
+    // H4's mail, scaled to 200,000 tags (3.4 MB): a multipart that never closes around an
+    // HTML part of `<script></script>`s. The old HTML-to-text needed minutes for it.
+    let h = harness().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let bomb = format!(
+        "From: stranger@evil.example\r\nTo: {BOT}\r\nMessage-ID: <bomb@evil.example>\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/html\r\n\r\n{}hello from the bomb",
+        "<script></script>".repeat(200_000)
+    );
+    h.servers
+        .lock()
+        .await
+        .deliver(&bomb)
+        .await
+        .expect("deliver");
+    h.inject_text(&h.chat(), &h.sender(), "the mail after the bomb")
+        .await
+        .expect("deliver");
+    let started = std::time::Instant::now();
+    wait_text(&running, "the mail after the bomb").await;
+    let bomb_event = running
+        .sink
+        .wait_for_event(|e| e.platform_id == "<bomb@evil.example>", PATIENCE)
+        .await
+        .expect("the bomb is read and recorded, not stuck");
+    assert_eq!(bomb_event.sender.id, "stranger@evil.example");
+    running.stop().await;
+    eprintln!("bomb and the next mail read in {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_uidvalidity_change_never_answers_mail_from_before_the_first_start() {
+    let h = harness().await;
+    // Mail that was in the mailbox before hearth's first start: never to be answered.
+    h.inject_text(&h.chat(), &h.sender(), "old mail from before hearth")
+        .await
+        .expect("deliver");
+    // INTERNALDATE counts whole seconds.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let state = MemoryState::new();
+    let running = Running::start(h.channel(), RecordingSink::new(), state.clone());
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    h.inject_text(&h.chat(), &h.sender(), "seen before the change")
+        .await
+        .expect("deliver");
+    let seen = wait_text(&running, "seen before the change").await;
+    running.stop().await;
+    {
+        // The server rebuilt its index (as with Dovecot's uid list removed).
+        let mut servers = h.servers.lock().await;
+        let old = servers
+            .imap
+            .uidvalidity(BOT, PASSWORD, "INBOX")
+            .await
+            .expect("uidvalidity");
+        servers
+            .imap
+            .change_uidvalidity(BOT, "INBOX", old + 7)
+            .expect("change");
+        servers.imap.restart().await.expect("restart");
+    }
+    let sink = RecordingSink::new();
+    let running = Running::start(h.channel(), sink.clone(), state);
+    h.inject_text(&h.chat(), &h.sender(), "new after the change")
+        .await
+        .expect("deliver");
+    wait_text(&running, "new after the change").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let offered: Vec<(String, Option<String>)> = sink
+        .attempts()
+        .iter()
+        .map(|e| (e.platform_id.clone(), text_of(&e.kind).map(str::to_owned)))
+        .collect();
+    assert!(
+        offered
+            .iter()
+            .all(|(_, text)| text.as_deref() != Some("old mail from before hearth")),
+        "the old inbox was offered again: {offered:?}"
+    );
+    // The last mail seen may be offered again, under its Message-ID (the inbox drops it).
+    assert!(
+        offered
+            .iter()
+            .filter(|(_, text)| text.as_deref() == Some("seen before the change"))
+            .all(|(id, _)| *id == seen.platform_id),
+        "{offered:?}"
+    );
+}
+
+/// An SMTP server that takes every command, reads the mail after DATA, and then never answers:
+/// the reply to DATA is lost, as when a connection dies after the mail went through. Returns
+/// its port and the mails it read.
+async fn smtp_that_swallows_the_reply() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let mails = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = mails.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = BufReader::new(read).lines();
+                // Ignored throughout: the client may hang up at any point.
+                let _ = write.write_all(b"220 fake ESMTP\r\n").await;
+                let mut data: Option<String> = None;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Some(mail) = data.as_mut() {
+                        if line == "." {
+                            let mail = data.take().unwrap_or_default();
+                            seen.lock().unwrap_or_else(|p| p.into_inner()).push(mail);
+                            // The mail is taken; the reply never comes.
+                            continue;
+                        }
+                        mail.push_str(&line);
+                        mail.push('\n');
+                        continue;
+                    }
+                    let upper = line.to_ascii_uppercase();
+                    let reply: &[u8] = if upper.starts_with("EHLO") {
+                        b"250-fake\r\n250 AUTH PLAIN LOGIN\r\n"
+                    } else if upper.starts_with("AUTH") {
+                        b"235 ok\r\n"
+                    } else if upper.starts_with("DATA") {
+                        data = Some(String::new());
+                        b"354 go on\r\n"
+                    } else if upper.starts_with("QUIT") {
+                        b"221 bye\r\n"
+                    } else {
+                        b"250 ok\r\n"
+                    };
+                    let _ = write.write_all(reply).await;
+                }
+            });
+        }
+    });
+    (port, mails)
+}
+
+#[tokio::test]
+async fn a_send_whose_reply_is_lost_is_outcome_unknown_and_retried_with_the_same_message_id() {
+    let servers = servers().await;
+    let (port, mails) = smtp_that_swallows_the_reply().await;
+    let mut settings = settings(&servers);
+    settings.smtp =
+        Endpoint::parse(&format!("smtp://127.0.0.1:{port}"), SMTP_SCHEMES).expect("url");
+    settings.command_timeout = Duration::from_secs(1);
+    let channel = EmailChannel::new(settings).expect("channel");
+    let mut message = OutboundMessage::text(ChatRef::new(ANN), "your answer");
+    message.delivery_id = Some("hearth-7.0".into());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let err = channel.send(&message).await.expect_err("no reply to DATA");
+        assert!(err.is_temporary(), "{err}");
+        assert!(err.to_string().contains("outcome unknown"), "{err}");
+    }
+    for mail in mails.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let id = mail
+            .lines()
+            .find_map(|l| l.strip_prefix("Message-ID: "))
+            .expect("a Message-ID")
+            .to_owned();
+        ids.push(id);
+    }
+    assert_eq!(ids.len(), 2, "both attempts reached DATA: {ids:?}");
+    assert_eq!(ids[0], ids[1], "a retry must carry the same Message-ID");
+}
