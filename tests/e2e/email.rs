@@ -656,8 +656,12 @@ async fn a_section_that_would_believe_any_from_is_refused_unless_said_explicitly
     let h = MailHearth::new("").await;
     let out = h.cli(&["check"]);
     assert!(out.contains("configuration OK"), "{out}");
-    let warnings: Vec<&str> = out.lines().filter(|l| l.contains("WARN")).collect();
+    let warnings: Vec<&str> = out.lines().filter(|l| l.contains("warning:")).collect();
     assert_eq!(warnings.len(), 1, "{out}");
+    assert!(
+        warnings[0].starts_with("warning: channels.email.trust_unverified_from: "),
+        "{out}"
+    );
     assert!(
         warnings[0].contains("anyone can mail as the owner"),
         "{out}"

@@ -223,7 +223,7 @@ pub fn check_address(address: &str) -> Result<(), String> {
 }
 
 /// What `hearth check` (and every start) says in one line when `trust_unverified_from` is on.
-pub const UNVERIFIED_FROM_WARNING: &str = "[channels.email] trust_unverified_from = true: From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (README \"Email\")";
+pub const UNVERIFIED_FROM_WARNING: &str = "From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (README \"Email\")";
 
 /// An address a sender may be allowed or an owner named by: an address, compared without
 /// regard to case. A pattern such as `*@example.org` is refused rather than taken literally
@@ -358,9 +358,20 @@ impl ChannelConfig for EmailConfig {
                 "require_authentication",
                 "not set: anyone can write the owner's or an allowed sender's address into From and would be obeyed as them. Set it to the authserv-id your receiving server writes in Authentication-Results (e.g. `mx.example.org`, README \"Email\"), or set trust_unverified_from = true to accept that risk",
             )),
-            (None, true) => tracing::warn!("{UNVERIFIED_FROM_WARNING}"),
+            // Accepted; `warnings` says what it means.
+            (None, true) => {}
         }
         problems
+    }
+
+    fn warnings(&self) -> Vec<ConfigProblem> {
+        if self.require_authentication.is_none() && self.trust_unverified_from {
+            return vec![ConfigProblem::new(
+                "trust_unverified_from",
+                UNVERIFIED_FROM_WARNING,
+            )];
+        }
+        Vec::new()
     }
 
     fn allowed_users(&self) -> Vec<String> {
@@ -371,15 +382,8 @@ impl ChannelConfig for EmailConfig {
     }
 
     fn check_user_id(id: &str) -> Result<(), String> {
-        check_sender(id)?;
-        // Senders arrive lowercased; an owner stored as written would never match them.
-        let lower = id.trim().to_ascii_lowercase();
-        if id.trim() != lower {
-            return Err(format!(
-                "`{id}`: write the address in lower case, `{lower}` (senders are matched in lower case)"
-            ));
-        }
-        Ok(())
+        // Any case: the daemon matches an owner's address in lower case, as senders arrive.
+        check_sender(id)
     }
 
     fn check_chat_id(id: &str) -> Result<(), String> {
@@ -410,37 +414,10 @@ mod tests {
     }
 
     /// The problems of a section, and what it logged while being checked.
-    fn check_logged(config: &EmailConfig) -> (Vec<ConfigProblem>, String) {
-        #[derive(Clone, Default)]
-        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buffer = Buffer::default();
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        let problems = tracing::subscriber::with_default(subscriber, || config.check(&env()));
-        let logged = String::from_utf8_lossy(&buffer.0.lock().unwrap_or_else(|p| p.into_inner()))
-            .into_owned();
-        (problems, logged)
-    }
-
     #[test]
     fn a_section_that_believes_any_from_is_refused_unless_said_explicitly() {
         // The owner's address in From is all a forger needs without a verification setting.
-        let (problems, _) = check_logged(&section(UNVERIFIED));
+        let problems = section(UNVERIFIED).check(&env());
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].key, "require_authentication");
         assert!(
@@ -451,19 +428,22 @@ mod tests {
         // Even without allowed_senders: the owner (daemon.owner) and paired senders are
         // recognised by From alone too.
         let bare = UNVERIFIED.replace("allowed_senders = [\"me@example.org\"]\n", "");
-        assert_eq!(check_logged(&section(&bare)).0.len(), 1);
+        assert_eq!(section(&bare).check(&env()).len(), 1);
         // Said explicitly: accepted, with a one-line warning saying what it means.
         let trusting = section(&format!("{UNVERIFIED}trust_unverified_from = true\n"));
-        let (problems, logged) = check_logged(&trusting);
+        let problems = trusting.check(&env());
         assert_eq!(problems, [], "{problems:?}");
-        assert_eq!(logged.trim().lines().count(), 1, "{logged}");
-        assert!(logged.contains("WARN"), "{logged}");
-        assert!(logged.contains("anyone can mail as the owner"), "{logged}");
-        // With require_authentication nothing is logged; both together is a contradiction.
-        let (problems, logged) = check_logged(&section(GOOD));
-        assert_eq!((problems.len(), logged.as_str()), (0, ""), "{problems:?}");
+        let warnings = trusting.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].key, "trust_unverified_from");
+        assert!(warnings[0].message.contains("anyone can mail as the owner"));
+        // With require_authentication there is nothing to warn of; both together is a
+        // contradiction.
+        let problems = section(GOOD).check(&env());
+        assert_eq!(problems.len(), 0, "{problems:?}");
+        assert!(section(GOOD).warnings().is_empty());
         let both = section(&format!("{GOOD}trust_unverified_from = true\n"));
-        let keys: Vec<String> = check_logged(&both).0.into_iter().map(|p| p.key).collect();
+        let keys: Vec<String> = both.check(&env()).into_iter().map(|p| p.key).collect();
         assert_eq!(keys, ["trust_unverified_from"]);
     }
 
@@ -507,12 +487,8 @@ mod tests {
         assert!(
             EmailConfig::check_user_id("*@example.org").is_err_and(|e| e.contains("wildcards"))
         );
-        // An owner written in mixed case would be stored as written and never match the
-        // lowercased sender: a clear error rather than a silent stranger.
-        assert!(
-            EmailConfig::check_user_id("Me@Example.org")
-                .is_err_and(|e| e.contains("`me@example.org`"))
-        );
+        // An owner written in mixed case is accepted: the daemon matches it in lower case.
+        assert_eq!(EmailConfig::check_user_id("Me@Example.org"), Ok(()));
         assert_eq!(EmailConfig::check_user_id("me@example.org"), Ok(()));
     }
 

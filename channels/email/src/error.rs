@@ -41,7 +41,7 @@ pub(crate) fn smtp(error: &lettre::transport::smtp::Error) -> ChannelError {
     } else {
         // The connection failed or timed out, possibly after the mail's DATA was sent: the
         // server may have taken it. The retry reuses the same Message-ID.
-        ChannelError::transient(format!("{message} ({OUTCOME_UNKNOWN})"))
+        ChannelError::outcome_unknown(format!("{message} ({OUTCOME_UNKNOWN})"))
     }
 }
 

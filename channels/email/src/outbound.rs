@@ -75,7 +75,7 @@ impl Outbound {
             .unwrap_or_default()
             .to_owned();
         match tokio::time::timeout(self.limit, self.transport.send(mail)).await {
-            Err(_) => Err(ChannelError::transient(format!(
+            Err(_) => Err(ChannelError::outcome_unknown(format!(
                 "smtp: the server did not finish the send in time ({})",
                 error::OUTCOME_UNKNOWN
             ))),

@@ -728,6 +728,10 @@ async fn a_send_whose_reply_is_lost_is_outcome_unknown_and_retried_with_the_same
         let err = channel.send(&message).await.expect_err("no reply to DATA");
         assert!(err.is_temporary(), "{err}");
         assert!(err.to_string().contains("outcome unknown"), "{err}");
+        assert!(
+            err.outcome_unknown,
+            "the daemon flags the retry in doubt: {err}"
+        );
     }
     for mail in mails.lock().unwrap_or_else(|p| p.into_inner()).iter() {
         let id = mail
