@@ -553,3 +553,44 @@ async fn a_streamed_reply_is_one_message_edited_in_place() {
     );
     h.stop().await;
 }
+
+/// After a restart the server channel's history is read with the server rules (Discord's REST
+/// messages name no server): the stranger who mentioned hearth meanwhile gets no pairing code
+/// in public, the owner's chatter is not answered, the owner's question is answered once, and
+/// the DM still catches up.
+#[tokio::test]
+async fn after_a_restart_the_server_channel_keeps_its_rules() {
+    let mut h = DcHearth::new("", false).await;
+    h.llm.set_responder(echo);
+    h.start().await;
+    h.dc.send(UserMessage::new(SERVER, OWNER, "hello bot").mention());
+    h.wait(SERVER, 1).await;
+    h.dc.send(UserMessage::new(DM, OWNER, "hello in the DM"));
+    h.wait(DM, 1).await;
+    h.stop().await;
+
+    h.dc.send(UserMessage::new(SERVER, STRANGER, "stranger asks while down").mention());
+    h.dc.send(UserMessage::new(
+        SERVER,
+        OWNER,
+        "we should drop the old tasks while down",
+    ));
+    h.dc.send(UserMessage::new(SERVER, OWNER, "owner asks while down").mention());
+    h.dc.send(UserMessage::new(DM, OWNER, "DM while down"));
+    h.start().await;
+    h.wait(SERVER, 2).await;
+    h.wait(DM, 2).await;
+    assert_eq!(
+        h.settled(SERVER).await,
+        ["echo: hello bot", "echo: owner asks while down"],
+        "no pairing code, no answer to chatter, one answer to the question\n{}",
+        h.logs()
+    );
+    assert_eq!(
+        h.settled(DM).await,
+        ["echo: hello in the DM", "echo: DM while down"]
+    );
+    let asked: String = h.llm.requests().iter().map(Value::to_string).collect();
+    assert!(!asked.contains("stranger asks") && !asked.contains("drop the old tasks"));
+    h.stop().await;
+}
