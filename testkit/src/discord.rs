@@ -214,6 +214,8 @@ struct Inner {
     /// Server members' roles, as given with their messages.
     members: HashMap<u64, Vec<u64>>,
     fail_history: usize,
+    /// How long `POST /channels/{id}/messages` waits after storing before it answers.
+    send_delay: Duration,
     typing: HashMap<u64, usize>,
     acknowledged: Vec<(String, u64)>,
     followups: Vec<Followup>,
@@ -422,6 +424,12 @@ impl FakeDiscord {
     /// calls as usual.
     pub fn fail_history(&self, count: usize) {
         self.shared.lock().fail_history = count;
+    }
+
+    /// Stores each sent message at once but answers `POST /channels/{id}/messages` only after
+    /// `delay`: a client that gives up first does not know the message arrived.
+    pub fn delay_send_answers(&self, delay: Duration) {
+        self.shared.lock().send_delay = delay;
     }
 
     /// How many requests reached the CDN (`/attachments/`), and how many bytes it sent.
@@ -877,15 +885,24 @@ fn too_long() -> Response {
         .into_response()
 }
 
+/// `POST /channels/{id}/messages`, answered after the delay set with
+/// [`FakeDiscord::delay_send_answers`].
 async fn create_message(
     State(shared): State<Arc<Shared>>,
     Path(channel): Path<u64>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let response = store_message(&shared, channel, &headers, body);
+    let delay = shared.lock().send_delay;
+    tokio::time::sleep(delay).await;
+    response
+}
+
+fn store_message(shared: &Arc<Shared>, channel: u64, headers: &HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = authorize(
-        &shared,
-        &headers,
+        shared,
+        headers,
         format!("POST /channels/{channel}/messages"),
     ) {
         return *refused;

@@ -1370,3 +1370,26 @@ async fn a_forty_section_answer_separated_by_rules_arrives_whole() {
         assert!(all.contains(section.as_str()), "{section} is missing");
     }
 }
+
+#[tokio::test]
+async fn a_send_that_timed_out_is_sent_again_with_the_same_nonce_and_shows_once() {
+    crypto();
+    let fake = FakeDiscord::start(TOKEN).await;
+    let mut settings = settings(&fake);
+    settings.request_timeout = Duration::from_millis(300);
+    let channel = DiscordChannel::new(settings).expect("valid settings");
+    let mut reply = OutboundMessage::text(ChatRef::new(DM.to_string()), "Your answer.");
+    reply.delivery_id = Some("outbox-42.0".into());
+    // Discord stores the message, but its answer comes too late: the outcome is unknown.
+    fake.delay_send_answers(Duration::from_secs(2));
+    let error = channel.send(&reply).await.expect_err("timed out");
+    assert!(error.is_temporary(), "{error}");
+    assert_eq!(fake.bot_messages(DM).len(), 1, "Discord did store it");
+    // The outbox tries again with the same delivery id: Discord recognises the nonce.
+    fake.delay_send_answers(Duration::ZERO);
+    let sent = channel.send(&reply).await.expect("sent again");
+    let shown = fake.bot_messages(DM);
+    assert_eq!(shown.len(), 1, "shown twice: {shown:?}");
+    assert_eq!(sent.message_id, shown[0].id.to_string());
+    assert_eq!(shown[0].nonce.as_deref(), Some("outbox-42.0"));
+}
