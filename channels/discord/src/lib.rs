@@ -710,7 +710,8 @@ impl<'a> Pump<'a> {
     /// Reads the open gaps again (after drops, or when their retry is due).
     async fn catch_up(&mut self) -> Result<(), Stop> {
         if self.rules.is_none() {
-            return Ok(()); // READY reads them all
+            self.retry_at = None; // READY reads them all
+            return Ok(());
         }
         self.take_dropped();
         for (channel, gap) in std::mem::take(&mut self.gaps) {
