@@ -594,3 +594,73 @@ async fn after_a_restart_the_server_channel_keeps_its_rules() {
     assert!(!asked.contains("stranger asks") && !asked.contains("drop the old tasks"));
     h.stop().await;
 }
+
+/// Discord's history answers 502 while hearth catches up after a restart: `/healthz` shows the
+/// channel degraded, and once the history answers again every message of the gap is answered
+/// once, in order.
+#[tokio::test]
+async fn a_history_that_fails_after_a_restart_is_read_again_and_loses_nothing() {
+    let mut h = DcHearth::new("", false).await;
+    h.llm.set_responder(echo);
+    h.start().await;
+    h.dc.send(UserMessage::new(DM, OWNER, "before"));
+    h.wait(DM, 1).await;
+    h.stop().await;
+    for i in 1..=3 {
+        h.dc.send(UserMessage::new(DM, OWNER, format!("while down {i}")));
+    }
+    // Every try of the catch-up after READY meets a 502.
+    h.dc.fail_history(4);
+    h.start_until("connected").await;
+    let mut degraded = None;
+    for _ in 0..400 {
+        let (_, body) = h.get("/healthz").await;
+        if body.contains("could not be read") {
+            degraded = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let degraded = degraded.unwrap_or_else(|| panic!("never shown degraded\n{}", h.logs()));
+    assert!(degraded.contains("reconnecting"), "{degraded}");
+    h.wait(DM, 4).await;
+    assert_eq!(
+        h.settled(DM).await,
+        [
+            "echo: before",
+            "echo: while down 1",
+            "echo: while down 2",
+            "echo: while down 3"
+        ],
+        "{}",
+        h.logs()
+    );
+    let (_, health) = h.get("/healthz").await;
+    assert!(!health.contains("could not be read"), "{health}");
+    h.stop().await;
+}
+
+/// A 40-section answer with `---` between the sections: Discord's rendering makes its parts
+/// longer than 2,000 characters, and they are sent as written instead of being refused.
+#[tokio::test]
+async fn a_forty_section_answer_separated_by_rules_arrives_whole() {
+    let mut h = DcHearth::new("", false).await;
+    h.start().await;
+    let sections: Vec<String> = (0..40)
+        .map(|i| format!("Section {i}: {}", "word ".repeat(12).trim_end()))
+        .collect();
+    h.llm.push(Reply::text(sections.join("\n---\n")));
+    h.dc.send(UserMessage::new(DM, OWNER, "the long briefing please"));
+    h.wait(DM, 2).await;
+    let shown = h.settled(DM).await;
+    let all = shown.concat();
+    for section in &sections {
+        assert!(
+            all.contains(section.as_str()),
+            "{section} is missing\n{}",
+            h.logs()
+        );
+    }
+    assert!(shown.iter().all(|m| m.chars().count() <= 2000));
+    h.stop().await;
+}
