@@ -3,11 +3,16 @@
 //! REST (`/api/v10/...`, `Authorization: Bot <token>`): `GET /gateway`, `GET /users/@me`,
 //! `POST /channels/{id}/messages` (over 2,000 characters refused with Discord's error, code
 //! 50035; a repeated `nonce` with `enforce_nonce` returns the message sent then), `PATCH
-//! /channels/{id}/messages/{id}`, `GET /channels/{id}/messages?after=&limit=` (newest first, as
-//! Discord answers), `POST /channels/{id}/typing`, `POST /interactions/{id}/{token}/callback`,
+//! /channels/{id}/messages/{id}`, `GET /channels/{id}/messages?after=&limit=` (newest first and,
+//! as on Discord, without the `guild_id` and `member` that gateway events carry), `GET
+//! /channels/{id}` (a server channel names its `guild_id`), `GET /guilds/{id}/members/{user}`
+//! (the member's roles), `POST /channels/{id}/typing`, `POST /interactions/{id}/{token}/callback`,
 //! `POST /webhooks/{app}/{token}` (follow-ups, ephemeral ones recorded as such), and attachment
-//! downloads under `/attachments/`. A wrong token is 401; [`FakeDiscord::rate_limit_next`]
-//! answers the next calls with 429 and `retry_after`, [`FakeDiscord::fail_next`] with 502.
+//! downloads under `/attachments/` (the CDN: every request and every byte served is counted;
+//! large files are generated as they are streamed, so a test can send 10 × 8 MB without holding
+//! them). A wrong token is 401; [`FakeDiscord::rate_limit_next`] answers the next calls with 429
+//! and `retry_after`, [`FakeDiscord::fail_next`] with 502, [`FakeDiscord::fail_history`] the
+//! history reads alone with 502.
 //!
 //! Gateway (`ws://…/gateway`): HELLO (op 10) → IDENTIFY (op 2) → READY; heartbeats (op 1)
 //! answered with ACK (op 11); RESUME (op 6) replays what the session missed, then RESUMED;
@@ -76,7 +81,32 @@ pub struct UserMessage {
     mention: bool,
     reply_to: Option<u64>,
     roles: Vec<u64>,
-    attachment: Option<(String, String, Vec<u8>)>,
+    attachments: Vec<FakeFile>,
+}
+
+/// A file attached to a user's message, as the CDN serves it.
+#[derive(Clone, Debug)]
+struct FakeFile {
+    name: String,
+    mime: String,
+    /// The size the message declares (Discord's `size`).
+    declared: u64,
+    body: FileBody,
+}
+
+#[derive(Clone, Debug)]
+enum FileBody {
+    /// Served as is, with a `Content-Length`.
+    Bytes(Vec<u8>),
+    /// `len` bytes generated while they are streamed (byte `i` is `i % 251`), chunked, without
+    /// a `Content-Length`: a file the fake need not hold.
+    Generated(u64),
+}
+
+/// The content of a generated file of `len` bytes (what the CDN streams for
+/// [`UserMessage::attach_generated`]).
+pub fn generated_bytes(len: u64) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
 }
 
 impl UserMessage {
@@ -89,7 +119,7 @@ impl UserMessage {
             mention: false,
             reply_to: None,
             roles: Vec::new(),
-            attachment: None,
+            attachments: Vec::new(),
         }
     }
     /// Mentions the bot (`<@BOT_ID>` before the text, and in `mentions`).
@@ -107,9 +137,32 @@ impl UserMessage {
         self.roles = roles.to_vec();
         self
     }
-    /// Attaches a file.
+    /// Attaches a file (several calls attach several files).
     pub fn attach(mut self, name: &str, mime: &str, bytes: Vec<u8>) -> Self {
-        self.attachment = Some((name.to_owned(), mime.to_owned(), bytes));
+        self.attachments.push(FakeFile {
+            name: name.to_owned(),
+            mime: mime.to_owned(),
+            declared: bytes.len() as u64,
+            body: FileBody::Bytes(bytes),
+        });
+        self
+    }
+    /// Attaches a file of `len` bytes that the CDN generates as it streams it
+    /// ([`generated_bytes`]), served chunked without a `Content-Length`.
+    pub fn attach_generated(mut self, name: &str, mime: &str, len: u64) -> Self {
+        self.attachments.push(FakeFile {
+            name: name.to_owned(),
+            mime: mime.to_owned(),
+            declared: len,
+            body: FileBody::Generated(len),
+        });
+        self
+    }
+    /// The last attached file claims `size` bytes in the message (a sender that lies).
+    pub fn declare_size(mut self, size: u64) -> Self {
+        if let Some(file) = self.attachments.last_mut() {
+            file.declared = size;
+        }
         self
     }
 }
@@ -154,7 +207,15 @@ struct Inner {
     next_connection: u64,
     sessions: HashMap<String, Session>,
     current_session: Option<String>,
-    attachments: HashMap<String, (String, Vec<u8>)>,
+    attachments: HashMap<String, FakeFile>,
+    /// Requests to the CDN, and the bytes it handed to the network.
+    cdn_requests: usize,
+    cdn_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// Server members' roles, as given with their messages.
+    members: HashMap<u64, Vec<u64>>,
+    fail_history: usize,
+    /// How long `POST /channels/{id}/messages` waits after storing before it answers.
+    send_delay: Duration,
     typing: HashMap<u64, usize>,
     acknowledged: Vec<(String, u64)>,
     followups: Vec<Followup>,
@@ -263,6 +324,8 @@ impl FakeDiscord {
             .route("/gateway/bot", get(gateway_url))
             .route("/users/@me", get(users_me))
             .route("/oauth2/applications/@me", get(application))
+            .route("/channels/{channel}", get(channel_info))
+            .route("/guilds/{guild}/members/{user}", get(member))
             .route(
                 "/channels/{channel}/messages",
                 post(create_message).get(history),
@@ -352,9 +415,30 @@ impl FakeDiscord {
         inner.retry_after = retry_after;
     }
 
-    /// Answers the next `count` REST calls with 502.
+    /// Answers the next `count` REST calls (follow-ups included) with 502.
     pub fn fail_next(&self, count: usize) {
         self.shared.lock().fail_next = count;
+    }
+
+    /// Answers the next `count` history reads (`GET /channels/{id}/messages`) with 502, other
+    /// calls as usual.
+    pub fn fail_history(&self, count: usize) {
+        self.shared.lock().fail_history = count;
+    }
+
+    /// Stores each sent message at once but answers `POST /channels/{id}/messages` only after
+    /// `delay`: a client that gives up first does not know the message arrived.
+    pub fn delay_send_answers(&self, delay: Duration) {
+        self.shared.lock().send_delay = delay;
+    }
+
+    /// How many requests reached the CDN (`/attachments/`), and how many bytes it sent.
+    pub fn cdn_traffic(&self) -> (usize, u64) {
+        let inner = self.shared.lock();
+        (
+            inner.cdn_requests,
+            inner.cdn_bytes.load(std::sync::atomic::Ordering::SeqCst),
+        )
     }
 
     /// How many REST calls were answered 429.
@@ -455,17 +539,25 @@ impl FakeDiscord {
             });
             json["referenced_message"] = referenced.unwrap_or(Value::Null);
         }
-        if let Some((name, mime, bytes)) = &message.attachment {
-            let key = format!("{id}-{name}");
-            json["attachments"] = json!([{
-                "id": (id + 1).to_string(),
-                "filename": name,
-                "content_type": mime,
-                "size": bytes.len(),
-                "url": format!("http://{addr}/attachments/{key}"),
-                "proxy_url": format!("http://{addr}/attachments/{key}"),
-            }]);
-            inner.attachments.insert(key, (mime.clone(), bytes.clone()));
+        if !message.attachments.is_empty() {
+            let mut listed = Vec::new();
+            for (i, file) in message.attachments.iter().enumerate() {
+                let key = format!("{id}-{i}-{}", file.name);
+                let file_id = Self::next_id(&mut inner);
+                listed.push(json!({
+                    "id": file_id.to_string(),
+                    "filename": file.name,
+                    "content_type": file.mime,
+                    "size": file.declared,
+                    "url": format!("http://{addr}/attachments/{key}"),
+                    "proxy_url": format!("http://{addr}/attachments/{key}"),
+                }));
+                inner.attachments.insert(key, file.clone());
+            }
+            json["attachments"] = json!(listed);
+        }
+        if guild {
+            inner.members.insert(message.user, message.roles.clone());
         }
         inner
             .channels
@@ -793,15 +885,24 @@ fn too_long() -> Response {
         .into_response()
 }
 
+/// `POST /channels/{id}/messages`, answered after the delay set with
+/// [`FakeDiscord::delay_send_answers`].
 async fn create_message(
     State(shared): State<Arc<Shared>>,
     Path(channel): Path<u64>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let response = store_message(&shared, channel, &headers, body);
+    let delay = shared.lock().send_delay;
+    tokio::time::sleep(delay).await;
+    response
+}
+
+fn store_message(shared: &Arc<Shared>, channel: u64, headers: &HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = authorize(
-        &shared,
-        &headers,
+        shared,
+        headers,
         format!("POST /channels/{channel}/messages"),
     ) {
         return *refused;
@@ -875,6 +976,10 @@ async fn create_message(
     dispatch(&mut inner, "MESSAGE_CREATE", message.clone());
     drop(inner);
     shared.bump();
+    if let Some(map) = message.as_object_mut() {
+        // Only gateway events name the server.
+        map.remove("guild_id");
+    }
     axum::Json(message).into_response()
 }
 
@@ -975,6 +1080,13 @@ async fn history(
     ) {
         return *refused;
     }
+    {
+        let mut inner = shared.lock();
+        if inner.fail_history > 0 {
+            inner.fail_history -= 1;
+            return (StatusCode::BAD_GATEWAY, "<html>502 Bad Gateway</html>").into_response();
+        }
+    }
     let after: u64 = query.get("after").and_then(|a| a.parse().ok()).unwrap_or(0);
     let limit: usize = query
         .get("limit")
@@ -1004,12 +1116,103 @@ async fn history(
             let mut m = m.clone();
             if let Some(map) = m.as_object_mut() {
                 map.remove("hearth_edits");
+                // REST messages carry neither: only gateway events name the server and member.
+                map.remove("guild_id");
+                map.remove("member");
             }
             m
         })
         .collect();
     page.reverse();
     axum::Json(page).into_response()
+}
+
+/// `GET /channels/{id}`: a server text channel names its server; any other channel the fake
+/// knows is a DM with the user who wrote there.
+async fn channel_info(
+    State(shared): State<Arc<Shared>>,
+    Path(channel): Path<u64>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = authorize(&shared, &headers, format!("GET /channels/{channel}")) {
+        return *refused;
+    }
+    let inner = shared.lock();
+    let Some(found) = inner.channels.get(&channel) else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(error_body(10003, "Unknown Channel")),
+        )
+            .into_response();
+    };
+    let last = found.messages.last().map(|m| m["id"].clone());
+    if found.guild {
+        return axum::Json(json!({
+            "id": channel.to_string(),
+            "type": 0,
+            "guild_id": GUILD_ID.to_string(),
+            "name": format!("channel-{channel}"),
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": false,
+            "topic": null,
+            "last_message_id": last,
+            "parent_id": null,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }))
+        .into_response();
+    }
+    let recipient = found
+        .messages
+        .iter()
+        .find(|m| !is_id(&m["author"]["id"], BOT_ID))
+        .and_then(|m| m["author"]["id"].as_str()?.parse::<u64>().ok())
+        .unwrap_or(1);
+    axum::Json(json!({
+        "id": channel.to_string(),
+        "type": 1,
+        "last_message_id": last,
+        "flags": 0,
+        "recipients": [user_json(recipient, false)],
+    }))
+    .into_response()
+}
+
+/// `GET /guilds/{id}/members/{user}`: anyone who wrote in a server channel is a member, with
+/// the roles given with their last message there.
+async fn member(
+    State(shared): State<Arc<Shared>>,
+    Path((guild, user)): Path<(u64, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = authorize(
+        &shared,
+        &headers,
+        format!("GET /guilds/{guild}/members/{user}"),
+    ) {
+        return *refused;
+    }
+    let roles = shared.lock().members.get(&user).cloned();
+    match roles {
+        Some(roles) if guild == GUILD_ID => axum::Json(json!({
+            "user": user_json(user, false),
+            "nick": null,
+            "avatar": null,
+            "roles": roles.iter().map(u64::to_string).collect::<Vec<_>>(),
+            "joined_at": timestamp(1),
+            "deaf": false,
+            "mute": false,
+            "flags": 0,
+            "pending": false,
+        }))
+        .into_response(),
+        _ => (
+            StatusCode::NOT_FOUND,
+            axum::Json(error_body(10007, "Unknown Member")),
+        )
+            .into_response(),
+    }
 }
 
 async fn typing(
@@ -1077,6 +1280,10 @@ async fn followup(
     let content = body["content"].as_str().unwrap_or_default().to_owned();
     let ephemeral = body["flags"].as_u64().unwrap_or(0) & 64 != 0;
     let mut inner = shared.lock();
+    if inner.fail_next > 0 {
+        inner.fail_next -= 1;
+        return (StatusCode::BAD_GATEWAY, "<html>502 Bad Gateway</html>").into_response();
+    }
     let id = FakeDiscord::next_id(&mut inner);
     inner.followups.push(Followup {
         token,
@@ -1106,11 +1313,52 @@ async fn followup(
     .into_response()
 }
 
+/// The CDN: streams the file in 64 KiB chunks, counting each chunk as it is handed to the
+/// network, so a client that stops reading leaves the count short of the file.
 async fn attachment(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
-    match shared.lock().attachments.get(&name) {
-        Some((mime, bytes)) => ([("content-type", mime.clone())], bytes.clone()).into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
+    const CHUNK: u64 = 64 * 1024;
+    let (file, served) = {
+        let mut inner = shared.lock();
+        inner.cdn_requests += 1;
+        (
+            inner.attachments.get(&name).cloned(),
+            inner.cdn_bytes.clone(),
+        )
+    };
+    shared.bump();
+    let Some(file) = file else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let (len, length_header) = match &file.body {
+        FileBody::Bytes(bytes) => (bytes.len() as u64, Some(bytes.len().to_string())),
+        FileBody::Generated(len) => (*len, None),
+    };
+    let body = Arc::new(file.body);
+    let stream = futures::stream::unfold(0u64, move |at| {
+        let body = body.clone();
+        let served = served.clone();
+        async move {
+            if at >= len {
+                return None;
+            }
+            let end = (at + CHUNK).min(len);
+            let chunk: Vec<u8> = match &*body {
+                FileBody::Bytes(bytes) => bytes[at as usize..end as usize].to_vec(),
+                FileBody::Generated(_) => (at..end).map(|i| (i % 251) as u8).collect(),
+            };
+            served.fetch_add(end - at, std::sync::atomic::Ordering::SeqCst);
+            Some((Ok::<_, std::io::Error>(Bytes::from(chunk)), end))
+        }
+    });
+    let mut response = axum::body::Body::from_stream(stream).into_response();
+    let headers = response.headers_mut();
+    if let Ok(mime) = file.mime.parse() {
+        headers.insert("content-type", mime);
     }
+    if let Some(length) = length_header.and_then(|l| l.parse().ok()) {
+        headers.insert("content-length", length);
+    }
+    response
 }
 
 async fn websocket(State(shared): State<Arc<Shared>>, upgrade: WebSocketUpgrade) -> Response {

@@ -553,3 +553,114 @@ async fn a_streamed_reply_is_one_message_edited_in_place() {
     );
     h.stop().await;
 }
+
+/// After a restart the server channel's history is read with the server rules (Discord's REST
+/// messages name no server): the stranger who mentioned hearth meanwhile gets no pairing code
+/// in public, the owner's chatter is not answered, the owner's question is answered once, and
+/// the DM still catches up.
+#[tokio::test]
+async fn after_a_restart_the_server_channel_keeps_its_rules() {
+    let mut h = DcHearth::new("", false).await;
+    h.llm.set_responder(echo);
+    h.start().await;
+    h.dc.send(UserMessage::new(SERVER, OWNER, "hello bot").mention());
+    h.wait(SERVER, 1).await;
+    h.dc.send(UserMessage::new(DM, OWNER, "hello in the DM"));
+    h.wait(DM, 1).await;
+    h.stop().await;
+
+    h.dc.send(UserMessage::new(SERVER, STRANGER, "stranger asks while down").mention());
+    h.dc.send(UserMessage::new(
+        SERVER,
+        OWNER,
+        "we should drop the old tasks while down",
+    ));
+    h.dc.send(UserMessage::new(SERVER, OWNER, "owner asks while down").mention());
+    h.dc.send(UserMessage::new(DM, OWNER, "DM while down"));
+    h.start().await;
+    h.wait(SERVER, 2).await;
+    h.wait(DM, 2).await;
+    assert_eq!(
+        h.settled(SERVER).await,
+        ["echo: hello bot", "echo: owner asks while down"],
+        "no pairing code, no answer to chatter, one answer to the question\n{}",
+        h.logs()
+    );
+    assert_eq!(
+        h.settled(DM).await,
+        ["echo: hello in the DM", "echo: DM while down"]
+    );
+    let asked: String = h.llm.requests().iter().map(Value::to_string).collect();
+    assert!(!asked.contains("stranger asks") && !asked.contains("drop the old tasks"));
+    h.stop().await;
+}
+
+/// Discord's history answers 502 while hearth catches up after a restart: `/healthz` shows the
+/// channel degraded, and once the history answers again every message of the gap is answered
+/// once, in order.
+#[tokio::test]
+async fn a_history_that_fails_after_a_restart_is_read_again_and_loses_nothing() {
+    let mut h = DcHearth::new("", false).await;
+    h.llm.set_responder(echo);
+    h.start().await;
+    h.dc.send(UserMessage::new(DM, OWNER, "before"));
+    h.wait(DM, 1).await;
+    h.stop().await;
+    for i in 1..=3 {
+        h.dc.send(UserMessage::new(DM, OWNER, format!("while down {i}")));
+    }
+    // Every try of the catch-up after READY meets a 502.
+    h.dc.fail_history(4);
+    h.start_until("connected").await;
+    let mut degraded = None;
+    for _ in 0..400 {
+        let (_, body) = h.get("/healthz").await;
+        if body.contains("could not be read") {
+            degraded = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let degraded = degraded.unwrap_or_else(|| panic!("never shown degraded\n{}", h.logs()));
+    assert!(degraded.contains("reconnecting"), "{degraded}");
+    h.wait(DM, 4).await;
+    assert_eq!(
+        h.settled(DM).await,
+        [
+            "echo: before",
+            "echo: while down 1",
+            "echo: while down 2",
+            "echo: while down 3"
+        ],
+        "{}",
+        h.logs()
+    );
+    let (_, health) = h.get("/healthz").await;
+    assert!(!health.contains("could not be read"), "{health}");
+    h.stop().await;
+}
+
+/// A 40-section answer with `---` between the sections: Discord's rendering makes its parts
+/// longer than 2,000 characters, and they are sent as written instead of being refused.
+#[tokio::test]
+async fn a_forty_section_answer_separated_by_rules_arrives_whole() {
+    let mut h = DcHearth::new("", false).await;
+    h.start().await;
+    let sections: Vec<String> = (0..40)
+        .map(|i| format!("Section {i}: {}", "word ".repeat(12).trim_end()))
+        .collect();
+    h.llm.push(Reply::text(sections.join("\n---\n")));
+    h.dc.send(UserMessage::new(DM, OWNER, "the long briefing please"));
+    h.wait(DM, 2).await;
+    let shown = h.settled(DM).await;
+    let all = shown.concat();
+    for section in &sections {
+        assert!(
+            all.contains(section.as_str()),
+            "{section} is missing\n{}",
+            h.logs()
+        );
+    }
+    assert!(shown.iter().all(|m| m.chars().count() <= 2000));
+    h.stop().await;
+}

@@ -23,6 +23,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the gateway may take to say READY before the channel reports it is still trying.
 pub const DEFAULT_READY_PATIENCE: Duration = Duration::from_secs(30);
 
+/// How many gateway events wait for the receive loop at most. Beyond that a message is dropped
+/// and read again from the channel's history, so a flood from busy servers costs bounded memory.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 512;
+
 /// A Discord id (a "snowflake") as written in the config: a number, or a string of digits
 /// (what Discord's "Copy ID" gives and what keeps ids above 2^53 exact in other tools).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +124,7 @@ impl DiscordConfig {
             channels: ids("channels", &self.channels)?,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             ready_patience: DEFAULT_READY_PATIENCE,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
         })
     }
 }
@@ -189,6 +194,9 @@ pub struct DiscordSettings {
     pub request_timeout: Duration,
     /// How long after the start a missing READY is reported as reconnecting.
     pub ready_patience: Duration,
+    /// How many gateway events may wait for the receive loop; messages beyond it are read
+    /// again from history.
+    pub queue_capacity: usize,
 }
 
 impl DiscordSettings {
@@ -202,6 +210,7 @@ impl DiscordSettings {
             channels: Vec::new(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             ready_patience: DEFAULT_READY_PATIENCE,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
         }
     }
 
@@ -227,6 +236,7 @@ impl std::fmt::Debug for DiscordSettings {
             .field("channels", &self.channels)
             .field("request_timeout", &self.request_timeout)
             .field("ready_patience", &self.ready_patience)
+            .field("queue_capacity", &self.queue_capacity)
             .finish()
     }
 }

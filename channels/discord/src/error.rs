@@ -1,5 +1,7 @@
 //! serenity's errors mapped to [`ChannelError`] kinds, so the supervisor and the outbox retry
-//! the right ones. The token never appears in a message: serenity's errors do not carry it.
+//! the right ones. The bot token never appears in a message (serenity's errors do not carry
+//! it), and URLs are taken out of the errors kept as causes: a webhook or interaction URL
+//! carries a token of its own.
 
 use std::time::Duration;
 
@@ -18,8 +20,33 @@ pub const INTENT_REFUSED: &str = "discord refused the Message Content intent (cl
 /// The one line hearth shows when Discord refuses the token.
 pub const TOKEN_REFUSED: &str = "discord refused the bot token (close code 4004 or HTTP 401): reset the token under Bot > Token in the developer portal (https://discord.com/developers/applications) and put the new one in the variable token_env names";
 
+/// Whether Discord answered that the thing asked about is not there, or not for us (404, 403):
+/// asking again will not help.
+pub fn is_gone(error: &SerenityError) -> bool {
+    matches!(
+        error,
+        SerenityError::Http(HttpError::UnsuccessfulRequest(response))
+            if matches!(response.status_code.as_u16(), 403 | 404)
+    )
+}
+
+/// `error` without the URLs it carries.
+fn without_urls(error: SerenityError) -> SerenityError {
+    match error {
+        SerenityError::Http(HttpError::Request(e)) => {
+            SerenityError::Http(HttpError::Request(e.without_url()))
+        }
+        SerenityError::Http(HttpError::UnsuccessfulRequest(mut response)) => {
+            response.url = String::new();
+            SerenityError::Http(HttpError::UnsuccessfulRequest(response))
+        }
+        other => other,
+    }
+}
+
 /// Maps a serenity error; `what` says what was being done ("sending a message").
 pub fn map(what: &str, error: SerenityError) -> ChannelError {
+    let error = without_urls(error);
     let message = format!("discord: {what}: {error}");
     let channel_error = match &error {
         SerenityError::Http(HttpError::UnsuccessfulRequest(response)) => {
@@ -56,6 +83,46 @@ pub fn map(what: &str, error: SerenityError) -> ChannelError {
         _ => ChannelError::transient(message),
     };
     channel_error.with_source(error)
+}
+
+/// Maps an error of a request hearth made itself (interactions, attachments), without its URL.
+pub fn request(what: &str, error: reqwest::Error) -> ChannelError {
+    let error = error.without_url();
+    let message = format!("discord: {what}: {error}");
+    let mapped = if error.is_builder() {
+        ChannelError::rejected(message)
+    } else {
+        // Timeouts, refused or reset connections, a body cut short: worth another try.
+        ChannelError::transient(message)
+    };
+    mapped.with_source(error)
+}
+
+/// An HTTP status Discord answered to a request hearth made itself, with Discord's error code
+/// and message when the body has them.
+pub fn status(what: &str, status: u16, body: &[u8]) -> ChannelError {
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let detail = match (json["code"].as_i64(), json["message"].as_str()) {
+        (Some(code), Some(text)) => format!("discord: {what}: HTTP {status} (code {code}): {text}"),
+        _ => format!("discord: {what}: HTTP {status}"),
+    };
+    // These requests carry no bot token (an interaction token or a signed CDN URL), so a 401
+    // or 403 refuses this request, not the bot.
+    match status {
+        429 => {
+            let wait = json["retry_after"]
+                .as_f64()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map_or(UNKNOWN_RETRY_AFTER, |s| {
+                    Duration::from_secs_f64(s.min(3600.0))
+                });
+            let mut e = ChannelError::rate_limited(wait);
+            e.message = detail;
+            e
+        }
+        408 | 500..=599 => ChannelError::transient(detail),
+        _ => ChannelError::rejected(detail),
+    }
 }
 
 /// A request that did not finish within the timeout.

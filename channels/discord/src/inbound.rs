@@ -1,34 +1,41 @@
 //! Discord messages, edits and button presses as hearth [`Inbound`] events, and the per-channel
 //! cursors the backfill after each READY starts from.
 //!
-//! DMs always reach hearth. In server channels a message counts only when its author is allowed
-//! (a user in `allowed_users` or a member of one of `allowed_roles`) and it addresses the bot: a
-//! mention, a reply to one of the bot's messages, or any message in a channel listed in
-//! `channels`. Strangers in server channels are ignored here, so they are neither stored nor
-//! offered a pairing code in public; strangers in DMs are passed on and the daemon offers them
-//! a pairing code. A Discord thread has its own channel id, so a thread is a chat of its own and
-//! replies land in it.
+//! DMs always reach hearth. In server channels a message counts only when it addresses the bot
+//! (a mention, a reply to one of the bot's messages, or any message in a channel listed in
+//! `channels`) and its author is allowed: a user in `allowed_users`, a member of one of
+//! `allowed_roles`, or anyone the daemon serves ([`hearth_channel::ChannelContext::allowlist`]:
+//! the owner's identities, paired users). Strangers in server channels are ignored here, so they
+//! are neither stored nor offered a pairing code in public; strangers in DMs are passed on and the
+//! daemon offers them a pairing code. A Discord thread has its own channel id, so a thread is a
+//! chat of its own and replies land in it.
+//!
+//! The same rules hold for messages read back from history after a READY, although Discord's
+//! REST messages carry neither `guild_id` nor `member`: each cursor remembers whether its channel
+//! is a server channel ([`Place`]), and the roles of a backfilled author are asked for.
+//!
+//! Attachments are passed on by reference (their CDN URL and declared size), never downloaded
+//! here: the daemon fetches them with `fetch_attachment` once it knows the sender is allowed.
 
 use std::collections::{BTreeMap, HashSet};
+
 use std::time::Duration;
 
-use base64::Engine;
 use hearth_channel::{
-    Attachment, AttachmentKind, ButtonPress, ChatRef, Inbound, InboundKind, MessageRef, Sender,
+    Attachment, AttachmentKind, ButtonPress, ChannelError, ChatRef, Inbound, InboundKind,
+    MessageRef, Sender,
 };
 use serenity::model::application::ComponentInteraction;
 use serenity::model::channel::{Message, MessageType};
 use serenity::model::event::MessageUpdateEvent;
-use serenity::model::id::UserId;
-use tracing::warn;
+use serenity::model::id::{GuildId, UserId};
+use tracing::{debug, warn};
 
-/// The state key the cursors are kept under: a JSON object, channel id → the id of the last
-/// message handled there.
+use crate::config::DiscordSettings;
+
+/// The state key the cursors are kept under: a JSON object, channel id → where hearth got to
+/// there and what kind of channel it is ([`Cursors::to_json`]).
 pub const CURSORS_KEY: &str = "cursors";
-
-/// Largest image passed to vision models, and largest text document passed inline.
-const MAX_IMAGE_BYTES: u64 = 8 * 1024 * 1024;
-const MAX_DOCUMENT_BYTES: u64 = 200 * 1024;
 
 /// Who may talk to hearth where, and who hearth is.
 #[derive(Clone, Debug)]
@@ -39,32 +46,57 @@ pub struct Rules {
     pub channels: HashSet<u64>,
 }
 
+/// What the rules say about a message before anything is asked of the daemon or Discord.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not for hearth (a bot, a system message, unaddressed in a server channel).
+    Ignore,
+    /// For hearth: a DM, or an allowed user addressing the bot in a server channel.
+    Take,
+    /// Addresses the bot in a server channel, from someone the section does not list: taken if
+    /// the daemon serves them, or (with `allowed_roles`) if they hold an allowed role.
+    AskAbout { guild: GuildId, author: UserId },
+}
+
 impl Rules {
-    /// Whether `message` is for hearth, by the rules in the module docs.
-    pub fn accepts(&self, message: &Message) -> bool {
+    /// The verdict on `message` by the rules in the module docs. A message without `guild_id` is
+    /// a DM: the backfill sets the id of a server channel's messages from its cursor first.
+    pub fn screen(&self, message: &Message) -> Verdict {
         if message.author.bot || message.author.id == self.me || message.webhook_id.is_some() {
-            return false;
+            return Verdict::Ignore;
         }
         if !matches!(
             message.kind,
             MessageType::Regular | MessageType::InlineReply
         ) {
-            return false;
+            return Verdict::Ignore;
         }
-        if message.guild_id.is_none() {
-            return true;
+        let Some(guild) = message.guild_id else {
+            return Verdict::Take;
+        };
+        if !self.addressed(message) {
+            return Verdict::Ignore;
         }
-        self.allowed_in_server(message) && self.addressed(message)
+        if self.allowed_users.contains(&message.author.id.get()) || self.has_role(message) {
+            return Verdict::Take;
+        }
+        Verdict::AskAbout {
+            guild,
+            author: message.author.id,
+        }
     }
 
-    fn allowed_in_server(&self, message: &Message) -> bool {
-        self.allowed_users.contains(&message.author.id.get())
-            || message.member.as_ref().is_some_and(|member| {
-                member
-                    .roles
-                    .iter()
-                    .any(|role| self.allowed_roles.contains(&role.get()))
-            })
+    /// Whether the message's `member` (gateway events only) holds an allowed role.
+    fn has_role(&self, message: &Message) -> bool {
+        message
+            .member
+            .as_ref()
+            .is_some_and(|member| self.any_allowed_role(member.roles.iter().map(|r| r.get())))
+    }
+
+    /// Whether any of `roles` is allowed.
+    pub fn any_allowed_role(&self, mut roles: impl Iterator<Item = u64>) -> bool {
+        roles.any(|role| self.allowed_roles.contains(&role))
     }
 
     fn addressed(&self, message: &Message) -> bool {
@@ -124,52 +156,29 @@ fn sender(user: &serenity::model::user::User) -> Sender {
     Sender::new(user.id.to_string()).with_name(name)
 }
 
-/// A message hearth takes, as an inbound event, with its attachments downloaded through
-/// `client` (a download that fails leaves the attachment named but empty).
-pub async fn message(rules: &Rules, message: &Message, client: &reqwest::Client) -> Inbound {
-    let mut attachments = Vec::new();
-    for attachment in &message.attachments {
-        let mime = attachment
-            .content_type
-            .clone()
-            .unwrap_or_else(|| "application/octet-stream".to_owned());
-        let kind = if mime.starts_with("image/") {
-            AttachmentKind::Image
-        } else if mime.starts_with("audio/") {
-            AttachmentKind::Voice
-        } else {
-            AttachmentKind::Document
-        };
-        let limit = match kind {
-            AttachmentKind::Image | AttachmentKind::Voice => MAX_IMAGE_BYTES,
-            AttachmentKind::Document if is_text(&mime) => MAX_DOCUMENT_BYTES,
-            AttachmentKind::Document => 0,
-        };
-        let mut entry = Attachment {
-            kind,
-            mime: mime.clone(),
-            name: Some(attachment.filename.clone()),
-            data_base64: None,
-            text: None,
-            source: None,
-            size: None,
-        };
-        if u64::from(attachment.size) <= limit {
-            match download(client, &attachment.url).await {
-                Ok(bytes) if kind == AttachmentKind::Document => {
-                    entry.text = Some(String::from_utf8_lossy(&bytes).into_owned());
-                }
-                Ok(bytes) => {
-                    entry.data_base64 =
-                        Some(base64::engine::general_purpose::STANDARD.encode(bytes));
-                }
-                Err(error) => {
-                    warn!(attachment = %attachment.filename, %error, "discord attachment could not be downloaded; passed on without its content");
-                }
-            }
-        }
-        attachments.push(entry);
-    }
+/// A message hearth takes, as an inbound event. Its attachments name their CDN URL and the size
+/// Discord declared; nothing is downloaded here.
+pub fn message(rules: &Rules, message: &Message) -> Inbound {
+    let attachments = message
+        .attachments
+        .iter()
+        .map(|attachment| {
+            let mime = attachment
+                .content_type
+                .clone()
+                .unwrap_or_else(|| "application/octet-stream".to_owned());
+            let kind = if mime.starts_with("image/") {
+                AttachmentKind::Image
+            } else if mime.starts_with("audio/") {
+                AttachmentKind::Voice
+            } else {
+                AttachmentKind::Document
+            };
+            Attachment::remote(kind, mime, attachment.url.clone())
+                .with_name(attachment.filename.clone())
+                .with_size(u64::from(attachment.size))
+        })
+        .collect();
     Inbound {
         platform_id: message.id.to_string(),
         chat: ChatRef::new(message.channel_id.to_string()),
@@ -186,22 +195,6 @@ pub async fn message(rules: &Rules, message: &Message, client: &reqwest::Client)
         },
         reply_context: None,
     }
-}
-
-fn is_text(mime: &str) -> bool {
-    mime.starts_with("text/")
-        || mime.starts_with("application/json")
-        || mime.starts_with("application/xml")
-}
-
-async fn download(client: &reqwest::Client, url: &str) -> Result<Vec<u8>, reqwest::Error> {
-    let response = client
-        .get(url)
-        .timeout(Duration::from_secs(30))
-        .send()
-        .await?
-        .error_for_status()?;
-    Ok(response.bytes().await?.to_vec())
 }
 
 /// A button press, as a press event. The press id carries what answering it later needs:
@@ -227,9 +220,54 @@ pub fn press(interaction: &ComponentInteraction) -> Inbound {
     }
 }
 
+/// What kind of channel a cursor belongs to: the backfill applies the server rules to a server
+/// channel's history, whose messages do not say so themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Not known yet (a cursor stored before hearth remembered it): asked with
+    /// `GET /channels/{id}` before its history is read.
+    Unknown,
+    /// A DM (or group DM).
+    Direct,
+    /// A channel (or thread) of this server.
+    Server(u64),
+}
+
+impl Place {
+    /// The place of a message that came over the gateway, which names its server.
+    pub fn of(message: &Message) -> Self {
+        message
+            .guild_id
+            .map_or(Self::Direct, |guild| Self::Server(guild.get()))
+    }
+}
+
+/// Where hearth got to in one channel it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    /// The id of the last message handled there.
+    pub after: u64,
+    pub place: Place,
+}
+
 /// Where hearth got to in each channel it serves.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cursors(pub BTreeMap<u64, u64>);
+pub struct Cursors(pub BTreeMap<u64, Cursor>);
+
+/// A cursor as stored: `{"after": "<id>", "guild": "<id>" | null}`; a bare `"<id>"` is a cursor
+/// stored by an older hearth, whose place is [`Place::Unknown`].
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum StoredCursor {
+    Bare(String),
+    Full {
+        after: String,
+        #[serde(default)]
+        guild: Option<String>,
+        #[serde(default)]
+        direct: bool,
+    },
+}
 
 impl Cursors {
     /// Reads the stored JSON; something unreadable starts over (with a warning), because the
@@ -238,10 +276,30 @@ impl Cursors {
         let Some(text) = stored else {
             return Self::default();
         };
-        match serde_json::from_str::<BTreeMap<String, String>>(text) {
+        match serde_json::from_str::<BTreeMap<String, StoredCursor>>(text) {
             Ok(map) => Self(
                 map.into_iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+                    .filter_map(|(channel, stored)| {
+                        let cursor = match stored {
+                            StoredCursor::Bare(after) => Cursor {
+                                after: after.parse().ok()?,
+                                place: Place::Unknown,
+                            },
+                            StoredCursor::Full {
+                                after,
+                                guild,
+                                direct,
+                            } => Cursor {
+                                after: after.parse().ok()?,
+                                place: match guild.and_then(|g| g.parse().ok()) {
+                                    Some(guild) => Place::Server(guild),
+                                    None if direct => Place::Direct,
+                                    None => Place::Unknown,
+                                },
+                            },
+                        };
+                        Some((channel.parse().ok()?, cursor))
+                    })
                     .collect(),
             ),
             Err(error) => {
@@ -253,24 +311,182 @@ impl Cursors {
 
     /// The JSON stored (ids as strings, as Discord writes them).
     pub fn to_json(&self) -> String {
-        let map: BTreeMap<String, String> = self
+        let map: serde_json::Map<String, serde_json::Value> = self
             .0
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(channel, cursor)| {
+                let mut entry = serde_json::json!({ "after": cursor.after.to_string() });
+                match cursor.place {
+                    Place::Server(guild) => entry["guild"] = guild.to_string().into(),
+                    Place::Direct => entry["direct"] = true.into(),
+                    Place::Unknown => {}
+                }
+                (channel.to_string(), entry)
+            })
             .collect();
-        serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
+        serde_json::Value::Object(map).to_string()
     }
 
-    /// Moves the channel's cursor forward to `id` (never back). Returns whether it moved.
-    pub fn advance(&mut self, channel: u64, id: u64) -> bool {
-        let cursor = self.0.entry(channel).or_insert(0);
-        if id > *cursor {
-            *cursor = id;
-            true
-        } else {
-            false
+    /// The cursor of `channel`.
+    pub fn get(&self, channel: u64) -> Option<Cursor> {
+        self.0.get(&channel).copied()
+    }
+
+    /// Starts following `channel` from just after `after`.
+    pub fn insert(&mut self, channel: u64, after: u64, place: Place) {
+        self.0.insert(channel, Cursor { after, place });
+    }
+
+    /// Records what kind of channel `channel` is.
+    pub fn set_place(&mut self, channel: u64, place: Place) {
+        if let Some(cursor) = self.0.get_mut(&channel) {
+            cursor.place = place;
         }
     }
+
+    /// Moves the channel's cursor forward to `id` (never back, never creating one). Returns
+    /// whether it moved.
+    pub fn advance(&mut self, channel: u64, id: u64) -> bool {
+        match self.0.get_mut(&channel) {
+            Some(cursor) if id > cursor.after => {
+                cursor.after = id;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Why something could not be read from Discord.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Not there, or not for us (404, 403): asking again will not help.
+    Gone(ChannelError),
+    /// Anything else (a 502, a timeout, an answer that makes no sense): try again later.
+    Failed(ChannelError),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Gone(e) | Self::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+/// How long one attachment download may take (the client's own timeout is for API calls).
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Discord's CDN hosts, the only places attachments are fetched from on Discord.
+const CDN_HOSTS: [&str; 2] = ["cdn.discordapp.com", "media.discordapp.net"];
+
+/// Where attachment URLs may point: Discord's CDN over https, and, when `api_url` is a proxy or
+/// a local fake, that host too. A URL in a message is the sender's to choose, so anything
+/// else (an internal address, a cloud metadata service) is refused without a request.
+#[derive(Clone, Debug)]
+pub struct Cdn {
+    proxy: Option<reqwest::Url>,
+}
+
+impl Cdn {
+    pub fn new(settings: &DiscordSettings) -> Self {
+        let proxy = if settings.is_discord() {
+            None
+        } else {
+            reqwest::Url::parse(&settings.api_url).ok()
+        };
+        Self { proxy }
+    }
+
+    /// Whether hearth may fetch `url`.
+    pub fn allows(&self, url: &reqwest::Url) -> bool {
+        if !url.username().is_empty() || url.password().is_some() {
+            return false;
+        }
+        let discord = url.scheme() == "https"
+            && url.port().is_none()
+            && url.host_str().is_some_and(|host| CDN_HOSTS.contains(&host));
+        let proxy = self.proxy.as_ref().is_some_and(|proxy| {
+            url.scheme() == proxy.scheme()
+                && url.host_str() == proxy.host_str()
+                && url.port_or_known_default() == proxy.port_or_known_default()
+        });
+        discord || proxy
+    }
+}
+
+/// Downloads an attachment from its `source`: refused (for good) when the URL is not Discord's
+/// CDN, when the declared size or the `Content-Length` is over `max_bytes`, or once more than
+/// `max_bytes` arrived, without reading further; the body is read chunk by chunk.
+pub async fn fetch(
+    client: &reqwest::Client,
+    cdn: &Cdn,
+    attachment: &Attachment,
+    max_bytes: u64,
+) -> Result<Vec<u8>, ChannelError> {
+    let source = attachment
+        .source
+        .as_deref()
+        .ok_or_else(|| ChannelError::rejected("discord: the attachment names no source"))?;
+    let url = reqwest::Url::parse(source)
+        .ok()
+        .filter(|url| cdn.allows(url))
+        .ok_or_else(|| {
+            ChannelError::rejected(
+                "discord: the attachment's URL is not on Discord's CDN; it is not fetched",
+            )
+        })?;
+    let over = |size: u64| {
+        ChannelError::rejected(format!(
+            "discord: the attachment is {size} bytes, over the limit of {max_bytes}"
+        ))
+    };
+    if let Some(size) = attachment.size
+        && size > max_bytes
+    {
+        return Err(over(size));
+    }
+    let mut response = client
+        .get(url)
+        .timeout(DOWNLOAD_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| crate::error::request("downloading an attachment", e))?;
+    let status = response.status();
+    if !status.is_success() {
+        // A short body (Discord's error) at most: the status says enough.
+        let body = response.bytes().await.unwrap_or_default();
+        let body = &body[..body.len().min(4096)];
+        return Err(crate::error::status(
+            "downloading an attachment",
+            status.as_u16(),
+            body,
+        ));
+    }
+    if let Some(length) = response.content_length()
+        && length > max_bytes
+    {
+        return Err(over(length));
+    }
+    let expected = attachment.size.unwrap_or(0).min(max_bytes);
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| crate::error::request("downloading an attachment", e))?
+    {
+        if body.len() as u64 + chunk.len() as u64 > max_bytes {
+            debug!(
+                read = body.len() + chunk.len(),
+                max_bytes, "attachment over the limit; stopped reading"
+            );
+            return Err(ChannelError::rejected(format!(
+                "discord: the attachment is larger than the limit of {max_bytes} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[cfg(test)]
@@ -278,14 +494,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cursors_round_trip_and_only_move_forward() {
+    fn cursors_round_trip_remember_their_place_and_only_move_forward() {
         let mut cursors = Cursors::default();
+        cursors.insert(7, 99, Place::Server(5));
         assert!(cursors.advance(7, 100));
         assert!(!cursors.advance(7, 99));
-        assert!(cursors.advance(8, 5));
+        assert!(!cursors.advance(9, 5), "no cursor is created by advancing");
+        cursors.insert(8, 5, Place::Direct);
+        cursors.insert(10, 1, Place::Unknown);
         let json = cursors.to_json();
-        assert_eq!(json, r#"{"7":"100","8":"5"}"#);
+        assert_eq!(
+            json,
+            r#"{"10":{"after":"1"},"7":{"after":"100","guild":"5"},"8":{"after":"5","direct":true}}"#
+        );
         assert_eq!(Cursors::parse(Some(&json)), cursors);
         assert_eq!(Cursors::parse(Some("not json")), Cursors::default());
+    }
+
+    #[test]
+    fn cursors_stored_by_an_older_hearth_load_with_an_unknown_place() {
+        let cursors = Cursors::parse(Some(r#"{"7":"100","8":"x"}"#));
+        assert_eq!(
+            cursors.get(7),
+            Some(Cursor {
+                after: 100,
+                place: Place::Unknown
+            })
+        );
+        assert_eq!(cursors.get(8), None, "an unreadable id is dropped");
     }
 }

@@ -12,10 +12,24 @@
 //!   (`GET /channels/{id}/messages?after=`, the cursors in its state under
 //!   [`inbound::CURSORS_KEY`]) and hands what it missed to the sink, which drops what the inbox
 //!   already has;
+//!   The server rules hold there too: each cursor remembers whether its channel is a server
+//!   channel, because Discord's REST messages do not say so;
+//! - **a gap is never skipped**: when a channel's history cannot be read (a 502, a timeout),
+//!   its cursor stays where it was, live messages there do not move it, the channel reports
+//!   `reconnecting` with the reason, and the whole gap is read again later, with backoff;
+//! - **bounded memory**: the gateway hands events to the receive loop through a queue of
+//!   `queue_capacity`; a message that finds it full is dropped with a warning and read back
+//!   from its channel's history (the cursor does not pass it meanwhile). Attachments are passed
+//!   on by reference and downloaded only by [`Channel::fetch_attachment`], after the daemon
+//!   checked the sender, streamed up to its limit and only from Discord's CDN (or the
+//!   `api_url` host);
 //! - events are handed to the sink one at a time, in order; one the sink refuses is offered
 //!   again until stored (or, after a restart, found again by the backfill);
 //! - button presses are acknowledged on receipt (Discord wants an answer within 3 s), then
-//!   stored; answers to someone else's press go to the presser alone (ephemeral);
+//!   stored; answers to someone else's press go to the presser alone (ephemeral). Interaction
+//!   calls carry the interaction token in their URL: hearth makes them itself, not through
+//!   serenity (whose request spans print the route, token included, into debug lines), and
+//!   strips the URL from their errors, so the token never reaches a log line;
 //! - sends carry a nonce from the delivery id with `enforce_nonce`, so a reply sent again after
 //!   a crash shows once.
 //!
@@ -32,34 +46,35 @@ pub mod inbound;
 mod outbound;
 
 pub use config::{
-    DEFAULT_API_URL, DEFAULT_READY_PATIENCE, DEFAULT_REQUEST_TIMEOUT, DiscordConfig, DiscordId,
-    DiscordSettings,
+    DEFAULT_API_URL, DEFAULT_QUEUE_CAPACITY, DEFAULT_READY_PATIENCE, DEFAULT_REQUEST_TIMEOUT,
+    DiscordConfig, DiscordId, DiscordSettings,
 };
 pub use error::{INTENT_REFUSED, TOKEN_REFUSED};
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format, Inbound,
-    Measure, MessageRef, OutboundMessage,
+    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
+    Inbound, Measure, MessageRef, OutboundMessage,
 };
 use serenity::all::{
-    ChannelId, ClientBuilder, Context, CreateInteractionResponse, Event, EventHandler,
-    GatewayIntents, Interaction, Message, MessageId, MessagePagination, RatelimitInfo,
-    RawEventHandler,
+    ClientBuilder, Context, Event, EventHandler, GatewayIntents, GuildId, Interaction, Message,
+    RatelimitInfo, RawEventHandler, UserId,
 };
 use serenity::gateway::ConnectionStage;
 use serenity::gateway::ShardStageUpdateEvent;
 use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::inbound::{Cursors, Rules};
+use crate::inbound::{Cursors, Place, ReadError, Rules, Verdict};
 
 /// The channel's name in config, identities, state and targets.
 pub const CHANNEL_NAME: &str = "discord";
@@ -67,6 +82,10 @@ pub const CHANNEL_NAME: &str = "discord";
 /// Backoff while the sink refuses an event, doubling up to the maximum.
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Backoff between attempts to read a channel's history that could not be read.
+const GAP_RETRY_START: Duration = Duration::from_secs(2);
+const GAP_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Messages per history page (Discord's maximum).
 const PAGE: u8 = 100;
@@ -90,7 +109,7 @@ impl std::fmt::Debug for DiscordChannel {
 
 /// What the gateway handlers pass to the receive loop.
 enum Gateway {
-    Ready { me: serenity::all::UserId },
+    Ready { me: UserId },
     Resumed,
     Lost(String),
     Message(Box<Message>),
@@ -105,8 +124,9 @@ impl DiscordChannel {
     }
 
     /// [`DiscordChannel::new`] on an HTTP client prepared by the caller (a CA to trust, a route
-    /// to a host); the request timeouts are added here. The tests use it to reach their fake
-    /// Discord on the real `https://discord.com`, where serenity's ratelimiter is on.
+    /// to a host); the request timeouts and the redirect policy are added here. The tests use it
+    /// to reach their fake Discord on the real `https://discord.com`, where serenity's
+    /// ratelimiter is on.
     pub fn with_http_client(
         settings: DiscordSettings,
         client: reqwest::ClientBuilder,
@@ -122,9 +142,19 @@ impl DiscordChannel {
                 settings.api_url
             )));
         }
+        let cdn = inbound::Cdn::new(&settings);
         let client = client
             .timeout(settings.request_timeout)
             .connect_timeout(settings.request_timeout.min(Duration::from_secs(10)))
+            // A redirect may only lead where a request could have gone in the first place (an
+            // attachment's CDN URL must not bounce hearth to another host).
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= 5 || !cdn.allows(attempt.url()) {
+                    attempt.stop()
+                } else {
+                    attempt.follow()
+                }
+            }))
             .build()
             .map_err(|e| ChannelError::config(format!("discord: HTTP client: {e}")))?;
         let ratelimits = Arc::new(AtomicU64::new(0));
@@ -151,13 +181,22 @@ impl DiscordChannel {
         }
     }
 
-    fn rules(&self, me: serenity::all::UserId) -> Rules {
+    fn rules(&self, me: UserId) -> Rules {
         Rules {
             me,
             allowed_users: self.settings.allowed_users.iter().copied().collect(),
             allowed_roles: self.settings.allowed_roles.iter().copied().collect(),
             channels: self.settings.channels.iter().copied().collect(),
         }
+    }
+
+    /// Where interaction calls go: Discord's API or the proxy in `api_url`.
+    fn interactions(&self) -> outbound::Interactions {
+        outbound::Interactions::new(
+            self.client.clone(),
+            &self.settings.api_url,
+            self.settings.request_timeout,
+        )
     }
 }
 
@@ -189,10 +228,66 @@ fn build_http(
     }
 }
 
+/// Messages the gateway delivered while the receive loop's queue was full: per channel, the
+/// first one dropped and the kind of channel. The loop reads those channels from history and
+/// does not move their cursors past a dropped message meanwhile.
+#[derive(Default)]
+struct Dropped {
+    inner: Mutex<DroppedInner>,
+}
+
+#[derive(Default)]
+struct DroppedInner {
+    /// Events dropped since the loop last took the list (messages, edits and presses).
+    count: u64,
+    channels: BTreeMap<u64, (u64, Place)>,
+}
+
+impl Dropped {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DroppedInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a dropped event (and remembers a message's channel); returns the count.
+    fn record(&self, message: Option<&Message>) -> u64 {
+        let mut inner = self.lock();
+        inner.count += 1;
+        if let Some(message) = message {
+            let id = message.id.get();
+            let entry = inner
+                .channels
+                .entry(message.channel_id.get())
+                .or_insert((id, Place::of(message)));
+            entry.0 = entry.0.min(id);
+        }
+        inner.count
+    }
+
+    /// Whether a message before `id` was dropped in `channel`.
+    fn holds(&self, channel: u64, id: u64) -> bool {
+        self.lock()
+            .channels
+            .get(&channel)
+            .is_some_and(|(first, _)| *first < id)
+    }
+
+    /// The list so far, emptied.
+    fn take(&self) -> (u64, BTreeMap<u64, (u64, Place)>) {
+        let mut inner = self.lock();
+        (
+            std::mem::take(&mut inner.count),
+            std::mem::take(&mut inner.channels),
+        )
+    }
+}
+
 /// Forwards gateway events to the receive loop, acknowledging presses on the spot.
 struct Handlers {
-    tx: mpsc::UnboundedSender<Gateway>,
+    tx: mpsc::Sender<Gateway>,
+    dropped: Arc<Dropped>,
+    capacity: usize,
     ratelimits: Arc<AtomicU64>,
+    interactions: outbound::Interactions,
 }
 
 /// serenity takes raw handlers by value; this one shares [`Handlers`].
@@ -206,47 +301,68 @@ impl RawEventHandler for Raw {
 }
 
 impl Handlers {
-    async fn raw(&self, ctx: Context, event: Event) {
-        // A closed receiver means `run` is ending; nothing to hand the event to.
-        let forwarded = match event {
-            Event::Ready(ready) => self.tx.send(Gateway::Ready {
-                me: ready.ready.user.id,
-            }),
-            Event::Resumed(_) => self.tx.send(Gateway::Resumed),
-            Event::MessageCreate(created) => {
-                self.tx.send(Gateway::Message(Box::new(created.message)))
+    async fn raw(&self, _ctx: Context, event: Event) {
+        let event = match event {
+            // Connection events are few (one per connection) and must not be lost: they wait
+            // for room in the queue (serenity runs each handler as a task of its own).
+            Event::Ready(ready) => {
+                return self
+                    .control(Gateway::Ready {
+                        me: ready.ready.user.id,
+                    })
+                    .await;
             }
-            Event::MessageUpdate(update) => self.tx.send(Gateway::Edit(Box::new(update))),
+            Event::Resumed(_) => return self.control(Gateway::Resumed).await,
+            Event::MessageCreate(created) => Gateway::Message(Box::new(created.message)),
+            Event::MessageUpdate(update) => Gateway::Edit(Box::new(update)),
             Event::InteractionCreate(created) => {
                 let Interaction::Component(press) = created.interaction else {
                     return;
                 };
                 // Discord wants an answer within 3 seconds; the stored event is answered later
                 // by an edit of the prompt or a follow-up.
-                if let Err(error) = ctx
-                    .http
-                    .create_interaction_response(
-                        press.id,
-                        &press.token,
-                        &CreateInteractionResponse::Acknowledge,
-                        Vec::new(),
-                    )
+                if let Err(error) = self
+                    .interactions
+                    .acknowledge(press.id.get(), &press.token)
                     .await
                 {
                     warn!(%error, "a discord button press could not be acknowledged");
                 }
-                self.tx
-                    .send(Gateway::Press(Box::new(inbound::press(&press))))
+                Gateway::Press(Box::new(inbound::press(&press)))
             }
             Event::Unknown(unknown) => {
                 // serenity 0.12 turns events it cannot parse into `Unknown` and drops the error.
                 warn!(event = %unknown.kind, "discord sent an event serenity could not read; it is skipped (the backfill after the next READY finds missed messages)");
-                Ok(())
+                return;
             }
-            _ => Ok(()),
+            _ => return,
         };
-        if forwarded.is_err() {
-            debug!("discord event after the receive loop ended; dropped");
+        match self.tx.try_send(event) {
+            Ok(()) => {}
+            Err(TrySendError::Full(event)) => {
+                let message = match &event {
+                    Gateway::Message(message) => Some(&**message),
+                    _ => None,
+                };
+                let count = self.dropped.record(message);
+                // One line for the first drop of a burst, then one per hundred.
+                if count == 1 || count.is_multiple_of(100) {
+                    warn!(
+                        dropped = count,
+                        capacity = self.capacity,
+                        "the discord receive queue is full; events are dropped (messages are read again from history, a dropped button press must be pressed again)"
+                    );
+                }
+            }
+            Err(TrySendError::Closed(_)) => {
+                debug!("discord event after the receive loop ended; dropped");
+            }
+        }
+    }
+
+    async fn control(&self, event: Gateway) {
+        if self.tx.send(event).await.is_err() {
+            debug!("discord connection event after the receive loop ended; dropped");
         }
     }
 }
@@ -260,12 +376,18 @@ impl EventHandler for Handlers {
 
     async fn shard_stage_update(&self, _ctx: Context, event: ShardStageUpdateEvent) {
         if event.old == ConnectionStage::Connected && event.new != ConnectionStage::Connected {
-            // The receiver is gone only when `run` ends.
-            let _ = self
-                .tx
-                .send(Gateway::Lost(format!("gateway connection {}", event.new)));
+            self.control(Gateway::Lost(format!("gateway connection {}", event.new)))
+                .await;
         }
     }
+}
+
+/// A stretch of a channel's history still to be read: from just after `after`.
+#[derive(Clone, Debug)]
+struct Gap {
+    after: u64,
+    place: Place,
+    reason: String,
 }
 
 /// The receive loop's own state.
@@ -280,11 +402,35 @@ struct Pump<'a> {
     /// Messages that arrived before READY (serenity runs handlers as separate tasks), handled
     /// once READY told who the bot is.
     early: Vec<Message>,
+    /// Messages the gateway could not queue.
+    dropped: Arc<Dropped>,
+    /// Channels whose history must be read (again) before their cursors move on.
+    gaps: BTreeMap<u64, Gap>,
+    /// When the gaps are tried next, and the wait after that.
+    retry_at: Option<Instant>,
+    retry_wait: Duration,
+    /// Whether the gateway is connected (between READY/RESUMED and a lost connection).
+    online: bool,
+    /// Roles of server members, asked for while reading history (REST messages do not carry
+    /// them); forgotten at each READY.
+    roles: HashMap<(u64, u64), Vec<u64>>,
+    /// Messages handled live in a channel whose gap was still open: reading the gap later
+    /// passes over them rather than offering them again.
+    live_in_gaps: HashSet<u64>,
 }
 
 /// Why the loop stopped early.
 enum Stop {
     Shutdown,
+}
+
+/// What became of one message.
+enum Outcome {
+    /// Stored if it was for hearth; the cursor moved past it where allowed.
+    Handled,
+    /// Whether it is for hearth could not be told now (the member's roles could not be read):
+    /// the channel's history is read again from before it later.
+    Unsure(String),
 }
 
 impl<'a> Pump<'a> {
@@ -293,27 +439,30 @@ impl<'a> Pump<'a> {
             Gateway::Ready { me } => {
                 info!(bot_id = %me, "discord gateway ready");
                 self.rules = Some(self.channel.rules(me));
-                self.ctx.status.connected();
+                self.online = true;
+                self.report();
                 self.backfill().await?;
                 for message in std::mem::take(&mut self.early) {
                     if !self.backfilled.remove(&message.id.get()) {
-                        self.message(&message).await?;
+                        self.live(&message).await?;
                     }
                 }
             }
             Gateway::Resumed => {
                 info!("discord gateway resumed");
-                self.ctx.status.connected();
+                self.online = true;
+                self.report();
             }
             Gateway::Lost(reason) => {
                 warn!(%reason, "discord gateway connection lost; serenity reconnects");
+                self.online = false;
                 self.ctx.status.reconnecting(reason);
             }
             Gateway::Message(message) => {
                 if self.backfilled.remove(&message.id.get()) {
                     return Ok(());
                 }
-                self.message(&message).await?;
+                self.live(&message).await?;
             }
             Gateway::Edit(update) => {
                 if let Some(event) = self.rules.as_ref().and_then(|r| r.edit(&update)) {
@@ -325,30 +474,132 @@ impl<'a> Pump<'a> {
         Ok(())
     }
 
+    /// Reports the state: connected, or reconnecting while some history could not be read.
+    fn report(&self) {
+        if !self.online {
+            return;
+        }
+        match self.gaps.values().next() {
+            None => self.ctx.status.connected(),
+            Some(gap) => self.ctx.status.reconnecting(format!(
+                "the history of {} discord channel(s) could not be read ({}); trying again",
+                self.gaps.len(),
+                gap.reason
+            )),
+        }
+    }
+
+    /// A message from the gateway, which names its server itself.
+    async fn live(&mut self, message: &Message) -> Result<(), Stop> {
+        if let Outcome::Unsure(reason) = self.message(message).await? {
+            let channel = message.channel_id.get();
+            let after = self
+                .cursors
+                .get(channel)
+                .map_or(message.id.get() - 1, |c| c.after);
+            self.gap(channel, after, Place::of(message), reason);
+        }
+        Ok(())
+    }
+
     /// One message, live or from the backfill: stored if it is for hearth, and the channel's
-    /// cursor moved past it either way (in channels hearth serves).
-    async fn message(&mut self, message: &Message) -> Result<(), Stop> {
+    /// cursor moved past it either way (in channels hearth serves), unless a gap before it is
+    /// still to be read.
+    async fn message(&mut self, message: &Message) -> Result<Outcome, Stop> {
         let Some(rules) = self.rules.clone() else {
             self.early.push(message.clone());
-            return Ok(());
+            return Ok(Outcome::Handled);
         };
         let channel = message.channel_id.get();
-        let accepted = rules.accepts(message);
-        if accepted && !self.cursors.0.contains_key(&channel) {
+        let id = message.id.get();
+        let accepted = match self.accepts(&rules, message).await? {
+            Ok(accepted) => accepted,
+            Err(reason) => return Ok(Outcome::Unsure(reason)),
+        };
+        if accepted && self.cursors.get(channel).is_none() {
             // A chat seen for the first time: remember it from just before this message, so a
             // restart before it is stored still finds it.
-            self.cursors.advance(channel, message.id.get() - 1);
+            self.cursors.insert(channel, id - 1, Place::of(message));
             self.save_cursors().await;
         }
         if accepted {
-            let event = inbound::message(&rules, message, &self.channel.client).await;
-            self.deliver(event).await?;
+            self.deliver(inbound::message(&rules, message)).await?;
+            if self.gaps.contains_key(&channel) {
+                self.live_in_gaps.insert(id);
+            }
         }
-        if self.cursors.0.contains_key(&channel) && self.cursors.advance(channel, message.id.get())
-        {
+        self.pass(channel, id).await;
+        Ok(Outcome::Handled)
+    }
+
+    /// Moves `channel`'s cursor past message `id`, unless a gap or a dropped message before it
+    /// is still to be read there.
+    async fn pass(&mut self, channel: u64, id: u64) {
+        let held = self.gaps.contains_key(&channel) || self.dropped.holds(channel, id);
+        if !held && self.cursors.advance(channel, id) {
             self.save_cursors().await;
         }
-        Ok(())
+    }
+
+    /// Whether `message` is for hearth: the rules, then the daemon's allowlist, then (while
+    /// reading history, where messages carry no member) the author's roles. `Err` when the roles
+    /// could not be read.
+    async fn accepts(
+        &mut self,
+        rules: &Rules,
+        message: &Message,
+    ) -> Result<Result<bool, String>, Stop> {
+        let (guild, author) = match rules.screen(message) {
+            Verdict::Ignore => return Ok(Ok(false)),
+            Verdict::Take => return Ok(Ok(true)),
+            Verdict::AskAbout { guild, author } => (guild, author),
+        };
+        if self.served(author).await? {
+            return Ok(Ok(true));
+        }
+        if rules.allowed_roles.is_empty() || message.member.is_some() {
+            return Ok(Ok(false));
+        }
+        match self.roles_of(guild, author).await {
+            Ok(roles) => Ok(Ok(rules.any_allowed_role(roles.into_iter()))),
+            Err(ReadError::Gone(_)) => Ok(Ok(false)),
+            Err(ReadError::Failed(error)) => Ok(Err(error.to_string())),
+        }
+    }
+
+    /// Whether the daemon serves `user` (owner, allowlist, paired). The database being away is
+    /// no answer: asked again until it answers, so the event waits rather than its sender
+    /// counting as a stranger.
+    async fn served(&self, user: UserId) -> Result<bool, Stop> {
+        let user = user.to_string();
+        let mut backoff = BACKOFF_START;
+        loop {
+            let answer = tokio::select! {
+                () = self.ctx.shutdown.cancelled() => return Err(Stop::Shutdown),
+                answer = self.ctx.allowlist.allows(&user) => answer,
+            };
+            match answer {
+                Ok(served) => return Ok(served),
+                Err(error) => {
+                    warn!(%error, "the allowlist could not be read; asking again");
+                    if sleep_or_shutdown(&self.ctx.shutdown, backoff).await {
+                        return Err(Stop::Shutdown);
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// A server member's roles (`GET /guilds/{id}/members/{user}`), remembered until READY.
+    async fn roles_of(&mut self, guild: GuildId, user: UserId) -> Result<Vec<u64>, ReadError> {
+        let key = (guild.get(), user.get());
+        if let Some(roles) = self.roles.get(&key) {
+            return Ok(roles.clone());
+        }
+        let roles = self.channel.read_roles(guild, user).await?;
+        self.roles.insert(key, roles.clone());
+        Ok(roles)
     }
 
     async fn save_cursors(&self) {
@@ -388,63 +639,303 @@ impl<'a> Pump<'a> {
         }
     }
 
-    /// Reads what was missed in every channel hearth serves, oldest first.
+    /// Remembers that `channel`'s history from just after `after` is still to be read; its
+    /// cursor stays meanwhile.
+    fn gap(&mut self, channel: u64, after: u64, place: Place, reason: String) {
+        warn!(channel, %reason, "discord history could not be read; the cursor stays and the gap is read again later");
+        let gap = self.gaps.entry(channel).or_insert(Gap {
+            after,
+            place,
+            reason: reason.clone(),
+        });
+        gap.after = gap.after.min(after);
+        gap.reason = reason;
+        if gap.place == Place::Unknown {
+            gap.place = place;
+        }
+    }
+
+    /// Moves the messages the gateway dropped into the gaps to read.
+    fn take_dropped(&mut self) -> bool {
+        let (count, channels) = self.dropped.take();
+        if count == 0 && channels.is_empty() {
+            return false;
+        }
+        warn!(
+            dropped = count,
+            channels = channels.len(),
+            "discord events were dropped while the receive loop was busy; reading those channels from history"
+        );
+        for (channel, (first, place)) in channels {
+            let (after, place) = match self.cursors.get(channel) {
+                Some(cursor) => (cursor.after, cursor.place),
+                None => (first - 1, place),
+            };
+            let gap = self.gaps.entry(channel).or_insert(Gap {
+                after,
+                place,
+                reason: "events dropped".into(),
+            });
+            gap.after = gap.after.min(after);
+        }
+        true
+    }
+
+    /// After READY: reads what was missed in every channel hearth serves, oldest first, and
+    /// every gap still open.
     async fn backfill(&mut self) -> Result<(), Stop> {
         self.backfilled.clear();
-        let channels: Vec<(u64, u64)> = self.cursors.0.iter().map(|(c, m)| (*c, *m)).collect();
-        for (channel, mut after) in channels {
-            loop {
-                let page = self.history(channel, after).await?;
-                let Some(mut page) = page else { break };
-                page.sort_by_key(|m| m.id);
-                let full = page.len() >= usize::from(PAGE);
-                for message in &page {
-                    self.backfilled.insert(message.id.get());
-                    self.message(message).await?;
-                    after = after.max(message.id.get());
-                }
-                if !full {
-                    break;
-                }
+        self.roles.clear();
+        self.take_dropped();
+        let mut targets: BTreeMap<u64, (u64, Place)> = self
+            .cursors
+            .0
+            .iter()
+            .map(|(channel, cursor)| (*channel, (cursor.after, cursor.place)))
+            .collect();
+        for (channel, gap) in std::mem::take(&mut self.gaps) {
+            let target = targets.entry(channel).or_insert((gap.after, gap.place));
+            target.0 = target.0.min(gap.after);
+            if target.1 == Place::Unknown {
+                target.1 = gap.place;
             }
         }
+        for (channel, (after, place)) in targets {
+            self.read(channel, after, place).await?;
+        }
+        self.settle();
         Ok(())
     }
 
-    /// One page of history after `after`, retried a few times when Discord is briefly away;
-    /// `None` when there is nothing (more) to read there.
-    async fn history(&self, channel: u64, after: u64) -> Result<Option<Vec<Message>>, Stop> {
+    /// Reads the open gaps again (after drops, or when their retry is due).
+    async fn catch_up(&mut self) -> Result<(), Stop> {
+        if self.rules.is_none() {
+            self.retry_at = None; // READY reads them all
+            return Ok(());
+        }
+        self.take_dropped();
+        for (channel, gap) in std::mem::take(&mut self.gaps) {
+            self.read(channel, gap.after, gap.place).await?;
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// Schedules the next try of the gaps still open, and reports the state.
+    fn settle(&mut self) {
+        if self.gaps.is_empty() {
+            self.retry_at = None;
+            self.retry_wait = GAP_RETRY_START;
+        } else {
+            self.retry_at = Some(Instant::now() + self.retry_wait);
+            self.retry_wait = (self.retry_wait * 2).min(GAP_RETRY_MAX);
+        }
+        self.report();
+    }
+
+    /// Reads `channel` from just after `after` to its newest message, applying the rules of its
+    /// place; on a failure the rest becomes a gap.
+    async fn read(&mut self, channel: u64, mut after: u64, place: Place) -> Result<(), Stop> {
+        let place = match place {
+            Place::Unknown => match self.channel.read_place(channel).await {
+                Ok(place) => {
+                    self.cursors.set_place(channel, place);
+                    self.save_cursors().await;
+                    place
+                }
+                Err(ReadError::Gone(error)) => {
+                    self.forget(channel, &error);
+                    return Ok(());
+                }
+                Err(ReadError::Failed(error)) => {
+                    self.gap(channel, after, place, error.to_string());
+                    return Ok(());
+                }
+            },
+            known => known,
+        };
+        loop {
+            let page = match self.history(channel, after).await? {
+                Ok(page) => page,
+                Err(ReadError::Gone(error)) => {
+                    self.forget(channel, &error);
+                    return Ok(());
+                }
+                Err(ReadError::Failed(error)) => {
+                    self.gap(channel, after, place, error.to_string());
+                    return Ok(());
+                }
+            };
+            let full = page.len() >= usize::from(PAGE);
+            for (id, message) in page {
+                after = after.max(id);
+                // Unreadable, it cannot be handled ever; handled live meanwhile, it is stored.
+                let Some(mut message) = message.filter(|_| !self.live_in_gaps.remove(&id)) else {
+                    self.pass(channel, id).await;
+                    continue;
+                };
+                // REST messages do not name their server: the cursor knows.
+                if let Place::Server(guild) = place {
+                    message.guild_id = Some(GuildId::new(guild));
+                }
+                self.backfilled.insert(id);
+                if let Outcome::Unsure(reason) = self.message(&message).await? {
+                    self.gap(channel, id - 1, place, reason);
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Stops following a channel hearth can no longer read (deleted, or access taken away).
+    fn forget(&mut self, channel: u64, error: &ChannelError) {
+        warn!(channel, %error, "discord channel is gone or no longer readable; no longer following it");
+        self.cursors.0.remove(&channel);
+    }
+
+    /// One page of history after `after`, oldest first, as (id, message) with `None` for a
+    /// message serenity cannot read; retried a few times when Discord is briefly away.
+    async fn history(
+        &self,
+        channel: u64,
+        after: u64,
+    ) -> Result<Result<Vec<(u64, Option<Message>)>, ReadError>, Stop> {
         let mut backoff = BACKOFF_START;
-        for attempt in 1..=4 {
-            let result = outbound::within(
-                "reading channel history",
-                self.channel.deadline(),
-                self.channel.http.get_messages(
-                    ChannelId::new(channel),
-                    Some(MessagePagination::After(MessageId::new(after.max(1)))),
-                    Some(PAGE),
-                ),
-            )
-            .await;
-            self.channel.count_rejection(&result);
+        let mut attempt = 1;
+        loop {
+            let result = self.channel.read_history(channel, after).await;
             match result {
-                Ok(page) if page.is_empty() => return Ok(None),
-                Ok(page) => return Ok(Some(page)),
-                Err(error) if error.is_temporary() && attempt < 4 => {
+                Err(ReadError::Failed(error)) if error.is_temporary() && attempt < 4 => {
                     warn!(channel, %error, "discord history unavailable; trying again");
                     let wait = error.retry_after().unwrap_or(backoff).max(backoff);
                     if sleep_or_shutdown(&self.ctx.shutdown, wait).await {
                         return Err(Stop::Shutdown);
                     }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
+                    attempt += 1;
                 }
-                Err(error) => {
-                    warn!(channel, %error, "discord history could not be read; messages missed there while disconnected are not fetched");
-                    return Ok(None);
-                }
+                other => return Ok(other),
             }
         }
-        Ok(None)
+    }
+}
+
+impl DiscordChannel {
+    /// `GET /channels/{id}/messages?after=&limit=100`, oldest first.
+    async fn read_history(
+        &self,
+        channel: u64,
+        after: u64,
+    ) -> Result<Vec<(u64, Option<Message>)>, ReadError> {
+        let params = vec![
+            ("after", after.max(1).to_string()),
+            ("limit", PAGE.to_string()),
+        ];
+        let page = self
+            .read_json(
+                "reading channel history",
+                serenity::http::Route::ChannelMessages {
+                    channel_id: serenity::all::ChannelId::new(channel),
+                },
+                Some(params),
+            )
+            .await?;
+        let Some(page) = page.as_array() else {
+            return Err(ReadError::Failed(ChannelError::protocol(
+                "discord: reading channel history: the answer is not a list",
+            )));
+        };
+        let mut messages: Vec<(u64, Option<Message>)> = page
+            .iter()
+            .filter_map(|raw| {
+                let id = raw["id"].as_str().and_then(config::snowflake)?;
+                let message = match serde_json::from_value::<Message>(raw.clone()) {
+                    Ok(message) => Some(message),
+                    Err(error) => {
+                        warn!(channel, message = id, %error, "a discord message in the history could not be read; it is passed over");
+                        None
+                    }
+                };
+                Some((id, message))
+            })
+            .collect();
+        messages.sort_by_key(|(id, _)| *id);
+        Ok(messages)
+    }
+
+    /// `GET /channels/{id}`: whether the channel belongs to a server.
+    async fn read_place(&self, channel: u64) -> Result<Place, ReadError> {
+        let found = self
+            .read_json(
+                "asking what a channel is",
+                serenity::http::Route::Channel {
+                    channel_id: serenity::all::ChannelId::new(channel),
+                },
+                None,
+            )
+            .await?;
+        if let Some(guild) = found["guild_id"].as_str().and_then(config::snowflake) {
+            return Ok(Place::Server(guild));
+        }
+        match found["type"].as_u64() {
+            // DM and group DM: the only channels without a server.
+            Some(1 | 3) => Ok(Place::Direct),
+            other => Err(ReadError::Failed(ChannelError::protocol(format!(
+                "discord: channel {channel} of type {other:?} names no server"
+            )))),
+        }
+    }
+
+    /// `GET /guilds/{id}/members/{user}`: the member's roles.
+    async fn read_roles(&self, guild: GuildId, user: UserId) -> Result<Vec<u64>, ReadError> {
+        let member = self
+            .read_json(
+                "asking for a member's roles",
+                serenity::http::Route::GuildMember {
+                    guild_id: guild,
+                    user_id: user,
+                },
+                None,
+            )
+            .await?;
+        Ok(member["roles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|role| role.as_str().and_then(config::snowflake))
+            .collect())
+    }
+
+    /// A GET through serenity (so its ratelimiter paces it on Discord), as raw JSON: one field
+    /// Discord adds or a message serenity cannot read must not cost the whole answer.
+    async fn read_json(
+        &self,
+        what: &str,
+        route: serenity::http::Route<'_>,
+        params: Option<Vec<(&'static str, String)>>,
+    ) -> Result<serde_json::Value, ReadError> {
+        let request =
+            serenity::http::Request::new(route, serenity::http::LightMethod::Get).params(params);
+        let deadline = self.deadline();
+        match tokio::time::timeout(deadline, self.http.fire::<serde_json::Value>(request)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                let gone = error::is_gone(&e);
+                let mapped = error::map(what, e);
+                if matches!(mapped.kind, ErrorKind::RateLimited { .. }) {
+                    self.ratelimits.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(if gone {
+                    ReadError::Gone(mapped)
+                } else {
+                    ReadError::Failed(mapped)
+                })
+            }
+            Err(_) => Err(ReadError::Failed(error::timed_out(what, deadline))),
+        }
     }
 }
 
@@ -490,10 +981,15 @@ impl Channel for DiscordChannel {
             }
             return Err(error);
         }
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let capacity = self.settings.queue_capacity.max(1);
+        let (tx, mut rx) = mpsc::channel(capacity);
+        let dropped = Arc::new(Dropped::default());
         let handlers = Arc::new(Handlers {
             tx,
+            dropped: dropped.clone(),
+            capacity,
             ratelimits: self.ratelimits.clone(),
+            interactions: self.interactions(),
         });
         let intents = GatewayIntents::GUILD_MESSAGES
             | GatewayIntents::DIRECT_MESSAGES
@@ -525,6 +1021,13 @@ impl Channel for DiscordChannel {
             cursors,
             backfilled: HashSet::new(),
             early: Vec::new(),
+            dropped,
+            gaps: BTreeMap::new(),
+            retry_at: None,
+            retry_wait: GAP_RETRY_START,
+            online: false,
+            roles: HashMap::new(),
+            live_in_gaps: HashSet::new(),
         };
         // serenity retries a gateway it cannot reach by itself, silently: say so after a while,
         // so `/healthz` and systemd's READY=1 do not wait on "connecting" forever.
@@ -532,6 +1035,7 @@ impl Channel for DiscordChannel {
         tokio::pin!(first_ready);
         let mut waited = false;
         let result = loop {
+            let retry_at = pump.retry_at;
             tokio::select! {
                 () = ctx.shutdown.cancelled() => break Ok(()),
                 () = &mut first_ready, if !waited => {
@@ -542,6 +1046,11 @@ impl Channel for DiscordChannel {
                             "no READY from the Discord gateway within {}s; still trying",
                             self.settings.ready_patience.as_secs()
                         ));
+                    }
+                }
+                () = sleep_until(retry_at), if retry_at.is_some() => {
+                    if let Err(Stop::Shutdown) = pump.catch_up().await {
+                        break Ok(());
                     }
                 }
                 ended = &mut started => {
@@ -569,6 +1078,12 @@ impl Channel for DiscordChannel {
                             break;
                         }
                     }
+                    // Messages the queue had no room for are read back from history now.
+                    if !stopped && pump.rules.is_some() && pump.take_dropped()
+                        && let Err(Stop::Shutdown) = pump.catch_up().await
+                    {
+                        stopped = true;
+                    }
                     if stopped {
                         break Ok(());
                     }
@@ -580,7 +1095,8 @@ impl Channel for DiscordChannel {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
-        let result = outbound::send(&self.http, self.deadline(), message).await;
+        let result =
+            outbound::send(&self.http, &self.interactions(), self.deadline(), message).await;
         self.count_rejection(&result);
         result
     }
@@ -618,6 +1134,20 @@ impl Channel for DiscordChannel {
         result
     }
 
+    async fn fetch_attachment(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ChannelError> {
+        inbound::fetch(
+            &self.client,
+            &inbound::Cdn::new(&self.settings),
+            attachment,
+            max_bytes,
+        )
+        .await
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("ratelimited", self.ratelimits.load(Ordering::Relaxed))]
     }
@@ -631,7 +1161,7 @@ const ORDER_WINDOW: Duration = Duration::from_millis(15);
 /// `first` and whatever arrives within [`ORDER_WINDOW`], in the order Discord created them:
 /// connection events first, then messages, edits and presses by their snowflake ids, which
 /// grow with time.
-async fn in_order(first: Gateway, rx: &mut mpsc::UnboundedReceiver<Gateway>) -> Vec<Gateway> {
+async fn in_order(first: Gateway, rx: &mut mpsc::Receiver<Gateway>) -> Vec<Gateway> {
     let mut batch = vec![first];
     tokio::time::sleep(ORDER_WINDOW).await;
     while let Ok(event) = rx.try_recv() {
@@ -648,6 +1178,14 @@ async fn in_order(first: Gateway, rx: &mut mpsc::UnboundedReceiver<Gateway>) -> 
             .unwrap_or(u64::MAX),
     });
     batch
+}
+
+/// Sleeps until `at` (forever without one; the caller only polls it with one).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Closes the gateway connection and waits (briefly) for serenity's task to end.

@@ -1,18 +1,27 @@
 //! Sending and editing: one Discord message per `send` (the daemon splits long replies at
 //! 2,000 characters with `hearth_channel::plan`), replies quoting the message they answer,
 //! Approve/Deny as a button row, a nonce from the delivery id with `enforce_nonce` so a resend
-//! after a crash shows once, and answers to a press shown to the presser alone.
+//! after a crash or a timeout shows once (within Discord's nonce window), and answers to a press
+//! shown to the presser alone.
+//!
+//! A part that Discord's rendering makes longer than 2,000 characters (a `---` rule becomes a
+//! drawn line) is sent as written instead: a reply is never lost to formatting.
+//!
+//! Interaction calls (acknowledging a press, the private follow-up) carry the interaction token
+//! in their URL. hearth makes them with its own client rather than serenity's, whose request
+//! spans print the route with the token into every debug line inside them, and their errors
+//! keep no URL.
 
 use std::future::Future;
 use std::time::Duration;
 
-use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
+use hearth_channel::{ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage};
 use serenity::all::{
     ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions, CreateButton, CreateMessage,
-    EditMessage, MessageFlags, MessageId, MessageReference, Nonce,
+    EditMessage, MessageId, MessageReference, Nonce,
 };
-use serenity::builder::CreateInteractionResponseFollowup;
 use serenity::http::Http;
+use tracing::debug;
 
 use crate::error;
 use crate::format::{MAX_MESSAGE_LEN, render};
@@ -47,20 +56,32 @@ fn message_id(id: &str) -> Result<MessageId, ChannelError> {
         .ok_or_else(|| ChannelError::rejected(format!("`{id}` is not a discord message id")))
 }
 
-/// Refuses text Discord would refuse, naming the limit.
+/// The content to send for `text`: rendered for Discord, or as written when the rendering
+/// would not fit (the daemon's plan measured the text as written); refused, naming the limit,
+/// only when the text itself is over it.
 fn fits(text: &str) -> Result<String, ChannelError> {
-    let rendered = render(text);
-    let len = rendered.chars().count();
+    let len = text.chars().count();
     if len > MAX_MESSAGE_LEN {
         return Err(ChannelError::rejected(format!(
             "discord: a message of {len} characters is over Discord's limit of {MAX_MESSAGE_LEN}"
         )));
     }
+    let rendered = render(text);
+    let content = if rendered.chars().count() <= MAX_MESSAGE_LEN {
+        rendered
+    } else {
+        debug!(
+            len,
+            rendered = rendered.chars().count(),
+            "the rendered part is over Discord's limit; sent as written"
+        );
+        text.to_owned()
+    };
     // Discord refuses a message with neither text nor anything else.
-    Ok(if rendered.trim().is_empty() {
+    Ok(if content.trim().is_empty() {
         "\u{200b}".to_owned()
     } else {
-        rendered
+        content
     })
 }
 
@@ -113,16 +134,27 @@ fn mentions() -> CreateAllowedMentions {
 /// Sends one message.
 pub async fn send(
     http: &Http,
+    interactions: &Interactions,
     deadline: Duration,
     message: &OutboundMessage,
 ) -> Result<MessageRef, ChannelError> {
     let content = fits(&message.text)?;
-    let channel = channel_id(&message.chat)?;
     if let Some(press) = &message.answers_press
-        && let Some(sent) = answer_press_privately(http, deadline, message, press, &content).await
+        && let Some(sent) = answer_press_privately(interactions, message, press, &content).await?
     {
         return Ok(sent);
     }
+    send_to_chat(http, deadline, message, content).await
+}
+
+/// Sends one message to its chat (`content` is `message.text` as it fits Discord).
+async fn send_to_chat(
+    http: &Http,
+    deadline: Duration,
+    message: &OutboundMessage,
+    content: String,
+) -> Result<MessageRef, ChannelError> {
+    let channel = channel_id(&message.chat)?;
     if let Some(draft) = &message.replaces {
         match edit(http, deadline, draft, message).await {
             Ok(()) => return Ok(draft.clone()),
@@ -162,36 +194,115 @@ pub async fn send(
 }
 
 /// "Not yours" and "already decided" go only to whoever pressed, as an ephemeral follow-up of
-/// their press; `None` when the press cannot be answered any more (its token lasts 15 minutes),
-/// and the answer is sent to the chat instead.
+/// their press. `Ok(None)` when Discord refused the follow-up for good (the press's token lasts
+/// 15 minutes): the answer is then sent to the chat instead. A follow-up whose outcome is
+/// unknown (a timeout, a reset connection, a 5xx) is an error to retry, never also posted in
+/// the chat, where the presser might see it twice and everyone else once.
 async fn answer_press_privately(
-    http: &Http,
-    deadline: Duration,
+    interactions: &Interactions,
     message: &OutboundMessage,
     press: &str,
     content: &str,
-) -> Option<MessageRef> {
+) -> Result<Option<MessageRef>, ChannelError> {
     let mut parts = press.splitn(3, ':');
-    let (_interaction, application, token) = (parts.next()?, parts.next()?, parts.next()?);
-    let application = crate::config::snowflake(application)?;
-    http.set_application_id(serenity::all::ApplicationId::new(application));
-    let builder = CreateInteractionResponseFollowup::new()
-        .content(content)
-        .flags(MessageFlags::EPHEMERAL);
-    match within(
-        "answering a press",
-        deadline,
-        http.create_followup_message(token, &builder, Vec::new()),
-    )
-    .await
-    {
-        Ok(sent) => Some(MessageRef {
+    let (Some(_interaction), Some(application), Some(token)) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        debug!("the press id has no interaction token; answering in the chat");
+        return Ok(None);
+    };
+    let Some(application) = crate::config::snowflake(application) else {
+        debug!("the press id names no application; answering in the chat");
+        return Ok(None);
+    };
+    match interactions.follow_up(application, token, content).await {
+        Ok(id) => Ok(Some(MessageRef {
             chat: message.chat.clone(),
-            message_id: sent.id.to_string(),
-        }),
-        Err(error) => {
-            tracing::debug!(%error, "the press could not be answered privately; answering in the chat");
-            None
+            message_id: id,
+        })),
+        Err(error) if error.kind == ErrorKind::Rejected => {
+            debug!(%error, "the press could not be answered privately; answering in the chat");
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Interaction calls, made with hearth's own HTTP client: the interaction token is in the URL,
+/// and no URL reaches an error or a log line.
+#[derive(Clone, Debug)]
+pub struct Interactions {
+    client: reqwest::Client,
+    /// `<api_url>/api/v10`.
+    base: String,
+    timeout: Duration,
+}
+
+impl Interactions {
+    pub fn new(client: reqwest::Client, api_url: &str, timeout: Duration) -> Self {
+        Self {
+            client,
+            base: format!("{}/api/v10", api_url.trim_end_matches('/')),
+            timeout,
+        }
+    }
+
+    /// Acknowledges a button press (a deferred update: the prompt is edited later).
+    pub async fn acknowledge(&self, interaction: u64, token: &str) -> Result<(), ChannelError> {
+        let url = format!("{}/interactions/{interaction}/{token}/callback", self.base);
+        self.post(
+            "acknowledging a press",
+            &url,
+            &serde_json::json!({ "type": 6 }),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// An ephemeral follow-up on a press; returns the id of the message sent.
+    pub async fn follow_up(
+        &self,
+        application: u64,
+        token: &str,
+        content: &str,
+    ) -> Result<String, ChannelError> {
+        let url = format!("{}/webhooks/{application}/{token}", self.base);
+        let body = serde_json::json!({
+            "content": content,
+            "flags": 64,
+            "allowed_mentions": { "parse": [], "replied_user": false },
+        });
+        let answer = self.post("answering a press", &url, &body).await?;
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap_or_default();
+        answer["id"].as_str().map(str::to_owned).ok_or_else(|| {
+            ChannelError::protocol("discord: answering a press: the answer names no message")
+        })
+    }
+
+    /// POSTs `body` to `url`; the answer's body on success.
+    async fn post(
+        &self,
+        what: &str,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<Vec<u8>, ChannelError> {
+        let response = self
+            .client
+            .post(url)
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| error::request(what, e))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| error::request(what, e))?;
+        if status.is_success() {
+            Ok(body.to_vec())
+        } else {
+            Err(error::status(what, status.as_u16(), &body))
         }
     }
 }
@@ -233,7 +344,12 @@ pub async fn preview(
             edit(http, deadline, draft, &message).await?;
             Ok(Some(draft.clone()))
         }
-        None => send(http, deadline, &message).await.map(Some),
+        None => {
+            let content = fits(text)?;
+            send_to_chat(http, deadline, &message, content)
+                .await
+                .map(Some)
+        }
     }
 }
 
@@ -256,5 +372,15 @@ mod tests {
         assert_eq!(err.kind, hearth_channel::ErrorKind::Rejected);
         assert!(err.message.contains("2000"), "{err}");
         assert_eq!(fits("").expect("fits"), "\u{200b}");
+    }
+
+    #[test]
+    fn a_part_the_rendering_makes_too_long_is_sent_as_written() {
+        // 1,990 characters with two rules: rendered, each `---` grows to a 10-character line.
+        let text = format!("{}\n---\n{}\n---\nend", "a".repeat(1000), "b".repeat(975));
+        assert!(text.chars().count() <= MAX_MESSAGE_LEN);
+        assert!(render(&text).chars().count() > MAX_MESSAGE_LEN);
+        assert_eq!(fits(&text).expect("sent"), text);
+        assert_eq!(fits("a\n---\nb").expect("sent"), "a\n──────────\nb");
     }
 }

@@ -684,3 +684,714 @@ async fn a_backfill_that_meets_502s_tries_again_and_finds_the_gap() {
         "the history was not asked again after the 502s"
     );
 }
+
+// ---- The doors: whom the server rules let in, after restarts too; files by reference; a
+// ---- bounded queue; the interaction token kept out of logs; gaps never skipped.
+
+use hearth_channel::{Allowlist, Attachment, AttachmentKind, ChannelContext, SinkError};
+use hearth_testkit::discord::generated_bytes;
+use tokio_util::sync::CancellationToken;
+
+/// Whom the daemon serves, as the daemon's identities answer: `served` users, and a database
+/// that is away for the first `fail` questions.
+struct Served {
+    served: Vec<u64>,
+    fail: std::sync::atomic::AtomicUsize,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Served {
+    fn new(served: &[u64], fail: usize) -> Arc<Self> {
+        Arc::new(Self {
+            served: served.to_vec(),
+            fail: fail.into(),
+            asked: 0.into(),
+        })
+    }
+}
+
+#[async_trait]
+impl Allowlist for Served {
+    async fn allows(&self, channel: &str, user: &str) -> Result<bool, SinkError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        assert_eq!(channel, "discord");
+        self.asked.fetch_add(1, SeqCst);
+        if self
+            .fail
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(SinkError("database is locked".into()));
+        }
+        Ok(self.served.iter().any(|id| id.to_string() == user))
+    }
+}
+
+/// `run` with the daemon's allowlist in its context (the suite's `Running` has none).
+struct RunningWith {
+    shutdown: CancellationToken,
+    status: hearth_channel::StatusReporter,
+    task: tokio::task::JoinHandle<Result<(), hearth_channel::ChannelError>>,
+}
+
+impl RunningWith {
+    fn start(
+        channel: &Arc<DiscordChannel>,
+        sink: &RecordingSink,
+        state: &MemoryState,
+        allowlist: Arc<dyn Allowlist>,
+    ) -> Self {
+        let shutdown = CancellationToken::new();
+        let status = hearth_channel::StatusReporter::new();
+        let ctx = ChannelContext::new(
+            "discord",
+            shutdown.clone(),
+            Arc::new(sink.clone()),
+            Arc::new(state.clone()),
+            std::env::temp_dir(),
+            status.clone(),
+        )
+        .with_allowlist(allowlist);
+        let channel = channel.clone();
+        let task = tokio::spawn(async move { channel.run(ctx).await });
+        Self {
+            shutdown,
+            status,
+            task,
+        }
+    }
+
+    async fn connected(&self) {
+        let mut status = self.status.subscribe();
+        tokio::time::timeout(
+            PATIENCE,
+            status.wait_for(|s| *s == ChannelStatus::Connected),
+        )
+        .await
+        .expect("connected in time")
+        .expect("the reporter lives");
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let result = tokio::time::timeout(Duration::from_secs(3), self.task)
+            .await
+            .expect("run returned after shutdown")
+            .expect("run did not panic");
+        result.expect("run ended without an error");
+    }
+}
+
+/// Waits until a DM sent now has come through: everything the channel received before it has
+/// been handled (the loop handles events in order).
+async fn settle(fake: &FakeDiscord, sink: &RecordingSink, marker: &str) {
+    fake.send(dm(marker));
+    wait_text(sink, marker).await;
+}
+
+#[tokio::test]
+async fn after_a_restart_the_backfill_keeps_the_server_rules() {
+    let (fake, channel) = setup().await;
+    let state = MemoryState::new();
+    let first = RecordingSink::new();
+    let running = start(&channel, &first, &state);
+    online(&fake, &running).await;
+    // The owner once addressed hearth in the server channel and in a DM: both have cursors.
+    fake.send(UserMessage::new(SERVER, USER, "hello in the server").mention());
+    wait_text(&first, "hello in the server").await;
+    fake.send(dm("hello in the DM"));
+    wait_text(&first, "hello in the DM").await;
+    running.stop().await;
+
+    // Down: the server channel goes on, the owner writes a DM.
+    fake.send(UserMessage::new(SERVER, STRANGER, "stranger asks while down").mention());
+    fake.send(UserMessage::new(SERVER, USER, "owner chats while down"));
+    fake.send(UserMessage::new(SERVER, USER, "owner asks while down").mention());
+    fake.send(
+        UserMessage::new(SERVER, STRANGER + 1, "role member asks while down")
+            .mention()
+            .roles(&[ROLE]),
+    );
+    fake.send(
+        UserMessage::new(SERVER, STRANGER + 2, "other role while down")
+            .mention()
+            .roles(&[1]),
+    );
+    fake.send(dm("owner's DM while down"));
+
+    let second = RecordingSink::new();
+    let running = start(&channel, &second, &state);
+    online(&fake, &running).await;
+    wait_text(&second, "owner asks while down").await;
+    wait_text(&second, "role member asks while down").await;
+    wait_text(&second, "owner's DM while down").await;
+    settle(&fake, &second, "after the restart").await;
+    running.stop().await;
+
+    let got = texts(&second);
+    for unseen in [
+        "stranger asks while down",
+        "owner chats while down",
+        "other role while down",
+    ] {
+        assert!(
+            !got.iter().any(|t| t == unseen),
+            "{unseen:?} was taken from the history of a server channel: {got:?}"
+        );
+    }
+    assert_eq!(offered(&second, "owner asks while down"), 1);
+    assert!(
+        fake.rest_calls()
+            .contains(&format!("GET /channels/{SERVER}/messages")),
+        "the server channel's history was never read: {:?}",
+        fake.rest_calls()
+    );
+    let cursors = state.get("discord", "cursors").expect("cursors stored");
+    assert!(
+        cursors.contains("\"guild\""),
+        "the cursor remembers its server: {cursors}"
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_stored_by_an_older_hearth_asks_what_its_channel_is() {
+    let (fake, channel) = setup().await;
+    // What hearth wrote before it remembered places: channel id → last message id.
+    let known = fake.send(UserMessage::new(SERVER, USER, "handled long ago").mention());
+    let state = MemoryState::new();
+    hearth_channel::StateStore::save(
+        &state,
+        "discord",
+        "cursors",
+        &format!(r#"{{"{SERVER}":"{known}"}}"#),
+    )
+    .await
+    .expect("saved");
+    fake.send(UserMessage::new(SERVER, STRANGER, "stranger after the upgrade").mention());
+    fake.send(UserMessage::new(
+        SERVER,
+        USER,
+        "owner chatter after the upgrade",
+    ));
+    fake.send(UserMessage::new(SERVER, USER, "owner asks after the upgrade").mention());
+
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &state);
+    online(&fake, &running).await;
+    wait_text(&sink, "owner asks after the upgrade").await;
+    settle(&fake, &sink, "settled").await;
+    running.stop().await;
+    assert_eq!(texts(&sink), ["owner asks after the upgrade", "settled"]);
+    assert!(
+        fake.rest_calls()
+            .contains(&format!("GET /channels/{SERVER}")),
+        "{:?}",
+        fake.rest_calls()
+    );
+    let cursors = state.get("discord", "cursors").expect("cursors");
+    assert!(cursors.contains("\"guild\""), "{cursors}");
+}
+
+#[tokio::test]
+async fn the_server_rule_accepts_whom_the_daemon_serves() {
+    const PAIRED: u64 = 333_333_333_333_333_333;
+    let (fake, channel) = setup().await;
+    let state = MemoryState::new();
+    let sink = RecordingSink::new();
+    // The database is away for the first two questions: the message waits, it is not dropped.
+    let served = Served::new(&[PAIRED], 2);
+    let running = RunningWith::start(&channel, &sink, &state, served.clone());
+    running.connected().await;
+    fake.send(UserMessage::new(SERVER, PAIRED, "paired user asks").mention());
+    fake.send(UserMessage::new(SERVER, PAIRED, "paired user chats"));
+    fake.send(UserMessage::new(SERVER, STRANGER, "stranger asks").mention());
+    wait_text(&sink, "paired user asks").await;
+    settle(&fake, &sink, "marker one").await;
+    running.stop().await;
+
+    // And from history after a restart.
+    fake.send(UserMessage::new(SERVER, PAIRED, "paired user asks while down").mention());
+    fake.send(UserMessage::new(SERVER, STRANGER, "stranger asks while down").mention());
+    let running = RunningWith::start(&channel, &sink, &state, Served::new(&[PAIRED], 0));
+    running.connected().await;
+    wait_text(&sink, "paired user asks while down").await;
+    settle(&fake, &sink, "marker two").await;
+    running.stop().await;
+    assert_eq!(
+        texts(&sink),
+        [
+            "paired user asks",
+            "marker one",
+            "paired user asks while down",
+            "marker two"
+        ]
+    );
+    assert_eq!(offered(&sink, "paired user asks"), 1);
+    assert!(
+        served.asked.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+        "the allowlist was asked again after it failed"
+    );
+}
+
+#[tokio::test]
+async fn a_strangers_ten_large_files_are_passed_on_by_reference_and_never_downloaded() {
+    const MB8: u64 = 8 * 1024 * 1024;
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    let mut flood = UserMessage::new(DM, STRANGER, "look at these");
+    for i in 0..10 {
+        flood = flood.attach_generated(&format!("photo{i}.jpg"), "image/jpeg", MB8);
+    }
+    fake.send(flood);
+    let event = wait_text(&sink, "look at these").await;
+    fake.send(dm("my notes").attach("notes.txt", "text/plain", b"water the plants".to_vec()));
+    let notes = wait_text(&sink, "my notes").await;
+    running.stop().await;
+
+    let InboundKind::Message { attachments, .. } = &event.kind else {
+        unreachable!("a text");
+    };
+    assert_eq!(attachments.len(), 10);
+    for attachment in attachments {
+        assert_eq!(attachment.kind, AttachmentKind::Image);
+        assert_eq!(attachment.size, Some(MB8));
+        assert!(attachment.data_base64.is_none() && attachment.text.is_none());
+        assert!(
+            attachment
+                .source
+                .as_deref()
+                .is_some_and(|s| s.starts_with(&fake.api_url())),
+            "{attachment:?}"
+        );
+    }
+    let stored = serde_json::to_string(&event).expect("json");
+    assert!(
+        stored.len() < 8 * 1024,
+        "the stored event is {} bytes",
+        stored.len()
+    );
+    assert_eq!(fake.cdn_traffic(), (0, 0), "nothing was downloaded");
+
+    // The daemon fetches the allowed user's file once it knows the sender.
+    let InboundKind::Message { attachments, .. } = &notes.kind else {
+        unreachable!("a text");
+    };
+    let bytes = channel
+        .fetch_attachment(&attachments[0], 20_000_000)
+        .await
+        .expect("fetched");
+    assert_eq!(bytes, b"water the plants");
+    assert_eq!(fake.cdn_traffic().0, 1);
+}
+
+#[tokio::test]
+async fn fetch_attachment_reads_up_to_the_limit_and_only_from_discords_cdn() {
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    fake.send(dm("big honest file").attach_generated(
+        "big.bin",
+        "application/octet-stream",
+        8 << 20,
+    ));
+    // 64 MB behind a declared size of 1 KB, streamed without a Content-Length.
+    fake.send(
+        dm("big liar")
+            .attach_generated("liar.bin", "application/octet-stream", 64 << 20)
+            .declare_size(1024),
+    );
+    let honest = wait_text(&sink, "big honest file").await;
+    let liar = wait_text(&sink, "big liar").await;
+    running.stop().await;
+    let first = |event: &Inbound| match &event.kind {
+        InboundKind::Message { attachments, .. } => attachments[0].clone(),
+        _ => unreachable!("a text"),
+    };
+
+    // Over the limit by its declared size: refused for good before any request.
+    let error = channel
+        .fetch_attachment(&first(&honest), 1 << 20)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(error.kind, ErrorKind::Rejected, "{error}");
+    assert_eq!(fake.cdn_traffic(), (0, 0), "refused before any request");
+    // Within its limit it arrives whole.
+    let bytes = channel
+        .fetch_attachment(&first(&honest), 8 << 20)
+        .await
+        .expect("fetched");
+    assert!(
+        bytes == generated_bytes(8 << 20),
+        "the file arrived changed"
+    );
+
+    // A lying size: reading stops once more than the limit arrived.
+    let (_, before) = fake.cdn_traffic();
+    let error = channel
+        .fetch_attachment(&first(&liar), 1 << 20)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(error.kind, ErrorKind::Rejected, "{error}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, after) = fake.cdn_traffic();
+    assert!(
+        after - before < 32 << 20,
+        "the fake sent {} bytes of a 64 MB file after the reader stopped at 1 MB",
+        after - before
+    );
+
+    // A URL the sender chose: not fetched, whatever it points at.
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let elsewhere_url = format!("http://{}/secret", elsewhere.local_addr().expect("addr"));
+    for url in [
+        elsewhere_url.as_str(),
+        "http://169.254.169.254/latest/meta-data/",
+        "https://cdn.discordapp.com.evil.example/a.png",
+        "file:///etc/passwd",
+        "not a url",
+    ] {
+        let attachment = Attachment::remote(AttachmentKind::Image, "image/png", url).with_size(10);
+        let error = channel
+            .fetch_attachment(&attachment, 1 << 20)
+            .await
+            .expect_err("refused");
+        assert_eq!(error.kind, ErrorKind::Rejected, "{url}: {error}");
+        assert!(!error.is_temporary());
+    }
+    let accepted = tokio::time::timeout(Duration::from_millis(200), elsewhere.accept()).await;
+    assert!(accepted.is_err(), "a connection reached the other host");
+
+    // A file that is gone is refused for good; the CDN being away is worth another try.
+    let mut gone = first(&honest);
+    gone.source = Some(format!("{}/attachments/nothing-here", fake.api_url()));
+    let error = channel
+        .fetch_attachment(&gone, 1 << 20)
+        .await
+        .expect_err("404");
+    assert_eq!(error.kind, ErrorKind::Rejected, "{error}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let mut away_settings = settings(&fake);
+    away_settings.api_url = format!("http://127.0.0.1:{port}");
+    let away = DiscordChannel::new(away_settings).expect("valid settings");
+    let mut unreachable = first(&honest);
+    unreachable.size = Some(10);
+    unreachable.source = Some(format!("http://127.0.0.1:{port}/attachments/x"));
+    let error = away
+        .fetch_attachment(&unreachable, 1 << 20)
+        .await
+        .expect_err("refused connection");
+    assert!(error.is_temporary(), "{error}");
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_messages_and_reads_them_back_from_history() {
+    crypto();
+    let fake = FakeDiscord::start(TOKEN).await;
+    let mut settings = settings(&fake);
+    settings.queue_capacity = 2;
+    let channel = Arc::new(DiscordChannel::new(settings).expect("valid settings"));
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    fake.send(dm("first"));
+    wait_text(&sink, "first").await;
+    // The inbox stalls; the gateway goes on.
+    sink.pause();
+    fake.send(dm("stalls the loop"));
+    sink.wait_for_attempt(|e| text_of(e) == Some("stalls the loop"), PATIENCE)
+        .await
+        .expect("offered");
+    let flood: Vec<String> = (0..30).map(|i| format!("flood {i}")).collect();
+    for text in &flood {
+        fake.send(dm(text));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sink.resume();
+    for text in &flood {
+        wait_text(&sink, text).await;
+    }
+    settle(&fake, &sink, "after the flood").await;
+    running.stop().await;
+    let mut expected = vec!["first".to_owned(), "stalls the loop".to_owned()];
+    expected.extend(flood.iter().cloned());
+    expected.push("after the flood".to_owned());
+    assert_eq!(texts(&sink), expected, "each once, in order");
+    for text in &flood {
+        assert_eq!(offered(&sink, text), 1, "{text}");
+    }
+    assert!(
+        fake.rest_calls()
+            .contains(&format!("GET /channels/{DM}/messages")),
+        "nothing was dropped (the history was never read): {:?}",
+        fake.rest_calls()
+    );
+}
+
+/// Every log line written on this thread while the guard lives, down to DEBUG (what an operator
+/// turns on to look into a problem). TRACE is left out: there the websocket library prints
+/// every gateway frame as it is, interaction tokens included, as it prints every message.
+fn capture_logs() -> (
+    Arc<std::sync::Mutex<Vec<u8>>>,
+    tracing::subscriber::DefaultGuard,
+) {
+    use tracing_subscriber::util::SubscriberInitExt;
+    #[derive(Clone)]
+    struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer(Arc::new(std::sync::Mutex::new(Vec::new())));
+    let writer = buffer.clone();
+    let guard = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish()
+        .set_default();
+    (buffer.0, guard)
+}
+
+fn logged(buffer: &Arc<std::sync::Mutex<Vec<u8>>>) -> String {
+    String::from_utf8_lossy(&buffer.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+}
+
+/// The cause chain, as the daemon logs it.
+fn chain(error: &hearth_channel::ChannelError) -> String {
+    let mut text = format!("{error} {error:?}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(" | {cause} {cause:?}"));
+        source = cause.source();
+    }
+    text
+}
+
+#[tokio::test]
+async fn the_interaction_token_never_reaches_a_log_line_or_an_error() {
+    let (buffer, _guard) = capture_logs();
+    let (fake, channel) = setup().await;
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &MemoryState::new());
+    online(&fake, &running).await;
+    let mut prompt = OutboundMessage::text(ChatRef::new(SERVER.to_string()), "Delete it?");
+    prompt.buttons = vec![Button::new("✅ Approve", "c:x:a").with_emoji("✅")];
+    let sent = channel.send(&prompt).await.expect("prompt");
+    let interaction = fake
+        .press(sent.message_id.parse().expect("id"), STRANGER, "c:x:a")
+        .expect("pressed");
+    let token = format!("itoken{interaction}");
+    let event = sink
+        .wait_for_event(|e| matches!(e.kind, InboundKind::Press(_)), PATIENCE)
+        .await
+        .expect("the press arrived");
+    running.stop().await;
+    assert!(
+        fake.acknowledged()
+            .iter()
+            .any(|(id, _)| *id == interaction.to_string()),
+        "acknowledged"
+    );
+    let InboundKind::Press(press) = &event.kind else {
+        unreachable!("matched");
+    };
+    let mut answer = OutboundMessage::text(event.chat.clone(), "This request isn't yours.");
+    answer.answers_press = Some(press.press_id.clone());
+    channel.send(&answer).await.expect("answered privately");
+    assert_eq!(fake.followups().len(), 1);
+
+    // Discord refuses the follow-up for good (an unknown webhook): said in the chat instead.
+    let refused_token = "SECRET-interaction-token-refused";
+    answer.answers_press = Some(format!("{interaction}:{BOT_ID}:{refused_token}"));
+    channel.send(&answer).await.expect("answered in the chat");
+    assert!(
+        fake.bot_messages(SERVER)
+            .iter()
+            .any(|m| m.content.contains("isn't yours")),
+        "the refused follow-up was said in the chat"
+    );
+
+    // Discord cannot be reached: an error to retry, without the URL.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let mut away_settings = settings(&fake);
+    away_settings.api_url = format!("http://127.0.0.1:{port}");
+    let away = DiscordChannel::new(away_settings).expect("valid settings");
+    let away_token = "SECRET-interaction-token-unreachable";
+    answer.answers_press = Some(format!("{interaction}:{BOT_ID}:{away_token}"));
+    let error = away.send(&answer).await.expect_err("nobody there");
+    assert!(error.is_temporary(), "{error}");
+    let error_text = chain(&error);
+
+    let logs = logged(&buffer);
+    assert!(
+        logs.contains("the press could not be answered privately"),
+        "the capture missed the adapter's lines:\n{logs}"
+    );
+    for secret in [token.as_str(), refused_token, away_token] {
+        assert!(
+            !logs.contains(secret),
+            "the interaction token {secret} reached a log line:\n{}",
+            logs.lines()
+                .filter(|l| l.contains(secret))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        assert!(!error_text.contains(secret), "{error_text}");
+    }
+}
+
+#[tokio::test]
+async fn a_press_answer_whose_outcome_is_unknown_is_not_also_posted_in_the_chat() {
+    let (fake, channel) = setup().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    // The follow-up goes nowhere (a refused connection, as after a reset or a timeout).
+    let mut answer = OutboundMessage::text(ChatRef::new(SERVER.to_string()), "Not yours.");
+    answer.answers_press = Some(format!("1:{BOT_ID}:itoken1"));
+    let mut settings = settings(&fake);
+    settings.api_url = format!("http://127.0.0.1:{port}");
+    let away = DiscordChannel::new(settings).expect("valid settings");
+    let error = away.send(&answer).await.expect_err("unknown outcome");
+    assert!(error.is_temporary(), "{error}");
+    // Discord answers 502 to the follow-up: retried, not posted for everyone.
+    fake.fail_next(1);
+    let error = channel.send(&answer).await.expect_err("502");
+    assert!(error.is_temporary(), "{error}");
+    assert!(fake.bot_messages(SERVER).is_empty(), "posted in the chat");
+    // The retry goes through privately.
+    channel.send(&answer).await.expect("answered");
+    assert_eq!(fake.followups().len(), 1);
+    assert!(fake.followups()[0].ephemeral);
+    assert!(fake.bot_messages(SERVER).is_empty());
+}
+
+#[tokio::test]
+async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_later() {
+    let (fake, channel) = setup().await;
+    let state = MemoryState::new();
+    let first = RecordingSink::new();
+    let running = start(&channel, &first, &state);
+    online(&fake, &running).await;
+    fake.send(dm("known chat"));
+    wait_text(&first, "known chat").await;
+    running.stop().await;
+    let cursor_before = state.get("discord", "cursors").expect("cursor");
+
+    for i in 0..3 {
+        fake.send(dm(&format!("gap {i}")));
+    }
+    // Every try of the READY backfill meets a 502.
+    fake.fail_history(4);
+    let sink = RecordingSink::new();
+    let running = start(&channel, &sink, &state);
+    let status = running
+        .wait_for_status(
+            |s| s.reason().is_some_and(|r| r.contains("history")),
+            PATIENCE,
+        )
+        .await;
+    assert_eq!(status.as_str(), "reconnecting", "{status:?}");
+    // A live message meanwhile is taken, but does not move the cursor past the gap.
+    fake.send(dm("live during the gap"));
+    wait_text(&sink, "live during the gap").await;
+    assert_eq!(
+        state.get("discord", "cursors").expect("cursor"),
+        cursor_before,
+        "the cursor moved past the gap"
+    );
+    // The history answers again: the whole gap arrives, each once, and the channel recovers.
+    for i in 0..3 {
+        wait_text(&sink, &format!("gap {i}")).await;
+    }
+    running
+        .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
+        .await;
+    settle(&fake, &sink, "after the gap").await;
+    running.stop().await;
+    for text in [
+        "gap 0",
+        "gap 1",
+        "gap 2",
+        "live during the gap",
+        "after the gap",
+    ] {
+        assert_eq!(offered(&sink, text), 1, "{text}: {:?}", texts(&sink));
+    }
+    assert_ne!(
+        state.get("discord", "cursors").expect("cursor"),
+        cursor_before
+    );
+}
+
+#[tokio::test]
+async fn a_forty_section_answer_separated_by_rules_arrives_whole() {
+    let (fake, channel) = setup().await;
+    let sections: Vec<String> = (0..40)
+        .map(|i| format!("Section {i}: {}", "word ".repeat(12).trim_end()))
+        .collect();
+    let answer = OutboundMessage::text(ChatRef::new(DM.to_string()), sections.join("\n---\n"));
+    let parts = hearth_channel::plan(&answer, &channel.capabilities());
+    assert!(parts.len() >= 2, "the answer is split: {}", parts.len());
+    assert!(
+        parts
+            .iter()
+            .any(|p| hearth_discord::format::render(&p.text).chars().count() > 2000),
+        "no part renders over the limit; the test proves nothing"
+    );
+    for part in &parts {
+        channel
+            .send(&part.message(&answer))
+            .await
+            .unwrap_or_else(|e| panic!("a part was refused: {e}"));
+    }
+    let shown = fake.bot_messages(DM);
+    assert_eq!(shown.len(), parts.len());
+    let all: String = shown.iter().map(|m| m.content.clone()).collect();
+    for (i, message) in shown.iter().enumerate() {
+        assert!(message.content.chars().count() <= 2000, "part {i}");
+    }
+    for section in &sections {
+        assert!(all.contains(section.as_str()), "{section} is missing");
+    }
+}
+
+#[tokio::test]
+async fn a_send_that_timed_out_is_sent_again_with_the_same_nonce_and_shows_once() {
+    crypto();
+    let fake = FakeDiscord::start(TOKEN).await;
+    let mut settings = settings(&fake);
+    settings.request_timeout = Duration::from_millis(300);
+    let channel = DiscordChannel::new(settings).expect("valid settings");
+    let mut reply = OutboundMessage::text(ChatRef::new(DM.to_string()), "Your answer.");
+    reply.delivery_id = Some("outbox-42.0".into());
+    // Discord stores the message, but its answer comes too late: the outcome is unknown.
+    fake.delay_send_answers(Duration::from_secs(2));
+    let error = channel.send(&reply).await.expect_err("timed out");
+    assert!(error.is_temporary(), "{error}");
+    assert_eq!(fake.bot_messages(DM).len(), 1, "Discord did store it");
+    // The outbox tries again with the same delivery id: Discord recognises the nonce.
+    fake.delay_send_answers(Duration::ZERO);
+    let sent = channel.send(&reply).await.expect("sent again");
+    let shown = fake.bot_messages(DM);
+    assert_eq!(shown.len(), 1, "shown twice: {shown:?}");
+    assert_eq!(sent.message_id, shown[0].id.to_string());
+    assert_eq!(shown[0].nonce.as_deref(), Some("outbox-42.0"));
+}
