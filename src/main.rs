@@ -46,8 +46,19 @@ fn init_logging(command: &Command) {
         Command::Run => "info",
         _ => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Whatever RUST_LOG says: below info these print whole gateway frames and request routes,
+    // Discord interaction tokens among them, and secrets never reach a log.
+    for quiet in [
+        "tungstenite=info",
+        "tokio_tungstenite=info",
+        "serenity=info",
+    ] {
+        if let Ok(directive) = quiet.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -67,7 +67,12 @@ pub fn map(what: &str, error: SerenityError) -> ChannelError {
                 _ => ChannelError::rejected(detail),
             }
         }
-        SerenityError::Http(HttpError::Request(_)) => ChannelError::transient(message),
+        // No answer: refused before the request went out (nothing sent), or lost after it
+        // (Discord may have taken it; a send's retry carries the same nonce).
+        SerenityError::Http(HttpError::Request(e)) if e.is_connect() => {
+            ChannelError::transient(message)
+        }
+        SerenityError::Http(HttpError::Request(_)) => ChannelError::outcome_unknown(message),
         SerenityError::Http(_) => ChannelError::protocol(message),
         SerenityError::Model(_) => ChannelError::rejected(message),
         SerenityError::Json(_) | SerenityError::Decode(..) => ChannelError::protocol(message),
@@ -125,9 +130,9 @@ pub fn status(what: &str, status: u16, body: &[u8]) -> ChannelError {
     }
 }
 
-/// A request that did not finish within the timeout.
+/// A request that did not finish within the timeout: it may have taken effect.
 pub fn timed_out(what: &str, after: Duration) -> ChannelError {
-    ChannelError::transient(format!(
+    ChannelError::outcome_unknown(format!(
         "discord: {what}: no answer within {}s",
         after.as_secs_f32()
     ))
