@@ -97,6 +97,31 @@ pub fn build(channels: &ChannelsConfig, data_dir: &Path) -> Result<Vec<BuiltChan
 }
 
 /// [`build`] with the secrets looked up in `secrets`.
+/// What the channel crate called `name` says of `chat` as a chat id (a schedule's target
+/// `name:chat`); `None` when no channel of that name is built in.
+pub fn check_chat_id(name: &str, chat: &str) -> Option<Result<(), String>> {
+    struct Check<'a> {
+        name: &'a str,
+        chat: &'a str,
+        verdict: Option<Result<(), String>>,
+    }
+    impl EachChannel for Check<'_> {
+        fn built<C: ChannelConfig>(&mut self, _section: &mut Option<C>) {
+            if C::NAME == self.name {
+                self.verdict = Some(C::check_chat_id(self.chat));
+            }
+        }
+        fn not_built(&mut self, _name: &'static str) {}
+    }
+    let mut check = Check {
+        name,
+        chat,
+        verdict: None,
+    };
+    each(&mut ChannelsConfig::default(), &mut check);
+    check.verdict
+}
+
 /// Each configured channel's allowlist (`allowed_users`, as the channel spells user ids),
 /// without building the channels: what the CLI syncs before it touches identities.
 pub fn allowlists(channels: &ChannelsConfig) -> Vec<(String, Vec<String>)> {

@@ -245,10 +245,9 @@ pub fn parse_target(text: &str) -> Result<(String, ChatRef), String> {
     if chat.trim().is_empty() {
         return Err(format!("`{text}` has no chat id after `{channel}:`"));
     }
-    if matches!(channel, "telegram" | "discord") && chat.parse::<i64>().is_err() {
-        return Err(format!(
-            "`{chat}` is not a {channel} chat id: expected a number"
-        ));
+    // Each channel crate knows its own chat ids.
+    if let Some(Err(reason)) = crate::channels::check_chat_id(channel, chat.trim()) {
+        return Err(reason);
     }
     Ok((channel.to_string(), ChatRef::new(chat.trim())))
 }

@@ -27,8 +27,6 @@ use crate::store::{
 const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
 /// Codes one unknown sender can get per day; after that they hear nothing.
 const PAIRING_CODES_PER_DAY: usize = 3;
-/// Telegram's typing indicator lasts about five seconds; refresh it a little sooner.
-const TYPING_INTERVAL: Duration = Duration::from_secs(4);
 
 pub struct Handler {
     pub rt: Arc<Runtime>,
@@ -371,13 +369,17 @@ impl Handler {
         result.map(|_| ())
     }
 
-    /// Shows "typing…" until the returned token is cancelled.
+    /// Shows "typing…" until the returned token is cancelled, renewed as often as the channel
+    /// says its indicator lasts; nothing where the platform has none.
     fn keep_typing(
         &self,
         channel: Arc<dyn Channel>,
         chat: hearth_channel::ChatRef,
     ) -> CancellationToken {
         let stop = self.shutdown.child_token();
+        let Some(interval) = channel.capabilities().typing_interval else {
+            return stop;
+        };
         let token = stop.clone();
         tokio::spawn(async move {
             loop {
@@ -385,7 +387,7 @@ impl Handler {
                     tracing::debug!(error = %err, "typing indicator failed");
                 }
                 tokio::select! {
-                    () = tokio::time::sleep(TYPING_INTERVAL) => {}
+                    () = tokio::time::sleep(interval) => {}
                     () = token.cancelled() => return,
                 }
             }

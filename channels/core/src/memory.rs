@@ -132,6 +132,7 @@ impl MemoryChannel {
                 measure: Measure::Chars,
                 format: Format::Markdown,
                 preview: None,
+                typing_interval: Some(Duration::from_secs(4)),
                 ..Capabilities::default()
             },
             retry_delay: Duration::from_millis(50),

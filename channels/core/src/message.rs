@@ -345,6 +345,10 @@ pub struct Capabilities {
     pub format: Format,
     /// Minimum time between preview updates of a streamed reply; `None`: no previews.
     pub preview: Option<Duration>,
+    /// How often the daemon repeats [`crate::Channel::typing`] while a reply is being made: a
+    /// little less than the platform shows the indicator for (Telegram about 5 s, Discord 10 s).
+    /// `None`: the platform has no typing indicator, and the daemon never calls it.
+    pub typing_interval: Option<Duration>,
     /// Buttons are shown as reactions the bot seeds on the message, one per button with its
     /// [`Button::emoji`] (Matrix); a user's reaction with one of them arrives as a reaction and
     /// counts as a press. Such a channel accepts buttons even without `buttons`.
@@ -375,6 +379,7 @@ impl Default for Capabilities {
             measure: Measure::Chars,
             format: Format::Plain,
             preview: None,
+            typing_interval: None,
             buttons_as_reactions: false,
             acks_presses_on_receipt: false,
             deduplicates_sends: false,

@@ -57,6 +57,11 @@ impl Secret {
     /// [`Secret::resolve`] with the environment given as a lookup function, for tests and for
     /// validating a config against an environment that is not the process's own.
     pub fn resolve_with(name: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        if !looks_like_a_name(name) {
+            // Most likely the secret itself, pasted where its variable's name belongs: never
+            // echo it (this message reaches the terminal and the journal).
+            return Err(NOT_A_NAME.to_string());
+        }
         if let Some(value) = env(name).filter(|v| !v.is_empty()) {
             return Ok(Self(value));
         }
@@ -85,6 +90,22 @@ impl Secret {
     }
 }
 
+/// What a `*_env` key that holds no variable name is told, without its value.
+pub const NOT_A_NAME: &str = "a `*_env` key names the environment variable (or systemd credential) that holds the secret, and this value is no such name; was the secret itself pasted here? It is not shown. Put the secret in a variable, e.g. `export HEARTH_TELEGRAM_TOKEN=…`, and write that variable's name here";
+
+/// Whether `name` can name an environment variable or a credential file: letters, digits,
+/// `_`, `.` and `-`, not starting with `-`, and short. Tokens and API keys are longer (OpenAI
+/// 51 characters and up, Discord about 70) or carry other characters (Telegram's `:`).
+fn looks_like_a_name(name: &str) -> bool {
+    const LONGEST: usize = 48;
+    !name.is_empty()
+        && name.len() <= LONGEST
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(<redacted>)")
@@ -106,6 +127,30 @@ mod tests {
         let secret = Secret::new("sk-very-secret");
         assert!(!format!("{secret:?}").contains("very"));
         assert!(!format!("{secret}").contains("very"));
+    }
+
+    /// The defect: `token_env = "123456:ABC…"` was answered "environment variable 123456:ABC…
+    /// is not set", printing the pasted token into the terminal and the journal.
+    #[test]
+    fn a_pasted_secret_is_never_echoed() {
+        let none = |_: &str| None;
+        for pasted in [
+            "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+            "sk-proj-Q2xhdWRlIGlzIG5vdCBhIHJlYWwga2V5IGZvciB0ZXN0cw",
+            "MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+            "hunter2 with spaces",
+        ] {
+            let err = Secret::resolve_with(pasted, none).expect_err("not a name");
+            assert!(!err.contains(pasted), "{err}");
+            assert!(err.contains("was the secret itself pasted here"), "{err}");
+        }
+        let err = Secret::resolve_with("HEARTH_TELEGRAM_TOKEN", none).expect_err("unset");
+        assert!(err.contains("HEARTH_TELEGRAM_TOKEN is not set"), "{err}");
+        let err = Secret::resolve_with("telegram-token.cred", none).expect_err("unset");
+        assert!(
+            err.contains("telegram-token.cred is not set"),
+            "a credential name: {err}"
+        );
     }
 
     #[test]

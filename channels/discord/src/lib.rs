@@ -957,6 +957,8 @@ impl Channel for DiscordChannel {
             measure: Measure::Chars,
             format: Format::Markdown,
             preview: Some(Duration::from_secs(1)),
+            // Discord shows "typing…" for 10 s after each call.
+            typing_interval: Some(Duration::from_secs(8)),
             buttons_as_reactions: false,
             acks_presses_on_receipt: true,
             deduplicates_sends: true,

@@ -161,6 +161,8 @@ impl Channel for MatrixChannel {
             measure: Measure::Bytes,
             format: Format::Html,
             preview: Some(self.settings.edit_interval),
+            // matrix-sdk announces typing for 4 s and sends again only after 3 s.
+            typing_interval: Some(std::time::Duration::from_secs(3)),
             buttons_as_reactions: true,
             acks_presses_on_receipt: false,
             deduplicates_sends: true,

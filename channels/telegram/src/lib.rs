@@ -428,6 +428,8 @@ impl Channel for TelegramChannel {
             measure: Measure::Utf16,
             format: Format::InlineHtml,
             preview: Some(Duration::from_secs(1)),
+            // Telegram shows a chat action for about 5 s.
+            typing_interval: Some(Duration::from_secs(4)),
             // answerCallbackQuery has no hard deadline worth racing: the daemon answers.
             acks_presses_on_receipt: false,
             // Telegram has no idempotency key for sendMessage.
