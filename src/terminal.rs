@@ -395,6 +395,7 @@ impl Channel for TerminalChannel {
         chat: &ChatRef,
         _draft: Option<&MessageRef>,
         text: &str,
+        _reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
         let mut printed = self.printed();
         if text.starts_with(printed.as_str()) {

@@ -25,7 +25,8 @@ impl PreviewSink for ChannelPreview {
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
-        self.0.preview(chat, draft, text).await
+        self.0.preview(chat, draft, text, reply_to).await
     }
 }

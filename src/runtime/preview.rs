@@ -22,11 +22,13 @@ use crate::provider::StreamEvent;
 pub trait PreviewSink: Send + Sync {
     /// Shows `text` (everything generated so far) in `chat`: creates the preview when `draft`
     /// is `None`, otherwise updates the message it returned. The final reply replaces it.
+    /// `reply_to` is the message the reply answers, quoted by the preview.
     async fn show(
         &self,
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError>;
 }
 
@@ -54,6 +56,7 @@ impl Preview {
         let capabilities = job.capabilities.clone();
         let max_chars = rt.config.daemon.max_reply_chars;
         let chat = job.chat.clone();
+        let reply_to = job.reply_to.clone();
         let prefix = job
             .note
             .as_ref()
@@ -98,7 +101,10 @@ impl Preview {
                 let due = last.is_none_or(|at| at.elapsed() >= interval);
                 if !text.trim().is_empty() && text != shown && (due || closed) {
                     let full = preview_text(&format!("{prefix}{text}"), &capabilities);
-                    match sink.show(&chat, current.as_ref(), &full).await {
+                    match sink
+                        .show(&chat, current.as_ref(), &full, reply_to.as_deref())
+                        .await
+                    {
                         Ok(Some(reference)) => current = Some(reference),
                         Ok(None) => {}
                         Err(err) => tracing::debug!(error = %err, "preview update failed"),

@@ -456,13 +456,18 @@ pub trait Channel: Send + Sync + 'static {
     /// The first call for a `draft` (None) creates the preview; later calls pass the reference
     /// it returned. The final reply arrives later through `send` with `replaces` set to it.
     /// Only called when [`Capabilities::preview`] is set.
+    ///
+    /// `reply_to` is the message the reply answers: the preview quotes it where the outbound
+    /// plan would quote the first part, since the final reply replaces the preview by an edit,
+    /// and an edit cannot add a quote.
     async fn preview(
         &self,
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
-        let _ = (chat, draft, text); // no preview by default
+        let _ = (chat, draft, text, reply_to); // no preview by default
         Ok(None)
     }
 

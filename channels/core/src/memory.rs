@@ -658,6 +658,7 @@ impl Channel for MemoryChannel {
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
         let reference = {
             let mut state = self.lock();
@@ -672,7 +673,14 @@ impl Channel for MemoryChannel {
                     existing.edits.push(text.to_owned());
                     existing.reference()
                 }
-                None => Self::create(&mut state, chat, text.to_owned(), Vec::new(), None, true),
+                None => Self::create(
+                    &mut state,
+                    chat,
+                    text.to_owned(),
+                    Vec::new(),
+                    reply_to.map(str::to_owned),
+                    true,
+                ),
             }
         };
         self.notify_sent();
@@ -797,12 +805,12 @@ mod tests {
             ..Capabilities::default()
         });
         let draft = channel
-            .preview(&chat(), None, "Th")
+            .preview(&chat(), None, "Th", None)
             .await
             .expect("preview")
             .expect("a draft");
         channel
-            .preview(&chat(), Some(&draft), "The ans")
+            .preview(&chat(), Some(&draft), "The ans", None)
             .await
             .expect("preview edit");
         let mut reply = OutboundMessage::text(chat(), "The answer.");
@@ -822,7 +830,7 @@ mod tests {
         let mut message = OutboundMessage::text(chat(), "pick");
         message.buttons = vec![Button::new("A", "a")];
         assert!(channel.send(&message).await.is_err());
-        assert!(channel.preview(&chat(), None, "x").await.is_err());
+        assert!(channel.preview(&chat(), None, "x", None).await.is_err());
         let sent = channel
             .send(&OutboundMessage::text(chat(), "x"))
             .await

@@ -176,6 +176,7 @@ macro_rules! conformance_tests {
             inbound_edits => check_inbound_edits,
             threads => check_threads,
             reply_quoting => check_reply_quoting,
+            preview_quotes_and_is_replaced => check_preview_quotes_and_is_replaced,
             typing => check_typing,
             stable_delivery_ids => check_stable_delivery_ids,
             attachments_in => check_attachments_in,

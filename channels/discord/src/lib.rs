@@ -1130,8 +1130,10 @@ impl Channel for DiscordChannel {
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
-        let result = outbound::preview(&self.http, self.deadline(), chat, draft, text).await;
+        let result =
+            outbound::preview(&self.http, self.deadline(), chat, draft, text, reply_to).await;
         self.count_rejection(&result);
         result
     }

@@ -337,8 +337,12 @@ pub async fn preview(
     chat: &ChatRef,
     draft: Option<&MessageRef>,
     text: &str,
+    reply_to: Option<&str>,
 ) -> Result<Option<MessageRef>, ChannelError> {
-    let message = OutboundMessage::text(chat.clone(), text);
+    let message = OutboundMessage {
+        reply_to: reply_to.map(str::to_owned),
+        ..OutboundMessage::text(chat.clone(), text)
+    };
     match draft {
         Some(draft) => {
             edit(http, deadline, draft, &message).await?;

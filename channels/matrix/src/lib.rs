@@ -196,8 +196,11 @@ impl Channel for MatrixChannel {
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
-        outbound::preview(self, chat, draft, text).await.map(Some)
+        outbound::preview(self, chat, draft, text, reply_to)
+            .await
+            .map(Some)
     }
 
     async fn fetch_attachment(

@@ -173,6 +173,7 @@ pub(crate) async fn preview(
     chat: &ChatRef,
     draft: Option<&MessageRef>,
     text: &str,
+    reply_to: Option<&str>,
 ) -> Result<MessageRef, ChannelError> {
     check_length(text)?;
     let room = room(channel, chat).await?;
@@ -183,7 +184,7 @@ pub(crate) async fn preview(
         }
         None => {
             let content =
-                format::with_relations(format::notice(text), chat.thread_id.as_deref(), None);
+                format::with_relations(format::notice(text), chat.thread_id.as_deref(), reply_to);
             send_raw(&room, "m.room.message", content, None).await?
         }
     };

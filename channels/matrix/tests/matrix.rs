@@ -1532,7 +1532,7 @@ async fn a_preview_edit_with_an_unknown_outcome_is_retried_not_sent_twice() {
     let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
     connect_once(&channel).await;
     let preview = channel
-        .preview(&h.chat(), None, "thinking")
+        .preview(&h.chat(), None, "thinking", None)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("no preview"));

@@ -534,8 +534,9 @@ impl Channel for TelegramChannel {
         chat: &ChatRef,
         draft: Option<&MessageRef>,
         text: &str,
+        reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
-        outbound::preview(&self.api, &self.pacer, chat, draft, text).await
+        outbound::preview(&self.api, &self.pacer, chat, draft, text, reply_to).await
     }
 }
 

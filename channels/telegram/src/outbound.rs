@@ -82,6 +82,7 @@ pub(crate) async fn preview(
     chat: &ChatRef,
     draft: Option<&MessageRef>,
     text: &str,
+    reply_to: Option<&str>,
 ) -> Result<Option<MessageRef>, ChannelError> {
     let plain = head(non_empty(text), MAX_MESSAGE_LEN, Measure::Utf16);
     pacer.wait(&chat.chat_id).await;
@@ -89,6 +90,7 @@ pub(crate) async fn preview(
         None => {
             let mut body = json!({ "chat_id": chat_id(&chat.chat_id), "text": plain });
             add_thread(&mut body, chat);
+            add_quote(&mut body, reply_to);
             let sent: Value = api.call("sendMessage", &body).await?;
             Ok(Some(message_ref(chat, &sent)?))
         }
@@ -104,6 +106,15 @@ pub(crate) async fn preview(
                 Err(e) => Err(e.into()),
             }
         }
+    }
+}
+
+/// Quotes `reply_to` (a Telegram message id); if it was deleted meanwhile, the message goes
+/// out anyway.
+fn add_quote(body: &mut Value, reply_to: Option<&str>) {
+    if let Some(reply_to) = reply_to.and_then(|r| r.parse::<i64>().ok()) {
+        body["reply_parameters"] =
+            json!({ "message_id": reply_to, "allow_sending_without_reply": true });
     }
 }
 
@@ -142,11 +153,7 @@ async fn send_part(
     let mut body = json!({ "chat_id": chat_id(&chat.chat_id) });
     set_text(&mut body, part);
     add_thread(&mut body, chat);
-    if let Some(reply_to) = reply_to.and_then(|r| r.parse::<i64>().ok()) {
-        // Answer in the same message's thread; if it was deleted meanwhile, send anyway.
-        body["reply_parameters"] =
-            json!({ "message_id": reply_to, "allow_sending_without_reply": true });
-    }
+    add_quote(&mut body, reply_to);
     if !buttons.is_empty() {
         body["reply_markup"] = keyboard(buttons);
     }

@@ -691,12 +691,12 @@ async fn buttons_press_answer_and_decision_edit() {
 async fn previews_are_edited_and_replaced_by_the_final_reply() {
     let (tg, channel) = setup().await;
     let draft = channel
-        .preview(&private(), None, "Thinking")
+        .preview(&private(), None, "Thinking", None)
         .await
         .expect("preview")
         .expect("a draft");
     channel
-        .preview(&private(), Some(&draft), "Thinking about **it**")
+        .preview(&private(), Some(&draft), "Thinking about **it**", None)
         .await
         .expect("preview update");
     let mut reply = OutboundMessage::text(private(), "Final **answer**");

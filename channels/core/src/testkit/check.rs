@@ -548,6 +548,64 @@ pub async fn check_reply_quoting(h: &dyn Harness) {
     );
 }
 
+/// A streamed preview quotes the message it answers, and the final reply replaces it: one
+/// message, with the final text, still quoting (an edit cannot add a quote, so the preview
+/// must carry it). Channels without previews document it and pass.
+pub async fn check_preview_quotes_and_is_replaced(h: &dyn Harness) {
+    let channel = h.channel();
+    if channel.capabilities().preview.is_none() {
+        return;
+    }
+    let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
+    let text = unique("answer me slowly");
+    inject(h, &h.chat(), &text).await;
+    let event = wait_for_text(&running.sink, &text).await;
+    running.stop().await;
+    let InboundKind::Message {
+        message_id: Some(message_id),
+        ..
+    } = &event.kind
+    else {
+        panic!("an inbound message without a message id: {event:?}");
+    };
+    let draft = channel
+        .preview(&h.chat(), None, "Thinking", Some(message_id))
+        .await
+        .unwrap_or_else(|e| panic!("creating the preview failed: {e}"))
+        .expect("a channel with previews returns the preview it created");
+    channel
+        .preview(
+            &h.chat(),
+            Some(&draft),
+            "Thinking about it",
+            Some(message_id),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("updating the preview failed: {e}"));
+    let shown = shown_eventually(h, &h.chat(), "Thinking about it").await;
+    assert_eq!(
+        shown.reply_to.as_ref(),
+        Some(message_id),
+        "the preview does not quote the message it answers"
+    );
+    let answer = unique("the final answer");
+    let mut reply = OutboundMessage::text(h.chat(), &answer);
+    reply.reply_to = Some(message_id.clone());
+    reply.replaces = Some(draft.clone());
+    let landed = send(&*channel, reply).await;
+    assert_eq!(
+        landed.message_id, draft.message_id,
+        "the final reply did not replace the preview"
+    );
+    let shown = shown_eventually(h, &h.chat(), &answer).await;
+    assert_eq!(shown.id, draft.message_id);
+    assert_eq!(
+        shown.reply_to.as_ref(),
+        Some(message_id),
+        "the final reply lost the quote"
+    );
+}
+
 /// `typing` succeeds, and shows an indicator where the platform has one.
 pub async fn check_typing(h: &dyn Harness) {
     let channel = h.channel();
