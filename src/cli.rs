@@ -456,6 +456,7 @@ async fn backup(path: Option<PathBuf>, file: &std::path::Path) -> Result<(), Fai
             file.display()
         )));
     }
+    existing_database(&config)?;
     let store = Store::connect(&config.daemon.database_url())
         .await
         .context("cannot open the database")?;
@@ -575,8 +576,28 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
+/// Refuses to go on when the configured SQLite database does not exist: a command that reads
+/// what the daemon stored would otherwise create an empty database (in the current directory,
+/// with the default `./data`) and report nothing, or approve nothing, silently.
+pub fn existing_database(config: &Config) -> Result<(), Failure> {
+    let Some(path) = crate::store::missing_database(&config.daemon.database_url()) else {
+        return Ok(());
+    };
+    Err(usage(anyhow::anyhow!(
+        "no database at {}: hearth has not run with this configuration, or runs with another one \
+         (a relative data_dir such as \"./data\" is read from the current directory). Give this \
+         command the service's configuration, e.g. `sudo hearth --config /etc/hearth/hearth.toml pair list`",
+        path.display()
+    )))
+}
+
 async fn pair(path: Option<PathBuf>, action: PairAction) -> Result<(), Failure> {
     let config = load_config(path)?.config;
+    // Linking records an intention before the first start (22.7); everything else reads or
+    // changes what the daemon stored.
+    if !matches!(action, PairAction::Link { .. }) {
+        existing_database(&config)?;
+    }
     let store = Store::open(&config.daemon.database_url())
         .await
         .context("cannot open the database")?;

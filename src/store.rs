@@ -372,6 +372,24 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
     })
 }
 
+/// The SQLite file `url` names when it does not exist (yet), as an absolute path; `None` when
+/// it exists, or the database is not a SQLite file. Commands that read what the daemon stored
+/// refuse such a database rather than create an empty one.
+pub fn missing_database(url: &str) -> Option<std::path::PathBuf> {
+    let (_, normalised) = normalise_url_only(url)?;
+    let path = sqlite_file(&normalised)?;
+    if path.exists() {
+        return None;
+    }
+    Some(std::path::absolute(&path).unwrap_or(path))
+}
+
+/// [`normalise_url`] without creating anything.
+fn normalise_url_only(url: &str) -> Option<(Backend, String)> {
+    let rest = url.strip_prefix("sqlite:")?.trim_start_matches("//");
+    Some((Backend::Sqlite, format!("sqlite://{rest}")))
+}
+
 /// The file of a normalised `sqlite://PATH?…` URL; `None` for an in-memory database or another
 /// backend.
 fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {

@@ -61,6 +61,10 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
         parse_timezone(timezone.as_deref().unwrap_or(&config.daemon.timezone)).map_err(usage)?;
         parse_target(target).map_err(usage)?;
     }
+    // Adding records an intention; listing, removing and running read what the daemon keeps.
+    if !matches!(action, ScheduleAction::Add { .. }) {
+        crate::cli::existing_database(config)?;
+    }
     let store = Store::open(&config.daemon.database_url())
         .await
         .context("cannot open the database")?;

@@ -627,3 +627,34 @@ async fn secrets_stay_out_of_logs_and_errors() {
         Some("Bearer sk-hearth-SECRET-1234")
     );
 }
+
+/// The defect, as a new user met it: `hearth backup x.db` in another directory printed "wrote a
+/// consistent copy" of a database it had just created empty, and `pair approve CODE` said "no
+/// pairing code" while the service's database held it.
+#[test]
+fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(dir.path(), "hearth.toml", "[daemon]\ntimezone = \"UTC\"\n");
+    let expected = dir.path().join("data").join("hearth.db");
+    for args in [
+        &["pair", "list"][..],
+        &["pair", "approve", "ABCD2345"],
+        &["backup", "copy.db"],
+        &["schedule", "list"],
+    ] {
+        let out = hearth(dir.path(), args, &[], "");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("no database at {}", expected.display())),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("--config /etc/hearth/hearth.toml"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    assert!(!dir.path().join("data").exists(), "nothing was created");
+    assert!(!dir.path().join("copy.db").exists());
+}

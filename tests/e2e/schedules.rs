@@ -60,6 +60,16 @@ fn config_dir() -> tempfile::TempDir {
 #[test]
 fn schedule_cli_adds_lists_runs_and_removes() {
     let dir = config_dir();
+    // Before the database exists there is nothing to list: said, not created empty.
+    let list = hearth(dir.path(), &["schedule", "list"]);
+    assert_eq!(list.status.code(), Some(2), "{}", err(&list));
+    assert!(err(&list).contains("no database at"), "{}", err(&list));
+    assert!(
+        !dir.path().join("data").exists(),
+        "an empty database was created"
+    );
+    let migrate = hearth(dir.path(), &["migrate"]);
+    assert_eq!(migrate.status.code(), Some(0), "{}", err(&migrate));
     let list = hearth(dir.path(), &["schedule", "list"]);
     assert_eq!(list.status.code(), Some(0), "{}", err(&list));
     let text = out(&list);
