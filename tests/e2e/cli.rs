@@ -658,3 +658,78 @@ fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
     assert!(!dir.path().join("data").exists(), "nothing was created");
     assert!(!dir.path().join("copy.db").exists());
 }
+
+/// The defect, as a new user met it: the README installed the configuration root-owned 0640,
+/// the unit runs as a dynamic user, and hearth exited 2 ("Permission denied") every 5 s for
+/// ever. Here the README's own install line places the file, and hearth reads it as an
+/// unprivileged user, as the service would.
+#[test]
+fn the_readmes_service_install_lets_an_unprivileged_user_read_the_configuration() {
+    let is_root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if !is_root || !Path::new("/usr/bin/setpriv").exists() {
+        return eprintln!("skipped: needs root and setpriv to act as another user");
+    }
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.contains("install -Dm") && l.contains("/etc/hearth/hearth.toml"))
+        .expect("the README installs the configuration");
+    let mode = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("-Dm"))
+        .expect("the install line gives a mode");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The service sees only the file; its directory is as /etc is: traversable by anyone.
+    let etc = dir.path().join("etc/hearth");
+    std::fs::create_dir_all(&etc).expect("etc dir");
+    for d in [dir.path(), &dir.path().join("etc"), &etc] {
+        std::process::Command::new("chmod")
+            .args(["755", &d.display().to_string()])
+            .status()
+            .expect("chmod");
+    }
+    write(
+        dir.path(),
+        "hearth.toml",
+        "[daemon]\ntimezone = \"Europe/Berlin\"\n",
+    );
+    let installed = etc.join("hearth.toml");
+    let status = std::process::Command::new("install")
+        .arg(format!("-Dm{mode}"))
+        .arg(dir.path().join("hearth.toml"))
+        .arg(&installed)
+        .status()
+        .expect("install runs");
+    assert!(status.success());
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_hearth"))
+        .arg("--config")
+        .arg(&installed)
+        .arg("check")
+        .current_dir("/")
+        .env_clear()
+        .output()
+        .expect("hearth runs as nobody");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "mode {mode}: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("configuration OK"),
+        "{}",
+        text(&out.stdout)
+    );
+    // And a configuration error is not restarted for ever.
+    let unit = include_str!("../../systemd/hearth.service");
+    assert!(
+        unit.lines()
+            .any(|l| l.trim() == "RestartPreventExitStatus=2"),
+        "{unit}"
+    );
+}
