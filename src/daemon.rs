@@ -70,12 +70,30 @@ pub struct Health {
     inner: Arc<Mutex<HealthState>>,
 }
 
-#[derive(Default)]
 struct HealthState {
     channels: HashMap<String, ChannelHealth>,
+    /// Channels that were connected at least once since start.
+    ever_connected: std::collections::HashSet<String>,
     /// The current error of each failing write path, by path ("inbox", "turns").
     faults: BTreeMap<String, String>,
+    started: std::time::Instant,
 }
+
+impl Default for HealthState {
+    fn default() -> Self {
+        Self {
+            channels: HashMap::new(),
+            ever_connected: std::collections::HashSet::new(),
+            faults: BTreeMap::new(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// How long after start a channel may take to connect for the first time before `/healthz`
+/// answers 503: a login, a gateway handshake and a first sync take seconds; a minute without
+/// one means nobody can reach hearth through it.
+pub const FIRST_CONNECT_GRACE: Duration = Duration::from_secs(60);
 
 impl Health {
     fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
@@ -85,9 +103,36 @@ impl Health {
 
     /// Records a channel's state.
     pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
-        self.lock()
+        let mut health = self.lock();
+        if state == "connected" {
+            health.ever_connected.insert(name.to_owned());
+        }
+        health
             .channels
             .insert(name.to_owned(), ChannelHealth { state, error });
+    }
+
+    /// The channels that have not been connected once since start (stopped ones aside), and
+    /// whether the first-connect grace ([`FIRST_CONNECT_GRACE`]) is over: hearth cannot be
+    /// reached through them, and after the grace that makes it unhealthy.
+    pub fn never_connected(&self) -> (Vec<String>, bool) {
+        let health = self.lock();
+        let mut names: Vec<String> = health
+            .channels
+            .iter()
+            .filter(|(name, c)| c.state != "stopped" && !health.ever_connected.contains(*name))
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        (names, health.started.elapsed() >= FIRST_CONNECT_GRACE)
+    }
+
+    /// Pretends the daemon started `ago` earlier, for tests of the first-connect grace.
+    pub fn started_ago(&self, ago: Duration) {
+        let mut health = self.lock();
+        if let Some(earlier) = std::time::Instant::now().checked_sub(ago) {
+            health.started = earlier;
+        }
     }
 
     /// Every channel's state, by name.
@@ -528,6 +573,7 @@ impl DaemonBuilder {
             role,
             channel_names,
             lock,
+            health,
         })
     }
 }
@@ -758,6 +804,8 @@ pub struct Daemon {
     channel_names: Vec<String>,
     /// Held until the daemon has stopped and closed the database.
     lock: ProcessLock,
+    /// What `/healthz` reports.
+    health: Health,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -775,6 +823,11 @@ impl Daemon {
 
     pub fn store(&self) -> &Store {
         &self.rt.store
+    }
+
+    /// What `/healthz` reports, shared with it.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// Where `/healthz` and `/metrics` listen, when they do.

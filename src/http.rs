@@ -49,13 +49,19 @@ async fn healthz(State(state): State<HttpState>) -> Response {
         (Ok(inbox), Ok(outbox)) => (inbox, outbox, "ok"),
         _ => (-1, -1, "unavailable"),
     };
-    let status = if failed || database != "ok" || !faults.is_empty() {
+    // A channel that never connected since start: nobody can reach hearth through it. Shown
+    // as degraded at once, and unhealthy once it had its time to connect.
+    let (never_connected, grace_over) = state.health.never_connected();
+    let unreachable = !never_connected.is_empty() && grace_over;
+    let status = if failed || database != "ok" || !faults.is_empty() || unreachable {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
+    let degraded = status != StatusCode::OK || !never_connected.is_empty();
     let body = serde_json::json!({
-        "status": if status == StatusCode::OK { "ok" } else { "degraded" },
+        "status": if degraded { "degraded" } else { "ok" },
+        "never_connected": never_connected,
         "database": database,
         "channels": channels,
         "faults": faults,

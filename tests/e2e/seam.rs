@@ -164,15 +164,7 @@ async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMess
         h.channel.acknowledged().contains(&id)
     })
     .await;
-    let store = h.daemon().store().clone();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "inbox never drained"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::settle(h).await;
     // Replies are delivered right after; give the worker a moment.
     tokio::time::sleep(Duration::from_millis(150)).await;
     h.channel.sent()[before..].to_vec()
@@ -209,8 +201,16 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
     h.channel = Arc::new(MemoryChannel::new("memory").with_login(Login::Hold));
     h.start().await;
     let (status, health) = healthz(&h).await;
-    assert_eq!(status, 200, "connecting is not a failure: {health}");
+    assert_eq!(status, 200, "connecting is not a failure yet: {health}");
     assert_eq!(health["channels"]["memory"]["state"], "connecting");
+    // Nobody can reach hearth through it: degraded at once, unhealthy after the grace.
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["never_connected"], serde_json::json!(["memory"]));
+    h.daemon()
+        .health()
+        .started_ago(hearth::daemon::FIRST_CONNECT_GRACE);
+    let (status, health) = healthz(&h).await;
+    assert_eq!(status, 503, "never connected after the grace: {health}");
     assert!(
         tokio::time::timeout(Duration::from_millis(300), h.daemon().channels_settled())
             .await
@@ -241,6 +241,12 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(connected, "the channel never showed connected");
+    let (status, health) = healthz(&h).await;
+    assert_eq!(
+        (status, health["status"].as_str()),
+        (200, Some("ok")),
+        "{health}"
+    );
     assert!(
         !h.say("hello").await.text.is_empty(),
         "no answer once connected"
