@@ -132,33 +132,31 @@ fn a_valid_file_loads_and_reports_its_path() {
     assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
 }
 
-#[test]
-fn an_http_listen_other_machines_can_reach_is_a_warning_in_check() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    write(dir.path(), "[daemon]\nhttp_listen = \"0.0.0.0:8787\"\n");
+/// `hearth check` on `text` as the whole configuration: its exit code and standard output.
+fn check(dir: &Path, text: &str) -> (Option<i32>, String) {
+    write(dir, text);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
         .args(["--config", "hearth.toml", "check"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .env_clear()
         .output()
         .expect("hearth check runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
+    (
         out.status.code(),
-        Some(0),
-        "a warning is no error: {stdout}"
-    );
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn an_http_listen_other_machines_can_reach_is_a_warning_in_check() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, stdout) = check(dir.path(), "[daemon]\nhttp_listen = \"0.0.0.0:8787\"\n");
+    assert_eq!(code, Some(0), "a warning is no error: {stdout}");
     assert!(
         stdout
             .contains("warning: daemon.http_listen: 0.0.0.0:8787 is reachable from other machines"),
         "{stdout}"
     );
-    write(dir.path(), "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["--config", "hearth.toml", "check"])
-        .current_dir(dir.path())
-        .env_clear()
-        .output()
-        .expect("hearth check runs");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("warning"));
+    let (_, stdout) = check(dir.path(), "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n");
+    assert!(!stdout.contains("warning"), "{stdout}");
 }

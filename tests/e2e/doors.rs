@@ -13,7 +13,7 @@ use hearth_channel::{Attachment, AttachmentKind, ChatRef, Sender};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually};
+use crate::support::{CHAT, Hearth, USER, WAIT, eventually, settle};
 
 const FRIEND: &str = "2002";
 const STRANGER: &str = "31337";
@@ -27,19 +27,6 @@ fn photo(source: &str, size: usize) -> Attachment {
     Attachment::remote(AttachmentKind::Image, "image/png", source)
         .with_name("photo.png")
         .with_size(size as u64)
-}
-
-/// Waits until the daemon has handled everything it was given.
-async fn settle(h: &Hearth) {
-    let store = h.daemon().store().clone();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "inbox never drained"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

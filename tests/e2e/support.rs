@@ -167,6 +167,20 @@ impl Hearth {
     }
 }
 
+/// Waits until the daemon has handled everything it was given: the inbox is drained and no
+/// entry is queued or running.
+pub async fn settle(h: &Hearth) {
+    let store = h.daemon().store().clone();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox never drained"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until `check` holds, polling; panics with `what` after the timeout.
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
