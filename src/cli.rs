@@ -536,6 +536,16 @@ fn agents(path: Option<PathBuf>, action: AgentsAction) -> Result<(), Failure> {
 fn route(path: Option<PathBuf>, text: &str, current: Option<&str>) -> Result<(), Failure> {
     let config = load_config(path)?.config;
     let (agents, _) = load_agents(&config)?;
+    // A typo here would silently report the decision for a conversation with nobody.
+    if let Some(current) = current
+        && agents.get(current).is_none()
+    {
+        let known: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
+        return Err(usage(anyhow::anyhow!(
+            "--current: there is no agent `{current}`; the agents are {}",
+            known.join(", ")
+        )));
+    }
     print!("{}", route_report(&agents, &config, text, current));
     Ok(())
 }

@@ -46,7 +46,7 @@ pub enum StartError {
     Schedules(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot set up the model providers")]
     Providers(#[source] crate::provider::ProviderError),
-    #[error("cannot listen on {addr}")]
+    #[error("cannot listen on {addr} (daemon.http_listen)")]
     Http {
         addr: String,
         source: std::io::Error,

@@ -1098,7 +1098,7 @@ allowed_users = [1, "x"]
             &errors,
             "hearth.toml",
             "channels.telegram.allowed_users[1]",
-            "expected an integer, found a string \"x\"",
+            "`x` is not a telegram user id: expected a number",
         );
     }
 

@@ -166,6 +166,19 @@ fn route_explains_the_decision_and_agents_export_writes_the_shipped_file() {
         stdout.contains("finance") && stdout.contains("spent"),
         "{stdout}"
     );
+    // An agent that does not exist is said, not routed as a conversation with nobody.
+    let out = hearth(
+        dir.path(),
+        &["route", "hello", "--current", "finanse"],
+        &[],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("--current: there is no agent `finanse`"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = hearth(dir.path(), &["agents", "export"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -59,7 +59,7 @@ target = "telegram:123"
     let expected = [
         (
             "channels.telegram.allowed_users[0]",
-            "expected an integer, found a string \"me\"",
+            "`me` is not a telegram user id: expected a number",
         ),
         ("daemon.timezone", "unknown timezone `Europe/Berln`"),
         ("providers[1].modle", "unknown key `modle`"),

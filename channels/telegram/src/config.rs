@@ -27,8 +27,9 @@ pub struct TelegramConfig {
     /// The Bot API server: the public one, a self-hosted one, a local fake in tests.
     #[serde(default = "default_api_url")]
     pub api_url: String,
-    /// Telegram user ids allowed to talk to hearth (more can be paired later).
-    #[serde(default)]
+    /// Telegram user ids allowed to talk to hearth (more can be paired later): numbers, quoted
+    /// or not (`[42, "43"]`), as other channels' ids are written.
+    #[serde(default, deserialize_with = "user_ids")]
     pub allowed_users: Vec<i64>,
     /// `polling` (default) or `webhook` (needs a public HTTPS endpoint).
     #[serde(default)]
@@ -46,6 +47,43 @@ pub struct TelegramConfig {
     /// they are hit. Turn off only for a self-hosted Bot API server without those limits.
     #[serde(default = "default_true")]
     pub pacing: bool,
+}
+
+/// A list of Telegram user ids, each a number or a string of one. Each element is read on its
+/// own, so an error names its place (`allowed_users[1]`).
+fn user_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<i64>, D::Error> {
+    struct UserId(i64);
+    impl<'de> Deserialize<'de> for UserId {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = UserId;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a telegram user id (a number, quoted or not)")
+                }
+                fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<UserId, E> {
+                    Ok(UserId(n))
+                }
+                fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<UserId, E> {
+                    i64::try_from(n)
+                        .map(UserId)
+                        .map_err(|_| E::custom(format!("{n} is too large for a telegram user id")))
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<UserId, E> {
+                    text.trim().parse::<i64>().map(UserId).map_err(|_| {
+                        E::custom(format!(
+                            "`{text}` is not a telegram user id: expected a number"
+                        ))
+                    })
+                }
+            }
+            deserializer.deserialize_any(Visitor)
+        }
+    }
+    Ok(Vec::<UserId>::deserialize(deserializer)?
+        .into_iter()
+        .map(|id| id.0)
+        .collect())
 }
 
 fn default_api_url() -> String {
@@ -384,6 +422,12 @@ mod tests {
 
     #[test]
     fn defaults_and_allowlist() {
+        let quoted = section("token_env = \"TG\"\nallowed_users = [\"42\", -7]\n");
+        assert_eq!(
+            quoted.allowed_users(),
+            ["42", "-7"],
+            "quoted ids, as Discord's"
+        );
         let config = section("token_env = \"TG\"\nallowed_users = [42, -7]\n");
         assert_eq!(config.api_url, DEFAULT_API_URL);
         assert_eq!(config.mode, TelegramMode::Polling);
