@@ -77,6 +77,7 @@ impl ErrorContext {
     /// Maps a response with a non-success status, reading its body for the server's message.
     pub(crate) async fn status_error(&self, response: reqwest::Response) -> ProviderError {
         let status = response.status().as_u16();
+        let reason = response.status().canonical_reason().unwrap_or("");
         let retry_after = retry_after(response.headers());
         let body = response.text().await.unwrap_or_default();
         let detail = error_message(&body);
@@ -87,7 +88,7 @@ impl ErrorContext {
             _ => ProviderErrorKind::Protocol,
         };
         let message = if detail.is_empty() {
-            format!("HTTP {status}")
+            format!("HTTP {status} {reason}").trim_end().to_string()
         } else {
             format!("HTTP {status}: {detail}")
         };
@@ -152,6 +153,17 @@ fn error_message(body: &str) -> String {
         }
     }
     let body = body.trim();
+    // An HTML error page (a web server or proxy that is not the model API) says nothing a
+    // person needs in a chat: the status line says it all.
+    let head: String = body
+        .chars()
+        .take(64)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if head.starts_with("<!doctype html") || head.starts_with("<html") || head.starts_with("<head")
+    {
+        return String::new();
+    }
     match body.char_indices().nth(MAX_BODY_IN_MESSAGE) {
         Some((cut, _)) => format!("{}…", &body[..cut]),
         None => body.to_string(),
@@ -265,7 +277,11 @@ mod tests {
             ),
             "Overloaded"
         );
-        assert_eq!(error_message("<html>502</html>"), "<html>502</html>");
+        // A web server's error page (Python's http.server answering a POST it cannot serve).
+        let page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<title>Error response</title>\n</head>\n<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n</body>\n</html>\n";
+        assert_eq!(error_message(page), "", "the status line says it");
+        assert_eq!(error_message("<html>502</html>"), "");
+        assert_eq!(error_message("upstream timed out"), "upstream timed out");
         assert!(error_message(&"x".repeat(1000)).chars().count() <= MAX_BODY_IN_MESSAGE + 1);
     }
 
