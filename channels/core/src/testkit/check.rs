@@ -521,21 +521,27 @@ pub async fn check_threads(h: &dyn Harness) {
     shown_eventually(h, &thread, &reply).await;
 }
 
-/// A reply quotes the message it answers.
-pub async fn check_reply_quoting(h: &dyn Harness) {
-    let channel = h.channel();
-    let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
-    let text = unique("quote me");
+/// Makes the platform deliver a message labelled `label` and returns its platform message id,
+/// for checks of replies that quote it.
+async fn incoming_message_id(h: &dyn Harness, label: &str) -> String {
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let text = unique(label);
     inject(h, &h.chat(), &text).await;
     let event = wait_for_text(&running.sink, &text).await;
     running.stop().await;
-    let InboundKind::Message {
-        message_id: Some(message_id),
-        ..
-    } = &event.kind
-    else {
-        panic!("an inbound message without a message id: {event:?}");
-    };
+    match event.kind {
+        InboundKind::Message {
+            message_id: Some(message_id),
+            ..
+        } => message_id,
+        _ => panic!("an inbound message without a message id: {event:?}"),
+    }
+}
+
+/// A reply quotes the message it answers.
+pub async fn check_reply_quoting(h: &dyn Harness) {
+    let channel = h.channel();
+    let message_id = &incoming_message_id(h, "quote me").await;
     let answer = unique("the answer");
     let mut reply = OutboundMessage::text(h.chat(), &answer);
     reply.reply_to = Some(message_id.clone());
@@ -556,18 +562,7 @@ pub async fn check_preview_quotes_and_is_replaced(h: &dyn Harness) {
     if channel.capabilities().preview.is_none() {
         return;
     }
-    let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
-    let text = unique("answer me slowly");
-    inject(h, &h.chat(), &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
-    running.stop().await;
-    let InboundKind::Message {
-        message_id: Some(message_id),
-        ..
-    } = &event.kind
-    else {
-        panic!("an inbound message without a message id: {event:?}");
-    };
+    let message_id = &incoming_message_id(h, "answer me slowly").await;
     let draft = channel
         .preview(&h.chat(), None, "Thinking", Some(message_id))
         .await
