@@ -9,6 +9,8 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;
