@@ -13,6 +13,7 @@ mod identity;
 pub(crate) mod inbox;
 mod lock;
 mod outbox;
+pub mod query;
 mod session;
 mod turn;
 
