@@ -15,6 +15,7 @@ mod lock;
 mod outbox;
 pub mod query;
 mod session;
+pub mod task;
 mod turn;
 
 pub use confirmation::{
