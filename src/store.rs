@@ -6,12 +6,14 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+pub mod bookmark;
 mod channel_state;
 mod confirmation;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod note;
 mod outbox;
 pub mod query;
 mod session;

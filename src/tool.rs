@@ -18,6 +18,8 @@ pub mod mcp;
 pub mod memory;
 pub mod net;
 pub mod note;
+#[cfg(test)]
+mod postgres_tests;
 pub mod schedule;
 #[cfg(test)]
 mod snapshot;

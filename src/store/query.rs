@@ -164,6 +164,22 @@ impl Changes {
     }
 }
 
+/// Deletes the user's row `id` from `table` and returns its `label` column (a title, an
+/// address); none when no such row is the user's.
+pub async fn delete_owned(
+    store: &Store,
+    table: &'static str,
+    label: &'static str,
+    id: i64,
+    user: i64,
+) -> StoreResult<Option<String>> {
+    let mut sql = Sql::new(&format!("DELETE FROM {table} WHERE id = "));
+    sql.bind(id).push(" AND user_id = ").bind(user);
+    sql.push(&format!(" RETURNING {label}"));
+    let row: Option<(String,)> = sql.write_returning(store).await?;
+    Ok(row.map(|(label,)| label))
+}
+
 /// What the list tools of the organiser families share: words to find, a tag and how many.
 #[derive(Clone, Debug, Default)]
 pub struct Page {

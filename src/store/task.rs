@@ -1,6 +1,6 @@
 //! The `tasks` table: each user's to-do list, as the `tasks` tools read and change it.
 
-use super::query::{Changes, Listed, Page, Sql};
+use super::query::{Changes, Listed, Page, Sql, delete_owned};
 use super::{Store, StoreResult};
 
 /// A stored task; `tags` is the JSON array text it is kept as.
@@ -139,11 +139,5 @@ pub fn changes() -> Changes {
 
 /// Deletes the user's task; its title, or none when no such task is the user's.
 pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
-    let mut sql = Sql::new("DELETE FROM tasks WHERE id = ");
-    sql.bind(id)
-        .push(" AND user_id = ")
-        .bind(user)
-        .push(" RETURNING title");
-    let row: Option<(String,)> = sql.write_returning(store).await?;
-    Ok(row.map(|(title,)| title))
+    delete_owned(store, "tasks", "title", id, user).await
 }

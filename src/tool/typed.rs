@@ -331,6 +331,34 @@ impl JsonSchema for NonEmpty {
     }
 }
 
+/// A required text kept as written (a note's content); blank is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonBlank(pub String);
+
+impl<'de> Deserialize<'de> for NonBlank {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Err(serde::de::Error::custom("must be a non-empty string"));
+        }
+        Ok(Self(text))
+    }
+}
+
+impl JsonSchema for NonBlank {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NonBlank".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
+
 /// Tags as given, trimmed, without a leading `#`, lower-case and without duplicates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tags(pub Vec<String>);
