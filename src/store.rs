@@ -6,14 +6,18 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+pub mod bookmark;
 mod channel_state;
 mod confirmation;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod note;
 mod outbox;
+pub mod query;
 mod session;
+pub mod task;
 mod turn;
 
 pub use confirmation::{
