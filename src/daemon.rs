@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter};
+use hearth_channel::{
+    Backoff, Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter, sleep_or_shutdown,
+};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -575,7 +577,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
         set(&status.current());
         return;
     }
-    let mut backoff = RESTART_BACKOFF_START;
+    let mut backoff = Backoff::new(RESTART_BACKOFF_START, RESTART_BACKOFF_MAX);
     loop {
         set(&status.current());
         let started = tokio::time::Instant::now();
@@ -605,21 +607,18 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
             }
             Err(err) => {
                 if started.elapsed() >= HEALTHY_RUN {
-                    backoff = RESTART_BACKOFF_START;
+                    backoff.reset();
                 }
-                let wait = err.retry_after().unwrap_or(backoff);
+                let step = backoff.next();
+                let wait = err.retry_after().unwrap_or(step);
                 tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
                 status.reconnecting(err.to_string());
                 set(&status.current());
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = ctx.shutdown.cancelled() => {
-                        status.set(ChannelStatus::Stopped);
-                        set(&ChannelStatus::Stopped);
-                        return;
-                    }
+                if sleep_or_shutdown(&ctx.shutdown, wait).await {
+                    status.set(ChannelStatus::Stopped);
+                    set(&ChannelStatus::Stopped);
+                    return;
                 }
-                backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
             }
         }
     }
