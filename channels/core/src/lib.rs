@@ -8,6 +8,8 @@
 
 mod config;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod memory;
 mod message;
 pub mod plan;
