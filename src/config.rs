@@ -247,6 +247,12 @@ fn default_max_tokens() -> u32 {
     4096
 }
 
+/// The agents file inside `daemon.data_dir` when `router.agents_file` is not set.
+pub const AGENTS_FILE_NAME: &str = "agents.toml";
+
+/// The file tools' directory inside `daemon.data_dir` when `tools.workspace_dir` is not set.
+pub const WORKSPACE_DIR_NAME: &str = "workspace";
+
 /// `[router]`: which agent answers a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -254,6 +260,7 @@ pub struct RouterConfig {
     /// The agent for messages no trigger matches.
     pub default_agent: String,
     /// The agents file; when it does not exist the agents shipped in the binary are used.
+    /// Default: `agents.toml` in `daemon.data_dir`.
     pub agents_file: PathBuf,
     /// Minutes a conversation keeps its agent without a new keyword match.
     pub sticky_minutes: u64,
@@ -337,7 +344,8 @@ pub enum Autonomy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
-    /// The only directory the file tools can read and write.
+    /// The only directory the file tools can read and write. Default: `workspace` in
+    /// `daemon.data_dir`.
     pub workspace_dir: PathBuf,
     /// Hosts or addresses (`nas.local`, `192.168.1.10`, `10.0.0.0/8`) the web tools may reach
     /// although they are private or loopback; everything else private is refused (SSRF).

@@ -205,8 +205,10 @@ pub fn load_from_str(
         unreachable!("the root stays the table it was built as")
     };
 
+    let given = Given::of(&table);
     let mut problems = Vec::new();
-    let (config, failed) = parse_sections(table, &mut problems);
+    let (mut config, failed) = parse_sections(table, &mut problems);
+    given.derive_paths(&mut config);
     // A key whose value was refused was read as its default; what validation says about that
     // default is not news.
     let refused: Vec<String> = problems.iter().map(|p| p.key.clone()).collect();
@@ -224,6 +226,40 @@ pub fn load_from_str(
         Ok(config)
     } else {
         Err(ConfigErrors(errors))
+    }
+}
+
+/// Which of the settings with a derived default the file (or an override) gives.
+struct Given {
+    agents_file: bool,
+    workspace_dir: bool,
+}
+
+impl Given {
+    fn of(table: &Table) -> Self {
+        let has = |section: &str, key: &str| {
+            table
+                .get(section)
+                .and_then(Value::as_table)
+                .is_some_and(|section| section.contains_key(key))
+        };
+        Self {
+            agents_file: has("router", "agents_file"),
+            workspace_dir: has("tools", "workspace_dir"),
+        }
+    }
+
+    /// The paths not given live in `daemon.data_dir`, so that moving the data dir moves
+    /// everything (the database URL derives from it the same way, in
+    /// [`super::DaemonConfig::database_url`]).
+    fn derive_paths(&self, config: &mut Config) {
+        let data_dir = &config.daemon.data_dir;
+        if !self.agents_file {
+            config.router.agents_file = data_dir.join(super::AGENTS_FILE_NAME);
+        }
+        if !self.workspace_dir {
+            config.tools.workspace_dir = data_dir.join(super::WORKSPACE_DIR_NAME);
+        }
     }
 }
 
@@ -872,9 +908,13 @@ base_url = "http://127.0.0.1:11434/v1"
 model = "llama3.1"
 "#;
 
-    #[cfg(feature = "telegram")]
     const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
-    #[cfg(feature = "telegram")]
+    #[cfg(all(
+        feature = "telegram",
+        feature = "discord",
+        feature = "matrix",
+        feature = "email"
+    ))]
     const EXAMPLE_SECRETS: &[(&str, &str)] = &[
         ("ANTHROPIC_API_KEY", "sk-ant"),
         ("OPENAI_API_KEY", "sk-openai"),
@@ -891,15 +931,53 @@ model = "llama3.1"
         assert_eq!(ok("", &[]), Config::default());
     }
 
-    #[cfg(feature = "telegram")]
     #[test]
-    fn example_file_loads_cleanly() {
-        let config = ok(EXAMPLE, EXAMPLE_SECRETS);
+    fn paths_not_given_follow_the_data_dir() {
+        let config = ok("[daemon]\ndata_dir = \"/srv/hearth\"\n", &[]);
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/srv/hearth/agents.toml")
+        );
+        assert_eq!(
+            config.tools.workspace_dir,
+            PathBuf::from("/srv/hearth/workspace")
+        );
+        assert_eq!(
+            config.daemon.database_url(),
+            "sqlite:///srv/hearth/hearth.db"
+        );
+        // Moved from the environment, the same.
+        let config = ok("", &[("HEARTH_DAEMON__DATA_DIR", "/var/lib/hearth")]);
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/var/lib/hearth/agents.toml")
+        );
+        // What is given stays where it is put.
+        let config = ok(
+            "[daemon]\ndata_dir = \"/srv/hearth\"\n[router]\nagents_file = \"/etc/hearth/agents.toml\"\n[tools]\nworkspace_dir = \"/srv/files\"\n",
+            &[],
+        );
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/etc/hearth/agents.toml")
+        );
+        assert_eq!(config.tools.workspace_dir, PathBuf::from("/srv/files"));
+    }
+
+    /// The file as shipped: a newcomer who copies it gets `configuration OK` with no account and
+    /// no variable set.
+    #[test]
+    fn example_file_as_shipped_is_valid_with_an_empty_environment() {
+        let config = ok(EXAMPLE, &[]);
         assert_eq!(config.daemon.timezone, "Europe/Berlin");
-        assert_eq!(config.providers.len(), 2);
-        assert_eq!(config.providers[0].fallbacks, ["anthropic"]);
-        assert!(config.channels.telegram.is_some());
-        assert_eq!(config.schedules[0].name, "morning-briefing");
+        assert_eq!(config.providers.len(), 1);
+        assert_eq!(config.providers[0].name, "local");
+        assert!(config.schedules.is_empty());
+        assert_eq!(config.channels, crate::config::ChannelsConfig::default());
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("./data/agents.toml")
+        );
     }
 
     #[cfg(all(
@@ -910,12 +988,13 @@ model = "llama3.1"
     ))]
     #[test]
     fn example_file_commented_sections_are_valid_too() {
-        // Uncomment the optional channel sections: a user who does so must get a valid file.
+        // Uncomment every optional section: a user who does so (and sets the variables the
+        // sections name) must get a valid file.
         let mut in_section = false;
         let text: String = EXAMPLE
             .lines()
             .map(|line| {
-                if line.starts_with("# [channels.") || line.starts_with("# [[mcp_servers]]") {
+                if line.starts_with("# [") {
                     in_section = true;
                 } else if !line.starts_with("# ") {
                     in_section = false;
@@ -929,9 +1008,13 @@ model = "llama3.1"
             })
             .collect();
         let config = ok(&text, EXAMPLE_SECRETS);
+        assert_eq!(config.providers.len(), 2);
+        assert!(config.transcription.is_some());
+        assert!(config.channels.telegram.is_some());
         assert!(config.channels.discord.is_some());
         assert!(config.channels.matrix.is_some());
         assert!(config.channels.email.is_some());
+        assert_eq!(config.schedules[0].name, "morning-briefing");
         assert_eq!(config.mcp_servers.len(), 2);
         assert_eq!(config.mcp_servers[0].name, "homeassistant");
         assert_eq!(config.mcp_servers[1].command.as_deref(), Some("uvx"));
