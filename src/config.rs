@@ -5,11 +5,12 @@
 //! The types here are the user's contract (DESIGN.md §7): keys may be added, never renamed.
 //! Unknown keys are rejected so a typo is an error, not a silently ignored setting.
 
+mod host;
 mod load;
 mod validate;
 
 pub use hearth_channel::Secret;
-pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
+pub use load::{ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str};
 pub use validate::{parse_identity, warnings};
 
 use std::collections::BTreeMap;
@@ -47,11 +48,13 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// Database and channel state live here.
+    /// Database and channel state live here. Default: `$XDG_DATA_HOME/hearth`
+    /// (`~/.local/share/hearth`), or `./data` when neither variable is set.
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; default `sqlite://<data_dir>/hearth.db`.
     pub database_url: Option<String>,
-    /// IANA timezone name for schedules and the time context of prompts.
+    /// IANA timezone name for schedules and the time context of prompts. Default: `$TZ`, else
+    /// the zone `/etc/localtime` points at, else `/etc/timezone`, else UTC.
     pub timezone: String,
     /// Address of `/healthz` and `/metrics`; empty string disables the HTTP server.
     pub http_listen: String,
