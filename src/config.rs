@@ -11,7 +11,7 @@ mod validate;
 
 pub use hearth_channel::Secret;
 pub use load::{ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str};
-pub use validate::{parse_identity, warnings};
+pub use validate::{check_schedule_target, parse_identity, warnings};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
