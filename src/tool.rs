@@ -23,6 +23,7 @@ pub mod task;
 pub mod time;
 pub mod utility;
 pub mod web;
+pub mod web_search;
 
 pub use args::Args;
 pub use builtin::register_builtin;
