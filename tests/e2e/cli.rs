@@ -650,7 +650,15 @@ async fn chat_asks_approve_y_n_on_stdin() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(stdout.matches("Approve? [y/N]").count(), 2, "{stdout}");
+    // Each prompt asks once: its closing question is the y/N line, not printed before it too.
+    assert_eq!(
+        stdout
+            .matches("get_current_datetime {} — Approve within 10 minutes? [y/N]")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("Approve within").count(), 2, "{stdout}");
     assert!(
         stdout.contains("wants to run `get_current_datetime`"),
         "{stdout}"
