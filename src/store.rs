@@ -9,6 +9,7 @@ mod agent;
 pub mod bookmark;
 mod channel_state;
 mod confirmation;
+pub mod contact;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
