@@ -7,6 +7,7 @@
 
 mod agent;
 pub mod bookmark;
+pub mod calendar;
 mod channel_state;
 mod confirmation;
 pub mod contact;
