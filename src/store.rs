@@ -21,6 +21,7 @@ pub mod query;
 mod session;
 pub mod task;
 mod turn;
+pub mod user;
 
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
