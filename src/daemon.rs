@@ -8,12 +8,13 @@
 //! the rest to the process that runs those channels; a lock keeps a second daemon (or a second
 //! chat) from starting on the same database.
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter};
+use hearth_channel::{
+    Backoff, Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter, sleep_or_shutdown,
+};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,6 +23,7 @@ use tracing::Instrument;
 use crate::agent::AgentSet;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
+use crate::health::{ChannelHealth, Health};
 use crate::metrics::Metrics;
 use crate::pipeline::Channels;
 use crate::pipeline::delivery::Delivery;
@@ -53,126 +55,6 @@ pub enum StartError {
     },
 }
 
-/// The state of one channel, as `/healthz` reports it: `connecting` (the first login is under
-/// way), `connected` (the platform accepted the login), `reconnecting` (with the error that
-/// interrupted it), `failed` (with the reason; it stays off until the next start) or `stopped`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ChannelHealth {
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// What `/healthz` reports: each channel's state, and the write paths that cannot store right
-/// now (the inbox on a full disk …). Cheap to clone; all clones share one state.
-#[derive(Clone, Default)]
-pub struct Health {
-    inner: Arc<Mutex<HealthState>>,
-}
-
-struct HealthState {
-    channels: HashMap<String, ChannelHealth>,
-    /// Channels that were connected at least once since start.
-    ever_connected: std::collections::HashSet<String>,
-    /// The current error of each failing write path, by path ("inbox", "turns").
-    faults: BTreeMap<String, String>,
-    started: std::time::Instant,
-}
-
-impl Default for HealthState {
-    fn default() -> Self {
-        Self {
-            channels: HashMap::new(),
-            ever_connected: std::collections::HashSet::new(),
-            faults: BTreeMap::new(),
-            started: std::time::Instant::now(),
-        }
-    }
-}
-
-/// How long after start a channel may take to connect for the first time before `/healthz`
-/// answers 503: a login, a gateway handshake and a first sync take seconds; a minute without
-/// one means nobody can reach hearth through it.
-pub const FIRST_CONNECT_GRACE: Duration = Duration::from_secs(60);
-
-impl Health {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
-        // Plain data, updated in one step each: a panic elsewhere cannot leave it half-written.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records a channel's state.
-    pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
-        let mut health = self.lock();
-        if state == "connected" {
-            health.ever_connected.insert(name.to_owned());
-        }
-        health
-            .channels
-            .insert(name.to_owned(), ChannelHealth { state, error });
-    }
-
-    /// The channels that have not been connected once since start (stopped ones aside), and
-    /// whether the first-connect grace ([`FIRST_CONNECT_GRACE`]) is over: hearth cannot be
-    /// reached through them, and after the grace that makes it unhealthy.
-    pub fn never_connected(&self) -> (Vec<String>, bool) {
-        let health = self.lock();
-        let mut names: Vec<String> = health
-            .channels
-            .iter()
-            .filter(|(name, c)| c.state != "stopped" && !health.ever_connected.contains(*name))
-            .map(|(name, _)| name.clone())
-            .collect();
-        names.sort();
-        (names, health.started.elapsed() >= FIRST_CONNECT_GRACE)
-    }
-
-    /// Pretends the daemon started `ago` earlier, for tests of the first-connect grace.
-    pub fn started_ago(&self, ago: Duration) {
-        let mut health = self.lock();
-        if let Some(earlier) = std::time::Instant::now().checked_sub(ago) {
-            health.started = earlier;
-        }
-    }
-
-    /// Every channel's state, by name.
-    pub fn channels(&self) -> HashMap<String, ChannelHealth> {
-        self.lock().channels.clone()
-    }
-
-    /// Marks a write path failing with `reason`; `/healthz` answers 503 until it is cleared.
-    /// Logged once when the path starts failing, not on every retry.
-    pub fn set_fault(&self, path: &str, reason: &str) {
-        let previous = self
-            .lock()
-            .faults
-            .insert(path.to_owned(), reason.to_owned());
-        if previous.is_none() {
-            tracing::error!(
-                path,
-                reason,
-                "cannot store; hearth is unhealthy until this passes"
-            );
-        }
-    }
-
-    /// Marks a write path working again.
-    pub fn clear_fault(&self, path: &str) {
-        if self.lock().faults.remove(path).is_some() {
-            tracing::info!(path, "storing works again");
-        }
-    }
-
-    /// The failing write paths as `path: reason`, sorted.
-    pub fn faults(&self) -> Vec<String> {
-        self.lock()
-            .faults
-            .iter()
-            .map(|(path, reason)| format!("{path}: {reason}"))
-            .collect()
-    }
-}
-
 /// What a process is for; it decides which shared work the process takes on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
@@ -189,14 +71,6 @@ const SESSION_ENDED: &str = "the chat session ended before it finished";
 
 /// How often a chat looks for work the daemon stored for it (a schedule fired into the terminal).
 const CHAT_PICKUP_INTERVAL: Duration = Duration::from_secs(2);
-impl From<&ChannelStatus> for ChannelHealth {
-    fn from(status: &ChannelStatus) -> Self {
-        Self {
-            state: status.as_str(),
-            error: status.reason().map(str::to_owned),
-        }
-    }
-}
 
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
@@ -465,7 +339,7 @@ impl DaemonBuilder {
             }
         }
         tracker.spawn(
-            expire_confirmations(
+            crate::pipeline::confirm::expire_confirmations(
                 store.clone(),
                 clock.clone(),
                 sink.clone(),
@@ -623,39 +497,6 @@ async fn pick_up_pending(
     }
 }
 
-/// Turns confirmations of `channels` whose time is up into expiry events in their
-/// conversation's queue.
-async fn expire_confirmations(
-    store: Store,
-    clock: SharedClock,
-    sink: Arc<InboxSink>,
-    channels: Vec<String>,
-    shutdown: CancellationToken,
-) {
-    use hearth_channel::InboundSink;
-    loop {
-        match store.expired_confirmations(clock.now_ms(), &channels).await {
-            Ok(expired) => {
-                for confirmation in expired {
-                    let chat = hearth_channel::ChatRef {
-                        chat_id: confirmation.chat_id.clone(),
-                        thread_id: confirmation.thread_id.clone(),
-                    };
-                    let event = crate::pipeline::confirm::expiry_event(&confirmation.id, chat);
-                    if let Err(err) = sink.deliver(&confirmation.channel, event).await {
-                        tracing::warn!(error = %err, "queueing a confirmation expiry failed; will retry");
-                    }
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "reading expired confirmations failed"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-            () = shutdown.cancelled() => return,
-        }
-    }
-}
-
 /// Strips the content of inbox entries handled more than `retention_days` ago, once a minute
 /// after start and then hourly, a batch at a time so no transaction holds the database long.
 async fn strip_old_inbox(
@@ -736,7 +577,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
         set(&status.current());
         return;
     }
-    let mut backoff = RESTART_BACKOFF_START;
+    let mut backoff = Backoff::new(RESTART_BACKOFF_START, RESTART_BACKOFF_MAX);
     loop {
         set(&status.current());
         let started = tokio::time::Instant::now();
@@ -766,21 +607,18 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
             }
             Err(err) => {
                 if started.elapsed() >= HEALTHY_RUN {
-                    backoff = RESTART_BACKOFF_START;
+                    backoff.reset();
                 }
-                let wait = err.retry_after().unwrap_or(backoff);
+                let step = backoff.next();
+                let wait = err.retry_after().unwrap_or(step);
                 tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
                 status.reconnecting(err.to_string());
                 set(&status.current());
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = ctx.shutdown.cancelled() => {
-                        status.set(ChannelStatus::Stopped);
-                        set(&ChannelStatus::Stopped);
-                        return;
-                    }
+                if sleep_or_shutdown(&ctx.shutdown, wait).await {
+                    status.set(ChannelStatus::Stopped);
+                    set(&ChannelStatus::Stopped);
+                    return;
                 }
-                backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
             }
         }
     }
@@ -944,6 +782,7 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
+    use std::sync::Mutex;
 
     use async_trait::async_trait;
     use hearth_channel::testkit::{MemoryState, RecordingSink};
@@ -1047,23 +886,5 @@ mod tests {
         shutdown.cancel();
         supervisor.await.expect("supervisor ends");
         assert_eq!(health.channels()["glitchy"].state, "stopped");
-    }
-
-    #[test]
-    fn faults_are_listed_until_cleared() {
-        let health = Health::default();
-        assert!(health.faults().is_empty());
-        health.set_fault("inbox", "database or disk is full");
-        health.set_fault("inbox", "database or disk is full");
-        health.set_fault("turns", "database or disk is full");
-        assert_eq!(
-            health.faults(),
-            [
-                "inbox: database or disk is full",
-                "turns: database or disk is full"
-            ]
-        );
-        health.clear_fault("inbox");
-        assert_eq!(health.faults(), ["turns: database or disk is full"]);
     }
 }

@@ -36,7 +36,8 @@ pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
 pub use turn::{
-    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
+    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
+    message_chars,
 };
 
 use std::path::Path;

@@ -10,8 +10,6 @@ use super::{Failure, load_agents, load_config, start_failure, usage};
 
 /// How long `hearth chat` waits, after Ctrl-C cancelled the running answer, for it to wind up.
 const CHAT_INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-/// How long `hearth chat` waits for the model server to accept a connection before the chat.
-const PROVIDER_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failure> {
     let config = load_config(path)?.config;
@@ -23,15 +21,30 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
             "there is no agent `{id}`; see `hearth agents`"
         )));
     }
-    // With no provider configured hearth guesses one from the environment; when nothing listens
-    // there, say how to get one instead of opening a chat that cannot answer.
+    // Ask each provider the agents use for its model list, and say what is wrong in one line
+    // each instead of opening a chat whose every message fails.
     let (providers, hint) = crate::provider::effective_providers(&config.providers);
-    if let (Some(hint), Some(provider)) = (hint, providers.first())
-        && !crate::provider::accepts_connections(&provider.base_url, PROVIDER_PROBE_TIMEOUT).await
-    {
-        let hint = hint.trim_start_matches("⚠️").trim_start();
-        return Err(Failure::from(anyhow::anyhow!("{hint}")));
+    let used: Vec<&str> = agents.iter().map(|a| a.provider.as_str()).collect();
+    let hint = hint
+        .as_deref()
+        .map(|h| h.trim_start_matches("⚠️").trim_start());
+    let found = crate::provider::probe::check_providers(
+        &providers,
+        &used,
+        hint,
+        crate::provider::PROBE_TIMEOUT,
+    )
+    .await;
+    for warning in &found.warnings {
+        eprintln!("warning: {warning}");
     }
+    if !found.errors.is_empty() {
+        return Err(Failure::from(anyhow::anyhow!(
+            "{}",
+            found.errors.join("\n")
+        )));
+    }
+    let started_ms = chrono::Utc::now().timestamp_millis();
     let terminal = Arc::new(TerminalChannel::new());
     let finished = terminal.finished();
     let interactive = terminal.interactive();
@@ -66,8 +79,33 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
             println!();
         }
         daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
+        return Ok(());
+    }
+    // A script piping lines in learns from the exit code that nothing was answered.
+    let outcomes = if interactive {
+        None
     } else {
-        daemon.stop().await;
+        let store = daemon.store();
+        let conversation = store
+            .conversation("terminal", &hearth_channel::ChatRef::new(LOCAL), started_ms)
+            .await?;
+        Some(
+            store
+                .turn_outcomes_since(conversation.id, started_ms)
+                .await?,
+        )
+    };
+    daemon.stop().await;
+    if let Some(outcomes) = outcomes
+        && outcomes.total > 0
+        && outcomes.failed == outcomes.total
+    {
+        return Err(Failure::from(anyhow::anyhow!(
+            "every message failed ({} of {}); the last error: {}",
+            outcomes.failed,
+            outcomes.total,
+            outcomes.last_error.as_deref().unwrap_or("unknown")
+        )));
     }
     Ok(())
 }

@@ -11,7 +11,9 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelError, OutboundMessage, plan, plan_edit};
+use hearth_channel::{
+    Backoff, Channel, ChannelError, OutboundMessage, plan, plan_edit, sleep_or_shutdown,
+};
 use rand::Rng;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -340,18 +342,17 @@ impl Delivery {
     where
         W: Future<Output = Result<(), crate::store::StoreError>> + Send,
     {
-        let mut wait = RECORD_RETRY_FIRST;
+        let mut backoff = Backoff::new(RECORD_RETRY_FIRST, RECORD_RETRY_MAX);
         loop {
             let err = match write().await {
                 Ok(()) => return true,
                 Err(err) => err,
             };
+            let wait = backoff.next();
             tracing::error!(outbox_id, error = %err, retry_in_ms = wait.as_millis() as u64, "recording a delivery failed; trying again");
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = self.shutdown.cancelled() => return false,
+            if sleep_or_shutdown(&self.shutdown, wait).await {
+                return false;
             }
-            wait = (wait * 2).min(RECORD_RETRY_MAX);
         }
     }
 }

@@ -71,7 +71,7 @@ impl Handler {
 
         // Decisions carry their own rule (requester or owner), checked before the allowlist so a
         // stranger's press is answered "not yours" rather than with a pairing code.
-        if let Some(decision) = super::confirm::decision_of(&event) {
+        if let Some(decision) = crate::confirmation::decision_of(&event) {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
         // A reaction with a button's emoji on a prompt (Matrix), or a typed code on a channel
@@ -79,7 +79,7 @@ impl Handler {
         if let Some(decision) = self.reaction_decision(&entry.channel, &event).await? {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
-        if let Some(attempt) = super::confirm::code_attempt_of(&event)
+        if let Some(attempt) = crate::confirmation::code_attempt_of(&event)
             && self
                 .typed_code(&entry, &event, channel.clone(), attempt, cancel)
                 .await?

@@ -208,7 +208,7 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
     assert_eq!(health["never_connected"], serde_json::json!(["memory"]));
     h.daemon()
         .health()
-        .started_ago(hearth::daemon::FIRST_CONNECT_GRACE);
+        .started_ago(hearth::health::FIRST_CONNECT_GRACE);
     let (status, health) = healthz(&h).await;
     assert_eq!(status, 503, "never connected after the grace: {health}");
     assert!(

@@ -11,6 +11,7 @@ mod error;
 mod memory;
 mod message;
 pub mod plan;
+mod retry;
 mod secret;
 pub mod split;
 #[cfg(feature = "testkit")]
@@ -26,6 +27,7 @@ pub use message::{
     InboundKind, MessageRef, OutboundMessage, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
+pub use retry::{Backoff, error_chain, sleep_or_shutdown};
 pub use secret::{ProcessEnv, Secret, SecretSource};
 pub use split::Measure;
 
