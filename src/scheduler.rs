@@ -15,7 +15,6 @@
 //! entry's platform id is `schedule:<id>:<scheduled_for_ms>`, unique per channel. If hearth dies
 //! between the writes, the next tick finds both and only completes what is missing.
 
-pub mod cli;
 pub mod store;
 pub mod timing;
 

@@ -6,14 +6,18 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+pub mod bookmark;
 mod channel_state;
 mod confirmation;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod note;
 mod outbox;
+pub mod query;
 mod session;
+pub mod task;
 mod turn;
 
 pub use confirmation::{
@@ -29,7 +33,8 @@ pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
 pub use turn::{
-    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
+    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
+    message_chars,
 };
 
 use std::path::Path;

@@ -258,6 +258,162 @@ fn chat_without_a_provider_says_how_to_configure_one() {
     );
 }
 
+/// A server on loopback that answers every request with an HTML 501 page, as Python's
+/// `http.server` does: something listens, but it is no model API.
+async fn html_501_server() -> (String, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::NOT_IMPLEMENTED,
+            [(axum::http::header::CONTENT_TYPE, "text/html;charset=utf-8")],
+            "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<title>Error response</title>\n</head>\n<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n</body>\n</html>\n",
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        // Ends when the test aborts it.
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+/// The defect: a server that answers but is not OpenAI-compatible passed the start check (a
+/// TCP connect), then each message got the error page and three warnings, and the chat exited 0.
+#[tokio::test]
+async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
+    let (url, server) = html_501_server().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().to_path_buf();
+    let base = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", base.as_str())],
+            "hello\n",
+        )
+    })
+    .await
+    .expect("join");
+    server.abort();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(text(&out.stdout), "", "no chat was opened");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}/models answered HTTP 501 Not Implemented"))
+            && stderr.contains("not an OpenAI-compatible API"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<html"), "{stderr}");
+}
+
+#[tokio::test]
+async fn chat_names_a_refused_key_and_an_unreachable_cloud_by_their_cause() {
+    let llm = FakeOpenAi::start().await;
+    llm.require_api_key("sk-right");
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
+            llm.base_url()
+        ),
+    );
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("MY_KEY", "sk-wrong-SECRET")],
+            "hello\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("provider `cloud`")
+            && stderr.contains("refused the credentials (HTTP 401")
+            && stderr.contains("check the key in MY_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SECRET"), "the key leaked: {stderr}");
+    assert_eq!(llm.request_count(), 0, "no chat request was sent");
+
+    // An OpenAI key in the environment means a cloud API: when it cannot be reached the cause is
+    // said, not advice to start Ollama.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(
+        dir.path(),
+        &["chat"],
+        &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", &url)],
+        "hello\n",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to 127.0.0.1:{port}: connection refused"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ollama"), "{stderr}");
+}
+
+#[tokio::test]
+async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answered() {
+    let llm = FakeOpenAi::start().await;
+    // 400 is not retried: each message fails at once.
+    llm.set_responder(|_| Reply::error(400, "model `m` does not exist"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = llm.base_url();
+    let path = dir.path().to_path_buf();
+    let base = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", base.as_str())],
+            "hello\nagain\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("every message failed (2 of 2)") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+
+    llm.push(Reply::text("answered"));
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", url.as_str())],
+            "hello\nagain\n",
+        )
+    })
+    .await
+    .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("answered"));
+}
+
 #[test]
 fn migrate_and_pairing_from_the_command_line() {
     let dir = tempfile::tempdir().expect("temp dir");

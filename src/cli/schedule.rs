@@ -4,11 +4,11 @@
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::timing::{CronExpr, parse_timezone};
-use super::{RunStatus, Schedule, parse_target, sync_config};
+use super::Failure;
 use crate::agent::AgentSet;
-use crate::cli::Failure;
 use crate::config::{Config, OnConfirmation};
+use crate::scheduler::timing::{CronExpr, parse_timezone};
+use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
 use crate::store::Store;
 
 #[derive(Debug, Subcommand)]
@@ -63,7 +63,7 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
     }
     // Adding records an intention; listing, removing and running read what the daemon keeps.
     if !matches!(action, ScheduleAction::Add { .. }) {
-        crate::cli::existing_database(config)?;
+        super::existing_database(config)?;
     }
     let store = Store::open(&config.daemon.database_url())
         .await
