@@ -426,22 +426,9 @@ impl Default for ToolsConfig {
     }
 }
 
-/// `[channels.*]`: each chat platform is enabled by the presence of its section.
-///
-/// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelsConfig {
-    #[cfg(feature = "telegram")]
-    pub telegram: Option<hearth_telegram::TelegramConfig>,
-    #[cfg(feature = "discord")]
-    pub discord: Option<hearth_discord::DiscordConfig>,
-    #[cfg(feature = "matrix")]
-    pub matrix: Option<hearth_matrix::MatrixConfig>,
-    #[cfg(feature = "email")]
-    pub email: Option<hearth_email::EmailConfig>,
-}
+/// `[channels.*]`: one optional section per channel crate, generated with the wiring by
+/// [`crate::channels`]'s `channels!` list.
+pub use crate::channels::ChannelsConfig;
 
 /// What an unattended schedule does when a tool asks for confirmation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

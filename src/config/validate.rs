@@ -947,8 +947,10 @@ mod tests {
                 ),
                 (
                     "daemon.owner[3]".to_string(),
-                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
-                        .to_string()
+                    format!(
+                        "unknown channel `slack`: expected one of {}, terminal",
+                        crate::channels::names().join(", ")
+                    )
                 ),
             ]
         );

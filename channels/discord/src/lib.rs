@@ -73,7 +73,7 @@ use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::inbound::{Cursors, Place, ReadError, Rules, Verdict};
 
@@ -981,7 +981,9 @@ impl Channel for DiscordChannel {
             .await
             .map_err(|e| error::map("starting the gateway client", e))?;
         let shards = client.shard_manager.clone();
-        let mut started = tokio::spawn(async move { client.start().await });
+        let mut started = tokio::spawn(
+            async move { client.start().await }.instrument(tracing::info_span!("gateway")),
+        );
         let stored = ctx
             .state
             .load(inbound::CURSORS_KEY)

@@ -40,6 +40,7 @@ use matrix_sdk::{Client, Room};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::MatrixError;
 use crate::format::strip_reply_fallback;
@@ -219,13 +220,17 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 continue;
             }
             if let Some(room) = client.get_room(room_id) {
-                tokio::spawn(answer_invite(
-                    room,
-                    channel.settings.allowed_users.clone(),
-                    ctx.allowlist.clone(),
-                    shutdown.clone(),
-                    invites.clone(),
-                ));
+                let span = tracing::info_span!("invite", room = %room_id);
+                tokio::spawn(
+                    answer_invite(
+                        room,
+                        channel.settings.allowed_users.clone(),
+                        ctx.allowlist.clone(),
+                        shutdown.clone(),
+                        invites.clone(),
+                    )
+                    .instrument(span),
+                );
             }
         }
 
@@ -945,17 +950,21 @@ fn attachment(content: &Value, msgtype: &str, event_id: &str) -> (String, Vec<At
 /// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
 /// background: a lost receipt changes nothing for hearth.
 fn read_receipt(room: Room, event_id: String) {
-    tokio::spawn(async move {
-        let Ok(event_id) = EventId::parse(&event_id) else {
-            return;
-        };
-        if let Err(error) = room
-            .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-            .await
-        {
-            tracing::debug!(%error, "matrix: a read receipt was not accepted");
+    let span = tracing::info_span!("read_receipt", room = %room.room_id(), event = %event_id);
+    tokio::spawn(
+        async move {
+            let Ok(event_id) = EventId::parse(&event_id) else {
+                return;
+            };
+            if let Err(error) = room
+                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+                .await
+            {
+                tracing::debug!(%error, "matrix: a read receipt was not accepted");
+            }
         }
-    });
+        .instrument(span),
+    );
 }
 
 /// Joins a room that someone hearth serves invited it to (the section's `allowed_users`, or
