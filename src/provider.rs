@@ -11,12 +11,14 @@ mod defaults;
 pub mod fallback;
 mod http;
 pub mod openai;
+pub mod probe;
 pub mod retry;
 mod sse;
 
 pub use defaults::{
     accepts_connections, describe_discovered, effective_providers, effective_providers_with,
 };
+pub use probe::{PROBE_TIMEOUT, ProbeFailure, probe_models};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hearth_channel::{
-    Attachment, AttachmentKind, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound,
-    InboundKind, ScopedAllowlist, Sender,
+    Attachment, AttachmentKind, Backoff, ChannelContext, ChannelError, ChannelStatus, ChatRef,
+    Inbound, InboundKind, ScopedAllowlist, Sender, sleep_or_shutdown,
 };
 use matrix_sdk::config::{SyncSettings, SyncToken};
 use matrix_sdk::deserialized_responses::{
@@ -40,6 +40,7 @@ use matrix_sdk::{Client, Room};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::MatrixError;
 use crate::format::strip_reply_fallback;
@@ -62,6 +63,12 @@ const MAX_UNDECRYPTED_PER_SENDER: usize = 20;
 const MAX_UNDECRYPTED_PER_ROOM: usize = 100;
 /// Pages of 100 events fetched at most to fill one gap.
 const MAX_GAP_PAGES: usize = 20;
+/// Waits while the homeserver or the network fails (sync, history, invites).
+const SERVER_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// Waits while the daemon's store refuses (the inbox, the sync position).
+const STORE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+/// Tries to join a room hearth was invited to; a later sync that shows the invite tries again.
+const JOIN_ATTEMPTS: u32 = 6;
 
 /// An encrypted event waiting for its key.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -136,7 +143,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
     }
     let filter = filter(channel.settings.timeline_limit);
     let invites = Arc::new(std::sync::Mutex::new(HashSet::new()));
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let mut synced_once = false;
     loop {
         let rewind = lock(&channel.rewind).take();
@@ -192,17 +199,16 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                     ctx.status.failed(error.message.clone());
                     return Err(error);
                 }
-                tracing::warn!(%error, "matrix: sync failed; trying again in {backoff:?}");
+                let step = backoff.next();
+                tracing::warn!(%error, "matrix: sync failed; trying again in {step:?}");
                 ctx.status.reconnecting(error.message.clone());
-                tokio::select! {
-                    _ = shutdown.cancelled() => return stopped(&ctx),
-                    _ = tokio::time::sleep(error.retry_after().unwrap_or(backoff)) => {}
+                if sleep_or_shutdown(&shutdown, error.retry_after().unwrap_or(step)).await {
+                    return stopped(&ctx);
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(60));
                 continue;
             }
         };
-        backoff = Duration::from_secs(1);
+        backoff.reset();
         ctx.status.connected();
         synced_once = true;
         channel
@@ -214,13 +220,17 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 continue;
             }
             if let Some(room) = client.get_room(room_id) {
-                tokio::spawn(answer_invite(
-                    room,
-                    channel.settings.allowed_users.clone(),
-                    ctx.allowlist.clone(),
-                    shutdown.clone(),
-                    invites.clone(),
-                ));
+                let span = tracing::info_span!("invite", room = %room_id);
+                tokio::spawn(
+                    answer_invite(
+                        room,
+                        channel.settings.allowed_users.clone(),
+                        ctx.allowlist.clone(),
+                        shutdown.clone(),
+                        invites.clone(),
+                    )
+                    .instrument(span),
+                );
             }
         }
 
@@ -325,40 +335,36 @@ fn filter(limit: u32) -> FilterDefinition {
 /// Reads `key` from the state, trying again while the store is unavailable; `None` on
 /// shutdown.
 async fn load(ctx: &ChannelContext, key: &str) -> Option<Option<String>> {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         match ctx.state.load(key).await {
             Ok(value) => return Some(value),
             Err(error) => tracing::warn!(%error, "matrix: cannot read {key}; trying again"),
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return None;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
 /// Saves `key`, trying again while the store is unavailable; false on shutdown.
 async fn save(ctx: &ChannelContext, key: &str, value: &str) -> bool {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         match ctx.state.save(key, value).await {
             Ok(()) => return true,
             Err(error) => tracing::warn!(%error, "matrix: cannot save {key}; trying again"),
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return false;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
 /// Hands `event` to the sink until it is stored; later events wait, so the order holds. False
 /// on shutdown (the position is not saved, so the next start offers the event again).
 async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         let result = tokio::select! {
             _ = ctx.shutdown.cancelled() => return false,
@@ -370,11 +376,9 @@ async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
                 tracing::warn!(%error, event = %event.platform_id, "matrix: the inbox refused an event; offering it again")
             }
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return false;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
@@ -486,7 +490,7 @@ async fn messages(
     room: &Room,
     options: impl Fn() -> MessagesOptions,
 ) -> Option<Result<matrix_sdk::room::Messages, MatrixError>> {
-    let mut wait = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let mut degraded = false;
     loop {
         let result = tokio::select! {
@@ -506,17 +510,16 @@ async fn messages(
         if !kind.is_temporary() {
             return Some(Err(error));
         }
-        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {wait:?}");
+        let step = backoff.next();
+        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {step:?}");
         ctx.status.reconnecting(format!(
             "cannot read back the messages missed in {} ({kind}); trying again",
             room.room_id()
         ));
         degraded = true;
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(kind.retry_after().unwrap_or(wait)) => {}
+        if sleep_or_shutdown(&ctx.shutdown, kind.retry_after().unwrap_or(step)).await {
+            return None;
         }
-        wait = (wait * 2).min(Duration::from_secs(60));
     }
 }
 
@@ -947,17 +950,21 @@ fn attachment(content: &Value, msgtype: &str, event_id: &str) -> (String, Vec<At
 /// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
 /// background: a lost receipt changes nothing for hearth.
 fn read_receipt(room: Room, event_id: String) {
-    tokio::spawn(async move {
-        let Ok(event_id) = EventId::parse(&event_id) else {
-            return;
-        };
-        if let Err(error) = room
-            .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-            .await
-        {
-            tracing::debug!(%error, "matrix: a read receipt was not accepted");
+    let span = tracing::info_span!("read_receipt", room = %room.room_id(), event = %event_id);
+    tokio::spawn(
+        async move {
+            let Ok(event_id) = EventId::parse(&event_id) else {
+                return;
+            };
+            if let Err(error) = room
+                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+                .await
+            {
+                tracing::debug!(%error, "matrix: a read receipt was not accepted");
+            }
         }
-    });
+        .instrument(span),
+    );
 }
 
 /// Joins a room that someone hearth serves invited it to (the section's `allowed_users`, or
@@ -979,7 +986,7 @@ async fn answer_invite(
             return;
         }
     };
-    let mut wait = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let served = loop {
         if allowed.contains(&inviter) {
             break true;
@@ -987,17 +994,13 @@ async fn answer_invite(
         match allowlist.allows(&inviter).await {
             Ok(served) => break served,
             Err(error) => {
-                tracing::warn!(room = %room.room_id(), %inviter, %error, "matrix: cannot tell whether the daemon serves an inviter; asking again in {wait:?}");
+                tracing::warn!(room = %room.room_id(), %inviter, %error, "matrix: cannot tell whether the daemon serves an inviter; asking again in {:?}", backoff.peek());
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => {
-                lock(&handled).remove(room.room_id());
-                return;
-            }
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&shutdown, backoff.next()).await {
+            lock(&handled).remove(room.room_id());
+            return;
         }
-        wait = (wait * 2).min(Duration::from_secs(60));
     };
     if !served {
         tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from someone hearth does not serve");
@@ -1006,8 +1009,8 @@ async fn answer_invite(
         }
         return;
     }
-    let mut wait = Duration::from_secs(1);
-    for attempt in 1..=6 {
+    let mut backoff = SERVER_BACKOFF;
+    for attempt in 1..=JOIN_ATTEMPTS {
         match room.join().await {
             Ok(()) => {
                 tracing::info!(room = %room.room_id(), %inviter, "matrix: joined a room on invitation");
@@ -1017,11 +1020,9 @@ async fn answer_invite(
                 tracing::warn!(room = %room.room_id(), %error, "matrix: joining failed (attempt {attempt})")
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&shutdown, backoff.next()).await {
+            break;
         }
-        wait *= 2;
     }
     // A later sync that shows the invite again tries again.
     lock(&handled).remove(room.room_id());
