@@ -361,6 +361,55 @@ pub struct ToolsConfig {
     pub per_user_tool_calls_per_minute: u32,
     /// Tool calls per minute across everyone.
     pub global_calls_per_minute: u32,
+    /// `[tools.web_search]`: where the `web_search` tool searches. Without it the tool tells
+    /// the model that search is not set up.
+    pub web_search: Option<WebSearchConfig>,
+}
+
+/// The search service behind the `web_search` tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    /// A SearXNG instance with its JSON API on (`search.formats` includes `json`).
+    Searxng,
+    /// Brave's Web Search API, with a subscription token.
+    Brave,
+}
+
+/// `[tools.web_search]`. The owner writes the endpoint, so it is reached even when it is on
+/// loopback or the LAN; the model only supplies the words to search for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    pub backend: SearchBackend,
+    /// SearXNG: the instance, e.g. `http://127.0.0.1:8888` (required). Brave: defaults to
+    /// `https://api.search.brave.com`.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Brave: the variable (or credential) holding the subscription token (required).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Results returned when the model does not ask for a number; at most 20.
+    #[serde(default = "default_search_results")]
+    pub max_results: u32,
+}
+
+/// The most results one search returns (Brave's own limit per request).
+pub const MAX_SEARCH_RESULTS: u32 = 20;
+
+fn default_search_results() -> u32 {
+    8
+}
+
+impl WebSearchConfig {
+    /// The endpoint's base URL, the backend's default filled in.
+    pub fn base_url(&self) -> Option<&str> {
+        match (&self.base_url, self.backend) {
+            (Some(url), _) => Some(url.as_str()),
+            (None, SearchBackend::Brave) => Some("https://api.search.brave.com"),
+            (None, SearchBackend::Searxng) => None,
+        }
+    }
 }
 
 impl Default for ToolsConfig {
@@ -372,26 +421,14 @@ impl Default for ToolsConfig {
             confirmation_timeout_secs: 600,
             per_user_tool_calls_per_minute: 30,
             global_calls_per_minute: 300,
+            web_search: None,
         }
     }
 }
 
-/// `[channels.*]`: each chat platform is enabled by the presence of its section.
-///
-/// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelsConfig {
-    #[cfg(feature = "telegram")]
-    pub telegram: Option<hearth_telegram::TelegramConfig>,
-    #[cfg(feature = "discord")]
-    pub discord: Option<hearth_discord::DiscordConfig>,
-    #[cfg(feature = "matrix")]
-    pub matrix: Option<hearth_matrix::MatrixConfig>,
-    #[cfg(feature = "email")]
-    pub email: Option<hearth_email::EmailConfig>,
-}
+/// `[channels.*]`: one optional section per channel crate, generated with the wiring by
+/// [`crate::channels`]'s `channels!` list.
+pub use crate::channels::ChannelsConfig;
 
 /// What an unattended schedule does when a tool asks for confirmation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,6 +6,8 @@ use std::process::{Command, Output, Stdio};
 
 use hearth_testkit::{FakeOpenAi, Reply};
 
+use crate::support::{Signal, WAIT, eventually, free_port, poll, signal_child};
+
 /// Runs `hearth ARGS` in `dir` with a clean environment (plus `env`), feeding `stdin`.
 fn hearth(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
@@ -291,11 +293,7 @@ async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
 fn chat_without_a_provider_says_how_to_configure_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     // A port nothing listens on stands in for "no Ollama here".
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let out = hearth(
         dir.path(),
@@ -519,23 +517,6 @@ fn migrate_and_pairing_from_the_command_line() {
     );
 }
 
-/// A free port on 127.0.0.1 (bound and released; good enough for a test).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn signal(child: &std::process::Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 #[tokio::test]
 async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -563,16 +544,10 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         .expect("hearth run starts");
 
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut healthy = false;
-    for _ in 0..100 {
-        if let Ok(response) = reqwest::get(&url).await {
-            assert_eq!(response.status(), 200);
-            healthy = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(healthy, "/healthz never answered");
+    let response = poll(WAIT, async || reqwest::get(&url).await.ok())
+        .await
+        .expect("/healthz answers");
+    assert_eq!(response.status(), 200);
     // `hearth status` reads the same, without curl.
     let path = dir.path().to_path_buf();
     let status = tokio::task::spawn_blocking(move || hearth(&path, &["status"], &[], ""))
@@ -600,27 +575,20 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         "agents.toml",
         "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n\n[[agent]]\nid = \"cook\"\nname = \"Cook\"\nsystem_prompt = \"Recipes.\"\n",
     );
-    signal(&child, "HUP");
+    signal_child(&child, Signal::HUP);
     let store = hearth::store::Store::connect(&format!(
         "sqlite://{}",
         dir.path().join("data/hearth.db").display()
     ))
     .await
     .expect("open the daemon's database");
-    let mut reloaded = false;
-    for _ in 0..100 {
-        if store.active_agent_ids().await.expect("query")
-            == vec!["general".to_string(), "cook".to_string()]
-        {
-            reloaded = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually("the agents to be reloaded on SIGHUP", async || {
+        store.active_agent_ids().await.expect("query") == ["general", "cook"]
+    })
+    .await;
     store.close().await;
-    assert!(reloaded, "agents were not reloaded on SIGHUP");
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let out = tokio::task::spawn_blocking(move || {
         let status = child.wait().expect("wait");
         let mut stderr = String::new();
@@ -687,7 +655,15 @@ async fn chat_asks_approve_y_n_on_stdin() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(stdout.matches("Approve? [y/N]").count(), 2, "{stdout}");
+    // Each prompt asks once: its closing question is the y/N line, not printed before it too.
+    assert_eq!(
+        stdout
+            .matches("get_current_datetime {} — Approve within 10 minutes? [y/N]")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("Approve within").count(), 2, "{stdout}");
     assert!(
         stdout.contains("wants to run `get_current_datetime`"),
         "{stdout}"
@@ -765,7 +741,7 @@ async fn run_speaks_the_systemd_notify_protocol() {
         "{messages:?}"
     );
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let stopping = tokio::task::spawn_blocking(move || {
         let mut buf = [0u8; 1024];
         loop {
@@ -804,15 +780,10 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         .spawn()
         .expect("hearth run starts");
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut up = false;
-    for _ in 0..100 {
-        if reqwest::get(&url).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "the daemon came up");
+    eventually("the daemon to come up", async || {
+        reqwest::get(&url).await.is_ok()
+    })
+    .await;
 
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
@@ -842,7 +813,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         "an existing file is not overwritten"
     );
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
         .await
         .expect("join");

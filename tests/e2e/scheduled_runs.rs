@@ -14,7 +14,7 @@ use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
+use crate::support::{CHAT, Hearth, USER, WAIT, poll};
 
 struct Wipe(ToolInfo, Arc<AtomicUsize>);
 
@@ -98,13 +98,15 @@ async fn runs_of(h: &Hearth) -> Vec<(String, Option<String>)> {
 }
 
 async fn wait_for_run_status(h: &Hearth, status: &str) -> Vec<(String, Option<String>)> {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let reached = poll(WAIT, async || {
         let runs = runs_of(h).await;
-        if runs.last().is_some_and(|r| r.0 == status) || tokio::time::Instant::now() > deadline {
-            return runs;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        runs.last().is_some_and(|r| r.0 == status).then_some(runs)
+    })
+    .await;
+    match reached {
+        Some(runs) => runs,
+        // The caller's assertion says what the runs are instead.
+        None => runs_of(h).await,
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth_testkit::{Reply, ToolCallSpec};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
+use crate::support::{CHAT, Hearth, USER, WAIT, poll};
 
 /// Runs `hearth ARGS` in `dir` with a clean environment.
 fn hearth(dir: &Path, args: &[&str]) -> Output {
@@ -351,15 +351,16 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
 
     // The reply can reach the chat before the scheduler has committed the run's link and
     // disabled the one-shot (the dispatcher starts as soon as the inbox entry exists).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let runs = loop {
+    let linked = poll(WAIT, async || {
         let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
-        if runs.first().is_some_and(|run| run.inbox_id.is_some())
-            || tokio::time::Instant::now() > deadline
-        {
-            break runs;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        runs.first()
+            .is_some_and(|run| run.inbox_id.is_some())
+            .then_some(runs)
+    })
+    .await;
+    let runs = match linked {
+        Some(runs) => runs,
+        None => store.schedule_runs(reminder.id, 10).await.expect("runs"),
     };
     assert_eq!(runs.len(), 1);
     let inbox_id = runs[0].inbox_id.expect("linked to its inbox entry");
