@@ -604,6 +604,15 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
     }
 }
 
+/// Checks a schedule target the way `[[schedules]] target` is checked: a channel built into
+/// this binary and configured, and an id it can send to. `hearth schedule add` calls it too, so
+/// the file and the command line accept the same targets.
+pub fn check_schedule_target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
+    // Only which channels exist matters here; their sections were checked when loaded.
+    let (platforms, _) = self::channels(channels, &HashMap::new());
+    target(text, &platforms, &[])
+}
+
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
 fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), String> {
     let Some((channel, chat)) = text.split_once(':') else {
@@ -611,6 +620,11 @@ fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), St
             "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
         ));
     };
+    if channel == TERMINAL {
+        return Err(format!(
+            "`{text}`: the terminal is `hearth chat`'s, which is seldom running when a schedule fires; send to a chat channel, e.g. `telegram:123456789`"
+        ));
+    }
     let platform = platforms.get(channel);
     let configured = match channel {
         _ if platforms.not_built.contains(&channel) => {
@@ -933,8 +947,10 @@ mod tests {
                 ),
                 (
                     "daemon.owner[3]".to_string(),
-                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
-                        .to_string()
+                    format!(
+                        "unknown channel `slack`: expected one of {}, terminal",
+                        crate::channels::names().join(", ")
+                    )
                 ),
             ]
         );
@@ -1205,6 +1221,11 @@ mod tests {
                 "target = \"sms:1\"",
                 "schedules[0].target",
                 "unknown channel `sms`",
+            ),
+            (
+                "target = \"terminal:local\"",
+                "schedules[0].target",
+                "the terminal is `hearth chat`'s",
             ),
             (
                 "target = \"telegram:me\"",

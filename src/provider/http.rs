@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use hearth_channel::error_chain;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::sse::{SseEvent, SseParser};
@@ -172,22 +173,6 @@ fn sources<'a>(
     err: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(err.source(), |cause| cause.source())
-}
-
-/// `err` and its sources, joined with `: `.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // hyper and reqwest often repeat the inner message in the outer one.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The human part of an error body: `error.message` in both APIs' formats, else the start of

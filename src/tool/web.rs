@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hearth_channel::error_chain;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
@@ -199,9 +200,9 @@ fn client(target: &Target, timeout: Duration) -> Result<reqwest::Client, ToolErr
         // Connect to exactly the addresses that were checked; no second DNS answer.
         builder = builder.resolve_to_addrs(host, addrs);
     }
-    builder
-        .build()
-        .map_err(|e| ToolError::Failed(format!("cannot build the HTTP client: {}", chain(&e))))
+    builder.build().map_err(|e| {
+        ToolError::Failed(format!("cannot build the HTTP client: {}", error_chain(&e)))
+    })
 }
 
 /// Sends `request`, following up to five redirects, each hop vetted before it connects.
@@ -255,7 +256,7 @@ async fn follow(
                 "{} {} failed: {}",
                 request.method,
                 request.url,
-                chain(&e.without_url())
+                error_chain(&e.without_url())
             ))
         })?;
         let status = response.status();
@@ -285,7 +286,7 @@ async fn follow(
             }
             ToolError::Failed(format!(
                 "reading the response failed: {}",
-                chain(&e.without_url())
+                error_chain(&e.without_url())
             ))
         })? {
             let room = limits.max_body - body.len();
@@ -327,21 +328,6 @@ fn redirect(request: &mut Outgoing, status: StatusCode, next: Url) {
         }
     }
     request.url = next;
-}
-
-/// `err` and its causes, joined with `: `.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn parse_url(args: &Args<'_>) -> Result<Url, ToolError> {
