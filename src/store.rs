@@ -7,8 +7,10 @@
 
 mod agent;
 pub mod bookmark;
+pub mod calendar;
 mod channel_state;
 mod confirmation;
+pub mod contact;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
@@ -19,6 +21,7 @@ pub mod query;
 mod session;
 pub mod task;
 mod turn;
+pub mod user;
 
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,

@@ -99,7 +99,9 @@ impl Handler {
         // A sender the platform could not verify (an email that failed the configured
         // authentication check) is a stranger, whatever identity it claims.
         let claimed = if event.sender.verified {
-            store.identity(&entry.channel, &event.sender.id).await?
+            store
+                .identity_or_domain(&entry.channel, &event.sender.id, now)
+                .await?
         } else {
             None
         };

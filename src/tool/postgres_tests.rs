@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::test_calls::{err, ok};
-use super::{ToolContext, bookmark, note, task};
+use super::{ToolContext, bookmark, calendar, contact, note, task};
 use crate::store::Store;
 
 /// A context over a fresh PostgreSQL database, and what must live as long as it.
@@ -139,6 +139,72 @@ async fn organiser_tools_work_on_postgres() {
         &ctx,
         "delete_bookmark",
         json!({"bookmark_id": id(&saved)}),
+    )
+    .await;
+
+    let contacts = contact::tools;
+    let ada = ok(
+        contacts(),
+        &ctx,
+        "add_contact",
+        json!({"name": "Ada", "email": "ada@example.org", "birthday": "1990-01-01"}),
+    )
+    .await;
+    let found = ok(
+        contacts(),
+        &ctx,
+        "list_contacts",
+        json!({"search": "EXAMPLE"}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    let updated = ok(
+        contacts(),
+        &ctx,
+        "update_contact",
+        json!({"contact_id": id(&ada), "email": ""}),
+    )
+    .await;
+    assert!(updated["contact"].get("email").is_none(), "{updated}");
+    let soon = ok(contacts(), &ctx, "upcoming_birthdays", json!({"days": 366})).await;
+    assert_eq!(soon["birthdays"][0]["name"], "Ada", "{soon}");
+    ok(
+        contacts(),
+        &ctx,
+        "delete_contact",
+        json!({"contact_id": id(&ada)}),
+    )
+    .await;
+
+    let events = calendar::tools;
+    let meeting = ok(
+        events(),
+        &ctx,
+        "add_calendar_event",
+        json!({"title": "Standup", "start": "2099-01-01 09:00", "duration_minutes": 15}),
+    )
+    .await;
+    let listed = ok(
+        events(),
+        &ctx,
+        "list_calendar_events",
+        json!({"start": "2099-01-01", "end": "2099-01-01"}),
+    )
+    .await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    let moved = ok(
+        events(),
+        &ctx,
+        "update_calendar_event",
+        json!({"event_id": id(&meeting), "start": "2099-01-01 10:00"}),
+    )
+    .await;
+    assert_eq!(moved["event"]["end"], "2099-01-01 10:15");
+    ok(
+        events(),
+        &ctx,
+        "delete_calendar_event",
+        json!({"event_id": id(&meeting)}),
     )
     .await;
 }

@@ -39,6 +39,7 @@ pub mod mcp;
 mod openai;
 pub mod postgres;
 mod reply;
+pub mod search;
 mod server;
 pub mod telegram;
 pub mod tls;

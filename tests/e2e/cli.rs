@@ -140,22 +140,18 @@ fn check_accepts_no_file_and_a_good_file() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("configuration OK"));
 
+    // The example exactly as shipped, with no variable set: what needs an account is
+    // commented out, so a newcomer's first `check` passes.
     write(
         dir.path(),
         "hearth.toml",
         include_str!("../../data/hearth.example.toml"),
     );
-    let out = hearth(
-        dir.path(),
-        &["check"],
-        &[
-            ("HEARTH_TELEGRAM_TOKEN", "123:abc"),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("ANTHROPIC_API_KEY", "sk-ant"),
-        ],
-        "",
-    );
+    let out = hearth(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    assert!(!stdout.contains("warning"), "{stdout}");
 }
 
 #[test]
@@ -230,6 +226,67 @@ async fn chat_over_a_pipe_answers_each_line_once_in_order() {
         "SQLite under ./data by default"
     );
     assert_eq!(llm.request_count(), 2);
+}
+
+/// The defect, as a new user met it: with no configuration the database went to `./data` of the
+/// current directory (another directory, another assistant) and the timezone was UTC with `TZ`
+/// set ("remind me at 9" an hour off). Now both follow the user, and `check` says so.
+#[tokio::test]
+async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("hello there"));
+    let home = tempfile::tempdir().expect("home");
+    let here = tempfile::tempdir().expect("one directory");
+    let elsewhere = tempfile::tempdir().expect("another directory");
+    let home_path = home.path().display().to_string();
+    let vars = [
+        ("HOME", home_path.clone()),
+        ("TZ", "Asia/Tokyo".to_string()),
+        ("OPENAI_BASE_URL", llm.base_url()),
+    ];
+    let run = move |dir: std::path::PathBuf, args: &'static [&'static str], stdin: &'static str| {
+        let vars = vars.clone();
+        tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            hearth(&dir, args, &env, stdin)
+        })
+    };
+
+    let out = run(here.path().into(), &["check"], "").await.expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "data dir: {home_path}/.local/share/hearth (default: ~/.local/share/hearth"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("timezone: Asia/Tokyo (default: $TZ)"),
+        "{stdout}"
+    );
+
+    let out = run(here.path().into(), &["chat"], "hi\n")
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "hello there");
+    assert!(home.path().join(".local/share/hearth/hearth.db").exists());
+    assert!(
+        !here.path().join("data").exists(),
+        "nothing in the current directory"
+    );
+
+    // From another directory the same assistant answers: its database is found.
+    let out = run(elsewhere.path().into(), &["pair", "list"], "")
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("terminal:local"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -561,7 +618,15 @@ async fn chat_asks_approve_y_n_on_stdin() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(stdout.matches("Approve? [y/N]").count(), 2, "{stdout}");
+    // Each prompt asks once: its closing question is the y/N line, not printed before it too.
+    assert_eq!(
+        stdout
+            .matches("get_current_datetime {} — Approve within 10 minutes? [y/N]")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("Approve within").count(), 2, "{stdout}");
     assert!(
         stdout.contains("wants to run `get_current_datetime`"),
         "{stdout}"

@@ -462,7 +462,7 @@ async fn a_killed_chat_session_is_not_resumed_by_the_next() {
     let env = [("HEARTH_TOOLS__AUTONOMY", "none")];
     let mut chat = LiveChat::start(dir.path(), &env);
     chat.say("what time is it?");
-    chat.wait_for("Approve? [y/N]", WAIT).await;
+    chat.wait_for("[y/N]", WAIT).await;
     chat.signal(Signal::KILL);
     let (status, _, _) = chat.finish(WAIT).await;
     assert_eq!(status.code(), None, "killed");
@@ -546,11 +546,13 @@ async fn two_confirmations_in_one_turn_are_numbered_and_named() {
         "each prompt is numbered:\n{stdout}"
     );
     assert!(
-        stdout.contains("[1] get_current_datetime {} — Approve? [y/N] y"),
+        stdout.contains("[1] get_current_datetime {} — Approve within 10 minutes? [y/N] y"),
         "{stdout}"
     );
     assert!(
-        stdout.contains(r#"[2] calculate {"expression":"6 * 7"} — Approve? [y/N] n"#),
+        stdout.contains(
+            r#"[2] calculate {"expression":"6 * 7"} — Approve within 10 minutes? [y/N] n"#
+        ),
         "{stdout}"
     );
     assert!(stdout.ends_with("Done asking.\n"), "{stdout}");

@@ -10,6 +10,8 @@
 
 mod config;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod memory;
 mod message;
 pub mod plan;
