@@ -10,6 +10,8 @@ pub mod clock;
 pub mod config;
 pub mod confirmation;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 pub mod http;
 pub mod metrics;

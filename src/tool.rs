@@ -35,6 +35,7 @@ pub mod time;
 pub mod typed;
 pub mod utility;
 pub mod web;
+pub mod web_search;
 
 pub use args::Args;
 pub use builtin::register_builtin;

@@ -71,8 +71,13 @@ pub(super) fn run(path: Option<PathBuf>) -> Result<(), Failure> {
             names.join(", ")
         )
     };
+    let daemon = &config.daemon;
     println!(
-        "configuration OK: {file}\n  {providers}\n  {} schedule(s), {} agent(s) from {agents_from}",
+        "configuration OK: {file}\n  data dir: {} ({})\n  timezone: {} ({})\n  {providers}\n  {} schedule(s), {} agent(s) from {agents_from}",
+        daemon.data_dir.display(),
+        loaded.sources.data_dir,
+        daemon.timezone,
+        loaded.sources.timezone,
         config.schedules.len(),
         agents.len()
     );

@@ -31,6 +31,13 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
         None => tracing::warn!("no configuration file found; running on defaults"),
     }
+    tracing::info!(
+        data_dir = %config.daemon.data_dir.display(),
+        data_dir_from = %loaded.sources.data_dir,
+        timezone = %config.daemon.timezone,
+        timezone_from = %loaded.sources.timezone,
+        "storage and time"
+    );
     if channel_count == 0 {
         tracing::warn!(
             "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"

@@ -539,7 +539,9 @@ impl Handler {
             requester: event.sender.id.clone(),
             reply_to,
             reply_context: event.reply_context.clone(),
-            note: None,
+            note: scheduled
+                .as_ref()
+                .and_then(crate::scheduler::ScheduledRun::note),
             cancel: cancel.clone(),
             confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
         };

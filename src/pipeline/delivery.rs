@@ -18,6 +18,7 @@ use rand::Rng;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::Channels;
 use crate::clock::SharedClock;
@@ -123,11 +124,15 @@ impl Delivery {
                 continue;
             }
             let this = self.clone();
-            self.tracker.spawn(async move {
-                this.deliver_lane(lane).await;
-                this.in_flight().remove(&key);
-                this.wake.notify_one();
-            });
+            let span = tracing::info_span!("lane", chat = %key.replace('\u{1f}', ":"));
+            self.tracker.spawn(
+                async move {
+                    this.deliver_lane(lane).await;
+                    this.in_flight().remove(&key);
+                    this.wake.notify_one();
+                }
+                .instrument(span),
+            );
         }
         Ok(wait)
     }
@@ -145,6 +150,7 @@ impl Delivery {
         }
     }
 
+    #[tracing::instrument(skip_all, fields(outbox_id = item.id, inbox_id = item.inbox_id))]
     async fn deliver(&self, item: &OutboxItem) -> Result<(), Stop> {
         let now = self.clock.now_ms();
         let Some(channel) = self.channels.get(&item.channel) else {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::Channels;
 use super::dispatcher::Dispatcher;
@@ -39,6 +40,7 @@ pub struct Handler {
 impl Handler {
     /// Handles an inbox entry to the end (or until shutdown suspends it). Store errors are
     /// returned so the dispatcher can try again; everything else is answered or recorded.
+    #[tracing::instrument(name = "entry", skip_all, fields(inbox_id = id))]
     pub async fn handle(
         &self,
         id: i64,
@@ -97,7 +99,9 @@ impl Handler {
         // A sender the platform could not verify (an email that failed the configured
         // authentication check) is a stranger, whatever identity it claims.
         let claimed = if event.sender.verified {
-            store.identity(&entry.channel, &event.sender.id).await?
+            store
+                .identity_or_domain(&entry.channel, &event.sender.id, now)
+                .await?
         } else {
             None
         };
@@ -381,17 +385,21 @@ impl Handler {
             return stop;
         };
         let token = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Err(err) = channel.typing(&chat).await {
-                    tracing::debug!(error = %err, "typing indicator failed");
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    () = token.cancelled() => return,
+        // Inside the entry's span: the indicator belongs to the turn that asked for it.
+        tokio::spawn(
+            async move {
+                loop {
+                    if let Err(err) = channel.typing(&chat).await {
+                        tracing::debug!(error = %err, "typing indicator failed");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(interval) => {}
+                        () = token.cancelled() => return,
+                    }
                 }
             }
-        });
+            .instrument(tracing::info_span!("typing")),
+        );
         stop
     }
 

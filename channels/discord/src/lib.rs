@@ -42,6 +42,8 @@
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 mod outbound;
 
@@ -71,7 +73,7 @@ use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::inbound::{Cursors, Place, ReadError, Rules, Verdict};
 
@@ -839,27 +841,7 @@ impl DiscordChannel {
                 Some(params),
             )
             .await?;
-        let Some(page) = page.as_array() else {
-            return Err(ReadError::Failed(ChannelError::protocol(
-                "discord: reading channel history: the answer is not a list",
-            )));
-        };
-        let mut messages: Vec<(u64, Option<Message>)> = page
-            .iter()
-            .filter_map(|raw| {
-                let id = raw["id"].as_str().and_then(config::snowflake)?;
-                let message = match serde_json::from_value::<Message>(raw.clone()) {
-                    Ok(message) => Some(message),
-                    Err(error) => {
-                        warn!(channel, message = id, %error, "a discord message in the history could not be read; it is passed over");
-                        None
-                    }
-                };
-                Some((id, message))
-            })
-            .collect();
-        messages.sort_by_key(|(id, _)| *id);
-        Ok(messages)
+        inbound::history_page(channel, &page).map_err(ReadError::Failed)
     }
 
     /// `GET /channels/{id}`: whether the channel belongs to a server.
@@ -999,7 +981,9 @@ impl Channel for DiscordChannel {
             .await
             .map_err(|e| error::map("starting the gateway client", e))?;
         let shards = client.shard_manager.clone();
-        let mut started = tokio::spawn(async move { client.start().await });
+        let mut started = tokio::spawn(
+            async move { client.start().await }.instrument(tracing::info_span!("gateway")),
+        );
         let stored = ctx
             .state
             .load(inbound::CURSORS_KEY)

@@ -28,6 +28,8 @@ mod auth;
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod imap;
 mod inbound;
 mod outbound;

@@ -40,6 +40,7 @@ use matrix_sdk::{Client, Room};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::MatrixError;
 use crate::format::strip_reply_fallback;
@@ -219,13 +220,17 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 continue;
             }
             if let Some(room) = client.get_room(room_id) {
-                tokio::spawn(answer_invite(
-                    room,
-                    channel.settings.allowed_users.clone(),
-                    ctx.allowlist.clone(),
-                    shutdown.clone(),
-                    invites.clone(),
-                ));
+                let span = tracing::info_span!("invite", room = %room_id);
+                tokio::spawn(
+                    answer_invite(
+                        room,
+                        channel.settings.allowed_users.clone(),
+                        ctx.allowlist.clone(),
+                        shutdown.clone(),
+                        invites.clone(),
+                    )
+                    .instrument(span),
+                );
             }
         }
 
@@ -674,79 +679,28 @@ async fn convert(
         }))
     };
     let content = &json["content"];
-    let relates = &content["m.relates_to"];
     let chat = ChatRef::new(room.room_id().to_string());
-    match json["type"].as_str() {
-        Some("m.reaction") => {
-            let (Some(target), Some(key)) = (relates["event_id"].as_str(), relates["key"].as_str())
-            else {
-                tracing::warn!(event = %event_id, "matrix: a reaction without a target or key; skipped");
-                return Converted::Skip;
-            };
-            if relates["rel_type"] != "m.annotation" {
-                return Converted::Skip;
-            }
+    let Some(reading) = read_event(&json, event_id) else {
+        return Converted::Skip;
+    };
+    let chat = match reading.thread() {
+        Some(root) => chat.with_thread(root),
+        None => chat,
+    };
+    match reading {
+        Reading::Reaction { target, .. } => {
             // In a group room only a reaction on one of hearth's prompts is for hearth.
             if !is_dm(room) && !is_prompt(channel, target).await {
                 return Converted::Skip;
             }
-            inbound(
-                chat,
-                InboundKind::Reaction {
-                    message_id: target.to_owned(),
-                    emoji: key.to_owned(),
-                },
-            )
         }
-        Some("m.room.message") => {
-            if relates["rel_type"] == "m.replace" {
-                let (Some(original), Some(text)) = (
-                    relates["event_id"].as_str(),
-                    content["m.new_content"]["body"].as_str(),
-                ) else {
-                    tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
-                    return Converted::Skip;
-                };
-                // In a group room only the edits of people hearth serves matter.
-                if !is_dm(room) && !serves(channel, ctx, sender).await {
-                    return Converted::Skip;
-                }
-                return inbound(
-                    chat,
-                    InboundKind::Edit {
-                        message_id: original.to_owned(),
-                        text: text.to_owned(),
-                    },
-                );
-            }
-            let (Some(msgtype), Some(body)) =
-                (content["msgtype"].as_str(), content["body"].as_str())
-            else {
-                tracing::warn!(event = %event_id, %sender, "matrix: a message without a text body; skipped");
-                return Converted::Skip;
-            };
-            // Notices are what bots send (hearth's own replies are notices): answering another
-            // bot's notice could start two bots talking forever.
-            if msgtype == "m.notice" {
-                tracing::debug!(event = %event_id, %sender, "matrix: a notice; skipped");
+        Reading::Edit { .. } => {
+            // In a group room only the edits of people hearth serves matter.
+            if !is_dm(room) && !serves(channel, ctx, sender).await {
                 return Converted::Skip;
             }
-            let thread = (relates["rel_type"] == "m.thread")
-                .then(|| relates["event_id"].as_str())
-                .flatten();
-            let falling_back = relates["is_falling_back"].as_bool().unwrap_or(false);
-            let reply_to = relates["m.in_reply_to"]["event_id"]
-                .as_str()
-                .filter(|_| thread.is_none() || !falling_back);
-            let chat = match thread {
-                Some(root) => chat.with_thread(root),
-                None => chat,
-            };
-            let text = if reply_to.is_some() {
-                strip_reply_fallback(body)
-            } else {
-                body
-            };
+        }
+        Reading::Message { text, reply_to, .. } => {
             if !is_dm(room) && !addressed(room, own, content, reply_to).await {
                 return Converted::Skip;
             }
@@ -762,23 +716,132 @@ async fn convert(
                     },
                 );
             }
-            let (text, attachments) = match msgtype {
-                "m.file" | "m.image" | "m.audio" | "m.video" => {
-                    attachment(content, msgtype, event_id)
-                }
-                _ => (text.to_owned(), Vec::new()),
+        }
+    }
+    inbound(chat, reading.event(content, event_id))
+}
+
+/// What a timeline event is to hearth, read from its JSON alone. The checks that need the room,
+/// the store or the homeserver (is it a DM, one of hearth's prompts, a sender hearth serves, a
+/// reply to hearth) come after it, in [`convert`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reading<'a> {
+    /// An `m.annotation` reaction with `key` on `target`.
+    Reaction { target: &'a str, key: &'a str },
+    /// An `m.replace` edit of `original` to `text`.
+    Edit { original: &'a str, text: &'a str },
+    /// A text or file message; `text` is its body without a reply's quoted fallback.
+    Message {
+        msgtype: &'a str,
+        text: &'a str,
+        /// The root of the thread it is in.
+        thread: Option<&'a str>,
+        /// The event it replies to (not a thread's fallback reply to its root).
+        reply_to: Option<&'a str>,
+    },
+}
+
+/// Reads `json`, an event of a room's timeline: `None` for what hearth never takes (other event
+/// types, notices, a reaction or edit missing what it needs, a message without a text body).
+pub(crate) fn read_event<'a>(json: &'a Value, event_id: &str) -> Option<Reading<'a>> {
+    let content = &json["content"];
+    let relates = &content["m.relates_to"];
+    match json["type"].as_str() {
+        Some("m.reaction") => {
+            let (Some(target), Some(key)) = (relates["event_id"].as_str(), relates["key"].as_str())
+            else {
+                tracing::warn!(event = %event_id, "matrix: a reaction without a target or key; skipped");
+                return None;
             };
-            inbound(
-                chat,
+            (relates["rel_type"] == "m.annotation").then_some(Reading::Reaction { target, key })
+        }
+        Some("m.room.message") => {
+            if relates["rel_type"] == "m.replace" {
+                let (Some(original), Some(text)) = (
+                    relates["event_id"].as_str(),
+                    content["m.new_content"]["body"].as_str(),
+                ) else {
+                    tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
+                    return None;
+                };
+                return Some(Reading::Edit { original, text });
+            }
+            let (Some(msgtype), Some(body)) =
+                (content["msgtype"].as_str(), content["body"].as_str())
+            else {
+                tracing::warn!(event = %event_id, "matrix: a message without a text body; skipped");
+                return None;
+            };
+            // Notices are what bots send (hearth's own replies are notices): answering another
+            // bot's notice could start two bots talking forever.
+            if msgtype == "m.notice" {
+                tracing::debug!(event = %event_id, "matrix: a notice; skipped");
+                return None;
+            }
+            let thread = (relates["rel_type"] == "m.thread")
+                .then(|| relates["event_id"].as_str())
+                .flatten();
+            let falling_back = relates["is_falling_back"].as_bool().unwrap_or(false);
+            let reply_to = relates["m.in_reply_to"]["event_id"]
+                .as_str()
+                .filter(|_| thread.is_none() || !falling_back);
+            let text = if reply_to.is_some() {
+                strip_reply_fallback(body)
+            } else {
+                body
+            };
+            Some(Reading::Message {
+                msgtype,
+                text,
+                thread,
+                reply_to,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl<'a> Reading<'a> {
+    /// The thread root of a message in a thread.
+    pub(crate) fn thread(&self) -> Option<&'a str> {
+        match self {
+            Reading::Message { thread, .. } => *thread,
+            _ => None,
+        }
+    }
+
+    /// The event hearth takes this reading as; `content` is the event's content, for a file
+    /// message's attachment.
+    pub(crate) fn event(self, content: &Value, event_id: &str) -> InboundKind {
+        match self {
+            Reading::Reaction { target, key } => InboundKind::Reaction {
+                message_id: target.to_owned(),
+                emoji: key.to_owned(),
+            },
+            Reading::Edit { original, text } => InboundKind::Edit {
+                message_id: original.to_owned(),
+                text: text.to_owned(),
+            },
+            Reading::Message {
+                msgtype,
+                text,
+                reply_to,
+                ..
+            } => {
+                let (text, attachments) = match msgtype {
+                    "m.file" | "m.image" | "m.audio" | "m.video" => {
+                        attachment(content, msgtype, event_id)
+                    }
+                    _ => (text.to_owned(), Vec::new()),
+                };
                 InboundKind::Message {
                     text,
                     attachments,
                     message_id: Some(event_id.to_owned()),
                     reply_to: reply_to.map(str::to_owned),
-                },
-            )
+                }
+            }
         }
-        _ => Converted::Skip,
     }
 }
 
@@ -790,23 +853,7 @@ async fn addressed(
     content: &Value,
     reply_to: Option<&str>,
 ) -> bool {
-    let mentioned = content["m.mentions"]["user_ids"]
-        .as_array()
-        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
-    if mentioned {
-        return true;
-    }
-    let body = content["body"].as_str().unwrap_or_default();
-    let html = content["formatted_body"].as_str().unwrap_or_default();
-    if body.contains(own.as_str()) || html.contains(own.as_str()) {
-        return true;
-    }
-    let localpart = own.localpart().to_lowercase();
-    let named = body
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
-        .any(|word| word == localpart);
-    if named {
+    if mentions(own, content) {
         return true;
     }
     let Some(target) = reply_to.and_then(|id| EventId::parse(id).ok()) else {
@@ -826,8 +873,28 @@ async fn addressed(
     }
 }
 
+/// Whether a message's `content` mentions hearth (`own`): in `m.mentions`, its id in the text
+/// or a pill, or its localpart as a word.
+pub(crate) fn mentions(own: &OwnedUserId, content: &Value) -> bool {
+    let mentioned = content["m.mentions"]["user_ids"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
+    if mentioned {
+        return true;
+    }
+    let body = content["body"].as_str().unwrap_or_default();
+    let html = content["formatted_body"].as_str().unwrap_or_default();
+    if body.contains(own.as_str()) || html.contains(own.as_str()) {
+        return true;
+    }
+    let localpart = own.localpart().to_lowercase();
+    body.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .any(|word| word == localpart)
+}
+
 /// ✅ for a reply that only says approve/yes, ❌ for deny/no.
-fn decision_emoji(text: &str) -> Option<&'static str> {
+pub(crate) fn decision_emoji(text: &str) -> Option<&'static str> {
     let word = text
         .trim()
         .trim_matches(|c: char| !c.is_alphanumeric())
@@ -883,17 +950,21 @@ fn attachment(content: &Value, msgtype: &str, event_id: &str) -> (String, Vec<At
 /// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
 /// background: a lost receipt changes nothing for hearth.
 fn read_receipt(room: Room, event_id: String) {
-    tokio::spawn(async move {
-        let Ok(event_id) = EventId::parse(&event_id) else {
-            return;
-        };
-        if let Err(error) = room
-            .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-            .await
-        {
-            tracing::debug!(%error, "matrix: a read receipt was not accepted");
+    let span = tracing::info_span!("read_receipt", room = %room.room_id(), event = %event_id);
+    tokio::spawn(
+        async move {
+            let Ok(event_id) = EventId::parse(&event_id) else {
+                return;
+            };
+            if let Err(error) = room
+                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+                .await
+            {
+                tracing::debug!(%error, "matrix: a read receipt was not accepted");
+            }
         }
-    });
+        .instrument(span),
+    );
 }
 
 /// Joins a room that someone hearth serves invited it to (the section's `allowed_users`, or

@@ -21,6 +21,8 @@ mod api;
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 mod outbound;
 
