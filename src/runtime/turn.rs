@@ -307,6 +307,12 @@ async fn turn_loop(
         };
         rt.metrics
             .observe_llm(&response.provider, call_started.elapsed());
+        rt.metrics.tokens(
+            &response.provider,
+            &response.model,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+        );
 
         if response.tool_calls.is_empty() {
             // The history keeps what the chat shows: a cut answer, not megabytes of it.
