@@ -105,6 +105,43 @@ impl Metrics {
         );
     }
 
+    /// One model call's tokens and cost (billionths of a USD), by provider and model.
+    pub fn model_call(
+        &self,
+        provider: &str,
+        model: &str,
+        usage: &crate::provider::Usage,
+        cost_nusd: i64,
+    ) {
+        let labels = format!("{},{}", label("provider", provider), label("model", model));
+        let mut inner = self.lock();
+        for (direction, tokens) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            *inner
+                .counters
+                .entry((
+                    "hearth_model_tokens_total",
+                    format!("{labels},{}", label("direction", direction)),
+                ))
+                .or_default() += tokens;
+        }
+        *inner
+            .counters
+            .entry(("hearth_model_calls_total", labels.clone()))
+            .or_default() += 1;
+        *inner
+            .counters
+            .entry(("hearth_model_cost_nano_usd_total", labels))
+            .or_default() += u64::try_from(cost_nusd).unwrap_or(0);
+    }
+
+    /// A compaction of a conversation's older turns; `outcome` is `done`, `failed` or `skipped`.
+    pub fn compaction(&self, outcome: &str) {
+        self.count("hearth_compactions_total", label("outcome", outcome));
+    }
+
     pub fn observe_llm(&self, provider: &str, elapsed: Duration) {
         self.lock()
             .histograms

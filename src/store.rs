@@ -14,7 +14,9 @@ pub(crate) mod inbox;
 mod lock;
 mod outbox;
 mod session;
+mod summary;
 mod turn;
+mod usage;
 
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
@@ -28,9 +30,11 @@ pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
+pub use summary::{CoveredCall, HistoryKey, Summary};
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
 };
+pub use usage::{ModelCall, UsageBy, UsageRow};
 
 use std::path::Path;
 use std::str::FromStr;

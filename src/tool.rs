@@ -21,6 +21,7 @@ pub mod note;
 pub mod schedule;
 pub mod task;
 pub mod time;
+pub mod tool_result;
 pub mod utility;
 pub mod web;
 

@@ -33,6 +33,10 @@ pub fn effective_providers_with(
             fallbacks: Vec::new(),
             max_tokens: 4096,
             vision: false,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
         };
     let provider = if env("OPENAI_API_KEY").is_some() {
         let url = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());

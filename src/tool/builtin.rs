@@ -19,6 +19,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::web::tools,
         super::file::tools,
         super::schedule::tools,
+        super::tool_result::tools,
     ] {
         tools.extend(family());
     }
