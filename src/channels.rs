@@ -1,10 +1,11 @@
 //! The chat channels hearth has, and what the daemon does with their config sections.
 //!
 //! Each channel crate owns its `[channels.<name>]` section: the type implements
-//! [`ChannelConfig`] (parse, check, ids, build), and is a cargo feature of hearth. [`each`]
-//! walks them all, built into this binary or not, and is the one place that names them; the
-//! config loader parses with it, `hearth check` checks with it and `hearth run` builds with it
-//! ([`build`]). Adding a channel crate is one line in [`each`] (README "Adding a channel").
+//! [`ChannelConfig`] (parse, check, ids, build), and is a cargo feature of hearth. The
+//! `channels!` list below is the one place that names them: it generates both the
+//! [`ChannelsConfig`] fields and [`each`], which walks them all, built into this binary or not;
+//! the config loader parses with it, `hearth check` checks with it and `hearth run` builds with
+//! it ([`build`]). Adding a channel crate is one line in that list (README "Adding a channel").
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,8 +13,6 @@ use std::sync::Arc;
 use hearth_channel::{
     BuildContext, Channel, ChannelConfig, ProcessEnv, SecretSource, channel_data_dir,
 };
-
-use crate::config::ChannelsConfig;
 
 /// Something done once for each channel crate, with its section type when it is built in.
 pub(crate) trait EachChannel {
@@ -29,27 +28,44 @@ pub(crate) trait EachChannel {
     fn not_built(&mut self, name: &'static str);
 }
 
-/// `channel!(each, channels, "<feature>" => <ChannelsConfig field>)`: the channel's section when
-/// its feature is on, its name otherwise. The feature, the field and the channel's `NAME` are
-/// the same word.
-macro_rules! channel {
-    ($each:ident, $channels:ident, $name:literal => $field:ident) => {
-        #[cfg(feature = $name)]
-        $each.built(&mut $channels.$field);
-        #[cfg(not(feature = $name))]
-        $each.not_built($name);
+/// `channels! { "<feature>" => <field>: <section type>, … }` generates [`ChannelsConfig`] (one
+/// optional section per channel crate, behind its feature) and [`each`] (the walk over them, in
+/// the order `hearth check` lists them). The feature, the field and the channel's `NAME` are the
+/// same word.
+macro_rules! channels {
+    ($($name:literal => $field:ident: $section:ty),* $(,)?) => {
+        /// `[channels.*]`: each chat platform is enabled by the presence of its section. A
+        /// platform's section type belongs to its channel crate, which is a cargo feature of
+        /// hearth.
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct ChannelsConfig {
+            $(
+                #[cfg(feature = $name)]
+                pub $field: Option<$section>,
+            )*
+        }
+
+        /// Walks every channel crate hearth has: its section when its feature is on, its name
+        /// otherwise.
+        // `channels` is unused in a build without any channel crate.
+        #[allow(unused_variables)]
+        pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
+            $(
+                #[cfg(feature = $name)]
+                each.built(&mut channels.$field);
+                #[cfg(not(feature = $name))]
+                each.not_built($name);
+            )*
+        }
     };
 }
 
-/// Walks every channel crate hearth has, in the order `hearth check` lists them. One line per
-/// channel crate.
-// `channels` is unused in a build without any channel crate.
-#[allow(unused_variables)]
-pub(crate) fn each(channels: &mut ChannelsConfig, each: &mut impl EachChannel) {
-    channel!(each, channels, "telegram" => telegram);
-    channel!(each, channels, "discord" => discord);
-    channel!(each, channels, "matrix" => matrix);
-    channel!(each, channels, "email" => email);
+channels! {
+    "telegram" => telegram: hearth_telegram::TelegramConfig,
+    "discord" => discord: hearth_discord::DiscordConfig,
+    "matrix" => matrix: hearth_matrix::MatrixConfig,
+    "email" => email: hearth_email::EmailConfig,
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or

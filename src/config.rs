@@ -5,12 +5,13 @@
 //! The types here are the user's contract (DESIGN.md §7): keys may be added, never renamed.
 //! Unknown keys are rejected so a typo is an error, not a silently ignored setting.
 
+mod host;
 mod load;
 mod validate;
 
 pub use hearth_channel::Secret;
-pub use load::{ConfigError, ConfigErrors, LoadedConfig, load, load_from_str};
-pub use validate::{parse_identity, warnings};
+pub use load::{ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str};
+pub use validate::{check_schedule_target, parse_identity, warnings};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,11 +54,13 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// Database and channel state live here.
+    /// Database and channel state live here. Default: `$XDG_DATA_HOME/hearth`
+    /// (`~/.local/share/hearth`), or `./data` when neither variable is set.
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; default `sqlite://<data_dir>/hearth.db`.
     pub database_url: Option<String>,
-    /// IANA timezone name for schedules and the time context of prompts.
+    /// IANA timezone name for schedules and the time context of prompts. Default: `$TZ`, else
+    /// the zone `/etc/localtime` points at, else `/etc/timezone`, else UTC.
     pub timezone: String,
     /// Address of `/healthz` and `/metrics`; empty string disables the HTTP server.
     pub http_listen: String,
@@ -267,6 +270,12 @@ fn default_max_tokens() -> u32 {
     4096
 }
 
+/// The agents file inside `daemon.data_dir` when `router.agents_file` is not set.
+pub const AGENTS_FILE_NAME: &str = "agents.toml";
+
+/// The file tools' directory inside `daemon.data_dir` when `tools.workspace_dir` is not set.
+pub const WORKSPACE_DIR_NAME: &str = "workspace";
+
 /// `[router]`: which agent answers a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -274,6 +283,7 @@ pub struct RouterConfig {
     /// The agent for messages no trigger matches.
     pub default_agent: String,
     /// The agents file; when it does not exist the agents shipped in the binary are used.
+    /// Default: `agents.toml` in `daemon.data_dir`.
     pub agents_file: PathBuf,
     /// Minutes a conversation keeps its agent without a new keyword match.
     pub sticky_minutes: u64,
@@ -414,7 +424,8 @@ pub enum Autonomy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
-    /// The only directory the file tools can read and write.
+    /// The only directory the file tools can read and write. Default: `workspace` in
+    /// `daemon.data_dir`.
     pub workspace_dir: PathBuf,
     /// Hosts or addresses (`nas.local`, `192.168.1.10`, `10.0.0.0/8`) the web tools may reach
     /// although they are private or loopback; everything else private is refused (SSRF).
@@ -427,6 +438,55 @@ pub struct ToolsConfig {
     pub per_user_tool_calls_per_minute: u32,
     /// Tool calls per minute across everyone.
     pub global_calls_per_minute: u32,
+    /// `[tools.web_search]`: where the `web_search` tool searches. Without it the tool tells
+    /// the model that search is not set up.
+    pub web_search: Option<WebSearchConfig>,
+}
+
+/// The search service behind the `web_search` tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    /// A SearXNG instance with its JSON API on (`search.formats` includes `json`).
+    Searxng,
+    /// Brave's Web Search API, with a subscription token.
+    Brave,
+}
+
+/// `[tools.web_search]`. The owner writes the endpoint, so it is reached even when it is on
+/// loopback or the LAN; the model only supplies the words to search for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    pub backend: SearchBackend,
+    /// SearXNG: the instance, e.g. `http://127.0.0.1:8888` (required). Brave: defaults to
+    /// `https://api.search.brave.com`.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Brave: the variable (or credential) holding the subscription token (required).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Results returned when the model does not ask for a number; at most 20.
+    #[serde(default = "default_search_results")]
+    pub max_results: u32,
+}
+
+/// The most results one search returns (Brave's own limit per request).
+pub const MAX_SEARCH_RESULTS: u32 = 20;
+
+fn default_search_results() -> u32 {
+    8
+}
+
+impl WebSearchConfig {
+    /// The endpoint's base URL, the backend's default filled in.
+    pub fn base_url(&self) -> Option<&str> {
+        match (&self.base_url, self.backend) {
+            (Some(url), _) => Some(url.as_str()),
+            (None, SearchBackend::Brave) => Some("https://api.search.brave.com"),
+            (None, SearchBackend::Searxng) => None,
+        }
+    }
 }
 
 impl Default for ToolsConfig {
@@ -438,26 +498,14 @@ impl Default for ToolsConfig {
             confirmation_timeout_secs: 600,
             per_user_tool_calls_per_minute: 30,
             global_calls_per_minute: 300,
+            web_search: None,
         }
     }
 }
 
-/// `[channels.*]`: each chat platform is enabled by the presence of its section.
-///
-/// A platform's section type belongs to its channel crate, which is a cargo feature of hearth:
-/// one field here per crate, behind its feature (README "Adding a channel").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelsConfig {
-    #[cfg(feature = "telegram")]
-    pub telegram: Option<hearth_telegram::TelegramConfig>,
-    #[cfg(feature = "discord")]
-    pub discord: Option<hearth_discord::DiscordConfig>,
-    #[cfg(feature = "matrix")]
-    pub matrix: Option<hearth_matrix::MatrixConfig>,
-    #[cfg(feature = "email")]
-    pub email: Option<hearth_email::EmailConfig>,
-}
+/// `[channels.*]`: one optional section per channel crate, generated with the wiring by
+/// [`crate::channels`]'s `channels!` list.
+pub use crate::channels::ChannelsConfig;
 
 /// What an unattended schedule does when a tool asks for confirmation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,12 +8,13 @@
 //! the rest to the process that runs those channels; a lock keeps a second daemon (or a second
 //! chat) from starting on the same database.
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter};
+use hearth_channel::{
+    Backoff, Channel, ChannelContext, ChannelStatus, ErrorKind, StatusReporter, sleep_or_shutdown,
+};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,6 +23,7 @@ use tracing::Instrument;
 use crate::agent::AgentSet;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
+use crate::health::{ChannelHealth, Health};
 use crate::metrics::Metrics;
 use crate::pipeline::Channels;
 use crate::pipeline::delivery::Delivery;
@@ -53,126 +55,6 @@ pub enum StartError {
     },
 }
 
-/// The state of one channel, as `/healthz` reports it: `connecting` (the first login is under
-/// way), `connected` (the platform accepted the login), `reconnecting` (with the error that
-/// interrupted it), `failed` (with the reason; it stays off until the next start) or `stopped`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ChannelHealth {
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// What `/healthz` reports: each channel's state, and the write paths that cannot store right
-/// now (the inbox on a full disk …). Cheap to clone; all clones share one state.
-#[derive(Clone, Default)]
-pub struct Health {
-    inner: Arc<Mutex<HealthState>>,
-}
-
-struct HealthState {
-    channels: HashMap<String, ChannelHealth>,
-    /// Channels that were connected at least once since start.
-    ever_connected: std::collections::HashSet<String>,
-    /// The current error of each failing write path, by path ("inbox", "turns").
-    faults: BTreeMap<String, String>,
-    started: std::time::Instant,
-}
-
-impl Default for HealthState {
-    fn default() -> Self {
-        Self {
-            channels: HashMap::new(),
-            ever_connected: std::collections::HashSet::new(),
-            faults: BTreeMap::new(),
-            started: std::time::Instant::now(),
-        }
-    }
-}
-
-/// How long after start a channel may take to connect for the first time before `/healthz`
-/// answers 503: a login, a gateway handshake and a first sync take seconds; a minute without
-/// one means nobody can reach hearth through it.
-pub const FIRST_CONNECT_GRACE: Duration = Duration::from_secs(60);
-
-impl Health {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
-        // Plain data, updated in one step each: a panic elsewhere cannot leave it half-written.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records a channel's state.
-    pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
-        let mut health = self.lock();
-        if state == "connected" {
-            health.ever_connected.insert(name.to_owned());
-        }
-        health
-            .channels
-            .insert(name.to_owned(), ChannelHealth { state, error });
-    }
-
-    /// The channels that have not been connected once since start (stopped ones aside), and
-    /// whether the first-connect grace ([`FIRST_CONNECT_GRACE`]) is over: hearth cannot be
-    /// reached through them, and after the grace that makes it unhealthy.
-    pub fn never_connected(&self) -> (Vec<String>, bool) {
-        let health = self.lock();
-        let mut names: Vec<String> = health
-            .channels
-            .iter()
-            .filter(|(name, c)| c.state != "stopped" && !health.ever_connected.contains(*name))
-            .map(|(name, _)| name.clone())
-            .collect();
-        names.sort();
-        (names, health.started.elapsed() >= FIRST_CONNECT_GRACE)
-    }
-
-    /// Pretends the daemon started `ago` earlier, for tests of the first-connect grace.
-    pub fn started_ago(&self, ago: Duration) {
-        let mut health = self.lock();
-        if let Some(earlier) = std::time::Instant::now().checked_sub(ago) {
-            health.started = earlier;
-        }
-    }
-
-    /// Every channel's state, by name.
-    pub fn channels(&self) -> HashMap<String, ChannelHealth> {
-        self.lock().channels.clone()
-    }
-
-    /// Marks a write path failing with `reason`; `/healthz` answers 503 until it is cleared.
-    /// Logged once when the path starts failing, not on every retry.
-    pub fn set_fault(&self, path: &str, reason: &str) {
-        let previous = self
-            .lock()
-            .faults
-            .insert(path.to_owned(), reason.to_owned());
-        if previous.is_none() {
-            tracing::error!(
-                path,
-                reason,
-                "cannot store; hearth is unhealthy until this passes"
-            );
-        }
-    }
-
-    /// Marks a write path working again.
-    pub fn clear_fault(&self, path: &str) {
-        if self.lock().faults.remove(path).is_some() {
-            tracing::info!(path, "storing works again");
-        }
-    }
-
-    /// The failing write paths as `path: reason`, sorted.
-    pub fn faults(&self) -> Vec<String> {
-        self.lock()
-            .faults
-            .iter()
-            .map(|(path, reason)| format!("{path}: {reason}"))
-            .collect()
-    }
-}
-
 /// What a process is for; it decides which shared work the process takes on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
@@ -189,14 +71,6 @@ const SESSION_ENDED: &str = "the chat session ended before it finished";
 
 /// How often a chat looks for work the daemon stored for it (a schedule fired into the terminal).
 const CHAT_PICKUP_INTERVAL: Duration = Duration::from_secs(2);
-impl From<&ChannelStatus> for ChannelHealth {
-    fn from(status: &ChannelStatus) -> Self {
-        Self {
-            state: status.as_str(),
-            error: status.reason().map(str::to_owned),
-        }
-    }
-}
 
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
@@ -273,19 +147,13 @@ impl DaemonBuilder {
         self
     }
 
+    /// Starts hearth: opens the store, syncs agents and identities, makes the runtime, then
+    /// starts the workers, the channels and the HTTP endpoints, in that order.
     pub async fn start(self) -> Result<Daemon, StartError> {
         let config = Arc::new(self.config);
         let clock = self.clock;
         let role = self.role;
-        let store = Store::connect(&config.daemon.database_url()).await?;
-        // Before anything is written: a second daemon must not even migrate.
-        let lock = store
-            .lock(match role {
-                Role::Daemon => LockKind::Daemon,
-                Role::Chat => LockKind::Chat,
-            })
-            .await?;
-        store.migrate().await?;
+        let (store, lock) = open_store(&config, role).await?;
         let now = clock.now_ms();
         let channel_names: Vec<String> = self
             .channels
@@ -300,42 +168,12 @@ impl DaemonBuilder {
                 .map_err(|err| StartError::Agents(Box::new(err)))?,
         };
         store.sync_agents(&agents, now).await?;
+        sync_identities(&store, &config, &self.channels, self.owner, now).await?;
 
         let (provider_configs, provider_hint) =
             crate::provider::effective_providers(&config.providers);
         let providers = Providers::from_config(&provider_configs, clock.clone())
             .map_err(StartError::Providers)?;
-
-        // Identities: the allowlists and the owner, as configured now (plus the terminal's
-        // owner identity for `hearth chat`).
-        let mut owners = crate::store::configured_owners(&config.daemon);
-        if let Some(extra) = self.owner
-            && !owners.contains(&extra)
-        {
-            owners.push(extra);
-        }
-        let allowlists: Vec<(String, Vec<String>)> = self
-            .channels
-            .iter()
-            .map(|entry| (entry.channel.name().to_string(), entry.allowed.clone()))
-            .collect();
-        let merges = store
-            .sync_configured_identities(&allowlists, &owners, now)
-            .await
-            .map_err(|err| match err {
-                crate::store::LinkError::Store(err) => StartError::Store(err),
-                // Every owner identity was just allowed and they are distinct, so a refusal
-                // means the identities table is not what it should be.
-                refusal => StartError::Store(crate::store::StoreError::Corrupt(format!(
-                    "linking the owner's identities: {refusal}"
-                ))),
-            })?;
-        for linked in merges {
-            if let Some(merge) = &linked.merge {
-                tracing::info!(kept = %linked.kept, joined = %linked.joined, %merge, "owner identities linked into one user");
-            }
-        }
-
         let metrics = Arc::new(Metrics::default());
         let tools = self.tools.unwrap_or_else(ToolRegistry::with_builtin);
         let rt = Arc::new(Runtime::new(
@@ -349,16 +187,123 @@ impl DaemonBuilder {
             provider_hint,
         ));
 
-        let shutdown = CancellationToken::new();
-        // Cancelled first on stop: channels stop receiving while turns and deliveries finish.
-        let intake = shutdown.child_token();
-        let tracker = TaskTracker::new();
         let channels: Channels = Arc::new(
             self.channels
                 .iter()
                 .map(|e| (e.channel.name().to_string(), e.channel.clone()))
                 .collect(),
         );
+        let workers = Workers::spawn(&rt, channels.clone(), role, &channel_names).await?;
+        let statuses = spawn_channels(&self.channels, &workers, &config).await;
+        let http_addr = if self.http && !config.daemon.http_listen.is_empty() {
+            Some(serve_http(&config.daemon.http_listen, &rt, &workers, channels.clone()).await?)
+        } else {
+            None
+        };
+        tracing::info!(
+            channels = channels.len(),
+            agents = rt.agents().set.len(),
+            "hearth is up"
+        );
+
+        Ok(Daemon {
+            statuses,
+            rt,
+            shutdown: workers.shutdown,
+            intake: workers.intake,
+            tracker: workers.tracker,
+            http_addr,
+            outbox_wake: workers.outbox_wake,
+            dispatcher: workers.dispatcher,
+            role,
+            channel_names,
+            lock,
+            health: workers.health,
+        })
+    }
+}
+
+/// Connects to the database and takes the role's lock before anything is written (a second
+/// daemon must not even migrate), then migrates.
+async fn open_store(config: &Config, role: Role) -> Result<(Store, ProcessLock), StartError> {
+    let store = Store::connect(&config.daemon.database_url()).await?;
+    let lock = store
+        .lock(match role {
+            Role::Daemon => LockKind::Daemon,
+            Role::Chat => LockKind::Chat,
+        })
+        .await?;
+    store.migrate().await?;
+    Ok((store, lock))
+}
+
+/// Syncs the identities as configured now: each channel's allowlist and the owner's identities
+/// (plus `extra_owner`, the terminal's owner identity for `hearth chat`), linked into one user.
+async fn sync_identities(
+    store: &Store,
+    config: &Config,
+    channels: &[ChannelEntry],
+    extra_owner: Option<(String, String)>,
+    now: i64,
+) -> Result<(), StartError> {
+    let mut owners = crate::store::configured_owners(&config.daemon);
+    if let Some(extra) = extra_owner
+        && !owners.contains(&extra)
+    {
+        owners.push(extra);
+    }
+    let allowlists: Vec<(String, Vec<String>)> = channels
+        .iter()
+        .map(|entry| (entry.channel.name().to_string(), entry.allowed.clone()))
+        .collect();
+    let merges = store
+        .sync_configured_identities(&allowlists, &owners, now)
+        .await
+        .map_err(|err| match err {
+            crate::store::LinkError::Store(err) => StartError::Store(err),
+            // Every owner identity was just allowed and they are distinct, so a refusal
+            // means the identities table is not what it should be.
+            refusal => StartError::Store(crate::store::StoreError::Corrupt(format!(
+                "linking the owner's identities: {refusal}"
+            ))),
+        })?;
+    for linked in merges {
+        if let Some(merge) = &linked.merge {
+            tracing::info!(kept = %linked.kept, joined = %linked.joined, %merge, "owner identities linked into one user");
+        }
+    }
+    Ok(())
+}
+
+/// The background work of a running hearth, and what the channels and the HTTP endpoints share
+/// with it.
+struct Workers {
+    shutdown: CancellationToken,
+    /// Cancelled first on stop: channels stop receiving while turns and deliveries finish.
+    intake: CancellationToken,
+    tracker: TaskTracker,
+    outbox_wake: Arc<Notify>,
+    dispatcher: Arc<Dispatcher>,
+    sink: Arc<InboxSink>,
+    health: Health,
+    mcp: crate::tool::mcp::McpManager,
+}
+
+impl Workers {
+    /// Starts the MCP servers, the dispatcher (with what was pending), the delivery worker, the
+    /// scheduler (daemon) or the pickup of work stored for the chat, the confirmation expiry and
+    /// the inbox retention.
+    async fn spawn(
+        rt: &Arc<Runtime>,
+        channels: Channels,
+        role: Role,
+        channel_names: &[String],
+    ) -> Result<Self, StartError> {
+        let (store, clock, config, metrics) = (&rt.store, &rt.clock, &rt.config, &rt.metrics);
+        let now = clock.now_ms();
+        let shutdown = CancellationToken::new();
+        let intake = shutdown.child_token();
+        let tracker = TaskTracker::new();
         let outbox_wake = Arc::new(Notify::new());
         // MCP servers start in the background and add their tools as they connect.
         let mcp = crate::tool::mcp::McpManager::start(
@@ -390,7 +335,7 @@ impl DaemonBuilder {
             // A chat that ended without closing its work (killed, a lost terminal) left it here;
             // its answers belong to that session, not to this one's first lines.
             let abandoned = store
-                .abandon_channel_work(&channel_names, SESSION_ENDED, now)
+                .abandon_channel_work(channel_names, SESSION_ENDED, now)
                 .await?;
             if !abandoned.is_empty() {
                 tracing::info!(
@@ -399,12 +344,12 @@ impl DaemonBuilder {
                 );
             }
         }
-        log_work_of_other_channels(&store, &channel_names).await;
-        for (id, key) in store.pending_inbox(&channel_names).await? {
+        log_work_of_other_channels(store, channel_names).await;
+        for (id, key) in store.pending_inbox(channel_names).await? {
             dispatcher.submit(id, key, false);
         }
 
-        let in_doubt = store.requeue_interrupted_deliveries(&channel_names).await?;
+        let in_doubt = store.requeue_interrupted_deliveries(channel_names).await?;
         if in_doubt > 0 {
             tracing::warn!(
                 count = in_doubt,
@@ -414,18 +359,13 @@ impl DaemonBuilder {
         let delivery = Delivery::new(
             store.clone(),
             clock.clone(),
-            channels.clone(),
+            channels,
             metrics.clone(),
             outbox_wake.clone(),
             tracker.clone(),
             shutdown.clone(),
         );
-        tracker.spawn(
-            delivery
-                .clone()
-                .run()
-                .instrument(tracing::info_span!("delivery")),
-        );
+        tracker.spawn(delivery.run().instrument(tracing::info_span!("delivery")));
 
         let sink = Arc::new(InboxSink {
             store: store.clone(),
@@ -437,7 +377,7 @@ impl DaemonBuilder {
         match role {
             Role::Daemon => {
                 crate::scheduler::sync_config(
-                    &store,
+                    store,
                     &config.schedules,
                     &config.daemon.timezone,
                     now,
@@ -457,7 +397,7 @@ impl DaemonBuilder {
                     pick_up_pending(
                         store.clone(),
                         dispatcher.clone(),
-                        channel_names.clone(),
+                        channel_names.to_vec(),
                         shutdown.clone(),
                     )
                     .instrument(tracing::info_span!("pickup")),
@@ -465,11 +405,11 @@ impl DaemonBuilder {
             }
         }
         tracker.spawn(
-            expire_confirmations(
+            crate::pipeline::confirm::expire_confirmations(
                 store.clone(),
                 clock.clone(),
                 sink.clone(),
-                channel_names.clone(),
+                channel_names.to_vec(),
                 shutdown.clone(),
             )
             .instrument(tracing::info_span!("confirmations")),
@@ -483,99 +423,107 @@ impl DaemonBuilder {
             )
             .instrument(tracing::info_span!("inbox_retention")),
         );
-        let state = Arc::new(StoreState {
-            store: store.clone(),
-            clock: clock.clone(),
-        });
-        let allowlist: Arc<dyn hearth_channel::Allowlist> =
-            Arc::new(crate::pipeline::sink::StoreAllowlist {
-                store: store.clone(),
-            });
-        let mut statuses = Vec::with_capacity(self.channels.len());
-        for entry in &self.channels {
-            // The command list is the daemon's; channels with a command menu show it.
-            if let Err(err) = entry
-                .channel
-                .register_commands(crate::router::COMMANDS)
-                .await
-            {
-                tracing::warn!(channel = %entry.channel.name(), error = %err, "registering the chat commands failed");
-            }
-            let name = entry.channel.name().to_string();
-            let status = StatusReporter::new();
-            // Shown as connecting from the start, before the supervisor task first runs.
-            let shown = ChannelHealth::from(&status.current());
-            health.set_channel(&name, shown.state, shown.error);
-            statuses.push((name.clone(), status.clone()));
-            // Each channel sees only its own inbox, state and directory.
-            let ctx = ChannelContext::new(
-                &name,
-                intake.child_token(),
-                sink.clone(),
-                state.clone(),
-                config.daemon.data_dir.join("channels").join(&name),
-                status,
-            )
-            .with_allowlist(allowlist.clone());
-            tracker.spawn(
-                supervise(entry.channel.clone(), ctx, health.clone())
-                    .instrument(tracing::info_span!("channel", %name)),
-            );
-        }
-
-        let http_addr = if self.http && !config.daemon.http_listen.is_empty() {
-            let addr = config.daemon.http_listen.clone();
-            let listener = tokio::net::TcpListener::bind(&addr)
-                .await
-                .map_err(|source| StartError::Http {
-                    addr: addr.clone(),
-                    source,
-                })?;
-            let local = listener
-                .local_addr()
-                .map_err(|source| StartError::Http { addr, source })?;
-            let app = crate::http::router(crate::http::HttpState {
-                store: store.clone(),
-                metrics: metrics.clone(),
-                health: health.clone(),
-                dispatcher: dispatcher.clone(),
-                mcp: mcp.clone(),
-                channels: channels.clone(),
-            });
-            let stop = shutdown.clone();
-            tracker.spawn(async move {
-                let served = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
-                    .await;
-                if let Err(err) = served {
-                    tracing::error!(error = %err, "HTTP server stopped");
-                }
-            });
-            Some(local)
-        } else {
-            None
-        };
-        tracing::info!(
-            channels = channels.len(),
-            agents = rt.agents().set.len(),
-            "hearth is up"
-        );
-
-        Ok(Daemon {
-            statuses,
-            rt,
+        Ok(Self {
             shutdown,
             intake,
             tracker,
-            http_addr,
             outbox_wake,
             dispatcher,
-            role,
-            channel_names,
-            lock,
+            sink,
             health,
+            mcp,
         })
     }
+}
+
+/// Starts each channel under its supervisor, with a context scoped to it (its own inbox, state
+/// and directory); returns each channel's status reporter by name.
+async fn spawn_channels(
+    entries: &[ChannelEntry],
+    workers: &Workers,
+    config: &Config,
+) -> Vec<(String, StatusReporter)> {
+    let store = &workers.sink.store;
+    let state = Arc::new(StoreState {
+        store: store.clone(),
+        clock: workers.sink.clock.clone(),
+    });
+    let allowlist: Arc<dyn hearth_channel::Allowlist> =
+        Arc::new(crate::pipeline::sink::StoreAllowlist {
+            store: store.clone(),
+        });
+    let mut statuses = Vec::with_capacity(entries.len());
+    for entry in entries {
+        // The command list is the daemon's; channels with a command menu show it.
+        if let Err(err) = entry
+            .channel
+            .register_commands(crate::router::COMMANDS)
+            .await
+        {
+            tracing::warn!(channel = %entry.channel.name(), error = %err, "registering the chat commands failed");
+        }
+        let name = entry.channel.name().to_string();
+        let status = StatusReporter::new();
+        // Shown as connecting from the start, before the supervisor task first runs.
+        let shown = ChannelHealth::from(&status.current());
+        workers.health.set_channel(&name, shown.state, shown.error);
+        statuses.push((name.clone(), status.clone()));
+        let ctx = ChannelContext::new(
+            &name,
+            workers.intake.child_token(),
+            workers.sink.clone(),
+            state.clone(),
+            hearth_channel::channel_data_dir(&config.daemon.data_dir, &name),
+            status,
+        )
+        .with_allowlist(allowlist.clone());
+        workers.tracker.spawn(
+            supervise(entry.channel.clone(), ctx, workers.health.clone())
+                .instrument(tracing::info_span!("channel", %name)),
+        );
+    }
+    statuses
+}
+
+/// Listens on `addr` and serves `/healthz`, `/metrics` and the HTTP API until shutdown; returns
+/// the address it listens on (port 0 picks one).
+async fn serve_http(
+    addr: &str,
+    rt: &Arc<Runtime>,
+    workers: &Workers,
+    channels: Channels,
+) -> Result<SocketAddr, StartError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Http {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| StartError::Http {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let app = crate::http::router(crate::http::HttpState {
+        store: rt.store.clone(),
+        metrics: rt.metrics.clone(),
+        health: workers.health.clone(),
+        dispatcher: workers.dispatcher.clone(),
+        mcp: workers.mcp.clone(),
+        channels,
+    });
+    let stop = workers.shutdown.clone();
+    workers.tracker.spawn(
+        async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(err) = served {
+                tracing::error!(error = %err, "HTTP server stopped");
+            }
+        }
+        .instrument(tracing::info_span!("http", %local)),
+    );
+    Ok(local)
 }
 
 /// Says, once at start, what waits in the database for channels this process does not run, so
@@ -619,39 +567,6 @@ async fn pick_up_pending(
                 }
             }
             Err(err) => tracing::debug!(error = %err, "looking for pending entries failed"),
-        }
-    }
-}
-
-/// Turns confirmations of `channels` whose time is up into expiry events in their
-/// conversation's queue.
-async fn expire_confirmations(
-    store: Store,
-    clock: SharedClock,
-    sink: Arc<InboxSink>,
-    channels: Vec<String>,
-    shutdown: CancellationToken,
-) {
-    use hearth_channel::InboundSink;
-    loop {
-        match store.expired_confirmations(clock.now_ms(), &channels).await {
-            Ok(expired) => {
-                for confirmation in expired {
-                    let chat = hearth_channel::ChatRef {
-                        chat_id: confirmation.chat_id.clone(),
-                        thread_id: confirmation.thread_id.clone(),
-                    };
-                    let event = crate::pipeline::confirm::expiry_event(&confirmation.id, chat);
-                    if let Err(err) = sink.deliver(&confirmation.channel, event).await {
-                        tracing::warn!(error = %err, "queueing a confirmation expiry failed; will retry");
-                    }
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "reading expired confirmations failed"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-            () = shutdown.cancelled() => return,
         }
     }
 }
@@ -736,7 +651,7 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
         set(&status.current());
         return;
     }
-    let mut backoff = RESTART_BACKOFF_START;
+    let mut backoff = Backoff::new(RESTART_BACKOFF_START, RESTART_BACKOFF_MAX);
     loop {
         set(&status.current());
         let started = tokio::time::Instant::now();
@@ -766,21 +681,18 @@ async fn supervise(channel: Arc<dyn Channel>, ctx: ChannelContext, health: Healt
             }
             Err(err) => {
                 if started.elapsed() >= HEALTHY_RUN {
-                    backoff = RESTART_BACKOFF_START;
+                    backoff.reset();
                 }
-                let wait = err.retry_after().unwrap_or(backoff);
+                let step = backoff.next();
+                let wait = err.retry_after().unwrap_or(step);
                 tracing::warn!(channel = %name, error = %err, wait_secs = wait.as_secs_f64(), "channel stopped; reconnecting");
                 status.reconnecting(err.to_string());
                 set(&status.current());
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = ctx.shutdown.cancelled() => {
-                        status.set(ChannelStatus::Stopped);
-                        set(&ChannelStatus::Stopped);
-                        return;
-                    }
+                if sleep_or_shutdown(&ctx.shutdown, wait).await {
+                    status.set(ChannelStatus::Stopped);
+                    set(&ChannelStatus::Stopped);
+                    return;
                 }
-                backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
             }
         }
     }
@@ -944,6 +856,7 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
+    use std::sync::Mutex;
 
     use async_trait::async_trait;
     use hearth_channel::testkit::{MemoryState, RecordingSink};
@@ -1047,23 +960,5 @@ mod tests {
         shutdown.cancel();
         supervisor.await.expect("supervisor ends");
         assert_eq!(health.channels()["glitchy"].state, "stopped");
-    }
-
-    #[test]
-    fn faults_are_listed_until_cleared() {
-        let health = Health::default();
-        assert!(health.faults().is_empty());
-        health.set_fault("inbox", "database or disk is full");
-        health.set_fault("inbox", "database or disk is full");
-        health.set_fault("turns", "database or disk is full");
-        assert_eq!(
-            health.faults(),
-            [
-                "inbox: database or disk is full",
-                "turns: database or disk is full"
-            ]
-        );
-        health.clear_fault("inbox");
-        assert_eq!(health.faults(), ["turns: database or disk is full"]);
     }
 }

@@ -14,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::daemon::Health;
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::dispatcher::Dispatcher;
 use crate::store::Store;

@@ -8,7 +8,11 @@ pub mod channels;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod confirmation;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;

@@ -12,6 +12,7 @@ mod defaults;
 pub mod fallback;
 mod http;
 pub mod openai;
+pub mod probe;
 pub mod retry;
 mod sse;
 
@@ -19,6 +20,7 @@ pub use context_window::{UNKNOWN_MODEL_WINDOW, context_window, known_window};
 pub use defaults::{
     accepts_connections, describe_discovered, effective_providers, effective_providers_with,
 };
+pub use probe::{PROBE_TIMEOUT, ProbeFailure, probe_models};
 
 use std::sync::Arc;
 use std::time::Duration;

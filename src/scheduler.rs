@@ -15,7 +15,6 @@
 //! entry's platform id is `schedule:<id>:<scheduled_for_ms>`, unique per channel. If hearth dies
 //! between the writes, the next tick finds both and only completes what is missing.
 
-pub mod cli;
 pub mod store;
 pub mod timing;
 
@@ -56,6 +55,17 @@ pub struct ScheduledRun {
     pub on_confirmation: OnConfirmation,
     /// With [`OnConfirmation::Allow`]: the only tools that run without asking.
     pub allow_tools: Vec<String>,
+    /// A cron schedule, as opposed to a one-shot reminder.
+    pub recurring: bool,
+}
+
+impl ScheduledRun {
+    /// The first line of the replies of a recurring schedule's run, naming the schedule, so
+    /// whoever reads it knows what sent it (and what to `hearth schedule disable`). A reminder
+    /// is its own explanation.
+    pub fn note(&self) -> Option<String> {
+        self.recurring.then(|| format!("⏰ {}", self.name))
+    }
 }
 
 /// A stored schedule: a cron schedule (`cron`) or a one-shot reminder (`one_shot_at`).
@@ -76,7 +86,11 @@ pub struct Schedule {
     pub on_confirmation: OnConfirmation,
     pub allow_tools: Vec<String>,
     pub catch_up_minutes: i64,
+    /// False once a one-shot fired or a config schedule left the file.
     pub enabled: bool,
+    /// Set by `hearth schedule disable`: kept, but not fired until enabled again. Written only
+    /// by [`Store::pause_schedule`] and [`Store::resume_schedule`], never by a save.
+    pub paused: bool,
     /// `config` (from `[[schedules]]`) or `chat` (from a tool or the CLI).
     pub source: String,
     /// When a one-shot fires (Unix ms).
@@ -325,6 +339,7 @@ async fn sync_one(
         allow_tools: config.allow_tools.clone(),
         catch_up_minutes: i64::try_from(config.catch_up_minutes).unwrap_or(i64::MAX),
         enabled: true,
+        paused: existing.as_ref().is_some_and(|s| s.paused),
         source: "config".into(),
         one_shot_at: None,
         created_by: None,

@@ -6,17 +6,24 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+pub mod bookmark;
+pub mod calendar;
 mod channel_state;
 mod confirmation;
+pub mod contact;
 mod conversation;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod note;
 mod outbox;
+pub mod query;
 mod session;
 mod summary;
+pub mod task;
 mod turn;
 mod usage;
+pub mod user;
 
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
@@ -32,7 +39,8 @@ pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
 pub use summary::{CoveredCall, HistoryKey, Summary};
 pub use turn::{
-    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnStatus, message_chars,
+    StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
+    message_chars,
 };
 pub use usage::{ModelCall, UsageBy, UsageRow};
 
@@ -42,21 +50,32 @@ use std::str::FromStr;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
+/// A store failure. The driver's error is part of the message and deliberately not its
+/// `source`: logs that print the cause chain would otherwise show it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
     #[error("bad database URL {url:?}: {reason}")]
     Url { url: String, reason: String },
     #[error("stored value is corrupt: {0}")]
     Corrupt(String),
-    #[error("cannot create the data directory {path}: {source}")]
-    DataDir {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot create the data directory {path}: {error}")]
+    DataDir { path: String, error: std::io::Error },
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        StoreError::Database(err)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(err: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(err)
+    }
 }
 
 impl From<serde_json::Error> for StoreError {
@@ -347,16 +366,16 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
         {
-            create_private_dir(parent).map_err(|source| StoreError::DataDir {
+            create_private_dir(parent).map_err(|error| StoreError::DataDir {
                 path: parent.display().to_string(),
-                source,
+                error,
             })?;
             // Only where SQLite would create the file itself (not for a read-only open).
             let creates = query.is_none_or(|q| !q.contains("mode=") || q.contains("mode=rwc"));
             if creates {
-                create_private_file(Path::new(path)).map_err(|source| StoreError::DataDir {
+                create_private_file(Path::new(path)).map_err(|error| StoreError::DataDir {
                     path: path.to_string(),
-                    source,
+                    error,
                 })?;
             }
         }

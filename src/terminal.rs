@@ -4,9 +4,10 @@
 //! still coming waits until that answer was printed, so a script can pipe lines in and get
 //! exactly one reply per line. Input is read all the time, though, so `/cancel` typed during a
 //! slow answer stops it at once rather than after it finished. Replies stream as they are
-//! generated. A tool that needs approval prints its prompt numbered (`[1] …`) and asks
-//! `[1] delete_task {"id":3} — Approve? [y/N]`; several prompts of one turn are asked one after
-//! the other. End of input stops the chat once the last reply is out.
+//! generated. A tool that needs approval prints its prompt numbered (`[1] …`) without the
+//! question it ends with, and asks that question once, as the y/N line:
+//! `[1] delete_task {"id":3} — Approve within 10 minutes? [y/N]`; several prompts of one turn are
+//! asked one after the other. End of input stops the chat once the last reply is out.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
@@ -40,6 +41,8 @@ struct Question {
     number: usize,
     /// The tool and its arguments, e.g. `delete_task {"id":3}`.
     label: String,
+    /// The prompt's closing question, e.g. `Approve within 10 minutes?`.
+    ask: String,
     buttons: Vec<Button>,
 }
 
@@ -201,6 +204,15 @@ fn question_label(prompt: &str) -> String {
     }
 }
 
+/// A confirmation prompt split into what it shows (the request and its arguments) and the
+/// question it ends with (`Approve within 10 minutes?`), which the terminal asks as its y/N line.
+fn split_question(prompt: &str) -> (&str, &str) {
+    match prompt.rsplit_once('\n') {
+        Some((body, last)) if last.trim_end().ends_with('?') => (body.trim_end(), last.trim()),
+        _ => (prompt, "Approve?"),
+    }
+}
+
 /// The input loop's state: what is being answered, what waits, what is being asked.
 #[derive(Default)]
 struct Session {
@@ -262,8 +274,8 @@ impl Channel for TerminalChannel {
                 && let Some(question) = s.questions.pop_front()
             {
                 self.print(&format!(
-                    "[{}] {} — Approve? [y/N] ",
-                    question.number, question.label
+                    "[{}] {} — {} [y/N] ",
+                    question.number, question.label, question.ask
                 ));
                 s.asking = Some(question);
                 // Lines typed (or piped) ahead are read in order: the next one is the answer.
@@ -332,20 +344,27 @@ impl Channel for TerminalChannel {
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
         let mut printed = self.printed();
         let text = message.text.trim_end();
+        // A prompt's closing question is asked by the y/N line, not printed here as well.
+        let (shown, ask) = if message.buttons.is_empty() {
+            (text, "")
+        } else {
+            split_question(text)
+        };
         let question = (!message.buttons.is_empty()).then(|| Question {
             number: self.asked.fetch_add(1, Ordering::Relaxed) + 1,
             label: question_label(text),
+            ask: ask.to_string(),
             buttons: message.buttons.clone(),
         });
         let rest = match message.replaces {
-            Some(_) if !printed.is_empty() && text.starts_with(printed.as_str()) => {
-                &text[printed.len()..]
+            Some(_) if !printed.is_empty() && shown.starts_with(printed.as_str()) => {
+                &shown[printed.len()..]
             }
             Some(_) if !printed.is_empty() => {
                 self.print("\n");
-                text
+                shown
             }
-            _ => text,
+            _ => shown,
         };
         if let Some(question) = &question {
             self.print(&format!("[{}] ", question.number));
@@ -510,6 +529,23 @@ mod tests {
             "no arguments block"
         );
         assert_eq!(question_label("Approve?"), "this request");
+    }
+
+    #[test]
+    fn a_prompt_is_shown_without_the_question_the_y_n_line_asks() {
+        let prompt = "🔐 🏠 General wants to run `delete_task`. This deletes data.\n```\n{}\n```\nApprove within 5 minutes?";
+        assert_eq!(
+            split_question(prompt),
+            (
+                "🔐 🏠 General wants to run `delete_task`. This deletes data.\n```\n{}\n```",
+                "Approve within 5 minutes?"
+            )
+        );
+        // A prompt that does not end in a question is shown whole and asked plainly.
+        assert_eq!(
+            split_question("Run it.\nNow."),
+            ("Run it.\nNow.", "Approve?")
+        );
     }
 
     #[test]

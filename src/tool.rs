@@ -18,15 +18,22 @@ pub mod mcp;
 pub mod memory;
 pub mod net;
 pub mod note;
+#[cfg(test)]
+mod postgres_tests;
 pub mod schedule;
+#[cfg(test)]
+mod snapshot;
 pub mod task;
 pub mod time;
 pub mod tool_result;
+pub mod typed;
 pub mod utility;
 pub mod web;
+pub mod web_search;
 
 pub use args::Args;
 pub use builtin::register_builtin;
+pub use typed::{TypedTool, typed};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -55,6 +62,15 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "web",
     "files",
     "schedules",
+];
+
+/// The meta-tools (see `runtime::tools::Toolbox`): a few schemas instead of a hundred. Their
+/// names are reserved; no tool may take one.
+pub const META_TOOLS: &[&str] = &[
+    "search_tools",
+    "get_tool_help",
+    "use_tool",
+    "batch_use_tool",
 ];
 
 /// What a call can do to the world; with the autonomy setting it decides whether the user is
@@ -222,6 +238,13 @@ pub enum ToolError {
     Failed(String),
 }
 
+/// A database failure is shown to the model as it is ("database error: …").
+impl From<crate::store::StoreError> for ToolError {
+    fn from(err: crate::store::StoreError) -> Self {
+        ToolError::Failed(err.to_string())
+    }
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn info(&self) -> &ToolInfo;
@@ -298,7 +321,7 @@ impl ToolRegistry {
     /// A name checked and a schema compiled, ready to insert.
     fn entry(tool: Arc<dyn Tool>) -> Result<(String, Entry), RegistryError> {
         let name = tool.info().name.clone();
-        if !valid_tool_name(&name) || crate::runtime::tools::META_TOOLS.contains(&name.as_str()) {
+        if !valid_tool_name(&name) || META_TOOLS.contains(&name.as_str()) {
             return Err(RegistryError::InvalidName(name));
         }
         let validator = jsonschema::validator_for(&tool.info().parameters).map_err(|err| {

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
+use super::host::HostDefaults;
 use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
 use crate::channels::EachChannel;
 
@@ -20,6 +21,9 @@ const DEFAULT_PATHS: [&str; 2] = ["./hearth.toml", "/etc/hearth/hearth.toml"];
 
 /// The `source` of errors when no file was found and only defaults and the environment apply.
 const DEFAULTS_ORIGIN: &str = "built-in defaults";
+
+/// Where the machine's zone files are (`localtime`, `timezone`).
+const ETC: &str = "/etc";
 
 /// The environment variable naming the configuration file.
 const CONFIG_VAR: &str = "HEARTH_CONFIG";
@@ -123,6 +127,16 @@ pub struct LoadedConfig {
     pub config: Config,
     /// `None` when no file was found and the defaults (plus environment overrides) are in use.
     pub path: Option<PathBuf>,
+    /// Where the settings with a default from the machine came from.
+    pub sources: Sources,
+}
+
+/// Where `daemon.data_dir` and `daemon.timezone` came from, in words `hearth check` prints:
+/// `daemon.data_dir from /etc/hearth/hearth.toml`, `default: $XDG_DATA_HOME/hearth`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sources {
+    pub data_dir: String,
+    pub timezone: String,
 }
 
 /// Finds, reads, overrides from the process environment and checks the configuration.
@@ -136,26 +150,34 @@ pub fn load(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigErrors> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let candidates: Vec<PathBuf> = DEFAULT_PATHS.iter().map(PathBuf::from).collect();
-    load_with(explicit, &env, &candidates)
+    let host = HostDefaults::detect(&env, Some(Path::new(ETC)));
+    load_with(explicit, &env, &candidates, &host)
 }
 
-/// [`load`] with the environment and the default locations given, for tests.
+/// [`load`] with the environment, the default locations and the machine's defaults given, for
+/// tests.
 fn load_with(
     explicit: Option<&Path>,
     env: &HashMap<String, String>,
     candidates: &[PathBuf],
+    host: &HostDefaults,
 ) -> Result<LoadedConfig, ConfigErrors> {
     let Some(path) = find_file(explicit, env, candidates)? else {
-        let config = load_from_str("", DEFAULTS_ORIGIN, env)?;
-        return Ok(LoadedConfig { config, path: None });
+        let (config, sources) = read("", DEFAULTS_ORIGIN, env, host)?;
+        return Ok(LoadedConfig {
+            config,
+            path: None,
+            sources,
+        });
     };
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(&path)
         .map_err(|err| ConfigError::new(&origin, "", format!("cannot read the file: {err}")))?;
-    let config = load_from_str(&text, &origin, env)?;
+    let (config, sources) = read(&text, &origin, env, host)?;
     Ok(LoadedConfig {
         config,
         path: Some(path),
+        sources,
     })
 }
 
@@ -187,12 +209,25 @@ fn find_file(
 }
 
 /// Parses and checks configuration text: `origin` names it in errors (usually the file path) and
-/// `env` supplies both the `HEARTH_…__…` overrides and the secrets the `*_env` keys name.
+/// `env` supplies both the `HEARTH_…__…` overrides and the secrets the `*_env` keys name. The
+/// defaults the machine supplies come from `env` alone (`$XDG_DATA_HOME`, `$HOME`, `$TZ`), not
+/// from its zone files: [`load`] reads those.
 pub fn load_from_str(
     text: &str,
     origin: &str,
     env: &HashMap<String, String>,
 ) -> Result<Config, ConfigErrors> {
+    let host = HostDefaults::detect(env, None);
+    read(text, origin, env, &host).map(|(config, _)| config)
+}
+
+/// [`load_from_str`] with the machine's defaults given, saying where those settings came from.
+fn read(
+    text: &str,
+    origin: &str,
+    env: &HashMap<String, String>,
+    host: &HostDefaults,
+) -> Result<(Config, Sources), ConfigErrors> {
     let mut root = match toml::from_str::<Table>(text) {
         Ok(table) => Value::Table(table),
         // Past a syntax error nothing else can be trusted, so it is the only error reported.
@@ -205,8 +240,10 @@ pub fn load_from_str(
         unreachable!("the root stays the table it was built as")
     };
 
+    let given = Given::of(&table);
     let mut problems = Vec::new();
-    let (config, failed) = parse_sections(table, &mut problems);
+    let (mut config, failed) = parse_sections(table, &mut problems);
+    let sources = given.apply_defaults(&mut config, host, |key| source_of(key, origin, &overrides));
     // A key whose value was refused was read as its default; what validation says about that
     // default is not news.
     let refused: Vec<String> = problems.iter().map(|p| p.key.clone()).collect();
@@ -221,9 +258,67 @@ pub fn load_from_str(
         ConfigError::new(source, p.key, p.message)
     }));
     if errors.is_empty() {
-        Ok(config)
+        Ok((config, sources))
     } else {
         Err(ConfigErrors(errors))
+    }
+}
+
+/// Which of the settings with a default from the machine or from `data_dir` the file (or an
+/// override) gives.
+struct Given {
+    data_dir: bool,
+    timezone: bool,
+    agents_file: bool,
+    workspace_dir: bool,
+}
+
+impl Given {
+    fn of(table: &Table) -> Self {
+        let has = |section: &str, key: &str| {
+            table
+                .get(section)
+                .and_then(Value::as_table)
+                .is_some_and(|section| section.contains_key(key))
+        };
+        Self {
+            data_dir: has("daemon", "data_dir"),
+            timezone: has("daemon", "timezone"),
+            agents_file: has("router", "agents_file"),
+            workspace_dir: has("tools", "workspace_dir"),
+        }
+    }
+
+    /// Fills in what was not given: the data dir and timezone from the machine, then the
+    /// paths inside the data dir, so that moving the data dir moves everything (the database URL
+    /// derives from it the same way, in [`super::DaemonConfig::database_url`]). `source` names
+    /// the file or variable a given key came from.
+    fn apply_defaults(
+        &self,
+        config: &mut Config,
+        host: &HostDefaults,
+        source: impl Fn(&str) -> String,
+    ) -> Sources {
+        let mut sources = Sources {
+            data_dir: format!("daemon.data_dir from {}", source("daemon.data_dir")),
+            timezone: format!("daemon.timezone from {}", source("daemon.timezone")),
+        };
+        if !self.data_dir {
+            config.daemon.data_dir = host.data_dir.value.clone();
+            sources.data_dir = format!("default: {}", host.data_dir.from);
+        }
+        if !self.timezone {
+            config.daemon.timezone = host.timezone.value.clone();
+            sources.timezone = format!("default: {}", host.timezone.from);
+        }
+        let data_dir = &config.daemon.data_dir;
+        if !self.agents_file {
+            config.router.agents_file = data_dir.join(super::AGENTS_FILE_NAME);
+        }
+        if !self.workspace_dir {
+            config.tools.workspace_dir = data_dir.join(super::WORKSPACE_DIR_NAME);
+        }
+        sources
     }
 }
 
@@ -842,6 +937,11 @@ fn describe_found(found: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A machine that supplies no defaults: `./data` and UTC.
+    fn bare() -> HostDefaults {
+        HostDefaults::detect(&HashMap::new(), None)
+    }
+
     /// An environment holding exactly these variables.
     fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
         vars.iter()
@@ -884,9 +984,13 @@ base_url = "http://127.0.0.1:11434/v1"
 model = "llama3.1"
 "#;
 
-    #[cfg(feature = "telegram")]
     const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
-    #[cfg(feature = "telegram")]
+    #[cfg(all(
+        feature = "telegram",
+        feature = "discord",
+        feature = "matrix",
+        feature = "email"
+    ))]
     const EXAMPLE_SECRETS: &[(&str, &str)] = &[
         ("ANTHROPIC_API_KEY", "sk-ant"),
         ("OPENAI_API_KEY", "sk-openai"),
@@ -903,15 +1007,100 @@ model = "llama3.1"
         assert_eq!(ok("", &[]), Config::default());
     }
 
-    #[cfg(feature = "telegram")]
     #[test]
-    fn example_file_loads_cleanly() {
-        let config = ok(EXAMPLE, EXAMPLE_SECRETS);
+    fn data_dir_and_timezone_default_from_the_machine_and_say_where_they_came_from() {
+        let vars = env(&[("HOME", "/home/me"), ("TZ", "Asia/Tokyo")]);
+        let host = HostDefaults::detect(&vars, None);
+        let (config, sources) = read("", "hearth.toml", &vars, &host).expect("valid");
+        assert_eq!(
+            config.daemon.data_dir,
+            PathBuf::from("/home/me/.local/share/hearth")
+        );
+        assert_eq!(
+            config.daemon.database_url(),
+            "sqlite:///home/me/.local/share/hearth/hearth.db"
+        );
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/home/me/.local/share/hearth/agents.toml")
+        );
+        assert_eq!(config.daemon.timezone, "Asia/Tokyo");
+        assert!(
+            sources
+                .data_dir
+                .starts_with("default: ~/.local/share/hearth"),
+            "{sources:?}"
+        );
+        assert_eq!(sources.timezone, "default: $TZ");
+
+        // Given in the file or the environment, the file or the variable is named.
+        let vars = env(&[
+            ("HOME", "/home/me"),
+            ("TZ", "Asia/Tokyo"),
+            ("HEARTH_DAEMON__DATA_DIR", "/srv/hearth"),
+        ]);
+        let (config, sources) = read(
+            "[daemon]\ntimezone = \"Europe/Berlin\"\n",
+            "hearth.toml",
+            &vars,
+            &host,
+        )
+        .expect("valid");
+        assert_eq!(config.daemon.data_dir, PathBuf::from("/srv/hearth"));
         assert_eq!(config.daemon.timezone, "Europe/Berlin");
-        assert_eq!(config.providers.len(), 2);
-        assert_eq!(config.providers[0].fallbacks, ["anthropic"]);
-        assert!(config.channels.telegram.is_some());
-        assert_eq!(config.schedules[0].name, "morning-briefing");
+        assert_eq!(
+            sources.data_dir,
+            "daemon.data_dir from environment HEARTH_DAEMON__DATA_DIR"
+        );
+        assert_eq!(sources.timezone, "daemon.timezone from hearth.toml");
+    }
+
+    #[test]
+    fn paths_not_given_follow_the_data_dir() {
+        let config = ok("[daemon]\ndata_dir = \"/srv/hearth\"\n", &[]);
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/srv/hearth/agents.toml")
+        );
+        assert_eq!(
+            config.tools.workspace_dir,
+            PathBuf::from("/srv/hearth/workspace")
+        );
+        assert_eq!(
+            config.daemon.database_url(),
+            "sqlite:///srv/hearth/hearth.db"
+        );
+        // Moved from the environment, the same.
+        let config = ok("", &[("HEARTH_DAEMON__DATA_DIR", "/var/lib/hearth")]);
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/var/lib/hearth/agents.toml")
+        );
+        // What is given stays where it is put.
+        let config = ok(
+            "[daemon]\ndata_dir = \"/srv/hearth\"\n[router]\nagents_file = \"/etc/hearth/agents.toml\"\n[tools]\nworkspace_dir = \"/srv/files\"\n",
+            &[],
+        );
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("/etc/hearth/agents.toml")
+        );
+        assert_eq!(config.tools.workspace_dir, PathBuf::from("/srv/files"));
+    }
+
+    /// The file as shipped: a newcomer who copies it gets `configuration OK` with no account and
+    /// no variable set.
+    #[test]
+    fn example_file_as_shipped_is_valid_with_an_empty_environment() {
+        let config = ok(EXAMPLE, &[]);
+        assert_eq!(config.providers.len(), 1);
+        assert_eq!(config.providers[0].name, "local");
+        assert!(config.schedules.is_empty());
+        assert_eq!(config.channels, crate::config::ChannelsConfig::default());
+        assert_eq!(
+            config.router.agents_file,
+            PathBuf::from("./data/agents.toml")
+        );
     }
 
     #[cfg(all(
@@ -922,12 +1111,13 @@ model = "llama3.1"
     ))]
     #[test]
     fn example_file_commented_sections_are_valid_too() {
-        // Uncomment the optional channel sections: a user who does so must get a valid file.
+        // Uncomment every optional section: a user who does so (and sets the variables the
+        // sections name) must get a valid file.
         let mut in_section = false;
         let text: String = EXAMPLE
             .lines()
             .map(|line| {
-                if line.starts_with("# [channels.") || line.starts_with("# [[mcp_servers]]") {
+                if line.starts_with("# [") {
                     in_section = true;
                 } else if !line.starts_with("# ") {
                     in_section = false;
@@ -941,9 +1131,13 @@ model = "llama3.1"
             })
             .collect();
         let config = ok(&text, EXAMPLE_SECRETS);
+        assert_eq!(config.providers.len(), 2);
+        assert!(config.transcription.is_some());
+        assert!(config.channels.telegram.is_some());
         assert!(config.channels.discord.is_some());
         assert!(config.channels.matrix.is_some());
         assert!(config.channels.email.is_some());
+        assert_eq!(config.schedules[0].name, "morning-briefing");
         assert_eq!(config.mcp_servers.len(), 2);
         assert_eq!(config.mcp_servers[0].name, "homeassistant");
         assert_eq!(config.mcp_servers[1].command.as_deref(), Some("uvx"));
@@ -1451,21 +1645,24 @@ allowed_users = [1, "x"]
         let none = env(&[]);
         let candidates = [absent.clone(), first.clone(), second.clone()];
 
-        let loaded = load_with(Some(&explicit), &env_named, &candidates).expect("explicit");
+        let loaded =
+            load_with(Some(&explicit), &env_named, &candidates, &bare()).expect("explicit");
         assert_eq!(loaded.path.as_deref(), Some(explicit.as_path()));
         assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
 
-        let loaded = load_with(None, &env_named, &candidates).expect("named");
+        let loaded = load_with(None, &env_named, &candidates, &bare()).expect("named");
         assert_eq!(loaded.path.as_deref(), Some(named.as_path()));
 
-        let loaded = load_with(None, &none, &candidates).expect("first candidate");
+        let loaded = load_with(None, &none, &candidates, &bare()).expect("first candidate");
         assert_eq!(loaded.path.as_deref(), Some(first.as_path()));
         assert_eq!(loaded.config.daemon.timezone, "Asia/Tokyo");
 
-        let loaded = load_with(None, &none, &[absent.clone(), second.clone()]).expect("second");
+        let loaded =
+            load_with(None, &none, &[absent.clone(), second.clone()], &bare()).expect("second");
         assert_eq!(loaded.config.daemon.timezone, "America/New_York");
 
-        let loaded = load_with(None, &none, std::slice::from_ref(&absent)).expect("defaults");
+        let loaded =
+            load_with(None, &none, std::slice::from_ref(&absent), &bare()).expect("defaults");
         assert_eq!(loaded.path, None);
         assert_eq!(loaded.config, Config::default());
     }
@@ -1475,12 +1672,13 @@ allowed_users = [1, "x"]
         let dir = tempfile::tempdir().expect("temp dir");
         let absent = dir.path().join("absent.toml");
 
-        let errors = load_with(Some(&absent), &env(&[]), &[]).expect_err("missing explicit");
+        let errors =
+            load_with(Some(&absent), &env(&[]), &[], &bare()).expect_err("missing explicit");
         assert_eq!(errors.0[0].source, absent.display().to_string());
         assert!(errors.0[0].message.contains("file not found"), "{errors}");
 
         let vars = env(&[("HEARTH_CONFIG", absent.to_str().expect("utf-8 temp path"))]);
-        let errors = load_with(None, &vars, &[]).expect_err("missing $HEARTH_CONFIG");
+        let errors = load_with(None, &vars, &[], &bare()).expect_err("missing $HEARTH_CONFIG");
         assert!(errors.to_string().contains("HEARTH_CONFIG"), "{errors}");
     }
 
@@ -1488,7 +1686,8 @@ allowed_users = [1, "x"]
     fn defaults_still_take_overrides_and_name_them_in_errors() {
         let dir = tempfile::tempdir().expect("temp dir");
         let vars = env(&[("HEARTH_RUNTIME__STREAM", "maybe")]);
-        let errors = load_with(None, &vars, &[dir.path().join("absent.toml")]).expect_err("bad");
+        let errors =
+            load_with(None, &vars, &[dir.path().join("absent.toml")], &bare()).expect_err("bad");
         assert_eq!(
             errors.to_string(),
             "environment HEARTH_RUNTIME__STREAM: runtime.stream: expected a boolean, found a string \"maybe\""

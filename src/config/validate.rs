@@ -75,6 +75,9 @@ pub(super) fn validate(
             ));
         }
     }
+    if let Some(search) = &config.tools.web_search {
+        web_search(search, env, &mut problems);
+    }
     if let Some(transcription) = &config.transcription {
         if let Err(message) = url(&transcription.base_url, &["http", "https"]) {
             problems.push(Problem::new("transcription.base_url", message));
@@ -602,6 +605,45 @@ fn mcp_servers(
 }
 
 /// Records a problem when the secret named by a `*_env` key cannot be found.
+fn web_search(
+    search: &crate::config::WebSearchConfig,
+    env: &HashMap<String, String>,
+    problems: &mut Vec<Problem>,
+) {
+    use crate::config::{MAX_SEARCH_RESULTS, SearchBackend};
+    match search.base_url() {
+        Some(base) => {
+            if let Err(message) = url(base, &["http", "https"]) {
+                problems.push(Problem::new("tools.web_search.base_url", message));
+            }
+        }
+        None => problems.push(Problem::new(
+            "tools.web_search.base_url",
+            "SearXNG needs the instance's address, e.g. `http://127.0.0.1:8888`",
+        )),
+    }
+    match (search.backend, &search.api_key_env) {
+        (SearchBackend::Brave, Some(name)) => {
+            secret("tools.web_search.api_key_env", name, env, problems);
+        }
+        (SearchBackend::Brave, None) => problems.push(Problem::new(
+            "tools.web_search.api_key_env",
+            "Brave Search needs a subscription token: name the variable that holds it",
+        )),
+        (SearchBackend::Searxng, Some(_)) => problems.push(Problem::new(
+            "tools.web_search.api_key_env",
+            "SearXNG takes no API key; remove it (or use backend = \"brave\")",
+        )),
+        (SearchBackend::Searxng, None) => {}
+    }
+    if !(1..=MAX_SEARCH_RESULTS).contains(&search.max_results) {
+        problems.push(Problem::new(
+            "tools.web_search.max_results",
+            format!("must be between 1 and {MAX_SEARCH_RESULTS}"),
+        ));
+    }
+}
+
 fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
     if let Some(problem) = check_secret(key, name, env) {
         problems.push(Problem::new(problem.key, problem.message));
@@ -649,6 +691,15 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
     }
 }
 
+/// Checks a schedule target the way `[[schedules]] target` is checked: a channel built into
+/// this binary and configured, and an id it can send to. `hearth schedule add` calls it too, so
+/// the file and the command line accept the same targets.
+pub fn check_schedule_target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
+    // Only which channels exist matters here; their sections were checked when loaded.
+    let (platforms, _) = self::channels(channels, &HashMap::new());
+    target(text, &platforms, &[])
+}
+
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
 fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), String> {
     let Some((channel, chat)) = text.split_once(':') else {
@@ -656,6 +707,11 @@ fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), St
             "`{text}` is not a target: expected `channel:chat_id`, e.g. `telegram:123456789`"
         ));
     };
+    if channel == TERMINAL {
+        return Err(format!(
+            "`{text}`: the terminal is `hearth chat`'s, which is seldom running when a schedule fires; send to a chat channel, e.g. `telegram:123456789`"
+        ));
+    }
     let platform = platforms.get(channel);
     let configured = match channel {
         _ if platforms.not_built.contains(&channel) => {
@@ -752,6 +808,62 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:#?}");
         assert_eq!(errors[0].0, key, "{errors:#?}");
         assert!(errors[0].1.contains(message), "{errors:#?}");
+    }
+
+    #[test]
+    fn web_search_needs_an_endpoint_and_brave_a_key() {
+        let section = |body: &str| format!("[tools.web_search]\n{body}");
+        one(
+            &section("backend = \"searxng\"\n"),
+            &[],
+            "tools.web_search.base_url",
+            "SearXNG needs the instance's address",
+        );
+        one(
+            &section("backend = \"searxng\"\nbase_url = \"searx.lan\"\n"),
+            &[],
+            "tools.web_search.base_url",
+            "searx.lan",
+        );
+        one(
+            &section(
+                "backend = \"searxng\"\nbase_url = \"http://127.0.0.1:8888\"\napi_key_env = \"K\"\n",
+            ),
+            &[],
+            "tools.web_search.api_key_env",
+            "SearXNG takes no API key",
+        );
+        one(
+            &section("backend = \"brave\"\n"),
+            &[],
+            "tools.web_search.api_key_env",
+            "subscription token",
+        );
+        one(
+            &section("backend = \"brave\"\napi_key_env = \"BRAVE_KEY\"\n"),
+            &[],
+            "tools.web_search.api_key_env",
+            "BRAVE_KEY is not set",
+        );
+        one(
+            &section("backend = \"brave\"\napi_key_env = \"BRAVE_KEY\"\nmax_results = 50\n"),
+            &[("BRAVE_KEY", "token")],
+            "tools.web_search.max_results",
+            "between 1 and 20",
+        );
+        let good = section("backend = \"brave\"\napi_key_env = \"BRAVE_KEY\"\n");
+        let env: HashMap<String, String> = [("BRAVE_KEY".to_string(), "token".to_string())].into();
+        let config = load_from_str(&good, "hearth.toml", &env).expect("valid");
+        let search = config.tools.web_search.expect("section");
+        assert_eq!(search.base_url(), Some("https://api.search.brave.com"));
+        assert_eq!(search.max_results, 8);
+        let unknown = errors(&section("backend = \"bing\"\n"), &[]);
+        assert!(
+            unknown
+                .iter()
+                .any(|(key, message)| key.starts_with("tools") && message.contains("bing")),
+            "{unknown:?}"
+        );
     }
 
     fn provider(extra: &str) -> String {
@@ -922,8 +1034,10 @@ mod tests {
                 ),
                 (
                     "daemon.owner[3]".to_string(),
-                    "unknown channel `slack`: expected one of telegram, discord, matrix, email, terminal"
-                        .to_string()
+                    format!(
+                        "unknown channel `slack`: expected one of {}, terminal",
+                        crate::channels::names().join(", ")
+                    )
                 ),
             ]
         );
@@ -1194,6 +1308,11 @@ mod tests {
                 "target = \"sms:1\"",
                 "schedules[0].target",
                 "unknown channel `sms`",
+            ),
+            (
+                "target = \"terminal:local\"",
+                "schedules[0].target",
+                "the terminal is `hearth chat`'s",
             ),
             (
                 "target = \"telegram:me\"",

@@ -16,122 +16,28 @@
 //! denied and the chat is told.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hearth_channel::{
-    ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, OutboundMessage, Sender,
+    ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, InboundSink,
+    OutboundMessage, Sender,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::sink::InboxSink;
+use crate::clock::SharedClock;
+use crate::confirmation::{Action, CodeAttempt, Decision, button_data, parse_button_data};
 use crate::store::{
     Confirmation, ConfirmationStatus, IdentityStatus, InboxEntry, InboxStatus, NewOutbox,
-    OutboxKind, StoreError, TurnStatus,
+    OutboxKind, Store, StoreError, TurnStatus,
 };
 
-/// The symbols of a typed code: no 0/O, 1/I/L look-alikes.
-pub const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
-/// The length of a typed code.
-pub const CODE_LEN: usize = 6;
 /// Wrong codes a chat may type before its confirmations waiting for a code are denied.
 pub const MAX_WRONG_CODES: i64 = 5;
 
-/// What an inbound event says about a confirmation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub id: String,
-    pub action: Action,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Approve,
-    Deny,
-    /// The expiry timer: honoured only once the confirmation's time is really up.
-    Expire,
-}
-
 /// The sender of expiry events.
 pub const SYSTEM_SENDER: &str = "hearth";
-
-/// Reads a decision from a button press (`c:<id>:a|d|x`) or a text `APPROVE <id>` / `DENY <id>`
-/// with the full confirmation id (prompts before typed codes showed it).
-pub fn decision_of(event: &Inbound) -> Option<Decision> {
-    match &event.kind {
-        InboundKind::Press(press) => decision_of_data(&press.data),
-        InboundKind::Message { text, .. } => {
-            let words: Vec<&str> = text.split_whitespace().collect();
-            words.windows(2).find_map(|pair| {
-                let action = match pair[0].to_ascii_lowercase().as_str() {
-                    "approve" => Action::Approve,
-                    "deny" => Action::Deny,
-                    _ => return None,
-                };
-                let id = pair[1].trim_matches(|c: char| !c.is_ascii_alphanumeric());
-                (id.len() == 22 && id.chars().all(|c| c.is_ascii_alphanumeric())).then(|| {
-                    Decision {
-                        id: id.to_string(),
-                        action,
-                    }
-                })
-            })
-        }
-        _ => None,
-    }
-}
-
-/// The decision a confirmation button's data stands for.
-fn decision_of_data(data: &str) -> Option<Decision> {
-    let rest = data.strip_prefix("c:")?;
-    let (id, action) = rest.rsplit_once(':')?;
-    let action = match action {
-        "a" => Action::Approve,
-        "d" => Action::Deny,
-        "x" => Action::Expire,
-        _ => return None,
-    };
-    Some(Decision {
-        id: id.to_string(),
-        action,
-    })
-}
-
-/// A typed code: the first line of a message that is not quoted (`>`, as email replies quote)
-/// starts with `APPROVE` or `DENY` and a word of [`CODE_LEN`] letters and digits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodeAttempt {
-    pub action: Action,
-    /// Upper-cased: codes are typed in any case.
-    pub code: String,
-}
-
-/// Reads a typed code from a message. Only the first line counts, so "I approve of the
-/// budget" further down a message is no attempt, and the quoted prompt in an email reply (which
-/// shows both APPROVE and DENY) is skipped.
-pub fn code_attempt_of(event: &Inbound) -> Option<CodeAttempt> {
-    let InboundKind::Message { text, .. } = &event.kind else {
-        return None;
-    };
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|line| !line.is_empty() && !line.starts_with('>'))?;
-    let mut words = line
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
-        .filter(|w| !w.is_empty());
-    let action = match words.next()?.to_ascii_lowercase().as_str() {
-        "approve" => Action::Approve,
-        "deny" => Action::Deny,
-        _ => return None,
-    };
-    let code = words.next()?;
-    (code.len() == CODE_LEN && code.chars().all(|c| c.is_ascii_alphanumeric())).then(|| {
-        CodeAttempt {
-            action,
-            code: code.to_ascii_uppercase(),
-        }
-    })
-}
 
 /// The synthetic event the expiry timer sends through the inbox, so the decision runs in the
 /// conversation's own queue like a press would.
@@ -142,10 +48,42 @@ pub fn expiry_event(id: &str, chat: ChatRef) -> Inbound {
         sender: Sender::new(SYSTEM_SENDER),
         kind: InboundKind::Press(ButtonPress {
             press_id: String::new(),
-            data: format!("c:{id}:x"),
+            data: button_data(id, Action::Expire),
             message: None,
         }),
         reply_context: None,
+    }
+}
+
+/// Turns confirmations of `channels` whose time is up into expiry events in their
+/// conversation's queue.
+pub async fn expire_confirmations(
+    store: Store,
+    clock: SharedClock,
+    sink: Arc<InboxSink>,
+    channels: Vec<String>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        match store.expired_confirmations(clock.now_ms(), &channels).await {
+            Ok(expired) => {
+                for confirmation in expired {
+                    let chat = ChatRef {
+                        chat_id: confirmation.chat_id.clone(),
+                        thread_id: confirmation.thread_id.clone(),
+                    };
+                    let event = expiry_event(&confirmation.id, chat);
+                    if let Err(err) = sink.deliver(&confirmation.channel, event).await {
+                        tracing::warn!(error = %err, "queueing a confirmation expiry failed; will retry");
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "reading expired confirmations failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            () = shutdown.cancelled() => return,
+        }
     }
 }
 
@@ -421,7 +359,7 @@ impl Handler {
             .buttons
             .iter()
             .find(|b| b.matches_reaction(emoji))
-            .and_then(|b| decision_of_data(&b.data))
+            .and_then(|b| parse_button_data(&b.data))
             .filter(|d| d.action != Action::Expire))
     }
 
@@ -601,7 +539,9 @@ impl Handler {
             requester: event.sender.id.clone(),
             reply_to,
             reply_context: event.reply_context.clone(),
-            note: None,
+            note: scheduled
+                .as_ref()
+                .and_then(crate::scheduler::ScheduledRun::note),
             cancel: cancel.clone(),
             confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
         };
@@ -615,115 +555,4 @@ fn who(event: &Inbound) -> String {
         .name
         .clone()
         .unwrap_or_else(|| event.sender.id.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn press(data: &str) -> Inbound {
-        Inbound {
-            platform_id: "p".into(),
-            chat: ChatRef::new("c"),
-            sender: Sender::new("u"),
-            kind: InboundKind::Press(ButtonPress {
-                press_id: "q".into(),
-                data: data.into(),
-                message: None,
-            }),
-            reply_context: None,
-        }
-    }
-
-    fn text(text: &str) -> Inbound {
-        Inbound {
-            kind: InboundKind::Message {
-                text: text.into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            ..press("")
-        }
-    }
-
-    #[test]
-    fn reads_presses_and_text_replies() {
-        let id = "abcdefghijklmnopqrstuv";
-        assert_eq!(
-            decision_of(&press(&format!("c:{id}:a"))),
-            Some(Decision {
-                id: id.into(),
-                action: Action::Approve
-            })
-        );
-        assert_eq!(
-            decision_of(&press(&format!("c:{id}:d"))).map(|d| d.action),
-            Some(Action::Deny)
-        );
-        assert_eq!(
-            decision_of(&press(&format!("c:{id}:x"))).map(|d| d.action),
-            Some(Action::Expire)
-        );
-        assert_eq!(decision_of(&press("c:abc:z")), None);
-        assert_eq!(decision_of(&press("other")), None);
-        assert_eq!(
-            decision_of(&text(&format!("ok, APPROVE {id}."))).map(|d| d.action),
-            Some(Action::Approve)
-        );
-        assert_eq!(
-            decision_of(&text(&format!("deny `{id}`"))).map(|d| d.action),
-            Some(Action::Deny)
-        );
-        assert_eq!(decision_of(&text("I approve of this plan")), None);
-    }
-
-    #[test]
-    fn reads_typed_codes_from_the_first_unquoted_line_only() {
-        let attempt = |t: &str| code_attempt_of(&text(t));
-        assert_eq!(
-            attempt("APPROVE K7M2QX"),
-            Some(CodeAttempt {
-                action: Action::Approve,
-                code: "K7M2QX".into()
-            })
-        );
-        // Phones lower-case and punctuate; codes are read in any case.
-        assert_eq!(
-            attempt("  deny: k7m2qx.  ").map(|a| (a.action, a.code)),
-            Some((Action::Deny, "K7M2QX".into()))
-        );
-        // An email reply: the answer on top, the quoted prompt (with both words) below.
-        assert_eq!(
-            attempt(
-                "Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX"
-            )
-            .map(|a| a.action),
-            Some(Action::Deny)
-        );
-        // Only the quote says APPROVE: that is no answer.
-        assert_eq!(
-            attempt("> Reply APPROVE K7M2QX or DENY K7M2QX\nthanks!"),
-            None
-        );
-        assert_eq!(attempt("I approve K7M2QX"), None, "not at the start");
-        assert_eq!(attempt("approve it"), None, "not a code");
-        assert_eq!(attempt("approve K7M2QX7"), None, "too long");
-        assert_eq!(code_attempt_of(&press("c:x:a")), None);
-    }
-
-    #[test]
-    fn shown_codes_use_only_unambiguous_symbols() {
-        for _ in 0..200 {
-            let code = crate::runtime::calls::short_code();
-            assert_eq!(code.len(), CODE_LEN);
-            assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{code}");
-            assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
-            // What the prompt shows, the reader reads back.
-            assert_eq!(
-                code_attempt_of(&text(&format!("approve {}", code.to_lowercase()))).map(|a| a.code),
-                Some(code)
-            );
-        }
-    }
 }

@@ -11,11 +11,14 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hearth_channel::{Channel, ChannelError, OutboundMessage, plan, plan_edit};
+use hearth_channel::{
+    Backoff, Channel, ChannelError, OutboundMessage, plan, plan_edit, sleep_or_shutdown,
+};
 use rand::Rng;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::Channels;
 use crate::clock::SharedClock;
@@ -121,11 +124,15 @@ impl Delivery {
                 continue;
             }
             let this = self.clone();
-            self.tracker.spawn(async move {
-                this.deliver_lane(lane).await;
-                this.in_flight().remove(&key);
-                this.wake.notify_one();
-            });
+            let span = tracing::info_span!("lane", chat = %key.replace('\u{1f}', ":"));
+            self.tracker.spawn(
+                async move {
+                    this.deliver_lane(lane).await;
+                    this.in_flight().remove(&key);
+                    this.wake.notify_one();
+                }
+                .instrument(span),
+            );
         }
         Ok(wait)
     }
@@ -143,6 +150,7 @@ impl Delivery {
         }
     }
 
+    #[tracing::instrument(skip_all, fields(outbox_id = item.id, inbox_id = item.inbox_id))]
     async fn deliver(&self, item: &OutboxItem) -> Result<(), Stop> {
         let now = self.clock.now_ms();
         let Some(channel) = self.channels.get(&item.channel) else {
@@ -340,18 +348,17 @@ impl Delivery {
     where
         W: Future<Output = Result<(), crate::store::StoreError>> + Send,
     {
-        let mut wait = RECORD_RETRY_FIRST;
+        let mut backoff = Backoff::new(RECORD_RETRY_FIRST, RECORD_RETRY_MAX);
         loop {
             let err = match write().await {
                 Ok(()) => return true,
                 Err(err) => err,
             };
+            let wait = backoff.next();
             tracing::error!(outbox_id, error = %err, retry_in_ms = wait.as_millis() as u64, "recording a delivery failed; trying again");
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = self.shutdown.cancelled() => return false,
+            if sleep_or_shutdown(&self.shutdown, wait).await {
+                return false;
             }
-            wait = (wait * 2).min(RECORD_RETRY_MAX);
         }
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::handler::Handler;
-use crate::daemon::Health;
+use crate::health::Health;
 
 #[derive(Default)]
 struct State {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::Channels;
 use super::dispatcher::Dispatcher;
@@ -39,6 +40,7 @@ pub struct Handler {
 impl Handler {
     /// Handles an inbox entry to the end (or until shutdown suspends it). Store errors are
     /// returned so the dispatcher can try again; everything else is answered or recorded.
+    #[tracing::instrument(name = "entry", skip_all, fields(inbox_id = id))]
     pub async fn handle(
         &self,
         id: i64,
@@ -71,7 +73,7 @@ impl Handler {
 
         // Decisions carry their own rule (requester or owner), checked before the allowlist so a
         // stranger's press is answered "not yours" rather than with a pairing code.
-        if let Some(decision) = super::confirm::decision_of(&event) {
+        if let Some(decision) = crate::confirmation::decision_of(&event) {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
         // A reaction with a button's emoji on a prompt (Matrix), or a typed code on a channel
@@ -79,7 +81,7 @@ impl Handler {
         if let Some(decision) = self.reaction_decision(&entry.channel, &event).await? {
             return self.decide(&entry, &event, channel, decision, cancel).await;
         }
-        if let Some(attempt) = super::confirm::code_attempt_of(&event)
+        if let Some(attempt) = crate::confirmation::code_attempt_of(&event)
             && self
                 .typed_code(&entry, &event, channel.clone(), attempt, cancel)
                 .await?
@@ -97,7 +99,9 @@ impl Handler {
         // A sender the platform could not verify (an email that failed the configured
         // authentication check) is a stranger, whatever identity it claims.
         let claimed = if event.sender.verified {
-            store.identity(&entry.channel, &event.sender.id).await?
+            store
+                .identity_or_domain(&entry.channel, &event.sender.id, now)
+                .await?
         } else {
             None
         };
@@ -383,17 +387,21 @@ impl Handler {
             return stop;
         };
         let token = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Err(err) = channel.typing(&chat).await {
-                    tracing::debug!(error = %err, "typing indicator failed");
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    () = token.cancelled() => return,
+        // Inside the entry's span: the indicator belongs to the turn that asked for it.
+        tokio::spawn(
+            async move {
+                loop {
+                    if let Err(err) = channel.typing(&chat).await {
+                        tracing::debug!(error = %err, "typing indicator failed");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(interval) => {}
+                        () = token.cancelled() => return,
+                    }
                 }
             }
-        });
+            .instrument(tracing::info_span!("typing")),
+        );
         stop
     }
 

@@ -121,7 +121,7 @@ impl Handler {
             reply_to: None,
             // Nobody wrote in; the channel starts a conversation of its own.
             reply_context: None,
-            note: None,
+            note: run.note(),
             cancel: cancel.clone(),
             confirmation: confirmation_policy(Some(&run)),
         };
@@ -214,6 +214,7 @@ mod tests {
             agent: "general".into(),
             on_confirmation,
             allow_tools: vec!["send_email".into()],
+            recurring: true,
         };
         assert_eq!(confirmation_policy(None), ConfirmationPolicy::Ask);
         let ask = run(OnConfirmation::Ask);

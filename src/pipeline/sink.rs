@@ -7,7 +7,7 @@ use hearth_channel::{Allowlist, Inbound, InboundKind, InboundSink, SinkError, St
 
 use super::dispatcher::Dispatcher;
 use crate::clock::SharedClock;
-use crate::daemon::Health;
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::router::is_cancel;
 use crate::store::Store;

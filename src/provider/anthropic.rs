@@ -19,7 +19,7 @@ use super::{
 use crate::config::{ProviderConfig, Secret};
 
 /// The API version this client speaks.
-const API_VERSION: &str = "2023-06-01";
+pub(super) const API_VERSION: &str = "2023-06-01";
 
 /// One Anthropic endpoint; makes exactly one HTTP attempt per `complete`.
 pub struct AnthropicProvider {

@@ -38,6 +38,9 @@ pub fn effective_providers_with(
             price_output_per_mtok: 0.0,
             price_cached_input_per_mtok: None,
         };
+    // The hint is for a local model server only: a cloud API that cannot be reached gets its
+    // real cause (DNS, refused, TLS, 401), not advice to start Ollama.
+    let local = env("OPENAI_API_KEY").is_none() && env("ANTHROPIC_API_KEY").is_none();
     let provider = if env("OPENAI_API_KEY").is_some() {
         let url = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
         base(
@@ -57,12 +60,12 @@ pub fn effective_providers_with(
         let url = env("OPENAI_BASE_URL").unwrap_or_else(|| OLLAMA_URL.into());
         base(ProviderKind::Openai, url, None, "llama3.1")
     };
-    let hint = format!(
+    let hint = local.then(|| format!(
         "⚠️ No model provider answered at {}. Start one there (e.g. `ollama serve` and `ollama pull {}`), \
          or set OPENAI_API_KEY (and OPENAI_BASE_URL) or ANTHROPIC_API_KEY, or add a [[providers]] section to hearth.toml.",
         provider.base_url, provider.model
-    );
-    (vec![provider], Some(hint))
+    ));
+    (vec![provider], hint)
 }
 
 /// Whether anything accepts a connection at `base_url`'s host and port within `timeout`: enough
@@ -122,7 +125,10 @@ mod tests {
             (p[0].kind, p[0].base_url.as_str()),
             (ProviderKind::Openai, "https://api.openai.com/v1")
         );
-        assert!(hint.is_some());
+        assert!(
+            hint.is_none(),
+            "a cloud API gets its real error, not the Ollama hint"
+        );
         let (p, _) = effective_providers_with(
             &[],
             env(&[("ANTHROPIC_API_KEY", "a"), ("HEARTH_MODEL", "claude-x")]),

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use hearth_channel::error_chain;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::sse::{SseEvent, SseParser};
@@ -61,17 +62,17 @@ impl ErrorContext {
                 format!("no complete answer within {} s", self.timeout.as_secs()),
             );
         }
-        let what = if err.is_connect() {
-            "cannot connect"
+        let message = if err.is_connect() {
+            connect_failure(&err)
         } else if err.is_body() || err.is_decode() {
-            "connection broke while reading the answer"
+            format!(
+                "connection broke while reading the answer: {}",
+                error_chain(&err.without_url())
+            )
         } else {
-            "request failed"
+            format!("request failed: {}", error_chain(&err.without_url()))
         };
-        self.error(
-            ProviderErrorKind::Network,
-            format!("{what}: {}", error_chain(&err.without_url())),
-        )
+        self.error(ProviderErrorKind::Network, message)
     }
 
     /// Maps a response with a non-success status, reading its body for the server's message.
@@ -123,20 +124,55 @@ pub(crate) fn build_client(config: &ProviderConfig) -> Result<reqwest::Client, P
         })
 }
 
-/// `err` and its sources, joined with `: `.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // hyper and reqwest often repeat the inner message in the outer one.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
+/// Why a connection could not be made, in the words a person looks for: the host, then
+/// "connection refused", a failed DNS lookup or a TLS failure, then the underlying error.
+/// The host is safe to show; the rest of the URL (which may carry a key) is not.
+pub(crate) fn connect_failure(err: &reqwest::Error) -> String {
+    let host = err
+        .url()
+        .and_then(|url| {
+            let host = url.host_str()?;
+            Some(match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_string(),
+            })
+        })
+        .unwrap_or_else(|| "the server".into());
+    // The causes only: reqwest's own line names the whole URL.
+    let mut chain = String::new();
+    for cause in sources(err) {
+        let text = cause.to_string();
+        if !chain.contains(&text) {
+            if !chain.is_empty() {
+                chain.push_str(": ");
+            }
+            chain.push_str(&text);
         }
-        source = cause.source();
     }
-    text
+    let lower = chain.to_ascii_lowercase();
+    let refused = sources(err).any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    }) || lower.contains("connection refused");
+    let why = if refused {
+        "connection refused (nothing listens there)"
+    } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
+        "the host name does not resolve (DNS)"
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
+    {
+        "TLS failed"
+    } else {
+        "connection failed"
+    };
+    format!("cannot connect to {host}: {why}: {chain}")
+}
+
+/// `err`'s causes, outermost first.
+fn sources<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(err.source(), |cause| cause.source())
 }
 
 /// The human part of an error body: `error.message` in both APIs' formats, else the start of

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use hearth_channel::{Button, OutboundMessage};
-use rand::Rng;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +24,7 @@ use super::tools::{
     unwrap_use_tool,
 };
 use super::turn::{ConfirmationPolicy, TurnJob};
+use crate::confirmation::{self, APPROVE_EMOJI, DENY_EMOJI, button_data};
 use crate::provider::ChatMessage;
 use crate::store::{
     AuditEntry, Confirmation, ConfirmationStatus, NewOutbox, OutboxKind, StoreError,
@@ -703,33 +703,9 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-/// An id nobody can guess (~131 bits), short enough for Telegram's 64-byte callback data.
-fn confirmation_id() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut rng = rand::rng();
-    (0..22)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
-/// The reaction that stands for Approve where buttons are shown as reactions.
-pub const APPROVE_EMOJI: &str = "✅";
-/// The reaction that stands for Deny.
-pub const DENY_EMOJI: &str = "❌";
-
-/// Six characters a person can read off a prompt and type on a phone: no 0/O, 1/I/L look-alikes
-/// (31 symbols, about 887 million codes; guessing is further limited to a few wrong tries).
-pub fn short_code() -> String {
-    const ALPHABET: &[u8] = crate::pipeline::confirm::CODE_ALPHABET;
-    let mut rng = rand::rng();
-    (0..crate::pipeline::confirm::CODE_LEN)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
 /// A short code no pending confirmation of the chat uses, so a typed code names one request.
 async fn unused_short_code(rt: &Runtime, job: &TurnJob) -> Result<String, StoreError> {
-    let mut code = short_code();
+    let mut code = confirmation::short_code();
     // A chat has a handful of pending requests at most, so a clash is a one-in-a-hundred-million
     // event; the bound only keeps a broken store from spinning here.
     for _ in 0..16 {
@@ -740,14 +716,9 @@ async fn unused_short_code(rt: &Runtime, job: &TurnJob) -> Result<String, StoreE
         {
             break;
         }
-        code = short_code();
+        code = confirmation::short_code();
     }
     Ok(code)
-}
-
-/// Button data of a confirmation: `c:<id>:a` (approve), `c:<id>:d` (deny), `c:<id>:x` (expired).
-pub fn button_data(id: &str, decision: char) -> String {
-    format!("c:{id}:{decision}")
 }
 
 /// Stores an Approve / Deny request for `record` and queues its prompt.
@@ -758,7 +729,7 @@ async fn request_confirmation(
     prepared: &Prepared,
 ) -> Result<(), StoreError> {
     let now = rt.clock.now_ms();
-    let id = confirmation_id();
+    let id = confirmation::new_id();
     let info = prepared.tool.info();
     let timeout = rt.config.tools.confirmation_timeout_secs;
     let arguments = serde_json::to_string_pretty(&prepared.arguments)
@@ -795,8 +766,16 @@ async fn request_confirmation(
     );
     let buttons = if buttons_shown {
         vec![
-            Button::new("✅ Approve", button_data(&id, 'a')).with_emoji(APPROVE_EMOJI),
-            Button::new("❌ Deny", button_data(&id, 'd')).with_emoji(DENY_EMOJI),
+            Button::new(
+                format!("{APPROVE_EMOJI} Approve"),
+                button_data(&id, confirmation::Action::Approve),
+            )
+            .with_emoji(APPROVE_EMOJI),
+            Button::new(
+                format!("{DENY_EMOJI} Deny"),
+                button_data(&id, confirmation::Action::Deny),
+            )
+            .with_emoji(DENY_EMOJI),
         ]
     } else {
         Vec::new()

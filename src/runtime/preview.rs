@@ -11,6 +11,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use hearth_channel::{ChannelError, ChatRef, MessageRef, preview_text};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::Runtime;
 use super::turn::TurnJob;
@@ -63,61 +64,64 @@ impl Preview {
             .map(|n| format!("{n}\n\n"))
             .unwrap_or_default();
         let shared = draft.clone();
-        let task = tokio::spawn(async move {
-            let mut text = String::new();
-            // Characters in `text`; deltas past the reply limit are dropped.
-            let mut chars = 0usize;
-            let mut shown = String::new();
-            let mut last: Option<Instant> = None;
-            let mut current: Option<MessageRef> = None;
-            loop {
-                let event = match last {
-                    Some(at) if text != shown => {
-                        let wait = interval.saturating_sub(at.elapsed());
-                        match tokio::time::timeout(wait, events.recv()).await {
-                            Ok(event) => event,
-                            Err(_) => Some(StreamEvent::Text(String::new())),
+        let task = tokio::spawn(
+            async move {
+                let mut text = String::new();
+                // Characters in `text`; deltas past the reply limit are dropped.
+                let mut chars = 0usize;
+                let mut shown = String::new();
+                let mut last: Option<Instant> = None;
+                let mut current: Option<MessageRef> = None;
+                loop {
+                    let event = match last {
+                        Some(at) if text != shown => {
+                            let wait = interval.saturating_sub(at.elapsed());
+                            match tokio::time::timeout(wait, events.recv()).await {
+                                Ok(event) => event,
+                                Err(_) => Some(StreamEvent::Text(String::new())),
+                            }
                         }
+                        _ => events.recv().await,
+                    };
+                    let closed = event.is_none();
+                    match event {
+                        Some(StreamEvent::Restart) => {
+                            text.clear();
+                            chars = 0;
+                        }
+                        Some(StreamEvent::Text(delta)) if chars < max_chars => {
+                            let room = max_chars - chars;
+                            let taken = match delta.char_indices().nth(room) {
+                                Some((cut, _)) => &delta[..cut],
+                                None => delta.as_str(),
+                            };
+                            chars += taken.chars().count();
+                            text.push_str(taken);
+                        }
+                        Some(StreamEvent::Text(_)) | None => {}
                     }
-                    _ => events.recv().await,
-                };
-                let closed = event.is_none();
-                match event {
-                    Some(StreamEvent::Restart) => {
-                        text.clear();
-                        chars = 0;
+                    let due = last.is_none_or(|at| at.elapsed() >= interval);
+                    if !text.trim().is_empty() && text != shown && (due || closed) {
+                        let full = preview_text(&format!("{prefix}{text}"), &capabilities);
+                        match sink
+                            .show(&chat, current.as_ref(), &full, reply_to.as_deref())
+                            .await
+                        {
+                            Ok(Some(reference)) => current = Some(reference),
+                            Ok(None) => {}
+                            Err(err) => tracing::debug!(error = %err, "preview update failed"),
+                        }
+                        shown = text.clone();
+                        last = Some(Instant::now());
                     }
-                    Some(StreamEvent::Text(delta)) if chars < max_chars => {
-                        let room = max_chars - chars;
-                        let taken = match delta.char_indices().nth(room) {
-                            Some((cut, _)) => &delta[..cut],
-                            None => delta.as_str(),
-                        };
-                        chars += taken.chars().count();
-                        text.push_str(taken);
+                    if closed {
+                        break;
                     }
-                    Some(StreamEvent::Text(_)) | None => {}
                 }
-                let due = last.is_none_or(|at| at.elapsed() >= interval);
-                if !text.trim().is_empty() && text != shown && (due || closed) {
-                    let full = preview_text(&format!("{prefix}{text}"), &capabilities);
-                    match sink
-                        .show(&chat, current.as_ref(), &full, reply_to.as_deref())
-                        .await
-                    {
-                        Ok(Some(reference)) => current = Some(reference),
-                        Ok(None) => {}
-                        Err(err) => tracing::debug!(error = %err, "preview update failed"),
-                    }
-                    shown = text.clone();
-                    last = Some(Instant::now());
-                }
-                if closed {
-                    break;
-                }
+                *shared.lock().unwrap_or_else(|p| p.into_inner()) = current;
             }
-            *shared.lock().unwrap_or_else(|p| p.into_inner()) = current;
-        });
+            .instrument(tracing::info_span!("preview")),
+        );
         Self {
             sender: Some(sender),
             task: Some(task),

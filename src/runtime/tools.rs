@@ -12,14 +12,6 @@ use crate::config::Autonomy;
 use crate::provider::ToolSpec;
 use crate::tool::{Permission, Risk, Tool, ToolInfo, ToolRegistry};
 
-/// The meta-tools: a few schemas instead of a hundred.
-pub const META_TOOLS: &[&str] = &[
-    "search_tools",
-    "get_tool_help",
-    "use_tool",
-    "batch_use_tool",
-];
-
 /// Agents in `auto` mode with more tools than this see the meta-tools instead.
 const DIRECT_TOOLS_MAX: usize = 12;
 
@@ -62,12 +54,15 @@ impl Toolbox {
         if !self.meta {
             return self.tools.iter().map(|t| t.info().spec()).collect();
         }
-        let categories: Vec<&str> = {
-            let mut groups: Vec<&str> =
-                self.tools.iter().map(|t| t.info().group.as_str()).collect();
-            groups.dedup();
-            groups
-        };
+        // Each category once: the tools come sorted by name, not by group, and strict schema
+        // validators refuse an enum that repeats a value.
+        let categories: Vec<&str> = self
+            .tools
+            .iter()
+            .map(|t| t.info().group.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         vec![
             ToolSpec {
                 name: "search_tools".into(),
@@ -518,6 +513,32 @@ mod tests {
                 && !Risk::Destructive.needs_confirmation(Autonomy::High)
         );
         assert!(!Risk::Outward.needs_confirmation(Autonomy::Full));
+    }
+
+    /// The built-in tools come sorted by name, so their groups interleave; the `category` enum
+    /// still names each group once (strict validators refuse repeated enum values).
+    #[test]
+    fn search_tools_names_each_category_once() {
+        let registry = ToolRegistry::with_builtin();
+        let toolbox = Toolbox {
+            tools: registry.iter().collect(),
+            meta: true,
+        };
+        let specs = toolbox.specs();
+        let search = specs
+            .iter()
+            .find(|s| s.name == "search_tools")
+            .expect("search_tools");
+        let categories: Vec<&str> = search.parameters["properties"]["category"]["enum"]
+            .as_array()
+            .expect("enum")
+            .iter()
+            .map(|v| v.as_str().expect("text"))
+            .collect();
+        let mut expected: Vec<&str> = crate::tool::KNOWN_GROUPS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(categories, expected);
+        assert!(jsonschema::meta::is_valid(&search.parameters));
     }
 
     #[test]

@@ -11,8 +11,8 @@ use super::{
 use crate::store::{Store, StoreError, StoreResult, to_i64};
 
 const COLUMNS: &str = "id, name, cron, timezone, agent, prompt, channel, chat_id, thread_id, \
-     on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at, created_by, \
-     last_fire_at, next_fire_at, created_at, updated_at";
+     on_confirmation, allow_tools, catch_up_minutes, enabled, paused, source, one_shot_at, \
+     created_by, last_fire_at, next_fire_at, created_at, updated_at";
 
 const RUN_COLUMNS: &str =
     "id, schedule_id, scheduled_for, status, inbox_id, error, created_at, started_at, finished_at";
@@ -39,6 +39,7 @@ fn from_row(row: &AnyRow) -> StoreResult<Schedule> {
         allow_tools: serde_json::from_str(&allow_tools)?,
         catch_up_minutes: row.try_get("catch_up_minutes")?,
         enabled: row.try_get::<i64, _>("enabled")? != 0,
+        paused: row.try_get::<i64, _>("paused")? != 0,
         source: row.try_get("source")?,
         one_shot_at: row.try_get("one_shot_at")?,
         created_by: row.try_get("created_by")?,
@@ -174,7 +175,7 @@ impl Store {
     pub async fn due_schedules(&self, now_ms: i64) -> StoreResult<Vec<Schedule>> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM schedules
-             WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= $1
+             WHERE enabled = 1 AND paused = 0 AND next_fire_at IS NOT NULL AND next_fire_at <= $1
              ORDER BY next_fire_at, id"
         )))
         .bind(now_ms)
@@ -186,18 +187,50 @@ impl Store {
     /// The soonest fire time of any enabled schedule.
     pub async fn next_schedule_due(&self) -> StoreResult<Option<i64>> {
         Ok(sqlx::query_scalar(
-            "SELECT MIN(next_fire_at) FROM schedules WHERE enabled = 1 AND next_fire_at IS NOT NULL",
+            "SELECT MIN(next_fire_at) FROM schedules
+             WHERE enabled = 1 AND paused = 0 AND next_fire_at IS NOT NULL",
         )
         .fetch_one(self.pool())
         .await?)
     }
 
-    /// Makes an enabled schedule due now (`run_schedule_now`, `hearth schedule run`); the
-    /// scheduler fires it within a second. False when there is no such enabled schedule.
+    /// Makes an enabled, unpaused schedule due now (`run_schedule_now`, `hearth schedule run`);
+    /// the scheduler fires it within a second. False when there is no such schedule.
     pub async fn make_schedule_due(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE schedules SET next_fire_at = $1, updated_at = $1 WHERE id = $2 AND enabled = 1",
+            "UPDATE schedules SET next_fire_at = $1, updated_at = $1
+             WHERE id = $2 AND enabled = 1 AND paused = 0",
         )
+        .bind(now_ms)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Pauses a schedule (`hearth schedule disable`): it keeps its place and history but does
+    /// not fire, across restarts and config syncs, until [`Store::resume_schedule`].
+    pub async fn pause_schedule(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE schedules SET paused = 1, updated_at = $1 WHERE id = $2")
+            .bind(now_ms)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Resumes a paused schedule with `next_fire_at` (the first fire after now), so the fires
+    /// it slept through are neither caught up nor recorded as missed.
+    pub async fn resume_schedule(
+        &self,
+        id: i64,
+        next_fire_at: Option<i64>,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE schedules SET paused = 0, next_fire_at = $1, updated_at = $2 WHERE id = $3",
+        )
+        .bind(next_fire_at)
         .bind(now_ms)
         .bind(id)
         .execute(self.pool())
@@ -456,7 +489,8 @@ impl Store {
             }
         };
         let row = sqlx::query(
-            "SELECT r.id AS run_id, s.id AS schedule_id, s.name, s.agent, s.on_confirmation, s.allow_tools
+            "SELECT r.id AS run_id, s.id AS schedule_id, s.name, s.agent, s.on_confirmation,
+                    s.allow_tools, s.cron
              FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE r.id = $1",
         )
         .bind(run_id)
@@ -474,6 +508,7 @@ impl Store {
                 StoreError::Corrupt(format!("unknown on_confirmation {on_confirmation:?}"))
             })?,
             allow_tools: serde_json::from_str(&allow_tools)?,
+            recurring: row.try_get::<Option<String>, _>("cron")?.is_some(),
         }))
     }
 

@@ -227,6 +227,7 @@ async fn the_turn_side_finds_its_run_and_records_the_outcome() {
             agent: "general".into(),
             on_confirmation: OnConfirmation::Allow,
             allow_tools: vec!["list_tasks".into()],
+            recurring: true,
         }
     );
     s.store
@@ -468,6 +469,7 @@ async fn a_one_shot_fires_once_and_is_disabled() {
         allow_tools: Vec::new(),
         catch_up_minutes: 60,
         enabled: true,
+        paused: false,
         source: "chat".into(),
         one_shot_at: Some(at),
         created_by: None,

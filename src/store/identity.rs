@@ -20,8 +20,8 @@ pub struct Identity {
     pub user_id: i64,
     pub display_name: Option<String>,
     pub status: IdentityStatus,
-    /// `config` (allowlist), `paired`, `local` (the terminal), `owner` or `linked`
-    /// (`hearth pair link`).
+    /// `config` (allowlist), `domain` (an allowlist's `*@domain`), `paired`, `local` (the
+    /// terminal), `owner` or `linked` (`hearth pair link`).
     pub source: String,
     pub is_owner: bool,
 }
@@ -38,6 +38,9 @@ pub struct PairingRequest {
     pub created_at: i64,
     pub expires_at: i64,
 }
+
+/// The `source` of an identity let in by an email allowlist entry `*@domain`.
+pub const DOMAIN_SOURCE: &str = "domain";
 
 const IDENTITY_SELECT: &str = "SELECT i.id, i.channel, i.platform_user_id, i.user_id, i.display_name, i.status, i.source, u.is_owner
      FROM identities i JOIN users u ON u.id = i.user_id";
@@ -106,6 +109,44 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(identity_from_row).transpose()
+    }
+
+    /// The identity of `platform_user_id`, or, for an address nobody listed whose domain an
+    /// allowlist entry `*@domain` admits (email's domain wildcard, matched on exactly that
+    /// domain), a new allowed identity with source `domain`: its own user, so its tasks and
+    /// memories are its own. An identity that exists (even revoked) always wins.
+    pub async fn identity_or_domain(
+        &self,
+        channel: &str,
+        platform_user_id: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<Identity>> {
+        if let Some(identity) = self.identity(channel, platform_user_id).await? {
+            return Ok(Some(identity));
+        }
+        let Some((local, domain)) = platform_user_id.rsplit_once('@') else {
+            return Ok(None);
+        };
+        if local.is_empty() || domain.is_empty() || platform_user_id.starts_with('*') {
+            return Ok(None);
+        }
+        let pattern = format!("*@{}", domain.to_lowercase());
+        match self.identity(channel, &pattern).await? {
+            Some(wildcard) if wildcard.status == IdentityStatus::Allowed => {
+                let identity = self
+                    .allow_identity(
+                        channel,
+                        platform_user_id,
+                        None,
+                        DOMAIN_SOURCE,
+                        false,
+                        now_ms,
+                    )
+                    .await?;
+                Ok(Some(identity))
+            }
+            _ => Ok(None),
+        }
     }
 
     pub async fn identities(&self) -> StoreResult<Vec<Identity>> {
@@ -232,13 +273,31 @@ impl Store {
         }
         for (user, (status, source)) in &known {
             let from_config = source == "config" || source == "owner";
-            if from_config && status == "allowed" && !keep.contains(user) {
-                sqlx::query("UPDATE identities SET status = 'revoked' WHERE channel = $1 AND platform_user_id = $2")
-                    .bind(channel)
-                    .bind(user)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            // An address let in by `*@domain` stays in exactly as long as that entry does.
+            let wildcard_kept = || {
+                user.rsplit_once('@')
+                    .is_some_and(|(_, domain)| keep.contains(&format!("*@{domain}")))
+            };
+            let wanted = if source == DOMAIN_SOURCE {
+                Some(wildcard_kept())
+            } else if from_config && !keep.contains(user) {
+                Some(false)
+            } else {
+                None
+            };
+            let new_status = match (wanted, status.as_str()) {
+                (Some(false), "allowed") => "revoked",
+                (Some(true), "revoked") => "allowed",
+                _ => continue,
+            };
+            sqlx::query(
+                "UPDATE identities SET status = $1 WHERE channel = $2 AND platform_user_id = $3",
+            )
+            .bind(new_status)
+            .bind(channel)
+            .bind(user)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -1290,5 +1349,78 @@ mod link_tests {
             "the query finds the references"
         );
         assert!(missing.is_empty(), "not moved by a merge: {missing:?}");
+    }
+
+    #[tokio::test]
+    async fn a_domain_wildcard_admits_exactly_that_domain_while_it_is_listed() {
+        let (store, _dir) = temp_store().await;
+        let listed = vec!["me@example.org".to_string(), "*@family.example".to_string()];
+        store
+            .sync_allowlist("email", &listed, &listed, 0)
+            .await
+            .expect("sync");
+        let lookup = |address: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .identity_or_domain("email", address, 1)
+                    .await
+                    .expect("db")
+                    .map(|i| (i.status, i.source))
+            }
+        };
+        assert_eq!(
+            lookup("kid@family.example").await,
+            Some((IdentityStatus::Allowed, DOMAIN_SOURCE.to_string()))
+        );
+        // Exactly the domain: not a subdomain, not a look-alike, not another channel.
+        assert_eq!(lookup("kid@mail.family.example").await, None);
+        assert_eq!(lookup("kid@family.example.evil").await, None);
+        assert_eq!(lookup("kid@otherfamily.example").await, None);
+        assert!(
+            store
+                .identity_or_domain("telegram", "kid@family.example", 1)
+                .await
+                .expect("db")
+                .is_none()
+        );
+        // Each address is its own user.
+        let kid = store
+            .identity("email", "kid@family.example")
+            .await
+            .expect("db")
+            .expect("kid");
+        let aunt = store
+            .identity_or_domain("email", "aunt@family.example", 1)
+            .await
+            .expect("db")
+            .expect("aunt");
+        assert_ne!(kid.user_id, aunt.user_id);
+
+        // The wildcard leaves the config: its addresses are revoked at the next start, and
+        // allowed again (same user) when it comes back.
+        let only_me = vec!["me@example.org".to_string()];
+        store
+            .sync_allowlist("email", &only_me, &only_me, 2)
+            .await
+            .expect("sync");
+        assert_eq!(
+            lookup("kid@family.example").await.map(|(status, _)| status),
+            Some(IdentityStatus::Revoked)
+        );
+        assert_eq!(lookup("new@family.example").await, None);
+        store
+            .sync_allowlist("email", &listed, &listed, 3)
+            .await
+            .expect("sync");
+        let back = store
+            .identity("email", "kid@family.example")
+            .await
+            .expect("db")
+            .expect("kid");
+        assert_eq!(
+            (back.status, back.user_id),
+            (IdentityStatus::Allowed, kid.user_id)
+        );
     }
 }

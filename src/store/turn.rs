@@ -39,6 +39,14 @@ impl TurnStatus {
     }
 }
 
+/// How a batch of turns ended (`hearth chat` over a pipe fails when every turn failed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TurnOutcomes {
+    pub total: u64,
+    pub failed: u64,
+    pub last_error: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Turn {
     pub id: i64,
@@ -277,6 +285,32 @@ impl Store {
                 .await?
                 .flatten(),
         )
+    }
+
+    /// How the turns of a conversation started at or after `since_ms` ended: how many there
+    /// were, how many failed, and the last failure's stored error.
+    pub async fn turn_outcomes_since(
+        &self,
+        conversation_id: i64,
+        since_ms: i64,
+    ) -> StoreResult<TurnOutcomes> {
+        let rows = sqlx::query(
+            "SELECT status, error FROM turns WHERE conversation_id = $1 AND started_at >= $2 ORDER BY id",
+        )
+        .bind(conversation_id)
+        .bind(since_ms)
+        .fetch_all(self.pool())
+        .await?;
+        let mut outcomes = TurnOutcomes::default();
+        for row in &rows {
+            let status: String = row.try_get("status")?;
+            outcomes.total += 1;
+            if TurnStatus::parse(&status) == TurnStatus::Failed {
+                outcomes.failed += 1;
+                outcomes.last_error = row.try_get("error")?;
+            }
+        }
+        Ok(outcomes)
     }
 
     /// The conversation session a turn's messages belong to.

@@ -1,111 +1,128 @@
 //! The `bookmarks` tools: links the user wants to keep, with a title, description and tags.
+//! Each tool is its argument type ([`TypedTool`]); the SQL is in `store::bookmark`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::common::{
-    Bind, Sql, db, delete_owned, id_arg, like_pattern, opt_text, tags_arg, tags_json, tags_value,
-    user_id, write_tx,
-};
+use super::common::{not_found, tags_value, user_id};
 use super::time::format_local;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Limit, NonEmpty, Tags, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::bookmark::{self as store, BookmarkRow, NewBookmark};
+use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [Op::Add, Op::List, Op::Delete]
-        .into_iter()
-        .map(|op| Arc::new(BookmarkTool::new(op)) as Arc<dyn Tool>)
-        .collect()
+    vec![
+        typed::<AddBookmark>(),
+        typed::<ListBookmarks>(),
+        typed::<DeleteBookmark>(),
+    ]
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Add,
-    List,
-    Delete,
+const GROUP: &str = "bookmarks";
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 50,
+};
+
+/// Save a web link (http or https) for the user. Saving a link twice returns the first.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddBookmark {
+    /// The full address, http:// or https://
+    url: NonEmpty,
+    title: Option<String>,
+    /// Why it is worth keeping
+    description: Option<String>,
+    /// Labels, e.g. ["rust"]
+    #[serde(default)]
+    tags: Tags,
 }
 
-struct BookmarkTool {
-    info: ToolInfo,
-    op: Op,
-}
+impl TypedTool for AddBookmark {
+    const NAME: &'static str = "add_bookmark";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["link", "url", "save", "read later", "website"];
+    type Output = Value;
 
-impl BookmarkTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Add => ToolInfo::new(
-                "add_bookmark",
-                "bookmarks",
-                "Save a web link (http or https) for the user. Saving a link twice returns the first.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "url": {"type": "string", "description": "The full address, http:// or https://"},
-                        "title": {"type": "string"},
-                        "description": {"type": "string", "description": "Why it is worth keeping"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Labels, e.g. [\"rust\"]"}
-                    },
-                    "required": ["url"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["link", "url", "save", "read later", "website"]),
-            Op::List => ToolInfo::new(
-                "list_bookmarks",
-                "bookmarks",
-                "List or search the user's saved links, newest first.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "search": {"type": "string", "description": "Words in the address, title or description (case-insensitive)"},
-                        "tag": {"type": "string", "description": "Only links with this tag"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 20, at most 50"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 20, 50)
-            .tags(&["link", "url", "find", "show"]),
-            Op::Delete => ToolInfo::new(
-                "delete_bookmark",
-                "bookmarks",
-                "Delete a saved link.",
-                json!({
-                    "type": "object",
-                    "properties": {"bookmark_id": {"type": "integer", "description": "The bookmark's id"}},
-                    "required": ["bookmark_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["link", "remove"]),
-        };
-        Self { info, op }
-    }
-}
-
-#[async_trait]
-impl Tool for BookmarkTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let result = match self.op {
-            Op::Add => add(ctx, user, &arguments).await?,
-            Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
-            Op::Delete => {
-                let id = id_arg(&arguments, "bookmark_id")?;
-                let sql = "DELETE FROM bookmarks WHERE id = $1 AND user_id = $2 RETURNING url";
-                delete_owned(ctx, user, sql, id, "bookmark", "url").await?
-            }
+        let url = check_url(&self.url.0)?;
+        if let Some(row) = store::find(&ctx.store, user, &url).await? {
+            return Ok(json!({"already_saved": true, "bookmark": BookmarkView::new(ctx, row)}));
+        }
+        let link = NewBookmark {
+            url,
+            title: text(self.title),
+            description: text(self.description),
+            tags: self.tags.to_json(),
         };
-        Ok(result.to_string())
+        let id = store::insert(&ctx.store, user, &link, ctx.clock.now_ms()).await?;
+        Ok(json!({"id": id, "url": link.url, "title": link.title, "tags": self.tags.0}))
+    }
+}
+
+/// List or search the user's saved links, newest first.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListBookmarks {
+    /// Words in the address, title or description (case-insensitive)
+    search: Option<String>,
+    /// Only links with this tag
+    tag: Option<String>,
+    /// Default 20, at most 50
+    limit: Option<i64>,
+}
+
+impl TypedTool for ListBookmarks {
+    const NAME: &'static str = "list_bookmarks";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["link", "url", "find", "show"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let page = Page {
+            search: text(self.search),
+            tag: text(self.tag),
+            limit: LIST_LIMIT.of(self.limit),
+        };
+        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let bookmarks: Vec<BookmarkView> = listed
+            .rows
+            .into_iter()
+            .map(|row| BookmarkView::new(ctx, row))
+            .collect();
+        Ok(json!({"count": bookmarks.len(), "more": listed.more, "bookmarks": bookmarks}))
+    }
+}
+
+/// Delete a saved link.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteBookmark {
+    /// The bookmark's id
+    bookmark_id: i64,
+}
+
+impl TypedTool for DeleteBookmark {
+    const NAME: &'static str = "delete_bookmark";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["link", "remove"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.bookmark_id);
+        match store::delete(&ctx.store, user, id).await? {
+            Some(url) => Ok(json!({"deleted": id, "url": url})),
+            None => Err(not_found("bookmark", id)),
+        }
     }
 }
 
@@ -124,98 +141,30 @@ fn check_url(text: &str) -> Result<String, ToolError> {
     Ok(url.to_string())
 }
 
-async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let url = check_url(Args::new(arguments).str("url")?)?;
-    let title = opt_text(arguments, "title");
-    let tags = tags_arg(arguments, "tags");
-    let existing = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {BOOKMARK_COLUMNS} FROM bookmarks WHERE user_id = $1 AND url = $2"
-    )))
-    .bind(user)
-    .bind(url.clone())
-    .fetch_optional(ctx.store.pool())
-    .await
-    .map_err(db)?;
-    if let Some(row) = existing {
-        return Ok(json!({"already_saved": true, "bookmark": bookmark_json(ctx, &row)?}));
-    }
-    // ON CONFLICT covers a concurrent save of the same link between the check and the insert.
-    let mut tx = write_tx(ctx).await?;
-    let row = sqlx::query(
-        "INSERT INTO bookmarks (user_id, url, title, description, tags, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (user_id, url) DO UPDATE SET url = excluded.url RETURNING id",
-    )
-    .bind(user)
-    .bind(url.clone())
-    .bind(title.clone())
-    .bind(opt_text(arguments, "description"))
-    .bind(tags_json(&tags))
-    .bind(ctx.clock.now_ms())
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    let id: i64 = row.try_get("id").map_err(db)?;
-    Ok(json!({"id": id, "url": url, "title": title, "tags": tags}))
+/// A saved link as the model sees it, when it was saved in the user's timezone.
+#[derive(Debug, Serialize)]
+struct BookmarkView {
+    id: i64,
+    url: String,
+    tags: Value,
+    saved: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
 }
 
-const BOOKMARK_COLUMNS: &str = "id, url, title, description, tags, created_at";
-
-fn bookmark_json(ctx: &ToolContext, row: &AnyRow) -> Result<Value, ToolError> {
-    let tags: String = row.try_get("tags").map_err(db)?;
-    let created: i64 = row.try_get("created_at").map_err(db)?;
-    let mut value = json!({
-        "id": row.try_get::<i64, _>("id").map_err(db)?,
-        "url": row.try_get::<String, _>("url").map_err(db)?,
-        "tags": tags_value(&tags),
-        "saved": format_local(created, ctx.timezone),
-    });
-    if let Some(title) = row.try_get::<Option<String>, _>("title").map_err(db)? {
-        value["title"] = json!(title);
+impl BookmarkView {
+    fn new(ctx: &ToolContext, row: BookmarkRow) -> Self {
+        Self {
+            id: row.id,
+            url: row.url,
+            tags: tags_value(&row.tags),
+            saved: format_local(row.created_at, ctx.timezone),
+            title: row.title,
+            description: row.description,
+        }
     }
-    if let Some(description) = row
-        .try_get::<Option<String>, _>("description")
-        .map_err(db)?
-    {
-        value["description"] = json!(description);
-    }
-    Ok(value)
-}
-
-async fn list(
-    ctx: &ToolContext,
-    user: i64,
-    arguments: &Value,
-    limit: i64,
-) -> Result<Value, ToolError> {
-    let mut query = Sql::new(&format!(
-        "SELECT {BOOKMARK_COLUMNS} FROM bookmarks WHERE user_id = "
-    ));
-    query.bind(Bind::Int(user));
-    if let Some(search) = opt_text(arguments, "search") {
-        let pattern = like_pattern(&search);
-        query.push(" AND (LOWER(url) LIKE ");
-        query.bind(Bind::Text(pattern.clone()));
-        query.push(" ESCAPE '\\' OR LOWER(COALESCE(title, '')) LIKE ");
-        query.bind(Bind::Text(pattern.clone()));
-        query.push(" ESCAPE '\\' OR LOWER(COALESCE(description, '')) LIKE ");
-        query.bind(Bind::Text(pattern));
-        query.push(" ESCAPE '\\')");
-    }
-    if let Some(tag) = opt_text(arguments, "tag") {
-        query.push_tag_filter(&tag);
-    }
-    query.push(" ORDER BY created_at DESC, id DESC LIMIT ");
-    query.bind(Bind::Int(limit + 1));
-    let rows = query.fetch_all(ctx).await?;
-    let more = rows.len() as i64 > limit;
-    let bookmarks = rows
-        .iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .map(|row| bookmark_json(ctx, row))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({"count": bookmarks.len(), "more": more, "bookmarks": bookmarks}))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::memory::tools,
         super::utility::tools,
         super::web::tools,
+        super::web_search::tools,
         super::file::tools,
         super::schedule::tools,
         super::tool_result::tools,

@@ -1,167 +1,301 @@
 //! The `contacts` tools: people the user knows, with email, phone, birthday and notes, and the
-//! birthdays coming up.
+//! birthdays coming up. Each tool is its argument type ([`TypedTool`]); the SQL is in
+//! `store::contact`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::{Datelike, NaiveDate};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::common::{
-    Bind, Changes, Sql, db, delete_owned, id_arg, like_pattern, not_found, opt_text, tags_arg,
-    tags_json, tags_value, user_id, write_tx,
-};
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::common::{not_found, tags_value, user_id};
+use super::typed::{Limit, NonEmpty, Tags, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::contact::{self as store, ContactRow, NewContact};
+use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [Op::Add, Op::List, Op::Update, Op::Delete, Op::Birthdays]
-        .into_iter()
-        .map(|op| Arc::new(ContactTool::new(op)) as Arc<dyn Tool>)
-        .collect()
+    vec![
+        typed::<AddContact>(),
+        typed::<ListContacts>(),
+        typed::<UpdateContact>(),
+        typed::<DeleteContact>(),
+        typed::<UpcomingBirthdays>(),
+    ]
 }
 
 const MAX_DAYS: i64 = 366;
+const GROUP: &str = "contacts";
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 50,
+};
 
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Add,
-    List,
-    Update,
-    Delete,
-    Birthdays,
+/// Save a person to the user's contacts. Returns their id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddContact {
+    /// Full name
+    name: NonEmpty,
+    /// Email address
+    email: Option<String>,
+    /// Phone number, e.g. +49 30 1234567
+    phone: Option<String>,
+    /// YYYY-MM-DD
+    birthday: Option<String>,
+    /// Anything worth remembering about them
+    notes: Option<String>,
+    /// Labels, e.g. ["family"]
+    #[serde(default)]
+    tags: Tags,
 }
 
-struct ContactTool {
-    info: ToolInfo,
-    op: Op,
-}
+impl TypedTool for AddContact {
+    const NAME: &'static str = "add_contact";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["person", "people", "address book", "friend", "create"];
+    type Output = Value;
 
-fn contact_properties() -> serde_json::Map<String, Value> {
-    let value = json!({
-        "name": {"type": "string", "description": "Full name"},
-        "email": {"type": "string", "description": "Email address"},
-        "phone": {"type": "string", "description": "Phone number, e.g. +49 30 1234567"},
-        "birthday": {"type": "string", "description": "YYYY-MM-DD"},
-        "notes": {"type": "string", "description": "Anything worth remembering about them"},
-        "tags": {"type": "array", "items": {"type": "string"}, "description": "Labels, e.g. [\"family\"]"}
-    });
-    match value {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    }
-}
-
-fn contact_id_schema() -> Value {
-    json!({"type": "integer", "description": "The contact's id"})
-}
-
-impl ContactTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Add => ToolInfo::new(
-                "add_contact",
-                "contacts",
-                "Save a person to the user's contacts. Returns their id.",
-                json!({
-                    "type": "object",
-                    "properties": contact_properties(),
-                    "required": ["name"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["person", "people", "address book", "friend", "create"]),
-            Op::List => ToolInfo::new(
-                "list_contacts",
-                "contacts",
-                "List or search the user's contacts by name, email, phone or notes, alphabetically.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "search": {"type": "string", "description": "Text in the name, email, phone or notes (case-insensitive)"},
-                        "tag": {"type": "string", "description": "Only contacts with this tag"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 20, at most 50"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 20, 50)
-            .tags(&["person", "people", "address book", "find", "phone number", "email address"]),
-            Op::Update => {
-                let mut properties = contact_properties();
-                properties.insert("contact_id".into(), contact_id_schema());
-                properties.insert(
-                    "email".into(),
-                    json!({"type": "string", "description": "Email address; empty string removes it"}),
-                );
-                ToolInfo::new(
-                    "update_contact",
-                    "contacts",
-                    "Change a contact: any of name, email, phone, birthday, notes (empty string removes a field), tags (replaced).",
-                    json!({
-                        "type": "object",
-                        "properties": properties,
-                        "required": ["contact_id"],
-                        "additionalProperties": false
-                    }),
-                )
-                .risk(Risk::Write)
-                .tags(&["person", "edit", "change"])
-            }
-            Op::Delete => ToolInfo::new(
-                "delete_contact",
-                "contacts",
-                "Delete a contact for good.",
-                json!({
-                    "type": "object",
-                    "properties": {"contact_id": contact_id_schema()},
-                    "required": ["contact_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["person", "remove"]),
-            Op::Birthdays => ToolInfo::new(
-                "upcoming_birthdays",
-                "contacts",
-                "Contacts whose birthday falls within the next days (today included), soonest first, with the age they turn.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "days": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS, "description": "How many days ahead; default 30"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .tags(&["birthday", "anniversary", "person", "upcoming"]),
-        };
-        Self { info, op }
-    }
-}
-
-#[async_trait]
-impl Tool for ContactTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let result = match self.op {
-            Op::Add => add(ctx, user, &arguments).await?,
-            Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
-            Op::Update => update(ctx, user, &arguments).await?,
-            Op::Delete => {
-                let id = id_arg(&arguments, "contact_id")?;
-                let sql = "DELETE FROM contacts WHERE id = $1 AND user_id = $2 RETURNING name";
-                delete_owned(ctx, user, sql, id, "contact", "name").await?
-            }
-            Op::Birthdays => birthdays(ctx, user, &arguments).await?,
+        let contact = NewContact {
+            name: self.name.0,
+            email: text(self.email).map(|e| check_email(&e)).transpose()?,
+            phone: text(self.phone).map(|p| check_phone(&p)).transpose()?,
+            birthday: text(self.birthday)
+                .map(|b| check_birthday(&b, today(ctx)).map(|d| d.to_string()))
+                .transpose()?,
+            notes: text(self.notes),
+            tags: self.tags.to_json(),
         };
-        Ok(result.to_string())
+        let id = store::insert(&ctx.store, user, &contact, ctx.clock.now_ms()).await?;
+        Ok(json!({"id": id, "contact": fetch(ctx, user, id).await?}))
     }
+}
+
+/// List or search the user's contacts by name, email, phone or notes, alphabetically.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListContacts {
+    /// Text in the name, email, phone or notes (case-insensitive)
+    search: Option<String>,
+    /// Only contacts with this tag
+    tag: Option<String>,
+    /// Default 20, at most 50
+    limit: Option<i64>,
+}
+
+impl TypedTool for ListContacts {
+    const NAME: &'static str = "list_contacts";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "person",
+        "people",
+        "address book",
+        "find",
+        "phone number",
+        "email address",
+    ];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let page = Page {
+            search: text(self.search),
+            tag: text(self.tag),
+            limit: LIST_LIMIT.of(self.limit),
+        };
+        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let contacts: Vec<ContactView> = listed.rows.into_iter().map(ContactView::from).collect();
+        Ok(json!({"count": contacts.len(), "more": listed.more, "contacts": contacts}))
+    }
+}
+
+/// Change a contact: any of name, email, phone, birthday, notes (empty string removes a field),
+/// tags (replaced).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateContact {
+    /// The contact's id
+    contact_id: i64,
+    /// Full name
+    name: Option<NonEmpty>,
+    /// Email address; empty string removes it
+    email: Option<String>,
+    /// Phone number, e.g. +49 30 1234567
+    phone: Option<String>,
+    /// YYYY-MM-DD
+    birthday: Option<String>,
+    /// Anything worth remembering about them
+    notes: Option<String>,
+    /// Labels, e.g. ["family"]
+    tags: Option<Tags>,
+}
+
+impl TypedTool for UpdateContact {
+    const NAME: &'static str = "update_contact";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["person", "edit", "change"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.contact_id);
+        let mut changes = store::changes();
+        if let Some(name) = self.name {
+            changes.set("name", name.0);
+        }
+        if let Some(email) = self.email {
+            changes.set(
+                "email",
+                text(Some(email)).map(|e| check_email(&e)).transpose()?,
+            );
+        }
+        if let Some(phone) = self.phone {
+            changes.set(
+                "phone",
+                text(Some(phone)).map(|p| check_phone(&p)).transpose()?,
+            );
+        }
+        if let Some(birthday) = self.birthday {
+            let birthday = text(Some(birthday))
+                .map(|b| check_birthday(&b, today(ctx)).map(|d| d.to_string()))
+                .transpose()?;
+            changes.set("birthday", birthday);
+        }
+        if let Some(notes) = self.notes {
+            changes.set("notes", text(Some(notes)));
+        }
+        if let Some(tags) = self.tags {
+            changes.set("tags", tags.to_json());
+        }
+        if changes.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "nothing to change: give at least one of name, email, phone, birthday, notes, tags"
+                    .into(),
+            ));
+        }
+        changes.set("updated_at", ctx.clock.now_ms());
+        if !changes.apply(&ctx.store, id, user).await? {
+            return Err(not_found("contact", id));
+        }
+        Ok(json!({"updated": id, "contact": fetch(ctx, user, id).await?}))
+    }
+}
+
+/// Delete a contact for good.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteContact {
+    /// The contact's id
+    contact_id: i64,
+}
+
+impl TypedTool for DeleteContact {
+    const NAME: &'static str = "delete_contact";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["person", "remove"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.contact_id);
+        match store::delete(&ctx.store, user, id).await? {
+            Some(name) => Ok(json!({"deleted": id, "name": name})),
+            None => Err(not_found("contact", id)),
+        }
+    }
+}
+
+/// Contacts whose birthday falls within the next days (today included), soonest first, with
+/// the age they turn.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpcomingBirthdays {
+    /// How many days ahead; default 30
+    #[schemars(range(min = 1, max = MAX_DAYS))]
+    days: Option<i64>,
+}
+
+impl TypedTool for UpcomingBirthdays {
+    const NAME: &'static str = "upcoming_birthdays";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["birthday", "anniversary", "person", "upcoming"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let days = self.days.unwrap_or(30).clamp(1, MAX_DAYS);
+        let today = today(ctx);
+        let mut upcoming = Vec::new();
+        for (id, name, text) in store::with_birthdays(&ctx.store, user_id(ctx)?).await? {
+            // Rows are validated on the way in; one that does not parse is skipped, not fatal.
+            let Ok(birthday) = NaiveDate::parse_from_str(&text, "%Y-%m-%d") else {
+                continue;
+            };
+            let Some(next) = next_birthday(birthday, today) else {
+                continue;
+            };
+            let in_days = (next - today).num_days();
+            if in_days < days {
+                upcoming.push((in_days, name, id, birthday, next));
+            }
+        }
+        upcoming.sort();
+        let birthdays: Vec<Value> = upcoming
+            .into_iter()
+            .map(|(in_days, name, id, birthday, next)| {
+                json!({
+                    "contact_id": id,
+                    "name": name,
+                    "date": next.to_string(),
+                    "weekday": next.format("%A").to_string(),
+                    "in_days": in_days,
+                    "turns": next.year() - birthday.year(),
+                })
+            })
+            .collect();
+        Ok(json!({"today": today.to_string(), "days": days, "birthdays": birthdays}))
+    }
+}
+
+/// A contact as the model sees it: the fields they have.
+#[derive(Debug, Serialize)]
+struct ContactView {
+    id: i64,
+    name: String,
+    tags: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    birthday: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<String>,
+}
+
+impl From<ContactRow> for ContactView {
+    fn from(row: ContactRow) -> Self {
+        Self {
+            id: row.id,
+            name: row.name,
+            tags: tags_value(&row.tags),
+            email: row.email,
+            phone: row.phone,
+            birthday: row.birthday,
+            notes: row.notes,
+        }
+    }
+}
+
+async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<ContactView, ToolError> {
+    store::get(&ctx.store, user, id)
+        .await?
+        .map(ContactView::from)
+        .ok_or_else(|| not_found("contact", id))
 }
 
 fn check_email(text: &str) -> Result<String, ToolError> {
@@ -214,147 +348,6 @@ fn today(ctx: &ToolContext) -> NaiveDate {
     ctx.clock.now().with_timezone(&ctx.timezone).date_naive()
 }
 
-async fn add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let name = Args::new(arguments).str("name")?.trim().to_string();
-    let email = opt_text(arguments, "email")
-        .map(|e| check_email(&e))
-        .transpose()?;
-    let phone = opt_text(arguments, "phone")
-        .map(|p| check_phone(&p))
-        .transpose()?;
-    let birthday = opt_text(arguments, "birthday")
-        .map(|b| check_birthday(&b, today(ctx)))
-        .transpose()?;
-    let now = ctx.clock.now_ms();
-    let mut tx = write_tx(ctx).await?;
-    let row = sqlx::query(
-        "INSERT INTO contacts (user_id, name, email, phone, birthday, notes, tags, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id",
-    )
-    .bind(user)
-    .bind(name)
-    .bind(email)
-    .bind(phone)
-    .bind(birthday.map(|d| d.to_string()))
-    .bind(opt_text(arguments, "notes"))
-    .bind(tags_json(&tags_arg(arguments, "tags")))
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    let id: i64 = row.try_get("id").map_err(db)?;
-    Ok(json!({"id": id, "contact": fetch(ctx, user, id).await?}))
-}
-
-const CONTACT_COLUMNS: &str = "id, name, email, phone, birthday, notes, tags";
-
-fn contact_json(row: &AnyRow) -> Result<Value, ToolError> {
-    let mut value = json!({
-        "id": row.try_get::<i64, _>("id").map_err(db)?,
-        "name": row.try_get::<String, _>("name").map_err(db)?,
-        "tags": tags_value(&row.try_get::<String, _>("tags").map_err(db)?),
-    });
-    for field in ["email", "phone", "birthday", "notes"] {
-        if let Some(text) = row.try_get::<Option<String>, _>(field).map_err(db)? {
-            value[field] = json!(text);
-        }
-    }
-    Ok(value)
-}
-
-async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<Value, ToolError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {CONTACT_COLUMNS} FROM contacts WHERE id = $1 AND user_id = $2"
-    )))
-    .bind(id)
-    .bind(user)
-    .fetch_optional(ctx.store.pool())
-    .await
-    .map_err(db)?
-    .ok_or_else(|| not_found("contact", id))?;
-    contact_json(&row)
-}
-
-async fn list(
-    ctx: &ToolContext,
-    user: i64,
-    arguments: &Value,
-    limit: i64,
-) -> Result<Value, ToolError> {
-    let mut query = Sql::new(&format!(
-        "SELECT {CONTACT_COLUMNS} FROM contacts WHERE user_id = "
-    ));
-    query.bind(Bind::Int(user));
-    if let Some(search) = opt_text(arguments, "search") {
-        let pattern = like_pattern(&search);
-        for (i, column) in ["name", "email", "phone", "notes"].into_iter().enumerate() {
-            query.push(if i == 0 { " AND (" } else { " OR " });
-            query.push(&format!("LOWER(COALESCE({column}, '')) LIKE "));
-            query.bind(Bind::Text(pattern.clone()));
-            query.push(" ESCAPE '\\'");
-        }
-        query.push(")");
-    }
-    if let Some(tag) = opt_text(arguments, "tag") {
-        query.push_tag_filter(&tag);
-    }
-    query.push(" ORDER BY LOWER(name), id LIMIT ");
-    query.bind(Bind::Int(limit + 1));
-    let rows = query.fetch_all(ctx).await?;
-    let more = rows.len() as i64 > limit;
-    let contacts = rows
-        .iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .map(contact_json)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({"count": contacts.len(), "more": more, "contacts": contacts}))
-}
-
-async fn update(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let id = id_arg(arguments, "contact_id")?;
-    let mut changes = Changes::default();
-    if arguments.get("name").is_some() {
-        let name = Args::new(arguments).str("name")?.trim().to_string();
-        changes.set("name", Bind::Text(name));
-    }
-    if arguments.get("email").is_some() {
-        let email = opt_text(arguments, "email")
-            .map(|e| check_email(&e))
-            .transpose()?;
-        changes.set("email", Bind::OptText(email));
-    }
-    if arguments.get("phone").is_some() {
-        let phone = opt_text(arguments, "phone")
-            .map(|p| check_phone(&p))
-            .transpose()?;
-        changes.set("phone", Bind::OptText(phone));
-    }
-    if arguments.get("birthday").is_some() {
-        let birthday = opt_text(arguments, "birthday")
-            .map(|b| check_birthday(&b, today(ctx)))
-            .transpose()?;
-        changes.set("birthday", Bind::OptText(birthday.map(|d| d.to_string())));
-    }
-    if arguments.get("notes").is_some() {
-        changes.set("notes", Bind::OptText(opt_text(arguments, "notes")));
-    }
-    if arguments.get("tags").is_some() {
-        changes.set("tags", Bind::Text(tags_json(&tags_arg(arguments, "tags"))));
-    }
-    if changes.is_empty() {
-        return Err(ToolError::InvalidArguments(
-            "nothing to change: give at least one of name, email, phone, birthday, notes, tags"
-                .into(),
-        ));
-    }
-    changes.set("updated_at", Bind::Int(ctx.clock.now_ms()));
-    if !changes.apply(ctx, "contacts", id, user).await? {
-        return Err(not_found("contact", id));
-    }
-    Ok(json!({"updated": id, "contact": fetch(ctx, user, id).await?}))
-}
-
 /// The next time `birthday` comes round on or after `today`; 29 February is kept on
 /// 28 February in other years.
 fn next_birthday(birthday: NaiveDate, today: NaiveDate) -> Option<NaiveDate> {
@@ -368,53 +361,6 @@ fn next_birthday(birthday: NaiveDate, today: NaiveDate) -> Option<NaiveDate> {
     } else {
         on(today.year() + 1)
     }
-}
-
-async fn birthdays(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let days = Args::new(arguments)
-        .opt_i64("days")
-        .unwrap_or(30)
-        .clamp(1, MAX_DAYS);
-    let today = today(ctx);
-    let rows = sqlx::query(
-        "SELECT id, name, birthday FROM contacts WHERE user_id = $1 AND birthday IS NOT NULL",
-    )
-    .bind(user)
-    .fetch_all(ctx.store.pool())
-    .await
-    .map_err(db)?;
-    let mut upcoming = Vec::new();
-    for row in &rows {
-        let text: String = row.try_get("birthday").map_err(db)?;
-        // Rows are validated on the way in; one that does not parse is skipped, not fatal.
-        let Ok(birthday) = NaiveDate::parse_from_str(&text, "%Y-%m-%d") else {
-            continue;
-        };
-        let Some(next) = next_birthday(birthday, today) else {
-            continue;
-        };
-        let in_days = (next - today).num_days();
-        if in_days < days {
-            let name: String = row.try_get("name").map_err(db)?;
-            let id: i64 = row.try_get("id").map_err(db)?;
-            upcoming.push((in_days, name, id, birthday, next));
-        }
-    }
-    upcoming.sort();
-    let birthdays: Vec<Value> = upcoming
-        .into_iter()
-        .map(|(in_days, name, id, birthday, next)| {
-            json!({
-                "contact_id": id,
-                "name": name,
-                "date": next.to_string(),
-                "weekday": next.format("%A").to_string(),
-                "in_days": in_days,
-                "turns": next.year() - birthday.year(),
-            })
-        })
-        .collect();
-    Ok(json!({"today": today.to_string(), "days": days, "birthdays": birthdays}))
 }
 
 #[cfg(test)]

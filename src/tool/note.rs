@@ -1,314 +1,242 @@
-//! The `notes` tools: free-text notes with a title and tags, per user.
+//! The `notes` tools: free-text notes with a title and tags, per user. Each tool is its
+//! argument type ([`TypedTool`]); the SQL is in `store::note`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::common::{
-    Bind, Changes, Sql, db, delete_owned, id_arg, like_pattern, not_found, opt_text, tags_arg,
-    tags_json, tags_value, user_id, write_tx,
-};
+use super::common::{not_found, tags_value, user_id};
 use super::time::format_local;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Batch, Limit, NonBlank, NonEmpty, Tags, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::note::{self as store, NoteRow};
+use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [Op::Add, Op::BatchAdd, Op::List, Op::Update, Op::Delete]
-        .into_iter()
-        .map(|op| Arc::new(NoteTool::new(op)) as Arc<dyn Tool>)
-        .collect()
+    vec![
+        typed::<AddNote>(),
+        typed::<BatchAddNotes>(),
+        typed::<ListNotes>(),
+        typed::<UpdateNote>(),
+        typed::<DeleteNote>(),
+    ]
 }
 
 const MAX_BATCH: usize = 50;
+const GROUP: &str = "notes";
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 50,
+};
 
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Add,
-    BatchAdd,
-    List,
-    Update,
-    Delete,
+/// Save a note for the user. Returns its id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddNote {
+    /// A short title
+    title: NonEmpty,
+    /// The note's text
+    content: NonBlank,
+    /// Labels, e.g. ["recipe"]
+    #[serde(default)]
+    tags: Tags,
 }
 
-struct NoteTool {
-    info: ToolInfo,
-    op: Op,
-}
-
-fn note_properties() -> Value {
-    json!({
-        "title": {"type": "string", "description": "A short title"},
-        "content": {"type": "string", "description": "The note's text"},
-        "tags": {"type": "array", "items": {"type": "string"}, "description": "Labels, e.g. [\"recipe\"]"}
-    })
-}
-
-fn note_id_schema() -> Value {
-    json!({"type": "integer", "description": "The note's id"})
-}
-
-impl NoteTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Add => ToolInfo::new(
-                "add_note",
-                "notes",
-                "Save a note for the user. Returns its id.",
-                json!({
-                    "type": "object",
-                    "properties": note_properties(),
-                    "required": ["title", "content"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["write down", "jot", "save", "text", "create"]),
-            Op::BatchAdd => ToolInfo::new(
-                "batch_add_notes",
-                "notes",
-                "Save several notes at once; each is checked on its own and gets its own id or error.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "notes": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": MAX_BATCH,
-                            "description": "The notes, each with title, content and optional tags",
-                            "items": {
-                                "type": "object",
-                                "properties": note_properties(),
-                                "required": ["title", "content"],
-                                "additionalProperties": false
-                            }
-                        }
-                    },
-                    "required": ["notes"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["many", "multiple", "bulk", "jot"]),
-            Op::List => ToolInfo::new(
-                "list_notes",
-                "notes",
-                "List or search the user's notes, most recently changed first.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "search": {"type": "string", "description": "Words in the title or content (case-insensitive)"},
-                        "tag": {"type": "string", "description": "Only notes with this tag"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 20, at most 50"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 20, 50)
-            .tags(&["find", "search", "show", "read"]),
-            Op::Update => ToolInfo::new(
-                "update_note",
-                "notes",
-                "Change a note's title, content or tags (tags are replaced).",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "note_id": note_id_schema(),
-                        "title": {"type": "string"},
-                        "content": {"type": "string", "description": "The new text (replaces the old)"},
-                        "tags": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "required": ["note_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["edit", "change"]),
-            Op::Delete => ToolInfo::new(
-                "delete_note",
-                "notes",
-                "Delete a note for good.",
-                json!({
-                    "type": "object",
-                    "properties": {"note_id": note_id_schema()},
-                    "required": ["note_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["remove"]),
-        };
-        Self { info, op }
+impl AddNote {
+    async fn add(self, ctx: &ToolContext, user: i64) -> Result<Value, ToolError> {
+        let (title, tags) = (self.title.0, self.tags);
+        let now = ctx.clock.now_ms();
+        let id = store::insert(
+            &ctx.store,
+            user,
+            &title,
+            &self.content.0,
+            &tags.to_json(),
+            now,
+        )
+        .await?;
+        Ok(json!({"id": id, "title": title, "tags": tags.0}))
     }
 }
 
-#[async_trait]
-impl Tool for NoteTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
+impl TypedTool for AddNote {
+    const NAME: &'static str = "add_note";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["write down", "jot", "save", "text", "create"];
+    type Output = Value;
 
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        self.add(ctx, user_id(ctx)?).await
+    }
+}
+
+/// Save several notes at once; each is checked on its own and gets its own id or error.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BatchAddNotes {
+    /// The notes, each with title, content and optional tags
+    notes: Batch<AddNote, MAX_BATCH>,
+}
+
+impl TypedTool for BatchAddNotes {
+    const NAME: &'static str = "batch_add_notes";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["many", "multiple", "bulk", "jot"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let result = match self.op {
-            Op::Add => {
-                let note = NewNote::read(&arguments)?;
-                let id = insert(ctx, user, &note).await?;
-                json!({"id": id, "title": note.title, "tags": note.tags})
-            }
-            Op::BatchAdd => batch_add(ctx, user, &arguments).await?,
-            Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
-            Op::Update => update(ctx, user, &arguments).await?,
-            Op::Delete => {
-                let id = id_arg(&arguments, "note_id")?;
-                let sql = "DELETE FROM notes WHERE id = $1 AND user_id = $2 RETURNING title";
-                delete_owned(ctx, user, sql, id, "note", "title").await?
-            }
-        };
-        Ok(result.to_string())
+        let total = self.notes.0.len();
+        let mut results = Vec::with_capacity(total);
+        let mut added = 0;
+        for (index, item) in self.notes.0.into_iter().enumerate() {
+            let outcome = match item.0 {
+                Ok(note) => note.add(ctx, user).await,
+                Err(err) => Err(err),
+            };
+            results.push(match outcome {
+                Ok(note) => {
+                    added += 1;
+                    json!({"index": index, "id": note["id"], "title": note["title"]})
+                }
+                Err(err) => json!({"index": index, "error": err.to_string()}),
+            });
+        }
+        Ok(json!({"added": added, "failed": total - added, "results": results}))
     }
 }
 
-struct NewNote {
+/// List or search the user's notes, most recently changed first.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListNotes {
+    /// Words in the title or content (case-insensitive)
+    search: Option<String>,
+    /// Only notes with this tag
+    tag: Option<String>,
+    /// Default 20, at most 50
+    limit: Option<i64>,
+}
+
+impl TypedTool for ListNotes {
+    const NAME: &'static str = "list_notes";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["find", "search", "show", "read"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let page = Page {
+            search: text(self.search),
+            tag: text(self.tag),
+            limit: LIST_LIMIT.of(self.limit),
+        };
+        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let notes: Vec<NoteView> = listed
+            .rows
+            .into_iter()
+            .map(|row| NoteView::new(ctx, row))
+            .collect();
+        Ok(json!({"count": notes.len(), "more": listed.more, "notes": notes}))
+    }
+}
+
+/// Change a note's title, content or tags (tags are replaced).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateNote {
+    /// The note's id
+    note_id: i64,
+    title: Option<NonEmpty>,
+    /// The new text (replaces the old)
+    content: Option<NonBlank>,
+    tags: Option<Tags>,
+}
+
+impl TypedTool for UpdateNote {
+    const NAME: &'static str = "update_note";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["edit", "change"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.note_id);
+        let mut changes = store::changes();
+        if let Some(title) = self.title {
+            changes.set("title", title.0);
+        }
+        if let Some(content) = self.content {
+            changes.set("content", content.0);
+        }
+        if let Some(tags) = self.tags {
+            changes.set("tags", tags.to_json());
+        }
+        if changes.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "nothing to change: give at least one of title, content, tags".into(),
+            ));
+        }
+        changes.set("updated_at", ctx.clock.now_ms());
+        if !changes.apply(&ctx.store, id, user).await? {
+            return Err(not_found("note", id));
+        }
+        let note = store::get(&ctx.store, user, id)
+            .await?
+            .ok_or_else(|| not_found("note", id))?;
+        Ok(json!({"updated": id, "note": NoteView::new(ctx, note)}))
+    }
+}
+
+/// Delete a note for good.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteNote {
+    /// The note's id
+    note_id: i64,
+}
+
+impl TypedTool for DeleteNote {
+    const NAME: &'static str = "delete_note";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["remove"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.note_id);
+        match store::delete(&ctx.store, user, id).await? {
+            Some(title) => Ok(json!({"deleted": id, "title": title})),
+            None => Err(not_found("note", id)),
+        }
+    }
+}
+
+/// A note as the model sees it, its last change in the user's timezone.
+#[derive(Debug, Serialize)]
+struct NoteView {
+    id: i64,
     title: String,
     content: String,
-    tags: Vec<String>,
+    tags: Value,
+    updated: String,
 }
 
-impl NewNote {
-    fn read(arguments: &Value) -> Result<Self, ToolError> {
-        let args = Args::new(arguments);
-        Ok(Self {
-            title: args.str("title")?.trim().to_string(),
-            content: args.str("content")?.to_string(),
-            tags: tags_arg(arguments, "tags"),
-        })
+impl NoteView {
+    fn new(ctx: &ToolContext, note: NoteRow) -> Self {
+        Self {
+            id: note.id,
+            title: note.title,
+            content: note.content,
+            tags: tags_value(&note.tags),
+            updated: format_local(note.updated_at, ctx.timezone),
+        }
     }
-}
-
-async fn insert(ctx: &ToolContext, user: i64, note: &NewNote) -> Result<i64, ToolError> {
-    let mut tx = write_tx(ctx).await?;
-    let row = sqlx::query(
-        "INSERT INTO notes (user_id, title, content, tags, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $5) RETURNING id",
-    )
-    .bind(user)
-    .bind(note.title.clone())
-    .bind(note.content.clone())
-    .bind(tags_json(&note.tags))
-    .bind(ctx.clock.now_ms())
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    row.try_get("id").map_err(db)
-}
-
-async fn batch_add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let items = Args::new(arguments).array("notes")?;
-    if items.is_empty() || items.len() > MAX_BATCH {
-        return Err(ToolError::InvalidArguments(format!(
-            "`notes` must hold 1 to {MAX_BATCH} notes"
-        )));
-    }
-    let mut results = Vec::with_capacity(items.len());
-    let mut added = 0;
-    for (index, item) in items.iter().enumerate() {
-        let outcome = match NewNote::read(item) {
-            Ok(note) => insert(ctx, user, &note).await.map(|id| (id, note.title)),
-            Err(err) => Err(err),
-        };
-        results.push(match outcome {
-            Ok((id, title)) => {
-                added += 1;
-                json!({"index": index, "id": id, "title": title})
-            }
-            Err(err) => json!({"index": index, "error": err.to_string()}),
-        });
-    }
-    Ok(json!({"added": added, "failed": items.len() - added, "results": results}))
-}
-
-const NOTE_COLUMNS: &str = "id, title, content, tags, updated_at";
-
-fn note_json(ctx: &ToolContext, row: &AnyRow) -> Result<Value, ToolError> {
-    let tags: String = row.try_get("tags").map_err(db)?;
-    let updated: i64 = row.try_get("updated_at").map_err(db)?;
-    Ok(json!({
-        "id": row.try_get::<i64, _>("id").map_err(db)?,
-        "title": row.try_get::<String, _>("title").map_err(db)?,
-        "content": row.try_get::<String, _>("content").map_err(db)?,
-        "tags": tags_value(&tags),
-        "updated": format_local(updated, ctx.timezone),
-    }))
-}
-
-async fn list(
-    ctx: &ToolContext,
-    user: i64,
-    arguments: &Value,
-    limit: i64,
-) -> Result<Value, ToolError> {
-    let mut query = Sql::new(&format!(
-        "SELECT {NOTE_COLUMNS} FROM notes WHERE user_id = "
-    ));
-    query.bind(Bind::Int(user));
-    if let Some(search) = opt_text(arguments, "search") {
-        let pattern = like_pattern(&search);
-        query.push(" AND (LOWER(title) LIKE ");
-        query.bind(Bind::Text(pattern.clone()));
-        query.push(" ESCAPE '\\' OR LOWER(content) LIKE ");
-        query.bind(Bind::Text(pattern));
-        query.push(" ESCAPE '\\')");
-    }
-    if let Some(tag) = opt_text(arguments, "tag") {
-        query.push_tag_filter(&tag);
-    }
-    query.push(" ORDER BY updated_at DESC, id DESC LIMIT ");
-    query.bind(Bind::Int(limit + 1));
-    let rows = query.fetch_all(ctx).await?;
-    let more = rows.len() as i64 > limit;
-    let notes = rows
-        .iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .map(|row| note_json(ctx, row))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({"count": notes.len(), "more": more, "notes": notes}))
-}
-
-async fn update(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let args = Args::new(arguments);
-    let id = id_arg(arguments, "note_id")?;
-    let mut changes = Changes::default();
-    if arguments.get("title").is_some() {
-        changes.set("title", Bind::Text(args.str("title")?.trim().to_string()));
-    }
-    if arguments.get("content").is_some() {
-        changes.set("content", Bind::Text(args.str("content")?.to_string()));
-    }
-    if arguments.get("tags").is_some() {
-        changes.set("tags", Bind::Text(tags_json(&tags_arg(arguments, "tags"))));
-    }
-    if changes.is_empty() {
-        return Err(ToolError::InvalidArguments(
-            "nothing to change: give at least one of title, content, tags".into(),
-        ));
-    }
-    changes.set("updated_at", Bind::Int(ctx.clock.now_ms()));
-    if !changes.apply(ctx, "notes", id, user).await? {
-        return Err(not_found("note", id));
-    }
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {NOTE_COLUMNS} FROM notes WHERE id = $1 AND user_id = $2"
-    )))
-    .bind(id)
-    .bind(user)
-    .fetch_optional(ctx.store.pool())
-    .await
-    .map_err(db)?
-    .ok_or_else(|| not_found("note", id))?;
-    Ok(json!({"updated": id, "note": note_json(ctx, &row)?}))
 }
 
 #[cfg(test)]

@@ -2,237 +2,469 @@
 //!
 //! A schedule acts later with nobody watching, so creating, changing and running one is an
 //! outward action (it asks first at the default autonomy); a reminder to oneself is a write.
-//! People see and change the schedules they made; the owner also sees the config's.
+//! People see and change the schedules they made; the owner also sees the config's. Each tool
+//! is its argument type ([`TypedTool`]).
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::common::{db, opt_text, user_id};
+use super::common::user_id;
 use super::time::parse_datetime;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Limit, NonEmpty, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::config::OnConfirmation;
 use crate::scheduler::timing::{CronExpr, parse_timezone};
-use crate::scheduler::{Schedule, on_confirmation_from, on_confirmation_str, parse_target};
+use crate::scheduler::{Schedule, on_confirmation_str, parse_target};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [
-        Op::Create,
-        Op::List,
-        Op::Update,
-        Op::Delete,
-        Op::RunNow,
-        Op::History,
-        Op::Remind,
+    vec![
+        typed::<CreateSchedule>(),
+        typed::<ListSchedules>(),
+        typed::<UpdateSchedule>(),
+        typed::<DeleteSchedule>(),
+        typed::<RunScheduleNow>(),
+        typed::<ScheduleHistory>(),
+        typed::<RemindMe>(),
     ]
-    .into_iter()
-    .map(|op| Arc::new(ScheduleTool::new(op)) as Arc<dyn Tool>)
-    .collect()
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Create,
-    List,
-    Update,
-    Delete,
-    RunNow,
-    History,
-    Remind,
-}
-
-struct ScheduleTool {
-    info: ToolInfo,
-    op: Op,
 }
 
 const GROUP: &str = "schedules";
+const HISTORY_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 10,
+    max: 50,
+};
 
-fn name_param() -> Value {
-    json!({"type": "string", "description": "The schedule's name"})
+// Plain comment: a doc comment would replace the field's description.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Confirm {
+    Deny,
+    Ask,
+    Allow,
 }
 
-/// The fields create_schedule and update_schedule share.
-fn schedule_properties() -> serde_json::Map<String, Value> {
-    let mut p = serde_json::Map::new();
-    p.insert("cron".into(), json!({"type": "string", "description": "Cron with a seconds field first: second minute hour day-of-month month day-of-week, e.g. '0 30 7 * * Mon-Fri' (07:30 on weekdays)"}));
-    p.insert("timezone".into(), json!({"type": "string", "description": "IANA timezone, e.g. Europe/Berlin; default: the user's"}));
-    p.insert("prompt".into(), json!({"type": "string", "description": "What the agent is asked each time, e.g. 'Give me my briefing: tasks due today, today's events'"}));
-    p.insert("agent".into(), json!({"type": "string", "description": "The agent that answers; default: the current one"}));
-    p.insert("target".into(), json!({"type": "string", "description": "Where the reply goes, channel:chat_id (e.g. telegram:123456789); default: this chat"}));
-    p.insert("on_confirmation".into(), json!({"type": "string", "enum": ["deny", "ask", "allow"], "description": "When a tool wants an Approve while it runs unattended: deny (default), ask (buttons in the target chat), allow (only the tools in allow_tools)"}));
-    p.insert("allow_tools".into(), json!({"type": "array", "items": {"type": "string"}, "description": "With on_confirmation=allow: the tools that may run without asking"}));
-    p
+impl From<Confirm> for OnConfirmation {
+    fn from(value: Confirm) -> Self {
+        match value {
+            Confirm::Deny => OnConfirmation::Deny,
+            Confirm::Ask => OnConfirmation::Ask,
+            Confirm::Allow => OnConfirmation::Allow,
+        }
+    }
 }
 
-impl ScheduleTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Create => {
-                let mut properties = schedule_properties();
-                properties.insert("name".into(), json!({"type": "string", "description": "A unique short name, e.g. morning-briefing"}));
-                ToolInfo::new(
-                    "create_schedule",
-                    GROUP,
-                    "Create a recurring schedule: at cron times an agent runs the prompt unattended and the reply goes to a chat.",
-                    json!({"type": "object", "properties": properties, "required": ["name", "cron", "prompt"], "additionalProperties": false}),
-                )
-                .risk(Risk::Outward)
-                .tags(&["cron", "recurring", "briefing", "every", "daily", "weekly", "automation"])
-            }
-            Op::List => ToolInfo::new(
-                "list_schedules",
-                GROUP,
-                "List schedules and reminders with their next fire time in the schedule's local time.",
-                json!({"type": "object", "properties": {"include_disabled": {"type": "boolean", "description": "Also fired reminders and switched-off schedules"}}, "additionalProperties": false}),
-            )
-            .tags(&["cron", "reminders", "briefing", "show"]),
-            Op::Update => {
-                let mut properties = schedule_properties();
-                properties.insert("name".into(), name_param());
-                properties.insert("new_name".into(), json!({"type": "string"}));
-                properties.insert("enabled".into(), json!({"type": "boolean", "description": "Switch the schedule on or off"}));
-                ToolInfo::new(
-                    "update_schedule",
-                    GROUP,
-                    "Change a schedule: any of cron, timezone, prompt, agent, target, on_confirmation, allow_tools, enabled, new_name.",
-                    json!({"type": "object", "properties": properties, "required": ["name"], "additionalProperties": false}),
-                )
-                .risk(Risk::Outward)
-                .tags(&["cron", "edit", "pause", "resume", "reschedule"])
-            }
-            Op::Delete => ToolInfo::new(
-                "delete_schedule",
-                GROUP,
-                "Delete a schedule or reminder and its run history.",
-                json!({"type": "object", "properties": {"name": name_param()}, "required": ["name"], "additionalProperties": false}),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["cron", "remove", "cancel reminder"]),
-            Op::RunNow => ToolInfo::new(
-                "run_schedule_now",
-                GROUP,
-                "Run a schedule once now (within a second), as if its time had come.",
-                json!({"type": "object", "properties": {"name": name_param()}, "required": ["name"], "additionalProperties": false}),
-            )
-            .risk(Risk::Outward)
-            .tags(&["cron", "trigger", "test"]),
-            Op::History => ToolInfo::new(
-                "schedule_history",
-                GROUP,
-                "A schedule's runs, newest first: when each was due, started and finished, the outcome and any error.",
-                json!({"type": "object", "properties": {"name": name_param(), "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10"}}, "required": ["name"], "additionalProperties": false}),
-            )
-            .limit("limit", 10, 50)
-            .tags(&["cron", "runs", "log", "failed", "missed"]),
-            Op::Remind => ToolInfo::new(
-                "remind_me",
-                GROUP,
-                "Remind the user once, in this chat: at a time ('2026-11-22 09:00', 'tomorrow') or in a while ('20 minutes', '2 hours').",
-                json!({"type": "object", "properties": {
-                    "message": {"type": "string", "description": "What to remind of, e.g. 'call mum'"},
-                    "at": {"type": "string", "description": "When, in the user's timezone: YYYY-MM-DD HH:MM, RFC 3339, tomorrow"},
-                    "in": {"type": "string", "description": "How long from now: '20 minutes', '2 hours', '3 days'"}
-                }, "required": ["message"], "additionalProperties": false}),
-            )
-            // A reminder runs an agent later with nobody watching, so it asks like any schedule.
-            .risk(Risk::Outward)
-            .tags(&["reminder", "remind", "alarm", "later", "timer"]),
+/// Create a recurring schedule: at cron times an agent runs the prompt unattended and the reply
+/// goes to a chat.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateSchedule {
+    /// A unique short name, e.g. morning-briefing
+    name: NonEmpty,
+    /// Cron with a seconds field first: second minute hour day-of-month month day-of-week, e.g.
+    /// '0 30 7 * * Mon-Fri' (07:30 on weekdays)
+    cron: NonEmpty,
+    /// IANA timezone, e.g. Europe/Berlin; default: the user's
+    timezone: Option<String>,
+    /// What the agent is asked each time, e.g. 'Give me my briefing: tasks due today, today's
+    /// events'
+    prompt: NonEmpty,
+    /// The agent that answers; default: the current one
+    agent: Option<String>,
+    /// Where the reply goes, channel:chat_id (e.g. telegram:123456789); default: this chat
+    target: Option<String>,
+    /// When a tool wants an Approve while it runs unattended: deny (default), ask (buttons in
+    /// the target chat), allow (only the tools in allow_tools)
+    on_confirmation: Option<Confirm>,
+    /// With on_confirmation=allow: the tools that may run without asking
+    #[serde(default)]
+    allow_tools: Vec<String>,
+}
+
+impl TypedTool for CreateSchedule {
+    const NAME: &'static str = "create_schedule";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &[
+        "cron",
+        "recurring",
+        "briefing",
+        "every",
+        "daily",
+        "weekly",
+        "automation",
+    ];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let name = self.name.0;
+        if ctx.store.schedule_by_name(&name).await?.is_some() {
+            return Err(ToolError::Failed(format!(
+                "a schedule named `{name}` exists already; pick another name or use update_schedule"
+            )));
+        }
+        let cron = cron(&self.cron.0)?;
+        let timezone = timezone(ctx, self.timezone)?;
+        let (channel, chat) = match target(ctx, user, self.target).await? {
+            Some(target) => target,
+            None => current_chat(ctx).await?,
         };
-        Self { info, op }
-    }
-}
-
-#[async_trait]
-impl Tool for ScheduleTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let result = match self.op {
-            Op::Create => create(ctx, &arguments).await?,
-            Op::List => list(ctx, &arguments).await?,
-            Op::Update => update(ctx, &arguments).await?,
-            Op::Delete => {
-                let schedule = own_schedule(ctx, &arguments, true).await?;
-                ctx.store
-                    .delete_schedule(schedule.id)
-                    .await
-                    .map_err(store_err)?;
-                json!({"deleted": schedule.name})
-            }
-            Op::RunNow => {
-                let schedule = own_schedule(ctx, &arguments, false).await?;
-                if !schedule.enabled {
-                    return Err(ToolError::Failed(format!(
-                        "`{}` is disabled (or a reminder that already fired); enable it with update_schedule first",
-                        schedule.name
-                    )));
-                }
-                let now = ctx.clock.now_ms();
-                ctx.store
-                    .make_schedule_due(schedule.id, now)
-                    .await
-                    .map_err(store_err)?;
-                json!({"name": schedule.name, "status": "runs within a second; see schedule_history for the outcome"})
-            }
-            Op::History => {
-                let schedule = own_schedule(ctx, &arguments, false).await?;
-                let limit = usize::try_from(list_limit(&self.info, &arguments)).unwrap_or(10);
-                let runs = ctx
-                    .store
-                    .schedule_runs(schedule.id, limit)
-                    .await
-                    .map_err(store_err)?;
-                let local = |ms: Option<i64>| ms.map(|at| schedule.local_time(at));
-                let runs: Vec<Value> = runs
-                    .iter()
-                    .map(|run| {
-                        json!({
-                            "scheduled_for": schedule.local_time(run.scheduled_for),
-                            "started": local(run.started_at),
-                            "finished": local(run.finished_at),
-                            "outcome": run.status.as_str(),
-                            "error": run.error,
-                        })
-                    })
-                    .collect();
-                json!({"name": schedule.name, "runs": runs})
-            }
-            Op::Remind => remind(ctx, &arguments).await?,
+        let agent_id = self.agent.unwrap_or_else(|| ctx.agent_id.clone());
+        let agent = agent(ctx, &agent_id).await?;
+        let now = ctx.clock.now_ms();
+        let mut schedule = Schedule {
+            id: 0,
+            name,
+            cron: Some(cron),
+            timezone,
+            agent,
+            prompt: self.prompt.0,
+            channel,
+            chat,
+            on_confirmation: self.on_confirmation.map(Into::into).unwrap_or_default(),
+            allow_tools: self.allow_tools,
+            catch_up_minutes: 60,
+            enabled: true,
+            paused: false,
+            source: "chat".into(),
+            one_shot_at: None,
+            created_by: Some(user),
+            last_fire_at: None,
+            next_fire_at: None,
+            created_at: now,
+            updated_at: now,
         };
-        Ok(result.to_string())
+        schedule.next_fire_at = schedule.next_fire_after(now).map_err(invalid)?;
+        schedule.id = ctx.store.insert_schedule(&schedule, now).await?;
+        Ok(json!({"created": describe(&schedule)}))
     }
 }
 
-fn store_err(err: crate::store::StoreError) -> ToolError {
-    ToolError::Failed(format!("database error: {err}"))
+/// List schedules and reminders with their next fire time in the schedule's local time.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListSchedules {
+    /// Also fired reminders and switched-off schedules
+    include_disabled: Option<bool>,
+}
+
+impl TypedTool for ListSchedules {
+    const NAME: &'static str = "list_schedules";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["cron", "reminders", "briefing", "show"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let owner = crate::store::user::is_owner(&ctx.store, user).await?;
+        let include_disabled = self.include_disabled.unwrap_or(false);
+        let schedules: Vec<Value> = ctx
+            .store
+            .schedules()
+            .await?
+            .iter()
+            .filter(|s| owner || s.created_by == Some(user))
+            .filter(|s| include_disabled || s.enabled)
+            .map(describe)
+            .collect();
+        Ok(json!({"count": schedules.len(), "schedules": schedules}))
+    }
+}
+
+/// Change a schedule: any of cron, timezone, prompt, agent, target, on_confirmation,
+/// allow_tools, enabled, new_name.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateSchedule {
+    /// The schedule's name
+    name: NonEmpty,
+    new_name: Option<String>,
+    /// Cron with a seconds field first: second minute hour day-of-month month day-of-week, e.g.
+    /// '0 30 7 * * Mon-Fri' (07:30 on weekdays)
+    cron: Option<String>,
+    /// IANA timezone, e.g. Europe/Berlin; default: the user's
+    timezone: Option<String>,
+    /// What the agent is asked each time, e.g. 'Give me my briefing: tasks due today, today's
+    /// events'
+    prompt: Option<String>,
+    /// The agent that answers; default: the current one
+    agent: Option<String>,
+    /// Where the reply goes, channel:chat_id (e.g. telegram:123456789); default: this chat
+    target: Option<String>,
+    /// When a tool wants an Approve while it runs unattended: deny (default), ask (buttons in
+    /// the target chat), allow (only the tools in allow_tools)
+    on_confirmation: Option<Confirm>,
+    /// With on_confirmation=allow: the tools that may run without asking
+    allow_tools: Option<Vec<String>>,
+    /// Switch the schedule on or off
+    enabled: Option<bool>,
+}
+
+impl TypedTool for UpdateSchedule {
+    const NAME: &'static str = "update_schedule";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &["cron", "edit", "pause", "resume", "reschedule"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let mut schedule = own_schedule(ctx, &self.name.0, true).await?;
+        let mut timing_changed = false;
+        if let Some(new_name) = text(self.new_name)
+            && new_name != schedule.name
+        {
+            if ctx.store.schedule_by_name(&new_name).await?.is_some() {
+                return Err(ToolError::Failed(format!(
+                    "a schedule named `{new_name}` exists already"
+                )));
+            }
+            schedule.name = new_name;
+        }
+        if let Some(text) = text(self.cron) {
+            if schedule.cron.is_none() {
+                return Err(invalid(
+                    "a reminder has no cron; delete it and create a schedule instead".into(),
+                ));
+            }
+            schedule.cron = Some(cron(&text)?);
+            timing_changed = true;
+        }
+        if let Some(zone) = text(self.timezone) {
+            schedule.timezone = timezone(ctx, Some(zone))?;
+            timing_changed = true;
+        }
+        if let Some(prompt) = text(self.prompt) {
+            schedule.prompt = prompt;
+        }
+        if let Some(id) = text(self.agent) {
+            schedule.agent = agent(ctx, &id).await?;
+        }
+        if let Some((channel, chat)) = target(ctx, user, self.target).await? {
+            schedule.channel = channel;
+            schedule.chat = chat;
+        }
+        if let Some(value) = self.on_confirmation {
+            schedule.on_confirmation = value.into();
+        }
+        if let Some(tools) = self.allow_tools {
+            schedule.allow_tools = tools;
+        }
+        if let Some(enabled) = self.enabled
+            && enabled != schedule.enabled
+        {
+            schedule.enabled = enabled;
+            timing_changed = true;
+        }
+        let now = ctx.clock.now_ms();
+        if timing_changed {
+            schedule.next_fire_at = schedule.next_fire_after(now).map_err(invalid)?;
+        }
+        ctx.store.save_schedule(&schedule, now).await?;
+        Ok(json!({"updated": describe(&schedule)}))
+    }
+}
+
+/// Delete a schedule or reminder and its run history.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteSchedule {
+    /// The schedule's name
+    name: NonEmpty,
+}
+
+impl TypedTool for DeleteSchedule {
+    const NAME: &'static str = "delete_schedule";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["cron", "remove", "cancel reminder"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let schedule = own_schedule(ctx, &self.name.0, true).await?;
+        ctx.store.delete_schedule(schedule.id).await?;
+        Ok(json!({"deleted": schedule.name}))
+    }
+}
+
+/// Run a schedule once now (within a second), as if its time had come.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RunScheduleNow {
+    /// The schedule's name
+    name: NonEmpty,
+}
+
+impl TypedTool for RunScheduleNow {
+    const NAME: &'static str = "run_schedule_now";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &["cron", "trigger", "test"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let schedule = own_schedule(ctx, &self.name.0, false).await?;
+        if !schedule.enabled {
+            return Err(ToolError::Failed(format!(
+                "`{}` is disabled (or a reminder that already fired); enable it with update_schedule first",
+                schedule.name
+            )));
+        }
+        ctx.store
+            .make_schedule_due(schedule.id, ctx.clock.now_ms())
+            .await?;
+        Ok(
+            json!({"name": schedule.name, "status": "runs within a second; see schedule_history for the outcome"}),
+        )
+    }
+}
+
+/// A schedule's runs, newest first: when each was due, started and finished, the outcome and
+/// any error.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ScheduleHistory {
+    /// The schedule's name
+    name: NonEmpty,
+    /// Default 10
+    limit: Option<i64>,
+}
+
+impl TypedTool for ScheduleHistory {
+    const NAME: &'static str = "schedule_history";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["cron", "runs", "log", "failed", "missed"];
+    const LIMIT: Option<Limit> = Some(HISTORY_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let schedule = own_schedule(ctx, &self.name.0, false).await?;
+        let limit = usize::try_from(HISTORY_LIMIT.of(self.limit)).unwrap_or(10);
+        let runs = ctx.store.schedule_runs(schedule.id, limit).await?;
+        let local = |ms: Option<i64>| ms.map(|at| schedule.local_time(at));
+        let runs: Vec<Value> = runs
+            .iter()
+            .map(|run| {
+                json!({
+                    "scheduled_for": schedule.local_time(run.scheduled_for),
+                    "started": local(run.started_at),
+                    "finished": local(run.finished_at),
+                    "outcome": run.status.as_str(),
+                    "error": run.error,
+                })
+            })
+            .collect();
+        Ok(json!({"name": schedule.name, "runs": runs}))
+    }
+}
+
+/// Remind the user once, in this chat: at a time ('2026-11-22 09:00', 'tomorrow') or in a
+/// while ('20 minutes', '2 hours').
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RemindMe {
+    /// What to remind of, e.g. 'call mum'
+    message: NonEmpty,
+    /// When, in the user's timezone: YYYY-MM-DD HH:MM, RFC 3339, tomorrow
+    at: Option<String>,
+    /// How long from now: '20 minutes', '2 hours', '3 days'
+    #[serde(rename = "in")]
+    after: Option<String>,
+}
+
+impl TypedTool for RemindMe {
+    const NAME: &'static str = "remind_me";
+    const GROUP: &'static str = GROUP;
+    // A reminder runs an agent later with nobody watching, so it asks like any schedule.
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &["reminder", "remind", "alarm", "later", "timer"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let message = self.message.0;
+        let now = ctx.clock.now();
+        let at = match (text(self.at), text(self.after)) {
+            (Some(at), None) => parse_datetime(&at, ctx.timezone, now)
+                .map_err(|msg| invalid(format!("`at`: {msg}")))?,
+            (None, Some(span)) => {
+                let span = span.trim_start_matches("in ").to_string();
+                parse_datetime(&format!("in {span}"), ctx.timezone, now).map_err(|_| {
+                    invalid(format!(
+                        "`in`: cannot read {span:?}; use e.g. '20 minutes', '2 hours', '3 days'"
+                    ))
+                })?
+            }
+            _ => {
+                return Err(invalid(
+                    "give exactly one of `at` (e.g. '2026-11-22 09:00') or `in` (e.g. '20 minutes')"
+                        .into(),
+                ));
+            }
+        };
+        if at <= now {
+            return Err(invalid(format!(
+                "{} is in the past; reminders are for later",
+                at.with_timezone(&ctx.timezone).format("%Y-%m-%d %H:%M")
+            )));
+        }
+        let (channel, chat) = current_chat(ctx).await?;
+        let at_ms = at.timestamp_millis();
+        let base = format!(
+            "reminder-{}",
+            at.with_timezone(&ctx.timezone).format("%Y%m%d-%H%M")
+        );
+        let mut name = base.clone();
+        let mut n = 1;
+        while ctx.store.schedule_by_name(&name).await?.is_some() {
+            n += 1;
+            name = format!("{base}-{n}");
+        }
+        let schedule = Schedule {
+            id: 0,
+            name,
+            cron: None,
+            timezone: ctx.timezone.name().to_string(),
+            agent: ctx.agent_id.clone(),
+            prompt: format!(
+                "Reminder for the user: {message}. Deliver it as a short reminder; do nothing else."
+            ),
+            channel,
+            chat,
+            // A reminder only talks; anything that asks is refused.
+            on_confirmation: OnConfirmation::Deny,
+            allow_tools: Vec::new(),
+            catch_up_minutes: 60 * 24,
+            enabled: true,
+            paused: false,
+            source: "chat".into(),
+            one_shot_at: Some(at_ms),
+            created_by: Some(user),
+            last_fire_at: None,
+            next_fire_at: Some(at_ms),
+            created_at: now.timestamp_millis(),
+            updated_at: now.timestamp_millis(),
+        };
+        let local = schedule.local_time(at_ms);
+        ctx.store
+            .insert_schedule(&schedule, now.timestamp_millis())
+            .await?;
+        Ok(json!({"reminder": message, "at": local, "name": schedule.name}))
+    }
 }
 
 fn invalid(message: String) -> ToolError {
     ToolError::InvalidArguments(message)
 }
 
-async fn is_owner(ctx: &ToolContext, user: i64) -> Result<bool, ToolError> {
-    let owner: Option<i64> = sqlx::query_scalar("SELECT is_owner FROM users WHERE id = $1")
-        .bind(user)
-        .fetch_optional(ctx.store.pool())
-        .await
-        .map_err(db)?;
-    Ok(owner.unwrap_or(0) != 0)
-}
-
 /// The named schedule, if the caller may see it: their own, or any for the owner. With
 /// `change`, config schedules are refused: the next start would undo the change.
-async fn own_schedule(
-    ctx: &ToolContext,
-    arguments: &Value,
-    change: bool,
-) -> Result<Schedule, ToolError> {
+async fn own_schedule(ctx: &ToolContext, name: &str, change: bool) -> Result<Schedule, ToolError> {
     let user = user_id(ctx)?;
-    let name = Args::new(arguments).str("name")?.trim().to_string();
     let not_found = || {
         ToolError::Failed(format!(
             "no schedule named `{name}`; list_schedules shows them"
@@ -240,11 +472,10 @@ async fn own_schedule(
     };
     let schedule = ctx
         .store
-        .schedule_by_name(&name)
-        .await
-        .map_err(store_err)?
+        .schedule_by_name(name)
+        .await?
         .ok_or_else(not_found)?;
-    if schedule.created_by != Some(user) && !is_owner(ctx, user).await? {
+    if schedule.created_by != Some(user) && !crate::store::user::is_owner(&ctx.store, user).await? {
         return Err(not_found());
     }
     if change && schedule.source == "config" {
@@ -260,8 +491,7 @@ async fn current_chat(ctx: &ToolContext) -> Result<(String, hearth_channel::Chat
     let conversation = ctx
         .store
         .conversation_by_id(ctx.conversation_id)
-        .await
-        .map_err(store_err)?
+        .await?
         .ok_or_else(|| {
             invalid(
                 "there is no current chat to send to; give a `target` like telegram:123456789"
@@ -271,14 +501,14 @@ async fn current_chat(ctx: &ToolContext) -> Result<(String, hearth_channel::Chat
     Ok((conversation.channel, conversation.chat))
 }
 
-/// A target from the arguments (checked), or the current chat. Only the owner may send a
-/// schedule's replies to a chat other than the one they are in.
+/// A target from the arguments (checked), or none for the current chat. Only the owner may
+/// send a schedule's replies to a chat other than the one they are in.
 async fn target(
     ctx: &ToolContext,
     user: i64,
-    arguments: &Value,
+    target: Option<String>,
 ) -> Result<Option<(String, hearth_channel::ChatRef)>, ToolError> {
-    let Some(text) = opt_text(arguments, "target") else {
+    let Some(text) = text(target) else {
         return Ok(None);
     };
     let (channel, chat) = parse_target(&text).map_err(invalid)?;
@@ -289,7 +519,7 @@ async fn target(
     if same {
         return Ok(current);
     }
-    if !is_owner(ctx, user).await? {
+    if !crate::store::user::is_owner(&ctx.store, user).await? {
         return Err(ToolError::Failed(
             "only the owner can send a schedule's replies to another chat; leave `target` out to use this one".into(),
         ));
@@ -300,7 +530,7 @@ async fn target(
 /// An agent id that exists (when the agents are known to the database).
 async fn agent(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
     let id = id.trim();
-    let known = ctx.store.active_agent_ids().await.map_err(store_err)?;
+    let known = ctx.store.active_agent_ids().await?;
     if !known.is_empty() && !known.iter().any(|k| k == id) {
         return Err(invalid(format!(
             "there is no agent `{id}`; agents: {}",
@@ -317,19 +547,9 @@ async fn agent(ctx: &ToolContext, id: &str) -> Result<String, ToolError> {
     Ok(id.to_string())
 }
 
-fn on_confirmation(arguments: &Value) -> Result<Option<OnConfirmation>, ToolError> {
-    match Args::new(arguments).opt_str("on_confirmation") {
-        None => Ok(None),
-        Some(text) => on_confirmation_from(text).map(Some).ok_or_else(|| {
-            invalid(format!(
-                "on_confirmation {text:?} is not one of deny, ask, allow"
-            ))
-        }),
-    }
-}
-
-fn timezone(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
-    match opt_text(arguments, "timezone") {
+/// The IANA name of `zone` (checked), or the user's timezone when none is given.
+fn timezone(ctx: &ToolContext, zone: Option<String>) -> Result<String, ToolError> {
+    match text(zone) {
         Some(name) => parse_timezone(&name)
             .map(|tz| tz.name().to_string())
             .map_err(invalid),
@@ -363,232 +583,37 @@ fn describe(schedule: &Schedule) -> Value {
     })
 }
 
-async fn create(ctx: &ToolContext, arguments: &Value) -> Result<Value, ToolError> {
-    let user = user_id(ctx)?;
-    let args = Args::new(arguments);
-    let name = args.str("name")?.trim().to_string();
-    if ctx
-        .store
-        .schedule_by_name(&name)
-        .await
-        .map_err(store_err)?
-        .is_some()
-    {
-        return Err(ToolError::Failed(format!(
-            "a schedule named `{name}` exists already; pick another name or use update_schedule"
-        )));
-    }
-    let cron = cron(args.str("cron")?)?;
-    let timezone = timezone(ctx, arguments)?;
-    let (channel, chat) = match target(ctx, user, arguments).await? {
-        Some(target) => target,
-        None => current_chat(ctx).await?,
-    };
-    let agent = agent(ctx, args.opt_str("agent").unwrap_or(&ctx.agent_id)).await?;
-    let now = ctx.clock.now_ms();
-    let mut schedule = Schedule {
-        id: 0,
-        name,
-        cron: Some(cron),
-        timezone,
-        agent,
-        prompt: args.str("prompt")?.trim().to_string(),
-        channel,
-        chat,
-        on_confirmation: on_confirmation(arguments)?.unwrap_or_default(),
-        allow_tools: args.strings("allow_tools"),
-        catch_up_minutes: 60,
-        enabled: true,
-        source: "chat".into(),
-        one_shot_at: None,
-        created_by: Some(user),
-        last_fire_at: None,
-        next_fire_at: None,
-        created_at: now,
-        updated_at: now,
-    };
-    schedule.next_fire_at = schedule.next_fire_after(now).map_err(invalid)?;
-    schedule.id = ctx
-        .store
-        .insert_schedule(&schedule, now)
-        .await
-        .map_err(store_err)?;
-    Ok(json!({"created": describe(&schedule)}))
-}
-
-async fn list(ctx: &ToolContext, arguments: &Value) -> Result<Value, ToolError> {
-    let user = user_id(ctx)?;
-    let owner = is_owner(ctx, user).await?;
-    let include_disabled = Args::new(arguments)
-        .opt_bool("include_disabled")
-        .unwrap_or(false);
-    let schedules: Vec<Value> = ctx
-        .store
-        .schedules()
-        .await
-        .map_err(store_err)?
-        .iter()
-        .filter(|s| owner || s.created_by == Some(user))
-        .filter(|s| include_disabled || s.enabled)
-        .map(describe)
-        .collect();
-    Ok(json!({"count": schedules.len(), "schedules": schedules}))
-}
-
-async fn update(ctx: &ToolContext, arguments: &Value) -> Result<Value, ToolError> {
-    let user = user_id(ctx)?;
-    let mut schedule = own_schedule(ctx, arguments, true).await?;
-    let args = Args::new(arguments);
-    let mut timing_changed = false;
-    if let Some(new_name) = opt_text(arguments, "new_name")
-        && new_name != schedule.name
-    {
-        if ctx
-            .store
-            .schedule_by_name(&new_name)
-            .await
-            .map_err(store_err)?
-            .is_some()
-        {
-            return Err(ToolError::Failed(format!(
-                "a schedule named `{new_name}` exists already"
-            )));
-        }
-        schedule.name = new_name;
-    }
-    if let Some(text) = opt_text(arguments, "cron") {
-        if schedule.cron.is_none() {
-            return Err(invalid(
-                "a reminder has no cron; delete it and create a schedule instead".into(),
-            ));
-        }
-        schedule.cron = Some(cron(&text)?);
-        timing_changed = true;
-    }
-    if opt_text(arguments, "timezone").is_some() {
-        schedule.timezone = timezone(ctx, arguments)?;
-        timing_changed = true;
-    }
-    if let Some(prompt) = opt_text(arguments, "prompt") {
-        schedule.prompt = prompt;
-    }
-    if let Some(id) = opt_text(arguments, "agent") {
-        schedule.agent = agent(ctx, &id).await?;
-    }
-    if let Some((channel, chat)) = target(ctx, user, arguments).await? {
-        schedule.channel = channel;
-        schedule.chat = chat;
-    }
-    if let Some(value) = on_confirmation(arguments)? {
-        schedule.on_confirmation = value;
-    }
-    if arguments.get("allow_tools").is_some() {
-        schedule.allow_tools = args.strings("allow_tools");
-    }
-    if let Some(enabled) = args.opt_bool("enabled")
-        && enabled != schedule.enabled
-    {
-        schedule.enabled = enabled;
-        timing_changed = true;
-    }
-    let now = ctx.clock.now_ms();
-    if timing_changed {
-        schedule.next_fire_at = schedule.next_fire_after(now).map_err(invalid)?;
-    }
-    ctx.store
-        .save_schedule(&schedule, now)
-        .await
-        .map_err(store_err)?;
-    Ok(json!({"updated": describe(&schedule)}))
-}
-
-async fn remind(ctx: &ToolContext, arguments: &Value) -> Result<Value, ToolError> {
-    let user = user_id(ctx)?;
-    let args = Args::new(arguments);
-    let message = args.str("message")?.trim().to_string();
-    let now = ctx.clock.now();
-    let at = match (opt_text(arguments, "at"), opt_text(arguments, "in")) {
-        (Some(at), None) => {
-            parse_datetime(&at, ctx.timezone, now).map_err(|msg| invalid(format!("`at`: {msg}")))?
-        }
-        (None, Some(span)) => {
-            let span = span.trim_start_matches("in ").to_string();
-            parse_datetime(&format!("in {span}"), ctx.timezone, now).map_err(|_| {
-                invalid(format!(
-                    "`in`: cannot read {span:?}; use e.g. '20 minutes', '2 hours', '3 days'"
-                ))
-            })?
-        }
-        _ => {
-            return Err(invalid(
-                "give exactly one of `at` (e.g. '2026-11-22 09:00') or `in` (e.g. '20 minutes')"
-                    .into(),
-            ));
-        }
-    };
-    if at <= now {
-        return Err(invalid(format!(
-            "{} is in the past; reminders are for later",
-            at.with_timezone(&ctx.timezone).format("%Y-%m-%d %H:%M")
-        )));
-    }
-    let (channel, chat) = current_chat(ctx).await?;
-    let at_ms = at.timestamp_millis();
-    let base = format!(
-        "reminder-{}",
-        at.with_timezone(&ctx.timezone).format("%Y%m%d-%H%M")
-    );
-    let mut name = base.clone();
-    let mut n = 1;
-    while ctx
-        .store
-        .schedule_by_name(&name)
-        .await
-        .map_err(store_err)?
-        .is_some()
-    {
-        n += 1;
-        name = format!("{base}-{n}");
-    }
-    let schedule = Schedule {
-        id: 0,
-        name,
-        cron: None,
-        timezone: ctx.timezone.name().to_string(),
-        agent: ctx.agent_id.clone(),
-        prompt: format!(
-            "Reminder for the user: {message}. Deliver it as a short reminder; do nothing else."
-        ),
-        channel,
-        chat,
-        // A reminder only talks; anything that asks is refused.
-        on_confirmation: OnConfirmation::Deny,
-        allow_tools: Vec::new(),
-        catch_up_minutes: 60 * 24,
-        enabled: true,
-        source: "chat".into(),
-        one_shot_at: Some(at_ms),
-        created_by: Some(user),
-        last_fire_at: None,
-        next_fire_at: Some(at_ms),
-        created_at: now.timestamp_millis(),
-        updated_at: now.timestamp_millis(),
-    };
-    let local = schedule.local_time(at_ms);
-    ctx.store
-        .insert_schedule(&schedule, now.timestamp_millis())
-        .await
-        .map_err(store_err)?;
-    Ok(json!({"reminder": message, "at": local, "name": schedule.name}))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    fn tool(op: Op) -> ScheduleTool {
-        ScheduleTool::new(op)
+    /// The tools by what they do, so each test reads as the operation it calls.
+    #[derive(Clone, Copy)]
+    enum Op {
+        Create,
+        List,
+        Update,
+        Delete,
+        RunNow,
+        History,
+        Remind,
+    }
+
+    fn tool(op: Op) -> Arc<dyn Tool> {
+        let name = match op {
+            Op::Create => "create_schedule",
+            Op::List => "list_schedules",
+            Op::Update => "update_schedule",
+            Op::Delete => "delete_schedule",
+            Op::RunNow => "run_schedule_now",
+            Op::History => "schedule_history",
+            Op::Remind => "remind_me",
+        };
+        tools()
+            .into_iter()
+            .find(|t| t.info().name == name)
+            .expect("tool exists")
     }
 
     async fn call(ctx: &ToolContext, op: Op, arguments: Value) -> Result<Value, ToolError> {
@@ -611,7 +636,7 @@ mod tests {
 
     #[test]
     fn risks_follow_what_the_tools_do() {
-        let risk = |op| tool(op).info.risk;
+        let risk = |op| tool(op).info().risk;
         assert_eq!(risk(Op::Create), Risk::Outward);
         assert_eq!(risk(Op::Update), Risk::Outward);
         assert_eq!(risk(Op::RunNow), Risk::Outward);

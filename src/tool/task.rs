@@ -1,311 +1,429 @@
 //! The `tasks` tools: a per-user to-do list with priorities, categories, due dates and tags.
-//!
-//! The bottom of this file also holds the small helpers the other organiser families (notes,
-//! bookmarks, contacts, calendar) share: the calling user, tags as JSON text, case-insensitive
-//! LIKE patterns and a query builder that numbers `$N` placeholders.
+//! Each tool is its argument type ([`TypedTool`]); the SQL is in `store::task`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use chrono_tz::Tz;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::common::{
-    Bind, Changes, Sql, bad_date, db, delete_owned, id_arg, like_pattern, not_found, opt_text,
-    tags_arg, tags_json, tags_value, user_id, write_tx,
-};
+use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime};
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Batch, Limit, NonEmpty, Tags, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::query::Page;
+use crate::store::task::{self as store, NewTask, Statuses, TaskFilter, TaskRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [
-        Op::Add,
-        Op::BatchAdd,
-        Op::List,
-        Op::Complete,
-        Op::Update,
-        Op::Delete,
+    vec![
+        typed::<AddTask>(),
+        typed::<BatchAddTasks>(),
+        typed::<ListTasks>(),
+        typed::<CompleteTask>(),
+        typed::<UpdateTask>(),
+        typed::<DeleteTask>(),
     ]
-    .into_iter()
-    .map(|op| Arc::new(TaskTool::new(op)) as Arc<dyn Tool>)
-    .collect()
 }
 
-const PRIORITIES: [&str; 4] = ["low", "medium", "high", "urgent"];
-const STATUSES: [&str; 3] = ["pending", "in_progress", "done"];
 const MAX_BATCH: usize = 50;
+const GROUP: &str = "tasks";
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 50,
+};
 
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Add,
-    BatchAdd,
-    List,
-    Complete,
-    Update,
-    Delete,
+// Plain comments on these enums: a doc comment would become the description of every field
+// that uses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Priority {
+    Low,
+    Medium,
+    High,
+    Urgent,
 }
 
-struct TaskTool {
-    info: ToolInfo,
-    op: Op,
-}
+impl Priority {
+    fn name(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Medium => "medium",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
 
-/// The fields of one new task, shared by `add_task`, the items of `batch_add_tasks` and
-/// `update_task`.
-fn task_properties() -> serde_json::Map<String, Value> {
-    let mut properties = serde_json::Map::new();
-    properties.insert(
-        "title".into(),
-        json!({"type": "string", "description": "What to do, short"}),
-    );
-    properties.insert(
-        "description".into(),
-        json!({"type": "string", "description": "Details"}),
-    );
-    properties.insert(
-        "priority".into(),
-        json!({"type": "string", "enum": PRIORITIES, "description": "Default: medium"}),
-    );
-    properties.insert(
-        "category".into(),
-        json!({"type": "string", "description": "Free-form group such as work, home, shopping"}),
-    );
-    properties.insert(
-        "due".into(),
-        json!({"type": "string", "description": "Due date/time in the user's timezone: YYYY-MM-DD (end of that day), YYYY-MM-DD HH:MM, RFC 3339, today, tomorrow, 'in 2 hours'"}),
-    );
-    properties.insert(
-        "tags".into(),
-        json!({"type": "array", "items": {"type": "string"}, "description": "Labels, e.g. [\"errand\"]"}),
-    );
-    properties
-}
-
-impl TaskTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Add => ToolInfo::new(
-                "add_task",
-                "tasks",
-                "Add a task to the user's to-do list. Returns its id.",
-                json!({
-                    "type": "object",
-                    "properties": task_properties(),
-                    "required": ["title"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["todo", "to-do", "reminder", "chore", "create"]),
-            Op::BatchAdd => ToolInfo::new(
-                "batch_add_tasks",
-                "tasks",
-                "Add several tasks at once; each is checked on its own and gets its own id or error.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "tasks": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": MAX_BATCH,
-                            "description": "The tasks, each with the fields of add_task",
-                            "items": {
-                                "type": "object",
-                                "properties": task_properties(),
-                                "required": ["title"],
-                                "additionalProperties": false
-                            }
-                        }
-                    },
-                    "required": ["tasks"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["todo", "many", "multiple", "bulk"]),
-            Op::List => ToolInfo::new(
-                "list_tasks",
-                "tasks",
-                "List the user's tasks, soonest due first, then by priority. By default only tasks not done.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "status": {"type": "string", "enum": ["pending", "in_progress", "done", "all"], "description": "Default: everything not done"},
-                        "priority": {"type": "string", "enum": PRIORITIES},
-                        "category": {"type": "string", "description": "Exact category (case-insensitive)"},
-                        "search": {"type": "string", "description": "Words in the title or description (case-insensitive)"},
-                        "tag": {"type": "string", "description": "Only tasks with this tag"},
-                        "due_before": {"type": "string", "description": "Due before this date/time (YYYY-MM-DD, YYYY-MM-DD HH:MM, tomorrow …)"},
-                        "due_after": {"type": "string", "description": "Due at or after this date/time"},
-                        "overdue": {"type": "boolean", "description": "Only tasks past their due time and not done"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 20, at most 50"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 20, 50)
-            .tags(&["todo", "show", "due", "overdue", "agenda"]),
-            Op::Complete => ToolInfo::new(
-                "complete_task",
-                "tasks",
-                "Mark a task as done.",
-                json!({
-                    "type": "object",
-                    "properties": {"task_id": {"type": "integer", "description": "The task's id"}},
-                    "required": ["task_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["todo", "done", "finish", "check off"]),
-            Op::Update => {
-                let mut properties = task_properties();
-                properties.insert(
-                    "task_id".into(),
-                    json!({"type": "integer", "description": "The task's id"}),
-                );
-                properties.insert(
-                    "status".into(),
-                    json!({"type": "string", "enum": STATUSES}),
-                );
-                properties.insert(
-                    "due".into(),
-                    json!({"type": "string", "description": "New due date/time (as in add_task); empty string removes it"}),
-                );
-                ToolInfo::new(
-                    "update_task",
-                    "tasks",
-                    "Change a task: any of title, description, priority, category, due, tags (replaced), status.",
-                    json!({
-                        "type": "object",
-                        "properties": properties,
-                        "required": ["task_id"],
-                        "additionalProperties": false
-                    }),
-                )
-                .risk(Risk::Write)
-                .tags(&["todo", "edit", "change", "reschedule"])
-            }
-            Op::Delete => ToolInfo::new(
-                "delete_task",
-                "tasks",
-                "Delete a task for good.",
-                json!({
-                    "type": "object",
-                    "properties": {"task_id": {"type": "integer", "description": "The task's id"}},
-                    "required": ["task_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["todo", "remove"]),
-        };
-        Self { info, op }
+    /// Sorts where the names would not: low 1 … urgent 4.
+    fn rank(self) -> i64 {
+        self as i64 + 1
     }
 }
 
-#[async_trait]
-impl Tool for TaskTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Status {
+    Pending,
+    InProgress,
+    Done,
+}
 
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let user = user_id(ctx)?;
-        let result = match self.op {
-            Op::Add => {
-                let task = NewTask::read(ctx, &arguments)?;
-                let id = insert(ctx, user, &task).await?;
-                json!({"id": id, "task": task.to_json(id, ctx)})
-            }
-            Op::BatchAdd => batch_add(ctx, user, &arguments).await?,
-            Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
-            Op::Complete => complete(ctx, user, &arguments).await?,
-            Op::Update => update(ctx, user, &arguments).await?,
-            Op::Delete => {
-                let id = id_arg(&arguments, "task_id")?;
-                let sql = "DELETE FROM tasks WHERE id = $1 AND user_id = $2 RETURNING title";
-                delete_owned(ctx, user, sql, id, "task", "title").await?
-            }
-        };
-        Ok(result.to_string())
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Done => "done",
+        }
     }
 }
 
-/// A task as the model described it, checked.
-struct NewTask {
-    title: String,
+// `list_tasks` also takes `all`.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum ListStatus {
+    Pending,
+    InProgress,
+    Done,
+    All,
+}
+
+/// Add a task to the user's to-do list. Returns its id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddTask {
+    /// What to do, short
+    title: NonEmpty,
+    /// Details
     description: Option<String>,
-    priority: &'static str,
+    /// Default: medium
+    priority: Option<Priority>,
+    /// Free-form group such as work, home, shopping
     category: Option<String>,
-    due_at: Option<i64>,
-    tags: Vec<String>,
+    /// Due date/time in the user's timezone: YYYY-MM-DD (end of that day), YYYY-MM-DD HH:MM,
+    /// RFC 3339, today, tomorrow, 'in 2 hours'
+    due: Option<String>,
+    /// Labels, e.g. ["errand"]
+    #[serde(default)]
+    tags: Tags,
 }
 
-impl NewTask {
-    fn read(ctx: &ToolContext, arguments: &Value) -> Result<Self, ToolError> {
-        let args = Args::new(arguments);
-        let priority = match args.opt_str("priority") {
-            Some(p) => priority(p)?,
-            None => "medium",
-        };
-        let due_at = match opt_text(arguments, "due") {
-            Some(due) => Some(parse_due(&due, ctx.timezone, ctx.clock.now())?),
-            None => None,
-        };
-        Ok(Self {
-            title: args.str("title")?.trim().to_string(),
-            description: opt_text(arguments, "description"),
-            priority,
-            category: opt_text(arguments, "category"),
+impl AddTask {
+    async fn add(self, ctx: &ToolContext, user: i64) -> Result<(i64, TaskRow), ToolError> {
+        let priority = self.priority.unwrap_or(Priority::Medium);
+        let due_at = text(self.due)
+            .map(|due| parse_due(&due, ctx.timezone, ctx.clock.now()))
+            .transpose()?;
+        let task = NewTask {
+            title: self.title.0,
+            description: text(self.description),
+            priority: priority.name(),
+            priority_rank: priority.rank(),
+            category: text(self.category),
             due_at,
-            tags: tags_arg(arguments, "tags"),
-        })
+            tags: self.tags.to_json(),
+        };
+        let id = store::insert(&ctx.store, user, &task, ctx.clock.now_ms()).await?;
+        let row = TaskRow {
+            id,
+            title: task.title,
+            description: task.description,
+            priority: task.priority.into(),
+            category: task.category,
+            due_at: task.due_at,
+            tags: task.tags,
+            status: "pending".into(),
+        };
+        Ok((id, row))
     }
+}
 
-    fn to_json(&self, id: i64, ctx: &ToolContext) -> Value {
-        task_json(
-            ctx,
-            TaskRow {
-                id,
-                title: self.title.clone(),
-                description: self.description.clone(),
-                priority: self.priority.to_string(),
-                category: self.category.clone(),
-                due_at: self.due_at,
-                tags: tags_json(&self.tags),
-                status: "pending".into(),
+impl TypedTool for AddTask {
+    const NAME: &'static str = "add_task";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["todo", "to-do", "reminder", "chore", "create"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (id, row) = self.add(ctx, user_id(ctx)?).await?;
+        Ok(json!({"id": id, "task": TaskView::new(ctx, row)}))
+    }
+}
+
+/// Add several tasks at once; each is checked on its own and gets its own id or error.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BatchAddTasks {
+    /// The tasks, each with the fields of add_task
+    tasks: Batch<AddTask, MAX_BATCH>,
+}
+
+impl TypedTool for BatchAddTasks {
+    const NAME: &'static str = "batch_add_tasks";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["todo", "many", "multiple", "bulk"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let total = self.tasks.0.len();
+        let mut results = Vec::with_capacity(total);
+        let mut added = 0;
+        for (index, item) in self.tasks.0.into_iter().enumerate() {
+            let outcome = match item.0 {
+                Ok(task) => task.add(ctx, user).await,
+                Err(err) => Err(err),
+            };
+            results.push(match outcome {
+                Ok((id, row)) => {
+                    added += 1;
+                    json!({"index": index, "id": id, "title": row.title})
+                }
+                Err(err) => json!({"index": index, "error": err.to_string()}),
+            });
+        }
+        Ok(json!({"added": added, "failed": total - added, "results": results}))
+    }
+}
+
+/// List the user's tasks, soonest due first, then by priority. By default only tasks not done.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListTasks {
+    /// Default: everything not done
+    status: Option<ListStatus>,
+    priority: Option<Priority>,
+    /// Exact category (case-insensitive)
+    category: Option<String>,
+    /// Words in the title or description (case-insensitive)
+    search: Option<String>,
+    /// Only tasks with this tag
+    tag: Option<String>,
+    /// Due before this date/time (YYYY-MM-DD, YYYY-MM-DD HH:MM, tomorrow …)
+    due_before: Option<String>,
+    /// Due at or after this date/time
+    due_after: Option<String>,
+    /// Only tasks past their due time and not done
+    overdue: Option<bool>,
+    /// Default 20, at most 50
+    limit: Option<i64>,
+}
+
+impl TypedTool for ListTasks {
+    const NAME: &'static str = "list_tasks";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["todo", "show", "due", "overdue", "agenda"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let now = ctx.clock.now();
+        let time = |value: Option<String>, param: &'static str| {
+            text(value)
+                .map(|t| parse_datetime(&t, ctx.timezone, now).map_err(bad_date(param)))
+                .transpose()
+                .map(|t| t.map(|t| t.timestamp_millis()))
+        };
+        let statuses = match self.status {
+            None => Statuses::Open,
+            Some(ListStatus::All) => Statuses::All,
+            Some(ListStatus::Pending) => Statuses::Only(Status::Pending.name()),
+            Some(ListStatus::InProgress) => Statuses::Only(Status::InProgress.name()),
+            Some(ListStatus::Done) => Statuses::Only(Status::Done.name()),
+        };
+        let filter = TaskFilter {
+            statuses,
+            priority: self.priority.map(Priority::name),
+            category: text(self.category).map(|c| c.to_lowercase()),
+            due_before: time(self.due_before, "due_before")?,
+            due_after: time(self.due_after, "due_after")?,
+            overdue_at: (self.overdue == Some(true)).then(|| now.timestamp_millis()),
+            page: Page {
+                search: text(self.search),
+                tag: text(self.tag),
+                limit: LIST_LIMIT.of(self.limit),
             },
-        )
+        };
+        let listed = store::list(&ctx.store, user, &filter).await?;
+        let tasks: Vec<TaskView> = listed
+            .rows
+            .into_iter()
+            .map(|row| TaskView::new(ctx, row))
+            .collect();
+        Ok(json!({"count": tasks.len(), "more": listed.more, "tasks": tasks}))
     }
 }
 
-fn priority(text: &str) -> Result<&'static str, ToolError> {
-    let lower = text.trim().to_lowercase();
-    PRIORITIES.into_iter().find(|p| *p == lower).ok_or_else(|| {
-        ToolError::InvalidArguments(format!(
-            "priority {text:?} is not one of low, medium, high, urgent"
-        ))
-    })
+/// Mark a task as done.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CompleteTask {
+    /// The task's id
+    task_id: i64,
 }
 
-fn priority_rank(priority: &str) -> i64 {
-    PRIORITIES
-        .iter()
-        .position(|p| *p == priority)
-        .map_or(2, |i| i as i64 + 1)
+impl TypedTool for CompleteTask {
+    const NAME: &'static str = "complete_task";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["todo", "done", "finish", "check off"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.task_id);
+        let task = fetch(ctx, user, id).await?;
+        if task.status == Status::Done.name() {
+            return Ok(json!({"id": id, "already_done": true, "task": TaskView::new(ctx, task)}));
+        }
+        if !store::complete(&ctx.store, user, id, ctx.clock.now_ms()).await? {
+            return Err(not_found("task", id));
+        }
+        let task = fetch(ctx, user, id).await?;
+        Ok(json!({"completed": id, "task": TaskView::new(ctx, task)}))
+    }
 }
 
-fn status(text: &str) -> Result<&'static str, ToolError> {
-    let lower = text.trim().to_lowercase();
-    STATUSES.into_iter().find(|s| *s == lower).ok_or_else(|| {
-        ToolError::InvalidArguments(format!(
-            "status {text:?} is not one of pending, in_progress, done"
-        ))
-    })
+/// Change a task: any of title, description, priority, category, due, tags (replaced), status.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UpdateTask {
+    /// The task's id
+    task_id: i64,
+    /// What to do, short
+    title: Option<NonEmpty>,
+    /// Details
+    description: Option<String>,
+    /// Default: medium
+    priority: Option<Priority>,
+    /// Free-form group such as work, home, shopping
+    category: Option<String>,
+    /// New due date/time (as in add_task); empty string removes it
+    due: Option<String>,
+    /// Labels, e.g. ["errand"]
+    tags: Option<Tags>,
+    status: Option<Status>,
+}
+
+impl TypedTool for UpdateTask {
+    const NAME: &'static str = "update_task";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["todo", "edit", "change", "reschedule"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.task_id);
+        let mut changes = store::changes();
+        if let Some(title) = self.title {
+            changes.set("title", title.0);
+        }
+        if let Some(description) = self.description {
+            changes.set("description", text(Some(description)));
+        }
+        if let Some(priority) = self.priority {
+            changes.set("priority", priority.name());
+            changes.set("priority_rank", priority.rank());
+        }
+        if let Some(category) = self.category {
+            changes.set("category", text(Some(category)));
+        }
+        if let Some(due) = self.due {
+            let due_at = text(Some(due))
+                .map(|due| parse_due(&due, ctx.timezone, ctx.clock.now()))
+                .transpose()?;
+            changes.set("due_at", due_at);
+        }
+        if let Some(tags) = self.tags {
+            changes.set("tags", tags.to_json());
+        }
+        if let Some(status) = self.status {
+            changes.set("status", status.name());
+            let completed = (status == Status::Done).then(|| ctx.clock.now_ms());
+            changes.set("completed_at", completed);
+        }
+        if changes.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "nothing to change: give at least one of title, description, priority, category, due, tags, status".into(),
+            ));
+        }
+        changes.set("updated_at", ctx.clock.now_ms());
+        if !changes.apply(&ctx.store, id, user).await? {
+            return Err(not_found("task", id));
+        }
+        let task = fetch(ctx, user, id).await?;
+        Ok(json!({"updated": id, "task": TaskView::new(ctx, task)}))
+    }
+}
+
+/// Delete a task for good.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteTask {
+    /// The task's id
+    task_id: i64,
+}
+
+impl TypedTool for DeleteTask {
+    const NAME: &'static str = "delete_task";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["todo", "remove"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (user, id) = (user_id(ctx)?, self.task_id);
+        match store::delete(&ctx.store, user, id).await? {
+            Some(title) => Ok(json!({"deleted": id, "title": title})),
+            None => Err(not_found("task", id)),
+        }
+    }
+}
+
+/// A task as the model sees it: the due time in the user's timezone, and whether it is late.
+#[derive(Debug, Serialize)]
+struct TaskView {
+    id: i64,
+    title: String,
+    priority: String,
+    status: String,
+    tags: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    due: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overdue: Option<bool>,
+}
+
+impl TaskView {
+    fn new(ctx: &ToolContext, task: TaskRow) -> Self {
+        let now = ctx.clock.now_ms();
+        let late = task.due_at.map(|due| due < now && task.status != "done");
+        Self {
+            id: task.id,
+            title: task.title,
+            priority: task.priority,
+            tags: tags_value(&task.tags),
+            description: task.description,
+            category: task.category,
+            due: task.due_at.map(|due| format_local(due, ctx.timezone)),
+            overdue: late,
+            status: task.status,
+        }
+    }
+}
+
+async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<TaskRow, ToolError> {
+    store::get(&ctx.store, user, id)
+        .await?
+        .ok_or_else(|| not_found("task", id))
 }
 
 /// A due time: a bare date (or today/tomorrow) means the end of that local day, so a task due
@@ -323,251 +441,6 @@ fn parse_due(text: &str, tz: Tz, now: DateTime<Utc>) -> Result<i64, ToolError> {
     parse_datetime(trimmed, tz, now)
         .map(|t| t.timestamp_millis())
         .map_err(bad_date("due"))
-}
-
-async fn insert(ctx: &ToolContext, user: i64, task: &NewTask) -> Result<i64, ToolError> {
-    let now = ctx.clock.now_ms();
-    let mut tx = write_tx(ctx).await?;
-    let row = sqlx::query(
-        "INSERT INTO tasks (user_id, title, description, priority, priority_rank, category, due_at, tags, status, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $9) RETURNING id",
-    )
-    .bind(user)
-    .bind(task.title.clone())
-    .bind(task.description.clone())
-    .bind(task.priority)
-    .bind(priority_rank(task.priority))
-    .bind(task.category.clone())
-    .bind(task.due_at)
-    .bind(tags_json(&task.tags))
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    row.try_get("id").map_err(db)
-}
-
-async fn batch_add(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let items = Args::new(arguments).array("tasks")?;
-    if items.is_empty() || items.len() > MAX_BATCH {
-        return Err(ToolError::InvalidArguments(format!(
-            "`tasks` must hold 1 to {MAX_BATCH} tasks"
-        )));
-    }
-    let mut results = Vec::with_capacity(items.len());
-    let mut added = 0;
-    for (index, item) in items.iter().enumerate() {
-        let outcome = match NewTask::read(ctx, item) {
-            Ok(task) => insert(ctx, user, &task).await.map(|id| (id, task.title)),
-            Err(err) => Err(err),
-        };
-        results.push(match outcome {
-            Ok((id, title)) => {
-                added += 1;
-                json!({"index": index, "id": id, "title": title})
-            }
-            Err(err) => json!({"index": index, "error": err.to_string()}),
-        });
-    }
-    Ok(json!({"added": added, "failed": items.len() - added, "results": results}))
-}
-
-struct TaskRow {
-    id: i64,
-    title: String,
-    description: Option<String>,
-    priority: String,
-    category: Option<String>,
-    due_at: Option<i64>,
-    tags: String,
-    status: String,
-}
-
-const TASK_COLUMNS: &str = "id, title, description, priority, category, due_at, tags, status";
-
-fn task_from_row(row: &AnyRow) -> Result<TaskRow, ToolError> {
-    Ok(TaskRow {
-        id: row.try_get("id").map_err(db)?,
-        title: row.try_get("title").map_err(db)?,
-        description: row.try_get("description").map_err(db)?,
-        priority: row.try_get("priority").map_err(db)?,
-        category: row.try_get("category").map_err(db)?,
-        due_at: row.try_get("due_at").map_err(db)?,
-        tags: row.try_get("tags").map_err(db)?,
-        status: row.try_get("status").map_err(db)?,
-    })
-}
-
-fn task_json(ctx: &ToolContext, task: TaskRow) -> Value {
-    let now = ctx.clock.now_ms();
-    let mut value = json!({
-        "id": task.id,
-        "title": task.title,
-        "priority": task.priority,
-        "status": task.status,
-        "tags": tags_value(&task.tags),
-    });
-    if let Some(description) = task.description {
-        value["description"] = json!(description);
-    }
-    if let Some(category) = task.category {
-        value["category"] = json!(category);
-    }
-    if let Some(due) = task.due_at {
-        value["due"] = json!(format_local(due, ctx.timezone));
-        value["overdue"] = json!(due < now && task.status != "done");
-    }
-    value
-}
-
-async fn list(
-    ctx: &ToolContext,
-    user: i64,
-    arguments: &Value,
-    limit: i64,
-) -> Result<Value, ToolError> {
-    let args = Args::new(arguments);
-    let now = ctx.clock.now();
-    let mut query = Sql::new(&format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = "
-    ));
-    query.bind(Bind::Int(user));
-    match args.opt_str("status").map(|s| s.trim().to_lowercase()) {
-        None => query.push(" AND status <> 'done'"),
-        Some(s) if s == "all" => {}
-        Some(s) => {
-            let s = status(&s)?;
-            query.push(" AND status = ");
-            query.bind(Bind::Text(s.into()));
-        }
-    }
-    if let Some(p) = args.opt_str("priority") {
-        query.push(" AND priority = ");
-        query.bind(Bind::Text(priority(p)?.into()));
-    }
-    if let Some(category) = opt_text(arguments, "category") {
-        query.push(" AND LOWER(category) = ");
-        query.bind(Bind::Text(category.to_lowercase()));
-    }
-    if let Some(search) = opt_text(arguments, "search") {
-        let pattern = like_pattern(&search);
-        query.push(" AND (LOWER(title) LIKE ");
-        query.bind(Bind::Text(pattern.clone()));
-        query.push(" ESCAPE '\\' OR LOWER(COALESCE(description, '')) LIKE ");
-        query.bind(Bind::Text(pattern));
-        query.push(" ESCAPE '\\')");
-    }
-    if let Some(tag) = opt_text(arguments, "tag") {
-        query.push_tag_filter(&tag);
-    }
-    if let Some(before) = opt_text(arguments, "due_before") {
-        let t = parse_datetime(&before, ctx.timezone, now).map_err(bad_date("due_before"))?;
-        query.push(" AND due_at < ");
-        query.bind(Bind::Int(t.timestamp_millis()));
-    }
-    if let Some(after) = opt_text(arguments, "due_after") {
-        let t = parse_datetime(&after, ctx.timezone, now).map_err(bad_date("due_after"))?;
-        query.push(" AND due_at >= ");
-        query.bind(Bind::Int(t.timestamp_millis()));
-    }
-    if args.opt_bool("overdue") == Some(true) {
-        query.push(" AND status <> 'done' AND due_at < ");
-        query.bind(Bind::Int(now.timestamp_millis()));
-    }
-    query.push(" ORDER BY due_at IS NULL, due_at, priority_rank DESC, id LIMIT ");
-    query.bind(Bind::Int(limit + 1));
-    let rows = query.fetch_all(ctx).await?;
-    let more = rows.len() as i64 > limit;
-    let tasks = rows
-        .iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .map(|row| task_from_row(row).map(|t| task_json(ctx, t)))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({"count": tasks.len(), "more": more, "tasks": tasks}))
-}
-
-async fn fetch_task(ctx: &ToolContext, user: i64, id: i64) -> Result<TaskRow, ToolError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND user_id = $2"
-    )))
-    .bind(id)
-    .bind(user)
-    .fetch_optional(ctx.store.pool())
-    .await
-    .map_err(db)?
-    .ok_or_else(|| not_found("task", id))?;
-    task_from_row(&row)
-}
-
-async fn complete(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let id = id_arg(arguments, "task_id")?;
-    let task = fetch_task(ctx, user, id).await?;
-    if task.status == "done" {
-        return Ok(json!({"id": id, "already_done": true, "task": task_json(ctx, task)}));
-    }
-    let now = ctx.clock.now_ms();
-    sqlx::query(
-        "UPDATE tasks SET status = 'done', completed_at = $1, updated_at = $1 WHERE id = $2 AND user_id = $3",
-    )
-    .bind(now)
-    .bind(id)
-    .bind(user)
-    .execute(ctx.store.pool())
-    .await
-    .map_err(db)?;
-    let task = fetch_task(ctx, user, id).await?;
-    Ok(json!({"completed": id, "task": task_json(ctx, task)}))
-}
-
-async fn update(ctx: &ToolContext, user: i64, arguments: &Value) -> Result<Value, ToolError> {
-    let args = Args::new(arguments);
-    let id = id_arg(arguments, "task_id")?;
-    let mut changes = Changes::default();
-    if arguments.get("title").is_some() {
-        changes.set("title", Bind::Text(args.str("title")?.trim().to_string()));
-    }
-    if arguments.get("description").is_some() {
-        changes.set(
-            "description",
-            Bind::OptText(opt_text(arguments, "description")),
-        );
-    }
-    if let Some(p) = args.opt_str("priority") {
-        let p = priority(p)?;
-        changes.set("priority", Bind::Text(p.into()));
-        changes.set("priority_rank", Bind::Int(priority_rank(p)));
-    }
-    if arguments.get("category").is_some() {
-        changes.set("category", Bind::OptText(opt_text(arguments, "category")));
-    }
-    if arguments.get("due").is_some() {
-        let due = match opt_text(arguments, "due") {
-            Some(due) => Some(parse_due(&due, ctx.timezone, ctx.clock.now())?),
-            None => None,
-        };
-        changes.set("due_at", Bind::OptInt(due));
-    }
-    if arguments.get("tags").is_some() {
-        changes.set("tags", Bind::Text(tags_json(&tags_arg(arguments, "tags"))));
-    }
-    if let Some(s) = args.opt_str("status") {
-        let s = status(s)?;
-        changes.set("status", Bind::Text(s.into()));
-        let completed = (s == "done").then(|| ctx.clock.now_ms());
-        changes.set("completed_at", Bind::OptInt(completed));
-    }
-    if changes.is_empty() {
-        return Err(ToolError::InvalidArguments(
-            "nothing to change: give at least one of title, description, priority, category, due, tags, status".into(),
-        ));
-    }
-    changes.set("updated_at", Bind::Int(ctx.clock.now_ms()));
-    if !changes.apply(ctx, "tasks", id, user).await? {
-        return Err(not_found("task", id));
-    }
-    let task = fetch_task(ctx, user, id).await?;
-    Ok(json!({"updated": id, "task": task_json(ctx, task)}))
 }
 
 #[cfg(test)]
@@ -771,7 +644,7 @@ mod tests {
         let updated = ok(
             &ctx,
             "update_task",
-            json!({"task_id": id, "title": "Final", "priority": "urgent", "status": "in_progress", "due": "", "tags": "a, b"}),
+            json!({"task_id": id, "title": "Final", "priority": "urgent", "status": "in_progress", "due": "", "tags": ["a", "b"]}),
         )
         .await;
         let task = &updated["task"];
@@ -783,14 +656,20 @@ mod tests {
         let message = err(&ctx, "update_task", json!({"task_id": id})).await;
         assert!(message.contains("nothing to change"), "{message}");
         let message = err(&ctx, "update_task", json!({"task_id": id, "title": " "})).await;
-        assert!(message.contains("`title` is required"), "{message}");
+        assert!(
+            message.contains("`title`: must be a non-empty string"),
+            "{message}"
+        );
         let message = err(
             &ctx,
             "update_task",
             json!({"task_id": id, "status": "finished"}),
         )
         .await;
-        assert!(message.contains("pending, in_progress, done"), "{message}");
+        assert!(
+            message.contains("`status`") && message.contains("`in_progress`"),
+            "{message}"
+        );
         assert_eq!(
             ok(&ctx, "list_tasks", json!({})).await["tasks"][0]["title"],
             "Final"
@@ -801,7 +680,10 @@ mod tests {
     async fn bad_input_is_refused_and_stores_nothing() {
         let (ctx, _dir) = test_context().await;
         let message = err(&ctx, "add_task", json!({"title": "  "})).await;
-        assert!(message.contains("`title` is required"), "{message}");
+        assert!(
+            message.contains("`title`: must be a non-empty string"),
+            "{message}"
+        );
         let message = err(
             &ctx,
             "add_task",
@@ -813,7 +695,14 @@ mod tests {
             "{message}"
         );
         let message = err(&ctx, "add_task", json!({"title": "x", "priority": "asap"})).await;
-        assert!(message.contains("low, medium, high, urgent"), "{message}");
+        assert!(
+            message.contains("`priority`") && message.contains("`urgent`"),
+            "{message}"
+        );
+        let message = err(&ctx, "add_task", json!({"title": "x", "tags": "a, b"})).await;
+        assert!(message.contains("`tags`"), "{message}");
+        let message = err(&ctx, "add_task", json!({"title": "x", "colour": "red"})).await;
+        assert!(message.contains("unknown field `colour`"), "{message}");
         let message = err(&ctx, "list_tasks", json!({"due_before": "soonish"})).await;
         assert!(message.contains("`due_before`"), "{message}");
         assert_eq!(count(&ctx).await, 0);
@@ -847,7 +736,9 @@ mod tests {
             "task 42 not found"
         );
 
-        let deleted = ok(&ctx, "delete_task", json!({"task_id": id.to_string()})).await;
+        let message = err(&ctx, "delete_task", json!({"task_id": id.to_string()})).await;
+        assert!(message.contains("`task_id`"), "{message}");
+        let deleted = ok(&ctx, "delete_task", json!({"task_id": id})).await;
         assert_eq!(deleted["title"], "Mine");
         assert_eq!(count(&ctx).await, 0);
     }

@@ -4,56 +4,41 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolInfo};
+use super::typed::NonEmpty;
+use super::{Tool, ToolContext, ToolError, TypedTool, typed};
 
 /// The tool's name, which the stubs mention.
-pub const NAME: &str = "tool_result";
+pub const NAME: &str = <ToolResult as TypedTool>::NAME;
 
 /// The most characters returned: a result larger than a reply is cut with a note.
 const MAX_CHARS: usize = 20_000;
 
-struct ToolResultTool {
-    info: ToolInfo,
-}
-
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(ToolResultTool {
-        info: ToolInfo::new(
-            NAME,
-            "conversation",
-            "Fetch the full text of an earlier tool result that the conversation shows shortened. Pass the call_id the shortened result names.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "call_id": {"type": "string", "description": "The call_id named in the shortened result"}
-                },
-                "required": ["call_id"],
-                "additionalProperties": false
-            }),
-        )
-        .tags(&["earlier", "full", "shortened", "result"]),
-    })]
+    vec![typed::<ToolResult>()]
 }
 
-#[async_trait]
-impl Tool for ToolResultTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
+/// Fetch the full text of an earlier tool result that the conversation shows shortened.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ToolResult {
+    /// The call_id named in the shortened result
+    call_id: NonEmpty,
+}
 
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let call_id = arguments["call_id"]
-            .as_str()
-            .filter(|id| !id.trim().is_empty())
-            .ok_or_else(|| {
-                ToolError::InvalidArguments("`call_id` must be a non-empty string".into())
-            })?;
+impl TypedTool for ToolResult {
+    const NAME: &'static str = "tool_result";
+    const GROUP: &'static str = "conversation";
+    const TAGS: &'static [&'static str] = &["earlier", "full", "shortened", "result"];
+    type Output = String;
+
+    async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
+        let call_id = self.call_id.0;
         let found = ctx
             .store
-            .tool_result_in(ctx.conversation_id, ctx.user_id, call_id)
+            .tool_result_in(ctx.conversation_id, ctx.user_id, &call_id)
             .await
             .map_err(|err| ToolError::Failed(format!("reading the result failed: {err}")))?;
         let Some((tool, result)) = found else {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hearth_channel::error_chain;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
@@ -57,15 +58,15 @@ fn tools_with(limits: Limits) -> Vec<Arc<dyn Tool>> {
 
 /// One request to send.
 #[derive(Clone, Debug)]
-struct Outgoing {
-    method: Method,
-    url: Url,
-    headers: HeaderMap,
-    body: Option<Vec<u8>>,
+pub(super) struct Outgoing {
+    pub(super) method: Method,
+    pub(super) url: Url,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Option<Vec<u8>>,
 }
 
 impl Outgoing {
-    fn get(url: Url) -> Self {
+    pub(super) fn get(url: Url) -> Self {
         Self {
             method: Method::GET,
             url,
@@ -77,18 +78,18 @@ impl Outgoing {
 
 /// What came back, after redirects.
 #[derive(Debug)]
-struct Fetched {
-    status: StatusCode,
+pub(super) struct Fetched {
+    pub(super) status: StatusCode,
     /// The URL of the last hop.
-    url: Url,
-    headers: HeaderMap,
-    body: Vec<u8>,
+    pub(super) url: Url,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Vec<u8>,
     /// The body was longer than the limit and was cut there.
-    truncated: bool,
+    pub(super) truncated: bool,
 }
 
 impl Fetched {
-    fn content_type(&self) -> String {
+    pub(super) fn content_type(&self) -> String {
         self.headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -199,16 +200,26 @@ fn client(target: &Target, timeout: Duration) -> Result<reqwest::Client, ToolErr
         // Connect to exactly the addresses that were checked; no second DNS answer.
         builder = builder.resolve_to_addrs(host, addrs);
     }
-    builder
-        .build()
-        .map_err(|e| ToolError::Failed(format!("cannot build the HTTP client: {}", chain(&e))))
+    builder.build().map_err(|e| {
+        ToolError::Failed(format!("cannot build the HTTP client: {}", error_chain(&e)))
+    })
 }
 
 /// Sends `request`, following up to five redirects, each hop vetted before it connects.
 async fn fetch(ctx: &ToolContext, request: Outgoing, limits: Limits) -> Result<Fetched, ToolError> {
     let allow = PrivateAllowlist::new(&ctx.config.tools.allowed_private_hosts);
+    fetch_allowing(&allow, request, limits).await
+}
+
+/// [`fetch`] with the private hosts given: `web_search` adds the owner's configured search
+/// endpoint to the owner's list.
+pub(super) async fn fetch_allowing(
+    allow: &PrivateAllowlist,
+    request: Outgoing,
+    limits: Limits,
+) -> Result<Fetched, ToolError> {
     let deadline = Instant::now() + limits.timeout;
-    tokio::time::timeout(limits.timeout, follow(request, &allow, limits, deadline))
+    tokio::time::timeout(limits.timeout, follow(request, allow, limits, deadline))
         .await
         .map_err(|_| timed_out(limits))?
 }
@@ -245,7 +256,7 @@ async fn follow(
                 "{} {} failed: {}",
                 request.method,
                 request.url,
-                chain(&e.without_url())
+                error_chain(&e.without_url())
             ))
         })?;
         let status = response.status();
@@ -275,7 +286,7 @@ async fn follow(
             }
             ToolError::Failed(format!(
                 "reading the response failed: {}",
-                chain(&e.without_url())
+                error_chain(&e.without_url())
             ))
         })? {
             let room = limits.max_body - body.len();
@@ -317,21 +328,6 @@ fn redirect(request: &mut Outgoing, status: StatusCode, next: Url) {
         }
     }
     request.url = next;
-}
-
-/// `err` and its causes, joined with `: `.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn parse_url(args: &Args<'_>) -> Result<Url, ToolError> {
@@ -813,7 +809,7 @@ fn extract<'a>(value: &'a Value, path: &str) -> Result<&'a Value, String> {
 
 /// A careful, small HTML-to-text extractor: enough for articles and documentation, never a
 /// browser. Linear in the page size.
-mod html {
+pub(super) mod html {
     use std::borrow::Cow;
 
     /// Elements dropped with everything inside them.

@@ -15,6 +15,24 @@ impl Api for AnthropicApi {
     const BASE_SUFFIX: &'static str = "";
 
     fn check(headers: &HeaderMap, body: &Value, api_key: Option<&str>) -> Result<(), Rejection> {
+        Self::check_headers(headers, api_key)?;
+        check_body(body).map_err(Rejection::bad_request)
+    }
+
+    fn models(models: &[String]) -> Value {
+        let data: Vec<Value> = models
+            .iter()
+            .map(|id| json!({"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z"}))
+            .collect();
+        json!({
+            "data": data,
+            "has_more": false,
+            "first_id": models.first(),
+            "last_id": models.last(),
+        })
+    }
+
+    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
         if let Some(key) = api_key {
             let sent = headers.get("x-api-key").and_then(|v| v.to_str().ok());
             if sent != Some(key) {
@@ -29,7 +47,7 @@ impl Api for AnthropicApi {
                 "anthropic-version: header is required",
             ));
         }
-        check_body(body).map_err(Rejection::bad_request)
+        Ok(())
     }
 
     fn error_body(status: u16, message: &str) -> Value {

@@ -1,5 +1,11 @@
-//! Local fake LLM servers for hearth's tests, speaking the real wire JSON, and a fake MCP
-//! server ([`mcp`]).
+//! The servers hearth's tests run against, all on 127.0.0.1 and speaking the real wire
+//! protocols: fakes where no real server can run, the real server where one can be installed.
+//!
+//! - LLMs: [`FakeOpenAi`] and [`FakeAnthropic`] (below);
+//! - chat platforms: a fake Telegram Bot API ([`telegram`]), a fake Discord REST API and gateway
+//!   ([`discord`]), a real Synapse ([`matrix`]), real Dovecot and aiosmtpd ([`email`]);
+//! - a fake MCP server ([`mcp`]), a throwaway PostgreSQL ([`postgres`]), a TLS front that lets a
+//!   fake answer on a real host name ([`tls`]), a small tmpfs to fill ([`tmpfs`]).
 //!
 //! [`FakeOpenAi`] answers `POST /v1/chat/completions` like an OpenAI-compatible server and
 //! [`FakeAnthropic`] answers `POST /v1/messages` like Anthropic's Messages API, both as plain
@@ -33,6 +39,7 @@ pub mod mcp;
 mod openai;
 pub mod postgres;
 mod reply;
+pub mod search;
 mod server;
 pub mod telegram;
 pub mod tls;

@@ -15,6 +15,21 @@ impl Api for OpenAiApi {
     const BASE_SUFFIX: &'static str = "/v1";
 
     fn check(headers: &HeaderMap, body: &Value, api_key: Option<&str>) -> Result<(), Rejection> {
+        Self::check_headers(headers, api_key)?;
+        check_body(body).map_err(Rejection::bad_request)
+    }
+
+    fn models(models: &[String]) -> Value {
+        json!({
+            "object": "list",
+            "data": models
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "created": 1_700_000_000, "owned_by": "hearth-testkit"}))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
         if let Some(key) = api_key {
             let sent = headers
                 .get("authorization")
@@ -30,7 +45,7 @@ impl Api for OpenAiApi {
                 });
             }
         }
-        check_body(body).map_err(Rejection::bad_request)
+        Ok(())
     }
 
     fn error_body(status: u16, message: &str) -> Value {

@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -42,8 +42,12 @@ pub trait Api: Send + Sync + 'static {
     /// Appended to `http://127.0.0.1:PORT` to make `base_url()`.
     const BASE_SUFFIX: &'static str;
 
+    /// Checks the headers every request of the API needs (the key, a version header).
+    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection>;
     /// Checks headers and body as the real API would.
     fn check(headers: &HeaderMap, body: &Value, api_key: Option<&str>) -> Result<(), Rejection>;
+    /// The answer to `GET /v1/models` listing `models`.
+    fn models(models: &[String]) -> Value;
     /// The error body for `status` and `message`.
     fn error_body(status: u16, message: &str) -> Value;
     /// A plain JSON answer.
@@ -76,6 +80,7 @@ struct Shared {
     responder: Mutex<Responder>,
     requests: Mutex<Vec<RecordedRequest>>,
     api_key: Mutex<Option<String>>,
+    models: Mutex<Vec<String>>,
     count: watch::Sender<usize>,
     next_id: Mutex<u64>,
     /// Set by [`FakeLlm::set_context_window`].
@@ -112,12 +117,14 @@ impl<A: Api> FakeLlm<A> {
             responder: Mutex::new(Arc::new(|_: &Value| Reply::text("ok"))),
             requests: Mutex::new(Vec::new()),
             api_key: Mutex::new(None),
+            models: Mutex::new(vec!["fake-model".into()]),
             count: watch::channel(0).0,
             next_id: Mutex::new(0),
             context_window: Mutex::new(None),
         });
         let app = Router::new()
             .route(A::PATH, post(handle::<A>))
+            .route("/v1/models", get(list_models::<A>))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -171,6 +178,12 @@ impl<A: Api> FakeLlm<A> {
         *lock(&self.shared.api_key) = Some(key.into());
     }
 
+    /// The model ids `GET /v1/models` lists (default: `fake-model`). Model list requests are
+    /// not recorded: tests count the chat requests.
+    pub fn set_models(&self, models: &[&str]) {
+        *lock(&self.shared.models) = models.iter().map(|m| m.to_string()).collect();
+    }
+
     /// Every request body received, in order (rejected ones included).
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.shared.requests)
@@ -206,6 +219,15 @@ impl<A: Api> FakeLlm<A> {
         }
         self.requests()
     }
+}
+
+async fn list_models<A: Api>(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let api_key = lock(&shared.api_key).clone();
+    if let Err(rejection) = A::check_headers(&headers, api_key.as_deref()) {
+        return error_response::<A>(rejection.status, &rejection.message);
+    }
+    let models = lock(&shared.models).clone();
+    axum::Json(A::models(&models)).into_response()
 }
 
 async fn handle<A: Api>(

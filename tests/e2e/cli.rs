@@ -6,6 +6,8 @@ use std::process::{Command, Output, Stdio};
 
 use hearth_testkit::{FakeOpenAi, Reply};
 
+use crate::support::{Signal, WAIT, eventually, free_port, poll, signal_child};
+
 /// Runs `hearth ARGS` in `dir` with a clean environment (plus `env`), feeding `stdin`.
 fn hearth(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
@@ -138,22 +140,18 @@ fn check_accepts_no_file_and_a_good_file() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("configuration OK"));
 
+    // The example exactly as shipped, with no variable set: what needs an account is
+    // commented out, so a newcomer's first `check` passes.
     write(
         dir.path(),
         "hearth.toml",
         include_str!("../../data/hearth.example.toml"),
     );
-    let out = hearth(
-        dir.path(),
-        &["check"],
-        &[
-            ("HEARTH_TELEGRAM_TOKEN", "123:abc"),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("ANTHROPIC_API_KEY", "sk-ant"),
-        ],
-        "",
-    );
+    let out = hearth(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    assert!(!stdout.contains("warning"), "{stdout}");
 }
 
 #[test]
@@ -230,15 +228,72 @@ async fn chat_over_a_pipe_answers_each_line_once_in_order() {
     assert_eq!(llm.request_count(), 2);
 }
 
+/// The defect, as a new user met it: with no configuration the database went to `./data` of the
+/// current directory (another directory, another assistant) and the timezone was UTC with `TZ`
+/// set ("remind me at 9" an hour off). Now both follow the user, and `check` says so.
+#[tokio::test]
+async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("hello there"));
+    let home = tempfile::tempdir().expect("home");
+    let here = tempfile::tempdir().expect("one directory");
+    let elsewhere = tempfile::tempdir().expect("another directory");
+    let home_path = home.path().display().to_string();
+    let vars = [
+        ("HOME", home_path.clone()),
+        ("TZ", "Asia/Tokyo".to_string()),
+        ("OPENAI_BASE_URL", llm.base_url()),
+    ];
+    let run = move |dir: std::path::PathBuf, args: &'static [&'static str], stdin: &'static str| {
+        let vars = vars.clone();
+        tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            hearth(&dir, args, &env, stdin)
+        })
+    };
+
+    let out = run(here.path().into(), &["check"], "").await.expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "data dir: {home_path}/.local/share/hearth (default: ~/.local/share/hearth"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("timezone: Asia/Tokyo (default: $TZ)"),
+        "{stdout}"
+    );
+
+    let out = run(here.path().into(), &["chat"], "hi\n")
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "hello there");
+    assert!(home.path().join(".local/share/hearth/hearth.db").exists());
+    assert!(
+        !here.path().join("data").exists(),
+        "nothing in the current directory"
+    );
+
+    // From another directory the same assistant answers: its database is found.
+    let out = run(elsewhere.path().into(), &["pair", "list"], "")
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("terminal:local"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn chat_without_a_provider_says_how_to_configure_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     // A port nothing listens on stands in for "no Ollama here".
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let out = hearth(
         dir.path(),
@@ -258,6 +313,162 @@ fn chat_without_a_provider_says_how_to_configure_one() {
             && stderr.contains("OPENAI_API_KEY"),
         "{stderr}"
     );
+}
+
+/// A server on loopback that answers every request with an HTML 501 page, as Python's
+/// `http.server` does: something listens, but it is no model API.
+async fn html_501_server() -> (String, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::NOT_IMPLEMENTED,
+            [(axum::http::header::CONTENT_TYPE, "text/html;charset=utf-8")],
+            "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<title>Error response</title>\n</head>\n<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n</body>\n</html>\n",
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        // Ends when the test aborts it.
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+/// The defect: a server that answers but is not OpenAI-compatible passed the start check (a
+/// TCP connect), then each message got the error page and three warnings, and the chat exited 0.
+#[tokio::test]
+async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
+    let (url, server) = html_501_server().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().to_path_buf();
+    let base = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", base.as_str())],
+            "hello\n",
+        )
+    })
+    .await
+    .expect("join");
+    server.abort();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(text(&out.stdout), "", "no chat was opened");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}/models answered HTTP 501 Not Implemented"))
+            && stderr.contains("not an OpenAI-compatible API"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<html"), "{stderr}");
+}
+
+#[tokio::test]
+async fn chat_names_a_refused_key_and_an_unreachable_cloud_by_their_cause() {
+    let llm = FakeOpenAi::start().await;
+    llm.require_api_key("sk-right");
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
+            llm.base_url()
+        ),
+    );
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("MY_KEY", "sk-wrong-SECRET")],
+            "hello\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("provider `cloud`")
+            && stderr.contains("refused the credentials (HTTP 401")
+            && stderr.contains("check the key in MY_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SECRET"), "the key leaked: {stderr}");
+    assert_eq!(llm.request_count(), 0, "no chat request was sent");
+
+    // An OpenAI key in the environment means a cloud API: when it cannot be reached the cause is
+    // said, not advice to start Ollama.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(
+        dir.path(),
+        &["chat"],
+        &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", &url)],
+        "hello\n",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to 127.0.0.1:{port}: connection refused"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ollama"), "{stderr}");
+}
+
+#[tokio::test]
+async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answered() {
+    let llm = FakeOpenAi::start().await;
+    // 400 is not retried: each message fails at once.
+    llm.set_responder(|_| Reply::error(400, "model `m` does not exist"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = llm.base_url();
+    let path = dir.path().to_path_buf();
+    let base = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", base.as_str())],
+            "hello\nagain\n",
+        )
+    })
+    .await
+    .expect("join");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("every message failed (2 of 2)") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+
+    llm.push(Reply::text("answered"));
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        hearth(
+            &path,
+            &["chat"],
+            &[("OPENAI_BASE_URL", url.as_str())],
+            "hello\nagain\n",
+        )
+    })
+    .await
+    .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("answered"));
 }
 
 #[test]
@@ -306,23 +517,6 @@ fn migrate_and_pairing_from_the_command_line() {
     );
 }
 
-/// A free port on 127.0.0.1 (bound and released; good enough for a test).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn signal(child: &std::process::Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 #[tokio::test]
 async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -350,16 +544,10 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         .expect("hearth run starts");
 
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut healthy = false;
-    for _ in 0..100 {
-        if let Ok(response) = reqwest::get(&url).await {
-            assert_eq!(response.status(), 200);
-            healthy = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(healthy, "/healthz never answered");
+    let response = poll(WAIT, async || reqwest::get(&url).await.ok())
+        .await
+        .expect("/healthz answers");
+    assert_eq!(response.status(), 200);
 
     // A new agent appears after SIGHUP, without a restart.
     write(
@@ -367,27 +555,20 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         "agents.toml",
         "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n\n[[agent]]\nid = \"cook\"\nname = \"Cook\"\nsystem_prompt = \"Recipes.\"\n",
     );
-    signal(&child, "HUP");
+    signal_child(&child, Signal::HUP);
     let store = hearth::store::Store::connect(&format!(
         "sqlite://{}",
         dir.path().join("data/hearth.db").display()
     ))
     .await
     .expect("open the daemon's database");
-    let mut reloaded = false;
-    for _ in 0..100 {
-        if store.active_agent_ids().await.expect("query")
-            == vec!["general".to_string(), "cook".to_string()]
-        {
-            reloaded = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually("the agents to be reloaded on SIGHUP", async || {
+        store.active_agent_ids().await.expect("query") == ["general", "cook"]
+    })
+    .await;
     store.close().await;
-    assert!(reloaded, "agents were not reloaded on SIGHUP");
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let out = tokio::task::spawn_blocking(move || {
         let status = child.wait().expect("wait");
         let mut stderr = String::new();
@@ -437,7 +618,15 @@ async fn chat_asks_approve_y_n_on_stdin() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(stdout.matches("Approve? [y/N]").count(), 2, "{stdout}");
+    // Each prompt asks once: its closing question is the y/N line, not printed before it too.
+    assert_eq!(
+        stdout
+            .matches("get_current_datetime {} — Approve within 10 minutes? [y/N]")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("Approve within").count(), 2, "{stdout}");
     assert!(
         stdout.contains("wants to run `get_current_datetime`"),
         "{stdout}"
@@ -515,7 +704,7 @@ async fn run_speaks_the_systemd_notify_protocol() {
         "{messages:?}"
     );
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let stopping = tokio::task::spawn_blocking(move || {
         let mut buf = [0u8; 1024];
         loop {
@@ -554,15 +743,10 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         .spawn()
         .expect("hearth run starts");
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut up = false;
-    for _ in 0..100 {
-        if reqwest::get(&url).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "the daemon came up");
+    eventually("the daemon to come up", async || {
+        reqwest::get(&url).await.is_ok()
+    })
+    .await;
 
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
@@ -592,7 +776,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         "an existing file is not overwritten"
     );
 
-    signal(&child, "TERM");
+    signal_child(&child, Signal::TERM);
     let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
         .await
         .expect("join");

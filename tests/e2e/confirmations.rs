@@ -123,7 +123,7 @@ async fn approved_by_button_the_tool_runs_and_the_prompt_shows_it() {
     assert_eq!(sent[1].text, "Done, the old logs are gone.");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert!(tool_result(&h).contains("wiped old logs"));
-    eventually("the prompt to show the outcome", || {
+    eventually("the prompt to show the outcome", async || {
         h.channel
             .sent()
             .iter()
@@ -162,7 +162,7 @@ async fn denied_the_tool_does_not_run_and_the_model_is_told() {
     assert_eq!(sent[1].text, "Alright, I left them.");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert!(tool_result(&h).contains("denied"), "{}", tool_result(&h));
-    eventually("the prompt to say denied", || {
+    eventually("the prompt to say denied", async || {
         h.channel
             .sent()
             .iter()
@@ -184,7 +184,7 @@ async fn a_press_before_the_platform_confirmed_the_prompt_still_edits_it() {
     h.llm.push(Reply::text("Alright, I left them."));
     h.channel
         .push_press(&prompt.reference(), USER, &data(&prompt, 1));
-    eventually("the prompt to say denied", || {
+    eventually("the prompt to say denied", async || {
         h.channel
             .sent()
             .iter()
@@ -214,7 +214,7 @@ async fn an_unanswered_prompt_expires_and_counts_as_denied() {
         "{}",
         tool_result(&h)
     );
-    eventually("the prompt to say expired", || {
+    eventually("the prompt to say expired", async || {
         h.channel
             .sent()
             .iter()
@@ -225,7 +225,7 @@ async fn an_unanswered_prompt_expires_and_counts_as_denied() {
     // A late press changes nothing.
     h.channel
         .push_press(&prompt.reference(), USER, &data(&prompt, 0));
-    eventually("the late press to be answered", || {
+    eventually("the late press to be answered", async || {
         h.channel.answered_presses().len() == 1
     })
     .await;
@@ -243,7 +243,7 @@ async fn only_the_requester_or_the_owner_may_decide_and_a_second_press_does_noth
     // A stranger in the same group chat presses Approve.
     h.channel
         .push_press(&prompt.reference(), "5555", &data(&prompt, 0));
-    eventually("the stranger to be answered", || {
+    eventually("the stranger to be answered", async || {
         h.channel.answered_presses().len() == 1
     })
     .await;
@@ -271,7 +271,7 @@ async fn only_the_requester_or_the_owner_may_decide_and_a_second_press_does_noth
     // A second press (by the requester) changes nothing.
     h.channel
         .push_press(&prompt.reference(), USER, &data(&prompt, 1));
-    eventually("the second press to be answered", || {
+    eventually("the second press to be answered", async || {
         h.channel.answered_presses().len() == 3
     })
     .await;

@@ -548,6 +548,20 @@ async fn a_schedules_cap_skips_only_that_schedule() {
         (runs[1].0.as_str(), runs[1].1.as_str()),
         ("brief-b", "done")
     );
+    crate::support::eventually("brief-b's answer", async || {
+        h.channel
+            .sent_to(CHAT)
+            .iter()
+            .any(|m| m.text.ends_with("model answer to PROMPT of brief-b"))
+    })
+    .await;
+    assert!(
+        !h.channel
+            .sent_to(CHAT)
+            .iter()
+            .any(|m| m.text.contains("brief-a")),
+        "brief-a sent nothing"
+    );
     assert_eq!(h.say("hello").await.text, "model answer to hello");
 }
 
@@ -567,8 +581,13 @@ async fn the_owner_is_warned_once_at_warn_at() {
         h.llm
             .push(Reply::text(format!("answer {n}")).usage(1_000, 0));
         h.channel.push_text(CHAT, USER, &format!("message {n}"));
-        crate::support::settle(&h).await;
+        let answered = n as usize;
+        crate::support::eventually("the answer", async || {
+            h.channel.sent_to(CHAT).len() >= answered
+        })
+        .await;
     }
+    crate::support::settle(&h).await;
     let answers: Vec<String> = h
         .channel
         .sent_to(CHAT)
@@ -719,4 +738,103 @@ async fn a_crash_in_the_middle_of_a_compaction_loses_nothing() {
     assert_eq!(after, stored + 2, "every message kept, the new turn added");
     assert!(summaries(&store).await >= 1);
     store.close().await;
+
+    // `hearth usage` reads the same records; a wrong --by is a usage error.
+    let usage = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["usage", "--days", "7", "--by", "model"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("hearth usage");
+    let stdout = String::from_utf8_lossy(&usage.stdout);
+    assert_eq!(
+        usage.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&usage.stderr)
+    );
+    assert!(
+        stdout.contains("fake/m") && stdout.contains("total"),
+        "{stdout}"
+    );
+    let wrong = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["usage", "--by", "colour"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("hearth usage");
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("day, agent, schedule, user, model"));
+}
+
+/// `read_log`: a safe tool with a long result.
+struct ReadLog(ToolInfo);
+
+#[async_trait]
+impl Tool for ReadLog {
+    fn info(&self) -> &ToolInfo {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+        Ok(format!("START {} END", "log line. ".repeat(500)))
+    }
+}
+
+#[tokio::test]
+async fn old_tool_results_are_stubs_that_tool_result_fetches_back() {
+    let agents = "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"PROMPT:general\"\ntools = [\"read_log\"]\ntool_mode = \"direct\"\n";
+    let mut h = Hearth::new().await.with_agents(agents).with_tools(|| {
+        let mut registry = ToolRegistry::with_builtin();
+        let info = ToolInfo::new(
+            "read_log",
+            "files",
+            "Read the log",
+            json!({"type": "object"}),
+        );
+        registry
+            .register(Arc::new(ReadLog(info)))
+            .expect("register");
+        registry
+    });
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "log1", "read_log", "{}",
+    )]));
+    h.llm.push(Reply::text("The log is fine."));
+    h.say("check the log").await;
+    for turn in 2..=4 {
+        h.llm.push(Reply::text(format!("answer {turn}")));
+        h.say(&format!("turn {turn}")).await;
+    }
+    let request = h.llm.last_request().expect("request").to_string();
+    assert!(!request.contains(" END"), "the old result is a stub");
+    assert!(
+        request.contains("call tool_result with call_id"),
+        "{request}"
+    );
+    assert!(
+        request.contains("\"name\":\"tool_result\""),
+        "the tool is offered"
+    );
+
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "fetch1",
+        "tool_result",
+        r#"{"call_id": "log1"}"#,
+    )]));
+    h.llm.push(Reply::text("It ends with END."));
+    assert_eq!(
+        h.say("how did the log end?").await.text,
+        "It ends with END."
+    );
+    let request = h.llm.last_request().expect("request");
+    let fetched = last_message(&request)["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        fetched.starts_with("START") && fetched.ends_with(" END"),
+        "{fetched}"
+    );
 }

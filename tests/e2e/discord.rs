@@ -4,14 +4,14 @@
 //! exactly once), a 429 storm, and 4014 failing the Discord channel while Telegram keeps
 //! answering.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hearth_testkit::discord::{FakeDiscord, FakeMessage, UserMessage};
 use hearth_testkit::telegram::FakeTelegram;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
+
+use crate::support::HearthProcess;
 
 const TOKEN: &str = "MTIz.SECRET-discord-token-xyz";
 const TG_TOKEN: &str = "123456:SECRET-telegram-token-xyz";
@@ -34,13 +34,24 @@ tool_mode = "direct"
 "#;
 
 struct DcHearth {
-    dir: tempfile::TempDir,
+    process: HearthProcess,
     llm: FakeOpenAi,
     dc: FakeDiscord,
     tg: Option<FakeTelegram>,
-    child: Option<Child>,
-    port: u16,
-    runs: usize,
+}
+
+/// The child-process harness's methods (start, stop, logs, get …) on the Discord one.
+impl std::ops::Deref for DcHearth {
+    type Target = HearthProcess;
+    fn deref(&self) -> &HearthProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for DcHearth {
+    fn deref_mut(&mut self) -> &mut HearthProcess {
+        &mut self.process
+    }
 }
 
 impl DcHearth {
@@ -49,8 +60,9 @@ impl DcHearth {
     }
 
     async fn with_stream(extra: &str, with_telegram: bool, stream: bool) -> Self {
-        crate::support::rustls();
-        let dir = tempfile::tempdir().expect("temp dir");
+        let process = HearthProcess::new("discord", "SECRET-discord-token")
+            .env("DC_TOKEN", TOKEN)
+            .env("TG_TOKEN", TG_TOKEN);
         let llm = FakeOpenAi::start().await;
         let dc = FakeDiscord::start(TOKEN).await;
         dc.server_channel(SERVER);
@@ -59,11 +71,6 @@ impl DcHearth {
         } else {
             None
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
         let telegram = tg.as_ref().map_or(String::new(), |tg| {
             format!(
                 "[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [42]\n",
@@ -72,11 +79,6 @@ impl DcHearth {
         });
         let config = format!(
             r#"
-[daemon]
-http_listen = "127.0.0.1:{port}"
-owner = "discord:{OWNER}"
-shutdown_grace_secs = 1
-
 [[providers]]
 name = "fake"
 kind = "openai"
@@ -101,104 +103,13 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
             llm = llm.base_url(),
             dc = dc.api_url(),
         );
-        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
-        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
+        process.write_config(&format!("discord:{OWNER}"), &config, AGENTS);
         Self {
-            dir,
+            process,
             llm,
             dc,
             tg,
-            child: None,
-            port,
-            runs: 0,
         }
-    }
-
-    /// Starts `hearth run` and waits until the Discord channel reports `state`.
-    async fn start_until(&mut self, state: &str) {
-        self.runs += 1;
-        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("run")
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("DC_TOKEN", TOKEN)
-            .env("TG_TOKEN", TG_TOKEN)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("hearth run starts");
-        self.child = Some(child);
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        for _ in 0..400 {
-            if let Ok(response) = reqwest::get(&url).await
-                && let Ok(health) = response.json::<Value>().await
-                && health["channels"]["discord"]["state"] == state
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("discord never reached {state}:\n{}", self.logs());
-    }
-
-    async fn start(&mut self) {
-        self.start_until("connected").await;
-    }
-
-    fn log_path(&self, run: usize) -> PathBuf {
-        self.dir.path().join(format!("hearth-{run}.log"))
-    }
-
-    fn logs(&self) -> String {
-        (1..=self.runs)
-            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
-            .collect()
-    }
-
-    fn signal(&self, name: &str) {
-        if let Some(child) = &self.child {
-            let status = Command::new("kill")
-                .args([&format!("-{name}"), &child.id().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-        }
-    }
-
-    async fn kill(&mut self) {
-        self.signal("KILL");
-        if let Some(mut child) = self.child.take() {
-            tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-        }
-    }
-
-    /// SIGTERM, expecting exit 0; then checks that the token never reached a log line.
-    async fn stop(&mut self) {
-        self.signal("TERM");
-        if let Some(mut child) = self.child.take() {
-            let status = tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-            assert_eq!(status.code(), Some(0), "{}", self.logs());
-        }
-        let logs = self.logs();
-        assert!(
-            !logs.contains("SECRET-discord-token"),
-            "the bot token reached the logs"
-        );
-    }
-
-    async fn get(&self, path: &str) -> (u16, String) {
-        let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let response = reqwest::get(&url).await.expect("answers");
-        let status = response.status().as_u16();
-        (status, response.text().await.unwrap_or_default())
     }
 
     async fn wait(&self, channel: u64, n: usize) -> Vec<FakeMessage> {
@@ -535,15 +446,14 @@ async fn a_streamed_reply_is_one_message_edited_in_place() {
         .push(Reply::text(long.trim_end()).delay(Duration::from_millis(1500)));
     h.dc.send(UserMessage::new(DM, OWNER, "tell me a story"));
     let replies = h.wait(DM, 1).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    h.wait_for(WAIT, "the preview to become the whole reply", async || {
         let shown = h.dc.bot_messages(DM);
-        if shown.first().is_some_and(|m| m.content == long.trim_end()) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{shown:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        shown
+            .first()
+            .is_some_and(|m| m.content == long.trim_end())
+            .then_some(())
+    })
+    .await;
     let shown = h.dc.bot_messages(DM);
     assert_eq!(shown.len(), 1, "the preview became the reply: {shown:?}");
     assert_eq!(replies[0].id, shown[0].id);
@@ -612,16 +522,12 @@ async fn a_history_that_fails_after_a_restart_is_read_again_and_loses_nothing() 
     // Every try of the catch-up after READY meets a 502.
     h.dc.fail_history(4);
     h.start_until("connected").await;
-    let mut degraded = None;
-    for _ in 0..400 {
-        let (_, body) = h.get("/healthz").await;
-        if body.contains("could not be read") {
-            degraded = Some(body);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let degraded = degraded.unwrap_or_else(|| panic!("never shown degraded\n{}", h.logs()));
+    let degraded = h
+        .wait_for(WAIT, "/healthz to show discord degraded", async || {
+            let (_, body) = h.get("/healthz").await;
+            body.contains("could not be read").then_some(body)
+        })
+        .await;
     assert!(degraded.contains("reconnecting"), "{degraded}");
     h.wait(DM, 4).await;
     assert_eq!(

@@ -183,7 +183,7 @@ async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
         "c1", "slow", "{}",
     )]));
     h.channel.push_text(CHAT, USER, "do the slow thing");
-    eventually("the slow tool to start", || {
+    eventually("the slow tool to start", async || {
         started.load(Ordering::SeqCst) == 1
     })
     .await;
@@ -203,7 +203,7 @@ async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
 
     // The owner may stop anyone's turn.
     h.channel.push_text(CHAT, "9999", "/cancel");
-    eventually("the owner's /cancel to stop the turn", || {
+    eventually("the owner's /cancel to stop the turn", async || {
         h.channel.sent().iter().any(|m| m.text == "⏹ Cancelled.")
     })
     .await;
@@ -213,12 +213,12 @@ async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
         "c2", "slow", "{}",
     )]));
     h.channel.push_text(CHAT, USER, "again, slowly");
-    eventually("the second slow call", || {
+    eventually("the second slow call", async || {
         started.load(Ordering::SeqCst) == 2
     })
     .await;
     h.channel.push_text(CHAT, USER, "/cancel");
-    eventually("the requester's /cancel to stop it", || {
+    eventually("the requester's /cancel to stop it", async || {
         h.channel
             .sent()
             .iter()

@@ -4,13 +4,13 @@
 //! restarted under hearth, a SIGKILL with mail arriving while it is down, a UIDVALIDITY change,
 //! and a corpus of malformed mail after which normal mail is still answered.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hearth_testkit::email::{MailServers, SentMail, mail};
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
+
+use crate::support::HearthProcess;
 
 const BOT: &str = "bot@example.org";
 const PASSWORD: &str = "SECRET-mail-password";
@@ -30,12 +30,23 @@ tool_mode = "direct"
 "#;
 
 struct MailHearth {
-    dir: tempfile::TempDir,
+    process: HearthProcess,
     llm: FakeOpenAi,
     mail: MailServers,
-    child: Option<Child>,
-    port: u16,
-    runs: usize,
+}
+
+/// The child-process harness's methods (start, stop, logs, healthz …) on the email one.
+impl std::ops::Deref for MailHearth {
+    type Target = HearthProcess;
+    fn deref(&self) -> &HearthProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for MailHearth {
+    fn deref_mut(&mut self) -> &mut HearthProcess {
+        &mut self.process
+    }
 }
 
 /// The last user message of an LLM request.
@@ -52,19 +63,14 @@ fn last_user_text(request: &Value) -> String {
 
 impl MailHearth {
     async fn new(extra: &str) -> Self {
-        crate::support::rustls();
-        let dir = tempfile::tempdir().expect("temp dir");
+        let process =
+            HearthProcess::new("email", "SECRET-mail-password").env("MAIL_PASSWORD", PASSWORD);
         let llm = FakeOpenAi::start().await;
         // Each answer names the mail it answers, so a test can count answers per mail.
         llm.set_responder(|request| Reply::text(format!("Re {}", last_user_text(request))));
         let mail = MailServers::start(BOT, PASSWORD)
             .await
             .unwrap_or_else(|e| panic!("cannot start the mail servers: {e}"));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
         // Most tests are about delivery, not about who is believed: they say so explicitly.
         let verification = if extra.contains("require_authentication")
             || extra.contains("trust_unverified_from")
@@ -75,11 +81,6 @@ impl MailHearth {
         };
         let config = format!(
             r#"
-[daemon]
-http_listen = "127.0.0.1:{port}"
-owner = "email:{ANN}"
-shutdown_grace_secs = 1
-
 [[providers]]
 name = "fake"
 kind = "openai"
@@ -107,144 +108,37 @@ allowed_senders = ["{ANN}", "{BOB}"]
             imap = mail.imap.url(),
             smtp = mail.smtp.url(),
         );
-        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
-        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
-        Self {
-            dir,
-            llm,
-            mail,
-            child: None,
-            port,
-            runs: 0,
-        }
+        process.write_config(&format!("email:{ANN}"), &config, AGENTS);
+        Self { process, llm, mail }
     }
 
     async fn start(&mut self) {
-        self.runs += 1;
-        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("run")
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("MAIL_PASSWORD", PASSWORD)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("hearth run starts");
-        self.child = Some(child);
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        for _ in 0..400 {
-            if let Ok(response) = reqwest::get(&url).await
-                && let Ok(health) = response.json::<Value>().await
-                && health["channels"]["email"]["state"] == "connected"
-            {
-                // Connected means logged in; give the first SELECT a moment to set the start.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("hearth did not come up:\n{}", self.logs());
+        self.process.start().await;
+        // Connected means logged in; give the first SELECT a moment to set the start.
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
-    fn log_path(&self, run: usize) -> PathBuf {
-        self.dir.path().join(format!("hearth-{run}.log"))
-    }
-
-    fn logs(&self) -> String {
-        (1..=self.runs)
-            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
-            .collect()
-    }
-
-    fn signal(&self, name: &str) {
-        if let Some(child) = &self.child {
-            let status = Command::new("kill")
-                .args([&format!("-{name}"), &child.id().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-        }
-    }
-
-    async fn kill(&mut self) {
-        self.signal("KILL");
-        if let Some(mut child) = self.child.take() {
-            tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-        }
-    }
-
-    /// SIGTERM, expecting exit 0; the password never in a log line.
-    async fn stop(&mut self) {
-        self.signal("TERM");
-        if let Some(mut child) = self.child.take() {
-            let status = tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-            assert_eq!(status.code(), Some(0), "{}", self.logs());
-        }
-        let logs = self.logs();
-        assert!(
-            !logs.contains("SECRET-mail-password"),
-            "the password reached the logs"
-        );
-    }
-
-    async fn healthz(&self) -> Value {
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        reqwest::get(&url)
-            .await
-            .expect("healthz answers")
-            .json()
-            .await
-            .unwrap_or(Value::Null)
+    /// `/healthz`'s body.
+    async fn health(&self) -> Value {
+        self.healthz().await.1
     }
 
     /// Waits until no answer waits in the outbox (every send recorded as done).
     async fn wait_outbox_empty(&self) {
-        let deadline = Instant::now() + WAIT;
-        while self.healthz().await["outbox_pending"] != 0 {
-            assert!(Instant::now() < deadline, "{}", self.healthz().await);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        self.wait_for(WAIT, "an empty outbox", async || {
+            (self.health().await["outbox_pending"] == 0).then_some(())
+        })
+        .await;
     }
 
     /// Waits for at least `n` mails to `to`, and returns them all.
     async fn wait_sent(&self, to: &str, n: usize) -> Vec<SentMail> {
-        let deadline = Instant::now() + WAIT;
-        loop {
+        let what = format!("{n} mails to {to}");
+        self.wait_for(WAIT, &what, async || {
             let sent = self.mail.sent_to(to);
-            if sent.len() >= n {
-                return sent;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "expected {n} mails to {to}, got {sent:#?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    /// The `hearth` CLI in the daemon's directory.
-    fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("MAIL_PASSWORD", PASSWORD)
-            .output()
-            .expect("hearth cli");
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
+            (sent.len() >= n).then_some(sent)
+        })
+        .await
     }
 }
 
@@ -444,11 +338,10 @@ async fn the_imap_server_restarted_under_hearth_is_reconnected() {
         .expect("deliver");
     let sent = h.wait_sent(ANN, 2).await;
     assert!(sent[1].text.contains("after the restart"), "{sent:#?}");
-    let deadline = Instant::now() + WAIT;
-    while h.healthz().await["channels"]["email"]["state"] != "connected" {
-        assert!(Instant::now() < deadline, "{}", h.healthz().await);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    h.wait_for(WAIT, "email to connect again", async || {
+        (h.health().await["channels"]["email"]["state"] == "connected").then_some(())
+    })
+    .await;
     h.stop().await;
 }
 
@@ -560,23 +453,14 @@ async fn malformed_mail_never_stops_normal_mail() {
         .deliver_text(ANN, "normal", "a normal mail after the corpus")
         .await
         .expect("deliver");
-    let deadline = Instant::now() + WAIT;
-    loop {
+    h.wait_for(WAIT, "the normal mail to be answered", async || {
         let sent = h.mail.sent_to(ANN);
-        if sent
-            .iter()
+        sent.iter()
             .any(|m| m.text.contains("a normal mail after the corpus"))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the normal mail was never answered: {sent:#?}\n{}",
-            h.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(h.healthz().await["channels"]["email"]["state"], "connected");
+            .then_some(())
+    })
+    .await;
+    assert_eq!(h.health().await["channels"]["email"]["state"], "connected");
     h.stop().await;
 }
 
@@ -590,11 +474,10 @@ async fn a_reply_the_smtp_server_could_not_take_is_sent_from_the_outbox_later() 
         .await
         .expect("deliver");
     // The answer is ready and stored; the send fails and stays in the outbox.
-    let deadline = Instant::now() + WAIT;
-    while h.llm.request_count() == 0 {
-        assert!(Instant::now() < deadline, "{}", h.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    h.wait_for(WAIT, "the answer to be asked for", async || {
+        (h.llm.request_count() > 0).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     h.mail.smtp.start_again().await.expect("smtp back");
     let sent = h.wait_sent(ANN, 1).await;

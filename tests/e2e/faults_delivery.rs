@@ -9,6 +9,7 @@ use hearth_testkit::telegram::FakeMessage;
 use hearth_testkit::{Reply, ToolCallSpec};
 use sqlx::Row;
 
+use crate::support::poll;
 use crate::telegram::{OWNER, TgHearth};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -361,24 +362,22 @@ async fn a_streamed_10_mb_answer_previews_and_ends_as_one_capped_reply() {
     let answer = ten_megabytes();
     h.llm.push(Reply::text(answer.clone()).delta_chars(4_096));
     h.tg.push_text(OWNER, OWNER, "write forever");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !h
-        .tg
-        .messages(OWNER)
-        .last()
-        .is_some_and(|m| m.text.contains("✂️"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no capped reply: {:?}\n{}",
-            texts(&h.tg.messages(OWNER))
-                .iter()
-                .map(|t| short(t))
-                .collect::<Vec<_>>(),
-            tail(&h.logs())
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let capped = poll(WAIT, async || {
+        h.tg.messages(OWNER)
+            .last()
+            .is_some_and(|m| m.text.contains("✂️"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        capped.is_some(),
+        "no capped reply: {:?}\n{}",
+        texts(&h.tg.messages(OWNER))
+            .iter()
+            .map(|t| short(t))
+            .collect::<Vec<_>>(),
+        tail(&h.logs())
+    );
     let messages = wait_for(&h, 1).await;
     let rss = peak_rss_mib(h.pid());
     assert_capped(&messages, &answer);
@@ -467,14 +466,15 @@ async fn a_hundred_risky_calls_in_one_answer_ask_three_times_and_refuse_the_rest
     assert_eq!(messages[3].text, "I asked about three; the rest must wait.");
     // The prompts' outcome edits go through the outbox beside the final reply; under load they
     // may land a little after it.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut messages = messages;
-    while messages[..3].iter().any(|p| !p.text.contains("Denied by"))
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        messages = h.tg.messages(OWNER);
-    }
+    let outcomes = poll(WAIT, async || {
+        let messages = h.tg.messages(OWNER);
+        messages[..3]
+            .iter()
+            .all(|p| p.text.contains("Denied by"))
+            .then_some(messages)
+    })
+    .await;
+    let messages = outcomes.unwrap_or(messages);
     for prompt in &messages[..3] {
         assert!(
             prompt.text.contains("Denied by"),

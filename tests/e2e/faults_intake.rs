@@ -32,19 +32,12 @@ fn small_data_disk(h: &TgHearth) -> Option<Tmpfs> {
 
 /// Polls `/healthz` until `check(status, body)` holds; returns the last answer.
 async fn health_until(h: &TgHearth, what: &str, check: impl Fn(u16, &Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let what = format!("/healthz to show {what}");
+    h.wait_for(WAIT, &what, async || {
         let (status, body) = h.healthz().await;
-        if check(status, &body) {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "/healthz never showed {what}; last {status} {body}\n{}",
-            h.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        check(status, &body).then_some(body)
+    })
+    .await
 }
 
 fn faults(body: &Value) -> Vec<String> {
@@ -184,11 +177,10 @@ async fn a_split_reply_whose_progress_cannot_be_recorded_goes_on_once_space_retu
     // down that part 1 was shown.
     h.tg.hold("sendMessage");
     h.tg.push_text(OWNER, OWNER, "tell me everything");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while h.tg.requests_of("sendMessage").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "{}", h.logs());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    h.wait_for(WAIT, "the first send", async || {
+        (!h.tg.requests_of("sendMessage").is_empty()).then_some(())
+    })
+    .await;
     disk.fill().expect("fill the data disk");
     h.tg.release("sendMessage");
     h.wait(OWNER, 1).await;
@@ -225,14 +217,10 @@ async fn one_undecodable_update_does_not_hold_up_the_others() {
     let last = h.tg.push_text(OWNER, OWNER, "last");
     h.start().await;
     h.wait(OWNER, 3).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while h.tg.confirmed_offset() <= last {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "batch never confirmed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    h.wait_for(WAIT, "the batch to be confirmed", async || {
+        (h.tg.confirmed_offset() > last).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         texts(&h),

@@ -14,6 +14,7 @@ use hearth::store::Store;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
 
+use crate::support::{Signal, eventually, free_port, poll, signal_child};
 use crate::telegram::{OWNER, TgHearth, last_user_text};
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
@@ -125,24 +126,20 @@ impl LiveChat {
 
     /// Waits until the output contains `needle`; panics after `timeout`.
     async fn wait_for(&self, needle: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !self.output().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "no {needle:?} within {timeout:?}; stdout:\n{}\nstderr:\n{}",
-                self.output(),
-                self.errors()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let seen = poll(timeout, async || {
+            self.output().contains(needle).then_some(())
+        })
+        .await;
+        assert!(
+            seen.is_some(),
+            "no {needle:?} within {timeout:?}; stdout:\n{}\nstderr:\n{}",
+            self.output(),
+            self.errors()
+        );
     }
 
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
+    fn signal(&self, signal: Signal) {
+        signal_child(&self.child, signal);
     }
 
     /// Closes the input (if still open) and waits for the exit, at most `timeout`.
@@ -327,11 +324,7 @@ async fn two_daemons_on_one_postgres_database_do_not_run_at_once() {
         }
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     std::fs::write(
         dir.path().join("hearth.toml"),
         format!(
@@ -349,13 +342,9 @@ async fn two_daemons_on_one_postgres_database_do_not_run_at_once() {
     };
     let healthy = || async {
         let url = format!("http://127.0.0.1:{port}/healthz");
-        for _ in 0..300 {
-            if reqwest::get(&url).await.is_ok() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
+        poll(WAIT, async || reqwest::get(&url).await.ok())
+            .await
+            .is_some()
     };
 
     let mut first = start();
@@ -431,7 +420,7 @@ async fn ctrl_c_stops_the_answer_at_once_and_the_next_session_starts_clean() {
     chat.say("tell me a long story");
     chat.wait_for("Once", WAIT).await;
     let interrupted = Instant::now();
-    chat.signal("INT");
+    chat.signal(Signal::INT);
     let (status, stdout, stderr) = chat.finish(Duration::from_secs(25)).await;
     let took = interrupted.elapsed();
     eprintln!("Ctrl-C: hearth chat exited {took:?} after SIGINT");
@@ -473,8 +462,8 @@ async fn a_killed_chat_session_is_not_resumed_by_the_next() {
     let env = [("HEARTH_TOOLS__AUTONOMY", "none")];
     let mut chat = LiveChat::start(dir.path(), &env);
     chat.say("what time is it?");
-    chat.wait_for("Approve? [y/N]", WAIT).await;
-    chat.signal("KILL");
+    chat.wait_for("[y/N]", WAIT).await;
+    chat.signal(Signal::KILL);
     let (status, _, _) = chat.finish(WAIT).await;
     assert_eq!(status.code(), None, "killed");
 
@@ -557,11 +546,13 @@ async fn two_confirmations_in_one_turn_are_numbered_and_named() {
         "each prompt is numbered:\n{stdout}"
     );
     assert!(
-        stdout.contains("[1] get_current_datetime {} — Approve? [y/N] y"),
+        stdout.contains("[1] get_current_datetime {} — Approve within 10 minutes? [y/N] y"),
         "{stdout}"
     );
     assert!(
-        stdout.contains(r#"[2] calculate {"expression":"6 * 7"} — Approve? [y/N] n"#),
+        stdout.contains(
+            r#"[2] calculate {"expression":"6 * 7"} — Approve within 10 minutes? [y/N] n"#
+        ),
         "{stdout}"
     );
     assert!(stdout.ends_with("Done asking.\n"), "{stdout}");
@@ -586,11 +577,7 @@ async fn two_confirmations_in_one_turn_are_numbered_and_named() {
 #[tokio::test]
 async fn run_without_channels_says_so_in_one_line() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     std::fs::write(
         dir.path().join("hearth.toml"),
         format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
@@ -607,20 +594,11 @@ async fn run_without_channels_says_so_in_one_line() {
     .expect("hearth run starts");
     let stderr = collect(child.stderr.take().expect("stderr"));
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut up = false;
-    for _ in 0..200 {
-        if reqwest::get(&url).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "/healthz answers without channels");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    eventually("/healthz to answer without channels", async || {
+        reqwest::get(&url).await.is_ok()
+    })
+    .await;
+    signal_child(&child, Signal::TERM);
     let exit = tokio::task::spawn_blocking(move || child.wait())
         .await
         .expect("join")

@@ -244,7 +244,7 @@ async fn a_confirmation_is_decided_by_a_linked_identity_on_another_channel_only(
         message_id: "m1".into(),
     };
     h.email.push_press(&elsewhere, EMAIL_OTHER, &approve);
-    eventually("the stranger's press to be answered", || {
+    eventually("the stranger's press to be answered", async || {
         h.email
             .answered_presses()
             .iter()
@@ -254,7 +254,7 @@ async fn a_confirmation_is_decided_by_a_linked_identity_on_another_channel_only(
     // The telegram stranger also may not decide, even on the prompt's own channel.
     h.telegram
         .push_press(&prompt.reference(), TG_STRANGER, &approve);
-    eventually("the telegram stranger's press to be answered", || {
+    eventually("the telegram stranger's press to be answered", async || {
         h.telegram
             .answered_presses()
             .iter()
@@ -293,7 +293,7 @@ async fn a_confirmation_is_decided_by_a_linked_identity_on_another_channel_only(
         .expect("stored");
     assert_eq!(decided.status, hearth::store::ConfirmationStatus::Approved);
     assert_eq!(decided.decided_by.as_deref(), Some("email:me@example.org"));
-    eventually("the Telegram prompt to show the outcome", || {
+    eventually("the Telegram prompt to show the outcome", async || {
         h.telegram
             .sent()
             .iter()

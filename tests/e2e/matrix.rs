@@ -5,13 +5,13 @@
 //! with 60 messages sent while down (a limited sync): every one answered once, in order, and the
 //! same conversation in an encrypted DM with the owner on an Element-like matrix-sdk client.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hearth_testkit::matrix::{Human, Registered, SeenMessage, Synapse, unique_name};
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
+
+use crate::support::{HearthProcess, poll};
 
 const WAIT: Duration = Duration::from_secs(30);
 const PASSWORD: &str = "bot-password-SECRET";
@@ -27,20 +27,33 @@ tool_mode = "direct"
 "#;
 
 struct MxHearth {
-    dir: tempfile::TempDir,
+    process: HearthProcess,
     llm: FakeOpenAi,
     server: &'static Synapse,
     bot: Registered,
     owner: Human,
     friend: Human,
-    child: Option<Child>,
-    port: u16,
-    runs: usize,
+}
+
+/// The child-process harness's methods (start, stop, logs …) on the Matrix one.
+impl std::ops::Deref for MxHearth {
+    type Target = HearthProcess;
+    fn deref(&self) -> &HearthProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for MxHearth {
+    fn deref_mut(&mut self) -> &mut HearthProcess {
+        &mut self.process
+    }
 }
 
 impl MxHearth {
     async fn new(extra: &str) -> Self {
-        crate::support::rustls();
+        let process = HearthProcess::new("matrix", "SECRET")
+            .env("MX_PASSWORD", PASSWORD)
+            .env("RUST_LOG", "info,hearth_matrix=debug");
         let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
         let bot = server
             .register(&unique_name("hearth"), PASSWORD)
@@ -52,20 +65,9 @@ impl MxHearth {
         let friend = Human::register(server, "friend")
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let dir = tempfile::tempdir().expect("temp dir");
         let llm = FakeOpenAi::start().await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
         let config = format!(
             r#"
-[daemon]
-http_listen = "127.0.0.1:{port}"
-owner = "matrix:{owner}"
-shutdown_grace_secs = 1
-
 [[providers]]
 name = "fake"
 kind = "openai"
@@ -93,109 +95,25 @@ allowed_users = ["{owner}", "{friend}"]
             url = server.url(),
             llm = llm.base_url(),
         );
-        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
-        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
+        process.write_config(&format!("matrix:{}", owner.user.user_id), &config, AGENTS);
         Self {
-            dir,
+            process,
             llm,
             server,
             bot,
             owner,
             friend,
-            child: None,
-            port,
-            runs: 0,
         }
-    }
-
-    async fn start(&mut self) {
-        self.runs += 1;
-        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("run")
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("MX_PASSWORD", PASSWORD)
-            .env("RUST_LOG", "info,hearth_matrix=debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("hearth run starts");
-        self.child = Some(child);
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        for _ in 0..1200 {
-            if let Ok(response) = reqwest::get(&url).await
-                && let Ok(health) = response.json::<Value>().await
-                && health["channels"]["matrix"]["state"] == "connected"
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("hearth did not come up:\n{}", self.logs());
-    }
-
-    fn log_path(&self, run: usize) -> PathBuf {
-        self.dir.path().join(format!("hearth-{run}.log"))
-    }
-
-    fn logs(&self) -> String {
-        (1..=self.runs)
-            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
-            .collect()
-    }
-
-    fn signal(&self, name: &str) {
-        if let Some(child) = &self.child {
-            let status = Command::new("kill")
-                .args([&format!("-{name}"), &child.id().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-        }
-    }
-
-    async fn kill(&mut self) {
-        self.signal("KILL");
-        if let Some(mut child) = self.child.take() {
-            tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-        }
-    }
-
-    /// SIGTERM, expecting exit 0; the password never reached a log line.
-    async fn stop(&mut self) {
-        self.signal("TERM");
-        if let Some(mut child) = self.child.take() {
-            let status = tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-            assert_eq!(status.code(), Some(0), "{}", self.logs());
-        }
-        assert!(
-            !self.logs().contains("SECRET"),
-            "the password reached the logs"
-        );
     }
 
     /// Waits until `user` has the membership `want` in `room`.
     async fn wait_membership(&self, room: &str, user: &str, want: &str) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
+        let what = format!("{user} to be {want} in {room}");
+        self.wait_for(WAIT, &what, async || {
             let now = self.owner.membership(room, user).await;
-            if now.as_deref() == Some(want) {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{user} is {now:?} in {room}, not {want}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            (now.as_deref() == Some(want)).then_some(())
+        })
+        .await;
     }
 
     /// A DM between the owner and hearth, accepted by hearth.
@@ -222,41 +140,26 @@ allowed_users = ["{owner}", "{friend}"]
 
     /// Waits until hearth has sent at least `n` messages in `room`.
     async fn wait_bot(&self, room: &str, n: usize) -> Vec<SeenMessage> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
+        let what = format!("{n} messages from hearth in {room}");
+        self.wait_for(WAIT, &what, async || {
             let messages = self.bot_messages(room).await;
-            if messages.len() >= n {
-                return messages;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "expected {n} messages from hearth in {room}, got {messages:#?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            (messages.len() >= n).then_some(messages)
+        })
+        .await
     }
 
     /// Waits until a message of hearth's in `room` satisfies `check`.
-    async fn wait_for(
+    async fn wait_bot_message(
         &self,
         room: &str,
         what: &str,
         check: impl Fn(&SeenMessage) -> bool,
     ) -> SeenMessage {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Some(found) = self.bot_messages(room).await.into_iter().find(|m| check(m)) {
-                return found;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what} never shown in {room}: {:#?}\n{}",
-                self.bot_messages(room).await,
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let what = format!("{what} shown in {room}");
+        self.wait_for(WAIT, &what, async || {
+            self.bot_messages(room).await.into_iter().find(|m| check(m))
+        })
+        .await
     }
 }
 
@@ -290,7 +193,7 @@ async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let reply = h
-        .wait_for(&dm, "the DM answer", |m| m.text.contains("echo: hello"))
+        .wait_bot_message(&dm, "the DM answer", |m| m.text.contains("echo: hello"))
         .await;
     assert_eq!(reply.msgtype, "m.notice", "bots answer with notices");
     assert!(
@@ -305,20 +208,11 @@ async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered
         .create_room(&[&h.bot.user_id], true, false)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while stranger
-        .membership(&theirs, &h.bot.user_id)
-        .await
-        .as_deref()
-        != Some("leave")
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a stranger's invite was not declined\n{}",
-            h.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    h.wait_for(WAIT, "a stranger's invite to be declined", async || {
+        let now = stranger.membership(&theirs, &h.bot.user_id).await;
+        (now.as_deref() == Some("leave")).then_some(())
+    })
+    .await;
 
     // A room of three: only what mentions hearth (or replies to it) is answered.
     let room = h
@@ -338,7 +232,7 @@ async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let answer = h
-        .wait_for(&room, "the answer to the mention", |m| {
+        .wait_bot_message(&room, "the answer to the mention", |m| {
             m.text.contains("what is the time")
         })
         .await;
@@ -346,7 +240,7 @@ async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered
         .reply(&room, &answer.event_id, "and a reply to hearth")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&room, "the answer to the reply", |m| {
+    h.wait_bot_message(&room, "the answer to the reply", |m| {
         m.text.contains("and a reply to hearth")
     })
     .await;
@@ -368,7 +262,7 @@ async fn a_sigkill_then_60_messages_while_down_are_each_answered_once_in_order()
         .text(&dm, "before the crash", None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&dm, "the first answer", |m| {
+    h.wait_bot_message(&dm, "the first answer", |m| {
         m.text.contains("before the crash")
     })
     .await;
@@ -437,7 +331,8 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .text(&room, &format!("{bot} add a task"), None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&room, "Added.", |m| m.text == "Added.").await;
+    h.wait_bot_message(&room, "Added.", |m| m.text == "Added.")
+        .await;
 
     // The owner asks; the friend's ✅ does nothing; the owner's ✅ approves.
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
@@ -451,7 +346,7 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let prompt = h
-        .wait_for(&room, "the prompt with ✅ ❌", |m| {
+        .wait_bot_message(&room, "the prompt with ✅ ❌", |m| {
             m.text.contains("delete_task")
                 && ["✅", "❌"]
                     .iter()
@@ -474,9 +369,9 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .react(&room, &prompt.event_id, "✅")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&room, "Deleted.", |m| m.text == "Deleted.")
+    h.wait_bot_message(&room, "Deleted.", |m| m.text == "Deleted.")
         .await;
-    h.wait_for(&room, "the prompt showing the outcome", |m| {
+    h.wait_bot_message(&room, "the prompt showing the outcome", |m| {
         m.event_id == prompt.event_id && m.text.contains("Approved")
     })
     .await;
@@ -493,7 +388,7 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let second = h
-        .wait_for(&room, "the second prompt", |m| {
+        .wait_bot_message(&room, "the second prompt", |m| {
             m.text.contains("delete_task") && m.event_id != prompt.event_id
         })
         .await;
@@ -501,9 +396,9 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .reply(&room, &second.event_id, "deny")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&room, "Left it alone.", |m| m.text == "Left it alone.")
+    h.wait_bot_message(&room, "Left it alone.", |m| m.text == "Left it alone.")
         .await;
-    h.wait_for(&room, "the second prompt showing the outcome", |m| {
+    h.wait_bot_message(&room, "the second prompt showing the outcome", |m| {
         m.event_id == second.event_id && m.text.contains("Denied")
     })
     .await;
@@ -519,7 +414,7 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .text(&room, &format!("{bot} delete task 3"), None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    h.wait_for(&room, "the expiry", |m| {
+    h.wait_bot_message(&room, "the expiry", |m| {
         m.text == "Nobody approved, so I left it."
     })
     .await;
@@ -554,7 +449,7 @@ async fn a_streamed_reply_grows_by_edits_of_one_message() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let reply = h
-        .wait_for(&dm, "the whole streamed reply", |m| {
+        .wait_bot_message(&dm, "the whole streamed reply", |m| {
             m.text.matches("word").count() == 400
         })
         .await;
@@ -663,18 +558,15 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
     let wait_for = |what: &'static str, check: fn(&str) -> bool| {
         let (room, decrypted) = (room.clone(), &decrypted);
         async move {
-            let deadline = tokio::time::Instant::now() + WAIT;
-            loop {
+            let found = poll(WAIT, async || {
                 let shown = decrypted(room.clone()).await;
-                if let Some((id, _)) = shown.iter().find(|(_, body)| check(body)) {
-                    return id.clone();
-                }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{what} never decrypted: {shown:#?}"
-                );
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
+                shown
+                    .into_iter()
+                    .find(|(_, body)| check(body))
+                    .map(|(id, _)| id)
+            })
+            .await;
+            found.unwrap_or_else(|| panic!("{what} never decrypted"))
         }
     };
     let say = |text: &'static str| {
@@ -693,8 +585,7 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
     wait_for("the answer", |b| b == "Hello, in secret.").await;
     // hearth's read receipt marks the message read.
     let user = UserId::parse(&bot).unwrap_or_else(|e| panic!("{e}"));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    h.wait_for(WAIT, "hearth's read receipt on the message", async || {
         element
             .sync_once(quick())
             .await
@@ -704,15 +595,9 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
             .await
             .unwrap_or_else(|e| panic!("{e}"))
             .map(|(event, _)| event);
-        if read.as_ref() == Some(&hello) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "hearth's read receipt is at {read:?}, not at {hello}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        (read.as_ref() == Some(&hello)).then_some(())
+    })
+    .await;
 
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",

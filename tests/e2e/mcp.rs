@@ -6,14 +6,13 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use hearth::config::McpServerConfig;
 use hearth_testkit::mcp::{FakeMcpHttp, mcp_fake_path};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{Hearth, USER, WAIT};
+use crate::support::{Hearth, USER, WAIT, eventually, free_port, poll};
 
 const AGENTS: &str = r#"
 [[agent]]
@@ -73,19 +72,13 @@ async fn wait_server(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let found = poll(WAIT, async || {
         let (_, body) = healthz(h).await;
         let entry = body["mcp_servers"][server].clone();
-        if check(&entry) {
-            return entry;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {server} to be {what}; last: {entry}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        check(&entry).then_some(entry)
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("timed out waiting for {server} to be {what}"))
 }
 
 async fn connected(h: &Hearth, server: &str) -> Value {
@@ -124,14 +117,8 @@ fn running(pid: u64) -> bool {
 }
 
 async fn wait_gone(pid: u64, what: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while running(pid) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} (pid {pid}) is still running"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{what} (pid {pid}) to end");
+    eventually(&what, async || !running(pid)).await;
 }
 
 #[tokio::test]
@@ -894,10 +881,7 @@ timeout_secs = 0
 #[tokio::test]
 async fn the_server_dies_with_hearth_even_on_sigkill() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = free_port();
     write(
         dir.path(),
         "hearth.toml",
@@ -917,20 +901,13 @@ async fn the_server_dies_with_hearth_even_on_sigkill() {
         .spawn()
         .expect("hearth run starts");
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let pid = loop {
-        if let Ok(response) = reqwest::get(&url).await
-            && let Ok(body) = response.json::<Value>().await
-            && body["mcp_servers"]["fake"]["state"] == "connected"
-        {
-            break body["mcp_servers"]["fake"]["pid"].as_u64().expect("pid");
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the MCP server never connected"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let pid = poll(WAIT, async || {
+        let body = reqwest::get(&url).await.ok()?.json::<Value>().await.ok()?;
+        let server = &body["mcp_servers"]["fake"];
+        (server["state"] == "connected").then(|| server["pid"].as_u64().expect("pid"))
+    })
+    .await
+    .expect("the MCP server connects");
     assert!(running(pid));
     child.kill().expect("SIGKILL hearth");
     child.wait().expect("reap hearth");

@@ -371,7 +371,7 @@ async fn a_tool_running_at_shutdown_is_reported_interrupted_and_never_rerun() {
     h.channel.push_text(CHAT, USER, "/agent tasks");
     h.channel.wait_for_sent(1, WAIT).await;
     h.channel.push_text(CHAT, USER, "do the slow thing");
-    eventually("the slow tool to start", || {
+    eventually("the slow tool to start", async || {
         effects.slow_started.load(Ordering::SeqCst) == 1
     })
     .await;
@@ -403,7 +403,7 @@ async fn cancel_stops_a_running_turn_with_one_message() {
     h.llm
         .push(Reply::tool_calls(vec![call("c1", "slow", "{}")]));
     h.channel.push_text(CHAT, USER, "do the slow thing");
-    eventually("the slow tool to start", || {
+    eventually("the slow tool to start", async || {
         effects.slow_started.load(Ordering::SeqCst) == 1
     })
     .await;

@@ -14,7 +14,7 @@ use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
+use crate::support::{CHAT, Hearth, USER, WAIT, poll};
 
 struct Wipe(ToolInfo, Arc<AtomicUsize>);
 
@@ -98,13 +98,15 @@ async fn runs_of(h: &Hearth) -> Vec<(String, Option<String>)> {
 }
 
 async fn wait_for_run_status(h: &Hearth, status: &str) -> Vec<(String, Option<String>)> {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let reached = poll(WAIT, async || {
         let runs = runs_of(h).await;
-        if runs.last().is_some_and(|r| r.0 == status) || tokio::time::Instant::now() > deadline {
-            return runs;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        runs.last().is_some_and(|r| r.0 == status).then_some(runs)
+    })
+    .await;
+    match reached {
+        Some(runs) => runs,
+        // The caller's assertion says what the runs are instead.
+        None => runs_of(h).await,
     }
 }
 
@@ -119,9 +121,10 @@ async fn deny_reports_the_tool_as_needing_a_human() {
         .push(Reply::text("I could not clean up: it needs your approval."));
     clock.advance(Duration::from_secs(2));
     let sent = h.channel.wait_for_sent(1, WAIT).await;
+    // The reply names the schedule that sent it.
     assert_eq!(
         sent[0].text,
-        "I could not clean up: it needs your approval."
+        "⏰ nightly-cleanup\n\nI could not clean up: it needs your approval."
     );
     assert_eq!(sent[0].chat.chat_id, CHAT);
     assert_eq!(wiped.load(Ordering::SeqCst), 0);
@@ -157,7 +160,7 @@ async fn allow_runs_the_listed_tools_without_asking() {
     h.llm.push(Reply::text("Cleaned up."));
     clock.advance(Duration::from_secs(2));
     let sent = h.channel.wait_for_sent(1, WAIT).await;
-    assert_eq!(sent[0].text, "Cleaned up.");
+    assert_eq!(sent[0].text, "⏰ nightly-cleanup\n\nCleaned up.");
     assert_eq!(wiped.load(Ordering::SeqCst), 1);
 }
 
@@ -180,7 +183,10 @@ async fn ask_sends_the_buttons_to_the_target_chat_and_waits() {
     h.channel
         .push_press(&prompt.reference(), USER, &prompt.buttons[0].data);
     let sent = h.channel.wait_for_sent(2, WAIT).await;
-    assert_eq!(sent[1].text, "Cleaned up after your approval.");
+    assert_eq!(
+        sent[1].text,
+        "⏰ nightly-cleanup\n\nCleaned up after your approval."
+    );
     assert_eq!(wiped.load(Ordering::SeqCst), 1);
     assert_eq!(
         wait_for_run_status(&h, "done")

@@ -9,7 +9,7 @@ use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth_testkit::{Reply, ToolCallSpec};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
+use crate::support::{CHAT, Hearth, USER, WAIT, poll};
 
 /// Runs `hearth ARGS` in `dir` with a clean environment.
 fn hearth(dir: &Path, args: &[&str]) -> Output {
@@ -122,6 +122,33 @@ fn schedule_cli_adds_lists_runs_and_removes() {
     assert_eq!(run.status.code(), Some(0), "{}", err(&run));
     assert!(out(&run).contains("due now"), "{}", out(&run));
 
+    // Disabled, it stays disabled through the config sync every command and start does, and
+    // cannot be run; enabled, it fires from its next time on.
+    let disable = hearth(dir.path(), &["schedule", "disable", "morning-briefing"]);
+    assert_eq!(disable.status.code(), Some(0), "{}", err(&disable));
+    assert!(
+        out(&disable).contains("disabled `morning-briefing`"),
+        "{}",
+        out(&disable)
+    );
+    let text = out(&hearth(dir.path(), &["schedule", "list"]));
+    assert!(
+        text.lines().any(|l| l.starts_with("morning-briefing")
+            && l.contains("disabled (hearth schedule enable)")),
+        "{text}"
+    );
+    let run = hearth(dir.path(), &["schedule", "run", "morning-briefing"]);
+    assert_eq!(run.status.code(), Some(2), "{}", out(&run));
+    assert!(err(&run).contains("is disabled"), "{}", err(&run));
+    let enable = hearth(dir.path(), &["schedule", "enable", "morning-briefing"]);
+    assert_eq!(enable.status.code(), Some(0), "{}", err(&enable));
+    assert!(
+        out(&enable).contains("enabled `morning-briefing`; next fire")
+            && out(&enable).contains(" 07:30 CE"),
+        "{}",
+        out(&enable)
+    );
+
     let remove = hearth(dir.path(), &["schedule", "remove", "weekly-review"]);
     assert_eq!(remove.status.code(), Some(0), "{}", err(&remove));
     assert!(!out(&hearth(dir.path(), &["schedule", "list"])).contains("weekly-review"));
@@ -205,6 +232,36 @@ fn schedule_cli_refuses_bad_input_with_one_line_and_exit_2() {
             ],
             "exists already",
         ),
+        // The same rules as [[schedules]] in the file: a configured channel, no terminal.
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "discord:42",
+            ],
+            "channel `discord` is not configured",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "x",
+                "--cron",
+                "0 30 7 * * *",
+                "--prompt",
+                "p",
+                "--target",
+                "terminal:local",
+            ],
+            "the terminal is `hearth chat`'s",
+        ),
+        (&["schedule", "enable", "nope"], "no schedule named `nope`"),
         (&["schedule", "remove", "nope"], "no schedule named `nope`"),
         (&["schedule", "run", "nope"], "no schedule named `nope`"),
         (
@@ -294,15 +351,16 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
 
     // The reply can reach the chat before the scheduler has committed the run's link and
     // disabled the one-shot (the dispatcher starts as soon as the inbox entry exists).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let runs = loop {
+    let linked = poll(WAIT, async || {
         let runs = store.schedule_runs(reminder.id, 10).await.expect("runs");
-        if runs.first().is_some_and(|run| run.inbox_id.is_some())
-            || tokio::time::Instant::now() > deadline
-        {
-            break runs;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        runs.first()
+            .is_some_and(|run| run.inbox_id.is_some())
+            .then_some(runs)
+    })
+    .await;
+    let runs = match linked {
+        Some(runs) => runs,
+        None => store.schedule_runs(reminder.id, 10).await.expect("runs"),
     };
     assert_eq!(runs.len(), 1);
     let inbox_id = runs[0].inbox_id.expect("linked to its inbox entry");

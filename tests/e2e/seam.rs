@@ -20,7 +20,7 @@ use hearth_testkit::telegram::FakeTelegram;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually};
+use crate::support::{CHAT, Hearth, USER, WAIT, eventually, free_port, poll};
 
 /// The owner's id on the memory channel.
 const OWNER: &str = "9999";
@@ -160,7 +160,7 @@ async fn healthz(h: &Hearth) -> (u16, Value) {
 async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMessage> {
     let before = h.channel.sent().len();
     let id = h.channel.push_text_in(&ChatRef::new(CHAT), sender, text);
-    eventually("the message to be handled", || {
+    eventually("the message to be handled", async || {
         h.channel.acknowledged().contains(&id)
     })
     .await;
@@ -208,7 +208,7 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
     assert_eq!(health["never_connected"], serde_json::json!(["memory"]));
     h.daemon()
         .health()
-        .started_ago(hearth::daemon::FIRST_CONNECT_GRACE);
+        .started_ago(hearth::health::FIRST_CONNECT_GRACE);
     let (status, health) = healthz(&h).await;
     assert_eq!(status, 503, "never connected after the grace: {health}");
     assert!(
@@ -231,16 +231,10 @@ async fn a_slow_login_shows_connecting_until_the_platform_accepts_it() {
     tokio::time::timeout(WAIT, h.daemon().channels_settled())
         .await
         .expect("settles once connected");
-    let mut connected = false;
-    for _ in 0..100 {
-        let (_, health) = healthz(&h).await;
-        if health["channels"]["memory"]["state"] == "connected" {
-            connected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(connected, "the channel never showed connected");
+    eventually("the channel to show connected", async || {
+        healthz(&h).await.1["channels"]["memory"]["state"] == "connected"
+    })
+    .await;
     let (status, health) = healthz(&h).await;
     assert_eq!(
         (status, health["status"].as_str()),
@@ -261,11 +255,7 @@ async fn ready_is_sent_only_once_telegram_accepted_the_token() {
     let llm = FakeOpenAi::start().await;
     let tg = FakeTelegram::start("123456:TOKEN").await;
     tg.hold("getMe");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     std::fs::write(
         dir.path().join("hearth.toml"),
         format!(
@@ -308,17 +298,12 @@ allowed_users = [42]
 
     // While getMe hangs, /healthz answers "connecting" and systemd hears no READY=1.
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let mut seen_connecting = false;
-    for _ in 0..400 {
-        if let Ok(response) = reqwest::get(&url).await
-            && let Ok(health) = response.json::<Value>().await
-            && health["channels"]["telegram"]["state"] == "connecting"
-        {
-            seen_connecting = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let seen_connecting = poll(WAIT, async || {
+        let health = reqwest::get(&url).await.ok()?.json::<Value>().await.ok()?;
+        (health["channels"]["telegram"]["state"] == "connecting").then_some(())
+    })
+    .await
+    .is_some();
     let (early, socket) = tokio::task::spawn_blocking(move || {
         let mut messages = Vec::new();
         let mut buf = [0u8; 1024];
@@ -397,7 +382,7 @@ async fn a_reaction_by_the_requester_decides_and_others_do_nothing() {
     let sent = h.channel.wait_for_sent(2, WAIT).await;
     assert_eq!(sent[1].text, "Done, the old logs are gone.");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    eventually("the prompt to show the outcome", || {
+    eventually("the prompt to show the outcome", async || {
         h.channel
             .sent()
             .iter()
@@ -446,7 +431,7 @@ async fn a_text_only_channel_gets_a_short_code_and_a_follow_up_instead_of_an_edi
     h.llm.push(Reply::text("Done, the old logs are gone."));
     h.channel
         .push_text(CHAT, USER, &format!("approve {}.", code.to_lowercase()));
-    eventually("the tool to run and the reply to arrive", || {
+    eventually("the tool to run and the reply to arrive", async || {
         h.channel
             .sent()
             .iter()
@@ -496,7 +481,7 @@ async fn five_wrong_codes_deny_the_waiting_request_and_say_so() {
 
     h.llm.push(Reply::text("I did not wipe anything."));
     h.channel.push_text(CHAT, USER, &format!("deny {wrong}"));
-    eventually("the denial and the model's answer", || {
+    eventually("the denial and the model's answer", async || {
         let texts: Vec<String> = h.channel.sent().into_iter().map(|m| m.text).collect();
         texts.contains(&"❌ Too many wrong codes: the request to run `wipe` was denied.".into())
             && texts.contains(&"I did not wipe anything.".into())
@@ -595,7 +580,7 @@ async fn wrong_codes_from_people_who_cannot_decide_use_up_no_tries() {
     );
     h.llm.push(Reply::text("Done."));
     h.channel.push_text(CHAT, USER, &format!("APPROVE {code}"));
-    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
     h.stop().await;
 }
 
@@ -625,7 +610,7 @@ async fn a_requester_revoked_while_the_prompt_waits_can_no_longer_decide() {
     // The owner still decides it.
     h.llm.push(Reply::text("Done."));
     h.channel.push_text(CHAT, OWNER, &format!("APPROVE {code}"));
-    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
     h.stop().await;
 }
 
@@ -673,7 +658,7 @@ async fn an_unverified_sender_is_a_stranger_whatever_identity_it_claims() {
     // The verified requester still can.
     h.llm.push(Reply::text("Done."));
     h.channel.push_text(CHAT, USER, &format!("APPROVE {code}"));
-    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
     h.stop().await;
 }
 
@@ -699,7 +684,7 @@ async fn an_unverified_press_is_refused() {
         }),
         reply_context: None,
     });
-    eventually("the press to be answered", || {
+    eventually("the press to be answered", async || {
         !h.channel.answered_presses().is_empty()
     })
     .await;
@@ -734,14 +719,14 @@ async fn presses_acknowledged_on_receipt_get_their_answer_as_messages() {
     h.llm.push(Reply::text("Done."));
     h.channel
         .push_press(&prompt.reference(), USER, &prompt.buttons[0].data);
-    eventually("the prompt to show the outcome", || {
+    eventually("the prompt to show the outcome", async || {
         h.channel
             .sent()
             .iter()
             .any(|m| m.id == prompt.id && m.text.contains("✅ Approved by"))
     })
     .await;
-    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
     assert!(
         h.channel.answered_presses().is_empty(),
         "answer_press was called on a channel that acknowledges presses itself"
@@ -790,7 +775,7 @@ async fn the_reply_context_comes_back_on_every_answer() {
         &format!("APPROVE {code}\n\n> Reply APPROVE {code} or DENY {code}"),
         &decision_context,
     ));
-    eventually("the turn to finish", || {
+    eventually("the turn to finish", async || {
         h.channel
             .sent()
             .iter()
@@ -848,8 +833,8 @@ async fn codes_and_reactions_work_on_postgres() {
     );
     h.llm.push(Reply::text("Done."));
     h.channel.push_reaction(&prompt.reference(), USER, "✅");
-    eventually("the tool to run", || runs.load(Ordering::SeqCst) == 1).await;
-    eventually("the prompt to show the outcome", || {
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
+    eventually("the prompt to show the outcome", async || {
         h.channel
             .sent()
             .iter()

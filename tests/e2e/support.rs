@@ -1,6 +1,8 @@
 //! The harness for end-to-end tests: a temporary data directory, a fake LLM, a `MemoryChannel`
 //! standing in for a chat platform, and a daemon started (and restarted) on them.
 
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +13,8 @@ use hearth::daemon::{Daemon, DaemonBuilder};
 use hearth::tool::ToolRegistry;
 use hearth_channel::{MemoryChannel, SentMessage};
 use hearth_testkit::FakeOpenAi;
+pub use rustix::process::Signal;
+use serde_json::Value;
 
 pub const WAIT: Duration = Duration::from_secs(10);
 pub const USER: &str = "1001";
@@ -175,24 +179,254 @@ impl Hearth {
 /// entry is queued or running.
 pub async fn settle(h: &Hearth) {
     let store = h.daemon().store().clone();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while store.inbox_depth().await.unwrap_or(1) > 0 || h.daemon().busy() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "inbox never drained"
-        );
+    eventually("the inbox to drain", async || {
+        store.inbox_depth().await.unwrap_or(1) == 0 && h.daemon().busy() == 0
+    })
+    .await;
+}
+
+/// Polls `check` until it gives a value, or `within` has passed (then `None`). The one poll
+/// loop of the e2e tests: the helpers below and the child-process harness build on it.
+pub async fn poll<T>(within: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Waits until `check` holds, polling; panics with `what` after the timeout.
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// Waits until `check` holds, polling; panics with `what` after [`WAIT`].
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    if poll(WAIT, async || check().await.then_some(()))
+        .await
+        .is_none()
+    {
+        panic!("timed out waiting for {what}");
     }
+}
+
+/// A started `hearth run` child process in a directory of its own, as a user runs it: its
+/// config and agents files are written there, its stderr goes to one log file per start, it is
+/// stopped with SIGTERM (and must exit 0 without ever logging `secret`) or killed with SIGKILL.
+/// Each channel's e2e harness wraps one and adds its fake or real platform.
+pub struct HearthProcess {
+    pub dir: tempfile::TempDir,
+    /// The channel whose `/healthz` state [`HearthProcess::start`] waits for.
+    channel: &'static str,
+    /// Text that must never reach a log line: the channel's token or password.
+    secret: &'static str,
+    /// The environment of the process (it starts with an empty one): secrets, `RUST_LOG`.
+    env: Vec<(&'static str, String)>,
+    port: u16,
+    child: Option<Child>,
+    runs: usize,
+}
+
+/// How long a start may take before the test fails (Matrix's first sync takes seconds).
+const START_PATIENCE: Duration = Duration::from_secs(30);
+
+impl HearthProcess {
+    /// A process for `channel` that must never log `secret`; nothing is started yet.
+    pub fn new(channel: &'static str, secret: &'static str) -> Self {
+        rustls();
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+            channel,
+            secret,
+            env: vec![("RUST_LOG", "debug".into())],
+            port: free_port(),
+            child: None,
+            runs: 0,
+        }
+    }
+
+    /// Sets an environment variable of the process (a secret's `*_env`, `RUST_LOG`).
+    pub fn env(mut self, key: &'static str, value: &str) -> Self {
+        self.env.retain(|(k, _)| *k != key);
+        self.env.push((key, value.into()));
+        self
+    }
+
+    /// Writes `hearth.toml`: a `[daemon]` section listening on this process's port with `owner`,
+    /// then `rest`, and `agents.toml` with `agents`.
+    pub fn write_config(&self, owner: &str, rest: &str, agents: &str) {
+        let config = format!(
+            "[daemon]\nhttp_listen = \"127.0.0.1:{}\"\nowner = \"{owner}\"\nshutdown_grace_secs = 1\n\n{rest}",
+            self.port
+        );
+        std::fs::write(self.dir.path().join("hearth.toml"), config).expect("config");
+        std::fs::write(self.dir.path().join("agents.toml"), agents).expect("agents");
+    }
+
+    /// Starts `hearth run` and waits until its channel is connected.
+    pub async fn start(&mut self) {
+        self.start_until("connected").await;
+    }
+
+    /// Starts `hearth run` and waits until its channel reports `state` on `/healthz`.
+    pub async fn start_until(&mut self, state: &str) {
+        self.runs += 1;
+        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .arg("run")
+            .current_dir(self.dir.path())
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("hearth run starts");
+        self.child = Some(child);
+        let channel = self.channel;
+        let reached = poll(START_PATIENCE, async || {
+            let (_, health) = self.try_healthz().await?;
+            (health["channels"][channel]["state"] == state).then_some(())
+        })
+        .await;
+        if reached.is_none() {
+            panic!("{channel} never reached {state}:\n{}", self.logs());
+        }
+    }
+
+    /// Runs `hearth ARGS` to the end in the process's directory, with its environment: what it
+    /// printed, stdout then stderr.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_clear()
+            // The secrets, not the daemon's debug logging: the output is what a user reads.
+            .envs(
+                self.env
+                    .iter()
+                    .filter(|(k, _)| *k != "RUST_LOG")
+                    .map(|(k, v)| (k, v)),
+            )
+            .output()
+            .expect("hearth cli");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// The process id of the running `hearth run`, to read its memory use.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn log_path(&self, run: usize) -> PathBuf {
+        self.dir.path().join(format!("hearth-{run}.log"))
+    }
+
+    /// Everything every start logged so far.
+    pub fn logs(&self) -> String {
+        (1..=self.runs)
+            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
+            .collect()
+    }
+
+    /// Sends `signal` to the running process.
+    pub fn signal(&self, signal: Signal) {
+        if let Some(child) = &self.child {
+            signal_child(child, signal);
+        }
+    }
+
+    /// SIGKILL: the process dies mid-work, as on a power cut.
+    pub async fn kill(&mut self) {
+        self.signal(Signal::KILL);
+        self.reap().await;
+    }
+
+    /// SIGTERM, expecting exit 0; then checks that the secret never reached a log line.
+    pub async fn stop(&mut self) {
+        self.signal(Signal::TERM);
+        if let Some(status) = self.reap().await {
+            assert_eq!(status.code(), Some(0), "{}", self.logs());
+        }
+        let logs = self.logs();
+        assert!(!logs.contains(self.secret), "the secret reached the logs");
+        assert!(logs.contains(self.channel), "the logs were captured");
+    }
+
+    async fn reap(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .expect("join")
+            .expect("wait");
+        Some(status)
+    }
+
+    /// `/healthz`: the HTTP status and the JSON body (`Null` when it is not JSON).
+    pub async fn healthz(&self) -> (u16, Value) {
+        self.try_healthz().await.expect("healthz answers")
+    }
+
+    async fn try_healthz(&self) -> Option<(u16, Value)> {
+        let response = reqwest::get(self.url("/healthz")).await.ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// `GET path` on the daemon's HTTP port: the status and the body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let response = reqwest::get(self.url(path)).await.expect("answers");
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap_or_default())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Polls `check` until it gives a value; after `within`, fails with `what` and the logs.
+    pub async fn wait_for<T>(
+        &self,
+        within: Duration,
+        what: &str,
+        check: impl AsyncFnMut() -> Option<T>,
+    ) -> T {
+        match poll(within, check).await {
+            Some(value) => value,
+            None => panic!("timed out waiting for {what}\n{}", self.logs()),
+        }
+    }
+}
+
+impl Drop for HearthProcess {
+    fn drop(&mut self) {
+        // A failed test must not leave a daemon running on the machine.
+        if let Some(mut child) = self.child.take() {
+            // Already gone, or killed now: either way nothing to report from a drop.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `signal` to a child process (through rustix; no `kill(1)` in between).
+pub fn signal_child(child: &Child, signal: Signal) {
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("a child's pid");
+    rustix::process::kill_process(pid, signal).expect("signal the child");
+}
+
+/// A port nobody listens on right now (bound and released: another test may take it first,
+/// which the start then reports).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }

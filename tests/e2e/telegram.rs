@@ -3,13 +3,13 @@
 //! rate-limit storms, a SIGKILL with updates pending, photos, a scheduled briefing — and the bot
 //! token never in the logs.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hearth_testkit::telegram::{BOT_ID, FakeMessage, FakeTelegram, Incoming};
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
+
+use crate::support::{HearthProcess, Signal};
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
 pub(crate) const OWNER: i64 = 42;
@@ -36,32 +36,33 @@ keywords = ["spent", "budget"]
 "#;
 
 pub(crate) struct TgHearth {
-    pub dir: tempfile::TempDir,
+    pub process: HearthProcess,
     pub llm: FakeOpenAi,
     pub tg: FakeTelegram,
-    child: Option<Child>,
-    port: u16,
-    runs: usize,
+}
+
+/// The child-process harness's methods (start, stop, logs, healthz …) on the Telegram one.
+impl std::ops::Deref for TgHearth {
+    type Target = HearthProcess;
+    fn deref(&self) -> &HearthProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for TgHearth {
+    fn deref_mut(&mut self) -> &mut HearthProcess {
+        &mut self.process
+    }
 }
 
 impl TgHearth {
     pub async fn new(extra: &str) -> Self {
-        crate::support::rustls();
-        let dir = tempfile::tempdir().expect("temp dir");
+        let process =
+            HearthProcess::new("telegram", "SECRET-telegram-token").env("TG_TOKEN", TOKEN);
         let llm = FakeOpenAi::start().await;
         let tg = FakeTelegram::start(TOKEN).await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
         let config = format!(
             r#"
-[daemon]
-http_listen = "127.0.0.1:{port}"
-owner = "telegram:{OWNER}"
-shutdown_grace_secs = 1
-
 [[providers]]
 name = "fake"
 kind = "openai"
@@ -85,104 +86,8 @@ allowed_users = [{OWNER}, {FRIEND}]
             llm = llm.base_url(),
             tg = tg.api_url(),
         );
-        std::fs::write(dir.path().join("hearth.toml"), config).expect("config");
-        std::fs::write(dir.path().join("agents.toml"), AGENTS).expect("agents");
-        Self {
-            dir,
-            llm,
-            tg,
-            child: None,
-            port,
-            runs: 0,
-        }
-    }
-
-    pub async fn start(&mut self) {
-        self.runs += 1;
-        let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("run")
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("TG_TOKEN", TOKEN)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("hearth run starts");
-        self.child = Some(child);
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        for _ in 0..200 {
-            if let Ok(response) = reqwest::get(&url).await
-                && let Ok(health) = response.json::<Value>().await
-                && health["channels"]["telegram"]["state"] == "connected"
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("hearth did not come up:\n{}", self.logs());
-    }
-
-    /// The process id of the running `hearth run`, to read its memory use.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    fn log_path(&self, run: usize) -> PathBuf {
-        self.dir.path().join(format!("hearth-{run}.log"))
-    }
-
-    pub fn logs(&self) -> String {
-        (1..=self.runs)
-            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
-            .collect()
-    }
-
-    fn signal(&self, name: &str) {
-        if let Some(child) = &self.child {
-            let status = Command::new("kill")
-                .args([&format!("-{name}"), &child.id().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-        }
-    }
-
-    pub async fn kill(&mut self) {
-        self.signal("KILL");
-        if let Some(mut child) = self.child.take() {
-            tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-        }
-    }
-
-    /// SIGTERM, expecting exit 0; then checks that the token never reached a log line.
-    pub async fn stop(&mut self) {
-        self.signal("TERM");
-        if let Some(mut child) = self.child.take() {
-            let status = tokio::task::spawn_blocking(move || child.wait())
-                .await
-                .expect("join")
-                .expect("wait");
-            assert_eq!(status.code(), Some(0), "{}", self.logs());
-        }
-        let logs = self.logs();
-        assert!(
-            !logs.contains("SECRET-telegram-token"),
-            "the bot token reached the logs"
-        );
-        assert!(logs.contains("telegram"), "the logs were captured");
-    }
-
-    /// `/healthz`: the HTTP status and the JSON body (`Null` when it is not JSON).
-    pub async fn healthz(&self) -> (u16, Value) {
-        let url = format!("http://127.0.0.1:{}/healthz", self.port);
-        let response = reqwest::get(&url).await.expect("healthz answers");
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        process.write_config(&format!("telegram:{OWNER}"), &config, AGENTS);
+        Self { process, llm, tg }
     }
 
     pub(crate) async fn wait(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
@@ -335,14 +240,13 @@ async fn confirmations_use_inline_buttons_refuse_strangers_and_expire() {
     // Someone else presses: an alert, nothing happens.
     let stranger = h.tg.press(GROUP, 9999, prompt.id, &approve);
     h.llm.push(Reply::text("Deleted."));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !h.tg.answered_callbacks().iter().any(|c| c.id == stranger) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "stranger's press not answered"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    h.wait_for(WAIT, "the stranger's press to be answered", async || {
+        h.tg.answered_callbacks()
+            .iter()
+            .any(|c| c.id == stranger)
+            .then_some(())
+    })
+    .await;
     let answer =
         h.tg.answered_callbacks()
             .into_iter()
@@ -516,14 +420,10 @@ async fn a_strangers_photos_are_never_downloaded_nor_stored() {
         "{}",
         answered[0].text
     );
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while h.tg.pending_updates() > 0 || h.healthz().await.1["inbox_pending"] != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the inbox never drained"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    h.wait_for(WAIT, "the inbox to drain", async || {
+        (h.tg.pending_updates() == 0 && h.healthz().await.1["inbox_pending"] == 0).then_some(())
+    })
+    .await;
     assert!(
         h.tg.requests_of("getFile").is_empty(),
         "a stranger's file was looked up"
@@ -568,12 +468,11 @@ async fn sigterm_while_a_reply_is_being_sent_waits_for_the_send_to_finish() {
     // Telegram is slow to answer the send, not gone.
     h.tg.hold("sendMessage");
     h.tg.push_text(OWNER, OWNER, "hello");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while h.tg.requests_of("sendMessage").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "{}", h.logs());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    h.signal("TERM");
+    h.wait_for(WAIT, "the send", async || {
+        (!h.tg.requests_of("sendMessage").is_empty()).then_some(())
+    })
+    .await;
+    h.signal(Signal::TERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.tg.release("sendMessage");
     h.stop().await;

@@ -161,6 +161,46 @@ async fn fetch_web_page_reads_a_local_server_and_refuses_internal_ones() {
 }
 
 #[tokio::test]
+async fn web_search_asks_the_owners_searxng_on_loopback_and_the_model_reads_the_results() {
+    use hearth::config::{SearchBackend, WebSearchConfig};
+    use hearth_testkit::search::{FakeSearch, SearchResult};
+
+    let search = FakeSearch::start().await;
+    search.set_results(vec![
+        SearchResult::new(
+            "Kettle review",
+            "https://example.org/kettles",
+            "The best kettles of the year",
+        ),
+        SearchResult::new("Router", "http://192.168.0.1/", "admin login"),
+    ]);
+    let mut h = hearth().await;
+    // Nothing private is allowed to the model's URLs; the instance is reached because the owner
+    // configured it.
+    h.config.tools.web_search = Some(WebSearchConfig {
+        backend: SearchBackend::Searxng,
+        base_url: Some(search.base_url()),
+        api_key_env: None,
+        max_results: 5,
+    });
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "web_search",
+        r#"{"query": "best kettle"}"#,
+    )]));
+    h.llm.push(Reply::text("The review says …"));
+    h.say("find a kettle review").await;
+
+    let found = json(&tool_results(&h, 1)[0].1);
+    assert_eq!(found["results"][0]["url"], "https://example.org/kettles");
+    assert_eq!(found["results"].as_array().map(Vec::len), Some(1));
+    assert_eq!(found["omitted_internal"], 1);
+    assert_eq!(search.requests()[0].query["q"], "best kettle");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_file_written_in_one_round_is_read_in_the_next() {
     let workspace = tempfile::tempdir().expect("workspace");
     let mut h = hearth().await;

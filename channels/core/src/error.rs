@@ -10,7 +10,10 @@ pub enum ErrorKind {
     /// The platform refused our credentials. Not retried.
     Auth,
     /// The platform asked us to slow down; retry after the given time.
-    RateLimited { retry_after: Duration },
+    RateLimited {
+        /// How long the platform asked to wait.
+        retry_after: Duration,
+    },
     /// Network trouble or a platform 5xx; retried with backoff.
     Transient,
     /// The platform refused this one message for good (bot blocked, chat gone, bad request).
@@ -23,9 +26,12 @@ pub enum ErrorKind {
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ChannelError {
+    /// What kind of failure, which decides whether and when to retry.
     pub kind: ErrorKind,
+    /// What went wrong, for logs and `/healthz`.
     pub message: String,
     #[source]
+    /// The underlying error, when there is one.
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
     /// The request may have reached the platform and taken effect before the failure (a
     /// timeout or a reset after it was written): a retried send may show the message twice.
@@ -34,6 +40,7 @@ pub struct ChannelError {
 }
 
 impl ChannelError {
+    /// An error of `kind` saying `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
@@ -52,31 +59,38 @@ impl ChannelError {
         }
     }
 
+    /// Keeps `source` as the underlying error.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
         self
     }
 
+    /// The channel's configuration is wrong; the channel stays off until the next start.
     pub fn config(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Config, message)
     }
 
+    /// The platform refused the credentials; the channel stays off until the next start.
     pub fn auth(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Auth, message)
     }
 
+    /// Network trouble or a platform hiccup; tried again with backoff.
     pub fn transient(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Transient, message)
     }
 
+    /// The platform refused this one request for good; retrying it would fail the same way.
     pub fn rejected(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Rejected, message)
     }
 
+    /// The platform answered something the adapter cannot read.
     pub fn protocol(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Protocol, message)
     }
 
+    /// The platform asked to wait `retry_after` before the next request.
     pub fn rate_limited(retry_after: Duration) -> Self {
         Self::new(
             ErrorKind::RateLimited { retry_after },

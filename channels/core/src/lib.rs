@@ -6,11 +6,16 @@
 //! [`ScopedSink`] whose acknowledgement means "committed", a [`ScopedState`] for cursors, a data
 //! directory and a [`StatusReporter`], all bound to that one channel.
 
+#![warn(missing_docs)]
+
 mod config;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod memory;
 mod message;
 pub mod plan;
+mod retry;
 mod secret;
 pub mod split;
 #[cfg(feature = "testkit")]
@@ -26,6 +31,7 @@ pub use message::{
     InboundKind, MessageRef, OutboundMessage, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
+pub use retry::{Backoff, error_chain, sleep_or_shutdown};
 pub use secret::{ProcessEnv, Secret, SecretSource};
 pub use split::Measure;
 
@@ -181,7 +187,9 @@ pub struct SinkError(pub String);
 /// Persistent per-channel state, namespaced by channel name (the daemon side).
 #[async_trait]
 pub trait StateStore: Send + Sync {
+    /// The value stored under `key` for `channel`, if any.
     async fn load(&self, channel: &str, key: &str) -> Result<Option<String>, SinkError>;
+    /// Stores `value` under `key` for `channel`, replacing what was there.
     async fn save(&self, channel: &str, key: &str, value: &str) -> Result<(), SinkError>;
 }
 
@@ -280,9 +288,15 @@ pub enum ChannelStatus {
     Connected,
     /// The connection was lost or refused for a while; the adapter (or the supervisor) tries
     /// again with backoff.
-    Reconnecting { reason: String },
+    Reconnecting {
+        /// The error that interrupted it.
+        reason: String,
+    },
     /// The channel gave up (refused credentials, unusable configuration) until the next start.
-    Failed { reason: String },
+    Failed {
+        /// Why it gave up.
+        reason: String,
+    },
     /// `run` returned after shutdown.
     Stopped,
 }

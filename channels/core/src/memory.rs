@@ -24,10 +24,13 @@ use crate::{
 pub struct SentMessage {
     /// The platform message id: "1", "2", … in the order messages were created.
     pub id: String,
+    /// The chat it was sent to.
     pub chat: ChatRef,
     /// The current text.
     pub text: String,
+    /// The buttons under it, as last sent or edited.
     pub buttons: Vec<Button>,
+    /// The message it quotes.
     pub reply_to: Option<String>,
     /// Every text the message was edited to, oldest first; the last one equals `text`.
     pub edits: Vec<String>,
@@ -59,8 +62,11 @@ pub enum Login {
 /// A recorded [`Channel::answer_press`] call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AnsweredPress {
+    /// The press answered.
     pub press_id: String,
+    /// The short notice shown, if any.
     pub notice: Option<String>,
+    /// Whether the notice was shown as an alert the user must dismiss.
     pub alert: bool,
 }
 

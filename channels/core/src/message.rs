@@ -13,12 +13,15 @@ use crate::split::Measure;
 /// A chat on a platform, and the thread or topic within it where the platform has them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChatRef {
+    /// The platform's chat id (a Telegram chat, a Discord channel, a Matrix room, an email address).
     pub chat_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The thread or topic inside the chat, where the platform has them.
     pub thread_id: Option<String>,
 }
 
 impl ChatRef {
+    /// The chat `chat_id`, outside any thread.
     pub fn new(chat_id: impl Into<String>) -> Self {
         Self {
             chat_id: chat_id.into(),
@@ -26,6 +29,7 @@ impl ChatRef {
         }
     }
 
+    /// The thread `thread_id` of this chat.
     pub fn with_thread(mut self, thread_id: impl Into<String>) -> Self {
         self.thread_id = Some(thread_id.into());
         self
@@ -94,8 +98,11 @@ impl Sender {
 pub struct Inbound {
     /// Unique per channel; redelivery of the same id is dropped by the inbox.
     pub platform_id: String,
+    /// Where it happened.
     pub chat: ChatRef,
+    /// Who did it.
     pub sender: Sender,
+    /// What happened.
     pub kind: InboundKind,
     /// Opaque to the daemon: what the adapter needs to answer in the same conversation, such as
     /// an email's subject, `Message-ID` and `References`. The daemon copies it unchanged onto
@@ -105,6 +112,16 @@ pub struct Inbound {
     pub reply_context: Option<serde_json::Value>,
 }
 
+impl Inbound {
+    /// The text of a new message; `None` for every other kind of event.
+    pub fn text(&self) -> Option<&str> {
+        match &self.kind {
+            InboundKind::Message { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+}
+
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -112,25 +129,44 @@ pub struct Inbound {
 pub enum InboundKind {
     /// A new message. `reply_to` is the platform id of the message it answers, if any.
     Message {
+        /// The text, as the user wrote it.
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// Files sent with it.
         attachments: Vec<Attachment>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The platform's id of this message, where it has one (to quote or react to it).
         message_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The platform id of the message it answers.
         reply_to: Option<String>,
     },
     /// A button under one of our messages was pressed.
     Press(ButtonPress),
     /// A reaction was added to a message. On a confirmation prompt, a reaction with the emoji of
     /// one of its buttons counts as a press of that button (see [`Button::emoji`]).
-    Reaction { message_id: String, emoji: String },
+    Reaction {
+        /// The message reacted to.
+        message_id: String,
+        /// The reaction, as the platform sends it.
+        emoji: String,
+    },
     /// A message was edited by its author.
-    Edit { message_id: String, text: String },
+    Edit {
+        /// The message edited.
+        message_id: String,
+        /// Its new text.
+        text: String,
+    },
     /// A message kept for the record and never answered, because answering it could start a
     /// loop or reach someone who never wrote: an automatic reply, a bounce, a mailing-list
     /// mail (email). `reason` says which rule matched.
-    Notice { text: String, reason: String },
+    Notice {
+        /// What it said.
+        text: String,
+        /// Why it is kept and not answered.
+        reason: String,
+    },
 }
 
 /// A button press, with what the adapter needs to acknowledge it.
@@ -149,9 +185,12 @@ pub struct ButtonPress {
 /// A file that came with a message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
+    /// What the file is, which decides what the daemon does with it.
     pub kind: AttachmentKind,
+    /// Its MIME type, as the platform gave it.
     pub mime: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its file name, where the platform has one.
     pub name: Option<String>,
     /// The content, base64 encoded, once downloaded. Adapters leave it empty and set
     /// [`Attachment::source`] instead: the daemon downloads after it has checked the sender, so
@@ -206,15 +245,20 @@ impl Attachment {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// What kind of file an attachment is.
 pub enum AttachmentKind {
+    /// A picture, handed to a model that can see.
     Image,
+    /// A voice message, transcribed where transcription is set up.
     Voice,
+    /// Any other file.
     Document,
 }
 
 /// A message the daemon wants shown.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutboundMessage {
+    /// The chat (and thread) to show it in.
     pub chat: ChatRef,
     /// Markdown as the LLM writes it; the adapter renders it in the platform's dialect.
     pub text: String,
@@ -253,6 +297,7 @@ impl Default for ChatRef {
 }
 
 impl OutboundMessage {
+    /// A message with `text` for `chat`, and nothing else set.
     pub fn text(chat: ChatRef, text: impl Into<String>) -> Self {
         Self {
             chat,
@@ -265,6 +310,7 @@ impl OutboundMessage {
 /// A button: what it says and what a press of it sends back.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Button {
+    /// What the button says.
     pub label: String,
     /// Returned in [`ButtonPress::data`]; at most 64 bytes so it fits Telegram's callback data.
     pub data: String,
@@ -304,7 +350,9 @@ impl Button {
 /// Where a sent message lives, so it can be edited later.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MessageRef {
+    /// The chat the message is in.
     pub chat: ChatRef,
+    /// The platform's id of the message.
     pub message_id: String,
 }
 
@@ -330,11 +378,13 @@ pub enum Format {
 /// outcome of a decision is a short follow-up message instead of an edit of the prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
+    /// Buttons under a message can be pressed (and arrive as [`InboundKind::Press`]).
     pub buttons: bool,
     /// Messages can be edited (and `edit` works); otherwise `edit` fails with `Rejected`.
     pub edits: bool,
     /// Users' reactions to messages arrive as [`InboundKind::Reaction`].
     pub reactions: bool,
+    /// Messages can be sent into threads or topics ([`ChatRef::thread_id`]).
     pub threads: bool,
     /// Longest message, counted in [`Capabilities::measure`]; longer replies are split into
     /// several messages by the daemon's outbound plan ([`crate::plan`]) before `send`.
@@ -342,6 +392,7 @@ pub struct Capabilities {
     /// The unit `max_message_len` is counted in: UTF-16 code units for Telegram, characters for
     /// most others.
     pub measure: Measure,
+    /// The markup the platform shows.
     pub format: Format,
     /// Minimum time between preview updates of a streamed reply; `None`: no previews.
     pub preview: Option<Duration>,

@@ -43,10 +43,12 @@ impl PlannedPart {
         }
     }
 
+    /// Whether this is the first part of its reply.
     pub fn is_first(&self) -> bool {
         self.index == 0
     }
 
+    /// Whether this is the last part of its reply.
     pub fn is_last(&self) -> bool {
         self.index + 1 >= self.count
     }

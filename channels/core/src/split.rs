@@ -177,7 +177,7 @@ fn inside_fence_line(text: &str, at: usize) -> bool {
 }
 
 /// The fence open after `body`, given the one open before it.
-fn fence_after(mut open: Option<Fence>, body: &str) -> Option<Fence> {
+pub(crate) fn fence_after(mut open: Option<Fence>, body: &str) -> Option<Fence> {
     for line in body.lines() {
         match &open {
             Some(fence) if fence.closed_by(line) => open = None,
@@ -197,14 +197,14 @@ fn ends_with_opening_fence(open: Option<&Fence>, head: &str) -> bool {
 
 /// An open code fence: its backtick run and info string.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Fence {
+pub(crate) struct Fence {
     ticks: usize,
     info: String,
 }
 
 impl Fence {
     /// Reads a fence line: up to three spaces, three or more backticks, an info string.
-    fn parse(line: &str) -> Option<Fence> {
+    pub(crate) fn parse(line: &str) -> Option<Fence> {
         let trimmed = line.trim_start_matches(' ');
         if line.len() - trimmed.len() > 3 {
             return None;

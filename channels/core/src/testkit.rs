@@ -56,8 +56,11 @@ pub struct Shown {
 /// A document a check makes a user send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
+    /// Its file name.
     pub name: String,
+    /// Its MIME type.
     pub mime: String,
+    /// Its content.
     pub bytes: Vec<u8>,
 }
 
@@ -156,6 +159,8 @@ pub trait Harness: Send + Sync {
 /// function `$harness` (a path, called with no arguments, returning a [`Harness`]). Expand it
 /// inside a module of its own, e.g. `mod conformance { conformance_tests!(super::harness); }`.
 /// The calling crate needs `tokio` (with the `macros` and `rt` features) as a dependency.
+/// A new `check_*` goes into the list below; `the_conformance_macro_runs_every_check` (in
+/// `tests/conformance.rs`) fails while one is missing.
 #[macro_export]
 macro_rules! conformance_tests {
     ($harness:path) => {
@@ -294,6 +299,22 @@ impl RecordingSink {
             timeout,
         )
         .await
+    }
+
+    /// The texts of the stored messages, in order.
+    pub fn texts(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| e.text().map(str::to_owned))
+            .collect()
+    }
+
+    /// Waits until a message with exactly `text` is stored, up to `timeout`; panics naming what
+    /// arrived instead.
+    pub async fn wait_text(&self, text: &str, timeout: Duration) -> Inbound {
+        self.wait_for_event(|e| e.text() == Some(text), timeout)
+            .await
+            .unwrap_or_else(|| panic!("{text:?} never arrived; got {:?}", self.texts()))
     }
 
     /// Waits until at least `n` events are stored, up to `timeout`, and returns them all.

@@ -372,3 +372,36 @@ async fn the_suite_catches_an_adapter_that_loses_events_across_a_restart() {
     harness.lossy = true;
     check_unstored_event_survives_restart(&harness).await;
 }
+
+/// The macro's list is written by hand: a `check_*` left out of it would silently never run
+/// against any adapter. Every public check in `check.rs` must be in the list, and the list must
+/// name nothing else.
+#[test]
+fn the_conformance_macro_runs_every_check() {
+    fn names(text: &str, marker: &str) -> std::collections::BTreeSet<String> {
+        text.split(marker)
+            .skip(1)
+            .map(|rest| {
+                rest.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .collect()
+    }
+    let defined = names(
+        include_str!("../src/testkit/check.rs"),
+        "pub async fn check_",
+    );
+    let macro_text = include_str!("../src/testkit.rs");
+    let listed = names(
+        &macro_text[macro_text
+            .find("macro_rules! conformance_tests")
+            .expect("the macro")..],
+        "=> check_",
+    );
+    assert!(!defined.is_empty());
+    assert_eq!(
+        defined, listed,
+        "check.rs's checks vs conformance_tests!'s list"
+    );
+}

@@ -357,6 +357,36 @@ impl Cursors {
     }
 }
 
+/// A page of channel history as `GET /channels/{id}/messages` answers it: (id, message) pairs,
+/// oldest first, with `None` for a message serenity cannot read (it is passed over, not lost
+/// track of). An answer that is not a list is a protocol error.
+pub fn history_page(
+    channel: u64,
+    page: &serde_json::Value,
+) -> Result<Vec<(u64, Option<Message>)>, ChannelError> {
+    let Some(page) = page.as_array() else {
+        return Err(ChannelError::protocol(
+            "discord: reading channel history: the answer is not a list",
+        ));
+    };
+    let mut messages: Vec<(u64, Option<Message>)> = page
+        .iter()
+        .filter_map(|raw| {
+            let id = raw["id"].as_str().and_then(crate::config::snowflake)?;
+            let message = match serde_json::from_value::<Message>(raw.clone()) {
+                Ok(message) => Some(message),
+                Err(error) => {
+                    warn!(channel, message = id, %error, "a discord message in the history could not be read; it is passed over");
+                    None
+                }
+            };
+            Some((id, message))
+        })
+        .collect();
+    messages.sort_by_key(|(id, _)| *id);
+    Ok(messages)
+}
+
 /// Why something could not be read from Discord.
 #[derive(Debug)]
 pub enum ReadError {

@@ -42,6 +42,8 @@
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 mod outbound;
 
@@ -58,8 +60,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
-    Inbound, Measure, MessageRef, OutboundMessage,
+    Attachment, Backoff, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind,
+    Format, Inbound, Measure, MessageRef, OutboundMessage, sleep_or_shutdown,
 };
 use serenity::all::{
     ClientBuilder, Context, Event, EventHandler, GatewayIntents, GuildId, Interaction, Message,
@@ -71,8 +73,7 @@ use serenity::http::{Http, HttpBuilder, Ratelimiter};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::inbound::{Cursors, Place, ReadError, Rules, Verdict};
 
@@ -406,9 +407,9 @@ struct Pump<'a> {
     dropped: Arc<Dropped>,
     /// Channels whose history must be read (again) before their cursors move on.
     gaps: BTreeMap<u64, Gap>,
-    /// When the gaps are tried next, and the wait after that.
+    /// When the gaps are tried next, and the waits between tries.
     retry_at: Option<Instant>,
-    retry_wait: Duration,
+    gap_backoff: Backoff,
     /// Whether the gateway is connected (between READY/RESUMED and a lost connection).
     online: bool,
     /// Roles of server members, asked for while reading history (REST messages do not carry
@@ -572,7 +573,7 @@ impl<'a> Pump<'a> {
     /// counting as a stranger.
     async fn served(&self, user: UserId) -> Result<bool, Stop> {
         let user = user.to_string();
-        let mut backoff = BACKOFF_START;
+        let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
         loop {
             let answer = tokio::select! {
                 () = self.ctx.shutdown.cancelled() => return Err(Stop::Shutdown),
@@ -582,10 +583,9 @@ impl<'a> Pump<'a> {
                 Ok(served) => return Ok(served),
                 Err(error) => {
                     warn!(%error, "the allowlist could not be read; asking again");
-                    if sleep_or_shutdown(&self.ctx.shutdown, backoff).await {
+                    if sleep_or_shutdown(&self.ctx.shutdown, backoff.next()).await {
                         return Err(Stop::Shutdown);
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             }
         }
@@ -617,7 +617,7 @@ impl<'a> Pump<'a> {
 
     /// Hands `event` to the sink until it is stored (or shutdown).
     async fn deliver(&self, event: Inbound) -> Result<(), Stop> {
-        let mut backoff = BACKOFF_START;
+        let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
         loop {
             let stored = tokio::select! {
                 () = self.ctx.shutdown.cancelled() => return Err(Stop::Shutdown),
@@ -630,10 +630,9 @@ impl<'a> Pump<'a> {
                 }
                 Err(error) => {
                     warn!(platform_id = %event.platform_id, %error, "inbox refused a discord event; offering it again");
-                    if sleep_or_shutdown(&self.ctx.shutdown, backoff).await {
+                    if sleep_or_shutdown(&self.ctx.shutdown, backoff.next()).await {
                         return Err(Stop::Shutdown);
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             }
         }
@@ -725,10 +724,9 @@ impl<'a> Pump<'a> {
     fn settle(&mut self) {
         if self.gaps.is_empty() {
             self.retry_at = None;
-            self.retry_wait = GAP_RETRY_START;
+            self.gap_backoff.reset();
         } else {
-            self.retry_at = Some(Instant::now() + self.retry_wait);
-            self.retry_wait = (self.retry_wait * 2).min(GAP_RETRY_MAX);
+            self.retry_at = Some(Instant::now() + self.gap_backoff.next());
         }
         self.report();
     }
@@ -803,18 +801,18 @@ impl<'a> Pump<'a> {
         channel: u64,
         after: u64,
     ) -> Result<Result<Vec<(u64, Option<Message>)>, ReadError>, Stop> {
-        let mut backoff = BACKOFF_START;
+        let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
         let mut attempt = 1;
         loop {
             let result = self.channel.read_history(channel, after).await;
             match result {
                 Err(ReadError::Failed(error)) if error.is_temporary() && attempt < 4 => {
                     warn!(channel, %error, "discord history unavailable; trying again");
-                    let wait = error.retry_after().unwrap_or(backoff).max(backoff);
+                    let step = backoff.next();
+                    let wait = error.retry_after().unwrap_or(step).max(step);
                     if sleep_or_shutdown(&self.ctx.shutdown, wait).await {
                         return Err(Stop::Shutdown);
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
                     attempt += 1;
                 }
                 other => return Ok(other),
@@ -843,27 +841,7 @@ impl DiscordChannel {
                 Some(params),
             )
             .await?;
-        let Some(page) = page.as_array() else {
-            return Err(ReadError::Failed(ChannelError::protocol(
-                "discord: reading channel history: the answer is not a list",
-            )));
-        };
-        let mut messages: Vec<(u64, Option<Message>)> = page
-            .iter()
-            .filter_map(|raw| {
-                let id = raw["id"].as_str().and_then(config::snowflake)?;
-                let message = match serde_json::from_value::<Message>(raw.clone()) {
-                    Ok(message) => Some(message),
-                    Err(error) => {
-                        warn!(channel, message = id, %error, "a discord message in the history could not be read; it is passed over");
-                        None
-                    }
-                };
-                Some((id, message))
-            })
-            .collect();
-        messages.sort_by_key(|(id, _)| *id);
-        Ok(messages)
+        inbound::history_page(channel, &page).map_err(ReadError::Failed)
     }
 
     /// `GET /channels/{id}`: whether the channel belongs to a server.
@@ -1003,7 +981,9 @@ impl Channel for DiscordChannel {
             .await
             .map_err(|e| error::map("starting the gateway client", e))?;
         let shards = client.shard_manager.clone();
-        let mut started = tokio::spawn(async move { client.start().await });
+        let mut started = tokio::spawn(
+            async move { client.start().await }.instrument(tracing::info_span!("gateway")),
+        );
         let stored = ctx
             .state
             .load(inbound::CURSORS_KEY)
@@ -1026,7 +1006,7 @@ impl Channel for DiscordChannel {
             dropped,
             gaps: BTreeMap::new(),
             retry_at: None,
-            retry_wait: GAP_RETRY_START,
+            gap_backoff: Backoff::new(GAP_RETRY_START, GAP_RETRY_MAX),
             online: false,
             roles: HashMap::new(),
             live_in_gaps: HashSet::new(),
@@ -1207,12 +1187,4 @@ async fn stop_gateway(
     abort.abort();
     // The task ends aborted or with the shutdown's result; either is the end wanted.
     let _ = tokio::time::timeout(Duration::from_millis(500), started).await;
-}
-
-/// Sleeps, or returns `true` early when shutdown comes first.
-async fn sleep_or_shutdown(shutdown: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        () = shutdown.cancelled() => true,
-        () = tokio::time::sleep(wait) => false,
-    }
 }

@@ -59,7 +59,7 @@ fn message_id(id: &str) -> Result<MessageId, ChannelError> {
 /// The content to send for `text`: rendered for Discord, or as written when the rendering
 /// would not fit (the daemon's plan measured the text as written); refused, naming the limit,
 /// only when the text itself is over it.
-fn fits(text: &str) -> Result<String, ChannelError> {
+pub(crate) fn fits(text: &str) -> Result<String, ChannelError> {
     let len = text.chars().count();
     if len > MAX_MESSAGE_LEN {
         return Err(ChannelError::rejected(format!(

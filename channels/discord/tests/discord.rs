@@ -50,26 +50,6 @@ async fn setup() -> (FakeDiscord, Arc<DiscordChannel>) {
     (fake, channel)
 }
 
-fn text_of(e: &Inbound) -> Option<&str> {
-    match &e.kind {
-        InboundKind::Message { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
-fn texts(sink: &RecordingSink) -> Vec<String> {
-    sink.events()
-        .iter()
-        .filter_map(|e| text_of(e).map(str::to_owned))
-        .collect()
-}
-
-async fn wait_text(sink: &RecordingSink, text: &str) -> Inbound {
-    sink.wait_for_event(|e| text_of(e) == Some(text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} never arrived; got {:?}", texts(sink)))
-}
-
 async fn online(fake: &FakeDiscord, running: &Running) {
     assert!(
         fake.wait_connected(PATIENCE).await,
@@ -235,7 +215,7 @@ fn dm(text: &str) -> UserMessage {
 fn offered(sink: &RecordingSink, text: &str) -> usize {
     sink.attempts()
         .iter()
-        .filter(|e| text_of(e) == Some(text))
+        .filter(|e| e.text() == Some(text))
         .count()
 }
 
@@ -256,11 +236,11 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
     );
     fake.send(UserMessage::new(LISTED, USER, "in the listed channel"));
     fake.send(UserMessage::new(DM, STRANGER, "a stranger's DM"));
-    let asked = wait_text(&sink, "what time is it?").await;
+    let asked = sink.wait_text("what time is it?", PATIENCE).await;
     assert_eq!(asked.chat, ChatRef::new(SERVER.to_string()));
-    wait_text(&sink, "member of the role").await;
-    wait_text(&sink, "in the listed channel").await;
-    let stranger_dm = wait_text(&sink, "a stranger's DM").await;
+    sink.wait_text("member of the role", PATIENCE).await;
+    sink.wait_text("in the listed channel", PATIENCE).await;
+    let stranger_dm = sink.wait_text("a stranger's DM", PATIENCE).await;
     assert_eq!(
         stranger_dm.sender.id,
         STRANGER.to_string(),
@@ -277,14 +257,14 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
         .expect("sent");
     let bot_message: u64 = sent.message_id.parse().expect("an id");
     fake.send(UserMessage::new(SERVER, USER, "and tomorrow?").reply_to(bot_message));
-    let reply = wait_text(&sink, "and tomorrow?").await;
+    let reply = sink.wait_text("and tomorrow?", PATIENCE).await;
     let InboundKind::Message { reply_to, .. } = &reply.kind else {
         unreachable!("a text");
     };
     assert_eq!(reply_to.as_deref(), Some(sent.message_id.as_str()));
     running.stop().await;
 
-    let all = texts(&sink);
+    let all = sink.texts();
     assert!(!all.iter().any(|t| t.contains("chatter")), "{all:?}");
     assert!(
         !all.iter().any(|t| t.contains("stranger mentions")),
@@ -300,7 +280,7 @@ async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart()
     let running = start(&channel, &first, &state);
     online(&fake, &running).await;
     fake.send(dm("before the crash"));
-    wait_text(&first, "before the crash").await;
+    first.wait_text("before the crash", PATIENCE).await;
     running.stop().await;
 
     // Down: nobody is connected, the messages only go into the channel's history.
@@ -310,13 +290,13 @@ async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart()
     let second = RecordingSink::new();
     let running = start(&channel, &second, &state);
     for i in 0..3 {
-        wait_text(&second, &format!("while down {i}")).await;
+        second.wait_text(&format!("while down {i}"), PATIENCE).await;
     }
     fake.send(dm("after the restart"));
-    wait_text(&second, "after the restart").await;
+    second.wait_text("after the restart", PATIENCE).await;
     running.stop().await;
     assert_eq!(
-        texts(&second),
+        second.texts(),
         [
             "while down 0",
             "while down 1",
@@ -335,17 +315,17 @@ async fn a_zombie_connection_is_replaced_and_the_gap_is_read_from_history() {
     let running = start(&channel, &sink, &MemoryState::new());
     online(&fake, &running).await;
     fake.send(dm("before the zombie"));
-    wait_text(&sink, "before the zombie").await;
+    sink.wait_text("before the zombie", PATIENCE).await;
 
     fake.zombie();
     fake.send(dm("lost in the zombie gap"));
     fake.send(dm("also in the gap"));
     // serenity notices the missing heartbeat ACK and IDENTIFIES anew (a fresh session that
     // would not replay these); the backfill after READY finds them.
-    wait_text(&sink, "lost in the zombie gap").await;
-    wait_text(&sink, "also in the gap").await;
+    sink.wait_text("lost in the zombie gap", PATIENCE).await;
+    sink.wait_text("also in the gap", PATIENCE).await;
     fake.send(dm("after the zombie"));
-    wait_text(&sink, "after the zombie").await;
+    sink.wait_text("after the zombie", PATIENCE).await;
     running.stop().await;
     let (identifies, _) = fake.logins();
     assert!(
@@ -360,7 +340,7 @@ async fn a_zombie_connection_is_replaced_and_the_gap_is_read_from_history() {
         assert_eq!(
             sink.events()
                 .iter()
-                .filter(|e| text_of(e) == Some(text))
+                .filter(|e| e.text() == Some(text))
                 .count(),
             1,
             "{text}"
@@ -379,7 +359,8 @@ async fn a_dropped_connection_loses_nothing() {
         fake.send(dm(&format!("sent during the gap {i}")));
     }
     for i in 0..3 {
-        wait_text(&sink, &format!("sent during the gap {i}")).await;
+        sink.wait_text(&format!("sent during the gap {i}"), PATIENCE)
+            .await;
     }
     let (identifies, resumes) = fake.logins();
     assert!(
@@ -395,7 +376,7 @@ async fn a_dropped_connection_loses_nothing() {
         assert_eq!(
             sink.events()
                 .iter()
-                .filter(|e| text_of(e) == Some(&text))
+                .filter(|e| e.text() == Some(&text))
                 .count(),
             1
         );
@@ -519,7 +500,7 @@ async fn on_discord_itself_the_ratelimiter_waits_out_429s_and_counts_them() {
     let running = start(&channel, &sink, &state);
     online(&fake, &running).await;
     fake.send(dm("hello over TLS"));
-    wait_text(&sink, "hello over TLS").await;
+    sink.wait_text("hello over TLS", PATIENCE).await;
     running.stop().await;
 
     fake.rate_limit_next(2, 0.05);
@@ -619,7 +600,7 @@ async fn undecodable_gateway_events_are_skipped_and_later_ones_arrive() {
     );
     fake.push_raw_frame("this is not JSON at all");
     fake.send(dm("after the garbage"));
-    wait_text(&sink, "after the garbage").await;
+    sink.wait_text("after the garbage", PATIENCE).await;
     assert_eq!(offered(&sink, "after the garbage"), 1);
     running.stop().await;
 }
@@ -658,13 +639,13 @@ async fn a_backfill_that_meets_502s_tries_again_and_finds_the_gap() {
     let running = start(&channel, &first, &state);
     online(&fake, &running).await;
     fake.send(dm("known chat"));
-    wait_text(&first, "known chat").await;
+    first.wait_text("known chat", PATIENCE).await;
     running.stop().await;
     fake.send(dm("missed while down"));
     let second = RecordingSink::new();
     let running = start(&channel, &second, &state);
     online(&fake, &running).await;
-    wait_text(&second, "missed while down").await;
+    second.wait_text("missed while down", PATIENCE).await;
     let history = |fake: &FakeDiscord| {
         fake.rest_calls()
             .iter()
@@ -676,7 +657,7 @@ async fn a_backfill_that_meets_502s_tries_again_and_finds_the_gap() {
     // A reconnect makes a new READY and so a new backfill, now against the failing history.
     fake.zombie();
     fake.send(dm("sent to the zombie"));
-    wait_text(&second, "sent to the zombie").await;
+    second.wait_text("sent to the zombie", PATIENCE).await;
     running.stop().await;
     assert_eq!(offered(&second, "sent to the zombie"), 1);
     assert!(
@@ -786,7 +767,7 @@ impl RunningWith {
 /// been handled (the loop handles events in order).
 async fn settle(fake: &FakeDiscord, sink: &RecordingSink, marker: &str) {
     fake.send(dm(marker));
-    wait_text(sink, marker).await;
+    sink.wait_text(marker, PATIENCE).await;
 }
 
 #[tokio::test]
@@ -798,9 +779,9 @@ async fn after_a_restart_the_backfill_keeps_the_server_rules() {
     online(&fake, &running).await;
     // The owner once addressed hearth in the server channel and in a DM: both have cursors.
     fake.send(UserMessage::new(SERVER, USER, "hello in the server").mention());
-    wait_text(&first, "hello in the server").await;
+    first.wait_text("hello in the server", PATIENCE).await;
     fake.send(dm("hello in the DM"));
-    wait_text(&first, "hello in the DM").await;
+    first.wait_text("hello in the DM", PATIENCE).await;
     running.stop().await;
 
     // Down: the server channel goes on, the owner writes a DM.
@@ -822,13 +803,15 @@ async fn after_a_restart_the_backfill_keeps_the_server_rules() {
     let second = RecordingSink::new();
     let running = start(&channel, &second, &state);
     online(&fake, &running).await;
-    wait_text(&second, "owner asks while down").await;
-    wait_text(&second, "role member asks while down").await;
-    wait_text(&second, "owner's DM while down").await;
+    second.wait_text("owner asks while down", PATIENCE).await;
+    second
+        .wait_text("role member asks while down", PATIENCE)
+        .await;
+    second.wait_text("owner's DM while down", PATIENCE).await;
     settle(&fake, &second, "after the restart").await;
     running.stop().await;
 
-    let got = texts(&second);
+    let got = second.texts();
     for unseen in [
         "stranger asks while down",
         "owner chats while down",
@@ -878,10 +861,11 @@ async fn a_cursor_stored_by_an_older_hearth_asks_what_its_channel_is() {
     let sink = RecordingSink::new();
     let running = start(&channel, &sink, &state);
     online(&fake, &running).await;
-    wait_text(&sink, "owner asks after the upgrade").await;
+    sink.wait_text("owner asks after the upgrade", PATIENCE)
+        .await;
     settle(&fake, &sink, "settled").await;
     running.stop().await;
-    assert_eq!(texts(&sink), ["owner asks after the upgrade", "settled"]);
+    assert_eq!(sink.texts(), ["owner asks after the upgrade", "settled"]);
     assert!(
         fake.rest_calls()
             .contains(&format!("GET /channels/{SERVER}")),
@@ -905,7 +889,7 @@ async fn the_server_rule_accepts_whom_the_daemon_serves() {
     fake.send(UserMessage::new(SERVER, PAIRED, "paired user asks").mention());
     fake.send(UserMessage::new(SERVER, PAIRED, "paired user chats"));
     fake.send(UserMessage::new(SERVER, STRANGER, "stranger asks").mention());
-    wait_text(&sink, "paired user asks").await;
+    sink.wait_text("paired user asks", PATIENCE).await;
     settle(&fake, &sink, "marker one").await;
     running.stop().await;
 
@@ -914,11 +898,12 @@ async fn the_server_rule_accepts_whom_the_daemon_serves() {
     fake.send(UserMessage::new(SERVER, STRANGER, "stranger asks while down").mention());
     let running = RunningWith::start(&channel, &sink, &state, Served::new(&[PAIRED], 0));
     running.connected().await;
-    wait_text(&sink, "paired user asks while down").await;
+    sink.wait_text("paired user asks while down", PATIENCE)
+        .await;
     settle(&fake, &sink, "marker two").await;
     running.stop().await;
     assert_eq!(
-        texts(&sink),
+        sink.texts(),
         [
             "paired user asks",
             "marker one",
@@ -945,9 +930,9 @@ async fn a_strangers_ten_large_files_are_passed_on_by_reference_and_never_downlo
         flood = flood.attach_generated(&format!("photo{i}.jpg"), "image/jpeg", MB8);
     }
     fake.send(flood);
-    let event = wait_text(&sink, "look at these").await;
+    let event = sink.wait_text("look at these", PATIENCE).await;
     fake.send(dm("my notes").attach("notes.txt", "text/plain", b"water the plants".to_vec()));
-    let notes = wait_text(&sink, "my notes").await;
+    let notes = sink.wait_text("my notes", PATIENCE).await;
     running.stop().await;
 
     let InboundKind::Message { attachments, .. } = &event.kind else {
@@ -1003,8 +988,8 @@ async fn fetch_attachment_reads_up_to_the_limit_and_only_from_discords_cdn() {
             .attach_generated("liar.bin", "application/octet-stream", 64 << 20)
             .declare_size(1024),
     );
-    let honest = wait_text(&sink, "big honest file").await;
-    let liar = wait_text(&sink, "big liar").await;
+    let honest = sink.wait_text("big honest file", PATIENCE).await;
+    let liar = sink.wait_text("big liar", PATIENCE).await;
     running.stop().await;
     let first = |event: &Inbound| match &event.kind {
         InboundKind::Message { attachments, .. } => attachments[0].clone(),
@@ -1101,11 +1086,11 @@ async fn a_full_queue_drops_messages_and_reads_them_back_from_history() {
     let running = start(&channel, &sink, &MemoryState::new());
     online(&fake, &running).await;
     fake.send(dm("first"));
-    wait_text(&sink, "first").await;
+    sink.wait_text("first", PATIENCE).await;
     // The inbox stalls; the gateway goes on.
     sink.pause();
     fake.send(dm("stalls the loop"));
-    sink.wait_for_attempt(|e| text_of(e) == Some("stalls the loop"), PATIENCE)
+    sink.wait_for_attempt(|e| e.text() == Some("stalls the loop"), PATIENCE)
         .await
         .expect("offered");
     let flood: Vec<String> = (0..30).map(|i| format!("flood {i}")).collect();
@@ -1115,14 +1100,14 @@ async fn a_full_queue_drops_messages_and_reads_them_back_from_history() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     sink.resume();
     for text in &flood {
-        wait_text(&sink, text).await;
+        sink.wait_text(text, PATIENCE).await;
     }
     settle(&fake, &sink, "after the flood").await;
     running.stop().await;
     let mut expected = vec!["first".to_owned(), "stalls the loop".to_owned()];
     expected.extend(flood.iter().cloned());
     expected.push("after the flood".to_owned());
-    assert_eq!(texts(&sink), expected, "each once, in order");
+    assert_eq!(sink.texts(), expected, "each once, in order");
     for text in &flood {
         assert_eq!(offered(&sink, text), 1, "{text}");
     }
@@ -1291,7 +1276,7 @@ async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_la
     let running = start(&channel, &first, &state);
     online(&fake, &running).await;
     fake.send(dm("known chat"));
-    wait_text(&first, "known chat").await;
+    first.wait_text("known chat", PATIENCE).await;
     running.stop().await;
     let cursor_before = state.get("discord", "cursors").expect("cursor");
 
@@ -1311,7 +1296,7 @@ async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_la
     assert_eq!(status.as_str(), "reconnecting", "{status:?}");
     // A live message meanwhile is taken, but does not move the cursor past the gap.
     fake.send(dm("live during the gap"));
-    wait_text(&sink, "live during the gap").await;
+    sink.wait_text("live during the gap", PATIENCE).await;
     assert_eq!(
         state.get("discord", "cursors").expect("cursor"),
         cursor_before,
@@ -1319,7 +1304,7 @@ async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_la
     );
     // The history answers again: the whole gap arrives, each once, and the channel recovers.
     for i in 0..3 {
-        wait_text(&sink, &format!("gap {i}")).await;
+        sink.wait_text(&format!("gap {i}"), PATIENCE).await;
     }
     running
         .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
@@ -1333,7 +1318,7 @@ async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_la
         "live during the gap",
         "after the gap",
     ] {
-        assert_eq!(offered(&sink, text), 1, "{text}: {:?}", texts(&sink));
+        assert_eq!(offered(&sink, text), 1, "{text}: {:?}", sink.texts());
     }
     assert_ne!(
         state.get("discord", "cursors").expect("cursor"),

@@ -39,8 +39,8 @@ pub struct EmailConfig {
     /// The folder read for new mail.
     #[serde(default = "default_mailbox")]
     pub mailbox: String,
-    /// Addresses allowed to talk to hearth (more can be paired later). Compared without regard
-    /// to case; wildcards such as `*@example.org` are refused.
+    /// Addresses allowed to talk to hearth (more can be paired later), compared without regard
+    /// to case; `*@example.org` allows every address at exactly that domain.
     #[serde(default)]
     pub allowed_senders: Vec<String>,
     /// The authserv-id of the user's own receiving server (`mx.example.org`). A sender counts
@@ -225,17 +225,70 @@ pub fn check_address(address: &str) -> Result<(), String> {
 /// What `hearth check` (and every start) says in one line when `trust_unverified_from` is on.
 pub const UNVERIFIED_FROM_WARNING: &str = "From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (README \"Email\")";
 
-/// An address a sender may be allowed or an owner named by: an address, compared without
-/// regard to case. A pattern such as `*@example.org` is refused rather than taken literally
-/// (it would never match) or as a wildcard (anyone can claim an address in a domain, and the
-/// domain's DKIM/DMARC pass would then let every user of that provider in).
+/// An `allowed_senders` entry: an address, compared without regard to case, or `*@domain` for
+/// every address at exactly that domain (not its subdomains). Any other `*` pattern is refused
+/// rather than taken literally (it would never match). A domain wildcard admits everyone who
+/// can send verified mail from the domain, so it is for a domain the owner controls: the big
+/// public providers are refused (every user of theirs would be let in).
 pub fn check_sender(address: &str) -> Result<(), String> {
+    let address = address.trim();
+    if let Some(domain) = address.strip_prefix("*@") {
+        return check_wildcard_domain(address, domain);
+    }
     if address.contains('*') {
         return Err(format!(
-            "`{address}`: wildcards are not supported; list each address (strangers can ask with a pairing code)"
+            "`{address}`: the only wildcard is `*@domain` (every address at exactly that domain); list other senders one by one (strangers can ask with a pairing code)"
         ));
     }
-    check_address(address.trim())
+    check_address(address)
+}
+
+/// Providers where anyone can have an address: a wildcard on them would admit the world.
+const PUBLIC_MAIL_DOMAINS: &[&str] = &[
+    "gmail.com",
+    "googlemail.com",
+    "outlook.com",
+    "hotmail.com",
+    "live.com",
+    "msn.com",
+    "yahoo.com",
+    "icloud.com",
+    "me.com",
+    "aol.com",
+    "proton.me",
+    "protonmail.com",
+    "gmx.com",
+    "gmx.de",
+    "gmx.net",
+    "web.de",
+    "mail.com",
+    "yandex.com",
+    "yandex.ru",
+    "mail.ru",
+    "zoho.com",
+    "fastmail.com",
+    "tutanota.com",
+];
+
+fn check_wildcard_domain(pattern: &str, domain: &str) -> Result<(), String> {
+    let domain = domain.to_ascii_lowercase();
+    let valid = domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && domain
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if !valid {
+        return Err(format!(
+            "`{pattern}`: expected `*@domain` with a domain such as example.org"
+        ));
+    }
+    if PUBLIC_MAIL_DOMAINS.contains(&domain.as_str()) {
+        return Err(format!(
+            "`{pattern}` would let every {domain} user talk to hearth; list their addresses one by one"
+        ));
+    }
+    Ok(())
 }
 
 impl EmailConfig {
@@ -382,6 +435,11 @@ impl ChannelConfig for EmailConfig {
     }
 
     fn check_user_id(id: &str) -> Result<(), String> {
+        if id.contains('*') {
+            return Err(format!(
+                "`{id}`: an identity is one address; wildcards are for allowed_senders"
+            ));
+        }
         // Any case: the daemon matches an owner's address in lower case, as senders arrive.
         check_sender(id)
     }
@@ -472,20 +530,50 @@ mod tests {
     }
 
     #[test]
-    fn senders_match_in_any_case_and_wildcards_are_refused() {
-        let config = section(&format!("{GOOD}allowed_senders = [\"Me@Example.ORG\"]\n"));
+    fn senders_match_in_any_case_and_only_domain_wildcards_are_taken() {
+        let config = section(&format!(
+            "{GOOD}allowed_senders = [\"Me@Example.ORG\", \"*@Family.Example\"]\n"
+        ));
         assert_eq!(config.check(&env()), []);
-        assert_eq!(config.allowed_users(), ["me@example.org"]);
+        assert_eq!(
+            config.allowed_users(),
+            ["me@example.org", "*@family.example"]
+        );
         let wild = section(&format!(
-            "{GOOD}allowed_senders = [\"me@example.org\", \"*@example.org\"]\n"
+            "{GOOD}allowed_senders = [\"me@example.org\", \"*.example.org\", \"me*@example.org\", \"*@*.example.org\", \"*@localhost\", \"*@Gmail.com\"]\n"
         ));
         let problems = wild.check(&env());
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].key, "allowed_senders[1]");
-        assert!(problems[0].message.contains("wildcards are not supported"));
-        // The same for an owner written as `email:*@example.org`.
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "allowed_senders[1]",
+                "allowed_senders[2]",
+                "allowed_senders[3]",
+                "allowed_senders[4]",
+                "allowed_senders[5]"
+            ],
+            "{problems:?}"
+        );
         assert!(
-            EmailConfig::check_user_id("*@example.org").is_err_and(|e| e.contains("wildcards"))
+            problems[0]
+                .message
+                .contains("the only wildcard is `*@domain`")
+        );
+        assert!(
+            problems[1]
+                .message
+                .contains("the only wildcard is `*@domain`")
+        );
+        assert!(
+            problems[2]
+                .message
+                .contains("expected `*@domain` with a domain")
+        );
+        assert!(problems[4].message.contains("every gmail.com user"));
+        // An owner is one address, never a pattern.
+        assert!(
+            EmailConfig::check_user_id("*@example.org").is_err_and(|e| e.contains("one address"))
         );
         // An owner written in mixed case is accepted: the daemon matches it in lower case.
         assert_eq!(EmailConfig::check_user_id("Me@Example.org"), Ok(()));

@@ -2,7 +2,7 @@
 //! retry the right ones: refused logins stop the channel, network trouble and 4xx replies are
 //! retried, permanent 5xx refusals give up on the one message.
 
-use hearth_channel::ChannelError;
+use hearth_channel::{ChannelError, error_chain};
 
 /// An IMAP failure: the command, and what went wrong.
 pub(crate) fn imap(what: &str, error: async_imap::error::Error) -> ChannelError {
@@ -27,7 +27,7 @@ pub(crate) fn timeout(what: &str) -> ChannelError {
 
 /// An SMTP failure while sending one message.
 pub(crate) fn smtp(error: &lettre::transport::smtp::Error) -> ChannelError {
-    let message = format!("smtp: {}", chain(error));
+    let message = format!("smtp: {}", error_chain(error));
     if error.is_permanent() {
         let code = error.status().map(|c| c.to_string()).unwrap_or_default();
         // 535 and friends: the credentials, not this message.
@@ -48,18 +48,6 @@ pub(crate) fn smtp(error: &lettre::transport::smtp::Error) -> ChannelError {
 /// Said of a send that failed where the server may already have taken the mail.
 pub(crate) const OUTCOME_UNKNOWN: &str =
     "outcome unknown: the mail may have been delivered; a retry sends it with the same Message-ID";
-
-/// The whole cause chain of an error on one line.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
 
 #[cfg(test)]
 mod tests {

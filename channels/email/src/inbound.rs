@@ -91,7 +91,7 @@ impl Reader {
 
     /// A notice for a mail that could not be read: from its header alone (at most 64 KiB of it,
     /// read in bounded time), saying what happened. `None` without a sender.
-    fn set_aside_notice(&self, raw: &[u8], reason: &str) -> Option<Inbound> {
+    pub(crate) fn set_aside_notice(&self, raw: &[u8], reason: &str) -> Option<Inbound> {
         let head_end = raw
             .windows(4)
             .take(MAX_SET_ASIDE_HEADER)
@@ -146,7 +146,7 @@ impl Reader {
         }
     }
 
-    fn read_inner(&self, raw: &[u8], at: &MailAt) -> Result<Inbound, String> {
+    pub(crate) fn read_inner(&self, raw: &[u8], at: &MailAt) -> Result<Inbound, String> {
         let message = MessageParser::default()
             .parse(raw)
             .ok_or_else(|| "not a mail message".to_owned())?;

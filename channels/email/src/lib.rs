@@ -28,6 +28,8 @@ mod auth;
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod imap;
 mod inbound;
 mod outbound;
@@ -44,10 +46,9 @@ use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use hearth_channel::{
-    Attachment, Capabilities, Channel, ChannelContext, ChannelError, ErrorKind, Format,
-    InboundKind, MessageRef, OutboundMessage,
+    Attachment, Backoff, Capabilities, Channel, ChannelContext, ChannelError, ErrorKind, Format,
+    InboundKind, MessageRef, OutboundMessage, sleep_or_shutdown,
 };
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::imap::{ImapSession, timed};
@@ -617,7 +618,7 @@ impl Channel for EmailChannel {
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
         let started_at = now_secs();
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
         loop {
             let result = self.session(&ctx, started_at, &mut backoff).await;
             if ctx.shutdown.is_cancelled() {
@@ -690,39 +691,6 @@ impl Channel for EmailChannel {
     }
 }
 
-/// Sleeps, or returns `true` early when shutdown comes first.
-async fn sleep_or_shutdown(shutdown: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        () = shutdown.cancelled() => true,
-        () = tokio::time::sleep(wait) => false,
-    }
-}
-
-/// Exponential backoff between failed attempts.
-struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            next: BACKOFF_START,
-        }
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        wait
-    }
-
-    fn reset(&mut self) {
-        self.next = BACKOFF_START;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -756,18 +724,5 @@ mod tests {
         assert!(!cursor.before_floor(41, Some(1_500_000_000)));
         assert!(!cursor.before_floor(40, Some(1_600_000_000)));
         assert!(!cursor.before_floor(40, None));
-    }
-
-    #[test]
-    fn backoff_doubles_to_a_ceiling_and_resets() {
-        let mut b = Backoff::default();
-        assert_eq!(b.next(), BACKOFF_START);
-        assert_eq!(b.next(), BACKOFF_START * 2);
-        for _ in 0..20 {
-            b.next();
-        }
-        assert_eq!(b.next(), BACKOFF_MAX);
-        b.reset();
-        assert_eq!(b.next(), BACKOFF_START);
     }
 }

@@ -30,8 +30,9 @@ impl Outbound {
     pub(crate) fn new(settings: &EmailSettings) -> Result<Self, ChannelError> {
         let endpoint = &settings.smtp;
         let tls = || {
-            TlsParameters::new(endpoint.host.clone())
-                .map_err(|e| ChannelError::config(format!("smtp tls: {}", error::chain(&e))))
+            TlsParameters::new(endpoint.host.clone()).map_err(|e| {
+                ChannelError::config(format!("smtp tls: {}", hearth_channel::error_chain(&e)))
+            })
         };
         let tls = match endpoint.security {
             Security::Tls => Tls::Wrapper(tls()?),

@@ -154,21 +154,6 @@ mod conformance {
     hearth_channel::conformance_tests!(super::harness);
 }
 
-fn text_of(kind: &InboundKind) -> Option<&str> {
-    match kind {
-        InboundKind::Message { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
-async fn wait_text(running: &Running, text: &str) -> hearth_channel::Inbound {
-    running
-        .sink
-        .wait_for_event(|e| text_of(&e.kind) == Some(text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} never reached the sink"))
-}
-
 #[tokio::test]
 async fn a_reply_is_threaded_automatic_and_has_both_parts() {
     let h = harness().await;
@@ -181,7 +166,10 @@ async fn a_reply_is_threaded_automatic_and_has_both_parts() {
         "What should we cook?\n\n-- \nAnn",
     );
     h.deliver(id.clone(), raw).await.expect("deliver");
-    let event = wait_text(&running, "What should we cook?").await;
+    let event = running
+        .sink
+        .wait_text("What should we cook?", PATIENCE)
+        .await;
     assert_eq!(event.platform_id, id);
     assert_eq!(event.sender.name.as_deref(), Some("Ann"));
     let mut reply = OutboundMessage::text(event.chat.clone(), "Try **pasta**.");
@@ -277,12 +265,12 @@ async fn the_first_start_skips_mail_that_was_already_there() {
     h.inject_text(&h.chat(), &h.sender(), "a new mail")
         .await
         .expect("deliver");
-    wait_text(&running, "a new mail").await;
+    running.sink.wait_text("a new mail", PATIENCE).await;
     let texts: Vec<String> = running
         .sink
         .events()
         .iter()
-        .filter_map(|e| text_of(&e.kind).map(str::to_owned))
+        .filter_map(|e| e.text().map(str::to_owned))
         .collect();
     assert_eq!(texts, ["a new mail"]);
     running.stop().await;
@@ -295,7 +283,7 @@ async fn a_restarted_server_is_reconnected_and_mail_sent_meanwhile_arrives() {
     h.inject_text(&h.chat(), &h.sender(), "before the restart")
         .await
         .expect("deliver");
-    wait_text(&running, "before the restart").await;
+    running.sink.wait_text("before the restart", PATIENCE).await;
     h.servers
         .lock()
         .await
@@ -306,7 +294,7 @@ async fn a_restarted_server_is_reconnected_and_mail_sent_meanwhile_arrives() {
     h.inject_text(&h.chat(), &h.sender(), "after the restart")
         .await
         .expect("deliver");
-    wait_text(&running, "after the restart").await;
+    running.sink.wait_text("after the restart", PATIENCE).await;
     assert_eq!(running.status.current(), ChannelStatus::Connected);
     running.stop().await;
 }
@@ -319,7 +307,7 @@ async fn a_uidvalidity_change_rescans_without_delivering_twice() {
     h.inject_text(&h.chat(), &h.sender(), "before the change")
         .await
         .expect("deliver");
-    let first = wait_text(&running, "before the change").await;
+    let first = running.sink.wait_text("before the change", PATIENCE).await;
     running.stop().await;
     {
         let mut servers = h.servers.lock().await;
@@ -343,13 +331,13 @@ async fn a_uidvalidity_change_rescans_without_delivering_twice() {
     h.inject_text(&h.chat(), &h.sender(), "after the change")
         .await
         .expect("deliver");
-    wait_text(&running, "after the change").await;
+    running.sink.wait_text("after the change", PATIENCE).await;
     running.stop().await;
     // The re-scan offered the first mail again under its Message-ID: the inbox would drop it.
     let offered: Vec<String> = sink
         .attempts()
         .iter()
-        .filter(|e| text_of(&e.kind) == Some("before the change"))
+        .filter(|e| e.text() == Some("before the change"))
         .map(|e| e.platform_id.clone())
         .collect();
     assert!(
@@ -378,7 +366,10 @@ async fn unreadable_mail_is_set_aside_and_later_mail_still_arrives() {
     h.inject_text(&h.chat(), &h.sender(), "normal mail after garbage")
         .await
         .expect("deliver");
-    wait_text(&running, "normal mail after garbage").await;
+    running
+        .sink
+        .wait_text("normal mail after garbage", PATIENCE)
+        .await;
     running.stop().await;
 }
 
@@ -419,7 +410,10 @@ async fn a_server_without_idle_is_polled() {
             .deliver_text(ANN, "polled", &format!("polled mail {n}"))
             .await
             .expect("deliver");
-        wait_text(&running, &format!("polled mail {n}")).await;
+        running
+            .sink
+            .wait_text(&format!("polled mail {n}"), PATIENCE)
+            .await;
     }
     running.stop().await;
 }
@@ -441,7 +435,7 @@ async fn idle_is_reissued_and_a_frozen_server_is_left_for_a_new_connection() {
         .deliver_text(ANN, "x", "after renewals")
         .await
         .expect("deliver");
-    wait_text(&running, "after renewals").await;
+    running.sink.wait_text("after renewals", PATIENCE).await;
     // The server stops answering without closing anything: the command time limit notices,
     // and the channel reports it is reconnecting.
     servers.imap.freeze();
@@ -454,7 +448,7 @@ async fn idle_is_reissued_and_a_frozen_server_is_left_for_a_new_connection() {
         .deliver_text(ANN, "x", "after the thaw")
         .await
         .expect("deliver");
-    wait_text(&running, "after the thaw").await;
+    running.sink.wait_text("after the thaw", PATIENCE).await;
     let status = running
         .wait_for_status(|s| *s == ChannelStatus::Connected, PATIENCE)
         .await;
@@ -488,7 +482,7 @@ async fn an_attachment_is_stored_by_reference_and_fetched_exactly_within_its_lim
         .collect();
     let raw = mail_with_attachment("my holiday", "beach.jpg", "image/jpeg", &photo);
     h.servers.lock().await.deliver(&raw).await.expect("deliver");
-    let event = wait_text(&running, "my holiday").await;
+    let event = running.sink.wait_text("my holiday", PATIENCE).await;
     running.stop().await;
     let InboundKind::Message { attachments, .. } = &event.kind else {
         unreachable!()
@@ -585,7 +579,10 @@ async fn a_script_bomb_from_a_stranger_does_not_hold_up_the_next_mail() {
         .await
         .expect("deliver");
     let started = std::time::Instant::now();
-    wait_text(&running, "the mail after the bomb").await;
+    running
+        .sink
+        .wait_text("the mail after the bomb", PATIENCE)
+        .await;
     let bomb_event = running
         .sink
         .wait_for_event(|e| e.platform_id == "<bomb@evil.example>", PATIENCE)
@@ -614,7 +611,10 @@ async fn a_uidvalidity_change_never_answers_mail_from_before_the_first_start() {
     h.inject_text(&h.chat(), &h.sender(), "seen before the change")
         .await
         .expect("deliver");
-    let seen = wait_text(&running, "seen before the change").await;
+    let seen = running
+        .sink
+        .wait_text("seen before the change", PATIENCE)
+        .await;
     running.stop().await;
     {
         // The server rebuilt its index (as with Dovecot's uid list removed).
@@ -635,13 +635,16 @@ async fn a_uidvalidity_change_never_answers_mail_from_before_the_first_start() {
     h.inject_text(&h.chat(), &h.sender(), "new after the change")
         .await
         .expect("deliver");
-    wait_text(&running, "new after the change").await;
+    running
+        .sink
+        .wait_text("new after the change", PATIENCE)
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     running.stop().await;
     let offered: Vec<(String, Option<String>)> = sink
         .attempts()
         .iter()
-        .map(|e| (e.platform_id.clone(), text_of(&e.kind).map(str::to_owned)))
+        .map(|e| (e.platform_id.clone(), e.text().map(str::to_owned)))
         .collect();
     assert!(
         offered

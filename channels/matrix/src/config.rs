@@ -23,8 +23,9 @@ pub struct MatrixConfig {
     pub homeserver: String,
     /// The bot account, `@hearth:example.org`.
     pub user: String,
-    /// The variable (or credential) holding the account's password. Used once, for the first
-    /// login; later starts restore the saved session.
+    /// The variable (or credential) holding the account's password. Required at every start:
+    /// starts restore the saved session, and log in with the password again when there is none
+    /// or the homeserver revoked it.
     pub password_env: String,
     /// Matrix ids allowed to talk to hearth and to invite it into rooms.
     #[serde(default)]

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hearth_channel::{
-    Attachment, AttachmentKind, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound,
-    InboundKind, ScopedAllowlist, Sender,
+    Attachment, AttachmentKind, Backoff, ChannelContext, ChannelError, ChannelStatus, ChatRef,
+    Inbound, InboundKind, ScopedAllowlist, Sender, sleep_or_shutdown,
 };
 use matrix_sdk::config::{SyncSettings, SyncToken};
 use matrix_sdk::deserialized_responses::{
@@ -40,6 +40,7 @@ use matrix_sdk::{Client, Room};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::MatrixError;
 use crate::format::strip_reply_fallback;
@@ -62,6 +63,12 @@ const MAX_UNDECRYPTED_PER_SENDER: usize = 20;
 const MAX_UNDECRYPTED_PER_ROOM: usize = 100;
 /// Pages of 100 events fetched at most to fill one gap.
 const MAX_GAP_PAGES: usize = 20;
+/// Waits while the homeserver or the network fails (sync, history, invites).
+const SERVER_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// Waits while the daemon's store refuses (the inbox, the sync position).
+const STORE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+/// Tries to join a room hearth was invited to; a later sync that shows the invite tries again.
+const JOIN_ATTEMPTS: u32 = 6;
 
 /// An encrypted event waiting for its key.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -136,7 +143,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
     }
     let filter = filter(channel.settings.timeline_limit);
     let invites = Arc::new(std::sync::Mutex::new(HashSet::new()));
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let mut synced_once = false;
     loop {
         let rewind = lock(&channel.rewind).take();
@@ -192,17 +199,16 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                     ctx.status.failed(error.message.clone());
                     return Err(error);
                 }
-                tracing::warn!(%error, "matrix: sync failed; trying again in {backoff:?}");
+                let step = backoff.next();
+                tracing::warn!(%error, "matrix: sync failed; trying again in {step:?}");
                 ctx.status.reconnecting(error.message.clone());
-                tokio::select! {
-                    _ = shutdown.cancelled() => return stopped(&ctx),
-                    _ = tokio::time::sleep(error.retry_after().unwrap_or(backoff)) => {}
+                if sleep_or_shutdown(&shutdown, error.retry_after().unwrap_or(step)).await {
+                    return stopped(&ctx);
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(60));
                 continue;
             }
         };
-        backoff = Duration::from_secs(1);
+        backoff.reset();
         ctx.status.connected();
         synced_once = true;
         channel
@@ -214,13 +220,17 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                 continue;
             }
             if let Some(room) = client.get_room(room_id) {
-                tokio::spawn(answer_invite(
-                    room,
-                    channel.settings.allowed_users.clone(),
-                    ctx.allowlist.clone(),
-                    shutdown.clone(),
-                    invites.clone(),
-                ));
+                let span = tracing::info_span!("invite", room = %room_id);
+                tokio::spawn(
+                    answer_invite(
+                        room,
+                        channel.settings.allowed_users.clone(),
+                        ctx.allowlist.clone(),
+                        shutdown.clone(),
+                        invites.clone(),
+                    )
+                    .instrument(span),
+                );
             }
         }
 
@@ -325,40 +335,36 @@ fn filter(limit: u32) -> FilterDefinition {
 /// Reads `key` from the state, trying again while the store is unavailable; `None` on
 /// shutdown.
 async fn load(ctx: &ChannelContext, key: &str) -> Option<Option<String>> {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         match ctx.state.load(key).await {
             Ok(value) => return Some(value),
             Err(error) => tracing::warn!(%error, "matrix: cannot read {key}; trying again"),
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return None;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
 /// Saves `key`, trying again while the store is unavailable; false on shutdown.
 async fn save(ctx: &ChannelContext, key: &str, value: &str) -> bool {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         match ctx.state.save(key, value).await {
             Ok(()) => return true,
             Err(error) => tracing::warn!(%error, "matrix: cannot save {key}; trying again"),
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return false;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
 /// Hands `event` to the sink until it is stored; later events wait, so the order holds. False
 /// on shutdown (the position is not saved, so the next start offers the event again).
 async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
-    let mut wait = Duration::from_millis(200);
+    let mut backoff = STORE_BACKOFF;
     loop {
         let result = tokio::select! {
             _ = ctx.shutdown.cancelled() => return false,
@@ -370,11 +376,9 @@ async fn deliver(ctx: &ChannelContext, event: Inbound) -> bool {
                 tracing::warn!(%error, event = %event.platform_id, "matrix: the inbox refused an event; offering it again")
             }
         }
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
+            return false;
         }
-        wait = (wait * 2).min(Duration::from_secs(10));
     }
 }
 
@@ -486,7 +490,7 @@ async fn messages(
     room: &Room,
     options: impl Fn() -> MessagesOptions,
 ) -> Option<Result<matrix_sdk::room::Messages, MatrixError>> {
-    let mut wait = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let mut degraded = false;
     loop {
         let result = tokio::select! {
@@ -506,17 +510,16 @@ async fn messages(
         if !kind.is_temporary() {
             return Some(Err(error));
         }
-        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {wait:?}");
+        let step = backoff.next();
+        tracing::warn!(room = %room.room_id(), %error, "matrix: cannot read back missed messages; trying again in {step:?}");
         ctx.status.reconnecting(format!(
             "cannot read back the messages missed in {} ({kind}); trying again",
             room.room_id()
         ));
         degraded = true;
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(kind.retry_after().unwrap_or(wait)) => {}
+        if sleep_or_shutdown(&ctx.shutdown, kind.retry_after().unwrap_or(step)).await {
+            return None;
         }
-        wait = (wait * 2).min(Duration::from_secs(60));
     }
 }
 
@@ -676,79 +679,28 @@ async fn convert(
         }))
     };
     let content = &json["content"];
-    let relates = &content["m.relates_to"];
     let chat = ChatRef::new(room.room_id().to_string());
-    match json["type"].as_str() {
-        Some("m.reaction") => {
-            let (Some(target), Some(key)) = (relates["event_id"].as_str(), relates["key"].as_str())
-            else {
-                tracing::warn!(event = %event_id, "matrix: a reaction without a target or key; skipped");
-                return Converted::Skip;
-            };
-            if relates["rel_type"] != "m.annotation" {
-                return Converted::Skip;
-            }
+    let Some(reading) = read_event(&json, event_id) else {
+        return Converted::Skip;
+    };
+    let chat = match reading.thread() {
+        Some(root) => chat.with_thread(root),
+        None => chat,
+    };
+    match reading {
+        Reading::Reaction { target, .. } => {
             // In a group room only a reaction on one of hearth's prompts is for hearth.
             if !is_dm(room) && !is_prompt(channel, target).await {
                 return Converted::Skip;
             }
-            inbound(
-                chat,
-                InboundKind::Reaction {
-                    message_id: target.to_owned(),
-                    emoji: key.to_owned(),
-                },
-            )
         }
-        Some("m.room.message") => {
-            if relates["rel_type"] == "m.replace" {
-                let (Some(original), Some(text)) = (
-                    relates["event_id"].as_str(),
-                    content["m.new_content"]["body"].as_str(),
-                ) else {
-                    tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
-                    return Converted::Skip;
-                };
-                // In a group room only the edits of people hearth serves matter.
-                if !is_dm(room) && !serves(channel, ctx, sender).await {
-                    return Converted::Skip;
-                }
-                return inbound(
-                    chat,
-                    InboundKind::Edit {
-                        message_id: original.to_owned(),
-                        text: text.to_owned(),
-                    },
-                );
-            }
-            let (Some(msgtype), Some(body)) =
-                (content["msgtype"].as_str(), content["body"].as_str())
-            else {
-                tracing::warn!(event = %event_id, %sender, "matrix: a message without a text body; skipped");
-                return Converted::Skip;
-            };
-            // Notices are what bots send (hearth's own replies are notices): answering another
-            // bot's notice could start two bots talking forever.
-            if msgtype == "m.notice" {
-                tracing::debug!(event = %event_id, %sender, "matrix: a notice; skipped");
+        Reading::Edit { .. } => {
+            // In a group room only the edits of people hearth serves matter.
+            if !is_dm(room) && !serves(channel, ctx, sender).await {
                 return Converted::Skip;
             }
-            let thread = (relates["rel_type"] == "m.thread")
-                .then(|| relates["event_id"].as_str())
-                .flatten();
-            let falling_back = relates["is_falling_back"].as_bool().unwrap_or(false);
-            let reply_to = relates["m.in_reply_to"]["event_id"]
-                .as_str()
-                .filter(|_| thread.is_none() || !falling_back);
-            let chat = match thread {
-                Some(root) => chat.with_thread(root),
-                None => chat,
-            };
-            let text = if reply_to.is_some() {
-                strip_reply_fallback(body)
-            } else {
-                body
-            };
+        }
+        Reading::Message { text, reply_to, .. } => {
             if !is_dm(room) && !addressed(room, own, content, reply_to).await {
                 return Converted::Skip;
             }
@@ -764,23 +716,132 @@ async fn convert(
                     },
                 );
             }
-            let (text, attachments) = match msgtype {
-                "m.file" | "m.image" | "m.audio" | "m.video" => {
-                    attachment(content, msgtype, event_id)
-                }
-                _ => (text.to_owned(), Vec::new()),
+        }
+    }
+    inbound(chat, reading.event(content, event_id))
+}
+
+/// What a timeline event is to hearth, read from its JSON alone. The checks that need the room,
+/// the store or the homeserver (is it a DM, one of hearth's prompts, a sender hearth serves, a
+/// reply to hearth) come after it, in [`convert`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reading<'a> {
+    /// An `m.annotation` reaction with `key` on `target`.
+    Reaction { target: &'a str, key: &'a str },
+    /// An `m.replace` edit of `original` to `text`.
+    Edit { original: &'a str, text: &'a str },
+    /// A text or file message; `text` is its body without a reply's quoted fallback.
+    Message {
+        msgtype: &'a str,
+        text: &'a str,
+        /// The root of the thread it is in.
+        thread: Option<&'a str>,
+        /// The event it replies to (not a thread's fallback reply to its root).
+        reply_to: Option<&'a str>,
+    },
+}
+
+/// Reads `json`, an event of a room's timeline: `None` for what hearth never takes (other event
+/// types, notices, a reaction or edit missing what it needs, a message without a text body).
+pub(crate) fn read_event<'a>(json: &'a Value, event_id: &str) -> Option<Reading<'a>> {
+    let content = &json["content"];
+    let relates = &content["m.relates_to"];
+    match json["type"].as_str() {
+        Some("m.reaction") => {
+            let (Some(target), Some(key)) = (relates["event_id"].as_str(), relates["key"].as_str())
+            else {
+                tracing::warn!(event = %event_id, "matrix: a reaction without a target or key; skipped");
+                return None;
             };
-            inbound(
-                chat,
+            (relates["rel_type"] == "m.annotation").then_some(Reading::Reaction { target, key })
+        }
+        Some("m.room.message") => {
+            if relates["rel_type"] == "m.replace" {
+                let (Some(original), Some(text)) = (
+                    relates["event_id"].as_str(),
+                    content["m.new_content"]["body"].as_str(),
+                ) else {
+                    tracing::warn!(event = %event_id, "matrix: an edit without new content; skipped");
+                    return None;
+                };
+                return Some(Reading::Edit { original, text });
+            }
+            let (Some(msgtype), Some(body)) =
+                (content["msgtype"].as_str(), content["body"].as_str())
+            else {
+                tracing::warn!(event = %event_id, "matrix: a message without a text body; skipped");
+                return None;
+            };
+            // Notices are what bots send (hearth's own replies are notices): answering another
+            // bot's notice could start two bots talking forever.
+            if msgtype == "m.notice" {
+                tracing::debug!(event = %event_id, "matrix: a notice; skipped");
+                return None;
+            }
+            let thread = (relates["rel_type"] == "m.thread")
+                .then(|| relates["event_id"].as_str())
+                .flatten();
+            let falling_back = relates["is_falling_back"].as_bool().unwrap_or(false);
+            let reply_to = relates["m.in_reply_to"]["event_id"]
+                .as_str()
+                .filter(|_| thread.is_none() || !falling_back);
+            let text = if reply_to.is_some() {
+                strip_reply_fallback(body)
+            } else {
+                body
+            };
+            Some(Reading::Message {
+                msgtype,
+                text,
+                thread,
+                reply_to,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl<'a> Reading<'a> {
+    /// The thread root of a message in a thread.
+    pub(crate) fn thread(&self) -> Option<&'a str> {
+        match self {
+            Reading::Message { thread, .. } => *thread,
+            _ => None,
+        }
+    }
+
+    /// The event hearth takes this reading as; `content` is the event's content, for a file
+    /// message's attachment.
+    pub(crate) fn event(self, content: &Value, event_id: &str) -> InboundKind {
+        match self {
+            Reading::Reaction { target, key } => InboundKind::Reaction {
+                message_id: target.to_owned(),
+                emoji: key.to_owned(),
+            },
+            Reading::Edit { original, text } => InboundKind::Edit {
+                message_id: original.to_owned(),
+                text: text.to_owned(),
+            },
+            Reading::Message {
+                msgtype,
+                text,
+                reply_to,
+                ..
+            } => {
+                let (text, attachments) = match msgtype {
+                    "m.file" | "m.image" | "m.audio" | "m.video" => {
+                        attachment(content, msgtype, event_id)
+                    }
+                    _ => (text.to_owned(), Vec::new()),
+                };
                 InboundKind::Message {
                     text,
                     attachments,
                     message_id: Some(event_id.to_owned()),
                     reply_to: reply_to.map(str::to_owned),
-                },
-            )
+                }
+            }
         }
-        _ => Converted::Skip,
     }
 }
 
@@ -792,23 +853,7 @@ async fn addressed(
     content: &Value,
     reply_to: Option<&str>,
 ) -> bool {
-    let mentioned = content["m.mentions"]["user_ids"]
-        .as_array()
-        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
-    if mentioned {
-        return true;
-    }
-    let body = content["body"].as_str().unwrap_or_default();
-    let html = content["formatted_body"].as_str().unwrap_or_default();
-    if body.contains(own.as_str()) || html.contains(own.as_str()) {
-        return true;
-    }
-    let localpart = own.localpart().to_lowercase();
-    let named = body
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
-        .any(|word| word == localpart);
-    if named {
+    if mentions(own, content) {
         return true;
     }
     let Some(target) = reply_to.and_then(|id| EventId::parse(id).ok()) else {
@@ -828,8 +873,28 @@ async fn addressed(
     }
 }
 
+/// Whether a message's `content` mentions hearth (`own`): in `m.mentions`, its id in the text
+/// or a pill, or its localpart as a word.
+pub(crate) fn mentions(own: &OwnedUserId, content: &Value) -> bool {
+    let mentioned = content["m.mentions"]["user_ids"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(own.as_str())));
+    if mentioned {
+        return true;
+    }
+    let body = content["body"].as_str().unwrap_or_default();
+    let html = content["formatted_body"].as_str().unwrap_or_default();
+    if body.contains(own.as_str()) || html.contains(own.as_str()) {
+        return true;
+    }
+    let localpart = own.localpart().to_lowercase();
+    body.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .any(|word| word == localpart)
+}
+
 /// ✅ for a reply that only says approve/yes, ❌ for deny/no.
-fn decision_emoji(text: &str) -> Option<&'static str> {
+pub(crate) fn decision_emoji(text: &str) -> Option<&'static str> {
     let word = text
         .trim()
         .trim_matches(|c: char| !c.is_alphanumeric())
@@ -885,17 +950,21 @@ fn attachment(content: &Value, msgtype: &str, event_id: &str) -> (String, Vec<At
 /// Tells the homeserver (and so the sender) that hearth read up to `event_id`, in the
 /// background: a lost receipt changes nothing for hearth.
 fn read_receipt(room: Room, event_id: String) {
-    tokio::spawn(async move {
-        let Ok(event_id) = EventId::parse(&event_id) else {
-            return;
-        };
-        if let Err(error) = room
-            .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-            .await
-        {
-            tracing::debug!(%error, "matrix: a read receipt was not accepted");
+    let span = tracing::info_span!("read_receipt", room = %room.room_id(), event = %event_id);
+    tokio::spawn(
+        async move {
+            let Ok(event_id) = EventId::parse(&event_id) else {
+                return;
+            };
+            if let Err(error) = room
+                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+                .await
+            {
+                tracing::debug!(%error, "matrix: a read receipt was not accepted");
+            }
         }
-    });
+        .instrument(span),
+    );
 }
 
 /// Joins a room that someone hearth serves invited it to (the section's `allowed_users`, or
@@ -917,7 +986,7 @@ async fn answer_invite(
             return;
         }
     };
-    let mut wait = Duration::from_secs(1);
+    let mut backoff = SERVER_BACKOFF;
     let served = loop {
         if allowed.contains(&inviter) {
             break true;
@@ -925,17 +994,13 @@ async fn answer_invite(
         match allowlist.allows(&inviter).await {
             Ok(served) => break served,
             Err(error) => {
-                tracing::warn!(room = %room.room_id(), %inviter, %error, "matrix: cannot tell whether the daemon serves an inviter; asking again in {wait:?}");
+                tracing::warn!(room = %room.room_id(), %inviter, %error, "matrix: cannot tell whether the daemon serves an inviter; asking again in {:?}", backoff.peek());
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => {
-                lock(&handled).remove(room.room_id());
-                return;
-            }
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&shutdown, backoff.next()).await {
+            lock(&handled).remove(room.room_id());
+            return;
         }
-        wait = (wait * 2).min(Duration::from_secs(60));
     };
     if !served {
         tracing::info!(room = %room.room_id(), %inviter, "matrix: declined an invite from someone hearth does not serve");
@@ -944,8 +1009,8 @@ async fn answer_invite(
         }
         return;
     }
-    let mut wait = Duration::from_secs(1);
-    for attempt in 1..=6 {
+    let mut backoff = SERVER_BACKOFF;
+    for attempt in 1..=JOIN_ATTEMPTS {
         match room.join().await {
             Ok(()) => {
                 tracing::info!(room = %room.room_id(), %inviter, "matrix: joined a room on invitation");
@@ -955,11 +1020,9 @@ async fn answer_invite(
                 tracing::warn!(room = %room.room_id(), %error, "matrix: joining failed (attempt {attempt})")
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
+        if sleep_or_shutdown(&shutdown, backoff.next()).await {
+            break;
         }
-        wait *= 2;
     }
     // A later sync that shows the invite again tries again.
     lock(&handled).remove(room.room_id());

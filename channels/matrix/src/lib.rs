@@ -19,6 +19,8 @@
 mod config;
 mod error;
 mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 mod media;
 mod outbound;

@@ -40,7 +40,7 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    fn parse(source: &str) -> Result<Self, ChannelError> {
+    pub(crate) fn parse(source: &str) -> Result<Self, ChannelError> {
         let source = if source.starts_with('{') {
             let file: EncryptedFile = serde_json::from_str(source).map_err(|e| {
                 ChannelError::rejected(format!("the encrypted file's description is unusable: {e}"))

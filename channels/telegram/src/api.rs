@@ -80,12 +80,8 @@ impl Api {
         body: &Value,
         timeout: Duration,
     ) -> Result<Vec<String>, ApiError> {
-        self.call_raw("getUpdates", body, timeout, |result| {
-            let updates: Vec<&RawValue> =
-                serde_json::from_str(result.get()).map_err(|e| e.to_string())?;
-            Ok(updates.into_iter().map(|u| u.get().to_owned()).collect())
-        })
-        .await
+        self.call_raw("getUpdates", body, timeout, split_updates)
+            .await
     }
 
     /// Posts `body` to `method` and hands the envelope's `result`, still raw, to `decode`.
@@ -113,45 +109,29 @@ impl Api {
             .map_err(network)?;
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(network)?;
-        let decode_error = |message: String| ApiError::Decode {
-            method: method.to_owned(),
-            message: self.scrub(&message),
-        };
-        // Bytes that are not UTF-8 become U+FFFD rather than failing every update around them.
-        let text = String::from_utf8_lossy(&bytes);
-        let envelope: Envelope<'_> = match serde_json::from_str(&text) {
-            Ok(envelope) => envelope,
-            // A proxy in front of Telegram answers errors with HTML; keep the status.
-            Err(_) if status >= 400 => {
-                return Err(ApiError::Api {
-                    method: method.to_owned(),
-                    status,
-                    description: format!("HTTP {status} without a JSON body"),
-                    retry_after: None,
-                });
-            }
-            Err(e) => return Err(decode_error(format!("not JSON: {e}"))),
-        };
-        if envelope.ok {
-            return decode(envelope.result.unwrap_or(RawValue::NULL)).map_err(decode_error);
+        decode_answer(method, status, &bytes, decode).map_err(|error| self.scrubbed(error))
+    }
+
+    /// `error` with this bot's token scrubbed from its texts.
+    fn scrubbed(&self, error: ApiError) -> ApiError {
+        match error {
+            ApiError::Decode { method, message } => ApiError::Decode {
+                method,
+                message: self.scrub(&message),
+            },
+            ApiError::Api {
+                method,
+                status,
+                description,
+                retry_after,
+            } => ApiError::Api {
+                method,
+                status,
+                description: self.scrub(&description),
+                retry_after,
+            },
+            other => other,
         }
-        let code = envelope
-            .error_code
-            .and_then(|c| u16::try_from(c).ok())
-            .unwrap_or(status);
-        let description = envelope
-            .description
-            .and_then(|d| lenient::<String>(d.get()))
-            .unwrap_or_else(|| "no description".to_owned());
-        Err(ApiError::Api {
-            method: method.to_owned(),
-            status: code,
-            description: self.scrub(&description),
-            retry_after: envelope
-                .parameters
-                .and_then(|p| lenient::<Value>(p.get()))
-                .and_then(|p| p.get("retry_after").and_then(Value::as_u64)),
-        })
     }
 
     /// Downloads a file by the `file_path` `getFile` returned, refusing more than `limit` bytes.
@@ -195,6 +175,62 @@ impl Api {
         }
         Ok(bytes)
     }
+}
+
+/// Decodes the Bot API's answer to `method` (HTTP `status`, body `bytes`) and hands the
+/// envelope's `result`, still raw, to `decode`. The texts of the errors are not yet scrubbed of
+/// the token ([`Api::scrubbed`]).
+pub(crate) fn decode_answer<T>(
+    method: &str,
+    status: u16,
+    bytes: &[u8],
+    decode: impl FnOnce(&RawValue) -> Result<T, String>,
+) -> Result<T, ApiError> {
+    let decode_error = |message: String| ApiError::Decode {
+        method: method.to_owned(),
+        message,
+    };
+    // Bytes that are not UTF-8 become U+FFFD rather than failing every update around them.
+    let text = String::from_utf8_lossy(bytes);
+    let envelope: Envelope<'_> = match serde_json::from_str(&text) {
+        Ok(envelope) => envelope,
+        // A proxy in front of Telegram answers errors with HTML; keep the status.
+        Err(_) if status >= 400 => {
+            return Err(ApiError::Api {
+                method: method.to_owned(),
+                status,
+                description: format!("HTTP {status} without a JSON body"),
+                retry_after: None,
+            });
+        }
+        Err(e) => return Err(decode_error(format!("not JSON: {e}"))),
+    };
+    if envelope.ok {
+        return decode(envelope.result.unwrap_or(RawValue::NULL)).map_err(decode_error);
+    }
+    let code = envelope
+        .error_code
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(status);
+    let description = envelope
+        .description
+        .and_then(|d| lenient::<String>(d.get()))
+        .unwrap_or_else(|| "no description".to_owned());
+    Err(ApiError::Api {
+        method: method.to_owned(),
+        status: code,
+        description,
+        retry_after: envelope
+            .parameters
+            .and_then(|p| lenient::<Value>(p.get()))
+            .and_then(|p| p.get("retry_after").and_then(Value::as_u64)),
+    })
+}
+
+/// `getUpdates`' `result`: each update's JSON text, split but not decoded.
+pub(crate) fn split_updates(result: &RawValue) -> Result<Vec<String>, String> {
+    let updates: Vec<&RawValue> = serde_json::from_str(result.get()).map_err(|e| e.to_string())?;
+    Ok(updates.into_iter().map(|u| u.get().to_owned()).collect())
 }
 
 /// The Bot API's answer, with its values left raw so that one a strict decoder refuses only

@@ -96,14 +96,7 @@ pub(crate) fn scrub(text: &str, token: &str) -> String {
 
 /// The whole cause chain of an error on one line, token scrubbed.
 pub(crate) fn chain(error: &dyn std::error::Error, token: &str) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    scrub(&text, token)
+    scrub(&hearth_channel::error_chain(error), token)
 }
 
 #[cfg(test)]

@@ -384,7 +384,7 @@ fn clean(raw: &str, username: &str) -> String {
 }
 
 /// The byte offset of `@username` in `text` as a whole word, case-insensitively.
-fn find_mention(text: &str, username: &str) -> Option<usize> {
+pub(crate) fn find_mention(text: &str, username: &str) -> Option<usize> {
     let needle = format!("@{}", username.to_ascii_lowercase());
     // ASCII lowercasing keeps byte offsets, so positions carry over to `text`.
     let lower = text.to_ascii_lowercase();

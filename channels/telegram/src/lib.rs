@@ -21,6 +21,8 @@ mod api;
 mod config;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 mod outbound;
 
@@ -33,11 +35,10 @@ use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hearth_channel::{
-    ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, CommandInfo,
-    ErrorKind, Format, Measure, MessageRef, OutboundMessage,
+    Backoff, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef,
+    CommandInfo, ErrorKind, Format, Measure, MessageRef, OutboundMessage, sleep_or_shutdown,
 };
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::api::Api;
@@ -166,8 +167,8 @@ impl TelegramChannel {
         let timeout = self.settings.poll_timeout_secs;
         // Two backoffs: a poll that works says nothing about the inbox that refused the last
         // update (a full disk), so its own wait must keep growing until an update is stored.
-        let mut poll_backoff = Backoff::default();
-        let mut store_backoff = Backoff::default();
+        let mut poll_backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
+        let mut store_backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
         info!(?offset, "telegram long polling");
         loop {
             let mut body = json!({ "timeout": timeout, "allowed_updates": ALLOWED_UPDATES });
@@ -537,38 +538,5 @@ impl Channel for TelegramChannel {
         reply_to: Option<&str>,
     ) -> Result<Option<MessageRef>, ChannelError> {
         outbound::preview(&self.api, &self.pacer, chat, draft, text, reply_to).await
-    }
-}
-
-/// Sleeps, or returns `true` early when shutdown comes first.
-async fn sleep_or_shutdown(shutdown: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        () = shutdown.cancelled() => true,
-        () = tokio::time::sleep(wait) => false,
-    }
-}
-
-/// Exponential backoff between failed attempts.
-struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            next: BACKOFF_START,
-        }
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        wait
-    }
-
-    fn reset(&mut self) {
-        self.next = BACKOFF_START;
     }
 }

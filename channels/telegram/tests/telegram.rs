@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
 use hearth_channel::{
-    AttachmentKind, Button, Channel, ChannelError, ChannelStatus, ChatRef, ErrorKind, Inbound,
-    InboundKind, MessageRef, OutboundMessage, Sender,
+    AttachmentKind, Button, Channel, ChannelError, ChannelStatus, ChatRef, ErrorKind, InboundKind,
+    MessageRef, OutboundMessage, Sender,
 };
 use hearth_telegram::{Mode, Pacing, TelegramChannel, TelegramSettings};
 use hearth_testkit::telegram::{BOT_USERNAME, FakeTelegram, Incoming};
@@ -32,26 +32,6 @@ async fn setup() -> (FakeTelegram, Arc<TelegramChannel>) {
 
 fn start(channel: &Arc<TelegramChannel>, sink: &RecordingSink, state: &MemoryState) -> Running {
     Running::start(channel.clone(), sink.clone(), state.clone())
-}
-
-fn text_of(e: &Inbound) -> Option<&str> {
-    match &e.kind {
-        InboundKind::Message { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
-fn texts(sink: &RecordingSink) -> Vec<String> {
-    sink.events()
-        .iter()
-        .filter_map(|e| text_of(e).map(str::to_owned))
-        .collect()
-}
-
-async fn wait_text(sink: &RecordingSink, text: &str) -> Inbound {
-    sink.wait_for_event(|e| text_of(e) == Some(text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} never arrived; got {:?}", texts(sink)))
 }
 
 fn private() -> ChatRef {
@@ -242,10 +222,10 @@ async fn offset_survives_a_restart_without_loss_or_repeat() {
         .collect();
     let sink = RecordingSink::new();
     let running = start(&channel, &sink, &state);
-    wait_text(&sink, "while down 2").await;
+    sink.wait_text("while down 2", PATIENCE).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     running.stop().await;
-    assert_eq!(texts(&sink), ["while down 1", "while down 2"]);
+    assert_eq!(sink.texts(), ["while down 1", "while down 2"]);
     assert_eq!(sink.attempts().len(), 2, "an update was offered twice");
     assert_eq!(
         state.get("telegram", "offset"),
@@ -261,7 +241,7 @@ async fn a_refused_delivery_keeps_the_update_for_the_next_try() {
     sink.fail_next(2);
     let id = tg.push_text(USER, USER, "keep me");
     let running = start(&channel, &sink, &state);
-    wait_text(&sink, "keep me").await;
+    sink.wait_text("keep me", PATIENCE).await;
     running.stop().await;
     assert_eq!(sink.refused(), 2);
     assert_eq!(sink.events().len(), 1);
@@ -297,10 +277,10 @@ async fn groups_answer_only_mentions_replies_and_commands() {
     let sink = RecordingSink::new();
     let state = MemoryState::new();
     let running = start(&channel, &sink, &state);
-    wait_text(&sink, "marker").await;
+    sink.wait_text("marker", PATIENCE).await;
     running.stop().await;
     assert_eq!(
-        texts(&sink),
+        sink.texts(),
         [
             "what's the time?",
             "/help",
@@ -333,7 +313,7 @@ async fn forum_topics_in_and_out() {
     );
     let sink = RecordingSink::new();
     let running = start(&channel, &sink, &MemoryState::new());
-    let event = wait_text(&sink, "in the topic").await;
+    let event = sink.wait_text("in the topic", PATIENCE).await;
     running.stop().await;
     assert_eq!(
         event.chat,
@@ -383,7 +363,7 @@ async fn photos_documents_and_voice_become_attachments_fetched_on_demand() {
             other => panic!("not a message: {other:?}"),
         })
         .collect();
-    assert_eq!(text_of(&events[0]), Some("look"));
+    assert_eq!(events[0].text(), Some("look"));
     assert_eq!(attachments[0].kind, AttachmentKind::Image);
     assert_eq!(attachments[0].mime, "image/jpeg");
     assert_eq!(attachments[0].size, Some(200), "not the largest size");
@@ -792,7 +772,7 @@ async fn webhook_mode_checks_the_secret_and_acknowledges_only_stored_updates() {
         200
     );
     running.stop().await;
-    assert_eq!(texts(&sink), ["via webhook"]);
+    assert_eq!(sink.texts(), ["via webhook"]);
     assert_eq!(sink.events()[0].platform_id, "9001");
 }
 
@@ -822,7 +802,7 @@ async fn one_undecodable_update_does_not_hold_up_its_batch() {
     let state = MemoryState::new();
     let sink = RecordingSink::new();
     let running = start(&channel, &sink, &state);
-    wait_text(&sink, "last").await;
+    sink.wait_text("last", PATIENCE).await;
     // The next poll confirms the whole batch at Telegram.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while tg.confirmed_offset() <= last {
@@ -834,7 +814,7 @@ async fn one_undecodable_update_does_not_hold_up_its_batch() {
     }
     running.stop().await;
 
-    assert_eq!(texts(&sink), ["first", "broken \u{fffd} text", "last"]);
+    assert_eq!(sink.texts(), ["first", "broken \u{fffd} text", "last"]);
     assert_eq!(sink.events()[1].platform_id, broken.to_string());
     assert_eq!(tg.pending_updates(), 0);
     assert_eq!(
@@ -883,7 +863,7 @@ async fn a_refusing_inbox_is_retried_with_a_growing_wait_until_it_stores() {
 
     // Space is back: the update is stored once and confirmed.
     sink.fail_next(0);
-    wait_text(&sink, "wait for space").await;
+    sink.wait_text("wait for space", PATIENCE).await;
     running.stop().await;
     assert_eq!(sink.events().len(), 1);
     assert_eq!(state.get("telegram", "offset"), Some((id + 1).to_string()));
@@ -952,7 +932,7 @@ async fn the_token_appears_in_no_error_and_no_log_line() {
     sink.fail_next(1);
     tg.push_text(USER, USER, "logged");
     let running = start(&channel, &sink, &MemoryState::new());
-    wait_text(&sink, "logged").await;
+    sink.wait_text("logged", PATIENCE).await;
     running.stop().await;
     tg.set_token_valid(false);
     let running = start(&channel, &RecordingSink::new(), &MemoryState::new());

@@ -22,6 +22,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use hearth_channel::{Backoff, error_chain, sleep_or_shutdown};
+
 use super::http::McpHttpClient;
 use super::process::{self, Launch, Spawner, StderrTail};
 use crate::config::{McpServerConfig, Secret};
@@ -130,21 +132,6 @@ impl std::fmt::Debug for Server {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// An error and its causes in one line, without repeating a cause its parent already quotes.
-fn describe(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// What the model reads of a tool result: its text, a note for each image, audio or resource
@@ -396,7 +383,7 @@ impl Server {
                     }
                     Err(format!(
                         "it did not complete the MCP handshake ({}){note}",
-                        describe(&err)
+                        error_chain(&err)
                     ))
                 }
             }
@@ -428,13 +415,13 @@ impl Server {
             let client = reqwest::Client::builder()
                 .connect_timeout(self.timeout())
                 .build()
-                .map_err(|err| format!("cannot set up the HTTP client: {}", describe(&err)))?;
+                .map_err(|err| format!("cannot set up the HTTP client: {}", error_chain(&err)))?;
             let transport =
                 StreamableHttpClientTransport::with_client(McpHttpClient(client), transport_config);
             self.client()
                 .serve(transport)
                 .await
-                .map_err(|err| format!("cannot connect to {url}: {}", describe(&err)))
+                .map_err(|err| format!("cannot connect to {url}: {}", error_chain(&err)))
         }
     }
 
@@ -467,7 +454,7 @@ impl Server {
         tracker: TaskTracker,
         shutdown: CancellationToken,
     ) {
-        let mut backoff = BACKOFF_MIN;
+        let mut backoff = Backoff::new(BACKOFF_MIN, BACKOFF_MAX);
         let mut first = true;
         loop {
             if !std::mem::take(&mut first) {
@@ -504,26 +491,23 @@ impl Server {
                         }
                         Some(error) => {
                             if since.elapsed() >= STABLE {
-                                backoff = BACKOFF_MIN;
+                                backoff.reset();
                             }
                             error
                         }
                     }
                 }
             };
-            tracing::warn!(server = %self.name(), error = %error, retry_secs = backoff.as_secs(), "MCP server is down; starting it again after a pause");
+            let wait = backoff.next();
+            tracing::warn!(server = %self.name(), error = %error, retry_secs = wait.as_secs(), "MCP server is down; starting it again after a pause");
             self.set(Status::Failed {
                 error,
-                retry_at: Instant::now() + backoff,
+                retry_at: Instant::now() + wait,
             });
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                () = shutdown.cancelled() => {
-                    self.set(Status::Stopped);
-                    return;
-                }
+            if sleep_or_shutdown(&shutdown, wait).await {
+                self.set(Status::Stopped);
+                return;
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
     }
 
@@ -545,7 +529,7 @@ impl Server {
             Ok(Ok(tools)) => tools,
             Ok(Err(err)) => {
                 self.close(service).await;
-                return Some(format!("listing its tools failed: {}", describe(&err)));
+                return Some(format!("listing its tools failed: {}", error_chain(&err)));
             }
             Err(_) => {
                 self.close(service).await;
@@ -576,7 +560,7 @@ impl Server {
                             self.register_fresh(listed);
                             tracing::info!(server = %self.name(), tools = self.tools.load(Ordering::Relaxed), "MCP server changed its tools");
                         }
-                        Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %describe(&err), "listing the changed tools failed; keeping the old list"),
+                        Ok(Err(err)) => tracing::warn!(server = %self.name(), error = %error_chain(&err), "listing the changed tools failed; keeping the old list"),
                         Err(_) => tracing::warn!(server = %self.name(), "listing the changed tools timed out; keeping the old list"),
                     }
                     continue;
@@ -651,7 +635,7 @@ impl Server {
         let listed = tokio::time::timeout(self.timeout(), service.peer().list_all_tools()).await;
         let result = match listed {
             Ok(Ok(tools)) => Ok(super::build_tools(self, tools)),
-            Ok(Err(err)) => Err(format!("listing its tools failed: {}", describe(&err))),
+            Ok(Err(err)) => Err(format!("listing its tools failed: {}", error_chain(&err))),
             Err(_) => Err(format!(
                 "it did not list its tools within {} s",
                 self.timeout().as_secs()
@@ -752,13 +736,13 @@ impl Server {
                 }
             }
             Ok(Err(err @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
-                *lock(&self.broken_reason) = Some(describe(&err));
+                *lock(&self.broken_reason) = Some(error_chain(&err));
                 broken.cancel();
                 (
                     "broken",
                     Err(ToolError::Failed(format!(
                         "the MCP server `{name}` went away during the call ({}). It may or may not have done it; hearth is restarting the server. Tell the user; check before trying again.",
-                        describe(&err)
+                        error_chain(&err)
                     ))),
                 )
             }
@@ -766,7 +750,7 @@ impl Server {
                 "error",
                 Err(ToolError::Failed(format!(
                     "the call to the MCP server `{name}` failed: {}",
-                    describe(&err)
+                    error_chain(&err)
                 ))),
             ),
             Err(_) => (
@@ -820,11 +804,11 @@ mod tests {
         struct Quoting(#[source] std::io::Error);
         let refused = || std::io::Error::other("connection refused");
         assert_eq!(
-            describe(&Outer(refused())),
+            error_chain(&Outer(refused())),
             "cannot connect: connection refused"
         );
         assert_eq!(
-            describe(&Quoting(refused())),
+            error_chain(&Quoting(refused())),
             "cannot connect: connection refused",
             "a cause the message already quotes is not repeated"
         );

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Document, Harness, MemoryState, PATIENCE, RecordingSink, Running, Shown};
 use crate::{
-    AttachmentKind, Button, Channel, ChannelStatus, ChatRef, ErrorKind, Format, Inbound,
-    InboundKind, MessageRef, OutboundMessage,
+    AttachmentKind, Button, Channel, ChannelStatus, ChatRef, ErrorKind, Format, InboundKind,
+    MessageRef, OutboundMessage,
 };
 
 /// The longest delivery id the daemon produces (`hearth-` and the largest outbox row id). It is
@@ -19,7 +19,7 @@ pub async fn check_inbound_text(h: &dyn Harness) {
     let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
     let text = unique("hello from conformance");
     inject(h, &h.chat(), &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
+    let event = running.sink.wait_text(&text, PATIENCE).await;
     assert_eq!(event.chat, h.chat(), "inbound event in the wrong chat");
     assert_eq!(
         event.sender.id,
@@ -47,13 +47,13 @@ pub async fn check_failed_delivery_is_offered_again(h: &dyn Harness) {
     let second = unique("after the refused one");
     inject(h, &h.chat(), &first).await;
     inject(h, &h.chat(), &second).await;
-    sink.wait_for_event(|e| text_of(e) == Some(&second), PATIENCE)
+    sink.wait_for_event(|e| e.text() == Some(second.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{second:?} never reached the sink"));
     let texts: Vec<String> = sink
         .events()
         .iter()
-        .filter_map(|e| text_of(e).cloned())
+        .filter_map(|e| e.text().map(str::to_owned))
         .collect();
     let at_first = texts.iter().position(|t| *t == first);
     let at_second = texts.iter().position(|t| *t == second);
@@ -78,7 +78,7 @@ pub async fn check_unstored_event_survives_restart(h: &dyn Harness) {
     let text = unique("never stored before the restart");
     inject(h, &h.chat(), &text).await;
     refusing
-        .wait_for_attempt(|e| text_of(e) == Some(&text), PATIENCE)
+        .wait_for_attempt(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
     running.stop().await;
@@ -86,7 +86,7 @@ pub async fn check_unstored_event_survives_restart(h: &dyn Harness) {
     let running = Running::start(h.channel(), RecordingSink::new(), state);
     running
         .sink
-        .wait_for_event(|e| text_of(e) == Some(&text), PATIENCE)
+        .wait_for_event(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{text:?} was lost: the cursor passed an unstored event"));
     running.stop().await;
@@ -98,19 +98,19 @@ pub async fn check_duplicate_delivery_is_dropped(h: &dyn Harness) {
     let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
     let text = unique("delivered twice");
     inject(h, &h.chat(), &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
+    let event = running.sink.wait_text(&text, PATIENCE).await;
     h.redeliver(&event.platform_id)
         .await
         .unwrap_or_else(|e| panic!("the harness could not redeliver {text:?}: {e}"));
     // Events are delivered in order, so once a later one is stored the copy was offered.
     let later = unique("after the copy");
     inject(h, &h.chat(), &later).await;
-    wait_for_text(&running.sink, &later).await;
+    running.sink.wait_text(&later, PATIENCE).await;
     let copies = running
         .sink
         .attempts()
         .iter()
-        .filter(|e| text_of(e) == Some(&text))
+        .filter(|e| e.text() == Some(text.as_str()))
         .map(|e| e.platform_id.clone())
         .collect::<Vec<_>>();
     assert_eq!(
@@ -127,7 +127,7 @@ pub async fn check_duplicate_delivery_is_dropped(h: &dyn Harness) {
         .sink
         .events()
         .iter()
-        .filter(|e| text_of(e) == Some(&text))
+        .filter(|e| e.text() == Some(text.as_str()))
         .count();
     assert_eq!(stored, 1, "{text:?} was stored twice");
     running.stop().await;
@@ -149,7 +149,7 @@ pub async fn check_shutdown_is_prompt(h: &dyn Harness) {
     let text = unique("pending at shutdown");
     inject(h, &h.chat(), &text).await;
     stuck
-        .wait_for_attempt(|e| text_of(e) == Some(&text), PATIENCE)
+        .wait_for_attempt(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
     running.stop().await;
@@ -157,7 +157,7 @@ pub async fn check_shutdown_is_prompt(h: &dyn Harness) {
     let running = Running::start(h.channel(), RecordingSink::new(), state);
     running
         .sink
-        .wait_for_event(|e| text_of(e) == Some(&text), PATIENCE)
+        .wait_for_event(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{text:?}, pending at shutdown, was lost"));
     running.stop().await;
@@ -463,7 +463,7 @@ pub async fn check_inbound_edits(h: &dyn Harness) {
     let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
     let text = unique("before my edit");
     inject(h, &h.chat(), &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
+    let event = running.sink.wait_text(&text, PATIENCE).await;
     let InboundKind::Message {
         message_id: Some(message_id),
         ..
@@ -502,7 +502,7 @@ pub async fn check_threads(h: &dyn Harness) {
         );
         let text = unique("no threads here");
         inject(h, &h.chat(), &text).await;
-        let event = wait_for_text(&running.sink, &text).await;
+        let event = running.sink.wait_text(&text, PATIENCE).await;
         running.stop().await;
         assert_eq!(event.chat.thread_id, None, "an event with a thread");
         return;
@@ -513,7 +513,7 @@ pub async fn check_threads(h: &dyn Harness) {
     assert!(thread.thread_id.is_some(), "the thread chat has no thread");
     let text = unique("in a thread");
     inject(h, &thread, &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
+    let event = running.sink.wait_text(&text, PATIENCE).await;
     running.stop().await;
     assert_eq!(event.chat, thread, "the event lost its thread");
     let reply = unique("answer in the thread");
@@ -527,7 +527,7 @@ async fn incoming_message_id(h: &dyn Harness, label: &str) -> String {
     let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
     let text = unique(label);
     inject(h, &h.chat(), &text).await;
-    let event = wait_for_text(&running.sink, &text).await;
+    let event = running.sink.wait_text(&text, PATIENCE).await;
     running.stop().await;
     match event.kind {
         InboundKind::Message {
@@ -662,7 +662,7 @@ pub async fn check_attachments_in(h: &dyn Harness) {
     h.inject_document(&h.chat(), &h.sender(), &caption, &document)
         .await
         .unwrap_or_else(|e| panic!("the harness could not send a document: {e}"));
-    let event = wait_for_text(&running.sink, &caption).await;
+    let event = running.sink.wait_text(&caption, PATIENCE).await;
     running.stop().await;
     let InboundKind::Message { attachments, .. } = &event.kind else {
         unreachable!("a text was found");
@@ -779,13 +779,6 @@ fn words_of_len(tag: &str, len: usize) -> String {
     text
 }
 
-fn text_of(event: &Inbound) -> Option<&String> {
-    match &event.kind {
-        InboundKind::Message { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
 fn approve_deny() -> Vec<Button> {
     vec![
         Button::new("✅ Approve", "conformance:yes").with_emoji("✅"),
@@ -797,12 +790,6 @@ async fn inject(h: &dyn Harness, chat: &ChatRef, text: &str) {
     h.inject_text(chat, &h.sender(), text)
         .await
         .unwrap_or_else(|e| panic!("the harness could not inject {text:?}: {e}"));
-}
-
-async fn wait_for_text(sink: &RecordingSink, text: &str) -> Inbound {
-    sink.wait_for_event(|e| text_of(e).is_some_and(|t| t == text), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("inbound {text:?} never reached the sink"))
 }
 
 async fn send(channel: &dyn Channel, message: OutboundMessage) -> MessageRef {

@@ -1,14 +1,14 @@
-//! `hearth schedule list|add|remove|run NAME`. The CLI only changes the table; a running daemon
+//! `hearth schedule list|add|remove|run|enable|disable NAME`. The CLI only changes the table; a running daemon
 //! picks the change up within a second (it never runs agents itself).
 
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::timing::{CronExpr, parse_timezone};
-use super::{RunStatus, Schedule, parse_target, sync_config};
+use super::Failure;
 use crate::agent::AgentSet;
-use crate::cli::Failure;
 use crate::config::{Config, OnConfirmation};
+use crate::scheduler::timing::{CronExpr, parse_timezone};
+use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
 use crate::store::Store;
 
 #[derive(Debug, Subcommand)]
@@ -24,7 +24,9 @@ pub enum ScheduleAction {
         /// What the agent is asked each time.
         #[arg(long)]
         prompt: String,
-        /// Where the reply goes: channel:chat_id, e.g. telegram:123456789.
+        /// Where the reply goes: channel:chat_id on a configured channel, e.g.
+        /// telegram:123456789; on Discord and Matrix a user id (discord:<user id>,
+        /// matrix:@me:example.org) means a direct message to that user.
         #[arg(long)]
         target: String,
         /// The agent that answers (default: router.default_agent).
@@ -38,6 +40,10 @@ pub enum ScheduleAction {
     Remove { name: String },
     /// Make a schedule due now; a running hearth fires it within a second.
     Run { name: String },
+    /// Stop a schedule from firing (kept, with its history, across restarts) until `enable`.
+    Disable { name: String },
+    /// Let a disabled schedule fire again, from its next time on (no catching up).
+    Enable { name: String },
 }
 
 fn usage(message: String) -> Failure {
@@ -59,11 +65,11 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
     {
         CronExpr::parse(cron).map_err(usage)?;
         parse_timezone(timezone.as_deref().unwrap_or(&config.daemon.timezone)).map_err(usage)?;
-        parse_target(target).map_err(usage)?;
+        crate::config::check_schedule_target(target, &config.channels).map_err(usage)?;
     }
     // Adding records an intention; listing, removing and running read what the daemon keeps.
     if !matches!(action, ScheduleAction::Add { .. }) {
-        crate::cli::existing_database(config)?;
+        super::existing_database(config)?;
     }
     let store = Store::open(&config.daemon.database_url())
         .await
@@ -95,6 +101,8 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
         }
         ScheduleAction::Remove { name } => remove(&store, &name).await,
         ScheduleAction::Run { name } => run_now(&store, &name, now).await,
+        ScheduleAction::Disable { name } => disable(&store, &name, now).await,
+        ScheduleAction::Enable { name } => enable(&store, &name, now).await,
     };
     store.close().await;
     result
@@ -113,7 +121,8 @@ async fn list(store: &Store) -> Result<(), Failure> {
             (None, None) => "never".into(),
         };
         let next = match (schedule.enabled, schedule.next_fire_at) {
-            (false, _) => "disabled".to_string(),
+            _ if schedule.paused => "disabled (hearth schedule enable)".to_string(),
+            (false, _) => "inactive".to_string(),
             (true, Some(at)) => format!("next {}", schedule.local_time(at)),
             (true, None) => "no next fire".to_string(),
         };
@@ -170,6 +179,7 @@ async fn add(
         allow_tools: Vec::new(),
         catch_up_minutes: 60,
         enabled: true,
+        paused: false,
         source: "chat".into(),
         one_shot_at: None,
         created_by: None,
@@ -209,8 +219,15 @@ async fn remove(store: &Store, name: &str) -> Result<(), Failure> {
 
 async fn run_now(store: &Store, name: &str, now: i64) -> Result<(), Failure> {
     let schedule = find(store, name).await?;
+    if schedule.paused {
+        return Err(usage(format!(
+            "`{name}` is disabled; `hearth schedule enable {name}` first"
+        )));
+    }
     if !schedule.enabled {
-        return Err(usage(format!("`{name}` is disabled")));
+        return Err(usage(format!(
+            "`{name}` is inactive (a reminder that fired, or a config schedule no longer in the file)"
+        )));
     }
     store.make_schedule_due(schedule.id, now).await?;
     let last = store.schedule_runs(schedule.id, 1).await?;
@@ -221,5 +238,31 @@ async fn run_now(store: &Store, name: &str, now: i64) -> Result<(), Failure> {
             format!(" (previous run: {})", run.status.as_str())
         });
     println!("`{name}` is due now; a running hearth fires it within a second{previous}");
+    Ok(())
+}
+
+async fn disable(store: &Store, name: &str, now: i64) -> Result<(), Failure> {
+    let schedule = find(store, name).await?;
+    if schedule.paused {
+        println!("`{name}` is disabled already");
+        return Ok(());
+    }
+    store.pause_schedule(schedule.id, now).await?;
+    println!("disabled `{name}`: it will not fire until `hearth schedule enable {name}`");
+    Ok(())
+}
+
+async fn enable(store: &Store, name: &str, now: i64) -> Result<(), Failure> {
+    let schedule = find(store, name).await?;
+    if !schedule.paused {
+        println!("`{name}` is enabled already");
+        return Ok(());
+    }
+    let next_fire_at = schedule.next_fire_after(now).map_err(usage)?;
+    store
+        .resume_schedule(schedule.id, next_fire_at, now)
+        .await?;
+    let next = next_fire_at.map_or("never".to_string(), |at| schedule.local_time(at));
+    println!("enabled `{name}`; next fire {next}");
     Ok(())
 }

@@ -1,0 +1,193 @@
+//! Shared pieces of the fuzz targets in `fuzz/` (cargo-fuzz) and of the tests that replay their
+//! corpora: the checks the outbound plan must pass on any text, a way to run the decoders'
+//! async functions that never wait, and the corpus walker. Not part of the channel API.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use crate::split::{Fence, Measure, fence_after};
+use crate::{Capabilities, ChatRef, OutboundMessage, plan, plan_edit, preview_text};
+
+/// Runs `future` to its end when it never waits (a decoder that is `async` only for the download
+/// it does not reach on the fuzzed path). A future that waits is a broken assumption of the
+/// fuzz target: it panics.
+pub fn block_on_ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the fuzzed path waited for something"),
+    }
+}
+
+/// Plans `text` for a platform with `capabilities` (a limit is required) and checks what the
+/// plan promises: every part fits, nothing but the whitespace at a break is lost, every part but
+/// the last closes the code fences it opens (the last one is left as open as the text itself
+/// was). `sent` is the adapter's rendering of a part with its length as the platform counts
+/// it; it must fit too. The edit and the preview cuts must fit as well. Panics on a broken
+/// promise.
+pub fn check_plan(text: &str, capabilities: &Capabilities, sent: impl Fn(&str) -> usize) {
+    let max = capabilities
+        .max_message_len
+        .expect("check_plan needs a limit");
+    let measure = capabilities.measure;
+    let message = OutboundMessage::text(ChatRef::new("fuzz"), text);
+    let parts = plan(&message, capabilities);
+    assert!(!parts.is_empty(), "no part planned");
+    for (index, part) in parts.iter().enumerate() {
+        assert_eq!((part.index, part.count), (index, parts.len()));
+        let len = measure.len(&part.text);
+        assert!(len <= max, "part {index} is {len} units, over {max}");
+        let shown = sent(&part.text);
+        assert!(
+            shown <= max,
+            "part {index} is sent as {shown} units, over {max}"
+        );
+        if index + 1 < parts.len() {
+            assert_eq!(
+                fence_after(None, &part.text),
+                None,
+                "part {index} leaves a code fence open"
+            );
+        }
+    }
+    let last = &parts[parts.len() - 1].text;
+    assert_eq!(
+        fence_after(None, last).is_some(),
+        fence_after(None, text).is_some(),
+        "the last part's fences differ from the text's"
+    );
+    let joined: String = parts.iter().map(|p| p.text.as_str()).collect();
+    assert_kept(text, &joined);
+
+    for cut in [
+        plan_edit(&message, capabilities).text,
+        preview_text(text, capabilities),
+    ] {
+        let len = measure.len(&cut);
+        assert!(len <= max, "an edit or preview of {len} units, over {max}");
+        assert!(
+            text.starts_with(&cut) || fence_after(None, &cut).is_none(),
+            "a cut that is not the text's beginning and leaves a fence open"
+        );
+    }
+}
+
+/// Asserts that every character of `original` but whitespace is in `parts`, in order (parts
+/// may add fence markers around them).
+fn assert_kept(original: &str, parts: &str) {
+    let mut shown = parts.chars().filter(|c| !c.is_whitespace());
+    for (at, c) in original.char_indices().filter(|(_, c)| !c.is_whitespace()) {
+        assert!(
+            shown.any(|s| s == c),
+            "text lost from byte {at} on: {:?}",
+            &original[at..original.len().min(at + 40)]
+        );
+    }
+}
+
+/// `data` as a reply's Markdown, planned with the plan alone (nothing rendered) at small limits
+/// in each measure, where a fuzzer finds the breaks at the limit quickly. The platforms' own
+/// limits and renderings are checked by their crates' `fuzzing::outbound_plan`.
+pub fn outbound_plan(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    for (max, measure) in [
+        (SMALL_LIMIT, Measure::Chars),
+        (SMALL_LIMIT, Measure::Bytes),
+        (SMALL_LIMIT, Measure::Utf16),
+    ] {
+        // The splitter's one exception: a part may exceed a limit too small for one character
+        // and the markers that close and reopen a fence.
+        if longest_fence_line(&text) * 2 + 8 > max {
+            continue;
+        }
+        let capabilities = Capabilities {
+            max_message_len: Some(max),
+            measure,
+            ..Capabilities::default()
+        };
+        check_plan(&text, &capabilities, as_is(measure));
+    }
+}
+
+/// The small limit [`outbound_plan`] splits at.
+const SMALL_LIMIT: usize = 120;
+
+/// The length in bytes of the longest fence line in `text` (0 without one).
+fn longest_fence_line(text: &str) -> usize {
+    text.lines()
+        .filter(|line| Fence::parse(line).is_some())
+        .map(str::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The length of `text` in `measure`, for adapters whose sent text is the part as it is.
+pub fn as_is(measure: Measure) -> impl Fn(&str) -> usize {
+    move |text| measure.len(text)
+}
+
+/// Calls `check` on every file of the target's corpus (`fuzz/corpus/<target>/`) and on every
+/// crash it found and hearth fixed (`fuzz/regressions/<target>/`), naming the file that fails.
+/// Returns how many files ran; a corpus that is missing or empty is an error.
+pub fn replay(target: &str, check: impl Fn(&[u8])) -> usize {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        let Ok(entries) = std::fs::read_dir(fuzz.join(dir).join(target)) else {
+            continue;
+        };
+        files.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
+    }
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no corpus for the fuzz target {target} under {}",
+        fuzz.display()
+    );
+    for file in &files {
+        let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&data)));
+        if let Err(panic) = result {
+            eprintln!("fuzz corpus file {} fails", file.display());
+            std::panic::resume_unwind(panic);
+        }
+    }
+    files.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(max: usize, measure: Measure) -> Capabilities {
+        Capabilities {
+            max_message_len: Some(max),
+            measure,
+            ..Capabilities::default()
+        }
+    }
+
+    #[test]
+    fn the_plan_keeps_its_promises_on_fenced_text() {
+        let text = format!("intro\n```rust\n{}```\nafter", "let x = 1;\n".repeat(40));
+        for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
+            check_plan(&text, &caps(60, measure), as_is(measure));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "text lost")]
+    fn lost_text_is_caught() {
+        assert_kept("abc def", "abc de");
+    }
+
+    #[test]
+    fn outbound_plan_corpus() {
+        replay("outbound_plan", outbound_plan);
+    }
+}

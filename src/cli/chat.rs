@@ -1,0 +1,111 @@
+//! `hearth chat`: the same runtime, talked to in this terminal.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::daemon::{DaemonBuilder, Role};
+use crate::terminal::{LOCAL, TerminalChannel};
+
+use super::{Failure, load_agents, load_config, start_failure, usage};
+
+/// How long `hearth chat` waits, after Ctrl-C cancelled the running answer, for it to wind up.
+const CHAT_INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failure> {
+    let config = load_config(path)?.config;
+    let (agents, _) = load_agents(&config)?;
+    if let Some(id) = &agent
+        && agents.get(id).is_none()
+    {
+        return Err(usage(anyhow::anyhow!(
+            "there is no agent `{id}`; see `hearth agents`"
+        )));
+    }
+    // Ask each provider the agents use for its model list, and say what is wrong in one line
+    // each instead of opening a chat whose every message fails.
+    let (providers, hint) = crate::provider::effective_providers(&config.providers);
+    let used: Vec<&str> = agents.iter().map(|a| a.provider.as_str()).collect();
+    let hint = hint
+        .as_deref()
+        .map(|h| h.trim_start_matches("⚠️").trim_start());
+    let found = crate::provider::probe::check_providers(
+        &providers,
+        &used,
+        hint,
+        crate::provider::PROBE_TIMEOUT,
+    )
+    .await;
+    for warning in &found.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if !found.errors.is_empty() {
+        return Err(Failure::from(anyhow::anyhow!(
+            "{}",
+            found.errors.join("\n")
+        )));
+    }
+    let started_ms = chrono::Utc::now().timestamp_millis();
+    let terminal = Arc::new(TerminalChannel::new());
+    let finished = terminal.finished();
+    let interactive = terminal.interactive();
+    let daemon = DaemonBuilder::new(config)
+        .role(Role::Chat)
+        .agents(agents)
+        .channel(terminal, &[LOCAL.to_string()])
+        .owner("terminal", LOCAL)
+        .without_http()
+        .start()
+        .await
+        .map_err(start_failure)?;
+    if let Some(id) = agent {
+        let store = daemon.store();
+        let now = daemon.runtime().clock.now_ms();
+        let conversation = store
+            .conversation("terminal", &hearth_channel::ChatRef::new(LOCAL), now)
+            .await?;
+        store
+            .set_conversation_agent(conversation.id, Some(&id), true, now)
+            .await?;
+    }
+    let interrupted = tokio::select! {
+        () = finished.cancelled() => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    if interrupted {
+        // Ctrl-C leaves now: the answer being written is cancelled like `/cancel` does, not left
+        // to finish (or to be resumed by the next chat).
+        daemon.cancel_turns();
+        if interactive {
+            println!();
+        }
+        daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
+        return Ok(());
+    }
+    // A script piping lines in learns from the exit code that nothing was answered.
+    let outcomes = if interactive {
+        None
+    } else {
+        let store = daemon.store();
+        let conversation = store
+            .conversation("terminal", &hearth_channel::ChatRef::new(LOCAL), started_ms)
+            .await?;
+        Some(
+            store
+                .turn_outcomes_since(conversation.id, started_ms)
+                .await?,
+        )
+    };
+    daemon.stop().await;
+    if let Some(outcomes) = outcomes
+        && outcomes.total > 0
+        && outcomes.failed == outcomes.total
+    {
+        return Err(Failure::from(anyhow::anyhow!(
+            "every message failed ({} of {}); the last error: {}",
+            outcomes.failed,
+            outcomes.total,
+            outcomes.last_error.as_deref().unwrap_or("unknown")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! Commands on the database itself: `hearth migrate`, `hearth backup`, and the check that
+//! commands reading stored data find a database to read.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::store::Store;
+
+use super::{Failure, load_config, usage};
+
+pub(super) async fn backup(path: Option<PathBuf>, file: &std::path::Path) -> Result<(), Failure> {
+    let config = load_config(path)?.config;
+    if file.exists() {
+        return Err(usage(anyhow::anyhow!(
+            "{} exists already; choose a new file name",
+            file.display()
+        )));
+    }
+    existing_database(&config)?;
+    let store = Store::connect(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let result = store
+        .backup_to(file)
+        .await
+        .with_context(|| format!("backup to {} failed", file.display()));
+    store.close().await;
+    result?;
+    println!(
+        "wrote a consistent copy of the database to {}",
+        file.display()
+    );
+    Ok(())
+}
+
+pub(super) async fn migrate(path: Option<PathBuf>) -> Result<(), Failure> {
+    let config = load_config(path)?.config;
+    let url = config.daemon.database_url();
+    let store = Store::connect(&url)
+        .await
+        .context("cannot open the database")?;
+    let applied = store.migrate().await.context("migration failed")?;
+    println!(
+        "{applied} migration(s) applied; the database is at version {}",
+        store.known_migrations()
+    );
+    store.close().await;
+    Ok(())
+}
+
+/// Refuses to go on when the configured SQLite database does not exist: a command that reads
+/// what the daemon stored would otherwise create an empty database (in the current directory,
+/// with the default `./data`) and report nothing, or approve nothing, silently.
+pub fn existing_database(config: &Config) -> Result<(), Failure> {
+    let Some(path) = crate::store::missing_database(&config.daemon.database_url()) else {
+        return Ok(());
+    };
+    Err(usage(anyhow::anyhow!(
+        "no database at {}: hearth has not run with this configuration, or runs with another one \
+         (a relative data_dir such as \"./data\" is read from the current directory). Give this \
+         command the service's configuration, e.g. `sudo hearth --config /etc/hearth/hearth.toml pair list`",
+        path.display()
+    )))
+}

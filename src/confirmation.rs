@@ -1,0 +1,290 @@
+//! The confirmation vocabulary, without I/O: what a prompt's buttons carry, what a typed code
+//! looks like, and how an inbound event is read back as a decision.
+//!
+//! The runtime writes it (the Approve / Deny prompt, in `runtime::calls`) and the pipeline reads
+//! it (a press, a reaction or a typed code, in `pipeline::confirm`); both import this leaf, so
+//! neither reaches into the other.
+//!
+//! Button data is `c:<id>:<a|d|x>`: approve, deny, or the expiry timer's synthetic press. It
+//! fits Telegram's 64-byte callback data with the 22-character id.
+
+use hearth_channel::{Inbound, InboundKind};
+use rand::Rng;
+
+/// The symbols of a typed code: no 0/O, 1/I/L look-alikes.
+pub const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// The length of a typed code.
+pub const CODE_LEN: usize = 6;
+/// The length of a confirmation id.
+pub const ID_LEN: usize = 22;
+/// The reaction that stands for Approve where buttons are shown as reactions.
+pub const APPROVE_EMOJI: &str = "✅";
+/// The reaction that stands for Deny.
+pub const DENY_EMOJI: &str = "❌";
+
+/// What a decision does to a pending confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Approve,
+    Deny,
+    /// The expiry timer: honoured only once the confirmation's time is really up.
+    Expire,
+}
+
+impl Action {
+    /// The letter that stands for the action in button data.
+    fn letter(self) -> char {
+        match self {
+            Action::Approve => 'a',
+            Action::Deny => 'd',
+            Action::Expire => 'x',
+        }
+    }
+
+    fn from_letter(letter: &str) -> Option<Self> {
+        match letter {
+            "a" => Some(Action::Approve),
+            "d" => Some(Action::Deny),
+            "x" => Some(Action::Expire),
+            _ => None,
+        }
+    }
+
+    /// An action typed as a word (`approve`, `DENY`); expiry is never typed.
+    fn from_word(word: &str) -> Option<Self> {
+        match word.to_ascii_lowercase().as_str() {
+            "approve" => Some(Action::Approve),
+            "deny" => Some(Action::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// What an inbound event says about a confirmation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub id: String,
+    pub action: Action,
+}
+
+/// The data of the button that makes `action` on confirmation `id`: `c:<id>:<a|d|x>`.
+pub fn button_data(id: &str, action: Action) -> String {
+    format!("c:{id}:{}", action.letter())
+}
+
+/// The decision a confirmation button's data stands for.
+pub fn parse_button_data(data: &str) -> Option<Decision> {
+    let rest = data.strip_prefix("c:")?;
+    let (id, letter) = rest.rsplit_once(':')?;
+    Some(Decision {
+        id: id.to_string(),
+        action: Action::from_letter(letter)?,
+    })
+}
+
+/// Reads a decision from a button press (`c:<id>:a|d|x`) or a text `APPROVE <id>` / `DENY <id>`
+/// with the full confirmation id (prompts before typed codes showed it).
+pub fn decision_of(event: &Inbound) -> Option<Decision> {
+    match &event.kind {
+        InboundKind::Press(press) => parse_button_data(&press.data),
+        InboundKind::Message { text, .. } => {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            words.windows(2).find_map(|pair| {
+                let action = Action::from_word(pair[0])?;
+                let id = pair[1].trim_matches(|c: char| !c.is_ascii_alphanumeric());
+                (id.len() == ID_LEN && id.chars().all(|c| c.is_ascii_alphanumeric())).then(|| {
+                    Decision {
+                        id: id.to_string(),
+                        action,
+                    }
+                })
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A typed code: the first line of a message that is not quoted (`>`, as email replies quote)
+/// starts with `APPROVE` or `DENY` and a word of [`CODE_LEN`] letters and digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeAttempt {
+    pub action: Action,
+    /// Upper-cased: codes are typed in any case.
+    pub code: String,
+}
+
+/// Reads a typed code from a message. Only the first line counts, so "I approve of the
+/// budget" further down a message is no attempt, and the quoted prompt in an email reply (which
+/// shows both APPROVE and DENY) is skipped.
+pub fn code_attempt_of(event: &Inbound) -> Option<CodeAttempt> {
+    let InboundKind::Message { text, .. } = &event.kind else {
+        return None;
+    };
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with('>'))?;
+    let mut words = line
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !w.is_empty());
+    let action = Action::from_word(words.next()?)?;
+    let code = words.next()?;
+    (code.len() == CODE_LEN && code.chars().all(|c| c.is_ascii_alphanumeric())).then(|| {
+        CodeAttempt {
+            action,
+            code: code.to_ascii_uppercase(),
+        }
+    })
+}
+
+/// An id nobody can guess (~131 bits), short enough for Telegram's 64-byte callback data.
+pub fn new_id() -> String {
+    random_string(
+        b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+        ID_LEN,
+    )
+}
+
+/// Six characters a person can read off a prompt and type on a phone: no 0/O, 1/I/L look-alikes
+/// (31 symbols, about 887 million codes; guessing is further limited to a few wrong tries).
+pub fn short_code() -> String {
+    random_string(CODE_ALPHABET, CODE_LEN)
+}
+
+fn random_string(alphabet: &[u8], len: usize) -> String {
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from(alphabet[rng.random_range(0..alphabet.len())]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::{ButtonPress, ChatRef, Sender};
+
+    use super::*;
+
+    fn press(data: &str) -> Inbound {
+        Inbound {
+            platform_id: "p".into(),
+            chat: ChatRef::new("c"),
+            sender: Sender::new("u"),
+            kind: InboundKind::Press(ButtonPress {
+                press_id: "q".into(),
+                data: data.into(),
+                message: None,
+            }),
+            reply_context: None,
+        }
+    }
+
+    fn text(text: &str) -> Inbound {
+        Inbound {
+            kind: InboundKind::Message {
+                text: text.into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            ..press("")
+        }
+    }
+
+    #[test]
+    fn button_data_reads_back_as_its_decision() {
+        let id = new_id();
+        assert_eq!(id.len(), ID_LEN);
+        for action in [Action::Approve, Action::Deny, Action::Expire] {
+            let data = button_data(&id, action);
+            assert!(data.len() <= 64, "Telegram's callback data limit: {data}");
+            assert_eq!(
+                decision_of(&press(&data)),
+                Some(Decision {
+                    id: id.clone(),
+                    action
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn reads_presses_and_text_replies() {
+        let id = "abcdefghijklmnopqrstuv";
+        assert_eq!(
+            decision_of(&press(&format!("c:{id}:a"))),
+            Some(Decision {
+                id: id.into(),
+                action: Action::Approve
+            })
+        );
+        assert_eq!(
+            decision_of(&press(&format!("c:{id}:d"))).map(|d| d.action),
+            Some(Action::Deny)
+        );
+        assert_eq!(
+            decision_of(&press(&format!("c:{id}:x"))).map(|d| d.action),
+            Some(Action::Expire)
+        );
+        assert_eq!(decision_of(&press("c:abc:z")), None);
+        assert_eq!(decision_of(&press("other")), None);
+        assert_eq!(
+            decision_of(&text(&format!("ok, APPROVE {id}."))).map(|d| d.action),
+            Some(Action::Approve)
+        );
+        assert_eq!(
+            decision_of(&text(&format!("deny `{id}`"))).map(|d| d.action),
+            Some(Action::Deny)
+        );
+        assert_eq!(decision_of(&text("I approve of this plan")), None);
+    }
+
+    #[test]
+    fn reads_typed_codes_from_the_first_unquoted_line_only() {
+        let attempt = |t: &str| code_attempt_of(&text(t));
+        assert_eq!(
+            attempt("APPROVE K7M2QX"),
+            Some(CodeAttempt {
+                action: Action::Approve,
+                code: "K7M2QX".into()
+            })
+        );
+        // Phones lower-case and punctuate; codes are read in any case.
+        assert_eq!(
+            attempt("  deny: k7m2qx.  ").map(|a| (a.action, a.code)),
+            Some((Action::Deny, "K7M2QX".into()))
+        );
+        // An email reply: the answer on top, the quoted prompt (with both words) below.
+        assert_eq!(
+            attempt(
+                "Deny K7M2QX\n\nOn Monday hearth wrote:\n> Reply APPROVE K7M2QX or DENY K7M2QX"
+            )
+            .map(|a| a.action),
+            Some(Action::Deny)
+        );
+        // Only the quote says APPROVE: that is no answer.
+        assert_eq!(
+            attempt("> Reply APPROVE K7M2QX or DENY K7M2QX\nthanks!"),
+            None
+        );
+        assert_eq!(attempt("I approve K7M2QX"), None, "not at the start");
+        assert_eq!(attempt("approve it"), None, "not a code");
+        assert_eq!(attempt("approve K7M2QX7"), None, "too long");
+        assert_eq!(code_attempt_of(&press("c:x:a")), None);
+    }
+
+    #[test]
+    fn shown_codes_use_only_unambiguous_symbols() {
+        for _ in 0..200 {
+            let code = short_code();
+            assert_eq!(code.len(), CODE_LEN);
+            assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{code}");
+            assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
+            // What the prompt shows, the reader reads back.
+            assert_eq!(
+                code_attempt_of(&text(&format!("approve {}", code.to_lowercase()))).map(|a| a.code),
+                Some(code)
+            );
+        }
+    }
+}

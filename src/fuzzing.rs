@@ -1,0 +1,137 @@
+//! The body of the `tool_arguments` fuzz target in `fuzz/`, also run on its corpus by
+//! the test below. Not part of hearth's API.
+//!
+//! A model may send any JSON as a tool's arguments. Each input picks a built-in tool (its first
+//! byte) and gives it arguments (the rest, as JSON); they go through the runtime's own gate
+//! ([`prepare`]: the JSON Schema, the list limits, the permission) and, when the gate lets them
+//! through, to the tool itself, against a database of its own. Nothing may panic, and a call the
+//! schema let through either succeeds or fails with a message the model can read. Tools that
+//! reach outside hearth (the `web` group: network; the `files` group: the file system) are only
+//! validated, never run: a fuzzer must not send requests or write files.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use crate::clock::SharedClock;
+use crate::config::{Autonomy, Config};
+use crate::runtime::tools::{Toolbox, UserPolicy, prepare};
+use crate::store::Store;
+use crate::tool::{Permission, Tool, ToolContext, ToolError, ToolRegistry};
+
+/// The groups whose tools are validated but never run.
+const NOT_RUN: [&str; 2] = ["web", "files"];
+
+struct Bench {
+    runtime: tokio::runtime::Runtime,
+    registry: ToolRegistry,
+    tools: Vec<Arc<dyn Tool>>,
+    ctx: ToolContext,
+}
+
+/// Where the fuzzed tools keep their database: one directory per process, made anew.
+pub fn tool_workdir() -> PathBuf {
+    std::env::temp_dir().join(format!("hearth-fuzz-tools-{}", std::process::id()))
+}
+
+fn bench() -> &'static Bench {
+    static BENCH: OnceLock<Bench> = OnceLock::new();
+    BENCH.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the fuzzed tools");
+        let dir = tool_workdir();
+        // Left over from an earlier process with the same id: start clean.
+        let _ = std::fs::remove_dir_all(&dir); // absent is fine
+        std::fs::create_dir_all(&dir).expect("a directory for the fuzzed tools");
+        let url = format!("sqlite://{}", dir.join("tools.db").display());
+        let ctx = runtime.block_on(async {
+            let store = Store::open(&url).await.expect("the fuzzed tools' database");
+            let user = store
+                .allow_identity("fuzz", "u1", None, "config", true, 0)
+                .await
+                .expect("a user for the fuzzed tools");
+            let mut config = Config::default();
+            config.tools.workspace_dir = dir.join("workspace");
+            let clock: SharedClock = Arc::new(crate::clock::SystemClock);
+            ToolContext {
+                store,
+                config: Arc::new(config),
+                clock,
+                timezone: chrono_tz::UTC,
+                user_id: Some(user.user_id),
+                conversation_id: 0,
+                turn_id: 0,
+                agent_id: "fuzz".into(),
+            }
+        });
+        let registry = ToolRegistry::with_builtin();
+        let tools = registry.iter().collect();
+        Bench {
+            runtime,
+            registry,
+            tools,
+            ctx,
+        }
+    })
+}
+
+/// One fuzzed call: `data[0]` picks the built-in tool, `data[1..]` is its arguments' JSON.
+pub fn tool_arguments(data: &[u8]) {
+    let Some((&pick, json)) = data.split_first() else {
+        return;
+    };
+    let Ok(arguments) = serde_json::from_slice::<Value>(json) else {
+        return;
+    };
+    let bench = bench();
+    let tool = &bench.tools[usize::from(pick) % bench.tools.len()];
+    let info = tool.info();
+    let toolbox = Toolbox {
+        tools: vec![tool.clone()],
+        meta: false,
+    };
+    let policy = UserPolicy {
+        user_id: bench.ctx.user_id,
+        permission: Permission::Admin,
+        autonomy: Autonomy::Full,
+    };
+    let prepared = match prepare(&bench.registry, &toolbox, &info.name, arguments, &policy) {
+        Ok(prepared) => prepared,
+        Err(refusal) => {
+            assert!(
+                refusal.message.contains(&info.name),
+                "a refusal that does not name the tool: {}",
+                refusal.message
+            );
+            return;
+        }
+    };
+    if NOT_RUN.contains(&info.group.as_str()) {
+        return;
+    }
+    let result = bench
+        .runtime
+        .block_on(tool.call(&bench.ctx, prepared.arguments));
+    if let Err(ToolError::InvalidArguments(message) | ToolError::Failed(message)) = result {
+        assert!(
+            !message.trim().is_empty(),
+            "{} failed without saying why",
+            info.name
+        );
+    }
+}
+
+/// The target's corpus (`fuzz/corpus/`) and fixed crashes (`fuzz/regressions/`) as a regression
+/// test: every input the fuzzer kept must still pass.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tool_arguments_corpus() {
+        hearth_channel::fuzzing::replay("tool_arguments", super::tool_arguments);
+        // This test process's tool database.
+        let _ = std::fs::remove_dir_all(super::tool_workdir()); // best effort
+    }
+}

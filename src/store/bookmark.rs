@@ -1,0 +1,66 @@
+//! The `bookmarks` table: the links each user keeps, as the `bookmarks` tools read and change
+//! them.
+
+use super::query::{Listed, Page, Sql, delete_owned};
+use super::{Store, StoreResult};
+
+/// A stored link; `tags` is the JSON array text it is kept as.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct BookmarkRow {
+    pub id: i64,
+    pub url: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub tags: String,
+    pub created_at: i64,
+}
+
+const COLUMNS: &str = "id, url, title, description, tags, created_at";
+
+/// A link to keep, checked by the tool.
+#[derive(Clone, Debug)]
+pub struct NewBookmark {
+    pub url: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub tags: String,
+}
+
+/// The user's bookmark of `url`, if they saved it before.
+pub async fn find(store: &Store, user: i64, url: &str) -> StoreResult<Option<BookmarkRow>> {
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM bookmarks WHERE user_id = "));
+    sql.bind(user).push(" AND url = ").bind(url.to_string());
+    sql.fetch_optional(store).await
+}
+
+/// Saves a link; its id. A concurrent save of the same link between [`find`] and this insert
+/// is covered by `ON CONFLICT`: both get the one row.
+pub async fn insert(store: &Store, user: i64, link: &NewBookmark, now: i64) -> StoreResult<i64> {
+    let mut sql = Sql::new(
+        "INSERT INTO bookmarks (user_id, url, title, description, tags, created_at) VALUES (",
+    );
+    sql.bind(user).push(", ").bind(link.url.clone()).push(", ");
+    sql.bind(link.title.clone())
+        .push(", ")
+        .bind(link.description.clone());
+    sql.push(", ").bind(link.tags.clone()).push(", ").bind(now);
+    sql.push(") ON CONFLICT (user_id, url) DO UPDATE SET url = excluded.url RETURNING id");
+    let (id,): (i64,) = sql
+        .write_returning(store)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok(id)
+}
+
+/// The user's links that match, newest first.
+pub async fn list(store: &Store, user: i64, page: &Page) -> StoreResult<Listed<BookmarkRow>> {
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM bookmarks WHERE user_id = "));
+    sql.bind(user);
+    page.filter(&mut sql, &["url", "title", "description"]);
+    page.fetch(sql, "created_at DESC, id DESC", store).await
+}
+
+/// Deletes the user's link; its address, or none when no such link is the user's.
+pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
+    delete_owned(store, "bookmarks", "url", id, user).await
+}

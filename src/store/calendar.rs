@@ -1,0 +1,96 @@
+//! The `calendar_events` table: each user's events, as the `calendar` tools read and change
+//! them. Times are Unix milliseconds; an all-day event spans local midnights.
+
+use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::{Store, StoreResult};
+
+/// A stored event; `all_day` is 0 or 1.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct EventRow {
+    pub id: i64,
+    pub title: String,
+    pub start_at: i64,
+    pub end_at: i64,
+    pub all_day: i64,
+    pub location: Option<String>,
+    pub description: Option<String>,
+}
+
+const COLUMNS: &str = "id, title, start_at, end_at, all_day, location, description";
+
+/// An event to add, checked by the tool.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub title: String,
+    pub start_at: i64,
+    pub end_at: i64,
+    pub all_day: bool,
+    pub location: Option<String>,
+    pub description: Option<String>,
+}
+
+/// Adds an event; its id.
+pub async fn insert(store: &Store, user: i64, event: &NewEvent, now: i64) -> StoreResult<i64> {
+    let mut sql = Sql::new(
+        "INSERT INTO calendar_events (user_id, title, start_at, end_at, all_day, location, \
+         description, created_at, updated_at) VALUES (",
+    );
+    sql.bind(user)
+        .push(", ")
+        .bind(event.title.clone())
+        .push(", ");
+    sql.bind(event.start_at)
+        .push(", ")
+        .bind(event.end_at)
+        .push(", ");
+    sql.bind(i64::from(event.all_day))
+        .push(", ")
+        .bind(event.location.clone());
+    sql.push(", ").bind(event.description.clone()).push(", ");
+    sql.bind(now).push(", ").bind(now).push(") RETURNING id");
+    let (id,): (i64,) = sql
+        .write_returning(store)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok(id)
+}
+
+/// One of the user's events; none when it does not exist or is another user's.
+pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<EventRow>> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM calendar_events WHERE id = "
+    ));
+    sql.bind(id).push(" AND user_id = ").bind(user);
+    sql.fetch_optional(store).await
+}
+
+/// The user's events overlapping `[from, to)`, earliest first: they start before its end and
+/// end after its start; an event of no length counts when it starts inside.
+pub async fn overlapping(
+    store: &Store,
+    user: i64,
+    (from, to): (i64, i64),
+    limit: i64,
+) -> StoreResult<Listed<EventRow>> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {COLUMNS} FROM calendar_events WHERE user_id = "
+    ));
+    sql.bind(user).push(" AND start_at < ").bind(to);
+    sql.push(" AND (end_at > ").bind(from);
+    sql.push(" OR start_at >= ").bind(from).push(")");
+    let page = Page {
+        limit,
+        ..Page::default()
+    };
+    page.fetch(sql, "start_at, id", store).await
+}
+
+/// The columns an update changes; run with [`Changes::apply`].
+pub fn changes() -> Changes {
+    Changes::new("calendar_events")
+}
+
+/// Deletes the user's event; its title, or none when no such event is the user's.
+pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
+    delete_owned(store, "calendar_events", "title", id, user).await
+}

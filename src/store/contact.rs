@@ -1,0 +1,91 @@
+//! The `contacts` table: the people each user knows, as the `contacts` tools read and change
+//! them.
+
+use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::{Store, StoreResult};
+
+/// A stored contact; `birthday` is `YYYY-MM-DD`, `tags` the JSON array text.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ContactRow {
+    pub id: i64,
+    pub name: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub birthday: Option<String>,
+    pub notes: Option<String>,
+    pub tags: String,
+}
+
+const COLUMNS: &str = "id, name, email, phone, birthday, notes, tags";
+
+/// A person to save, checked by the tool.
+#[derive(Clone, Debug)]
+pub struct NewContact {
+    pub name: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub birthday: Option<String>,
+    pub notes: Option<String>,
+    pub tags: String,
+}
+
+/// Saves a contact; their id.
+pub async fn insert(store: &Store, user: i64, contact: &NewContact, now: i64) -> StoreResult<i64> {
+    let mut sql = Sql::new(
+        "INSERT INTO contacts (user_id, name, email, phone, birthday, notes, tags, created_at, \
+         updated_at) VALUES (",
+    );
+    sql.bind(user)
+        .push(", ")
+        .bind(contact.name.clone())
+        .push(", ");
+    sql.bind(contact.email.clone())
+        .push(", ")
+        .bind(contact.phone.clone());
+    sql.push(", ").bind(contact.birthday.clone()).push(", ");
+    sql.bind(contact.notes.clone())
+        .push(", ")
+        .bind(contact.tags.clone());
+    sql.push(", ")
+        .bind(now)
+        .push(", ")
+        .bind(now)
+        .push(") RETURNING id");
+    let (id,): (i64,) = sql
+        .write_returning(store)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok(id)
+}
+
+/// The user's contacts that match, alphabetically.
+pub async fn list(store: &Store, user: i64, page: &Page) -> StoreResult<Listed<ContactRow>> {
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM contacts WHERE user_id = "));
+    sql.bind(user);
+    page.filter(&mut sql, &["name", "email", "phone", "notes"]);
+    page.fetch(sql, "LOWER(name), id", store).await
+}
+
+/// One of the user's contacts; none when it does not exist or is another user's.
+pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<ContactRow>> {
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM contacts WHERE id = "));
+    sql.bind(id).push(" AND user_id = ").bind(user);
+    sql.fetch_optional(store).await
+}
+
+/// The user's contacts with a birthday: id, name and birthday.
+pub async fn with_birthdays(store: &Store, user: i64) -> StoreResult<Vec<(i64, String, String)>> {
+    let mut sql = Sql::new("SELECT id, name, birthday FROM contacts WHERE user_id = ");
+    sql.bind(user).push(" AND birthday IS NOT NULL");
+    sql.fetch_all(store).await
+}
+
+/// The columns an update changes; run with [`Changes::apply`].
+pub fn changes() -> Changes {
+    Changes::new("contacts")
+}
+
+/// Deletes the user's contact; their name, or none when no such contact is the user's.
+pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
+    delete_owned(store, "contacts", "name", id, user).await
+}

@@ -1,0 +1,210 @@
+//! The organiser families' SQL (`store::{task, note, bookmark, …}`, built by `store::query`)
+//! on PostgreSQL: the unit tests of each family run on SQLite, this runs the same calls on a
+//! throwaway PostgreSQL server (skipped with a note when PostgreSQL is not installed).
+
+use serde_json::{Value, json};
+
+use super::test_calls::{err, ok};
+use super::{ToolContext, bookmark, calendar, contact, note, task};
+use crate::store::Store;
+
+/// A context over a fresh PostgreSQL database, and what must live as long as it.
+async fn postgres_context() -> Option<(
+    ToolContext,
+    hearth_testkit::postgres::TestPostgres,
+    tempfile::TempDir,
+)> {
+    let server = hearth_testkit::postgres::TestPostgres::start()?;
+    let url = server.create_database("tools").expect("create database");
+    let store = Store::open(&url).await.expect("open and migrate");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ctx = super::test_context_on(store, dir.path()).await;
+    Some((ctx, server, dir))
+}
+
+fn id(value: &Value) -> i64 {
+    value["id"].as_i64().expect("id")
+}
+
+#[tokio::test]
+async fn organiser_tools_work_on_postgres() {
+    let Some((ctx, _server, _dir)) = postgres_context().await else {
+        return;
+    };
+
+    let tasks = task::tools;
+    let added = ok(
+        tasks(),
+        &ctx,
+        "add_task",
+        json!({"title": "Pay 100% of rent", "due": "2099-01-01", "tags": ["home"], "priority": "high"}),
+    )
+    .await;
+    ok(tasks(), &ctx, "add_task", json!({"title": "Later"})).await;
+    let found = ok(
+        tasks(),
+        &ctx,
+        "list_tasks",
+        json!({"search": "0%", "tag": "home"}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    let page = ok(tasks(), &ctx, "list_tasks", json!({"limit": 1})).await;
+    assert_eq!(
+        (page["count"].clone(), page["more"].clone()),
+        (json!(1), json!(true))
+    );
+    let updated = ok(
+        tasks(),
+        &ctx,
+        "update_task",
+        json!({"task_id": id(&added), "due": "", "status": "in_progress"}),
+    )
+    .await;
+    assert!(updated["task"].get("due").is_none(), "{updated}");
+    let done = ok(
+        tasks(),
+        &ctx,
+        "complete_task",
+        json!({"task_id": id(&added)}),
+    )
+    .await;
+    assert_eq!(done["task"]["status"], "done");
+    assert_eq!(
+        ok(tasks(), &ctx, "delete_task", json!({"task_id": id(&added)})).await["title"],
+        "Pay 100% of rent"
+    );
+    assert_eq!(
+        err(tasks(), &ctx, "delete_task", json!({"task_id": id(&added)})).await,
+        format!("task {} not found", id(&added))
+    );
+
+    let notes = note::tools;
+    let batch = ok(
+        notes(),
+        &ctx,
+        "batch_add_notes",
+        json!({"notes": [{"title": "Wifi", "content": "hunter2", "tags": ["Home"]}, {"title": "x"}]}),
+    )
+    .await;
+    assert_eq!(
+        (batch["added"].clone(), batch["failed"].clone()),
+        (json!(1), json!(1))
+    );
+    let note_id = batch["results"][0]["id"].as_i64().expect("id");
+    let found = ok(
+        notes(),
+        &ctx,
+        "list_notes",
+        json!({"search": "HUNTER", "tag": "home"}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    let updated = ok(
+        notes(),
+        &ctx,
+        "update_note",
+        json!({"note_id": note_id, "content": "new"}),
+    )
+    .await;
+    assert_eq!(updated["note"]["content"], "new");
+    ok(notes(), &ctx, "delete_note", json!({"note_id": note_id})).await;
+
+    let bookmarks = bookmark::tools;
+    let saved = ok(
+        bookmarks(),
+        &ctx,
+        "add_bookmark",
+        json!({"url": "https://example.org/a_b", "tags": ["x"]}),
+    )
+    .await;
+    let again = ok(
+        bookmarks(),
+        &ctx,
+        "add_bookmark",
+        json!({"url": "https://example.org/a_b"}),
+    )
+    .await;
+    assert_eq!(again["bookmark"]["id"], saved["id"]);
+    let found = ok(
+        bookmarks(),
+        &ctx,
+        "list_bookmarks",
+        json!({"search": "a_b"}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    ok(
+        bookmarks(),
+        &ctx,
+        "delete_bookmark",
+        json!({"bookmark_id": id(&saved)}),
+    )
+    .await;
+
+    let contacts = contact::tools;
+    let ada = ok(
+        contacts(),
+        &ctx,
+        "add_contact",
+        json!({"name": "Ada", "email": "ada@example.org", "birthday": "1990-01-01"}),
+    )
+    .await;
+    let found = ok(
+        contacts(),
+        &ctx,
+        "list_contacts",
+        json!({"search": "EXAMPLE"}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    let updated = ok(
+        contacts(),
+        &ctx,
+        "update_contact",
+        json!({"contact_id": id(&ada), "email": ""}),
+    )
+    .await;
+    assert!(updated["contact"].get("email").is_none(), "{updated}");
+    let soon = ok(contacts(), &ctx, "upcoming_birthdays", json!({"days": 366})).await;
+    assert_eq!(soon["birthdays"][0]["name"], "Ada", "{soon}");
+    ok(
+        contacts(),
+        &ctx,
+        "delete_contact",
+        json!({"contact_id": id(&ada)}),
+    )
+    .await;
+
+    let events = calendar::tools;
+    let meeting = ok(
+        events(),
+        &ctx,
+        "add_calendar_event",
+        json!({"title": "Standup", "start": "2099-01-01 09:00", "duration_minutes": 15}),
+    )
+    .await;
+    let listed = ok(
+        events(),
+        &ctx,
+        "list_calendar_events",
+        json!({"start": "2099-01-01", "end": "2099-01-01"}),
+    )
+    .await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    let moved = ok(
+        events(),
+        &ctx,
+        "update_calendar_event",
+        json!({"event_id": id(&meeting), "start": "2099-01-01 10:00"}),
+    )
+    .await;
+    assert_eq!(moved["event"]["end"], "2099-01-01 10:15");
+    ok(
+        events(),
+        &ctx,
+        "delete_calendar_event",
+        json!({"event_id": id(&meeting)}),
+    )
+    .await;
+}

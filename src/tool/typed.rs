@@ -1,0 +1,513 @@
+//! Tools as types, in the shape of rmcp's `ToolBase`: the argument struct of a tool derives
+//! `Deserialize` and `JsonSchema`, and that one type is the schema the model sees, the parser
+//! of each call, the descriptions (its doc comments) and what `get_tool_help` prints.
+//!
+//! ```ignore
+//! /// Mark a task as done.
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct CompleteTask {
+//!     /// The task's id
+//!     task_id: i64,
+//! }
+//!
+//! impl TypedTool for CompleteTask {
+//!     const NAME: &'static str = "complete_task";
+//!     const GROUP: &'static str = "tasks";
+//!     const RISK: Risk = Risk::Write;
+//!     type Output = Value;
+//!     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> { … }
+//! }
+//! ```
+//!
+//! [`typed`] registers it: the blanket `impl Tool for Typed<T>` makes the schema once and parses
+//! every call once, naming the field that is wrong (`tasks[1].title: …`).
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
+
+/// The size parameter of a list tool: the runtime fills in `default` when it is missing and the
+/// schema caps it at `max` (see [`ToolInfo::limit`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Limit {
+    pub param: &'static str,
+    pub default: u64,
+    pub max: u64,
+}
+
+impl Limit {
+    /// The value a call asked for, or the default when it asked for none, within 1 and the cap
+    /// (through the runtime the schema has refused a value out of bounds and the default is
+    /// filled in; unit tests call tools directly).
+    pub fn of(self, asked: Option<i64>) -> i64 {
+        let default = i64::try_from(self.default).unwrap_or(i64::MAX);
+        let max = i64::try_from(self.max).unwrap_or(i64::MAX);
+        asked.unwrap_or(default).clamp(1, max.max(1))
+    }
+}
+
+/// A tool whose arguments are `Self`. The struct's doc comment is the tool's description and
+/// each field's doc comment the parameter's.
+pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+    /// `^[a-zA-Z][a-zA-Z0-9_]*$`, at most 64 characters.
+    const NAME: &'static str;
+    /// The family (`tasks`, `notes` …): the category and what `tool_groups` names.
+    const GROUP: &'static str;
+    /// What a call can do at worst; decides confirmations and the permission needed.
+    const RISK: Risk = Risk::Safe;
+    /// Extra words `search_tools` matches, never shown to the model.
+    const TAGS: &'static [&'static str] = &[];
+    /// For list tools: the limit parameter, its default and its cap.
+    const LIMIT: Option<Limit> = None;
+
+    /// What the model is told: serialized as JSON (a plain string is passed as it is).
+    type Output: Serialize + Send;
+
+    /// The risk of this call, when it can be less than [`Self::RISK`].
+    fn risk(&self) -> Risk {
+        Self::RISK
+    }
+
+    fn run(self, ctx: &ToolContext)
+    -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+}
+
+/// A [`TypedTool`] as the registry holds it.
+pub fn typed<T: TypedTool>() -> Arc<dyn Tool> {
+    Arc::new(Typed::<T> {
+        info: info::<T>(),
+        tool: PhantomData,
+    })
+}
+
+/// The registry's view of a [`TypedTool`]: its info, made once from the type.
+pub struct Typed<T> {
+    info: ToolInfo,
+    tool: PhantomData<fn() -> T>,
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for Typed<T> {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    fn risk(&self, arguments: &Value) -> Risk {
+        parse::<T>(arguments.clone()).map_or(T::RISK, |args| args.risk())
+    }
+
+    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
+        let output = parse::<T>(arguments)?.run(ctx).await?;
+        match serde_json::to_value(output) {
+            Ok(Value::String(text)) => Ok(text),
+            Ok(value) => Ok(value.to_string()),
+            Err(err) => Err(ToolError::Failed(format!(
+                "could not write the result: {err}"
+            ))),
+        }
+    }
+}
+
+fn info<T: TypedTool>() -> ToolInfo {
+    let (description, parameters) = schema::<T>();
+    let mut info = ToolInfo::new(T::NAME, T::GROUP, &description, parameters)
+        .risk(T::RISK)
+        .tags(T::TAGS);
+    if let Some(limit) = T::LIMIT {
+        info = info.limit(limit.param, limit.default, limit.max);
+        // The bounds come from `LIMIT`, so the schema and the runtime's default and cap are one
+        // fact.
+        if let Some(param) = info.parameters["properties"].get_mut(limit.param) {
+            param["minimum"] = 1.into();
+            param["maximum"] = limit.max.into();
+        }
+    }
+    info
+}
+
+/// Reads a call's arguments as `T`; a wrong field is named by its path (`tasks[1].title`).
+pub fn parse<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(arguments).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if path == "." {
+            ToolError::InvalidArguments(inner.to_string())
+        } else {
+            ToolError::InvalidArguments(format!("`{path}`: {inner}"))
+        }
+    })
+}
+
+/// The tool description (the type's doc comment) and the parameters' JSON Schema of `T`.
+///
+/// The schema is plain, as the models have always been offered: subschemas inline, no `$schema`,
+/// `title`, `format` or `default` annotations, and an `Option<T>` field is "may be left out",
+/// never `["string", "null"]` (strict validators and several providers refuse null unions, and
+/// an explicit `null` is refused as before).
+pub fn schema<T: JsonSchema>() -> (String, Value) {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    settings.meta_schema = None;
+    let mut value = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    let description = match value.as_object_mut().and_then(|o| o.remove("description")) {
+        Some(Value::String(text)) => text,
+        _ => String::new(),
+    };
+    plain(&mut value);
+    if value.get("properties").is_none() {
+        value["properties"] = Value::Object(Map::new());
+    }
+    (unwrap_lines(&description), value)
+}
+
+/// Strips a generated schema down to what the model needs (see [`schema`]).
+fn plain(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    for key in ["$schema", "title", "format", "default"] {
+        object.remove(key);
+    }
+    // `Option<Struct>` is `anyOf: [struct, null]`: keep the struct.
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(choices)) = object.get_mut(key) {
+            choices.retain(|c| c.get("type").and_then(Value::as_str) != Some("null"));
+            if let [Value::Object(_)] = choices.as_slice()
+                && let Some(Value::Object(only)) = choices.pop()
+            {
+                object.remove(key);
+                for (k, v) in only {
+                    object.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            object.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = object.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if let Some(Value::String(text)) = object.get_mut("description") {
+        *text = unwrap_lines(text);
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(named)) = object.get_mut(key) {
+            named.values_mut().for_each(plain);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = object.get_mut(key) {
+            plain(sub);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(subs)) = object.get_mut(key) {
+            subs.iter_mut().for_each(plain);
+        }
+    }
+}
+
+/// Doc comments arrive one source line per line; a description is one paragraph per line.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// One item of a batch, read on its own: a bad item is reported in its place and does not
+/// refuse the others. Its schema is `T`'s.
+#[derive(Debug)]
+pub struct Each<T>(pub Result<T, ToolError>);
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Each<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Each(parse(value)))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Each<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        // The item's own doc comment describes it as a tool; the batch's field says what it is.
+        schema.remove("description");
+        schema
+    }
+}
+
+/// The items of a batch tool: 1 to `MAX` of them, each read on its own ([`Each`]).
+#[derive(Debug)]
+pub struct Batch<T, const MAX: usize>(pub Vec<Each<T>>);
+
+impl<'de, T: DeserializeOwned, const MAX: usize> Deserialize<'de> for Batch<T, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let items = Vec::<Each<T>>::deserialize(deserializer)?;
+        if items.is_empty() || items.len() > MAX {
+            return Err(serde::de::Error::custom(format!(
+                "must hold 1 to {MAX} items, not {}",
+                items.len()
+            )));
+        }
+        Ok(Self(items))
+    }
+}
+
+impl<T: JsonSchema, const MAX: usize> JsonSchema for Batch<T, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Batch_of_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = Vec::<Each<T>>::json_schema(generator);
+        schema.insert("minItems".into(), 1.into());
+        schema.insert("maxItems".into(), MAX.into());
+        schema
+    }
+}
+
+/// A required text, trimmed; blank is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonEmpty(pub String);
+
+impl<'de> Deserialize<'de> for NonEmpty {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(serde::de::Error::custom("must be a non-empty string"));
+        }
+        Ok(Self(trimmed.to_string()))
+    }
+}
+
+impl JsonSchema for NonEmpty {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NonEmpty".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
+
+/// A required text kept as written (a note's content); blank is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonBlank(pub String);
+
+impl<'de> Deserialize<'de> for NonBlank {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Err(serde::de::Error::custom("must be a non-empty string"));
+        }
+        Ok(Self(text))
+    }
+}
+
+impl JsonSchema for NonBlank {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NonBlank".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
+
+/// Tags as given, trimmed, without a leading `#`, lower-case and without duplicates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tags(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Tags {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut tags: Vec<String> = Vec::new();
+        for tag in Vec::<String>::deserialize(deserializer)? {
+            let tag = tag.trim().trim_start_matches('#').to_lowercase();
+            if !tag.is_empty() && !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+        Ok(Self(tags))
+    }
+}
+
+impl JsonSchema for Tags {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Tags".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Vec::<String>::json_schema(generator)
+    }
+}
+
+impl Tags {
+    /// As stored: a JSON array in a text column.
+    pub fn to_json(&self) -> String {
+        Value::from(self.0.clone()).to_string()
+    }
+}
+
+/// An optional text, trimmed; blank counts as absent.
+pub fn text(value: Option<String>) -> Option<String> {
+    value
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Sorting of the day's errands.
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Errand {
+        /// What to do
+        title: NonEmpty,
+        /// Details, on
+        /// two lines
+        note: Option<String>,
+        #[serde(default)]
+        level: Option<Level>,
+        #[serde(default)]
+        tags: Tags,
+        #[schemars(range(min = 1, max = 50))]
+        count: Option<i64>,
+        items: Option<Vec<Each<Inner>>>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    enum Level {
+        Low,
+        High,
+    }
+
+    /// An inner item
+    #[allow(dead_code)]
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        name: NonEmpty,
+    }
+
+    #[test]
+    fn options_are_not_required_and_never_null() {
+        let (description, schema) = schema::<Errand>();
+        assert_eq!(description, "Sorting of the day's errands.");
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "description": "What to do"},
+                    "note": {"type": "string", "description": "Details, on two lines"},
+                    "level": {"type": "string", "enum": ["low", "high"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "count": {"type": "integer", "minimum": 1, "maximum": 50},
+                    "items": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                        "required": ["name"],
+                        "additionalProperties": false
+                    }}
+                },
+                "required": ["title"],
+                "additionalProperties": false
+            })
+        );
+        assert!(jsonschema::meta::is_valid(&schema));
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_by_its_path() {
+        let err = parse::<Errand>(json!({"title": " "})).err().expect("blank");
+        assert_eq!(
+            err.to_string(),
+            "invalid arguments: `title`: must be a non-empty string"
+        );
+        let err = parse::<Errand>(json!({"title": "x", "level": "mid"}))
+            .err()
+            .expect("enum");
+        assert!(
+            err.to_string().contains("`level`: unknown variant"),
+            "{err}"
+        );
+        let err = parse::<Errand>(json!({"title": "x", "extra": 1}))
+            .err()
+            .expect("unknown");
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+        let err = parse::<Errand>(json!({})).err().expect("missing");
+        assert!(err.to_string().contains("missing field `title`"), "{err}");
+    }
+
+    #[test]
+    fn tags_are_normalised_and_batch_items_fail_alone() {
+        let errand: Errand = parse(json!({
+            "title": " Shop ",
+            "tags": ["Food", "#food", " ", "x"],
+            "items": [{"name": "a"}, {"name": ""}]
+        }))
+        .expect("valid");
+        assert_eq!(errand.title.0, "Shop");
+        assert_eq!(errand.tags.0, ["food", "x"]);
+        let items = errand.items.expect("items");
+        assert!(items[0].0.is_ok());
+        let err = items[1].0.as_ref().expect_err("blank name");
+        assert!(err.to_string().contains("`name`"), "{err}");
+        assert_eq!(text(Some("  ".into())), None);
+        assert_eq!(text(Some(" a ".into())), Some("a".into()));
+    }
+}
