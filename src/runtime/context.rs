@@ -397,4 +397,48 @@ mod tests {
         estimator.reported(3, 40_000, 12);
         assert_eq!(estimator.estimate(3, 40_400), 5_050);
     }
+
+    /// The context check's cost per model call at a 100-turn history (a third of the turns
+    /// with a tool call of 2,000 characters): assembling, stubbing, the pairing check, the
+    /// size and the estimate. Run with `cargo test --release -p hearth --lib
+    /// context_check_overhead -- --ignored --nocapture`; prints numbers, asserts nothing.
+    #[test]
+    #[ignore]
+    fn context_check_overhead() {
+        let mut history = Vec::new();
+        let mut id = 0;
+        for turn in 1..=100 {
+            let mut push = |message: ChatMessage| {
+                id += 1;
+                history.push(stored(id, turn, message));
+            };
+            push(ChatMessage::user(format!(
+                "message {turn}: {}",
+                "words ".repeat(20)
+            )));
+            if turn % 3 == 0 {
+                let call_id = format!("call_{turn}");
+                push(call(&call_id));
+                push(result(&call_id, &"result text ".repeat(170)));
+            }
+            push(ChatMessage::assistant(
+                "an answer of a few sentences. ".repeat(6),
+            ));
+        }
+        let estimator = Estimator::default();
+        estimator.reported(1, 50_000, 12_000);
+        let rounds = 2_000u32;
+        let started = std::time::Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..rounds {
+            let messages = assemble(&history, 100, &[]);
+            let chars: usize = messages.iter().map(message_chars).sum();
+            sink += estimator.estimate(1, chars + 3_000);
+        }
+        let per_call = started.elapsed() / rounds;
+        println!(
+            "context check at 100 turns ({} messages): {per_call:?} per model call (checksum {sink})",
+            history.len()
+        );
+    }
 }
