@@ -1,4 +1,5 @@
-//! Link settings for the `hearth` binary that only the release build needs.
+//! The commit hearth is built from (`HEARTH_COMMIT`, for `--version`), and link settings for
+//! the `hearth` binary that only the release build needs.
 //!
 //! The release profile keeps `strip = false` and the symbols are dropped here, at the link:
 //! cargo mixes the profile's `strip` into every crate's symbol hashes, and the hot-function
@@ -15,6 +16,7 @@ const HOT_FUNCTIONS: &str = "link/hot-functions.txt";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    commit();
     println!("cargo:rerun-if-changed={HOT_FUNCTIONS}");
     println!("cargo:rerun-if-changed=Cargo.lock");
     println!("cargo:rerun-if-env-changed=HEARTH_KEEP_SYMBOLS");
@@ -34,6 +36,39 @@ fn main() {
     if linker_is_lld() {
         hot_functions_first();
     }
+}
+
+/// `HEARTH_COMMIT`: the abbreviated commit of the checkout, or `unknown` when hearth is not
+/// built from a git checkout (a source tarball, `cargo install` from a registry) or git is
+/// missing. Rebuilt when HEAD moves (a commit, a checkout).
+fn commit() {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .map(|text| text.trim().to_string())
+            .filter(|text| !text.is_empty())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    if commit.is_some() {
+        // HEAD names the branch; the branch's file names the commit. A packed ref has no file
+        // of its own, and a path that does not exist would rerun this script at every build.
+        let reference = git(&["symbolic-ref", "-q", "HEAD"]);
+        for path in std::iter::once("HEAD").chain(reference.as_deref()) {
+            if let Some(file) = git(&["rev-parse", "--git-path", path])
+                && Path::new(&file).exists()
+            {
+                println!("cargo:rerun-if-changed={file}");
+            }
+        }
+    }
+    println!(
+        "cargo:rustc-env=HEARTH_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
 }
 
 /// Rust links x86_64 Linux binaries with its own lld since 1.90 (hearth needs 1.95), unless the

@@ -6,9 +6,12 @@ mod chat;
 mod check;
 mod daemon;
 mod database;
+mod doctor;
+mod init;
 mod mcp;
 mod pair;
 pub mod schedule;
+mod status;
 mod usage;
 
 use std::path::PathBuf;
@@ -21,18 +24,65 @@ use crate::daemon::StartError;
 
 pub use agents::{AgentsAction, route_report};
 pub use database::existing_database;
+pub use init::InitArgs;
 pub use mcp::McpAction;
 pub use pair::PairAction;
 pub use schedule::ScheduleAction;
 
+/// What `hearth --version` says: the version, the commit built from and the chat channels built
+/// in, e.g. `0.1.0 (commit 0810672a1b2c; channels: telegram, discord, matrix, email)`.
+pub fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        struct Built(Vec<&'static str>);
+        impl crate::channels::EachChannel for Built {
+            fn built<C: hearth_channel::ChannelConfig>(&mut self, _section: &mut Option<C>) {
+                self.0.push(C::NAME);
+            }
+            fn not_built(&mut self, _name: &'static str) {}
+        }
+        let mut built = Built(Vec::new());
+        crate::channels::each(&mut config::ChannelsConfig::default(), &mut built);
+        let channels = built.0;
+        format!(
+            "{} (commit {}; channels: {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("HEARTH_COMMIT"),
+            if channels.is_empty() {
+                "none".to_string()
+            } else {
+                channels.join(", ")
+            }
+        )
+    });
+    &VERSION
+}
+
 #[derive(Debug, Parser)]
-#[command(name = "hearth", version, about = "A personal AI assistant daemon")]
+#[command(name = "hearth", version = version(), about = "A personal AI assistant daemon")]
 pub struct Cli {
     /// Configuration file (default: $HEARTH_CONFIG, ./hearth.toml, then /etc/hearth/hearth.toml; none is fine).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// Log more on stderr: -v info, -vv debug, -vvv trace.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// The log level on stderr (default: info for `run`, warn otherwise, or $RUST_LOG).
+    #[arg(long, global = true, value_name = "LEVEL", value_parser = ["error", "warn", "info", "debug", "trace"])]
+    pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The log level the flags ask for, if they ask: `--log-level` wins over `-v`.
+    pub fn requested_log_level(&self) -> Option<&str> {
+        self.log_level.as_deref().or(match self.verbose {
+            0 => None,
+            1 => Some("info"),
+            2 => Some("debug"),
+            _ => Some("trace"),
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -45,8 +95,20 @@ pub enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
+    /// Write a minimal working configuration (asks in a terminal; flags when piped), then check it.
+    Init(InitArgs),
     /// Validate the configuration and the agents file, naming every problem.
     Check,
+    /// Live checks, one line each with the fix: model providers, MCP servers, the database
+    /// and data directory, the clock and timezone. Exits 1 when one failed.
+    Doctor,
+    /// Ask the running daemon (on daemon.http_listen) how it is: channels, queues, errors.
+    Status,
+    /// Print the shell completion script, e.g. `hearth completions bash > /etc/bash_completion.d/hearth`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Apply pending database migrations.
     Migrate,
     /// Show or export the agents.
@@ -116,7 +178,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run => daemon::run(cli.config).await,
         Command::Chat { agent } => chat::run(cli.config, agent).await,
+        Command::Init(args) => init::run(cli.config, args),
         Command::Check => check::run(cli.config),
+        Command::Doctor => doctor::run(cli.config).await,
+        Command::Status => status::run(cli.config).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "hearth", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Migrate => database::migrate(cli.config).await,
         Command::Agents { action } => agents::run(cli.config, action.unwrap_or(AgentsAction::List)),
         Command::Route { text, current } => agents::route(cli.config, &text, current.as_deref()),
@@ -135,6 +205,24 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
 
 pub(crate) fn load_config(path: Option<PathBuf>) -> Result<LoadedConfig, Failure> {
     config::load(path.as_deref()).map_err(|errors| usage(anyhow::anyhow!("{errors}")))
+}
+
+/// Before the data dir followed the user, a configuration without `data_dir` kept the database
+/// in `./data` of the current directory. One left there is named, so that an upgrade does not
+/// look like a fresh start with nothing remembered.
+pub(crate) fn old_default_database(loaded: &LoadedConfig) -> Option<String> {
+    let old = std::path::Path::new("./data/hearth.db");
+    let data_dir = &loaded.config.daemon.data_dir;
+    (loaded.sources.data_dir_is_default
+        && data_dir != std::path::Path::new("./data")
+        && old.exists())
+    .then(|| {
+        format!(
+            "./data/hearth.db here is the database of an older default; hearth now keeps its data in {}: to go on with the old one, set data_dir = \"{}\" in [daemon]",
+            data_dir.display(),
+            std::fs::canonicalize("./data").map_or("./data".into(), |p| p.display().to_string())
+        )
+    })
 }
 
 pub(crate) fn load_agents(config: &Config) -> Result<(AgentSet, AgentSource), Failure> {

@@ -1,5 +1,7 @@
 //! The `hearth` binary: parses the command line, sets up logging and runs the command.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use hearth::cli::{Cli, Command};
 
@@ -12,7 +14,7 @@ fn main() {
         hearth::tool::mcp::use_exec_wrapper(exe);
     }
     let cli = Cli::parse();
-    init_logging(&cli.command);
+    init_logging(&cli);
     // Both ring and aws-lc-rs end up compiled in through dependencies; rustls needs to be told
     // which to use. Failing means one is installed already, which is just as good.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -39,15 +41,19 @@ fn main() {
     }
 }
 
-/// Logs go to stderr. Under systemd (JOURNAL_STREAM set) journald adds timestamps itself.
-/// The terminal chat only shows warnings so the conversation stays readable.
-fn init_logging(command: &Command) {
-    let default = match command {
+/// Logs go to stderr, in colour only on a terminal. Under systemd (JOURNAL_STREAM set)
+/// journald adds timestamps itself. `--log-level` / `-v` win over RUST_LOG, which wins over the
+/// default: the terminal chat only shows warnings so the conversation stays readable.
+fn init_logging(cli: &Cli) {
+    let default = match cli.command {
         Command::Run => "info",
         _ => "warn",
     };
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let mut filter = match cli.requested_log_level() {
+        Some(level) => tracing_subscriber::EnvFilter::new(level),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+    };
     // Whatever RUST_LOG says: below info these print whole gateway frames and request routes,
     // Discord interaction tokens among them, and secrets never reach a log.
     for quiet in [
@@ -65,6 +71,6 @@ fn init_logging(command: &Command) {
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         builder.without_time().with_ansi(false).init();
     } else {
-        builder.init();
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const LATENCY_BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -38,9 +38,20 @@ struct Inner {
     histograms: BTreeMap<(&'static str, String), Histogram>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    /// For `hearth_uptime_seconds`.
+    started: Instant,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            started: Instant::now(),
+        }
+    }
 }
 
 fn label(key: &str, value: &str) -> String {
@@ -59,7 +70,27 @@ impl Metrics {
     }
 
     fn count(&self, family: &'static str, labels: String) {
-        *self.lock().counters.entry((family, labels)).or_default() += 1;
+        self.add(family, labels, 1);
+    }
+
+    fn add(&self, family: &'static str, labels: String, amount: u64) {
+        *self.lock().counters.entry((family, labels)).or_default() += amount;
+    }
+
+    /// The tokens one model call used, as the provider reported them.
+    pub fn tokens(&self, provider: &str, model: &str, input: u64, output: u64) {
+        for (kind, amount) in [("input", input), ("output", output)] {
+            self.add(
+                "hearth_tokens_total",
+                format!(
+                    "{},{},{}",
+                    label("provider", provider),
+                    label("model", model),
+                    label("kind", kind)
+                ),
+                amount,
+            );
+        }
     }
 
     pub fn message_in(&self, channel: &str) {
@@ -105,7 +136,8 @@ impl Metrics {
         );
     }
 
-    /// One model call's tokens and cost (billionths of a USD), by provider and model.
+    /// One model call (a turn's, a summary's): its tokens, and the call and its cost
+    /// (billionths of a USD) by provider and model.
     pub fn model_call(
         &self,
         provider: &str,
@@ -113,28 +145,14 @@ impl Metrics {
         usage: &crate::provider::Usage,
         cost_nusd: i64,
     ) {
+        self.tokens(provider, model, usage.input_tokens, usage.output_tokens);
         let labels = format!("{},{}", label("provider", provider), label("model", model));
-        let mut inner = self.lock();
-        for (direction, tokens) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-        ] {
-            *inner
-                .counters
-                .entry((
-                    "hearth_model_tokens_total",
-                    format!("{labels},{}", label("direction", direction)),
-                ))
-                .or_default() += tokens;
-        }
-        *inner
-            .counters
-            .entry(("hearth_model_calls_total", labels.clone()))
-            .or_default() += 1;
-        *inner
-            .counters
-            .entry(("hearth_model_cost_nano_usd_total", labels))
-            .or_default() += u64::try_from(cost_nusd).unwrap_or(0);
+        self.add("hearth_model_calls_total", labels.clone(), 1);
+        self.add(
+            "hearth_model_cost_nano_usd_total",
+            labels,
+            u64::try_from(cost_nusd).unwrap_or(0),
+        );
     }
 
     /// A compaction of a conversation's older turns; `outcome` is `done`, `failed` or `skipped`.
@@ -164,10 +182,21 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    /// The Prometheus text exposition, with the given gauges appended.
+    /// The Prometheus text exposition: what this build is and how long it has run, the
+    /// counters and histograms, then the given gauges.
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
         let inner = self.lock();
-        let mut out = String::new();
+        let mut out = format!(
+            "# HELP hearth_build_info The version and commit of the running hearth\n\
+             # TYPE hearth_build_info gauge\n\
+             hearth_build_info{{{},{}}} 1\n\
+             # HELP hearth_uptime_seconds Seconds since this process started\n\
+             # TYPE hearth_uptime_seconds gauge\n\
+             hearth_uptime_seconds {:.3}\n",
+            label("version", env!("CARGO_PKG_VERSION")),
+            label("commit", env!("HEARTH_COMMIT")),
+            self.started.elapsed().as_secs_f64()
+        );
         let mut last_family = "";
         for ((family, labels), value) in &inner.counters {
             if *family != last_family {
@@ -230,5 +259,34 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("hearth_inbox_depth 3"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "hearth_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION"),
+                env!("HEARTH_COMMIT")
+            )),
+            "{text}"
+        );
+        assert!(text.contains("\nhearth_uptime_seconds "), "{text}");
+    }
+
+    #[test]
+    fn tokens_add_up_per_provider_model_and_kind() {
+        let metrics = Metrics::default();
+        metrics.tokens("local", "llama3.1", 120, 30);
+        metrics.tokens("local", "llama3.1", 80, 20);
+        let text = metrics.render(&[]);
+        assert!(
+            text.contains(
+                "hearth_tokens_total{provider=\"local\",model=\"llama3.1\",kind=\"input\"} 200"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "hearth_tokens_total{provider=\"local\",model=\"llama3.1\",kind=\"output\"} 50"
+            ),
+            "{text}"
+        );
     }
 }

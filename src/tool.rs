@@ -4,6 +4,13 @@
 //! Built-in tools are registered once at start; MCP servers ([`mcp`]) add theirs as they connect
 //! and replace them when they reconnect. An agent sees the tools its `tools` list names plus
 //! every tool of its `tool_groups`.
+//!
+//! A built-in tool is a [`TypedTool`] ([`typed`]): its argument type is the schema, the parser
+//! and the descriptions at once. The tasks, notes, bookmarks, contacts, calendar and schedules
+//! families are typed; expenses, goals, memory, files, web (web_search too) and the utilities
+//! still implement [`Tool`] with a hand-written schema read through [`Args`] until they are
+//! converted (the schema snapshot test, `tool/snapshot.rs`, guards each conversion). MCP tools
+//! implement [`Tool`] directly: their schemas come from the server.
 
 pub mod args;
 pub mod bookmark;

@@ -81,7 +81,10 @@ pub(super) fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         config.schedules.len(),
         agents.len()
     );
-    for warning in config::warnings(config) {
+    for warning in config::warnings(config)
+        .into_iter()
+        .chain(super::old_default_database(&loaded))
+    {
         println!("warning: {warning}");
     }
     Ok(())

@@ -11,6 +11,7 @@ use super::{Failure, load_config, start_failure, usage};
 
 pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     let loaded = load_config(path)?;
+    let old_database = super::old_default_database(&loaded);
     let config = loaded.config;
     for warning in config::warnings(&config) {
         tracing::warn!("{warning}");
@@ -27,6 +28,7 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     notifier.status("starting");
     // Nothing is logged before the start: a second daemon on this database refuses with one line.
     let daemon = builder.start().await.map_err(start_failure)?;
+    tracing::info!(version = super::version(), "hearth started");
     match &loaded.path {
         Some(path) => tracing::info!(config = %path.display(), "configuration loaded"),
         None => tracing::warn!("no configuration file found; running on defaults"),
@@ -38,6 +40,9 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         timezone_from = %loaded.sources.timezone,
         "storage and time"
     );
+    if let Some(warning) = old_database {
+        tracing::warn!("{warning}");
+    }
     if channel_count == 0 {
         tracing::warn!(
             "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"

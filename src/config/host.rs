@@ -1,5 +1,6 @@
 //! Defaults that come from the machine and the user running hearth rather than from the file:
-//! where the data lives (`$XDG_DATA_HOME/hearth`) and the local timezone (`$TZ`, else what
+//! where the data lives (systemd's `$STATE_DIRECTORY` for a service, else
+//! `$XDG_DATA_HOME/hearth`) and the local timezone (`$TZ`, else what
 //! `/etc/localtime` points at, else `/etc/timezone`). Each comes with the words that say where
 //! it came from, which `hearth check` prints: another directory must not silently mean another
 //! assistant, and "remind me at 9" must not be an hour off.
@@ -37,14 +38,23 @@ impl HostDefaults {
     }
 }
 
-/// `$XDG_DATA_HOME/hearth`, else `$HOME/.local/share/hearth` (the XDG base directory rules:
-/// an empty or relative `XDG_DATA_HOME` is ignored), else `./data`.
+/// Under systemd with `StateDirectory=`, that directory (`$STATE_DIRECTORY`, the first one
+/// listed): a service's `$HOME` is no place for data (a dynamic user's is `/`). Otherwise
+/// `$XDG_DATA_HOME/hearth`, else `$HOME/.local/share/hearth` (the XDG base directory rules: an
+/// empty or relative `XDG_DATA_HOME` is ignored), else `./data`.
 fn data_dir(env: &HashMap<String, String>) -> Found<PathBuf> {
     let absolute = |name: &str| {
         env.get(name)
+            .and_then(|value| value.split(':').next())
             .map(PathBuf::from)
             .filter(|path| path.is_absolute())
     };
+    if let Some(state) = absolute("STATE_DIRECTORY") {
+        return Found {
+            value: state,
+            from: "$STATE_DIRECTORY, systemd's StateDirectory=".into(),
+        };
+    }
     if let Some(base) = absolute("XDG_DATA_HOME") {
         return Found {
             value: base.join("hearth"),
@@ -149,6 +159,12 @@ mod tests {
         // A relative XDG_DATA_HOME is invalid by the spec and ignored.
         let found = data_dir(&env(&[("XDG_DATA_HOME", "rel"), ("HOME", "/home/me")]));
         assert_eq!(found.value, PathBuf::from("/home/me/.local/share/hearth"));
+        // A service's state directory beats a home that is `/`.
+        let found = data_dir(&env(&[
+            ("STATE_DIRECTORY", "/var/lib/hearth"),
+            ("HOME", "/"),
+        ]));
+        assert_eq!(found.value, PathBuf::from("/var/lib/hearth"));
         let found = data_dir(&env(&[]));
         assert_eq!(found.value, PathBuf::from("./data"));
         assert!(found.from.contains("neither"), "{}", found.from);

@@ -137,6 +137,8 @@ pub struct LoadedConfig {
 pub struct Sources {
     pub data_dir: String,
     pub timezone: String,
+    /// Whether `daemon.data_dir` is the machine's default rather than given.
+    pub data_dir_is_default: bool,
 }
 
 /// Finds, reads, overrides from the process environment and checks the configuration.
@@ -302,6 +304,7 @@ impl Given {
         let mut sources = Sources {
             data_dir: format!("daemon.data_dir from {}", source("daemon.data_dir")),
             timezone: format!("daemon.timezone from {}", source("daemon.timezone")),
+            data_dir_is_default: !self.data_dir,
         };
         if !self.data_dir {
             config.daemon.data_dir = host.data_dir.value.clone();

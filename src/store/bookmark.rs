@@ -45,11 +45,7 @@ pub async fn insert(store: &Store, user: i64, link: &NewBookmark, now: i64) -> S
         .bind(link.description.clone());
     sql.push(", ").bind(link.tags.clone()).push(", ").bind(now);
     sql.push(") ON CONFLICT (user_id, url) DO UPDATE SET url = excluded.url RETURNING id");
-    let (id,): (i64,) = sql
-        .write_returning(store)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    Ok(id)
+    sql.insert_id(store).await
 }
 
 /// The user's links that match, newest first.

@@ -1,7 +1,7 @@
 //! The `calendar_events` table: each user's events, as the `calendar` tools read and change
 //! them. Times are Unix milliseconds; an all-day event spans local midnights.
 
-use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::query::{Changes, Listed, Page, Sql, delete_owned, get_owned};
 use super::{Store, StoreResult};
 
 /// A stored event; `all_day` is 0 or 1.
@@ -48,20 +48,12 @@ pub async fn insert(store: &Store, user: i64, event: &NewEvent, now: i64) -> Sto
         .bind(event.location.clone());
     sql.push(", ").bind(event.description.clone()).push(", ");
     sql.bind(now).push(", ").bind(now).push(") RETURNING id");
-    let (id,): (i64,) = sql
-        .write_returning(store)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    Ok(id)
+    sql.insert_id(store).await
 }
 
 /// One of the user's events; none when it does not exist or is another user's.
 pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<EventRow>> {
-    let mut sql = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM calendar_events WHERE id = "
-    ));
-    sql.bind(id).push(" AND user_id = ").bind(user);
-    sql.fetch_optional(store).await
+    get_owned(store, ("calendar_events", COLUMNS), id, user).await
 }
 
 /// The user's events overlapping `[from, to)`, earliest first: they start before its end and

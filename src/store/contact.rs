@@ -1,7 +1,7 @@
 //! The `contacts` table: the people each user knows, as the `contacts` tools read and change
 //! them.
 
-use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::query::{Changes, Listed, Page, Sql, delete_owned, get_owned};
 use super::{Store, StoreResult};
 
 /// A stored contact; `birthday` is `YYYY-MM-DD`, `tags` the JSON array text.
@@ -51,11 +51,7 @@ pub async fn insert(store: &Store, user: i64, contact: &NewContact, now: i64) ->
         .push(", ")
         .bind(now)
         .push(") RETURNING id");
-    let (id,): (i64,) = sql
-        .write_returning(store)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    Ok(id)
+    sql.insert_id(store).await
 }
 
 /// The user's contacts that match, alphabetically.
@@ -68,9 +64,7 @@ pub async fn list(store: &Store, user: i64, page: &Page) -> StoreResult<Listed<C
 
 /// One of the user's contacts; none when it does not exist or is another user's.
 pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<ContactRow>> {
-    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM contacts WHERE id = "));
-    sql.bind(id).push(" AND user_id = ").bind(user);
-    sql.fetch_optional(store).await
+    get_owned(store, ("contacts", COLUMNS), id, user).await
 }
 
 /// The user's contacts with a birthday: id, name and birthday.

@@ -1,6 +1,6 @@
 //! The `notes` table: each user's free-text notes, as the `notes` tools read and change them.
 
-use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::query::{Changes, Listed, Page, Sql, delete_owned, get_owned};
 use super::{Store, StoreResult};
 
 /// A stored note; `tags` is the JSON array text it is kept as.
@@ -36,11 +36,7 @@ pub async fn insert(
         .push(", ")
         .bind(now)
         .push(") RETURNING id");
-    let (id,): (i64,) = sql
-        .write_returning(store)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    Ok(id)
+    sql.insert_id(store).await
 }
 
 /// The user's notes that match, most recently changed first.
@@ -53,9 +49,7 @@ pub async fn list(store: &Store, user: i64, page: &Page) -> StoreResult<Listed<N
 
 /// One of the user's notes; none when it does not exist or is another user's.
 pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<NoteRow>> {
-    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM notes WHERE id = "));
-    sql.bind(id).push(" AND user_id = ").bind(user);
-    sql.fetch_optional(store).await
+    get_owned(store, ("notes", COLUMNS), id, user).await
 }
 
 /// The columns an update changes; run with [`Changes::apply`].

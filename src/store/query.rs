@@ -121,6 +121,13 @@ impl Sql {
         tx.commit().await?;
         Ok(row)
     }
+
+    /// Runs an `INSERT … RETURNING id` (see [`Sql::write_returning`]); the new row's id.
+    pub async fn insert_id(self, store: &Store) -> StoreResult<i64> {
+        let row: Option<(i64,)> = self.write_returning(store).await?;
+        let (id,) = row.ok_or(sqlx::Error::RowNotFound)?;
+        Ok(id)
+    }
 }
 
 /// `UPDATE table SET a = $1, b = $2 … WHERE id = … AND user_id = …`: the columns an update
@@ -162,6 +169,22 @@ impl Changes {
         let row: Option<(i64,)> = self.sql.write_returning(store).await?;
         Ok(row.is_some())
     }
+}
+
+/// The user's row `id` of `table` (its `columns`); none when it does not exist or is another
+/// user's.
+pub async fn get_owned<R>(
+    store: &Store,
+    (table, columns): (&'static str, &'static str),
+    id: i64,
+    user: i64,
+) -> StoreResult<Option<R>>
+where
+    R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+{
+    let mut sql = Sql::new(&format!("SELECT {columns} FROM {table} WHERE id = "));
+    sql.bind(id).push(" AND user_id = ").bind(user);
+    sql.fetch_optional(store).await
 }
 
 /// Deletes the user's row `id` from `table` and returns its `label` column (a title, an

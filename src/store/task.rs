@@ -1,6 +1,6 @@
 //! The `tasks` table: each user's to-do list, as the `tasks` tools read and change it.
 
-use super::query::{Changes, Listed, Page, Sql, delete_owned};
+use super::query::{Changes, Listed, Page, Sql, delete_owned, get_owned};
 use super::{Store, StoreResult};
 
 /// A stored task; `tags` is the JSON array text it is kept as.
@@ -54,11 +54,7 @@ pub async fn insert(store: &Store, user: i64, task: &NewTask, now: i64) -> Store
         .bind(task.tags.clone());
     sql.push(", 'pending', ").bind(now).push(", ").bind(now);
     sql.push(") RETURNING id");
-    let (id,): (i64,) = sql
-        .write_returning(store)
-        .await?
-        .ok_or_else(|| sqlx::Error::RowNotFound)?;
-    Ok(id)
+    sql.insert_id(store).await
 }
 
 /// Which statuses a list shows.
@@ -119,9 +115,7 @@ pub async fn list(store: &Store, user: i64, filter: &TaskFilter) -> StoreResult<
 
 /// One of the user's tasks; none when it does not exist or is another user's.
 pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<TaskRow>> {
-    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM tasks WHERE id = "));
-    sql.bind(id).push(" AND user_id = ").bind(user);
-    sql.fetch_optional(store).await
+    get_owned(store, ("tasks", COLUMNS), id, user).await
 }
 
 /// Marks the user's task done at `now`; false when no such task is the user's.

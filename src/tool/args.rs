@@ -1,5 +1,8 @@
-//! Reading a tool's arguments. The registry has already checked them against the tool's JSON
-//! Schema, so these helpers mostly turn "missing" into a clear message for the model.
+//! Reading a tool's arguments by hand, for the families that are not [`TypedTool`]s yet
+//! (see `tool.rs`). The registry has already checked them against the tool's JSON Schema, so
+//! these helpers mostly turn "missing" into a clear message for the model.
+//!
+//! [`TypedTool`]: super::TypedTool
 
 use serde_json::Value;
 

@@ -6,7 +6,10 @@
 //! /channels/{id}/messages/{id}`, `GET /channels/{id}/messages?after=&limit=` (newest first and,
 //! as on Discord, without the `guild_id` and `member` that gateway events carry), `GET
 //! /channels/{id}` (a server channel names its `guild_id`), `GET /guilds/{id}/members/{user}`
-//! (the member's roles), `POST /channels/{id}/typing`, `POST /interactions/{id}/{token}/callback`,
+//! (the member's roles), `POST /channels/{id}/typing`, `POST /users/@me/channels` (the DM channel
+//! with a user registered with [`FakeDiscord::user`]; a message posted to such a user's id, as
+//! if it were a channel, is refused as Discord does, 404 Unknown Channel),
+//! `POST /interactions/{id}/{token}/callback`,
 //! `POST /webhooks/{app}/{token}` (follow-ups, ephemeral ones recorded as such), and attachment
 //! downloads under `/attachments/` (the CDN: every request and every byte served is counted;
 //! large files are generated as they are streamed, so a test can send 10 × 8 MB without holding
@@ -213,6 +216,8 @@ struct Inner {
     cdn_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// Server members' roles, as given with their messages.
     members: HashMap<u64, Vec<u64>>,
+    /// Users registered with [`FakeDiscord::user`], and the DM channel opened with each.
+    users: HashMap<u64, Option<u64>>,
     fail_history: usize,
     /// How long `POST /channels/{id}/messages` waits after storing before it answers.
     send_delay: Duration,
@@ -323,6 +328,7 @@ impl FakeDiscord {
             .route("/gateway", get(gateway_url))
             .route("/gateway/bot", get(gateway_url))
             .route("/users/@me", get(users_me))
+            .route("/users/@me/channels", post(open_dm))
             .route("/oauth2/applications/@me", get(application))
             .route("/channels/{channel}", get(channel_info))
             .route("/guilds/{guild}/members/{user}", get(member))
@@ -368,6 +374,17 @@ impl FakeDiscord {
     /// Hands out `url` as the gateway (a port where nothing listens, say).
     pub fn set_gateway_url(&self, url: &str) {
         self.shared.lock().gateway_url = Some(url.to_owned());
+    }
+
+    /// Makes `user` a Discord user the bot can open a DM with (`POST /users/@me/channels`); a
+    /// message posted to `user` as a channel id is refused with 404 Unknown Channel.
+    pub fn user(&self, user: u64) {
+        self.shared.lock().users.entry(user).or_insert(None);
+    }
+
+    /// The DM channel opened with `user`, if one was.
+    pub fn dm_channel(&self, user: u64) -> Option<u64> {
+        self.shared.lock().users.get(&user).copied().flatten()
     }
 
     /// Makes `channel` a server channel (messages there carry the guild id).
@@ -919,6 +936,13 @@ fn store_message(shared: &Arc<Shared>, channel: u64, headers: &HeaderMap, body: 
         return too_long();
     }
     let mut inner = shared.lock();
+    if inner.users.contains_key(&channel) {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(error_body(10003, "Unknown Channel")),
+        )
+            .into_response();
+    }
     let nonce = match &body["nonce"] {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -1175,6 +1199,46 @@ async fn channel_info(
         "last_message_id": last,
         "flags": 0,
         "recipients": [user_json(recipient, false)],
+    }))
+    .into_response()
+}
+
+/// `POST /users/@me/channels` with `recipient_id`: the DM channel with a registered user, the
+/// same one each time; 400 Unknown User (10013) for anyone else.
+async fn open_dm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = authorize(&shared, &headers, "POST /users/@me/channels".into()) {
+        return *refused;
+    }
+    let recipient =
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|b| match &b["recipient_id"] {
+                Value::String(s) => s.parse::<u64>().ok(),
+                other => other.as_u64(),
+            });
+    let mut inner = shared.lock();
+    let Some(user) = recipient.filter(|user| inner.users.contains_key(user)) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(error_body(10013, "Unknown User")),
+        )
+            .into_response();
+    };
+    let channel = match inner.users.get(&user).copied().flatten() {
+        Some(channel) => channel,
+        None => {
+            let channel = FakeDiscord::next_id(&mut inner);
+            inner.users.insert(user, Some(channel));
+            inner.channels.entry(channel).or_default();
+            channel
+        }
+    };
+    axum::Json(json!({
+        "id": channel.to_string(),
+        "type": 1,
+        "last_message_id": null,
+        "flags": 0,
+        "recipients": [user_json(user, false)],
     }))
     .into_response()
 }

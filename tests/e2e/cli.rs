@@ -548,6 +548,26 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         .await
         .expect("/healthz answers");
     assert_eq!(response.status(), 200);
+    // `hearth status` reads the same, without curl.
+    let path = dir.path().to_path_buf();
+    let status = tokio::task::spawn_blocking(move || hearth(&path, &["status"], &[], ""))
+        .await
+        .expect("join");
+    let said = text(&status.stdout);
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{said}{}",
+        text(&status.stderr)
+    );
+    assert!(
+        said.starts_with(&format!("hearth at 127.0.0.1:{port}: ok\n")),
+        "{said}"
+    );
+    assert!(
+        said.contains("  database: ok\n") && said.contains("  queues: "),
+        "{said}"
+    );
 
     // A new agent appears after SIGHUP, without a restart.
     write(
@@ -581,6 +601,23 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     .expect("join");
     assert_eq!(out.0.code(), Some(0), "{}", out.1);
     assert!(out.1.contains("SIGTERM"), "{}", out.1);
+    // The log's first line names the version it runs.
+    assert!(
+        out.1.contains("hearth started") && out.1.contains("(commit "),
+        "{}",
+        out.1
+    );
+    // With the daemon gone, `status` says nobody answered, and fails.
+    let path = dir.path().to_path_buf();
+    let status = tokio::task::spawn_blocking(move || hearth(&path, &["status"], &[], ""))
+        .await
+        .expect("join");
+    assert_eq!(status.status.code(), Some(1));
+    assert!(
+        text(&status.stderr).contains("no hearth answered"),
+        "{}",
+        text(&status.stderr)
+    );
 }
 
 #[tokio::test]
@@ -929,4 +966,262 @@ fn the_readmes_service_install_lets_an_unprivileged_user_read_the_configuration(
             .any(|l| l.trim() == "RestartPreventExitStatus=2"),
         "{unit}"
     );
+}
+
+/// The README's command for approving a pairing code against the service's database, run as a
+/// user would: the configuration placed as the README installs it (with the `data_dir` it says
+/// to set), the database made by the service's own unprivileged user in its state directory,
+/// then the command typed as root from another directory with a root's environment.
+#[tokio::test]
+async fn the_readmes_pair_approve_command_reaches_the_services_database() {
+    use std::os::unix::fs::PermissionsExt;
+    let is_root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if !is_root || !Path::new("/usr/bin/setpriv").exists() {
+        return eprintln!("skipped: needs root and setpriv to act as the service's user");
+    }
+    let readme = include_str!("../../README.md");
+    let command = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sudo hearth --config /etc/hearth/hearth.toml pair approve"))
+        .expect("the README gives the command");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The unit's StateDirectory=hearth with StateDirectoryMode=0700, owned by its user.
+    let state = dir.path().join("var/lib/hearth");
+    std::fs::create_dir_all(&state).expect("state dir");
+    for d in [dir.path().join("var"), dir.path().join("var/lib")] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::os::unix::fs::chown(&state, Some(65534), Some(65534)).expect("chown");
+    let etc = dir.path().join("etc/hearth");
+    std::fs::create_dir_all(&etc).expect("etc dir");
+    for d in [dir.path().join("etc"), etc.clone()] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let config = etc.join("hearth.toml");
+    write(
+        &etc,
+        "hearth.toml",
+        &format!("[daemon]\ndata_dir = \"{}\"\n", state.display()),
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    // The service makes its database, as its own user, in its working directory.
+    let service = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_hearth"))
+        .arg("--config")
+        .arg(&config)
+        .arg("migrate")
+        .current_dir(&state)
+        .env_clear()
+        .env("STATE_DIRECTORY", &state)
+        .env("HOME", "/")
+        .output()
+        .expect("hearth runs as the service's user");
+    assert_eq!(service.status.code(), Some(0), "{}", text(&service.stderr));
+    // A stranger wrote to the bot and got a code.
+    let url = format!("sqlite://{}", state.join("hearth.db").display());
+    let store = hearth::store::Store::open(&url).await.expect("open");
+    let now = chrono::Utc::now().timestamp_millis();
+    store
+        .create_pairing(&hearth::store::PairingRequest {
+            code: "QWER2345".into(),
+            channel: "telegram".into(),
+            platform_user_id: "777".into(),
+            display_name: Some("Mum".into()),
+            chat_id: "777".into(),
+            status: "pending".into(),
+            created_at: now,
+            expires_at: now + 3_600_000,
+        })
+        .await
+        .expect("pairing");
+    store.close().await;
+
+    // The README's command, with the test's paths, typed as root elsewhere (sudo: root's HOME).
+    let typed = command
+        .replace("/etc/hearth/hearth.toml", &config.display().to_string())
+        .replace("CODE", "QWER2345");
+    let words: Vec<&str> = typed.split_whitespace().collect();
+    assert_eq!(&words[..2], ["sudo", "hearth"], "{typed}");
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(&words[2..])
+        .current_dir("/")
+        .env_clear()
+        .env("HOME", "/root")
+        .output()
+        .expect("hearth runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("approved telegram:777"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// The newcomer's walk as a user takes it: `hearth init` (piped, so from flags), `hearth check`,
+/// `hearth chat`, on a fresh data directory, with a model server speaking OpenAI's API.
+#[tokio::test]
+async fn init_then_check_then_chat_on_a_fresh_data_directory() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("Hello! How can I help?"));
+    let home = tempfile::tempdir().expect("home");
+    let dir = tempfile::tempdir().expect("working directory");
+    let home_path = home.path().display().to_string();
+    let url = llm.base_url();
+    let run = |args: Vec<String>, stdin: &'static str| {
+        let dir = dir.path().to_path_buf();
+        let home_path = home_path.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            hearth(
+                &dir,
+                &args,
+                &[("HOME", home_path.as_str()), ("TZ", "Europe/Berlin")],
+                stdin,
+            )
+        })
+    };
+    let words = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+
+    let out = run(
+        words(&format!("init --base-url {url} --model walk-model")),
+        "",
+    )
+    .await
+    .expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("wrote hearth.toml"), "{stdout}");
+    assert!(stdout.contains("configuration OK: hearth.toml"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("data dir: {home_path}/.local/share/hearth")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("timezone: Europe/Berlin (default: $TZ)"),
+        "{stdout}"
+    );
+
+    let out = run(words("check"), "").await.expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = run(words("chat"), "hello\n").await.expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "Hello! How can I help?");
+    let asked = llm.requests();
+    assert_eq!(asked.last().expect("asked")["model"], "walk-model");
+    assert!(home.path().join(".local/share/hearth/hearth.db").exists());
+
+    // A second init does not overwrite the first; a bad answer names the flag.
+    let out = run(words("init"), "").await.expect("join");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("exists already"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(words("init --force --channel telegram --user me"), "")
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--user"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn version_names_the_commit_and_the_channels_built_in() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = hearth(dir.path(), &["--version"], &[], "");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let commit = stdout
+        .split("(commit ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect("a commit");
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{stdout}"
+    );
+    #[cfg(feature = "telegram")]
+    assert!(stdout.contains("channels: telegram"), "{stdout}");
+
+    for shell in ["bash", "zsh", "fish"] {
+        let out = hearth(dir.path(), &["completions", shell], &[], "");
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("schedule"), "{shell}");
+    }
+    let out = hearth(dir.path(), &["completions", "tcsh"], &[], "");
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is bad usage");
+    // -v and --log-level reach the log; a level that does not exist is bad usage.
+    let out = hearth(dir.path(), &["--log-level", "loud", "check"], &[], "");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `hearth doctor` against the test kit's servers, one of them down: a line for each, the
+/// failed one with its fix, and exit 1; with the down one left out, exit 0.
+#[tokio::test]
+async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
+    let llm = FakeOpenAi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let down = free_port();
+    let provider = format!(
+        "[daemon]\ntimezone = \"Europe/Berlin\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+        llm.base_url()
+    );
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "{provider}\n[[mcp_servers]]\nname = \"homeassistant\"\nurl = \"http://127.0.0.1:{down}/mcp\"\ntimeout_secs = 3\n"
+        ),
+    );
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+        .await
+        .expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let line = |start: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start:?} in:\n{stdout}"))
+            .to_string()
+    };
+    assert!(
+        line("ok   provider `local`").contains("model(s)"),
+        "{stdout}"
+    );
+    assert!(line("FAIL mcp homeassistant").contains("fix:"), "{stdout}");
+    assert!(line("ok   data dir").contains("writable"), "{stdout}");
+    assert!(line("ok   database").contains("none yet"), "{stdout}");
+    assert!(line("ok   clock").contains("Europe/Berlin"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("1 check(s) failed"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    write(dir.path(), "hearth.toml", &provider);
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }

@@ -166,10 +166,12 @@ impl ChannelConfig for DiscordConfig {
             .ok_or_else(|| format!("`{id}` is not a {CHANNEL_NAME} user id: expected a number"))
     }
 
+    /// A channel id, or a user id: a message to a user id goes to the DM with that user
+    /// (the two look alike; the adapter tells them apart when Discord knows no such channel).
     fn check_chat_id(id: &str) -> Result<(), String> {
-        snowflake(id)
-            .map(|_| ())
-            .ok_or_else(|| format!("`{id}` is not a {CHANNEL_NAME} chat id: expected a number"))
+        snowflake(id).map(|_| ()).ok_or_else(|| {
+            format!("`{id}` is not a {CHANNEL_NAME} channel or user id: expected a number")
+        })
     }
 
     fn build(&self, ctx: BuildContext<'_>) -> Result<Arc<dyn Channel>, ChannelError> {

@@ -44,10 +44,27 @@ fn without_urls(error: SerenityError) -> SerenityError {
     }
 }
 
+/// `error` and its causes, joined with `: `: serenity's "Error while sending HTTP request." says
+/// nothing by itself; the cause (DNS, connection refused, TLS) is what a person needs.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string().trim_end_matches('.').to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // hyper and reqwest often repeat the inner message in the outer one.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Maps a serenity error; `what` says what was being done ("sending a message").
 pub fn map(what: &str, error: SerenityError) -> ChannelError {
     let error = without_urls(error);
-    let message = format!("discord: {what}: {error}");
+    let message = format!("discord: {what}: {}", with_causes(&error));
     let channel_error = match &error {
         SerenityError::Http(HttpError::UnsuccessfulRequest(response)) => {
             let status = response.status_code.as_u16();
@@ -93,7 +110,7 @@ pub fn map(what: &str, error: SerenityError) -> ChannelError {
 /// Maps an error of a request hearth made itself (interactions, attachments), without its URL.
 pub fn request(what: &str, error: reqwest::Error) -> ChannelError {
     let error = error.without_url();
-    let message = format!("discord: {what}: {error}");
+    let message = format!("discord: {what}: {}", with_causes(&error));
     let mapped = if error.is_builder() {
         ChannelError::rejected(message)
     } else {
@@ -136,4 +153,40 @@ pub fn timed_out(what: &str, after: Duration) -> ChannelError {
         "discord: {what}: no answer within {}s",
         after.as_secs_f32()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request to a port nothing listens on, as serenity and hearth's own requests see it.
+    async fn refused() -> reqwest::Error {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        reqwest::get(format!("http://127.0.0.1:{port}/api/v10/gateway"))
+            .await
+            .expect_err("nothing listens")
+    }
+
+    #[tokio::test]
+    async fn a_failed_request_names_its_cause() {
+        let error = map(
+            "connecting",
+            SerenityError::Http(HttpError::Request(refused().await)),
+        );
+        assert!(
+            error.message.contains("Connection refused"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("/api/v10"), "{}", error.message);
+        let error = request("fetching an attachment", refused().await);
+        assert!(
+            error.message.contains("Connection refused"),
+            "{}",
+            error.message
+        );
+    }
 }

@@ -33,10 +33,8 @@ pub fn gateway(data: &[u8]) {
     };
     let rules = rules();
     match event {
-        Event::MessageCreate(created) => {
-            if rules.screen(&created.message) != Verdict::Ignore {
-                check_event(&inbound::message(&rules, &created.message));
-            }
+        Event::MessageCreate(created) if rules.screen(&created.message) != Verdict::Ignore => {
+            check_event(&inbound::message(&rules, &created.message));
         }
         Event::MessageUpdate(update) => {
             if let Some(event) = rules.edit(&update) {

@@ -29,6 +29,9 @@ use crate::format::{MAX_MESSAGE_LEN, render};
 /// Discord's longest nonce.
 const MAX_NONCE_LEN: usize = 25;
 
+/// Discord's JSON error code for a channel id it does not know.
+const UNKNOWN_CHANNEL: isize = 10003;
+
 /// Runs one REST call with an overall deadline: serenity's ratelimiter may wait out a 429 again
 /// and again, and the reqwest timeout covers one request only.
 pub async fn within<T>(
@@ -181,16 +184,45 @@ async fn send_to_chat(
     if let Some(id) = &message.delivery_id {
         builder = builder.nonce(Nonce::String(nonce(id))).enforce_nonce(true);
     }
-    let sent = within(
-        "sending a message",
-        deadline,
-        http.send_message(channel, Vec::new(), &builder),
-    )
-    .await?;
+    let attempt = tokio::time::timeout(deadline, http.send_message(channel, Vec::new(), &builder))
+        .await
+        .map_err(|_| error::timed_out("sending a message", deadline))?;
+    let (sent, chat) = match attempt {
+        Ok(sent) => (sent, message.chat.clone()),
+        // Channel and user ids look alike: a user id where a channel was expected (a schedule
+        // sending to `discord:<my user id>`) means the DM with that user, which Discord opens
+        // or finds. The reference names the DM channel, so later edits reach the message.
+        Err(e) if is_unknown_channel(&e) && message.chat.thread_id.is_none() => {
+            let recipient = serde_json::json!({ "recipient_id": channel.get().to_string() });
+            let dm = within(
+                "opening a direct message (the id is no channel, so it was tried as a user)",
+                deadline,
+                http.create_private_channel(&recipient),
+            )
+            .await?;
+            let sent = within(
+                "sending a direct message",
+                deadline,
+                http.send_message(dm.id, Vec::new(), &builder),
+            )
+            .await?;
+            (sent, ChatRef::new(dm.id.to_string()))
+        }
+        Err(e) => return Err(error::map("sending a message", e)),
+    };
     Ok(MessageRef {
-        chat: message.chat.clone(),
+        chat,
         message_id: sent.id.to_string(),
     })
+}
+
+/// Whether Discord answered that the channel does not exist.
+fn is_unknown_channel(error: &serenity::Error) -> bool {
+    matches!(
+        error,
+        serenity::Error::Http(serenity::http::HttpError::UnsuccessfulRequest(response))
+            if response.error.code == UNKNOWN_CHANNEL
+    )
 }
 
 /// "Not yours" and "already decided" go only to whoever pressed, as an ephemeral follow-up of

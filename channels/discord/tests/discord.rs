@@ -272,6 +272,41 @@ async fn server_channels_need_a_mention_a_reply_or_a_listed_channel_and_an_allow
     );
 }
 
+/// A schedule's natural target is `discord:<my user id>`, which is no channel: the message goes
+/// to the DM with that user, and its reference names the DM channel, so an edit reaches it.
+#[tokio::test]
+async fn a_message_to_a_user_id_goes_to_the_dm_with_that_user() {
+    let (fake, channel) = setup().await;
+    fake.user(USER);
+    let sent = channel
+        .send(&OutboundMessage::text(
+            ChatRef::new(USER.to_string()),
+            "Good morning",
+        ))
+        .await
+        .expect("sent as a DM");
+    let dm = fake.dm_channel(USER).expect("a DM channel was opened");
+    assert_eq!(sent.chat.chat_id, dm.to_string());
+    assert_eq!(fake.bot_messages(dm)[0].content, "Good morning");
+    channel
+        .edit(
+            &sent,
+            &OutboundMessage::text(sent.chat.clone(), "Good morning!"),
+        )
+        .await
+        .expect("edited through the reference");
+    assert_eq!(fake.bot_messages(dm)[0].content, "Good morning!");
+    // The same DM the next time.
+    let again = channel
+        .send(&OutboundMessage::text(
+            ChatRef::new(USER.to_string()),
+            "Again",
+        ))
+        .await
+        .expect("sent");
+    assert_eq!(again.chat.chat_id, dm.to_string());
+}
+
 #[tokio::test]
 async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart() {
     let (fake, channel) = setup().await;

@@ -81,15 +81,16 @@ pub(crate) async fn timed<T>(
 /// TCP to `endpoint` with keepalive probes, so a dead peer is noticed within minutes.
 async fn tcp(endpoint: &Endpoint, limit: Duration) -> Result<TcpStream, ChannelError> {
     let address = (endpoint.host.as_str(), endpoint.port);
+    // The error a person reads names the server and the cause (DNS, refused, unreachable).
     let stream = tokio::time::timeout(limit, TcpStream::connect(address))
         .await
-        .map_err(|_| error::timeout("connect"))?
-        .map_err(|e| {
-            ChannelError::transient(format!(
-                "cannot reach {}:{}: {e}",
-                endpoint.host, endpoint.port
-            ))
-        })?;
+        .map_err(|_| {
+            cannot_connect(
+                endpoint,
+                format!("no answer within {} s", limit.as_secs_f32()),
+            )
+        })?
+        .map_err(|e| cannot_connect(endpoint, e.to_string()))?;
     let keepalive = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(60))
         .with_interval(Duration::from_secs(15))
@@ -122,14 +123,22 @@ fn tls_connector() -> TlsConnector {
     }
 }
 
+/// "cannot connect to imap.example.org:993: <why>", a failure before any session existed.
+fn cannot_connect(endpoint: &Endpoint, why: String) -> ChannelError {
+    ChannelError::transient(format!(
+        "cannot connect to {}:{}: {why}",
+        endpoint.host, endpoint.port
+    ))
+}
+
 async fn tls(endpoint: &Endpoint, tcp: TcpStream, limit: Duration) -> Result<Stream, ChannelError> {
     let name = rustls::pki_types::ServerName::try_from(endpoint.host.clone()).map_err(|e| {
         ChannelError::config(format!("`{}` is no TLS server name: {e}", endpoint.host))
     })?;
     let stream = tokio::time::timeout(limit, tls_connector().connect(name, tcp))
         .await
-        .map_err(|_| error::timeout("tls handshake"))?
-        .map_err(|e| ChannelError::transient(format!("imap tls handshake: {e}")))?;
+        .map_err(|_| cannot_connect(endpoint, "no TLS handshake in time".into()))?
+        .map_err(|e| cannot_connect(endpoint, format!("TLS handshake failed: {e}")))?;
     Ok(Stream::Tls(Box::new(stream)))
 }
 
@@ -182,5 +191,33 @@ async fn read_greeting(client: &mut Client<Stream>, limit: Duration) -> Result<(
             "imap greeting: the server closed the connection",
         )),
         Ok(Ok(Some(_))) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IMAP_SCHEMES;
+
+    #[tokio::test]
+    async fn a_server_that_cannot_be_reached_is_named_with_the_cause() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        for scheme in ["imap", "imaps"] {
+            let endpoint = Endpoint::parse(&format!("{scheme}://127.0.0.1:{port}"), IMAP_SCHEMES)
+                .expect("url");
+            let Err(error) = connect(&endpoint, "me", "pw", Duration::from_secs(5)).await else {
+                panic!("nothing listens on {port}");
+            };
+            assert!(
+                error.message.starts_with(&format!(
+                    "cannot connect to 127.0.0.1:{port}: Connection refused"
+                )),
+                "{}",
+                error.message
+            );
+        }
     }
 }

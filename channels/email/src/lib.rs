@@ -632,7 +632,8 @@ impl Channel for EmailChannel {
                     return Err(error);
                 }
                 Err(error) => {
-                    warn!(%error, "email connection lost; reconnecting");
+                    // Not "connection lost": the error may be that none was ever made.
+                    warn!(%error, "email: reconnecting after an error");
                     ctx.status.reconnecting(error.to_string());
                     if sleep_or_shutdown(&ctx.shutdown, backoff.next()).await {
                         return Ok(());

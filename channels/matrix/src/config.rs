@@ -122,7 +122,12 @@ impl ChannelConfig for MatrixConfig {
         check_user(id)
     }
 
+    /// A room id, or a user id: a message to `@user:server` goes to the direct-message room
+    /// with that user, found or created by the channel.
     fn check_chat_id(id: &str) -> Result<(), String> {
+        if id.starts_with('@') {
+            return check_user(id);
+        }
         let valid = id
             .strip_prefix('!')
             .and_then(|rest| rest.split_once(':'))
@@ -131,7 +136,7 @@ impl ChannelConfig for MatrixConfig {
             Ok(())
         } else {
             Err(format!(
-                "`{id}` is not a {CHANNEL_NAME} room id: expected `!room:server`"
+                "`{id}` is not a {CHANNEL_NAME} room id (`!room:server`, in Element under Room settings → Advanced) or user id (`@user:server`)"
             ))
         }
     }
@@ -333,7 +338,10 @@ mod tests {
         assert!(MatrixConfig::check_user_id("me").is_err());
         assert!(MatrixConfig::check_user_id("@Me:example.org").is_err());
         assert_eq!(MatrixConfig::check_chat_id("!abc:example.org"), Ok(()));
+        // A user id names the direct-message room with that user.
+        assert_eq!(MatrixConfig::check_chat_id("@me:example.org"), Ok(()));
+        assert!(MatrixConfig::check_chat_id("@Me:example.org").is_err());
         let err = MatrixConfig::check_chat_id("#room:example.org").expect_err("an alias");
-        assert!(err.contains("expected `!room:server`"), "{err}");
+        assert!(err.contains("Room settings → Advanced"), "{err}");
     }
 }

@@ -4,7 +4,7 @@
 
 use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
 use matrix_sdk::Room;
-use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId};
+use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId, UserId};
 use serde_json::Value;
 
 use crate::error::MatrixError;
@@ -21,8 +21,23 @@ pub(crate) fn prompt_key(event_id: &str) -> String {
 /// would then save a position past events it never saw. A room unknown before the loop's first
 /// sync is a temporary failure (the outbox tries again once the loop has synced); after it, it
 /// is a room hearth is not in.
+///
+/// A user id (`@me:example.org`, a schedule's target) names the direct-message room with that
+/// user: the one the account data lists, else a new one, created with the user invited.
 pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
     let client = channel.client().await?;
+    if chat.chat_id.starts_with('@') {
+        let user = UserId::parse(&chat.chat_id).map_err(|e| {
+            ChannelError::rejected(format!("`{}` is not a Matrix user id: {e}", chat.chat_id))
+        })?;
+        if let Some(room) = client.get_dm_room(&user) {
+            return Ok(room);
+        }
+        return client
+            .create_dm(&user)
+            .await
+            .map_err(|e| MatrixError::sdk("creating a direct-message room", e).into());
+    }
     let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
         ChannelError::rejected(format!("`{}` is not a Matrix room id: {e}", chat.chat_id))
     })?;

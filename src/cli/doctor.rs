@@ -1,0 +1,183 @@
+//! `hearth doctor`: live checks of what hearth depends on, one line each, with the fix when one
+//! fails: each model provider's `GET /models` (the probe `hearth chat` starts with), each MCP
+//! server's tool list, the database and the data directory, the clock and timezone. Exits 1
+//! when a check failed.
+//!
+//! The chat platforms are not connected to here: a second connection beside a running daemon
+//! would take over its Discord gateway session or its Telegram long poll. `hearth status` asks
+//! the running daemon how its channels are.
+
+use std::path::{Path, PathBuf};
+
+use super::{Failure, load_config};
+use crate::config::Secret;
+use crate::store::Store;
+
+/// One check's outcome.
+struct Line {
+    ok: bool,
+    text: String,
+}
+
+impl Line {
+    fn ok(text: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            text: text.into(),
+        }
+    }
+
+    fn failed(text: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            text: text.into(),
+        }
+    }
+}
+
+pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
+    let loaded = load_config(path)?;
+    let config = &loaded.config;
+    let mut lines = Vec::new();
+
+    let (providers, _) = crate::provider::effective_providers(&config.providers);
+    for provider in &providers {
+        lines.push(provider_line(provider).await);
+    }
+    for probe in crate::tool::mcp::probe(&config.mcp_servers).await {
+        lines.push(match &probe.tools {
+            None => Line::ok(format!("mcp {} ({}): disabled", probe.name, probe.target)),
+            Some(Ok(tools)) => Line::ok(format!(
+                "mcp {} ({}): {} tool(s)",
+                probe.name,
+                probe.target,
+                tools.len()
+            )),
+            Some(Err(error)) => Line::failed(format!(
+                "mcp {} ({}): {error} — fix: start the server or correct mcp_servers, then `hearth mcp list`",
+                probe.name, probe.target
+            )),
+        });
+    }
+    lines.push(data_dir_line(&config.daemon.data_dir));
+    lines.push(database_line(&config.daemon.database_url()).await);
+    lines.push(clock_line(
+        &config.daemon.timezone,
+        &loaded.sources.timezone,
+    ));
+    let channels = crate::channels::allowlists(&config.channels);
+    if !channels.is_empty() {
+        let names: Vec<&str> = channels.iter().map(|(name, _)| name.as_str()).collect();
+        lines.push(Line::ok(format!(
+            "channels {}: not connected to from here (a second connection would disturb the daemon's); `hearth status` shows the running daemon's",
+            names.join(", ")
+        )));
+    }
+
+    let failed = lines.iter().filter(|line| !line.ok).count();
+    for line in &lines {
+        println!("{} {}", if line.ok { "ok  " } else { "FAIL" }, line.text);
+    }
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("{failed} check(s) failed").into())
+    }
+}
+
+async fn provider_line(provider: &crate::config::ProviderConfig) -> Line {
+    let name = &provider.name;
+    let key = match &provider.api_key_env {
+        Some(variable) => match Secret::resolve(variable) {
+            Ok(key) => Some(key),
+            Err(problem) => {
+                return Line::failed(format!(
+                    "provider `{name}`: API key {variable}: {problem} — fix: export {variable}=… or give it as a systemd credential"
+                ));
+            }
+        },
+        None => None,
+    };
+    match crate::provider::probe_models(provider, key.as_ref(), crate::provider::PROBE_TIMEOUT)
+        .await
+    {
+        Ok(answer) => {
+            let listed = if answer.models.iter().any(|m| *m == provider.model) {
+                "listed"
+            } else {
+                "not in its list (an alias may still work)"
+            };
+            Line::ok(format!(
+                "provider `{name}` at {}: {} model(s); `{}` {listed}",
+                provider.base_url,
+                answer.models.len(),
+                provider.model
+            ))
+        }
+        Err(error) => Line::failed(error.message),
+    }
+}
+
+/// The data directory exists (or can be made) and takes a file: a read-only mount or a
+/// directory owned by another user shows here, not at the first message.
+fn data_dir_line(dir: &Path) -> Line {
+    if let Err(error) = std::fs::create_dir_all(dir) {
+        return Line::failed(format!(
+            "data dir {}: cannot be created ({error}) — fix: set daemon.data_dir to a directory this user may write",
+            dir.display()
+        ));
+    }
+    let probe = dir.join(".hearth-doctor");
+    match std::fs::write(&probe, b"") {
+        Ok(()) => {
+            // The probe file is hearth's own; failing to remove it leaves an empty file behind.
+            let _ = std::fs::remove_file(&probe);
+            Line::ok(format!("data dir {}: writable", dir.display()))
+        }
+        Err(error) => Line::failed(format!(
+            "data dir {}: not writable ({error}) — fix: give this user the directory, or set daemon.data_dir",
+            dir.display()
+        )),
+    }
+}
+
+async fn database_line(url: &str) -> Line {
+    if let Some(path) = crate::store::missing_database(url) {
+        return Line::ok(format!(
+            "database: none yet at {} (`hearth run` or `hearth chat` creates it)",
+            path.display()
+        ));
+    }
+    let store = match Store::connect(url).await {
+        Ok(store) => store,
+        Err(error) => {
+            return Line::failed(format!(
+                "database: cannot open it ({error}) — fix: check daemon.database_url and that this user may read it"
+            ));
+        }
+    };
+    let line = match store.inbox_depth().await {
+        Ok(waiting) => Line::ok(format!(
+            "database: readable, {waiting} message(s) waiting to be handled"
+        )),
+        Err(error) => Line::failed(format!(
+            "database: opened but cannot be read ({error}) — fix: `hearth migrate`, or restore a backup"
+        )),
+    };
+    store.close().await;
+    line
+}
+
+fn clock_line(timezone: &str, from: &str) -> Line {
+    match timezone.parse::<chrono_tz::Tz>() {
+        Ok(zone) => Line::ok(format!(
+            "clock: {} in {timezone} ({from})",
+            chrono::Utc::now()
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M %Z")
+        )),
+        Err(_) => Line::failed(format!(
+            "timezone `{timezone}` is unknown — fix: an IANA name in daemon.timezone"
+        )),
+    }
+}
