@@ -12,6 +12,7 @@ mod mcp;
 mod pair;
 pub mod schedule;
 mod status;
+mod usage;
 
 use std::path::PathBuf;
 
@@ -142,6 +143,15 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<McpAction>,
     },
+    /// Tokens and cost of the model calls, from the database.
+    Usage {
+        /// The last N days, today included.
+        #[arg(long, default_value_t = 30)]
+        days: u32,
+        /// Group by day, agent, schedule, user or model.
+        #[arg(long, default_value = "day")]
+        by: String,
+    },
 }
 
 /// An error and the exit code it deserves.
@@ -189,6 +199,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Mcp { action } => match action.unwrap_or(McpAction::List) {
             McpAction::List => mcp::list(cli.config).await,
         },
+        Command::Usage { days, by } => usage::run(cli.config, days, &by).await,
     }
 }
 

@@ -32,6 +32,12 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// Long conversations: when older turns are replaced by a stored summary.
+    #[serde(default)]
+    pub context: ContextConfig,
+    /// Spending caps in USD.
+    #[serde(default)]
+    pub budget: BudgetConfig,
     /// Speech to text for voice messages; without it voice messages get a short "not set up".
     #[serde(default)]
     pub transcription: Option<TranscriptionConfig>,
@@ -238,6 +244,20 @@ pub struct ProviderConfig {
     /// Whether the model accepts images in user messages.
     #[serde(default)]
     pub vision: bool,
+    /// The model's context window in tokens; unset: from the table of known model families
+    /// ([`crate::provider::context_window`]), else 8,192.
+    #[serde(default)]
+    pub context_window: Option<u32>,
+    /// USD per million input (prompt) tokens; 0 for a local model.
+    #[serde(default)]
+    pub price_input_per_mtok: f64,
+    /// USD per million output (completion) tokens.
+    #[serde(default)]
+    pub price_output_per_mtok: f64,
+    /// USD per million input tokens served from the provider's prompt cache; unset: the
+    /// input price.
+    #[serde(default)]
+    pub price_cached_input_per_mtok: Option<f64>,
 }
 
 fn default_provider_timeout() -> u64 {
@@ -291,6 +311,9 @@ pub struct RuntimeConfig {
     pub tool_timeout_secs: u64,
     /// Stream replies and show them while they are generated, where the channel can.
     pub stream: bool,
+    /// A turn whose model calls the same tool with the same arguments more often than this is
+    /// stopped, with a message to the model and the user.
+    pub max_repeated_calls: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -300,6 +323,60 @@ impl Default for RuntimeConfig {
             history_tokens: 8_000,
             tool_timeout_secs: 30,
             stream: true,
+            max_repeated_calls: 3,
+        }
+    }
+}
+
+/// `[context]`: how long conversations are kept within the model's window (README "Long
+/// conversations and cost").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// Older turns are summarised once a request would pass this share of the context window
+    /// minus the answer's `max_tokens`.
+    pub compact_at: f64,
+    /// Turns always kept word for word, however long.
+    pub keep_turns: usize,
+    /// The provider (by name) that writes summaries, e.g. a cheaper model; unset: the agent's.
+    pub summary_provider: Option<String>,
+    /// Seconds a summary may take before it is given up (and tried again later).
+    pub summary_timeout_secs: u64,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            compact_at: 0.6,
+            keep_turns: 6,
+            summary_provider: None,
+            summary_timeout_secs: 60,
+        }
+    }
+}
+
+/// `[budget]`: spending caps in USD, days and months counted in `daemon.timezone`. Unset caps
+/// do not limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// Everything together, per day (the owner's `/budget` changes it for today).
+    pub daily_usd: Option<f64>,
+    /// Everything together, per calendar month.
+    pub monthly_usd: Option<f64>,
+    /// Each schedule on its own, per day.
+    pub schedule_daily_usd: Option<f64>,
+    /// The share of a daily or monthly cap at which the owner is told, once.
+    pub warn_at: f64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            daily_usd: None,
+            monthly_usd: None,
+            schedule_daily_usd: None,
+            warn_at: 0.8,
         }
     }
 }

@@ -136,6 +136,30 @@ impl Metrics {
         );
     }
 
+    /// One model call (a turn's, a summary's): its tokens, and the call and its cost
+    /// (billionths of a USD) by provider and model.
+    pub fn model_call(
+        &self,
+        provider: &str,
+        model: &str,
+        usage: &crate::provider::Usage,
+        cost_nusd: i64,
+    ) {
+        self.tokens(provider, model, usage.input_tokens, usage.output_tokens);
+        let labels = format!("{},{}", label("provider", provider), label("model", model));
+        self.add("hearth_model_calls_total", labels.clone(), 1);
+        self.add(
+            "hearth_model_cost_nano_usd_total",
+            labels,
+            u64::try_from(cost_nusd).unwrap_or(0),
+        );
+    }
+
+    /// A compaction of a conversation's older turns; `outcome` is `done`, `failed` or `skipped`.
+    pub fn compaction(&self, outcome: &str) {
+        self.count("hearth_compactions_total", label("outcome", outcome));
+    }
+
     pub fn observe_llm(&self, provider: &str, elapsed: Duration) {
         self.lock()
             .histograms

@@ -7,6 +7,7 @@
 //! for timeouts, 429 and 5xx, but not for 400/401/403.
 
 pub mod anthropic;
+mod context_window;
 mod defaults;
 pub mod fallback;
 mod http;
@@ -15,6 +16,7 @@ pub mod probe;
 pub mod retry;
 mod sse;
 
+pub use context_window::{UNKNOWN_MODEL_WINDOW, context_window, known_window};
 pub use defaults::{
     accepts_connections, describe_discovered, effective_providers, effective_providers_with,
 };
@@ -123,8 +125,12 @@ pub struct ChatResponse {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every prompt token, those served from the provider's cache included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider served from its prompt cache (billed lower).
+    #[serde(default)]
+    pub cached_input_tokens: u64,
 }
 
 /// What a streaming request reports while it runs.
@@ -347,6 +353,10 @@ mod tests {
             fallbacks: fallbacks.iter().map(|s| s.to_string()).collect(),
             max_tokens: 100,
             vision: false,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
         }
     }
 

@@ -36,6 +36,12 @@ pub enum Command {
     Whoami,
     /// `/cancel`: stop the running turn.
     Cancel,
+    /// `/usage`: tokens and cost, today and this month.
+    Usage,
+    /// `/compact [focus]`: summarise older turns now, keeping `focus` in particular.
+    Compact(Option<String>),
+    /// `/budget [USD]`: the owner sees today's spending and caps, or sets today's cap.
+    Budget(Option<String>),
     /// Any other `/name`, without slash and bot suffix, so the caller can suggest `/help`.
     Unknown(String),
 }
@@ -70,6 +76,18 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo {
         name: "cancel",
         description: "Stop the running turn",
+    },
+    CommandInfo {
+        name: "usage",
+        description: "Tokens and cost, today and this month",
+    },
+    CommandInfo {
+        name: "compact",
+        description: "Summarise older turns now: /compact [focus]",
+    },
+    CommandInfo {
+        name: "budget",
+        description: "Today's spending and cap: /budget [USD]",
     },
 ];
 
@@ -137,9 +155,18 @@ fn parse_slash(text: &str) -> Option<Command> {
         "new" => Command::New,
         "whoami" => Command::Whoami,
         "cancel" => Command::Cancel,
+        "usage" => Command::Usage,
+        "compact" => Command::Compact(argument(rest)),
+        "budget" => Command::Budget(argument(rest)),
         _ => Command::Unknown(name),
     };
     Some(command)
+}
+
+/// The rest of a command's text, trimmed; `None` when there is none.
+fn argument(rest: &str) -> Option<String> {
+    let rest = rest.trim();
+    (!rest.is_empty()).then(|| rest.to_string())
 }
 
 /// The first whitespace-separated word and the rest after it.
@@ -530,6 +557,9 @@ pub fn help_text(agents: &AgentSet) -> String {
          /reset – clear this conversation and go back to the default agent\n\
          /cancel – stop the answer in progress\n\
          /whoami – who you are to me: linked identities, permission, autonomy\n\
+         /usage – tokens and cost, today and this month\n\
+         /compact [focus] – summarise older turns of this conversation now\n\
+         /budget [USD] – today's spending and cap (the owner sets it)\n\
          /help – this help\n\nAgents: ",
     );
     let list: Vec<String> = agents
@@ -901,6 +931,17 @@ mod tests {
         assert_eq!(cmd("  /Help  "), Some(Command::Help));
         assert_eq!(cmd("/help@HearthBot"), Some(Command::Help));
         assert_eq!(cmd("/agents"), Some(Command::Agents));
+        assert_eq!(cmd("/usage"), Some(Command::Usage));
+        assert_eq!(cmd("/compact"), Some(Command::Compact(None)));
+        assert_eq!(
+            cmd("/compact  the trip to Rome "),
+            Some(Command::Compact(Some("the trip to Rome".into())))
+        );
+        assert_eq!(cmd("/budget"), Some(Command::Budget(None)));
+        assert_eq!(
+            cmd("/budget@HearthBot 5"),
+            Some(Command::Budget(Some("5".into())))
+        );
         assert_eq!(cmd("/agent"), Some(Command::Agent(None)));
         assert_eq!(cmd("/agent@HearthBot"), Some(Command::Agent(None)));
         assert_eq!(
@@ -1040,6 +1081,9 @@ mod tests {
             "/new",
             "/whoami",
             "/cancel",
+            "/usage",
+            "/compact",
+            "/budget",
         ] {
             assert!(help.contains(needle), "{needle} missing from {help}");
         }

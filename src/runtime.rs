@@ -1,12 +1,14 @@
 //! The agent runtime: one set of services shared by every agent, and the tool-calling loop that
 //! answers a message (see [`turn`]).
 
+pub mod budget;
 pub mod calls;
+pub mod compact;
+pub mod context;
 pub mod preview;
 pub mod prompt;
 pub mod tools;
 pub mod turn;
-pub mod window;
 
 use std::sync::{Arc, RwLock};
 
@@ -53,6 +55,10 @@ pub struct Runtime {
     pub limiter: tools::RateLimiter,
     /// The MCP servers, once started: a turn waits for the ones still on their first start.
     pub mcp: std::sync::OnceLock<crate::tool::mcp::McpManager>,
+    /// Token estimates anchored on what providers reported, per conversation.
+    pub estimator: context::Estimator,
+    /// Summaries of older turns: failures and their backoff, those running and those wanted.
+    pub compactor: compact::Compactor,
     agents: RwLock<Arc<Agents>>,
 }
 
@@ -88,6 +94,8 @@ impl Runtime {
             provider_hint,
             limiter: tools::RateLimiter::default(),
             mcp: std::sync::OnceLock::new(),
+            estimator: context::Estimator::default(),
+            compactor: compact::Compactor::default(),
             agents: RwLock::new(Arc::new(Agents::new(agents))),
         }
     }

@@ -19,8 +19,10 @@ pub mod note;
 mod outbox;
 pub mod query;
 mod session;
+mod summary;
 pub mod task;
 mod turn;
+mod usage;
 pub mod user;
 
 pub use confirmation::{
@@ -35,10 +37,12 @@ pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use session::Abandoned;
+pub use summary::{CoveredCall, HistoryKey, Summary};
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
     message_chars,
 };
+pub use usage::{ModelCall, UsageBy, UsageRow};
 
 use std::path::Path;
 use std::str::FromStr;

@@ -32,6 +32,7 @@ pub mod schedule;
 mod snapshot;
 pub mod task;
 pub mod time;
+pub mod tool_result;
 pub mod typed;
 pub mod utility;
 pub mod web;

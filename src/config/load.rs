@@ -543,6 +543,8 @@ const TOP_KEYS: &[&str] = &[
     "router",
     "runtime",
     "tools",
+    "context",
+    "budget",
     "transcription",
     "channels",
     "schedules",
@@ -590,6 +592,16 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
             }
             "transcription" => {
                 config.transcription = section(value, "transcription", problems);
+            }
+            "context" => {
+                if let Some(context) = section(value, "context", problems) {
+                    config.context = context;
+                }
+            }
+            "budget" => {
+                if let Some(budget) = section(value, "budget", problems) {
+                    config.budget = budget;
+                }
             }
             "providers" => {
                 config.providers =

@@ -86,6 +86,7 @@ pub(super) fn validate(
             secret("transcription.api_key_env", name, env, &mut problems);
         }
     }
+    context_and_budget(config, &failed.providers, &mut problems);
     problems.extend(channel_problems);
     schedules(
         &config.schedules,
@@ -213,6 +214,92 @@ fn providers(
         if let Some(name) = &provider.api_key_env {
             secret(&key("api_key_env"), name, env, problems);
         }
+        if provider.context_window == Some(0) {
+            problems.push(Problem::new(
+                key("context_window"),
+                "must be greater than 0",
+            ));
+        }
+        let prices = [
+            ("price_input_per_mtok", Some(provider.price_input_per_mtok)),
+            (
+                "price_output_per_mtok",
+                Some(provider.price_output_per_mtok),
+            ),
+            (
+                "price_cached_input_per_mtok",
+                provider.price_cached_input_per_mtok,
+            ),
+        ];
+        for (field, price) in prices {
+            if let Some(price) = price
+                && !(price.is_finite() && price >= 0.0)
+            {
+                problems.push(Problem::new(
+                    key(field),
+                    "must be a price in USD per million tokens, 0 or more",
+                ));
+            }
+        }
+    }
+}
+
+/// `[context]` and `[budget]`: shares between 0 and 1, caps above 0, a summary provider that
+/// exists.
+fn context_and_budget(config: &Config, unparsed: &[String], problems: &mut Vec<Problem>) {
+    let share = |value: f64| value.is_finite() && value > 0.0 && value <= 1.0;
+    if !share(config.context.compact_at) {
+        problems.push(Problem::new(
+            "context.compact_at",
+            "must be a share of the context window above 0 and at most 1, like 0.6",
+        ));
+    }
+    if config.context.keep_turns == 0 {
+        problems.push(Problem::new(
+            "context.keep_turns",
+            "must be at least 1: the latest turn is always kept",
+        ));
+    }
+    if config.context.summary_timeout_secs == 0 {
+        problems.push(Problem::new(
+            "context.summary_timeout_secs",
+            "must be greater than 0",
+        ));
+    }
+    if let Some(name) = &config.context.summary_provider
+        && !config.providers.iter().any(|p| p.name == *name)
+        && !unparsed.contains(name)
+    {
+        problems.push(Problem::new(
+            "context.summary_provider",
+            format!("unknown provider `{name}`: no [[providers]] has this name"),
+        ));
+    }
+    if !share(config.budget.warn_at) {
+        problems.push(Problem::new(
+            "budget.warn_at",
+            "must be a share of the cap above 0 and at most 1, like 0.8",
+        ));
+    }
+    for (key, cap) in [
+        ("budget.daily_usd", config.budget.daily_usd),
+        ("budget.monthly_usd", config.budget.monthly_usd),
+        (
+            "budget.schedule_daily_usd",
+            config.budget.schedule_daily_usd,
+        ),
+    ] {
+        if let Some(cap) = cap
+            && !(cap.is_finite() && cap >= 0.0)
+        {
+            problems.push(Problem::new(key, "must be an amount in USD, 0 or more"));
+        }
+    }
+    if config.runtime.max_repeated_calls == 0 {
+        problems.push(Problem::new(
+            "runtime.max_repeated_calls",
+            "must be at least 1",
+        ));
     }
 }
 

@@ -370,6 +370,8 @@ impl Handler {
             self.finish_scheduled(&run, turn_id, *outcome).await?;
         }
         self.outbox.notify_one();
+        // Summaries of older turns, once the reply is on its way.
+        crate::runtime::compact::start_wanted(&self.rt);
         result.map(|_| ())
     }
 
@@ -511,6 +513,26 @@ impl Handler {
                         .await;
                 }
                 "Nothing is running.".to_string()
+            }
+            Command::Usage => {
+                let whose = (!identity.is_owner).then_some(identity.user_id);
+                crate::runtime::budget::usage_text(rt, whose).await?
+            }
+            Command::Budget(amount) if identity.is_owner => {
+                crate::runtime::budget::budget_command(rt, amount.as_deref().unwrap_or_default())
+                    .await?
+            }
+            Command::Budget(_) => {
+                "Only the owner sees and sets the budget; /usage shows what you used.".to_string()
+            }
+            Command::Compact(focus) => {
+                let history = crate::store::HistoryKey {
+                    conversation_id: conversation.id,
+                    session: conversation.session,
+                    user_id: Some(identity.user_id),
+                };
+                crate::runtime::compact::compact_command(rt, history, &current, focus.as_deref())
+                    .await?
             }
             Command::Unknown(name) => {
                 format!("Unknown command /{name}. Send /help to see what I understand.")

@@ -49,6 +49,19 @@ impl Handler {
         let store = &rt.store;
         let now = rt.clock.now_ms();
         store.start_schedule_run(run.run_id, now).await?;
+        // Over a [budget] cap a run that has not begun is skipped with a note, not run.
+        if store.turn_for_inbox(entry.id).await?.is_none()
+            && let Some(note) = crate::runtime::budget::cap_reached(rt, Some(&run.name)).await?
+        {
+            tracing::info!(schedule = %run.name, %note, "scheduled run skipped");
+            rt.metrics.schedule_run(&run.name, "skipped");
+            store
+                .finish_schedule_run(run.run_id, false, Some(&note), now)
+                .await?;
+            return store
+                .finish_inbox(entry.id, crate::store::InboxStatus::Done, Some(&note), now)
+                .await;
+        }
         let owner = self.owner(&entry.channel).await?;
         let agents = rt.agents();
         let Some(agent) = agents

@@ -136,7 +136,7 @@ impl AnthropicProvider {
                         answer.model = m;
                     }
                     if let Some(usage) = message.usage {
-                        answer.usage.input_tokens = usage.input_tokens.unwrap_or(0);
+                        answer.usage = Usage::from(usage);
                     }
                 }
                 StreamEventWire::ContentBlockStart {
@@ -376,13 +376,18 @@ enum Block {
 struct WireUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// Prompt tokens read from the cache, counted apart from `input_tokens` by Anthropic.
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(usage: WireUsage) -> Self {
+        let cached = usage.cache_read_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: usage.input_tokens.unwrap_or(0),
+            input_tokens: usage.input_tokens.unwrap_or(0) + cached,
             output_tokens: usage.output_tokens.unwrap_or(0),
+            cached_input_tokens: cached,
         }
     }
 }

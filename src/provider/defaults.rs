@@ -33,6 +33,10 @@ pub fn effective_providers_with(
             fallbacks: Vec::new(),
             max_tokens: 4096,
             vision: false,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
         };
     // The hint is for a local model server only: a cloud API that cannot be reached gets its
     // real cause (DNS, refused, TLS, 401), not advice to start Ollama.

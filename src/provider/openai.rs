@@ -336,6 +336,14 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: u64,
 }
 
 impl From<WireUsage> for Usage {
@@ -343,6 +351,7 @@ impl From<WireUsage> for Usage {
         Usage {
             input_tokens: usage.prompt_tokens,
             output_tokens: usage.completion_tokens,
+            cached_input_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
         }
     }
 }
@@ -404,6 +413,10 @@ mod tests {
             fallbacks: vec![],
             max_tokens: 100,
             vision: true,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
         };
         OpenAiProvider::new(&config, None).expect("client builds")
     }

@@ -306,6 +306,10 @@ mod tests {
             fallbacks: Vec::new(),
             max_tokens: 100,
             vision: false,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
         }
     }
 

@@ -23,7 +23,17 @@ pub struct Toolbox {
 
 impl Toolbox {
     pub fn for_agent(registry: &ToolRegistry, agent: &AgentDef) -> Self {
-        let tools = registry.for_agent(agent);
+        let mut tools = registry.for_agent(agent);
+        // Old tool results are shortened in long conversations; whoever has tools can fetch
+        // one back in full.
+        if !tools.is_empty()
+            && !tools
+                .iter()
+                .any(|t| t.info().name == crate::tool::tool_result::NAME)
+            && let Some(tool_result) = registry.get(crate::tool::tool_result::NAME)
+        {
+            tools.push(tool_result);
+        }
         let meta = match agent.tool_mode {
             ToolMode::Direct => false,
             ToolMode::Meta => true,

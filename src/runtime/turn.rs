@@ -14,17 +14,22 @@ use hearth_channel::{Capabilities, ChatRef, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
+use super::budget::{self, Payer};
 use super::calls::{Settled, cancel_open_calls, settle_tool_calls};
+use super::compact::{Compacted, compact};
+use super::context::{self, CHARS_PER_TOKEN, assemble, summary_block};
 use super::preview::{Preview, PreviewSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
-use super::window::window;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderErrorKind};
-use crate::store::{NewOutbox, OutboxKind, StoreError, Turn, TurnEnd, TurnStatus};
+use crate::store::{
+    HistoryKey, NewOutbox, OutboxKind, StoreError, ToolCallStatus, Turn, TurnEnd, TurnStatus,
+};
 
-/// At most this many stored messages are read to build the window.
-const HISTORY_ROWS: usize = 400;
+/// At most this many stored messages after the latest summary are read for the request; turns
+/// are summarised long before a conversation gets there.
+const HISTORY_ROWS: usize = 2_000;
 
 /// What a turn answers and where the answer goes.
 pub struct TurnJob {
@@ -102,7 +107,7 @@ struct Finish {
 
 /// Where the loop stopped.
 enum Stop {
-    Finished(Finish),
+    Finished(Box<Finish>),
     /// Shutdown: leave everything as stored.
     Shutdown,
     /// A confirmation is pending.
@@ -126,13 +131,14 @@ pub async fn run_turn(
                 .await?;
             TurnOutcome::AwaitingConfirmation
         }
-        Stop::Finished(Finish {
-            status,
-            text,
-            keep,
-            error,
-            usage,
-        }) => {
+        Stop::Finished(finished) => {
+            let Finish {
+                status,
+                text,
+                keep,
+                error,
+                usage,
+            } = *finished;
             let text = match &job.note {
                 Some(note) => format!("{note}\n\n{text}"),
                 None => text,
@@ -176,13 +182,13 @@ pub async fn run_turn(
 }
 
 fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
-    Stop::Finished(Finish {
+    Stop::Finished(Box::new(Finish {
         status,
         text,
         keep: None,
         error,
         usage: None,
-    })
+    }))
 }
 
 /// Runs steps until the turn ends, waits, or shutdown interrupts it.
@@ -222,6 +228,26 @@ async fn turn_loop(
     let mut llm_calls = job.turn.llm_calls;
     let mut tool_calls_used = job.turn.tool_calls;
     let mut first_step = true;
+    let history = HistoryKey {
+        conversation_id: job.turn.conversation_id,
+        session: job.session,
+        user_id: job.turn.user_id,
+    };
+    let schedule = rt.store.schedule_of_inbox(job.turn.inbox_id).await?;
+    let payer = Payer {
+        purpose: "turn",
+        user_id: job.turn.user_id,
+        agent_id: Some(agent.id.clone()),
+        schedule: schedule.clone(),
+        channel: Some(job.channel_name.clone()),
+        conversation_id: Some(job.turn.conversation_id),
+        turn_id: Some(job.turn.id),
+    };
+    let limits = Limits::of(rt, agent);
+    // The tools' schemas are sent with every call: counted once.
+    let specs_chars = serde_json::to_string(&specs).map_or(0, |s| s.len());
+    // Layer 3 of compaction happens at most once per turn: a second overflow ends the turn.
+    let mut compacted_in_turn = false;
 
     loop {
         if shutdown.is_cancelled() {
@@ -262,27 +288,46 @@ async fn turn_loop(
                 Some("max turns reached".into()),
             ));
         }
+        if let Some(line) = budget::cap_reached(rt, schedule.as_deref()).await? {
+            return Ok(finish(TurnStatus::Failed, line.clone(), Some(line)));
+        }
 
+        let summary = rt.store.latest_summary(history).await?;
+        let after = summary.as_ref().map_or(0, |s| s.covers_until);
         let stored = rt
             .store
-            .recent_messages(
-                job.turn.conversation_id,
-                job.session,
-                job.turn.user_id,
-                HISTORY_ROWS,
-            )
+            .messages_after(history, after, HISTORY_ROWS)
             .await?;
         let unfinished = rt.store.unfinished_turns(job.turn.conversation_id).await?;
         let user_text = latest_user_text(&stored, job.turn.id);
+        let mut system = system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await;
+        if let Some(summary) = &summary {
+            system.push_str("\n\n");
+            system.push_str(&summary_block(summary));
+        }
+        let messages = assemble(&stored, job.turn.id, &unfinished);
+        let request_chars =
+            system.len() + specs_chars + messages.iter().map(context::message_chars).sum::<usize>();
+        let estimate = rt
+            .estimator
+            .estimate(job.turn.conversation_id, request_chars);
+        if estimate > limits.usable && !compacted_in_turn {
+            // It would not fit: summarise older turns first (never dropping any without one).
+            compacted_in_turn = true;
+            tracing::info!(
+                turn = job.turn.id,
+                estimate,
+                usable = limits.usable,
+                "request too large; compacting first"
+            );
+            if let Compacted::Done { .. } = compact(rt, history, agent, None).await? {
+                continue;
+            }
+        }
         let request = ChatRequest {
             model: None,
-            system: system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await,
-            messages: window(
-                &stored,
-                job.turn.id,
-                &unfinished,
-                rt.config.runtime.history_tokens,
-            ),
+            system,
+            messages,
             tools: specs.clone(),
             temperature: agent.temperature,
             max_tokens: None,
@@ -298,6 +343,22 @@ async fn turn_loop(
         llm_calls += 1;
         let response = match response {
             Ok(response) => response,
+            Err(err) if is_context_overflow(&err) => {
+                rt.metrics.provider_error(&err.provider);
+                tracing::warn!(turn = job.turn.id, error = %err, "the provider says the request is too long");
+                rt.estimator.reset(job.turn.conversation_id);
+                if !compacted_in_turn {
+                    compacted_in_turn = true;
+                    if let Compacted::Done { .. } = compact(rt, history, agent, None).await? {
+                        continue;
+                    }
+                }
+                return Ok(finish(
+                    TurnStatus::Failed,
+                    TOO_LONG.to_string(),
+                    Some(err.to_string()),
+                ));
+            }
             Err(err) => {
                 rt.metrics.provider_error(&err.provider);
                 tracing::warn!(turn = job.turn.id, error = %err, "model call failed");
@@ -307,12 +368,19 @@ async fn turn_loop(
         };
         rt.metrics
             .observe_llm(&response.provider, call_started.elapsed());
-        rt.metrics.tokens(
+        rt.estimator.reported(
+            job.turn.conversation_id,
+            request_chars,
+            response.usage.input_tokens,
+        );
+        budget::record(
+            rt,
+            &payer,
             &response.provider,
             &response.model,
-            response.usage.input_tokens,
-            response.usage.output_tokens,
-        );
+            &response.usage,
+        )
+        .await?;
 
         if response.tool_calls.is_empty() {
             // The history keeps what the chat shows: a cut answer, not megabytes of it.
@@ -322,15 +390,23 @@ async fn turn_loop(
             } else {
                 answer.clone()
             };
+            // The next request is this one plus the answer and a new message: when it would
+            // pass the threshold, older turns are summarised once the reply is on its way.
+            let next = rt
+                .estimator
+                .estimate(job.turn.conversation_id, request_chars + answer.len());
+            if next > limits.compact_at || conversation_tokens(&request) > limits.history {
+                rt.compactor.want(history, agent);
+            }
             let keep = ChatMessage::assistant(answer);
             let usage = Some((response.usage, response.provider, response.model));
-            return Ok(Stop::Finished(Finish {
+            return Ok(Stop::Finished(Box::new(Finish {
                 status: TurnStatus::Done,
                 text,
                 keep: Some(keep),
                 error: None,
                 usage,
-            }));
+            })));
         }
         rt.store
             .add_turn_usage(
@@ -341,14 +417,164 @@ async fn turn_loop(
             )
             .await?;
 
+        let repeated = repeated_call(rt, job.turn.id, &response.tool_calls).await?;
         let request_message = ChatMessage::Assistant {
             text: response.text,
             tool_calls: response.tool_calls,
         };
-        rt.store
+        let records = rt
+            .store
             .record_tool_request(&job.turn, job.session, &request_message, rt.clock.now_ms())
             .await?;
+        if let Some((name, times)) = repeated {
+            return stop_repeating(rt, job, records, &name, times).await;
+        }
     }
+}
+
+/// The sizes that decide when to compact, in tokens, for the agent's provider.
+struct Limits {
+    /// The window less the answer: a request above it cannot work.
+    usable: u64,
+    /// `[context] compact_at` of `usable`: above it, older turns are summarised.
+    compact_at: u64,
+    /// `[runtime] history_tokens`: the conversation part alone above it is summarised too.
+    history: u64,
+}
+
+impl Limits {
+    fn of(rt: &Runtime, agent: &AgentDef) -> Self {
+        let (window, answer) = match rt.providers.config(&agent.provider) {
+            Some(config) => (
+                crate::provider::context_window(config, Some(agent.model.as_str())),
+                config.max_tokens,
+            ),
+            None => (crate::provider::UNKNOWN_MODEL_WINDOW, 0),
+        };
+        // An answer allowance as large as the window leaves room for half of it.
+        let usable = u64::from(window.saturating_sub(answer).max(window / 2));
+        Self {
+            usable,
+            compact_at: (usable as f64 * rt.config.context.compact_at) as u64,
+            history: rt.config.runtime.history_tokens as u64,
+        }
+    }
+}
+
+/// The conversation part of a request in tokens, at four characters a token.
+fn conversation_tokens(request: &ChatRequest) -> u64 {
+    (request
+        .messages
+        .iter()
+        .map(context::message_chars)
+        .sum::<usize>()
+        / CHARS_PER_TOKEN) as u64
+}
+
+/// What the user reads when even a compacted conversation does not fit.
+const TOO_LONG: &str = "⚠️ This conversation no longer fits the model's context window, even after summarising older turns. Send /new to start afresh (memories, tasks and notes stay).";
+
+/// Whether a provider refused the request for its length. Providers word it differently:
+/// OpenAI "maximum context length", Anthropic "prompt is too long", llama.cpp "exceeds the
+/// available context size", vLLM "longer than the maximum model length".
+fn is_context_overflow(err: &ProviderError) -> bool {
+    if !matches!(
+        err.kind,
+        ProviderErrorKind::Client {
+            status: 400 | 413 | 422
+        }
+    ) {
+        return false;
+    }
+    let message = err.message.to_lowercase();
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "context size",
+        "prompt is too long",
+        "too many tokens",
+        "maximum model length",
+        "input is too long",
+    ]
+    .iter()
+    .any(|phrase| message.contains(phrase))
+}
+
+/// The tool and count when one of `calls` repeats a call this turn already made
+/// `[runtime] max_repeated_calls` times with the same arguments.
+async fn repeated_call(
+    rt: &Runtime,
+    turn_id: i64,
+    calls: &[crate::provider::ToolCall],
+) -> Result<Option<(String, usize)>, StoreError> {
+    let limit = rt.config.runtime.max_repeated_calls as usize;
+    let earlier = rt.store.tool_call_arguments_of_turn(turn_id).await?;
+    let same = |name: &str, arguments: &str| {
+        let key = canonical(arguments);
+        earlier
+            .iter()
+            .filter(|(n, a)| n == name && canonical(a) == key)
+            .count()
+    };
+    Ok(calls.iter().find_map(|call| {
+        let times = same(&call.name, &call.arguments);
+        (times >= limit).then(|| (call.name.clone(), times + 1))
+    }))
+}
+
+/// Arguments compared as JSON when they are JSON, so spacing and key order do not matter.
+fn canonical(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| arguments.to_string())
+}
+
+/// Ends a turn whose model keeps repeating a call: the model is told on each call of this
+/// answer (so every call keeps its result), the user in the reply.
+async fn stop_repeating(
+    rt: &Runtime,
+    job: &TurnJob,
+    records: Vec<crate::store::ToolCallRecord>,
+    name: &str,
+    times: usize,
+) -> Result<Stop, StoreError> {
+    tracing::warn!(
+        turn = job.turn.id,
+        tool = name,
+        times,
+        "turn stopped: the same tool call again and again"
+    );
+    for record in records {
+        let message = ChatMessage::Tool {
+            call_id: record.call.id.clone(),
+            name: record.call.name.clone(),
+            content: format!(
+                "Not run: `{name}` was asked for {times} times in this turn with the same arguments, so the turn was stopped. \
+                 The result would not change; do not call it again with these arguments. Answer with what you have or ask the user."
+            ),
+            is_error: true,
+        };
+        rt.store
+            .finish_tool_call(
+                &job.turn,
+                job.session,
+                record.id,
+                ToolCallStatus::Skipped,
+                &message,
+                rt.clock.now_ms(),
+            )
+            .await?;
+    }
+    rt.metrics.tool_call(name, "repeated");
+    let text = format!(
+        "⚠️ I stopped: the model called `{name}` {times} times with the same arguments without getting further. Ask again, perhaps in other words."
+    );
+    Ok(finish(
+        TurnStatus::Done,
+        text,
+        Some(format!("repeated tool call {name}")),
+    ))
 }
 
 /// `text` cut to at most `max` characters at a natural break (code fences closed), with a note

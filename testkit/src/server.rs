@@ -83,6 +83,8 @@ struct Shared {
     models: Mutex<Vec<String>>,
     count: watch::Sender<usize>,
     next_id: Mutex<u64>,
+    /// Set by [`FakeLlm::set_context_window`].
+    context_window: Mutex<Option<u64>>,
 }
 
 /// Locks a mutex even if a test panicked while holding it: the data is still usable.
@@ -118,6 +120,7 @@ impl<A: Api> FakeLlm<A> {
             models: Mutex::new(vec!["fake-model".into()]),
             count: watch::channel(0).0,
             next_id: Mutex::new(0),
+            context_window: Mutex::new(None),
         });
         let app = Router::new()
             .route(A::PATH, post(handle::<A>))
@@ -155,6 +158,19 @@ impl<A: Api> FakeLlm<A> {
     /// Decides the reply from the request body whenever the queue is empty.
     pub fn set_responder(&self, responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
         *lock(&self.shared.responder) = Arc::new(responder);
+    }
+
+    /// Gives the fake model a context window of `tokens`: from now on it counts each request's
+    /// tokens (its JSON body at four characters a token), reports that count as the prompt
+    /// tokens of its answers, and refuses a request over the window with HTTP 400 and the API's
+    /// "maximum context length" error, as real servers do.
+    pub fn set_context_window(&self, tokens: u64) {
+        *lock(&self.shared.context_window) = Some(tokens);
+    }
+
+    /// The tokens the fake counts for a request body (see [`FakeLlm::set_context_window`]).
+    pub fn count_tokens(body: &Value) -> u64 {
+        (body.to_string().len() / 4) as u64
     }
 
     /// Makes the server refuse (401) requests that do not carry this API key.
@@ -234,7 +250,17 @@ async fn handle<A: Api>(
     if let Err(rejection) = A::check(&headers, &body, api_key.as_deref()) {
         return error_response::<A>(rejection.status, &rejection.message);
     }
-    let reply = {
+    let window = *lock(&shared.context_window);
+    let counted = window.map(|_| FakeLlm::<A>::count_tokens(&body));
+    if let (Some(window), Some(tokens)) = (window, counted)
+        && tokens > window
+    {
+        let message = format!(
+            "This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
+        );
+        return error_response::<A>(400, &message);
+    }
+    let mut reply = {
         let scripted = lock(&shared.script).pop_front();
         match scripted {
             Some(reply) => reply,
@@ -244,6 +270,9 @@ async fn handle<A: Api>(
             }
         }
     };
+    if let Some(tokens) = counted {
+        reply.usage.0 = tokens;
+    }
     let id = {
         let mut next = lock(&shared.next_id);
         *next += 1;

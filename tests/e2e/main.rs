@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod config_check;
 mod confirmations;
+mod context;
 #[cfg(feature = "telegram")]
 mod crash;
 #[cfg(all(feature = "discord", feature = "telegram"))]

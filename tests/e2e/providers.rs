@@ -34,6 +34,10 @@ fn config(name: &str, kind: ProviderKind, base_url: String) -> ProviderConfig {
         fallbacks: Vec::new(),
         max_tokens: 256,
         vision: true,
+        context_window: None,
+        price_input_per_mtok: 0.0,
+        price_output_per_mtok: 0.0,
+        price_cached_input_per_mtok: None,
     }
 }
 

@@ -68,6 +68,10 @@ pub fn provider(name: &str, base_url: &str) -> ProviderConfig {
         fallbacks: Vec::new(),
         max_tokens: 1024,
         vision: false,
+        context_window: None,
+        price_input_per_mtok: 0.0,
+        price_output_per_mtok: 0.0,
+        price_cached_input_per_mtok: None,
     }
 }
 

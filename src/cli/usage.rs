@@ -1,0 +1,72 @@
+//! `hearth usage [--days N] [--by day|agent|schedule|user|model]`: tokens and cost of the model
+//! calls, from the database.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::runtime::budget::usd;
+use crate::store::{Store, UsageBy};
+
+use super::{Failure, existing_database, load_config, usage};
+
+pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<(), Failure> {
+    let Some(group) = UsageBy::parse(by) else {
+        return Err(usage(anyhow::anyhow!(
+            "--by {by:?}: expected one of {}",
+            UsageBy::NAMES.join(", ")
+        )));
+    };
+    if days == 0 {
+        return Err(usage(anyhow::anyhow!("--days must be at least 1")));
+    }
+    let config = load_config(path)?.config;
+    existing_database(&config)?;
+    let timezone: chrono_tz::Tz = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let today = chrono::Utc::now().with_timezone(&timezone).date_naive();
+    let from = today - chrono::Days::new(u64::from(days - 1));
+    let from = from.format("%Y-%m-%d").to_string();
+    let store = Store::open(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let rows = store.usage_by(group, &from, None).await;
+    store.close().await;
+    let rows = rows.context("reading the usage failed")?;
+    println!(
+        "Model calls since {from} ({days} day(s), days in {}), by {by}:",
+        timezone.name()
+    );
+    if rows.is_empty() {
+        println!("none");
+        return Ok(());
+    }
+    let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0).max(5);
+    println!(
+        "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
+        by, "calls", "tokens in", "tokens out", "cost"
+    );
+    let mut total = (0, 0, 0, 0);
+    for row in &rows {
+        println!(
+            "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
+            row.key,
+            row.calls,
+            row.input_tokens,
+            row.output_tokens,
+            usd(row.cost_nusd)
+        );
+        total.0 += row.calls;
+        total.1 += row.input_tokens;
+        total.2 += row.output_tokens;
+        total.3 += row.cost_nusd;
+    }
+    println!(
+        "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
+        "total",
+        total.0,
+        total.1,
+        total.2,
+        usd(total.3)
+    );
+    Ok(())
+}

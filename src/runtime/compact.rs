@@ -1,0 +1,645 @@
+//! Compaction: older turns of a conversation replaced by a stored summary, so a conversation can
+//! last for months within a model's context window.
+//!
+//! A summary is a **ledger** computed from the database (the tool calls that changed something,
+//! with their arguments, outcome and the ids they created; denied calls too) plus a
+//! **narrative** the model writes under fixed headings. The model's part is checked: empty, a
+//! heading missing, an id of the ledger missing, an error or a timeout, and the summary is not
+//! used: the history stays as it is, and compaction is tried again after a backoff (1, 5, then
+//! 15 minutes). Turns leave the model's view only when a stored summary covers them; the
+//! messages themselves stay in the database.
+//!
+//! Only whole, finished turns are summarised, at least `[context] keep_turns` of the latest stay
+//! word for word, and a turn still waiting for an approval stops the cut. The summary is made
+//! after the reply was delivered ([`start_wanted`]), with no tools, under
+//! `[context] summary_timeout_secs`, by `[context] summary_provider` or the agent's provider.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Runtime;
+use super::budget::{self, Payer};
+use super::context::CHARS_PER_TOKEN;
+use crate::agent::AgentDef;
+use crate::provider::{ChatMessage, ChatRequest, ContentPart};
+use crate::store::{CoveredCall, HistoryKey, StoreError, StoredMessage};
+use crate::tool::Risk;
+
+/// Waits after the first, second and later failed summaries of one history.
+const BACKOFF_SECS: [i64; 3] = [60, 300, 900];
+
+/// Messages read at most when looking for turns to summarise.
+const READ_LIMIT: usize = 4_000;
+
+/// The longest text of one message shown to the summariser.
+const MESSAGE_CHARS: usize = 2_000;
+
+/// The ledger keeps this many of the newest entries.
+const LEDGER_ENTRIES: usize = 200;
+
+/// The most tokens a summary may have.
+const SUMMARY_TOKENS: u32 = 1_024;
+
+/// The narrative's headings, in order.
+pub const HEADINGS: [&str; 3] = [
+    "## Decisions",
+    "## Facts and identifiers",
+    "## Earlier requests (already handled)",
+];
+
+/// One action of the ledger.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub tool: String,
+    pub arguments: String,
+    /// `done`, `error`, `denied`, `interrupted`, `skipped` …
+    pub outcome: String,
+    /// The id the call created or changed, when its result names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// How a compaction ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compacted {
+    /// A summary now covers this many more turns.
+    Done { turns: usize },
+    /// Nothing old enough to summarise.
+    NothingToDo,
+    /// A recent failure: not tried again yet.
+    BackingOff,
+    /// Another compaction of this history is running.
+    Busy,
+    /// The summary failed its check or could not be made; the history stays.
+    Failed(String),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Failure {
+    count: usize,
+    retry_at_ms: i64,
+}
+
+/// Compaction state shared by all conversations: failures with their backoff, histories being
+/// compacted, and those a finished turn found over the threshold.
+#[derive(Debug, Default)]
+pub struct Compactor {
+    failures: Mutex<HashMap<HistoryKey, Failure>>,
+    running: Mutex<HashSet<HistoryKey>>,
+    wanted: Mutex<Vec<(HistoryKey, AgentDef)>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Compactor {
+    /// Asks for a compaction of `key` once the turn's reply is on its way.
+    pub fn want(&self, key: HistoryKey, agent: &AgentDef) {
+        let mut wanted = lock(&self.wanted);
+        if !wanted.iter().any(|(k, _)| *k == key) {
+            wanted.push((key, agent.clone()));
+        }
+    }
+
+    fn take_wanted(&self) -> Vec<(HistoryKey, AgentDef)> {
+        std::mem::take(&mut *lock(&self.wanted))
+    }
+}
+
+/// Starts the compactions finished turns asked for, in the background: called once the turn's
+/// reply is in the outbox, so a summary never delays an answer. A crash while one runs loses
+/// nothing: the summary is stored in one insert at its end.
+pub fn start_wanted(rt: &Arc<Runtime>) {
+    for (key, agent) in rt.compactor.take_wanted() {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            if let Err(err) = compact(&rt, key, &agent, None).await {
+                tracing::warn!(conversation = key.conversation_id, error = %err, "compaction failed");
+            }
+        });
+    }
+}
+
+/// `/compact [focus]`: summarises older turns now and says what happened, in one line.
+pub async fn compact_command(
+    rt: &Runtime,
+    key: HistoryKey,
+    agent_id: &str,
+    focus: Option<&str>,
+) -> Result<String, StoreError> {
+    let agents = rt.agents();
+    let Some(agent) = agents
+        .get(agent_id)
+        .or_else(|| agents.get(&rt.config.router.default_agent))
+        .cloned()
+    else {
+        return Ok("⚠️ No agent to write the summary.".into());
+    };
+    // Asked for by hand: a focus or not, the backoff of an earlier failure does not apply.
+    let focus = focus.or(Some(""));
+    Ok(match compact(rt, key, &agent, focus).await? {
+        Compacted::Done { turns } => format!(
+            "🗜 Summarised {turns} older turns; the last {} stay word for word. The full history stays stored.",
+            rt.config.context.keep_turns
+        ),
+        Compacted::NothingToDo => format!(
+            "Nothing to summarise yet: the conversation has at most {} turns since the last summary.",
+            rt.config.context.keep_turns
+        ),
+        Compacted::BackingOff | Compacted::Busy => {
+            "A summary of this conversation is being made right now.".into()
+        }
+        Compacted::Failed(reason) => {
+            format!("⚠️ No summary made ({reason}); the conversation stays as it was.")
+        }
+    })
+}
+
+/// A turn and its messages, in the order the turns began.
+struct TurnMessages<'a> {
+    turn_id: i64,
+    messages: Vec<&'a StoredMessage>,
+}
+
+fn group_turns(messages: &[StoredMessage]) -> Vec<TurnMessages<'_>> {
+    let mut turns: Vec<TurnMessages<'_>> = Vec::new();
+    for message in messages {
+        let Some(turn_id) = message.turn_id else {
+            continue;
+        };
+        match turns.iter_mut().find(|t| t.turn_id == turn_id) {
+            Some(turn) => turn.messages.push(message),
+            None => turns.push(TurnMessages {
+                turn_id,
+                messages: vec![message],
+            }),
+        }
+    }
+    turns
+}
+
+/// Summarises the older turns of `key`'s history now (`/compact`, an overflow, or after a turn
+/// that passed the threshold). `focus` asks the summary to keep something in particular.
+pub async fn compact(
+    rt: &Runtime,
+    key: HistoryKey,
+    agent: &AgentDef,
+    focus: Option<&str>,
+) -> Result<Compacted, StoreError> {
+    let now = rt.clock.now_ms();
+    if let Some(failure) = lock(&rt.compactor.failures).get(&key)
+        && failure.retry_at_ms > now
+        && focus.is_none()
+    {
+        return Ok(Compacted::BackingOff);
+    }
+    // One compaction per history at a time; a second caller (a turn that would not fit while the
+    // background summary runs) waits for the first and then sees its result.
+    let give_up = tokio::time::Instant::now()
+        + Duration::from_secs(rt.config.context.summary_timeout_secs + 5);
+    while !lock(&rt.compactor.running).insert(key) {
+        if tokio::time::Instant::now() > give_up {
+            return Ok(Compacted::Busy);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let result = compact_now(rt, key, agent, focus).await;
+    lock(&rt.compactor.running).remove(&key);
+    let outcome = result?;
+    match &outcome {
+        Compacted::Done { .. } => {
+            lock(&rt.compactor.failures).remove(&key);
+            rt.estimator.reset(key.conversation_id);
+            rt.metrics.compaction("done");
+        }
+        Compacted::Failed(reason) => {
+            let mut failures = lock(&rt.compactor.failures);
+            let count = failures.get(&key).map_or(0, |f| f.count) + 1;
+            let wait = BACKOFF_SECS[(count - 1).min(BACKOFF_SECS.len() - 1)];
+            failures.insert(
+                key,
+                Failure {
+                    count,
+                    retry_at_ms: now + wait * 1_000,
+                },
+            );
+            tracing::warn!(conversation = key.conversation_id, %reason, retry_in_secs = wait, "summary not used; the history stays");
+            rt.metrics.compaction("failed");
+        }
+        _ => rt.metrics.compaction("skipped"),
+    }
+    Ok(outcome)
+}
+
+async fn compact_now(
+    rt: &Runtime,
+    key: HistoryKey,
+    agent: &AgentDef,
+    focus: Option<&str>,
+) -> Result<Compacted, StoreError> {
+    let previous = rt.store.latest_summary(key).await?;
+    let after = previous.as_ref().map_or(0, |s| s.covers_until);
+    let messages = rt.store.messages_after(key, after, READ_LIMIT).await?;
+    let unfinished = rt.store.unfinished_turns(key.conversation_id).await?;
+    let turns = group_turns(&messages);
+    let keep = rt.config.context.keep_turns.max(1);
+    if turns.len() <= keep {
+        return Ok(Compacted::NothingToDo);
+    }
+
+    let Some((provider_name, model, window)) = summary_provider(rt, agent) else {
+        return Ok(Compacted::Failed("no provider for summaries".into()));
+    };
+    // What the summariser may read: its window less the answer, the instructions and slack.
+    let room = (window as usize)
+        .saturating_sub(SUMMARY_TOKENS as usize + 1_500)
+        .max(1_000)
+        * CHARS_PER_TOKEN;
+
+    // The oldest finished turns, up to the first unfinished one, as many as the summariser
+    // can read in one go (the rest wait for the next compaction).
+    let candidates = &turns[..turns.len() - keep];
+    let mut covered: Vec<&TurnMessages<'_>> = Vec::new();
+    let mut rendered = String::new();
+    for turn in candidates {
+        if unfinished.contains(&turn.turn_id) {
+            break;
+        }
+        let text = render_turn(turn);
+        if !covered.is_empty() && rendered.len() + text.len() > room {
+            break;
+        }
+        rendered.push_str(&text);
+        covered.push(turn);
+    }
+    // The cut is a message id: no kept turn may have a message at or before it (turns interleave
+    // only around approvals, which stop the cut above, but check).
+    let kept_ids: Vec<i64> = turns
+        .iter()
+        .filter(|t| !covered.iter().any(|c| c.turn_id == t.turn_id))
+        .flat_map(|t| t.messages.iter().map(|m| m.id))
+        .collect();
+    while let Some(last) = covered.last() {
+        let until = last.messages.iter().map(|m| m.id).max().unwrap_or(0);
+        if kept_ids.iter().all(|id| *id > until) {
+            break;
+        }
+        covered.pop();
+    }
+    let Some(covers_until) = covered
+        .iter()
+        .flat_map(|t| t.messages.iter().map(|m| m.id))
+        .max()
+    else {
+        return Ok(Compacted::NothingToDo);
+    };
+    if budget::cap_reached(rt, None).await?.is_some() {
+        return Ok(Compacted::Failed("the budget is reached".into()));
+    }
+
+    let turn_ids: Vec<i64> = covered.iter().map(|t| t.turn_id).collect();
+    let calls = rt.store.calls_of_turns(&turn_ids).await?;
+    let mut ledger: Vec<LedgerEntry> = previous
+        .as_ref()
+        .and_then(|s| serde_json::from_str(&s.ledger).ok())
+        .unwrap_or_default();
+    ledger.extend(calls.iter().filter_map(|c| ledger_entry(rt, c)));
+    // The ledger rides along on every request: the newest entries, within a quarter of what
+    // the summariser reads and at most LEDGER_ENTRIES.
+    let mut ledger_chars: usize = ledger.iter().map(entry_chars).sum();
+    while ledger.len() > LEDGER_ENTRIES || (ledger.len() > 1 && ledger_chars > room / 4) {
+        ledger_chars -= entry_chars(&ledger[0]);
+        ledger.remove(0);
+    }
+    let ledger_json = serde_json::to_string(&ledger)?;
+
+    let request = summary_request(
+        previous.as_ref().map(|s| s.narrative.as_str()),
+        &render_ledger(&ledger_json),
+        &rendered,
+        focus,
+    );
+    let Some(provider) = rt.providers.chain(&provider_name, model.as_deref()) else {
+        return Ok(Compacted::Failed(format!(
+            "the provider `{provider_name}` is not configured"
+        )));
+    };
+    let timeout = Duration::from_secs(rt.config.context.summary_timeout_secs);
+    let response = match tokio::time::timeout(timeout, provider.complete(&request, None)).await {
+        Err(_) => {
+            return Ok(Compacted::Failed(format!(
+                "the summary took longer than {}s",
+                timeout.as_secs()
+            )));
+        }
+        Ok(Err(err)) => return Ok(Compacted::Failed(format!("the summary failed: {err}"))),
+        Ok(Ok(response)) => response,
+    };
+    let payer = Payer {
+        purpose: "summary",
+        user_id: key.user_id,
+        agent_id: Some(agent.id.clone()),
+        conversation_id: Some(key.conversation_id),
+        ..Payer::default()
+    };
+    budget::record(
+        rt,
+        &payer,
+        &response.provider,
+        &response.model,
+        &response.usage,
+    )
+    .await?;
+    let narrative = response.text.trim().to_string();
+    if let Err(problem) = check_narrative(&narrative, &ledger) {
+        return Ok(Compacted::Failed(problem));
+    }
+    let total = previous.as_ref().map_or(0, |s| s.turns) + covered.len() as i64;
+    rt.store
+        .save_summary(
+            key,
+            covers_until,
+            total,
+            &narrative,
+            &ledger_json,
+            rt.clock.now_ms(),
+        )
+        .await?;
+    tracing::info!(
+        conversation = key.conversation_id,
+        turns = covered.len(),
+        "older turns summarised"
+    );
+    Ok(Compacted::Done {
+        turns: covered.len(),
+    })
+}
+
+/// The provider (name, model, window) that writes summaries: `[context] summary_provider`, else
+/// the agent's.
+fn summary_provider(rt: &Runtime, agent: &AgentDef) -> Option<(String, Option<String>, u32)> {
+    let (name, model) = match &rt.config.context.summary_provider {
+        Some(name) => (name.clone(), None),
+        None => (agent.provider.clone(), Some(agent.model.clone())),
+    };
+    let config = rt.providers.config(&name)?;
+    let window = crate::provider::context_window(config, model.as_deref());
+    Some((name, model, window))
+}
+
+/// A call of the covered turns that changed something (or was refused), for the ledger; reads
+/// are left out.
+fn ledger_entry(rt: &Runtime, call: &CoveredCall) -> Option<LedgerEntry> {
+    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    // A meta-tool call names the real tool inside.
+    let (tool, inner) = match call.name.as_str() {
+        "search_tools" | "get_tool_help" | "tool_result" => return None,
+        "use_tool" => (
+            arguments["tool_name"]
+                .as_str()
+                .unwrap_or("use_tool")
+                .to_string(),
+            arguments["arguments"].to_string(),
+        ),
+        _ => (call.name.clone(), call.arguments.clone()),
+    };
+    let risk = rt.tools.get(&tool).map(|t| t.info().risk);
+    let refused = matches!(call.status.as_str(), "denied" | "interrupted");
+    if risk == Some(Risk::Safe) && !refused {
+        return None;
+    }
+    let id = (call.status == "done")
+        .then(|| created_id(call.result.as_deref().unwrap_or_default()))
+        .flatten();
+    Some(LedgerEntry {
+        tool,
+        arguments: clip(&inner, 200),
+        outcome: call.status.clone(),
+        id,
+    })
+}
+
+fn entry_chars(entry: &LedgerEntry) -> usize {
+    entry.tool.len() + entry.arguments.len() + entry.outcome.len() + 16
+}
+
+/// The `id` a tool's JSON result names at its top level.
+fn created_id(result: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(result).ok()?;
+    match &value["id"] {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The ledger as lines for the model.
+pub fn render_ledger(ledger_json: &str) -> String {
+    let entries: Vec<LedgerEntry> = serde_json::from_str(ledger_json).unwrap_or_default();
+    entries
+        .iter()
+        .map(|e| {
+            let id =
+                e.id.as_ref()
+                    .map(|id| format!(" (id {id})"))
+                    .unwrap_or_default();
+            format!("- {} {} → {}{id}", e.tool, e.arguments, e.outcome)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}…")
+}
+
+/// One turn as plain text for the summariser: tool calls become lines, so the summary request
+/// itself has no tool pairs to break.
+fn render_turn(turn: &TurnMessages<'_>) -> String {
+    let mut out = String::new();
+    for stored in &turn.messages {
+        let line = match &stored.message {
+            ChatMessage::User { content } => {
+                let text: Vec<&str> = content
+                    .iter()
+                    .map(|p| match p {
+                        ContentPart::Text { text } => text.as_str(),
+                        ContentPart::Image { .. } => "[image]",
+                    })
+                    .collect();
+                format!("User: {}", clip(&text.join(" "), MESSAGE_CHARS))
+            }
+            ChatMessage::Assistant { text, tool_calls } => {
+                let mut line = String::new();
+                if !text.trim().is_empty() {
+                    line.push_str(&format!("Assistant: {}", clip(text, MESSAGE_CHARS)));
+                }
+                for call in tool_calls {
+                    if !line.is_empty() {
+                        line.push('\n');
+                    }
+                    line.push_str(&format!(
+                        "Assistant called {}({})",
+                        call.name,
+                        clip(&call.arguments, 300)
+                    ));
+                }
+                line
+            }
+            ChatMessage::Tool {
+                name,
+                content,
+                is_error,
+                ..
+            } => {
+                let status = if *is_error { "error" } else { "result" };
+                format!("{name} {status}: {}", clip(content, 500))
+            }
+        };
+        if !line.is_empty() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// The summary request: no tools, one user message holding everything, a bounded answer.
+pub fn summary_request(
+    previous: Option<&str>,
+    ledger: &str,
+    turns: &str,
+    focus: Option<&str>,
+) -> ChatRequest {
+    let focus = focus
+        .filter(|f| !f.trim().is_empty())
+        .map(|f| format!(" Pay particular attention to: {}.", f.trim()))
+        .unwrap_or_default();
+    let system = format!(
+        "You keep the record of a long conversation between a user and their assistant. Older turns are leaving the \
+         assistant's view and your summary replaces them. Write plain text under exactly these headings, in this order:\n\
+         {}\n{}\n{}\n\
+         Keep names, numbers, dates, amounts, preferences and identifiers exactly as written. Every id listed in the \
+         ledger must appear under \"Facts and identifiers\", written as #<id>. Describe earlier requests as done and \
+         handled, never as things still to do. Fold the previous summary in; drop small talk. Do not call tools.{focus}",
+        HEADINGS[0], HEADINGS[1], HEADINGS[2]
+    );
+    let mut user = String::new();
+    user.push_str("Previous summary:\n");
+    user.push_str(previous.unwrap_or("(none)"));
+    user.push_str("\n\nLedger of actions taken (from the database; complete):\n");
+    user.push_str(if ledger.is_empty() { "(none)" } else { ledger });
+    user.push_str("\n\nTurns to fold in:\n");
+    user.push_str(turns);
+    ChatRequest {
+        model: None,
+        system,
+        messages: vec![ChatMessage::user(user)],
+        tools: Vec::new(),
+        temperature: Some(0.2),
+        max_tokens: Some(SUMMARY_TOKENS),
+        stream: false,
+    }
+}
+
+/// Whether the model's summary can replace the turns: not empty, every heading there, every
+/// ledger id mentioned.
+pub fn check_narrative(narrative: &str, ledger: &[LedgerEntry]) -> Result<(), String> {
+    if narrative.trim().is_empty() {
+        return Err("the summary came back empty".into());
+    }
+    let lower = narrative.to_lowercase();
+    for heading in HEADINGS {
+        let words = heading.trim_start_matches("## ").to_lowercase();
+        let first = words.split(' ').next().unwrap_or_default();
+        if !lower.contains(first) {
+            return Err(format!("the summary has no “{heading}” section"));
+        }
+    }
+    for id in ledger.iter().filter_map(|e| e.id.as_deref()) {
+        if !mentions(narrative, id) {
+            return Err(format!("the summary lost the id {id} of the ledger"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `id` appears in `text` on its own (`12` in "task #12" but not in "120").
+fn mentions(text: &str, id: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(id).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + id.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(tool: &str, id: Option<&str>) -> LedgerEntry {
+        LedgerEntry {
+            tool: tool.into(),
+            arguments: "{}".into(),
+            outcome: "done".into(),
+            id: id.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_summary_needs_its_headings_and_every_ledger_id() {
+        let good = "## Decisions\nNone.\n## Facts and identifiers\nTask #12 (passport).\n## Earlier requests (already handled)\nAdded a task.";
+        let ledger = vec![entry("add_task", Some("12")), entry("send_email", None)];
+        assert_eq!(check_narrative(good, &ledger), Ok(()));
+        assert!(check_narrative("", &ledger).is_err_and(|e| e.contains("empty")));
+        assert!(check_narrative("   \n", &[]).is_err());
+        let no_headings = "The user added task 12.";
+        assert!(check_narrative(no_headings, &ledger).is_err_and(|e| e.contains("Decisions")));
+        let lost = good.replace("#12", "#120");
+        assert!(check_narrative(&lost, &ledger).is_err_and(|e| e.contains("12")));
+    }
+
+    #[test]
+    fn ids_come_from_json_results() {
+        assert_eq!(created_id(r#"{"id": 7, "title": "x"}"#), Some("7".into()));
+        assert_eq!(created_id(r#"{"id": "ab-1"}"#), Some("ab-1".into()));
+        assert_eq!(created_id("Task added"), None);
+        assert!(mentions("see #7.", "7"));
+        assert!(!mentions("see #77", "7"));
+    }
+
+    #[test]
+    fn the_ledger_renders_one_line_per_action() {
+        let json = serde_json::to_string(&vec![entry("add_task", Some("3"))]).expect("json");
+        assert_eq!(render_ledger(&json), "- add_task {} → done (id 3)");
+        assert_eq!(render_ledger("not json"), "");
+    }
+
+    #[test]
+    fn the_summary_request_has_no_tools_and_a_bounded_answer() {
+        let request = summary_request(Some("before"), "- x", "User: hi\n", Some("the trip"));
+        assert!(request.tools.is_empty());
+        assert_eq!(request.max_tokens, Some(SUMMARY_TOKENS));
+        assert!(request.system.contains("the trip"));
+        assert!(!request.stream);
+        let ChatMessage::User { content } = &request.messages[0] else {
+            panic!("a user message");
+        };
+        assert!(
+            matches!(&content[0], ContentPart::Text { text } if text.contains("before") && text.contains("User: hi"))
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! The conversation as the model sees it on each call: the turns since the latest summary, old
+//! tool results shortened to stubs, every tool call paired with its result, the current turn
+//! last; and an estimate of the request's size anchored on the tokens the provider reported for
+//! the previous call.
+//!
+//! Nothing here drops a turn: turns leave the model's view only when a stored summary covers
+//! them (see [`super::compact`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::provider::{ChatMessage, ContentPart};
+use crate::store::{StoredMessage, Summary};
+
+/// Characters per token for the part of a request the provider has not counted yet.
+pub const CHARS_PER_TOKEN: usize = 4;
+
+/// Tool results of this many latest turns (the current one included) stay whole; older ones
+/// become stubs that the `tool_result` tool fetches back.
+pub const WHOLE_RESULT_TURNS: usize = 3;
+
+/// A tool result at most this long is kept even in old turns: a stub would not be shorter.
+const STUB_OVER_CHARS: usize = 400;
+
+/// How much of a stubbed result the model still sees.
+const STUB_HEAD_CHARS: usize = 200;
+
+/// The heading of the summary's system block.
+pub const SUMMARY_HEADING: &str = "Earlier in this conversation (reference, already handled)";
+
+/// The messages to send: the turns after the summary, with the current turn last even when
+/// another turn was written after it started (it waited for an approval). Other turns still
+/// open (`unfinished`) contribute only their user messages, since their tool calls have no
+/// results yet. Old tool results become stubs; the result is [`paired`].
+pub fn assemble(
+    messages: &[StoredMessage],
+    current_turn: i64,
+    unfinished: &[i64],
+) -> Vec<ChatMessage> {
+    let is_current = |m: &&StoredMessage| m.turn_id == Some(current_turn);
+    let open_elsewhere = |m: &&StoredMessage| {
+        m.turn_id
+            .is_some_and(|t| t != current_turn && unfinished.contains(&t))
+            && !matches!(m.message, ChatMessage::User { .. })
+    };
+    let mut kept: Vec<&StoredMessage> = messages
+        .iter()
+        .filter(|m| !is_current(m) && !open_elsewhere(m))
+        .collect();
+    kept.extend(messages.iter().filter(is_current));
+    // The view starts with a user message, never with the tail of a turn.
+    let first_user = kept
+        .iter()
+        .position(|m| matches!(m.message, ChatMessage::User { .. }))
+        .unwrap_or(kept.len());
+    let kept = &kept[first_user..];
+
+    // Turns in the order they appear; the last few keep their tool results whole.
+    let mut order: Vec<Option<i64>> = Vec::new();
+    for m in kept {
+        if order.last() != Some(&m.turn_id) && !order.contains(&m.turn_id) {
+            order.push(m.turn_id);
+        }
+    }
+    let recent = &order[order.len().saturating_sub(WHOLE_RESULT_TURNS)..];
+    let out = kept
+        .iter()
+        .map(|stored| {
+            if recent.contains(&stored.turn_id) {
+                stored.message.clone()
+            } else {
+                stub(&stored.message)
+            }
+        })
+        .collect();
+    paired(out)
+}
+
+/// A long tool result replaced by its tool, status and first characters, and how to get the
+/// rest. Everything else is returned as it is.
+pub fn stub(message: &ChatMessage) -> ChatMessage {
+    let ChatMessage::Tool {
+        call_id,
+        name,
+        content,
+        is_error,
+    } = message
+    else {
+        return message.clone();
+    };
+    if content.chars().count() <= STUB_OVER_CHARS {
+        return message.clone();
+    }
+    let head: String = content.chars().take(STUB_HEAD_CHARS).collect();
+    let status = if *is_error { "error" } else { "ok" };
+    ChatMessage::Tool {
+        call_id: call_id.clone(),
+        name: name.clone(),
+        content: format!(
+            "[Earlier result of {name} ({status}), shortened to its first {STUB_HEAD_CHARS} of {} characters; call tool_result with call_id \"{call_id}\" for all of it]\n{head}…",
+            content.chars().count()
+        ),
+        is_error: *is_error,
+    }
+}
+
+/// The pairing check run before every provider call: each assistant message that calls tools
+/// is followed by exactly one result per call, before anything else. A result that is missing
+/// (a crash mid-turn, a turn stopped early) is filled in as "no result"; a result with no call
+/// before it, or a second result for one call, is left out. Providers refuse a request that
+/// breaks these rules (HTTP 400), and would refuse every later one too.
+///
+/// Results are matched within the run of tool messages after their call, since providers may
+/// reuse call ids (`call_0`) from one answer to the next.
+pub fn paired(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut iter = messages.into_iter().peekable();
+    while let Some(message) = iter.next() {
+        match message {
+            ChatMessage::Tool { .. } => {
+                // Not right after its call: an orphan.
+            }
+            ChatMessage::Assistant { ref tool_calls, .. } if !tool_calls.is_empty() => {
+                let calls = tool_calls.clone();
+                out.push(message);
+                let mut results = Vec::new();
+                while let Some(ChatMessage::Tool { .. }) = iter.peek() {
+                    if let Some(result) = iter.next() {
+                        results.push(result);
+                    }
+                }
+                for call in calls {
+                    let found = results.iter().position(
+                        |r| matches!(r, ChatMessage::Tool { call_id, .. } if *call_id == call.id),
+                    );
+                    match found {
+                        Some(index) => out.push(results.swap_remove(index)),
+                        None => out.push(ChatMessage::Tool {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: "No result was recorded for this call (it was interrupted or stopped); it may not have run. Check before repeating it.".into(),
+                            is_error: true,
+                        }),
+                    }
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The system block that stands for the turns a summary covers.
+pub fn summary_block(summary: &Summary) -> String {
+    let ledger = super::compact::render_ledger(&summary.ledger);
+    let mut block = format!("## {SUMMARY_HEADING}\n{}", summary.narrative.trim());
+    if !ledger.is_empty() {
+        block.push_str("\n\nActions already taken in those turns (done; do not repeat them unless the user asks again):\n");
+        block.push_str(&ledger);
+    }
+    block
+}
+
+/// Characters a message costs in a request, roughly as the provider counts them.
+pub fn message_chars(message: &ChatMessage) -> usize {
+    match message {
+        ChatMessage::User { content } => content
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => text.len(),
+                // An image costs about a thousand tokens whatever its file size.
+                ContentPart::Image { .. } => 1_000 * CHARS_PER_TOKEN,
+            })
+            .sum(),
+        ChatMessage::Assistant { text, tool_calls } => {
+            text.len()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len() + 16)
+                    .sum::<usize>()
+        }
+        ChatMessage::Tool { content, name, .. } => content.len() + name.len() + 16,
+    }
+}
+
+/// The size of the previous request of a conversation as sent and as the provider counted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Anchor {
+    chars: usize,
+    tokens: u64,
+}
+
+/// Token estimates per conversation: the provider's reported prompt tokens of the last call,
+/// plus four characters a token for what was added since. A request that is not a growth of
+/// the last one (after a compaction, a `/new`, a restart) is estimated from its characters
+/// alone until the provider reports again.
+#[derive(Debug, Default)]
+pub struct Estimator {
+    anchors: Mutex<HashMap<i64, Anchor>>,
+}
+
+impl Estimator {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Anchor>> {
+        self.anchors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Estimated tokens of a request of `chars` characters in `conversation`.
+    pub fn estimate(&self, conversation: i64, chars: usize) -> u64 {
+        let by_chars = (chars / CHARS_PER_TOKEN) as u64;
+        match self.lock().get(&conversation) {
+            Some(anchor) if chars >= anchor.chars => {
+                let anchored = anchor.tokens + ((chars - anchor.chars) / CHARS_PER_TOKEN) as u64;
+                // A server that reports far fewer tokens than the text can hold (a fixed or
+                // missing count) is not believed below half the characters' estimate.
+                anchored.max(by_chars / 2)
+            }
+            _ => by_chars,
+        }
+    }
+
+    /// The provider counted `tokens` for a request of `chars` characters.
+    pub fn reported(&self, conversation: i64, chars: usize, tokens: u64) {
+        if tokens > 0 {
+            self.lock().insert(conversation, Anchor { chars, tokens });
+        }
+    }
+
+    /// Forgets the anchor: the next request is not a growth of the last one.
+    pub fn reset(&self, conversation: i64) {
+        self.lock().remove(&conversation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolCall;
+
+    fn stored(id: i64, turn: i64, message: ChatMessage) -> StoredMessage {
+        let chars = crate::store::message_chars(&message) as i64;
+        StoredMessage {
+            id,
+            turn_id: Some(turn),
+            message,
+            chars,
+        }
+    }
+
+    fn call(id: &str) -> ChatMessage {
+        ChatMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "t".into(),
+                arguments: "{}".into(),
+            }],
+        }
+    }
+
+    fn result(id: &str, content: &str) -> ChatMessage {
+        ChatMessage::Tool {
+            call_id: id.into(),
+            name: "t".into(),
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// Every tool result follows its call and every call has its result.
+    fn assert_paired(messages: &[ChatMessage]) {
+        let mut open: Vec<String> = Vec::new();
+        for message in messages {
+            match message {
+                ChatMessage::Tool { call_id, .. } => {
+                    let at = open.iter().position(|id| id == call_id);
+                    assert!(at.is_some(), "orphan result {call_id}: {messages:?}");
+                    open.remove(at.unwrap_or_default());
+                }
+                other => {
+                    assert!(open.is_empty(), "calls without results {open:?}");
+                    if let ChatMessage::Assistant { tool_calls, .. } = other {
+                        open = tool_calls.iter().map(|c| c.id.clone()).collect();
+                    }
+                }
+            }
+        }
+        assert!(open.is_empty(), "calls without results at the end {open:?}");
+    }
+
+    #[test]
+    fn the_current_turn_comes_last_and_other_open_turns_show_only_their_user_message() {
+        let history = vec![
+            stored(1, 1, ChatMessage::user("delete it")),
+            stored(2, 1, call("c1")),
+            stored(3, 2, ChatMessage::user("meanwhile")),
+            stored(4, 2, ChatMessage::assistant("sure")),
+            stored(5, 1, result("c1", "done")),
+        ];
+        let during = assemble(&history[..4], 2, &[1]);
+        assert_eq!(
+            during,
+            vec![
+                ChatMessage::user("delete it"),
+                ChatMessage::user("meanwhile"),
+                ChatMessage::assistant("sure")
+            ]
+        );
+        let resumed = assemble(&history, 1, &[1]);
+        assert_eq!(resumed.len(), 5);
+        assert_eq!(resumed[2], ChatMessage::user("delete it"));
+        assert!(matches!(resumed[4], ChatMessage::Tool { .. }));
+    }
+
+    #[test]
+    fn old_tool_results_become_stubs_and_recent_ones_stay_whole() {
+        let long = "x".repeat(5_000);
+        let mut history = Vec::new();
+        for turn in 1..=5 {
+            let id = turn * 10;
+            let call_id = format!("c{turn}");
+            history.push(stored(id, turn, ChatMessage::user("look it up")));
+            history.push(stored(id + 1, turn, call(&call_id)));
+            history.push(stored(id + 2, turn, result(&call_id, &long)));
+            history.push(stored(id + 3, turn, ChatMessage::assistant("found")));
+        }
+        let sent = assemble(&history, 5, &[]);
+        assert_paired(&sent);
+        let results: Vec<&String> = sent
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::Tool { content, .. } => Some(content),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results.len(), 5);
+        for stubbed in &results[..2] {
+            assert!(stubbed.contains("call tool_result"), "{stubbed}");
+            assert!(stubbed.len() < 500);
+        }
+        for whole in &results[2..] {
+            assert_eq!(whole.len(), 5_000);
+        }
+    }
+
+    #[test]
+    fn the_pairing_check_fills_missing_results_and_drops_orphans() {
+        let messages = vec![
+            ChatMessage::user("hi"),
+            result("stray", "orphan before any call"),
+            call("c1"),
+            // A crash between the call and its result: nothing stored for c1.
+            ChatMessage::user("are you there?"),
+            call("c2"),
+            result("c2", "ok"),
+            result("c2", "a second result"),
+            ChatMessage::assistant("done"),
+        ];
+        let fixed = paired(messages);
+        assert_paired(&fixed);
+        assert_eq!(fixed.len(), 7);
+        assert!(
+            matches!(&fixed[2], ChatMessage::Tool { content, is_error: true, .. } if content.contains("No result"))
+        );
+        assert_eq!(fixed[5], result("c2", "ok"));
+    }
+
+    #[test]
+    fn reused_call_ids_pair_within_their_own_answer() {
+        let messages = vec![
+            ChatMessage::user("a"),
+            call("call_0"),
+            result("call_0", "first"),
+            ChatMessage::assistant("one"),
+            ChatMessage::user("b"),
+            call("call_0"),
+            result("call_0", "second"),
+        ];
+        let fixed = paired(messages.clone());
+        assert_eq!(fixed, messages);
+    }
+
+    #[test]
+    fn estimates_grow_from_the_reported_tokens_and_reset_after_a_shrink() {
+        let estimator = Estimator::default();
+        assert_eq!(estimator.estimate(1, 4_000), 1_000);
+        // The provider counted 1,500 tokens for 4,000 characters (a dense language).
+        estimator.reported(1, 4_000, 1_500);
+        assert_eq!(estimator.estimate(1, 4_400), 1_600);
+        // A compaction shrank the request: characters alone until the next report.
+        assert_eq!(estimator.estimate(1, 2_000), 500);
+        estimator.reset(1);
+        assert_eq!(estimator.estimate(1, 4_400), 1_100);
+        assert_eq!(estimator.estimate(2, 400), 100);
+        // A server that always reports 12 prompt tokens is not believed.
+        estimator.reported(3, 40_000, 12);
+        assert_eq!(estimator.estimate(3, 40_400), 5_050);
+    }
+
+    /// The context check's cost per model call at a 100-turn history (a third of the turns
+    /// with a tool call of 2,000 characters): assembling, stubbing, the pairing check, the
+    /// size and the estimate. Run with `cargo test --release -p hearth --lib
+    /// context_check_overhead -- --ignored --nocapture`; prints numbers, asserts nothing.
+    #[test]
+    #[ignore]
+    fn context_check_overhead() {
+        let mut history = Vec::new();
+        let mut id = 0;
+        for turn in 1..=100 {
+            let mut push = |message: ChatMessage| {
+                id += 1;
+                history.push(stored(id, turn, message));
+            };
+            push(ChatMessage::user(format!(
+                "message {turn}: {}",
+                "words ".repeat(20)
+            )));
+            if turn % 3 == 0 {
+                let call_id = format!("call_{turn}");
+                push(call(&call_id));
+                push(result(&call_id, &"result text ".repeat(170)));
+            }
+            push(ChatMessage::assistant(
+                "an answer of a few sentences. ".repeat(6),
+            ));
+        }
+        let estimator = Estimator::default();
+        estimator.reported(1, 50_000, 12_000);
+        let rounds = 2_000u32;
+        let started = std::time::Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..rounds {
+            let messages = assemble(&history, 100, &[]);
+            let chars: usize = messages.iter().map(message_chars).sum();
+            sink += estimator.estimate(1, chars + 3_000);
+        }
+        let per_call = started.elapsed() / rounds;
+        println!(
+            "context check at 100 turns ({} messages): {per_call:?} per model call (checksum {sink})",
+            history.len()
+        );
+    }
+}

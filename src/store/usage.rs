@@ -1,0 +1,330 @@
+//! What the models cost: one row per model call, sums for the budget caps, and the owner's
+//! per-day cap and the warnings already sent.
+
+use sqlx::Row;
+
+use super::{Store, StoreResult};
+
+/// One model call to record. Days are local dates (`YYYY-MM-DD` in `daemon.timezone`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelCall {
+    pub at_ms: i64,
+    pub day: String,
+    /// `turn`, `summary` or `transcription`.
+    pub purpose: &'static str,
+    pub provider: String,
+    pub model: String,
+    pub user_id: Option<i64>,
+    pub agent_id: Option<String>,
+    pub schedule: Option<String>,
+    pub channel: Option<String>,
+    pub conversation_id: Option<i64>,
+    pub turn_id: Option<i64>,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    /// Billionths of a USD.
+    pub cost_nusd: i64,
+}
+
+/// How `hearth usage` and `/usage` group the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageBy {
+    Day,
+    Agent,
+    Schedule,
+    User,
+    Model,
+}
+
+impl UsageBy {
+    pub const NAMES: &'static [&'static str] = &["day", "agent", "schedule", "user", "model"];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "day" => Self::Day,
+            "agent" => Self::Agent,
+            "schedule" => Self::Schedule,
+            "user" => Self::User,
+            "model" => Self::Model,
+            _ => return None,
+        })
+    }
+
+    /// The grouping expression; fixed text, never user input.
+    fn column(self) -> &'static str {
+        match self {
+            Self::Day => "m.day",
+            Self::Agent => "COALESCE(m.agent_id, '(none)')",
+            Self::Schedule => "COALESCE(m.schedule, '(chat)')",
+            Self::User => {
+                "COALESCE(u.display_name, CASE WHEN m.user_id IS NULL THEN '(nobody)' ELSE 'user #' || CAST(m.user_id AS TEXT) END)"
+            }
+            Self::Model => "m.provider || '/' || m.model",
+        }
+    }
+}
+
+/// One group's totals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRow {
+    pub key: String,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_nusd: i64,
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    pub async fn record_model_call(&self, call: &ModelCall) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
+               conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        )
+        .bind(call.at_ms)
+        .bind(&call.day)
+        .bind(call.purpose)
+        .bind(&call.provider)
+        .bind(&call.model)
+        .bind(call.user_id)
+        .bind(call.agent_id.as_deref())
+        .bind(call.schedule.as_deref())
+        .bind(call.channel.as_deref())
+        .bind(call.conversation_id)
+        .bind(call.turn_id)
+        .bind(to_i64(call.input_tokens))
+        .bind(to_i64(call.cached_input_tokens))
+        .bind(to_i64(call.output_tokens))
+        .bind(call.cost_nusd)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// What was spent from day `from` to day `to` (both included), in billionths of a USD; only
+    /// schedule `schedule`'s calls when given.
+    pub async fn spent_nusd(
+        &self,
+        from: &str,
+        to: &str,
+        schedule: Option<&str>,
+    ) -> StoreResult<i64> {
+        let spent: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(cost_nusd), 0) AS BIGINT) FROM model_calls
+             WHERE day >= $1 AND day <= $2 AND ($3 IS NULL OR schedule = $3)",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(schedule)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(spent)
+    }
+
+    /// Totals per group since day `from`, the most expensive first (by day: newest first);
+    /// only `user`'s calls when given.
+    pub async fn usage_by(
+        &self,
+        by: UsageBy,
+        from: &str,
+        user: Option<i64>,
+    ) -> StoreResult<Vec<UsageRow>> {
+        let order = if by == UsageBy::Day {
+            "key DESC"
+        } else {
+            "cost DESC, key"
+        };
+        let sql = format!(
+            "SELECT {} AS key, CAST(COUNT(*) AS BIGINT) AS calls,
+               CAST(SUM(m.input_tokens) AS BIGINT) AS input, CAST(SUM(m.output_tokens) AS BIGINT) AS output,
+               CAST(SUM(m.cost_nusd) AS BIGINT) AS cost
+             FROM model_calls m LEFT JOIN users u ON u.id = m.user_id
+             WHERE m.day >= $1 AND ($2 IS NULL OR m.user_id = $2) GROUP BY 1 ORDER BY {order}",
+            by.column()
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(from)
+            .bind(user)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(UsageRow {
+                    key: row.try_get("key")?,
+                    calls: row.try_get("calls")?,
+                    input_tokens: row.try_get("input")?,
+                    output_tokens: row.try_get("output")?,
+                    cost_nusd: row.try_get("cost")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The name of the schedule whose run the inbox entry is, if it is one.
+    pub async fn schedule_of_inbox(&self, inbox_id: i64) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT s.name FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE r.inbox_id = $1",
+        )
+        .bind(inbox_id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// The owner's cap for `day` set with `/budget`, if any.
+    pub async fn daily_cap_for(&self, day: &str) -> StoreResult<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT daily_cap_nusd FROM budget_days WHERE day = $1")
+                .bind(day)
+                .fetch_optional(self.pool())
+                .await?,
+        )
+    }
+
+    pub async fn set_daily_cap(&self, day: &str, cap_nusd: i64, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO budget_days (day, daily_cap_nusd, set_at) VALUES ($1, $2, $3)
+             ON CONFLICT (day) DO UPDATE SET daily_cap_nusd = $2, set_at = $3",
+        )
+        .bind(day)
+        .bind(cap_nusd)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Claims the warning for `period` (`day:2026-11-26`, `month:2026-11`): true the first time
+    /// only, so each warning is sent once even with several processes.
+    pub async fn claim_budget_warning(&self, period: &str, now_ms: i64) -> StoreResult<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO budget_warnings (period, sent_at) VALUES ($1, $2) ON CONFLICT (period) DO NOTHING",
+        )
+        .bind(period)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(day: &str, schedule: Option<&str>, cost: i64) -> ModelCall {
+        ModelCall {
+            at_ms: 1,
+            day: day.into(),
+            purpose: "turn",
+            provider: "p".into(),
+            model: "m".into(),
+            agent_id: Some("general".into()),
+            schedule: schedule.map(str::to_string),
+            input_tokens: 10,
+            output_tokens: 5,
+            cost_nusd: cost,
+            ..ModelCall::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn sums_by_days_and_schedule_and_groups() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    /// The same SQL on PostgreSQL (skipped when it is not installed).
+    #[tokio::test]
+    async fn sums_by_days_and_schedule_and_groups_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("hearth_usage").expect("database");
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    async fn check(store: Store) {
+        store
+            .record_model_call(&call("2026-11-25", None, 100))
+            .await
+            .expect("insert");
+        store
+            .record_model_call(&call("2026-11-26", Some("brief"), 30))
+            .await
+            .expect("insert");
+        store
+            .record_model_call(&call("2026-11-26", None, 7))
+            .await
+            .expect("insert");
+        assert_eq!(
+            store
+                .spent_nusd("2026-11-26", "2026-11-26", None)
+                .await
+                .expect("sum"),
+            37
+        );
+        assert_eq!(
+            store
+                .spent_nusd("2026-11-01", "2026-11-30", None)
+                .await
+                .expect("sum"),
+            137
+        );
+        assert_eq!(
+            store
+                .spent_nusd("2026-11-26", "2026-11-26", Some("brief"))
+                .await
+                .expect("sum"),
+            30
+        );
+        assert_eq!(
+            store
+                .spent_nusd("2026-12-01", "2026-12-31", None)
+                .await
+                .expect("sum"),
+            0
+        );
+        let by_day = store
+            .usage_by(UsageBy::Day, "2026-11-01", None)
+            .await
+            .expect("by day");
+        assert_eq!(by_day[0].key, "2026-11-26");
+        assert_eq!((by_day[0].calls, by_day[0].cost_nusd), (2, 37));
+        let by_schedule = store
+            .usage_by(UsageBy::Schedule, "2026-11-01", None)
+            .await
+            .expect("rows");
+        assert_eq!(by_schedule[0].key, "(chat)");
+        assert_eq!(by_schedule[1].key, "brief");
+        let by_user = store
+            .usage_by(UsageBy::User, "2026-11-01", None)
+            .await
+            .expect("rows");
+        assert_eq!(by_user[0].key, "(nobody)");
+        assert!(
+            store
+                .claim_budget_warning("day:2026-11-26", 1)
+                .await
+                .expect("claim")
+        );
+        assert!(
+            !store
+                .claim_budget_warning("day:2026-11-26", 2)
+                .await
+                .expect("claim")
+        );
+        assert_eq!(store.daily_cap_for("2026-11-26").await.expect("cap"), None);
+        store.set_daily_cap("2026-11-26", 5, 1).await.expect("set");
+        store.set_daily_cap("2026-11-26", 9, 2).await.expect("set");
+        assert_eq!(
+            store.daily_cap_for("2026-11-26").await.expect("cap"),
+            Some(9)
+        );
+    }
+}
