@@ -5,8 +5,16 @@
 use matrix_sdk::ruma::events::room::message::FormattedBody;
 use serde_json::{Map, Value, json};
 
+/// What a message's content may take. A homeserver refuses an event over 64 KiB, and in an
+/// encrypted room the event travels as the base64 of its ciphertext (a third longer) in an
+/// envelope of about 2 KB. The HTML rendering can be several times the Markdown (`<` becomes
+/// `&lt;`, a list item `<li>…</li>`), and an edit carries the text twice: content over this
+/// size is sent without its HTML rather than refused.
+pub(crate) const MAX_CONTENT_BYTES: usize = 46 * 1024;
+
 /// The `m.notice` content for Markdown `text`: the source as `body`, and the rendered HTML as
-/// `formatted_body` when the Markdown has any formatting (plain text is sent as it is).
+/// `formatted_body` when the Markdown has any formatting (plain text is sent as it is) and the
+/// content still fits [`MAX_CONTENT_BYTES`].
 pub(crate) fn notice(text: &str) -> Map<String, Value> {
     let mut content = Map::new();
     content.insert("msgtype".into(), json!("m.notice"));
@@ -15,7 +23,20 @@ pub(crate) fn notice(text: &str) -> Map<String, Value> {
         content.insert("format".into(), json!("org.matrix.custom.html"));
         content.insert("formatted_body".into(), json!(html.body));
     }
+    if size(&content) > MAX_CONTENT_BYTES {
+        without_html(&mut content);
+    }
     content
+}
+
+/// The size of `content` as it is sent.
+pub(crate) fn size(content: &Map<String, Value>) -> usize {
+    Value::Object(content.clone()).to_string().len()
+}
+
+fn without_html(content: &mut Map<String, Value>) {
+    content.remove("format");
+    content.remove("formatted_body");
 }
 
 /// Where a new message sits: in `thread` (a thread root's event id), quoting `reply_to`.
@@ -62,6 +83,16 @@ pub(crate) fn replacement(original: &str, text: &str) -> Value {
         "m.relates_to".into(),
         json!({"rel_type": "m.replace", "event_id": original}),
     );
+    // The text is in an edit twice: the fallback for clients without edits loses its HTML
+    // first, then the new content.
+    if size(&content) > MAX_CONTENT_BYTES {
+        without_html(&mut content);
+    }
+    if size(&content) > MAX_CONTENT_BYTES
+        && let Some(Value::Object(new_content)) = content.get_mut("m.new_content")
+    {
+        without_html(new_content);
+    }
     Value::Object(content)
 }
 
@@ -111,6 +142,29 @@ mod tests {
         assert_eq!(edit["m.relates_to"]["rel_type"], "m.replace");
         assert_eq!(edit["m.new_content"]["body"], "**new**");
         assert!(edit["body"].as_str().is_some_and(|b| b.starts_with("* ")));
+    }
+
+    #[test]
+    fn a_long_list_is_sent_without_its_html_rather_than_over_the_event_limit() {
+        // Found by the outbound_plan fuzz target: 10,000 bytes of list items with markup in
+        // them render to an edit of 49 KB, which an encrypted room cannot carry in 64 KiB.
+        let text = "- item <b>&amp;</b>\n".repeat(500);
+        let edit = replacement("$preview", &text);
+        let Value::Object(edit) = edit else {
+            panic!("an object")
+        };
+        assert!(size(&edit) <= MAX_CONTENT_BYTES, "{}", size(&edit));
+        assert_eq!(edit["m.new_content"]["body"], text.as_str());
+        let new = notice(&text);
+        assert!(size(&new) <= MAX_CONTENT_BYTES);
+        assert!(
+            new.contains_key("formatted_body"),
+            "a new message of this size keeps its HTML"
+        );
+        // Short texts keep their HTML everywhere.
+        let edit = replacement("$preview", "**bold**");
+        assert!(edit["formatted_body"].is_string());
+        assert!(edit["m.new_content"]["formatted_body"].is_string());
     }
 
     #[test]
