@@ -262,11 +262,12 @@ write("outbound_plan", "- item <b>&amp;</b>\n" * 500)
 write("outbound_plan", "````md\n```inner\n```\n````\n" + "word " * 900)
 write("outbound_plan", "> quote\n> more\n\n| a | b |\n|---|---|\n| 1 | 2 |\n" * 100)
 
-# --- Tools: the arguments of the tools' unit tests, each prefixed by its tool's index.
+# --- Tools: the arguments of the tools' unit tests, each after its tool's name on a line.
 names = set()
 for f in glob.glob(os.path.join(ROOT, "src/tool/**/*.rs"), recursive=True):
-    names |= set(re.findall(r'ToolInfo::new\(\s*"([a-z_0-9]+)"', open(f).read()))
-order = sorted(names)
+    text = open(f).read()
+    names |= set(re.findall(r'ToolInfo::new\(\s*"([a-z_0-9]+)"', text))
+    names |= set(re.findall(r'const NAME: &(?:\'static )?str = "([a-z_0-9]+)"', text))
 calls = 0
 for f in glob.glob(os.path.join(ROOT, "src/tool/**/*.rs"), recursive=True):
     text = open(f).read()
@@ -283,8 +284,8 @@ for f in glob.glob(os.path.join(ROOT, "src/tool/**/*.rs"), recursive=True):
             args = json.loads(text[start:i - 1])
         except ValueError:
             continue
-        write("tool_arguments", bytes([order.index(name)]) + json.dumps(args).encode())
+        write("tool_arguments", name.encode() + b"\n" + json.dumps(args).encode())
         calls += 1
-for index, name in enumerate(order):
-    write("tool_arguments", bytes([index]) + b"{}")
-print(f"tools: {len(order)} names, {calls} calls from tests")
+for name in sorted(names):
+    write("tool_arguments", name.encode() + b"\n{}")
+print(f"tools: {len(names)} names, {calls} calls from tests")

@@ -1,8 +1,8 @@
 //! The body of the `tool_arguments` fuzz target in `fuzz/`, also run on its corpus by
 //! the test below. Not part of hearth's API.
 //!
-//! A model may send any JSON as a tool's arguments. Each input picks a built-in tool (its first
-//! byte) and gives it arguments (the rest, as JSON); they go through the runtime's own gate
+//! A model may send any JSON as a tool's arguments. Each input names a built-in tool (its first
+//! line) and gives it arguments (the rest, as JSON); they go through the runtime's own gate
 //! ([`prepare`]: the JSON Schema, the list limits, the permission) and, when the gate lets them
 //! through, to the tool itself, against a database of its own. Nothing may panic, and a call the
 //! schema let through either succeeds or fails with a message the model can read. Tools that
@@ -18,7 +18,7 @@ use crate::clock::SharedClock;
 use crate::config::{Autonomy, Config};
 use crate::runtime::tools::{Toolbox, UserPolicy, prepare};
 use crate::store::Store;
-use crate::tool::{Permission, Tool, ToolContext, ToolError, ToolRegistry};
+use crate::tool::{Permission, ToolContext, ToolError, ToolRegistry};
 
 /// The groups whose tools are validated but never run.
 const NOT_RUN: [&str; 2] = ["web", "files"];
@@ -26,7 +26,6 @@ const NOT_RUN: [&str; 2] = ["web", "files"];
 struct Bench {
     runtime: tokio::runtime::Runtime,
     registry: ToolRegistry,
-    tools: Vec<Arc<dyn Tool>>,
     ctx: ToolContext,
 }
 
@@ -67,27 +66,30 @@ fn bench() -> &'static Bench {
                 agent_id: "fuzz".into(),
             }
         });
-        let registry = ToolRegistry::with_builtin();
-        let tools = registry.iter().collect();
         Bench {
             runtime,
-            registry,
-            tools,
+            registry: ToolRegistry::with_builtin(),
             ctx,
         }
     })
 }
 
-/// One fuzzed call: `data[0]` picks the built-in tool, `data[1..]` is its arguments' JSON.
+/// One fuzzed call: the built-in tool named on the first line, with the rest as its arguments'
+/// JSON. (By name rather than by position, so a corpus outlives tools being added.)
 pub fn tool_arguments(data: &[u8]) {
-    let Some((&pick, json)) = data.split_first() else {
+    let Some(newline) = data.iter().position(|&b| b == b'\n') else {
         return;
     };
-    let Ok(arguments) = serde_json::from_slice::<Value>(json) else {
+    let (Ok(name), Ok(arguments)) = (
+        std::str::from_utf8(&data[..newline]),
+        serde_json::from_slice::<Value>(&data[newline + 1..]),
+    ) else {
         return;
     };
     let bench = bench();
-    let tool = &bench.tools[usize::from(pick) % bench.tools.len()];
+    let Some(tool) = bench.registry.get(name) else {
+        return;
+    };
     let info = tool.info();
     let toolbox = Toolbox {
         tools: vec![tool.clone()],

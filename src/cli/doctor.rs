@@ -102,7 +102,7 @@ async fn provider_line(provider: &crate::config::ProviderConfig) -> Line {
         .await
     {
         Ok(answer) => {
-            let listed = if answer.models.iter().any(|m| *m == provider.model) {
+            let listed = if answer.models.contains(&provider.model) {
                 "listed"
             } else {
                 "not in its list (an alias may still work)"

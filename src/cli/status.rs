@@ -97,9 +97,7 @@ fn describe(listen: &str, body: &Value) -> String {
     }
     if let Some(servers) = body["mcp_servers"].as_object() {
         for (name, server) in servers {
-            let state = server
-                .get("state")
-                .map_or_else(|| text(server), |s| text(s));
+            let state = server.get("state").map_or_else(|| text(server), &text);
             out.push_str(&format!("  mcp {name}: {state}"));
             if let Some(error) = server.get("error").and_then(Value::as_str) {
                 out.push_str(&format!(" ({error})"));
