@@ -17,9 +17,7 @@ pub mod retry;
 mod sse;
 
 pub use context_window::{UNKNOWN_MODEL_WINDOW, context_window, known_window};
-pub use defaults::{
-    accepts_connections, describe_discovered, effective_providers, effective_providers_with,
-};
+pub use defaults::{describe_discovered, effective_providers, effective_providers_with};
 pub use probe::{PROBE_TIMEOUT, ProbeFailure, probe_models};
 
 use std::sync::Arc;

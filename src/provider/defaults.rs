@@ -68,24 +68,6 @@ pub fn effective_providers_with(
     (vec![provider], hint)
 }
 
-/// Whether anything accepts a connection at `base_url`'s host and port within `timeout`: enough
-/// to tell "no model server here" apart from a server that answers, before a chat begins.
-pub async fn accepts_connections(base_url: &str, timeout: std::time::Duration) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else {
-        return false;
-    };
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return false;
-    };
-    // IPv6 literals come bracketed in URLs; the socket address parser wants them bare.
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let connect = tokio::net::TcpStream::connect((host, port));
-    matches!(tokio::time::timeout(timeout, connect).await, Ok(Ok(_)))
-}
-
 /// One line on where a discovered provider came from, for `hearth check`.
 pub fn describe_discovered(provider: &ProviderConfig) -> String {
     let kind = match provider.kind {

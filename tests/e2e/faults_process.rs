@@ -262,8 +262,9 @@ async fn chat_leaves_the_daemons_telegram_work_and_schedules_alone() {
     assert_eq!(
         texts,
         [
-            "answer to: Morning briefing please",
-            "answer to: what is on today?"
+            "answer to: what is on today?",
+            // A recurring schedule's reply names the schedule that sent it.
+            "⏰ briefing\n\nanswer to: Morning briefing please",
         ],
         "{messages:?}\n{}",
         h.logs()
