@@ -30,7 +30,7 @@ struct ToolResult {
 
 impl TypedTool for ToolResult {
     const NAME: &'static str = "tool_result";
-    const GROUP: &'static str = "conversation";
+    const GROUP: &'static str = "utilities";
     const TAGS: &'static [&'static str] = &["earlier", "full", "shortened", "result"];
     type Output = String;
 
