@@ -453,7 +453,11 @@ async fn a_scheduled_briefing_is_delivered_to_the_owner() {
         .push(Reply::text("☀️ Good morning: nothing due today."));
     h.start().await;
     let messages = h.wait(OWNER, 1).await;
-    assert_eq!(messages[0].text, "☀️ Good morning: nothing due today.");
+    // A recurring schedule's reply names the schedule that sent it.
+    assert_eq!(
+        messages[0].text,
+        "⏰ briefing\n\n☀️ Good morning: nothing due today."
+    );
     assert!(
         h.llm.requests()[0]
             .to_string()
