@@ -209,7 +209,8 @@ impl Mapper<'_> {
             let largest = sizes.iter().max_by_key(|s| {
                 let w = s.get("width").and_then(Value::as_u64).unwrap_or(0);
                 let h = s.get("height").and_then(Value::as_u64).unwrap_or(0);
-                w * h
+                // The sizes come from the network: a forged huge one must not overflow.
+                w.saturating_mul(h)
             });
             if let Some(photo) = largest
                 && let Some(file_id) = photo.get("file_id").and_then(Value::as_str)
