@@ -268,6 +268,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "telegram")]
     fn what_init_writes_loads_and_names_the_token_variable_not_a_token() {
         let answers = Answers {
             provider: provider_of_kind("anthropic").expect("known"),
