@@ -13,6 +13,7 @@ mod pair;
 pub mod schedule;
 mod status;
 mod usage;
+mod web;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,7 @@ pub use init::InitArgs;
 pub use mcp::McpAction;
 pub use pair::PairAction;
 pub use schedule::ScheduleAction;
+pub use web::WebAction;
 
 /// What `hearth --version` says: the version, the commit built from and the chat channels built
 /// in, e.g. `0.1.0 (commit 0810672a1b2c; channels: telegram, discord, matrix, email)`.
@@ -152,6 +154,11 @@ pub enum Command {
         #[arg(long, default_value = "day")]
         by: String,
     },
+    /// The owner's page on daemon.http_listen: a one-time login code, or end every session.
+    Web {
+        #[command(subcommand)]
+        action: WebAction,
+    },
 }
 
 /// An error and the exit code it deserves.
@@ -200,6 +207,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             McpAction::List => mcp::list(cli.config).await,
         },
         Command::Usage { days, by } => usage::run(cli.config, days, &by).await,
+        Command::Web { action } => web::run(cli.config, action).await,
     }
 }
 

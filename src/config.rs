@@ -38,6 +38,9 @@ pub struct Config {
     /// Spending caps in USD.
     #[serde(default)]
     pub budget: BudgetConfig,
+    /// The owner's page on `daemon.http_listen`.
+    #[serde(default)]
+    pub web: WebConfig,
     /// Speech to text for voice messages; without it voice messages get a short "not set up".
     #[serde(default)]
     pub transcription: Option<TranscriptionConfig>,
@@ -377,6 +380,28 @@ impl Default for BudgetConfig {
             monthly_usd: None,
             schedule_daily_usd: None,
             warn_at: 0.8,
+        }
+    }
+}
+
+/// `[web]`: the owner's page (src/web) on `daemon.http_listen`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    /// More names the page may be reached by, besides the listen address and `localhost`: a
+    /// reverse proxy's or Tailscale's host name (`hearth.example.org`, `box.tailnet.ts.net`),
+    /// with or without a port. Requests for any other `Host` get 421, so a DNS name that an
+    /// attacker points at 127.0.0.1 (DNS rebinding) reaches nothing.
+    pub hosts: Vec<String>,
+    /// How long a login lasts, in hours (`hearth web logout --all` ends every session sooner).
+    pub session_hours: u64,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            hosts: Vec::new(),
+            session_hours: 24 * 7,
         }
     }
 }

@@ -22,6 +22,20 @@ pub const APPROVE_EMOJI: &str = "✅";
 /// The reaction that stands for Deny.
 pub const DENY_EMOJI: &str = "❌";
 
+/// The sender of the presses made on the owner's page (`src/web`). The resolver honours one
+/// only when the page recorded it first (`web_decisions`, keyed by the event's random platform
+/// id); a chat platform's user with this id is nobody special.
+pub const PAGE_SENDER: &str = "hearth-web";
+
+/// How the page records an action (`web_decisions.action`).
+pub fn action_name(action: Action) -> &'static str {
+    match action {
+        Action::Approve => "approve",
+        Action::Deny => "deny",
+        Action::Expire => "expire",
+    }
+}
+
 /// What a decision does to a pending confirmation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {

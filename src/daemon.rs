@@ -509,8 +509,25 @@ async fn serve_http(
         health: workers.health.clone(),
         dispatcher: workers.dispatcher.clone(),
         mcp: workers.mcp.clone(),
+        channels: channels.clone(),
+    })
+    .merge(crate::web::router(crate::web::WebState {
+        rt: rt.clone(),
+        health: workers.health.clone(),
+        dispatcher: workers.dispatcher.clone(),
+        mcp: workers.mcp.clone(),
+        sink: workers.sink.clone(),
         channels,
-    });
+        outbox_wake: workers.outbox_wake.clone(),
+        shutdown: workers.shutdown.clone(),
+        hosts: std::sync::Arc::new(crate::web::auth::HostAllowlist::new(
+            addr,
+            local.port(),
+            &rt.config.web.hosts,
+        )),
+        throttle: std::sync::Arc::default(),
+        started: std::time::Instant::now(),
+    }));
     let stop = workers.shutdown.clone();
     workers.tracker.spawn(
         async move {

@@ -25,3 +25,4 @@ pub mod systemd;
 pub mod terminal;
 pub mod tool;
 pub mod transcribe;
+pub mod web;

@@ -276,43 +276,11 @@ async fn set_user_setting(
 }
 
 async fn approve(store: &Store, code: &str, now: i64) -> Result<(), Failure> {
-    let request = store.pairing(code).await?;
-    let request = match request {
-        Some(r) if r.status == "pending" && r.expires_at > now => r,
-        Some(r) if r.status == "pending" => {
-            return Err(usage(anyhow::anyhow!(
-                "the code {code} has expired; the sender can write again for a new one"
-            )));
-        }
-        Some(_) => return Err(usage(anyhow::anyhow!("the code {code} was already used"))),
-        None => {
-            return Err(usage(anyhow::anyhow!(
-                "no pairing code {code}; see `hearth pair list`"
-            )));
-        }
-    };
-    store
-        .allow_identity(
-            &request.channel,
-            &request.platform_user_id,
-            request.display_name.as_deref(),
-            "paired",
-            false,
-            now,
-        )
-        .await?;
-    store.set_pairing_status(code, "approved").await?;
-    let welcome = crate::store::NewOutbox {
-        inbox_id: None,
-        seq: 0,
-        channel: request.channel.clone(),
-        kind: crate::store::OutboxKind::Send,
-        message: hearth_channel::OutboundMessage::text(
-            hearth_channel::ChatRef::new(request.chat_id.clone()),
-            "✅ You are approved. Say hello!",
-        ),
-    };
-    store.enqueue_outbox(&[welcome], now).await?;
+    // The same approval as the page's Inbox (src/web/store.rs).
+    let request = store
+        .approve_pairing(code, now)
+        .await?
+        .map_err(|refusal| usage(anyhow::anyhow!("{refusal}")))?;
     println!(
         "approved {}:{}; they can talk to hearth now",
         request.channel, request.platform_user_id

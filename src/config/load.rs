@@ -545,6 +545,7 @@ const TOP_KEYS: &[&str] = &[
     "tools",
     "context",
     "budget",
+    "web",
     "transcription",
     "channels",
     "schedules",
@@ -601,6 +602,11 @@ fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed)
             "budget" => {
                 if let Some(budget) = section(value, "budget", problems) {
                     config.budget = budget;
+                }
+            }
+            "web" => {
+                if let Some(web) = section(value, "web", problems) {
+                    config.web = web;
                 }
             }
             "providers" => {

@@ -112,9 +112,15 @@ impl Handler {
             return refuse("This request is no longer known.", false).await;
         };
         let mut action = decision.action;
+        // Decided on the owner's page: the page recorded this very event before queueing it.
+        let on_page = self.decided_on_page(entry, event, &decision).await?;
         if action == Action::Expire {
             if now < confirmation.expires_at {
                 return done().await;
+            }
+        } else if on_page {
+            if now >= confirmation.expires_at {
+                action = Action::Expire;
             }
         } else {
             // A sender the platform could not verify is a stranger, whoever it claims to be.
@@ -154,7 +160,11 @@ impl Handler {
                 format!("⌛ Expired: nobody answered in time, so `{tool}` did not run."),
             ),
         };
-        let decided_by = format!("{}:{}", entry.channel, event.sender.id);
+        let decided_by = if on_page {
+            "web:owner".to_string()
+        } else {
+            format!("{}:{}", entry.channel, event.sender.id)
+        };
         // The outcome (on the prompt, or after it) is stored with the decision and the event's
         // completion, in one transaction.
         let replies: Vec<NewOutbox> = self
@@ -188,6 +198,25 @@ impl Handler {
             tracing::debug!(error = %err, "answering a button press failed");
         }
         self.resume(confirmation.turn_id, cancel).await
+    }
+
+    /// Whether the owner decided this on the page: the press comes from
+    /// [`crate::confirmation::PAGE_SENDER`] and the page recorded its platform id (a random
+    /// nonce) with this confirmation and action before it queued the event.
+    async fn decided_on_page(
+        &self,
+        entry: &InboxEntry,
+        event: &Inbound,
+        decision: &Decision,
+    ) -> Result<bool, StoreError> {
+        if event.sender.id != crate::confirmation::PAGE_SENDER || decision.action == Action::Expire
+        {
+            return Ok(false);
+        }
+        let recorded = self.rt.store.web_decision(&entry.platform_id).await?;
+        Ok(recorded.is_some_and(|(id, action)| {
+            id == decision.id && action == crate::confirmation::action_name(decision.action)
+        }))
     }
 
     /// Tells whoever acted why nothing happened, and marks the event handled: a pop-up on the

@@ -38,3 +38,7 @@ mod tools_memory;
 mod tools_money;
 mod tools_organiser;
 mod tools_utility;
+#[cfg(feature = "telegram")]
+mod web;
+#[cfg(feature = "telegram")]
+mod web_browser;

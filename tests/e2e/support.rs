@@ -387,6 +387,11 @@ impl HearthProcess {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// `http://127.0.0.1:PORT`, the daemon's HTTP address.
+    pub fn base_url(&self) -> String {
+        self.url("")
+    }
+
     /// Polls `check` until it gives a value; after `within`, fails with `what` and the logs.
     pub async fn wait_for<T>(
         &self,

@@ -1,0 +1,816 @@
+//! The pages besides the Inbox: Status, Conversations, Schedules, Usage and Agents.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::{Session, WebState, cut, from_htmx, local_time, render, server_error, span};
+use crate::provider::{ChatMessage, ContentPart};
+use crate::runtime::budget::usd;
+use crate::scheduler::RunStatus;
+use crate::store::{Backend, UsageBy};
+
+// ---------------------------------------------------------------------------------------------
+// Status
+
+pub struct ChannelView {
+    pub name: String,
+    pub state: String,
+    pub error: String,
+}
+
+pub struct McpView {
+    pub name: String,
+    pub state: String,
+    pub transport: String,
+    pub tools: usize,
+    pub error: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "status.html")]
+struct StatusPage {
+    csrf: String,
+    active: &'static str,
+    overall: &'static str,
+    version: String,
+    uptime: String,
+    channels: Vec<ChannelView>,
+    never_connected: Vec<String>,
+    faults: Vec<String>,
+    mcp: Vec<McpView>,
+    database: &'static str,
+    backend: &'static str,
+    location: String,
+    database_size: String,
+    disk_free: String,
+    inbox: i64,
+    outbox: i64,
+    in_progress: usize,
+    pending_confirmations: i64,
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The free space of the file system that holds `path`.
+fn disk_free(path: &std::path::Path) -> String {
+    match rustix::fs::statvfs(path) {
+        Ok(stat) => bytes(stat.f_bavail.saturating_mul(stat.f_frsize)),
+        Err(err) => format!("unknown ({err})"),
+    }
+}
+
+/// The same facts as `/healthz`, readable: channels, write faults, MCP servers, queues, the
+/// database and disk, the version and uptime.
+pub(super) async fn status(State(state): State<WebState>, session: Session) -> Response {
+    let store = &state.rt.store;
+    let mut channels: Vec<ChannelView> = state
+        .health
+        .channels()
+        .into_iter()
+        .map(|(name, health)| ChannelView {
+            name,
+            state: health.state.to_string(),
+            error: health.error.unwrap_or_default(),
+        })
+        .collect();
+    channels.sort_by(|a, b| a.name.cmp(&b.name));
+    let failed = channels.iter().any(|c| c.state == "failed");
+    let faults = state.health.faults();
+    let (never_connected, grace_over) = state.health.never_connected();
+    let (inbox, outbox, database) = match (store.inbox_depth().await, store.outbox_depth().await) {
+        (Ok(inbox), Ok(outbox)) => (inbox, outbox, "ok"),
+        _ => (-1, -1, "unavailable"),
+    };
+    let pending_confirmations = store.pending_confirmations().await.unwrap_or(-1);
+    let unhealthy = failed
+        || database != "ok"
+        || !faults.is_empty()
+        || (!never_connected.is_empty() && grace_over);
+    let overall = if unhealthy {
+        "unhealthy"
+    } else if !never_connected.is_empty() {
+        "degraded"
+    } else {
+        "ok"
+    };
+    let mcp = state
+        .mcp
+        .health()
+        .into_iter()
+        .map(|(name, health)| McpView {
+            name,
+            state: health.state.to_string(),
+            transport: health.transport.to_string(),
+            tools: health.tools,
+            error: health.error.unwrap_or_default(),
+        })
+        .collect();
+    let backend = match store.backend() {
+        Backend::Sqlite => "SQLite",
+        Backend::Postgres => "PostgreSQL",
+    };
+    let database_size = match store.backend() {
+        Backend::Sqlite => std::fs::metadata(store.location())
+            .map(|m| bytes(m.len()))
+            .unwrap_or_else(|_| "unknown".into()),
+        Backend::Postgres => "(on the PostgreSQL server)".into(),
+    };
+    let uptime_ms = i64::try_from(state.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    render(&StatusPage {
+        csrf: session.csrf,
+        active: "status",
+        overall,
+        version: format!(
+            "{} (commit {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("HEARTH_COMMIT")
+        ),
+        uptime: span(uptime_ms),
+        channels,
+        never_connected,
+        faults,
+        mcp,
+        database,
+        backend,
+        location: store.location().to_string(),
+        database_size,
+        disk_free: disk_free(&state.rt.config.daemon.data_dir),
+        inbox,
+        outbox,
+        in_progress: state.dispatcher.queued(),
+        pending_confirmations,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations
+
+pub struct ConversationView {
+    pub id: i64,
+    pub chat: String,
+    pub agent: String,
+    pub last_active: String,
+    pub messages: i64,
+}
+
+pub struct HitView {
+    pub conversation_id: i64,
+    pub chat: String,
+    pub at: String,
+    pub text: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "conversations.html")]
+struct ConversationsPage {
+    csrf: String,
+    active: &'static str,
+    query: String,
+    hits: Vec<HitView>,
+    searched: bool,
+    conversations: Vec<ConversationView>,
+}
+
+/// The text a person sees of a stored message: user text, the assistant's words, a tool's
+/// result.
+fn visible_text(message: &ChatMessage) -> String {
+    match message {
+        ChatMessage::User { content } => content
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => text.clone(),
+                ContentPart::Image { mime, .. } => format!("[{mime}]"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        ChatMessage::Assistant { text, .. } => text.clone(),
+        ChatMessage::Tool { content, .. } => content.clone(),
+    }
+}
+
+fn chat_label(channel: &str, chat_id: &str, thread_id: &str) -> String {
+    if thread_id.is_empty() {
+        format!("{channel}:{chat_id}")
+    } else {
+        format!("{channel}:{chat_id} (thread {thread_id})")
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct SearchQuery {
+    q: Option<String>,
+}
+
+/// The conversations, and the full-text search (a LIKE search, the same on SQLite and
+/// PostgreSQL).
+pub(super) async fn conversations(
+    State(state): State<WebState>,
+    session: Session,
+    Query(query): Query<SearchQuery>,
+) -> Response {
+    let store = &state.rt.store;
+    let tz = state.timezone();
+    let text = query.q.unwrap_or_default().trim().to_string();
+    let mut hits = Vec::new();
+    if !text.is_empty() {
+        let found = match store.search_messages(&text, 200).await {
+            Ok(found) => found,
+            Err(err) => return server_error(&err),
+        };
+        let needle = text.to_lowercase();
+        // The stored body is JSON: a hit counts only where the visible text has the words.
+        for hit in found {
+            let Ok(message) = serde_json::from_str::<ChatMessage>(&hit.body) else {
+                continue;
+            };
+            let visible = visible_text(&message);
+            let lower = visible.to_lowercase();
+            let Some(at) = lower.find(&needle) else {
+                continue;
+            };
+            // Some context around the match, cut on character boundaries.
+            let before = lower[..at].chars().count();
+            let start = before.saturating_sub(60);
+            let snippet: String = visible
+                .chars()
+                .skip(start)
+                .take(needle.chars().count() + 160)
+                .collect();
+            hits.push(HitView {
+                conversation_id: hit.conversation_id,
+                chat: format!("{}:{}", hit.channel, hit.chat_id),
+                at: local_time(hit.created_at, tz),
+                text: if start > 0 {
+                    format!("…{snippet}")
+                } else {
+                    snippet
+                },
+            });
+            if hits.len() == 50 {
+                break;
+            }
+        }
+    }
+    let conversations = match store.conversation_list(200).await {
+        Ok(list) => list
+            .into_iter()
+            .map(|c| ConversationView {
+                id: c.id,
+                chat: chat_label(&c.channel, &c.chat_id, &c.thread_id),
+                agent: c.current_agent.unwrap_or_else(|| "-".into()),
+                last_active: local_time(c.last_active_at, tz),
+                messages: c.messages,
+            })
+            .collect(),
+        Err(err) => return server_error(&err),
+    };
+    render(&ConversationsPage {
+        csrf: session.csrf,
+        active: "conversations",
+        searched: !text.is_empty(),
+        query: text,
+        hits,
+        conversations,
+    })
+}
+
+pub struct CallView {
+    pub name: String,
+    pub arguments: String,
+    pub status: String,
+    /// The confirmation's outcome and who decided, when one was asked.
+    pub confirmation: String,
+}
+
+pub struct MessageView {
+    pub id: i64,
+    /// `user`, `assistant` or `tool`.
+    pub role: &'static str,
+    pub who: String,
+    pub at: String,
+    pub text: String,
+    pub calls: Vec<CallView>,
+    /// A new session (`/new`, `/reset`) starts with this message.
+    pub new_session: bool,
+}
+
+#[derive(askama::Template)]
+#[template(path = "conversation.html")]
+struct ConversationPage {
+    csrf: String,
+    active: &'static str,
+    chat: String,
+    agent: String,
+    messages: Vec<MessageView>,
+}
+
+/// How many of a conversation's latest messages the transcript shows.
+const TRANSCRIPT_LIMIT: i64 = 500;
+
+/// One conversation's transcript, read-only: who said what, the agent, each tool call with its
+/// confirmation's outcome, the tools' results.
+pub(super) async fn conversation(
+    State(state): State<WebState>,
+    session: Session,
+    Path(id): Path<i64>,
+) -> Response {
+    let store = &state.rt.store;
+    let tz = state.timezone();
+    let conversation = match store.conversation_by_id(id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return (StatusCode::NOT_FOUND, "no such conversation").into_response(),
+        Err(err) => return server_error(&err),
+    };
+    let (rows, calls) = match (
+        store.transcript(id, TRANSCRIPT_LIMIT).await,
+        store.conversation_tool_calls(id).await,
+    ) {
+        (Ok(rows), Ok(calls)) => (rows, calls),
+        (Err(err), _) | (_, Err(err)) => return server_error(&err),
+    };
+    let mut calls_of: HashMap<i64, Vec<CallView>> = HashMap::new();
+    for call in calls {
+        let confirmation = match call.confirmation {
+            Some((status, Some(by))) => format!("{status} by {by}"),
+            Some((status, None)) => status,
+            None => String::new(),
+        };
+        calls_of.entry(call.message_id).or_default().push(CallView {
+            name: call.name,
+            arguments: cut(&call.arguments, 600),
+            status: call.status,
+            confirmation,
+        });
+    }
+    let mut session_seen = None;
+    let messages = rows
+        .into_iter()
+        .map(|row| {
+            let new_session = session_seen.is_some_and(|s| s != row.session);
+            session_seen = Some(row.session);
+            let (role, text) = match serde_json::from_str::<ChatMessage>(&row.body) {
+                Ok(message) => {
+                    let role = match &message {
+                        ChatMessage::User { .. } => "user",
+                        ChatMessage::Assistant { .. } => "assistant",
+                        ChatMessage::Tool { .. } => "tool",
+                    };
+                    let text = match &message {
+                        ChatMessage::Tool { name, .. } => {
+                            format!("{name}: {}", cut(&visible_text(&message), 1500))
+                        }
+                        _ => visible_text(&message),
+                    };
+                    (role, text)
+                }
+                Err(_) => ("tool", "(a message hearth cannot read back)".to_string()),
+            };
+            let who = match role {
+                "user" => "user".to_string(),
+                "assistant" => row.agent_id.clone().unwrap_or_else(|| "assistant".into()),
+                _ => "tool result".to_string(),
+            };
+            MessageView {
+                id: row.id,
+                role,
+                who,
+                at: local_time(row.created_at, tz),
+                text,
+                calls: calls_of.remove(&row.id).unwrap_or_default(),
+                new_session,
+            }
+        })
+        .collect();
+    render(&ConversationPage {
+        csrf: session.csrf,
+        active: "conversations",
+        chat: chat_label(
+            &conversation.channel,
+            &conversation.chat.chat_id,
+            conversation.chat.thread_id.as_deref().unwrap_or(""),
+        ),
+        agent: conversation.current_agent.unwrap_or_else(|| "-".into()),
+        messages,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schedules
+
+pub struct RunView {
+    pub at: String,
+    pub status: String,
+    pub error: String,
+    pub tokens: String,
+    pub cost: String,
+}
+
+pub struct ScheduleView {
+    pub id: i64,
+    pub name: String,
+    pub timing: String,
+    pub timezone: String,
+    pub target: String,
+    pub agent: String,
+    pub source: String,
+    pub next: String,
+    pub paused: bool,
+    pub runnable: bool,
+    pub runs: Vec<RunView>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "schedules.html")]
+struct SchedulesPage {
+    csrf: String,
+    active: &'static str,
+    notice: Option<String>,
+    schedules: Vec<ScheduleView>,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct NoticeQuery {
+    notice: Option<String>,
+}
+
+/// Runs shown per schedule.
+const RUNS_SHOWN: usize = 5;
+
+pub(super) async fn schedules(
+    State(state): State<WebState>,
+    session: Session,
+    Query(query): Query<NoticeQuery>,
+) -> Response {
+    let store = &state.rt.store;
+    let list = match store.schedules().await {
+        Ok(list) => list,
+        Err(err) => return server_error(&err),
+    };
+    let mut schedules = Vec::with_capacity(list.len());
+    for schedule in list {
+        let runs = match store.schedule_runs(schedule.id, RUNS_SHOWN).await {
+            Ok(runs) => runs,
+            Err(err) => return server_error(&err),
+        };
+        let mut run_views = Vec::with_capacity(runs.len());
+        for run in runs {
+            let cost = match run.inbox_id {
+                Some(inbox) => store.inbox_cost(inbox).await.unwrap_or_default(),
+                None => Default::default(),
+            };
+            run_views.push(RunView {
+                at: schedule.local_time(run.scheduled_for),
+                status: run.status.as_str().to_string(),
+                error: run.error.clone().unwrap_or_default(),
+                tokens: if run.status == RunStatus::Missed {
+                    "-".into()
+                } else {
+                    format!("{} in / {} out", cost.input_tokens, cost.output_tokens)
+                },
+                cost: usd(cost.cost_nusd),
+            });
+        }
+        let timing = match (&schedule.cron, schedule.one_shot_at) {
+            (Some(cron), _) => cron.clone(),
+            (None, Some(at)) => format!("once at {}", schedule.local_time(at)),
+            (None, None) => "never".into(),
+        };
+        let next = match (schedule.enabled, schedule.next_fire_at) {
+            _ if schedule.paused => "paused".to_string(),
+            (false, _) => "inactive".to_string(),
+            (true, Some(at)) => schedule.local_time(at),
+            (true, None) => "no next run".to_string(),
+        };
+        schedules.push(ScheduleView {
+            id: schedule.id,
+            runnable: schedule.enabled && !schedule.paused,
+            name: schedule.name.clone(),
+            timing,
+            timezone: schedule.timezone.clone(),
+            target: schedule.target(),
+            agent: schedule.agent.clone(),
+            source: schedule.source.clone(),
+            next,
+            paused: schedule.paused,
+            runs: run_views,
+        });
+    }
+    render(&SchedulesPage {
+        csrf: session.csrf,
+        active: "schedules",
+        notice: query.notice.map(|n| cut(&n, 200)),
+        schedules,
+    })
+}
+
+/// Run now, pause or resume: what `hearth schedule run|disable|enable` do, with the same
+/// checks.
+pub(super) async fn schedule_action(
+    State(state): State<WebState>,
+    session: Session,
+    Path((id, action)): Path<(i64, String)>,
+    headers: HeaderMap,
+    axum::Form(form): axum::Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(refused) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
+        return refused;
+    }
+    let store = &state.rt.store;
+    let now = state.now();
+    let schedule = match store.schedule_by_id(id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return (StatusCode::NOT_FOUND, "no such schedule").into_response(),
+        Err(err) => return server_error(&err),
+    };
+    let name = &schedule.name;
+    let done = match action.as_str() {
+        "run" if schedule.paused => Ok(format!("`{name}` is paused; resume it first.")),
+        "run" if !schedule.enabled => Ok(format!(
+            "`{name}` is inactive (a reminder that fired, or a config schedule no longer in the file)."
+        )),
+        "run" => store
+            .make_schedule_due(schedule.id, now)
+            .await
+            .map(|_| format!("`{name}` runs now.")),
+        "pause" if schedule.paused => Ok(format!("`{name}` is paused already.")),
+        "pause" => store
+            .pause_schedule(schedule.id, now)
+            .await
+            .map(|_| format!("`{name}` is paused: it will not run until resumed.")),
+        "resume" if !schedule.paused => Ok(format!("`{name}` is running already.")),
+        "resume" => match schedule.next_fire_after(now) {
+            Ok(next) => store
+                .resume_schedule(schedule.id, next, now)
+                .await
+                .map(|_| match next {
+                    Some(at) => format!("`{name}` resumed; next run {}.", schedule.local_time(at)),
+                    None => format!("`{name}` resumed; it has no next run."),
+                }),
+            Err(reason) => Ok(format!("`{name}` cannot resume: {reason}")),
+        },
+        _ => return (StatusCode::NOT_FOUND, "no such action").into_response(),
+    };
+    let notice = match done {
+        Ok(notice) => notice,
+        Err(err) => return server_error(&err),
+    };
+    tracing::info!(schedule = %name, %action, "schedule changed on the owner's page");
+    if from_htmx(&headers) {
+        return schedules(
+            State(state),
+            session,
+            Query(NoticeQuery {
+                notice: Some(notice),
+            }),
+        )
+        .await;
+    }
+    let notice = percent_encoding::utf8_percent_encode(&notice, percent_encoding::NON_ALPHANUMERIC);
+    Redirect::to(&format!("/schedules?notice={notice}")).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage
+
+pub struct UsageTable {
+    pub by: &'static str,
+    pub rows: Vec<UsageView>,
+}
+
+pub struct UsageView {
+    pub key: String,
+    pub calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "usage.html")]
+struct UsagePage {
+    csrf: String,
+    active: &'static str,
+    days: u32,
+    from: String,
+    timezone: String,
+    total_calls: i64,
+    total_tokens: i64,
+    total_cost: String,
+    tables: Vec<UsageTable>,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct DaysQuery {
+    days: Option<u32>,
+}
+
+/// Tokens and cost of the model calls per day, agent, schedule, user and model, from the
+/// `model_calls` table (as `hearth usage`).
+pub(super) async fn usage(
+    State(state): State<WebState>,
+    session: Session,
+    Query(query): Query<DaysQuery>,
+) -> Response {
+    let days = query.days.unwrap_or(30).clamp(1, 366);
+    let tz = state.timezone();
+    let today = chrono::Utc::now().with_timezone(&tz).date_naive();
+    let from = (today - chrono::Days::new(u64::from(days - 1)))
+        .format("%Y-%m-%d")
+        .to_string();
+    let groups = [
+        (UsageBy::Day, "day"),
+        (UsageBy::Agent, "agent"),
+        (UsageBy::Schedule, "schedule"),
+        (UsageBy::User, "user"),
+        (UsageBy::Model, "model"),
+    ];
+    let mut tables = Vec::with_capacity(groups.len());
+    let (mut total_calls, mut total_tokens, mut total_nusd) = (0, 0, 0);
+    for (group, by) in groups {
+        let rows = match state.rt.store.usage_by(group, &from, None).await {
+            Ok(rows) => rows,
+            Err(err) => return server_error(&err),
+        };
+        if group == UsageBy::Day {
+            for row in &rows {
+                total_calls += row.calls;
+                total_tokens += row.input_tokens + row.output_tokens;
+                total_nusd += row.cost_nusd;
+            }
+        }
+        tables.push(UsageTable {
+            by,
+            rows: rows
+                .into_iter()
+                .map(|row| UsageView {
+                    key: row.key,
+                    calls: row.calls,
+                    input_tokens: row.input_tokens,
+                    output_tokens: row.output_tokens,
+                    cost: usd(row.cost_nusd),
+                })
+                .collect(),
+        });
+    }
+    render(&UsagePage {
+        csrf: session.csrf,
+        active: "usage",
+        days,
+        from,
+        timezone: tz.name().to_string(),
+        total_calls,
+        total_tokens,
+        total_cost: usd(total_nusd),
+        tables,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+
+pub struct AgentView {
+    pub id: String,
+    pub emoji: String,
+    pub name: String,
+    pub description: String,
+    pub is_default: bool,
+    pub keywords: String,
+    pub tools: String,
+    pub model: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "agents.html")]
+struct AgentsPage {
+    csrf: String,
+    active: &'static str,
+    origin: String,
+    agents: Vec<AgentView>,
+    /// The "try routing" answer when the page was asked with a text (without script).
+    routed: String,
+}
+
+pub(super) async fn agents(
+    State(state): State<WebState>,
+    session: Session,
+    Query(query): Query<RouteQuery>,
+) -> Response {
+    let agents = state.rt.agents();
+    let default_agent = &state.rt.config.router.default_agent;
+    let views = agents
+        .set
+        .iter()
+        .map(|agent| {
+            let mut tools: Vec<String> = agent
+                .tool_groups
+                .iter()
+                .map(|group| format!("{group} (group)"))
+                .collect();
+            tools.extend(agent.tools.iter().cloned());
+            AgentView {
+                id: agent.id.clone(),
+                emoji: agent.emoji.clone(),
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                is_default: &agent.id == default_agent,
+                keywords: agent.triggers.keywords.join(", "),
+                tools: if tools.is_empty() {
+                    "none".into()
+                } else {
+                    tools.join(", ")
+                },
+                model: format!("{} / {}", agent.provider, agent.model),
+            }
+        })
+        .collect();
+    let routed = match query.text.as_deref().map(str::trim) {
+        Some(text) if !text.is_empty() => {
+            match askama::Template::render(&route_result(&state, text)) {
+                Ok(html) => html,
+                Err(err) => return server_error(&err),
+            }
+        }
+        _ => String::new(),
+    };
+    render(&AgentsPage {
+        csrf: session.csrf,
+        active: "agents",
+        origin: agents.set.origin().to_string(),
+        agents: views,
+        routed,
+    })
+}
+
+#[derive(askama::Template)]
+#[template(path = "route_result.html")]
+struct RouteResult {
+    text: String,
+    report: String,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct RouteQuery {
+    text: Option<String>,
+}
+
+/// The "try routing" box: what `hearth route TEXT` prints, for a new conversation. Reads
+/// only, so a GET; htmx puts the answer under the box.
+pub(super) async fn route(
+    State(state): State<WebState>,
+    _session: Session,
+    Query(query): Query<RouteQuery>,
+) -> Response {
+    render(&route_result(
+        &state,
+        query.text.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// What the router decides for `text` in a new conversation, as `hearth route` prints it.
+fn route_result(state: &WebState, text: &str) -> RouteResult {
+    let text = cut(text.trim(), 2000);
+    let agents = state.rt.agents();
+    let report = if text.is_empty() {
+        String::new()
+    } else {
+        let routing = agents.router.decide(
+            &text,
+            crate::router::Situation {
+                current_agent: None,
+                pinned: false,
+                recent: true,
+                default_agent: &state.rt.config.router.default_agent,
+            },
+        );
+        crate::router::explain(&routing.decision, &agents.set)
+    };
+    RouteResult { text, report }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(2048), "2.0 KB");
+        assert_eq!(bytes(5 * 1024 * 1024 * 1024), "5.0 GB");
+    }
+}

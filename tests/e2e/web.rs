@@ -1,0 +1,295 @@
+//! The owner's page over plain HTTP against the real `hearth run`: no cookie gets the login
+//! page, a foreign `Host` gets 421, a cross-site POST or a bad CSRF token gets 403, a login code
+//! works once and not after its five minutes, `hearth web logout --all` ends the session.
+//! The page in a real browser is in `web_browser`.
+
+use hearth::store::Store;
+use reqwest::header::{COOKIE, HOST, LOCATION, ORIGIN, SET_COOKIE};
+use reqwest::redirect::Policy;
+
+use crate::telegram::TgHearth;
+
+/// `[web]` and a schedule, after the Telegram section.
+pub(crate) const WEB_CONFIG: &str = r#"
+[tools]
+confirmation_timeout_secs = 600
+
+[web]
+hosts = ["hearth.example.org"]
+
+[[schedules]]
+name = "briefing"
+cron = "0 0 5 1 1 *"
+agent = "general"
+prompt = "Give me my briefing"
+target = "telegram:42"
+"#;
+
+/// A client that shows redirects instead of following them.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// The code `hearth web login` prints (its first line).
+pub(crate) fn login_code(h: &TgHearth) -> String {
+    let out = h.cli(&["web", "login"]);
+    let code = out.lines().next().unwrap_or_default().trim().to_string();
+    assert_eq!(code.len(), 14, "a code like ABCD-EFGH-JKMN: {out}");
+    code
+}
+
+/// The CSRF token in a page's forms.
+fn csrf_of(page: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).expect("a form with a CSRF token") + marker.len();
+    page[start..].split('"').next().expect("token").to_string()
+}
+
+async fn database(h: &TgHearth) -> Store {
+    let path = h.dir.path().join("data").join("hearth.db");
+    Store::open(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("the daemon's database")
+}
+
+#[tokio::test]
+async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts() {
+    let mut h = TgHearth::new(WEB_CONFIG).await;
+    h.start().await;
+    let base = h.base_url();
+    let host = base.trim_start_matches("http://").to_string();
+    let http = client();
+
+    // No cookie: the login page, with the strict headers.
+    let response = http.get(format!("{base}/")).send().await.expect("get /");
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()[LOCATION], "/login");
+    let response = http
+        .get(format!("{base}/login"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(response.status(), 200);
+    let csp = response.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp")
+        .to_string();
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert!(
+        response
+            .text()
+            .await
+            .expect("body")
+            .contains("hearth web login")
+    );
+    let status = http
+        .get(format!("{base}/status"))
+        .send()
+        .await
+        .expect("status");
+    assert_eq!(status.status(), 303, "every page needs the login");
+
+    // A Host outside the allowlist (DNS rebinding): 421; a configured one is served.
+    let rebound = http
+        .get(format!("{base}/login"))
+        .header(HOST, "rebound.attacker.example")
+        .send()
+        .await
+        .expect("rebound");
+    assert_eq!(rebound.status(), 421);
+    let proxied = http
+        .get(format!("{base}/login"))
+        .header(HOST, "hearth.example.org")
+        .send()
+        .await
+        .expect("proxied");
+    assert_eq!(proxied.status(), 200);
+    // /healthz stays reachable for monitors under any name.
+    let health = http
+        .get(format!("{base}/healthz"))
+        .header(HOST, "monitor.example")
+        .send()
+        .await
+        .expect("healthz");
+    assert_eq!(health.status(), 200);
+
+    // A login from another site is refused even with a good code.
+    let code = login_code(&h);
+    let cross = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "cross-site")
+        .header(ORIGIN, "http://attacker.example")
+        .form(&[("code", code.as_str())])
+        .send()
+        .await
+        .expect("cross-site login");
+    assert_eq!(cross.status(), 403);
+    let no_origin = http
+        .post(format!("{base}/login"))
+        .form(&[("code", code.as_str())])
+        .send()
+        .await
+        .expect("login without origin");
+    assert_eq!(no_origin.status(), 403, "neither Sec-Fetch-Site nor Origin");
+    let wrong = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", "AAAA-BBBB-CCCC")])
+        .send()
+        .await
+        .expect("wrong code");
+    assert_eq!(wrong.status(), 401);
+
+    // The code, from the same origin (Origin header only, as older browsers send): a session.
+    let login = http
+        .post(format!("{base}/login"))
+        .header(ORIGIN, format!("http://{host}"))
+        .form(&[("code", code.to_lowercase().as_str())])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), 303, "{:?}", login.text().await);
+    let cookie = login.headers()[SET_COOKIE]
+        .to_str()
+        .expect("cookie")
+        .to_string();
+    assert!(
+        cookie.starts_with("hearth_session=")
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && !cookie.contains("Secure"),
+        "plain HTTP: a plain, HttpOnly, strict cookie: {cookie}"
+    );
+    let session = cookie.split(';').next().expect("pair").to_string();
+
+    // Used once: the same code again is refused.
+    let reused = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", code.as_str())])
+        .send()
+        .await
+        .expect("reuse");
+    assert_eq!(reused.status(), 401);
+
+    // A code older than five minutes is refused.
+    let store = database(&h).await;
+    let minted_long_ago = chrono::Utc::now().timestamp_millis() - 6 * 60 * 1000;
+    let stale = hearth::web::auth::mint_login_code(&store, minted_long_ago)
+        .await
+        .expect("mint");
+    let expired = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", stale.as_str())])
+        .send()
+        .await
+        .expect("expired");
+    assert_eq!(expired.status(), 401);
+
+    // Logged in: the pages answer.
+    for page in [
+        "/",
+        "/status",
+        "/conversations",
+        "/schedules",
+        "/usage",
+        "/agents",
+    ] {
+        let response = http
+            .get(format!("{base}{page}"))
+            .header(COOKIE, &session)
+            .send()
+            .await
+            .expect("page");
+        assert_eq!(response.status(), 200, "{page}");
+    }
+    let inbox = http
+        .get(format!("{base}/"))
+        .header(COOKIE, &session)
+        .send()
+        .await
+        .expect("inbox")
+        .text()
+        .await
+        .expect("body");
+    assert!(inbox.contains("Nothing waits for an answer."), "{inbox}");
+    let csrf = csrf_of(&inbox);
+    let schedules = http
+        .get(format!("{base}/schedules"))
+        .header(COOKIE, &session)
+        .send()
+        .await
+        .expect("schedules")
+        .text()
+        .await
+        .expect("body");
+    assert!(schedules.contains("briefing"), "{schedules}");
+    let run = "/schedules/1/pause";
+
+    // A change without the token, with a wrong one, or from another site: 403, and nothing
+    // changed.
+    for (token, site) in [
+        (None, "same-origin"),
+        (Some("wrong-token"), "same-origin"),
+        (Some(csrf.as_str()), "cross-site"),
+        (Some(csrf.as_str()), "same-site"),
+    ] {
+        let mut form = Vec::new();
+        if let Some(token) = token {
+            form.push(("csrf", token));
+        }
+        let response = http
+            .post(format!("{base}{run}"))
+            .header(COOKIE, &session)
+            .header("sec-fetch-site", site)
+            .form(&form)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(response.status(), 403, "{token:?} {site}");
+    }
+    let briefing = store
+        .schedule_by_name("briefing")
+        .await
+        .expect("read")
+        .expect("briefing");
+    assert!(!briefing.paused, "a refused POST changed nothing");
+    // With both: done.
+    let paused = http
+        .post(format!("{base}/schedules/{}/pause", briefing.id))
+        .header(COOKIE, &session)
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .expect("pause");
+    assert_eq!(paused.status(), 303);
+    let briefing = store
+        .schedule_by_name("briefing")
+        .await
+        .expect("read")
+        .expect("briefing");
+    assert!(briefing.paused, "paused from the page");
+
+    // `hearth web logout --all` ends the session.
+    let out = h.cli(&["web", "logout", "--all"]);
+    assert!(out.contains("ended 1 session"), "{out}");
+    let after = http
+        .get(format!("{base}/"))
+        .header(COOKIE, &session)
+        .send()
+        .await
+        .expect("after logout");
+    assert_eq!(after.status(), 303);
+    let out = h.cli(&["web", "logout"]);
+    assert!(out.contains("--all"), "{out}");
+    store.close().await;
+    h.stop().await;
+}
