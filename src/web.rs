@@ -152,15 +152,18 @@ impl FromRequestParts<WebState> for Session {
 impl Session {
     /// The checks of a change: the same origin, then the session's CSRF token (from the form
     /// or the `X-CSRF-Token` header htmx sends).
-    fn check_post(&self, headers: &HeaderMap, form_token: Option<&str>) -> Result<(), Response> {
-        let refuse = |refusal: auth::Refusal| (refusal.status(), refusal.message()).into_response();
-        auth::same_origin(headers).map_err(refuse)?;
+    fn check_post(
+        &self,
+        headers: &HeaderMap,
+        form_token: Option<&str>,
+    ) -> Result<(), auth::Refusal> {
+        auth::same_origin(headers)?;
         let token =
             form_token.or_else(|| headers.get("x-csrf-token").and_then(|v| v.to_str().ok()));
         if auth::csrf_matches(&self.csrf, token) {
             Ok(())
         } else {
-            Err(refuse(auth::Refusal::BadCsrf))
+            Err(auth::Refusal::BadCsrf)
         }
     }
 }
@@ -210,7 +213,7 @@ async fn login(
     axum::Form(form): axum::Form<LoginForm>,
 ) -> Response {
     if let Err(refusal) = auth::same_origin(&headers) {
-        return (refusal.status(), refusal.message()).into_response();
+        return refusal.into_response();
     }
     if !state.throttle.open() {
         let page = LoginPage {
@@ -256,8 +259,8 @@ async fn logout(
     headers: HeaderMap,
     axum::Form(form): axum::Form<CsrfForm>,
 ) -> Response {
-    if let Err(refused) = session.check_post(&headers, form.csrf.as_deref()) {
-        return refused;
+    if let Err(refusal) = session.check_post(&headers, form.csrf.as_deref()) {
+        return refusal.into_response();
     }
     if let Err(err) = state.rt.store.end_web_session(&session.key).await {
         return server_error(&err);

@@ -209,11 +209,13 @@ pub enum Refusal {
     BadCsrf,
 }
 
-impl Refusal {
-    pub fn status(&self) -> StatusCode {
-        StatusCode::FORBIDDEN
+impl axum::response::IntoResponse for Refusal {
+    fn into_response(self) -> axum::response::Response {
+        (StatusCode::FORBIDDEN, self.message()).into_response()
     }
+}
 
+impl Refusal {
     pub fn message(&self) -> &'static str {
         match self {
             Refusal::CrossSite => "refused: this request did not come from hearth's own page",

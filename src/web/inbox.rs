@@ -231,8 +231,8 @@ pub(super) async fn decide_confirmation(
     headers: HeaderMap,
     axum::Form(form): axum::Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refused;
+    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
+        return refusal.into_response();
     }
     let action = match action.as_str() {
         "approve" => Action::Approve,
@@ -322,8 +322,8 @@ pub(super) async fn decide_pairing(
     headers: HeaderMap,
     axum::Form(form): axum::Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refused;
+    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
+        return refusal.into_response();
     }
     let store = &state.rt.store;
     let code = code.to_uppercase();

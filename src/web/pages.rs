@@ -528,8 +528,8 @@ pub(super) async fn schedule_action(
     headers: HeaderMap,
     axum::Form(form): axum::Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refused;
+    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
+        return refusal.into_response();
     }
     let store = &state.rt.store;
     let now = state.now();

@@ -119,6 +119,19 @@ async fn until_text(browser: &Client, css: &str, what: &str, check: impl Fn(&str
     }
 }
 
+/// Waits until `css` matches exactly `n` elements; fails with `what` and the page.
+async fn until_count(browser: &Client, css: &str, n: usize, what: &str) {
+    let seen = poll(WAIT, async || {
+        let found = browser.find_all(Locator::Css(css)).await.ok()?;
+        (found.len() == n).then_some(())
+    })
+    .await;
+    if seen.is_none() {
+        let page = browser.source().await.unwrap_or_default();
+        panic!("timed out waiting for {what}; the page:\n{page}");
+    }
+}
+
 async fn click(browser: &Client, css: &str) {
     browser
         .wait()
@@ -206,12 +219,16 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
             .then_some(())
     })
     .await;
-    until_text(
+    until_count(
         &browser,
-        "#inbox-list",
+        "#inbox-list .confirmation",
+        0,
         "the approved request to leave",
-        |t| !t.contains("delete_task"),
     )
+    .await;
+    until_text(&browser, ".notice", "the outcome", |t| {
+        t.contains("approved")
+    })
     .await;
 
     // Live: a new request appears on the open page, and one approved in Telegram leaves it.
@@ -222,19 +239,22 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     )]));
     h.tg.push_text(OWNER, OWNER, "delete task 2");
     let second = h.wait(OWNER, 5).await[4].clone();
-    until_text(&browser, "#inbox-list", "the new request to appear", |t| {
-        t.contains("delete_task")
-    })
+    until_count(
+        &browser,
+        "#inbox-list .confirmation",
+        1,
+        "the new request to appear",
+    )
     .await;
     h.llm.push(Reply::text("There was no task 2."));
     let approve = second.buttons[0][0].1.clone();
     h.tg.press(OWNER, OWNER, second.id, &approve);
     h.wait(OWNER, 6).await;
-    until_text(
+    until_count(
         &browser,
-        "#inbox-list",
+        "#inbox-list .confirmation",
+        0,
         "the request approved in Telegram to leave",
-        |t| !t.contains("delete_task"),
     )
     .await;
 
@@ -242,10 +262,7 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     click(&browser, ".pairing button.approve").await;
     let welcome = h.wait(STRANGER, 2).await;
     assert!(welcome[1].text.contains("You are approved"), "{welcome:?}");
-    until_text(&browser, "#inbox-list", "the pairing to leave", |t| {
-        t.contains("Nobody new asked")
-    })
-    .await;
+    until_count(&browser, "#inbox-list .pairing", 0, "the pairing to leave").await;
     screenshots(&browser, "inbox-empty").await;
 
     // Schedules: run now; the briefing arrives in Telegram and the run shows as done.
