@@ -126,9 +126,15 @@ pub(super) async fn status(State(state): State<WebState>, session: Session) -> R
         Backend::Postgres => "PostgreSQL",
     };
     let database_size = match store.backend() {
-        Backend::Sqlite => std::fs::metadata(store.location())
-            .map(|m| bytes(m.len()))
-            .unwrap_or_else(|_| "unknown".into()),
+        // Recent writes live in the write-ahead log until a checkpoint: both are the database.
+        Backend::Sqlite => match std::fs::metadata(store.location()) {
+            Ok(main) => {
+                let wal =
+                    std::fs::metadata(format!("{}-wal", store.location())).map_or(0, |m| m.len());
+                bytes(main.len() + wal)
+            }
+            Err(_) => "unknown".into(),
+        },
         Backend::Postgres => "(on the PostgreSQL server)".into(),
     };
     let uptime_ms = i64::try_from(state.started.elapsed().as_millis()).unwrap_or(i64::MAX);
