@@ -41,7 +41,7 @@ system_prompt = "PROMPT:general"
 tools = ["wipe"]
 "#;
 
-async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualClock>>) -> Hearth {
+pub(crate) async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualClock>>) -> Hearth {
     let runs = runs.clone();
     let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(move || {
         let mut registry = ToolRegistry::with_builtin();
@@ -58,7 +58,7 @@ async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualClock>>) -> Hea
 }
 
 /// Sends the message that makes the fake model call `wipe`, and returns the prompt.
-async fn ask(h: &Hearth) -> SentMessage {
+pub(crate) async fn ask(h: &Hearth) -> SentMessage {
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "wipe",

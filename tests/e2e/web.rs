@@ -293,3 +293,74 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
     store.close().await;
     h.stop().await;
 }
+
+/// A press that claims to come from the page decides only when the page recorded it first: the
+/// page's sender id from a chat, or a recorded decision pressed as another action, decides
+/// nothing; the recorded one decides as the owner.
+#[tokio::test]
+async fn only_presses_the_page_recorded_decide_as_the_owner() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hearth::confirmation::{PAGE_SENDER, parse_button_data};
+    use hearth::store::ConfirmationStatus;
+    use hearth_channel::{ButtonPress, ChatRef, Inbound, InboundKind, Sender};
+    use hearth_testkit::Reply;
+
+    use crate::support::{CHAT, eventually};
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = crate::confirmations::hearth(&runs, None).await;
+    h.start().await;
+    let prompt = crate::confirmations::ask(&h).await;
+    let data = prompt.buttons[0].data.clone();
+    let id = parse_button_data(&data).expect("approve button").id;
+    let store = h.daemon().store().clone();
+    let press = |platform_id: &str| Inbound {
+        platform_id: platform_id.into(),
+        chat: ChatRef::new(CHAT),
+        sender: Sender::new(PAGE_SENDER).with_name("the owner on the web page"),
+        kind: InboundKind::Press(ButtonPress {
+            press_id: String::new(),
+            data: data.clone(),
+            message: None,
+        }),
+        reply_context: None,
+    };
+
+    // Nothing recorded; recorded as Deny but pressed as Approve.
+    store
+        .add_web_decision("web:other-action", &id, "deny", 0)
+        .await
+        .expect("record");
+    h.channel.push(press("web:forged"));
+    h.channel.push(press("web:other-action"));
+    eventually("both presses to be handled", async || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM inbox WHERE platform_id IN ('web:forged', 'web:other-action') AND status = 'done'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .is_ok_and(|n| n == 2)
+    })
+    .await;
+    let confirmation = store.confirmation(&id).await.expect("read").expect("kept");
+    assert_eq!(confirmation.status, ConfirmationStatus::Pending);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
+
+    // Recorded as pressed: decided as the owner, and the turn goes on.
+    h.llm.push(Reply::text("Done, the old logs are gone."));
+    store
+        .add_web_decision("web:recorded", &id, "approve", 0)
+        .await
+        .expect("record");
+    h.channel.push(press("web:recorded"));
+    eventually("the approved tool to run", async || {
+        runs.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let confirmation = store.confirmation(&id).await.expect("read").expect("kept");
+    assert_eq!(confirmation.status, ConfirmationStatus::Approved);
+    assert_eq!(confirmation.decided_by.as_deref(), Some("web:owner"));
+    h.stop().await;
+}
