@@ -394,6 +394,14 @@ pub struct TranscriptionConfig {
     pub model: String,
     #[serde(default = "default_transcription_timeout")]
     pub timeout_secs: u64,
+    /// USD per minute of audio, for services that bill by duration (`whisper-1`: 0.006).
+    #[serde(default)]
+    pub price_per_minute: f64,
+    /// USD per million tokens, for services that bill by tokens (`gpt-4o-transcribe`).
+    #[serde(default)]
+    pub price_input_per_mtok: f64,
+    #[serde(default)]
+    pub price_output_per_mtok: f64,
 }
 
 fn default_transcription_model() -> String {

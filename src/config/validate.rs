@@ -85,6 +85,19 @@ pub(super) fn validate(
         if let Some(name) = &transcription.api_key_env {
             secret("transcription.api_key_env", name, env, &mut problems);
         }
+        let prices = [
+            ("price_per_minute", transcription.price_per_minute),
+            ("price_input_per_mtok", transcription.price_input_per_mtok),
+            ("price_output_per_mtok", transcription.price_output_per_mtok),
+        ];
+        for (field, price) in prices {
+            if !(price.is_finite() && price >= 0.0) {
+                problems.push(Problem::new(
+                    format!("transcription.{field}"),
+                    "must be a price in USD, 0 or more",
+                ));
+            }
+        }
     }
     context_and_budget(config, &failed.providers, &mut problems);
     problems.extend(channel_problems);
@@ -808,6 +821,29 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:#?}");
         assert_eq!(errors[0].0, key, "{errors:#?}");
         assert!(errors[0].1.contains(message), "{errors:#?}");
+    }
+
+    #[test]
+    fn transcription_prices_are_zero_or_more() {
+        let section = |price: &str| {
+            format!("[transcription]\nbase_url = \"http://127.0.0.1:9000/v1\"\n{price}\n")
+        };
+        one(
+            &section("price_per_minute = -0.006"),
+            &[],
+            "transcription.price_per_minute",
+            "0 or more",
+        );
+        one(
+            &section("price_output_per_mtok = nan"),
+            &[],
+            "transcription.price_output_per_mtok",
+            "0 or more",
+        );
+        let fine = section("price_per_minute = 0.006");
+        if let Err(errors) = load_from_str(&fine, "hearth.toml", &HashMap::new()) {
+            panic!("{errors}");
+        }
     }
 
     #[test]
