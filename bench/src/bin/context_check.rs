@@ -7,7 +7,10 @@
 use hearth::runtime::context::bench::{context_check, history};
 
 fn main() {
-    println!("context check per model call (release build: {})", !cfg!(debug_assertions));
+    println!(
+        "context check per model call (release build: {})",
+        !cfg!(debug_assertions)
+    );
     for turns in [25, 100, 200, 400] {
         let history = history(turns);
         // Warm the allocator and caches, then measure.
