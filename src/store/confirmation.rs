@@ -62,6 +62,11 @@ pub struct Confirmation {
     pub short_code: Option<String>,
     /// Wrong codes typed in the chat while this one was pending.
     pub wrong_codes: i64,
+    /// Where a copy of the prompt went with buttons (`daemon.approvals_to`): its channel, chat
+    /// and outbox row. `None` when the prompt was not routed.
+    pub routed_channel: Option<String>,
+    pub routed_chat_id: Option<String>,
+    pub routed_outbox_id: Option<i64>,
 }
 
 /// What a wrong typed code did.
@@ -99,6 +104,9 @@ fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
         expires_at: row.try_get("expires_at")?,
         short_code: row.try_get("short_code")?,
         wrong_codes: row.try_get("wrong_codes")?,
+        routed_channel: row.try_get("routed_channel")?,
+        routed_chat_id: row.try_get("routed_chat_id")?,
+        routed_outbox_id: row.try_get("routed_outbox_id")?,
     })
 }
 
@@ -116,19 +124,34 @@ pub struct AuditEntry<'a> {
 }
 
 impl Store {
-    /// Stores a confirmation, its prompt (in the outbox) and the call's waiting state together.
+    /// Stores a confirmation, its prompt (in the outbox), the prompt's copy for the owner's chat
+    /// (`routed`, going to `confirmation.routed_channel` and `routed_chat_id`) and the call's
+    /// waiting state together. Returns the prompt's outbox id.
     pub async fn create_confirmation(
         &self,
         confirmation: &Confirmation,
         prompt: &NewOutbox,
+        routed: Option<&NewOutbox>,
         now_ms: i64,
     ) -> StoreResult<i64> {
         let mut tx = self.begin().await?;
         let outbox_id = insert_outbox(&mut tx, prompt, now_ms).await?;
+        let routed_outbox_id = match routed {
+            Some(routed) => Some(insert_outbox(&mut tx, routed, now_ms).await?),
+            None => None,
+        };
+        let (routed_channel, routed_chat_id) = match routed {
+            Some(_) => (
+                confirmation.routed_channel.as_deref(),
+                confirmation.routed_chat_id.as_deref(),
+            ),
+            None => (None, None),
+        };
         sqlx::query(
             "INSERT INTO confirmations (id, turn_id, tool_call_id, conversation_id, channel, chat_id, thread_id,
-               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at, short_code)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15)",
+               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at, short_code,
+               routed_channel, routed_chat_id, routed_outbox_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15, $16, $17, $18)",
         )
         .bind(&confirmation.id)
         .bind(confirmation.turn_id)
@@ -145,6 +168,9 @@ impl Store {
         .bind(confirmation.created_at)
         .bind(confirmation.expires_at)
         .bind(confirmation.short_code.as_deref())
+        .bind(routed_channel)
+        .bind(routed_chat_id)
+        .bind(routed_outbox_id)
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE tool_calls SET status = 'waiting' WHERE id = $1")
@@ -213,8 +239,9 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
-    /// The confirmation whose prompt was delivered as the platform message `message_id` in this
-    /// chat (whatever its status), with the prompt as stored: a reaction to it decides it.
+    /// The confirmation whose prompt, or its copy in the owner's chat, was delivered as the
+    /// platform message `message_id` in this chat (whatever its status), with that message as
+    /// stored: a reaction to it decides it.
     pub async fn confirmation_by_prompt(
         &self,
         channel: &str,
@@ -223,8 +250,10 @@ impl Store {
     ) -> StoreResult<Option<(Confirmation, OutboundMessage)>> {
         let row = sqlx::query(
             "SELECT c.*, o.payload AS prompt_payload FROM confirmations c
-             JOIN outbox o ON o.id = c.prompt_outbox_id
-             WHERE o.channel = $1 AND o.platform_message_id = $2 AND c.channel = $1 AND c.chat_id = $3
+             JOIN outbox o ON o.id = c.prompt_outbox_id OR o.id = c.routed_outbox_id
+             WHERE o.channel = $1 AND o.platform_message_id = $2
+               AND ((o.id = c.prompt_outbox_id AND c.channel = $1 AND c.chat_id = $3)
+                 OR (o.id = c.routed_outbox_id AND c.routed_channel = $1 AND c.routed_chat_id = $3))
              ORDER BY c.created_at DESC LIMIT 1",
         )
         .bind(channel)
