@@ -141,7 +141,8 @@ mod tests {
 
     #[test]
     fn changes_name_each_field_that_differs() {
-        let old = agent("tools = [\"add_expense\"]\n[agent.triggers]\nkeywords = [\"spent\", \"paid\"]");
+        let old =
+            agent("tools = [\"add_expense\"]\n[agent.triggers]\nkeywords = [\"spent\", \"paid\"]");
         let new = agent(
             "model = \"big\"\ntemperature = 0.5\ntools = [\"add_expense\", \"list_expenses\"]\n\
              [agent.triggers]\nkeywords = [\"spent\", \"receipt\"]",

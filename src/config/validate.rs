@@ -1013,11 +1013,23 @@ mod tests {
             .is_empty()
         );
         for (lines, message) in [
-            ("owner = \"telegram:42\"\napprovals_to = \"telegram\"", "expected `channel:user_id`"),
-            ("owner = \"telegram:42\"\napprovals_to = \"telegram:me\"", "expected a number"),
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram\"",
+                "expected `channel:user_id`",
+            ),
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram:me\"",
+                "expected a number",
+            ),
             ("approvals_to = \"telegram:42\"", "daemon.owner is not set"),
-            ("owner = \"telegram:42\"\napprovals_to = \"telegram:43\"", "not one of daemon.owner's identities (telegram:42)"),
-            ("owner = [\"telegram:42\", \"terminal:me\"]\napprovals_to = \"terminal:me\"", "`terminal`, which is not configured"),
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram:43\"",
+                "not one of daemon.owner's identities (telegram:42)",
+            ),
+            (
+                "owner = [\"telegram:42\", \"terminal:me\"]\napprovals_to = \"terminal:me\"",
+                "`terminal`, which is not configured",
+            ),
         ] {
             one(&daemon(lines), &vars, "daemon.approvals_to", message);
         }

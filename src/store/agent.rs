@@ -146,3 +146,153 @@ impl Store {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+
+    use super::*;
+    use crate::provider::ChatMessage;
+
+    fn agents(finance_keywords: &str, general_prompt: &str) -> AgentSet {
+        AgentSet::parse(
+            &format!(
+                "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"{general_prompt}\"\n\
+                 [[agent]]\nid = \"finance\"\nname = \"Finance\"\nsystem_prompt = \"Count.\"\n\
+                 [agent.triggers]\nkeywords = [{finance_keywords}]\n"
+            ),
+            "agents.toml",
+        )
+        .expect("valid agents")
+    }
+
+    /// A turn of `agent` in a fresh conversation, recording `version`.
+    async fn turn(store: &Store, n: i64, agent: &str, version: Option<i64>) {
+        let event = Inbound {
+            platform_id: format!("m{n}"),
+            chat: ChatRef::new("chat"),
+            sender: Sender::new("user"),
+            kind: InboundKind::Message {
+                text: "hi".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        };
+        let inbox = store
+            .insert_inbox("test", &event, n)
+            .await
+            .expect("inbox")
+            .expect("new");
+        let conversation = store
+            .conversation("test", &event.chat, n)
+            .await
+            .expect("conversation");
+        let turn = store
+            .start_turn(
+                inbox,
+                conversation.id,
+                conversation.session,
+                None,
+                (agent, version),
+                &ChatMessage::user("hi"),
+                n,
+            )
+            .await
+            .expect("turn");
+        assert_eq!(turn.agent_version, version);
+        let stored = store.turn(turn.id).await.expect("read").expect("turn");
+        assert_eq!(stored.agent_version, version, "read back as stored");
+    }
+
+    #[tokio::test]
+    async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    /// The same SQL on PostgreSQL (skipped when it is not installed).
+    #[tokio::test]
+    async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server
+            .create_database("hearth_agent_versions")
+            .expect("database");
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    async fn check(store: Store) {
+        let first = agents("\"spent\", \"paid\"", "Help.");
+        let versions = store.sync_agents(&first, 1_000).await.expect("sync");
+        assert_eq!(versions.get("general"), Some(&1));
+        assert_eq!(versions.get("finance"), Some(&1));
+        turn(&store, 1, "finance", Some(1)).await;
+
+        // Read again unchanged (a restart, a SIGHUP without edits): no new version.
+        let again = store.sync_agents(&first, 2_000).await.expect("sync");
+        assert_eq!(again, versions);
+        assert_eq!(
+            store.agent_versions("finance").await.expect("read").len(),
+            1
+        );
+
+        // Finance's keywords change; General's definition does not.
+        let second = agents("\"spent\", \"receipt\"", "Help.");
+        let versions = store.sync_agents(&second, 3_000).await.expect("sync");
+        assert_eq!(versions.get("finance"), Some(&2));
+        assert_eq!(versions.get("general"), Some(&1));
+        turn(&store, 2, "finance", Some(2)).await;
+        turn(&store, 3, "finance", Some(2)).await;
+
+        let history = store.agent_versions("finance").await.expect("read");
+        let summary: Vec<(i64, i64, &str, i64)> = history
+            .iter()
+            .map(|v| (v.version, v.created_at, v.changes.as_str(), v.turns))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    2,
+                    3_000,
+                    "keywords added: receipt; keywords removed: paid",
+                    2
+                ),
+                (1, 1_000, FIRST_VERSION, 1),
+            ]
+        );
+        // The full definition is kept with each version.
+        let kept: AgentDef = serde_json::from_str(&history[1].definition).expect("definition");
+        assert_eq!(kept.triggers.keywords, ["spent", "paid"]);
+        assert_ne!(history[0].hash, history[1].hash);
+        assert_eq!(
+            store.agent_versions("general").await.expect("read").len(),
+            1
+        );
+
+        // Back to the first definition: a change like any other, a third version.
+        let versions = store.sync_agents(&first, 4_000).await.expect("sync");
+        assert_eq!(versions.get("finance"), Some(&3));
+        assert_eq!(
+            store.agent_versions("finance").await.expect("read")[0].changes,
+            "keywords added: paid; keywords removed: receipt"
+        );
+
+        // Nobody by that name: no versions, and the known ids for the error message.
+        assert!(
+            store
+                .agent_versions("nobody")
+                .await
+                .expect("read")
+                .is_empty()
+        );
+        assert_eq!(
+            store.known_agent_ids().await.expect("ids"),
+            ["finance", "general"]
+        );
+    }
+}
