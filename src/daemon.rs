@@ -854,6 +854,25 @@ impl Daemon {
     }
 }
 
+/// Says at start when `daemon.approvals_to` cannot be used by this process: its channel is not
+/// run here, or shows no buttons. Prompts then wait in their own chat only.
+fn warn_unusable_approvals_route(config: &Config, channels: &Channels) {
+    let Some((name, _)) = config.daemon.approvals_to() else {
+        return;
+    };
+    match channels.get(name) {
+        None => tracing::info!(
+            channel = name,
+            "daemon.approvals_to names a channel this process does not run; its prompts are not routed"
+        ),
+        Some(channel) if !channel.capabilities().shows_buttons() => tracing::warn!(
+            channel = name,
+            "daemon.approvals_to names a channel that shows no buttons; prompts are not routed there"
+        ),
+        Some(_) => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
@@ -961,24 +980,5 @@ mod tests {
         shutdown.cancel();
         supervisor.await.expect("supervisor ends");
         assert_eq!(health.channels()["glitchy"].state, "stopped");
-    }
-}
-
-/// Says at start when `daemon.approvals_to` cannot be used by this process: its channel is not
-/// run here, or shows no buttons. Prompts then wait in their own chat only.
-fn warn_unusable_approvals_route(config: &Config, channels: &Channels) {
-    let Some((name, _)) = config.daemon.approvals_to() else {
-        return;
-    };
-    match channels.get(name) {
-        None => tracing::info!(
-            channel = name,
-            "daemon.approvals_to names a channel this process does not run; its prompts are not routed"
-        ),
-        Some(channel) if !channel.capabilities().shows_buttons() => tracing::warn!(
-            channel = name,
-            "daemon.approvals_to names a channel that shows no buttons; prompts are not routed there"
-        ),
-        Some(_) => {}
     }
 }

@@ -1005,13 +1005,15 @@ mod tests {
     fn approvals_to_names_a_configured_channel_and_an_owner_identity() {
         let daemon = |lines: &str| format!("[daemon]\n{lines}\n{TELEGRAM}");
         let vars = [("TG", "123:abc")];
-        assert!(
-            errors(
-                &daemon("owner = [\"telegram:42\", \"email:me@example.org\"]\napprovals_to = \"telegram:42\""),
-                &vars
-            )
-            .is_empty()
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let fine = daemon(
+            "owner = [\"telegram:42\", \"email:me@example.org\"]\napprovals_to = \"telegram:42\"",
         );
+        let config = load_from_str(&fine, "hearth.toml", &env).expect("valid");
+        assert_eq!(config.daemon.approvals_to(), Some(("telegram", "42")));
         for (lines, message) in [
             (
                 "owner = \"telegram:42\"\napprovals_to = \"telegram\"",
