@@ -2,8 +2,9 @@
 //! binary, the real mail servers (Dovecot, aiosmtpd), the fake Telegram Bot API and the fake
 //! LLM: a mail's request approved by the owner's Telegram button across a restart (the turn
 //! resumes and the mail is answered once, both places show the outcome) while a stranger's
-//! press is refused; a scheduled run's prompt routed and denied; and a route that cannot be
-//! reached, where the prompt still expires as denied and nothing runs.
+//! press is refused; a scheduled run's prompt routed and denied (and one already in the owner's
+//! chat not sent twice); and a route that cannot be reached, where the prompt still expires as
+//! denied and nothing runs.
 
 use std::time::Duration;
 
@@ -281,7 +282,9 @@ async fn a_mailed_request_is_approved_by_the_owners_telegram_button_and_a_strang
 async fn a_scheduled_runs_prompt_is_routed_and_denied_in_the_owners_chat() {
     let schedule = format!(
         "[[schedules]]\nname = \"cleanup\"\ncron = \"0 0 3 1 1 *\"\ntimezone = \"UTC\"\nagent = \"general\"\n\
-         prompt = \"Delete the done tasks.\"\ntarget = \"telegram:{GROUP}\"\non_confirmation = \"ask\"\n"
+         prompt = \"Delete the done tasks.\"\ntarget = \"telegram:{GROUP}\"\non_confirmation = \"ask\"\n\n\
+         [[schedules]]\nname = \"tidy\"\ncron = \"0 0 3 1 1 *\"\ntimezone = \"UTC\"\nagent = \"general\"\n\
+         prompt = \"Tidy up.\"\ntarget = \"telegram:{OWNER}\"\non_confirmation = \"ask\"\n"
     );
     let mut h = Hearth::new(&schedule).await;
     h.start().await;
@@ -321,6 +324,23 @@ async fn a_scheduled_runs_prompt_is_routed_and_denied_in_the_owners_chat() {
     h.wait_edited(GROUP, prompt.id, "Denied by").await;
     h.wait_edited(OWNER, routed.id, "Denied by").await;
     assert_eq!(h.tg.messages(OWNER).len(), 1);
+
+    // A run whose chat is the owner's own: its prompt is there already, and not sent twice.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c2",
+        "delete_task",
+        r#"{"task_id": 2}"#,
+    )]));
+    let run = h.cli(&["schedule", "run", "tidy"]);
+    assert!(run.contains("due now"), "{run}");
+    let own = h.wait_tg(OWNER, 2).await.remove(1);
+    assert!(
+        own.text.contains("delete_task") && !own.text.contains("Approval needed for"),
+        "{}",
+        own.text
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.tg.messages(OWNER).len(), 2, "{:?}", h.tg.messages(OWNER));
     h.stop().await;
 }
 
