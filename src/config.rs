@@ -67,6 +67,10 @@ pub struct DaemonConfig {
     /// The owner's identities, `channel:user_id`: one string or a list. They are one user (one
     /// set of tasks, notes, memories …); the owner may decide any confirmation.
     pub owner: Option<Owner>,
+    /// One of the owner's identities, `channel:user_id` (e.g. `telegram:42`): a confirmation
+    /// prompt raised where no buttons can be shown (email, HTTP, a schedule's unattended run)
+    /// is also sent to this chat with that channel's buttons. Deciding in either place decides.
+    pub approvals_to: Option<String>,
     /// How many conversations may run turns at the same time.
     pub max_concurrent_conversations: usize,
     /// Seconds SIGTERM waits for running turns before suspending them.
@@ -104,6 +108,7 @@ impl Default for DaemonConfig {
             timezone: "UTC".into(),
             http_listen: "127.0.0.1:8787".into(),
             owner: None,
+            approvals_to: None,
             max_concurrent_conversations: 16,
             shutdown_grace_secs: 20,
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
@@ -127,6 +132,12 @@ impl DaemonConfig {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// `approvals_to` split into channel and platform user id (the chat prompts go to); `None`
+    /// when unset or without a `:` (`hearth check` reports that).
+    pub fn approvals_to(&self) -> Option<(&str, &str)> {
+        self.approvals_to.as_deref()?.split_once(':')
     }
 
     /// The database URL, defaulting to a SQLite file inside `data_dir`.

@@ -25,6 +25,7 @@ mod turn;
 mod usage;
 pub mod user;
 
+pub use agent::AgentVersion;
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
 };

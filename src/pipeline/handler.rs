@@ -312,7 +312,7 @@ impl Handler {
                 conversation.id,
                 conversation.session,
                 Some(identity.user_id),
-                &agent.id,
+                (&agent.id, agents.version(&agent.id)),
                 &user_message,
                 now,
             )
@@ -358,6 +358,7 @@ impl Handler {
             note,
             cancel: cancel.clone(),
             confirmation: ConfirmationPolicy::Ask,
+            approvals_route: self.approvals_route(&entry.channel, event, None),
         }
     }
 
