@@ -504,14 +504,25 @@ pub(crate) async fn test_context_on(
     store: crate::store::Store,
     dir: &std::path::Path,
 ) -> ToolContext {
-    let user = store
-        .allow_identity("test", "u1", None, "config", true, 0)
+    standalone_context(store, dir, "test")
         .await
-        .expect("user");
+        .expect("a user for the tests")
+}
+
+/// A context for calling tools outside any conversation (unit tests, the fuzzer): the owner
+/// `u1` of channel `channel` on `store`, a workspace under `dir`, UTC and the system clock.
+pub async fn standalone_context(
+    store: crate::store::Store,
+    dir: &std::path::Path,
+    channel: &str,
+) -> crate::store::StoreResult<ToolContext> {
+    let user = store
+        .allow_identity(channel, "u1", None, "config", true, 0)
+        .await?;
     let mut config = Config::default();
     config.tools.workspace_dir = dir.join("workspace");
     let clock: SharedClock = Arc::new(crate::clock::SystemClock);
-    ToolContext {
+    Ok(ToolContext {
         store,
         config: Arc::new(config),
         clock,
@@ -519,8 +530,8 @@ pub(crate) async fn test_context_on(
         user_id: Some(user.user_id),
         conversation_id: 0,
         turn_id: 0,
-        agent_id: "test".into(),
-    }
+        agent_id: channel.into(),
+    })
 }
 
 #[cfg(test)]

@@ -7,12 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{not_found, tags_value, user_id};
+use super::common::{listing, not_found, tags_value, user_id};
 use super::time::format_local;
-use super::typed::{Limit, NonEmpty, Tags, text};
+use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::bookmark::{self as store, BookmarkRow, NewBookmark};
-use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -76,7 +75,7 @@ struct ListBookmarks {
     /// Only links with this tag
     tag: Option<String>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListBookmarks {
@@ -87,18 +86,11 @@ impl TypedTool for ListBookmarks {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let page = Page {
-            search: text(self.search),
-            tag: text(self.tag),
-            limit: LIST_LIMIT.of(self.limit),
-        };
+        let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
         let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
-        let bookmarks: Vec<BookmarkView> = listed
-            .rows
-            .into_iter()
-            .map(|row| BookmarkView::new(ctx, row))
-            .collect();
-        Ok(json!({"count": bookmarks.len(), "more": listed.more, "bookmarks": bookmarks}))
+        Ok(listing("bookmarks", listed, |row| {
+            BookmarkView::new(ctx, row)
+        }))
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::common::{bad_date, not_found, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
-use super::typed::{Limit, NonEmpty, text};
+use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::calendar::{self as store, EventRow, NewEvent};
 
@@ -114,7 +114,7 @@ struct ListCalendarEvents {
     /// days
     end: Option<String>,
     /// Default 20, at most 100
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl ListCalendarEvents {

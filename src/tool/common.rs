@@ -2,9 +2,11 @@
 //! errors, stored tags, and a transaction for a write whose result a tool reports. The SQL
 //! itself is in `store::<family>`, built with `store::query`.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{ToolContext, ToolError};
+use crate::store::query::Listed;
 
 /// The user a call acts for; tools that keep per-user data cannot run without one.
 pub fn user_id(ctx: &ToolContext) -> Result<i64, ToolError> {
@@ -43,4 +45,11 @@ pub async fn write_tx(
         .begin()
         .await
         .map_err(|err| ToolError::Failed(err.to_string()))
+}
+
+/// A list tool's answer: `{"count": n, "more": bool, "<key>": [views]}`, each row seen through
+/// `view`.
+pub fn listing<R, V: Serialize>(key: &str, listed: Listed<R>, view: impl FnMut(R) -> V) -> Value {
+    let views: Vec<V> = listed.rows.into_iter().map(view).collect();
+    json!({"count": views.len(), "more": listed.more, key: views})
 }

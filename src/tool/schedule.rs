@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::common::user_id;
 use super::time::parse_datetime;
-use super::typed::{Limit, NonEmpty, text};
+use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::config::OnConfirmation;
 use crate::scheduler::timing::{CronExpr, parse_timezone};
@@ -331,7 +331,7 @@ struct ScheduleHistory {
     /// The schedule's name
     name: NonEmpty,
     /// Default 10
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ScheduleHistory {

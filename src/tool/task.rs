@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 
 use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime};
-use super::typed::{Batch, Limit, NonEmpty, Tags, text};
+use super::typed::{Batch, Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::query::Page;
 use crate::store::task::{self as store, NewTask, Statuses, TaskFilter, TaskRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -170,23 +169,14 @@ impl TypedTool for BatchAddTasks {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let total = self.tasks.0.len();
-        let mut results = Vec::with_capacity(total);
-        let mut added = 0;
-        for (index, item) in self.tasks.0.into_iter().enumerate() {
-            let outcome = match item.0 {
-                Ok(task) => task.add(ctx, user).await,
-                Err(err) => Err(err),
-            };
-            results.push(match outcome {
-                Ok((id, row)) => {
-                    added += 1;
-                    json!({"index": index, "id": id, "title": row.title})
-                }
-                Err(err) => json!({"index": index, "error": err.to_string()}),
-            });
-        }
-        Ok(json!({"added": added, "failed": total - added, "results": results}))
+        let results = self
+            .tasks
+            .each(|task| async move {
+                let (id, row) = task.add(ctx, user).await?;
+                Ok(json!({"id": id, "title": row.title}))
+            })
+            .await;
+        Ok(results)
     }
 }
 
@@ -210,7 +200,7 @@ struct ListTasks {
     /// Only tasks past their due time and not done
     overdue: Option<bool>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListTasks {
@@ -243,11 +233,7 @@ impl TypedTool for ListTasks {
             due_before: time(self.due_before, "due_before")?,
             due_after: time(self.due_after, "due_after")?,
             overdue_at: (self.overdue == Some(true)).then(|| now.timestamp_millis()),
-            page: Page {
-                search: text(self.search),
-                tag: text(self.tag),
-                limit: LIST_LIMIT.of(self.limit),
-            },
+            page: LIST_LIMIT.page(self.search, self.tag, self.limit),
         };
         let listed = store::list(&ctx.store, user, &filter).await?;
         let tasks: Vec<TaskView> = listed

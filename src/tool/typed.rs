@@ -34,7 +34,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use super::args::whole_number;
 use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
+use crate::store::query::Page;
 
 /// The size parameter of a list tool: the runtime fills in `default` when it is missing and the
 /// schema caps it at `max` (see [`ToolInfo::limit`]).
@@ -49,10 +51,47 @@ impl Limit {
     /// The value a call asked for, or the default when it asked for none, within 1 and the cap
     /// (through the runtime the schema has refused a value out of bounds and the default is
     /// filled in; unit tests call tools directly).
-    pub fn of(self, asked: Option<i64>) -> i64 {
+    pub fn of(self, asked: Option<Count>) -> i64 {
         let default = i64::try_from(self.default).unwrap_or(i64::MAX);
         let max = i64::try_from(self.max).unwrap_or(i64::MAX);
-        asked.unwrap_or(default).clamp(1, max.max(1))
+        asked.map_or(default, |c| c.0).clamp(1, max.max(1))
+    }
+
+    /// The search/tag/limit block of an organiser family's list tool, as asked.
+    pub fn page(self, search: Option<String>, tag: Option<String>, asked: Option<Count>) -> Page {
+        Page {
+            search: text(search),
+            tag: text(tag),
+            limit: self.of(asked),
+        }
+    }
+}
+
+/// A whole number (a limit, a count) the model may write as `10`, `10.0` or `"10"`; anything
+/// else is refused with a clear message ([`whole_number`]). Its schema is `integer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count(pub i64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        whole_number(&value)
+            .map(Count)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Count {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Count".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        i64::json_schema(generator)
     }
 }
 
@@ -282,6 +321,91 @@ impl<'de, T: DeserializeOwned, const MAX: usize> Deserialize<'de> for Batch<T, M
             )));
         }
         Ok(Self(items))
+    }
+}
+
+impl<T, const MAX: usize> Batch<T, MAX> {
+    /// Runs `add` on each item in order, a bad item reported in its place and not stopping the
+    /// others: `{"added", "failed", "results": [{"index", …the fields add returned} | {"index",
+    /// "error"}]}`.
+    pub async fn each<F, Fut>(self, mut add: F) -> Value
+    where
+        F: FnMut(T) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+    {
+        let total = self.0.len();
+        let mut results = Vec::with_capacity(total);
+        let mut added = 0;
+        for (index, item) in self.0.into_iter().enumerate() {
+            let outcome = match item.0 {
+                Ok(item) => add(item).await,
+                Err(err) => Err(err),
+            };
+            let mut result = Map::new();
+            result.insert("index".into(), index.into());
+            match outcome {
+                Ok(Value::Object(fields)) => {
+                    added += 1;
+                    result.extend(fields);
+                }
+                Ok(_) => added += 1,
+                Err(err) => {
+                    result.insert("error".into(), err.to_string().into());
+                }
+            }
+            results.push(Value::Object(result));
+        }
+        serde_json::json!({"added": added, "failed": total - added, "results": results})
+    }
+}
+
+/// A batch item whose schema only names its fields and their types: its other checks
+/// (required fields, enums, bounds, patterns) run when the item is read, so one bad item fails
+/// on its own instead of the runtime's schema check refusing the whole batch. An enum's values
+/// move into the field's description ("One of: a, b").
+#[derive(Debug)]
+pub struct Unchecked<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Unchecked<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Unchecked)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Unchecked<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Unchecked_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        schema.remove("required");
+        schema.remove("additionalProperties");
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            for property in properties.values_mut() {
+                let Value::Object(property) = property else {
+                    continue;
+                };
+                for check in ["exclusiveMinimum", "minimum", "maximum", "pattern"] {
+                    property.remove(check);
+                }
+                if let Some(Value::Array(values)) = property.remove("enum") {
+                    let names: Vec<String> = values
+                        .iter()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                        .collect();
+                    property.insert(
+                        "description".into(),
+                        format!("One of: {}", names.join(", ")).into(),
+                    );
+                }
+            }
+        }
+        schema
     }
 }
 
