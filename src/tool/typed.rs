@@ -234,7 +234,10 @@ fn plain(schema: &mut Value) {
             }
         }
     }
-    if let Some(Value::Array(types)) = object.get_mut("type") {
+    let null_clears = object.remove(NULL_CLEARS).is_some();
+    if let Some(Value::Array(types)) = object.get_mut("type")
+        && !null_clears
+    {
         types.retain(|t| t != "null");
         if types.len() == 1 {
             let only = types.remove(0);
@@ -426,6 +429,57 @@ impl<T: JsonSchema, const MAX: usize> JsonSchema for Batch<T, MAX> {
     }
 }
 
+/// A field of an update that can be cleared: left out keeps the stored value ([`Patch::Keep`],
+/// with `#[serde(default)]` on the field), `null` clears it, a value sets it. Its schema takes
+/// `null` beside `T` (the one place a schema does; see `schemas_are_strict`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Patch<T> {
+    #[default]
+    Keep,
+    Clear,
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    pub fn is_keep(&self) -> bool {
+        matches!(self, Patch::Keep)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Only a present field reaches here (absent is the default, `Keep`).
+        Ok(match Option::<T>::deserialize(deserializer)? {
+            None => Patch::Clear,
+            Some(value) => Patch::Set(value),
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Patch<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Patch_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        if let Some(Value::String(kind)) = schema.get("type").cloned() {
+            schema.insert("type".into(), serde_json::json!([kind, "null"]));
+        }
+        // `plain` drops null from every other schema; this marker tells it to keep this one.
+        schema.insert(NULL_CLEARS.into(), true.into());
+        schema
+    }
+}
+
+/// Marks a [`Patch`] schema, whose `null` [`plain`] keeps; removed from the schema the model
+/// sees.
+const NULL_CLEARS: &str = "x-null-clears";
+
 /// A required text, trimmed; blank is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NonEmpty(pub String);
@@ -615,6 +669,40 @@ mod tests {
         assert!(err.to_string().contains("unknown field `extra`"), "{err}");
         let err = parse::<Errand>(json!({})).err().expect("missing");
         assert!(err.to_string().contains("missing field `title`"), "{err}");
+    }
+
+    /// An update whose `due` can be cleared.
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Reschedule {
+        /// New due day, or null for none
+        #[serde(default)]
+        due: Patch<String>,
+        note: Option<String>,
+    }
+
+    #[test]
+    fn a_patch_tells_null_from_absent() {
+        let absent: Reschedule = parse(json!({})).expect("absent");
+        assert_eq!(absent.due, Patch::Keep);
+        let null: Reschedule = parse(json!({"due": null})).expect("null");
+        assert_eq!(null.due, Patch::Clear);
+        let set: Reschedule = parse(json!({"due": "friday"})).expect("set");
+        assert_eq!(set.due, Patch::Set("friday".into()));
+        let err = parse::<Reschedule>(json!({"due": 5}))
+            .err()
+            .expect("wrong type");
+        assert!(err.to_string().contains("`due`"), "{err}");
+        let (_, schema) = schema::<Reschedule>();
+        assert_eq!(
+            schema["properties"],
+            json!({
+                "due": {"type": ["string", "null"], "description": "New due day, or null for none"},
+                "note": {"type": "string"}
+            })
+        );
+        assert!(schema.get("required").is_none());
     }
 
     #[test]
