@@ -469,6 +469,14 @@ pub(crate) mod test_calls {
         Ok(serde_json::from_str(&text).expect("tools answer JSON"))
     }
 
+    /// How many rows `table` holds.
+    pub async fn rows(ctx: &ToolContext, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+            .fetch_one(ctx.store.pool())
+            .await
+            .expect("count")
+    }
+
     pub async fn ok(
         family: Vec<Arc<dyn Tool>>,
         ctx: &ToolContext,
@@ -507,6 +515,29 @@ pub(crate) async fn test_context_on(
     standalone_context(store, dir, "test")
         .await
         .expect("a user for the tests")
+}
+
+/// `ctx` as another known user (`u2`) sees it: for tests that one user's rows stay theirs.
+#[cfg(test)]
+pub(crate) async fn other_user(ctx: &ToolContext) -> ToolContext {
+    let user = ctx
+        .store
+        .allow_identity("test", "u2", None, "config", false, 0)
+        .await
+        .expect("a second user");
+    let mut other = ctx.clone();
+    other.user_id = Some(user.user_id);
+    other
+}
+
+/// [`test_context`] with its clock stopped at `now`.
+#[cfg(test)]
+pub(crate) async fn test_context_at(
+    now: chrono::DateTime<chrono::Utc>,
+) -> (ToolContext, tempfile::TempDir) {
+    let (mut ctx, dir) = test_context().await;
+    ctx.clock = crate::clock::ManualClock::new(now);
+    (ctx, dir)
 }
 
 /// A context for calling tools outside any conversation (unit tests, the fuzzer): the owner

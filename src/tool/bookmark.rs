@@ -173,10 +173,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM bookmarks")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "bookmarks").await
     }
 
     #[tokio::test]
@@ -235,13 +232,7 @@ mod tests {
         let id = ok(&ctx, "add_bookmark", json!({"url": "https://example.org"})).await["id"]
             .as_i64()
             .expect("id");
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_bookmark", json!({"bookmark_id": id})).await,
             format!("bookmark {id} not found")

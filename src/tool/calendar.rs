@@ -485,10 +485,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM calendar_events")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "calendar_events").await
     }
 
     fn titles(listed: &Value) -> Vec<String> {
@@ -741,13 +738,7 @@ mod tests {
             "event 9 not found"
         );
 
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_calendar_event", json!({"event_id": id})).await,
             format!("event {id} not found")

@@ -373,10 +373,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM contacts")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "contacts").await
     }
 
     fn date(text: &str) -> NaiveDate {
@@ -430,13 +427,7 @@ mod tests {
             "contact 77 not found"
         );
 
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_contact", json!({"contact_id": id})).await,
             format!("contact {id} not found")

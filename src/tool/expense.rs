@@ -620,28 +620,17 @@ fn to_csv(rows: &[ExpenseRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
     use chrono::TimeZone;
     use sqlx::Row;
 
     /// A context whose clock reads 2026-03-10 20:00 UTC.
     async fn context() -> (ToolContext, tempfile::TempDir) {
-        let (mut ctx, dir) = crate::tool::test_context().await;
-        let now = chrono::Utc
-            .with_ymd_and_hms(2026, 3, 10, 20, 0, 0)
-            .single()
-            .expect("valid");
-        ctx.clock = ManualClock::new(now);
-        (ctx, dir)
+        let now = chrono::Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).single();
+        crate::tool::test_context_at(now.expect("valid")).await
     }
 
     async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        let tool = tools()
-            .into_iter()
-            .find(|t| t.info().name == name)
-            .expect("tool exists");
-        let text = tool.call(ctx, args).await?;
-        Ok(serde_json::from_str(&text).expect("results are JSON"))
+        crate::tool::test_calls::call(tools(), ctx, name, args).await
     }
 
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
@@ -649,10 +638,7 @@ mod tests {
     }
 
     async fn stored(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM expenses")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "expenses").await
     }
 
     async fn seed(ctx: &ToolContext) {
@@ -925,13 +911,8 @@ mod tests {
     async fn expenses_are_private_to_their_user() {
         let (mut ctx, _dir) = context().await;
         seed(&ctx).await;
-        let other = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
         let first = ctx.user_id;
-        ctx.user_id = Some(other.user_id);
+        ctx.user_id = crate::tool::other_user(&ctx).await.user_id;
         assert_eq!(ok(&ctx, "list_expenses", json!({})).await["count"], 0);
         assert_eq!(ok(&ctx, "expense_summary", json!({})).await["count"], 0);
         let err = call(&ctx, "delete_expense", json!({"expense_id": 1}))

@@ -836,27 +836,16 @@ async fn steps_of(ctx: &ToolContext, goal_id: i64) -> Result<Vec<Step>, ToolErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
     use chrono::TimeZone;
 
     /// A context whose clock reads 2026-03-10 12:00 UTC.
     async fn context() -> (ToolContext, tempfile::TempDir) {
-        let (mut ctx, dir) = crate::tool::test_context().await;
-        let now = chrono::Utc
-            .with_ymd_and_hms(2026, 3, 10, 12, 0, 0)
-            .single()
-            .expect("valid");
-        ctx.clock = ManualClock::new(now);
-        (ctx, dir)
+        let now = chrono::Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 0).single();
+        crate::tool::test_context_at(now.expect("valid")).await
     }
 
     async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        let tool = tools()
-            .into_iter()
-            .find(|t| t.info().name == name)
-            .expect("tool exists");
-        let text = tool.call(ctx, args).await?;
-        Ok(serde_json::from_str(&text).expect("results are JSON"))
+        crate::tool::test_calls::call(tools(), ctx, name, args).await
     }
 
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
@@ -876,10 +865,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext, table: &str) -> i64 {
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, table).await
     }
 
     #[tokio::test]
@@ -912,12 +898,7 @@ mod tests {
     async fn create_goal_refuses_bad_input_and_stores_nothing() {
         let (mut ctx, _dir) = context().await;
         let theirs = new_goal(&ctx, json!({"title": "Someone else's"})).await;
-        let other = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        ctx.user_id = Some(other.user_id);
+        ctx.user_id = crate::tool::other_user(&ctx).await.user_id;
         for (args, expected) in [
             (
                 json!({"title": "  "}),

@@ -813,13 +813,7 @@ mod tests {
         )
         .await
         .expect("created");
-        let other = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("second user");
-        let mut theirs = ctx.clone();
-        theirs.user_id = Some(other.user_id);
+        let theirs = crate::tool::other_user(&ctx).await;
         assert_eq!(
             call(&theirs, Op::List, json!({})).await.expect("list")["count"],
             0

@@ -486,23 +486,10 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM tasks")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "tasks").await
     }
 
     /// A second user in the same database, to prove rows stay their owner's.
-    async fn other_user(ctx: &ToolContext) -> ToolContext {
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
-        other
-    }
 
     #[tokio::test]
     async fn add_then_list_sorted_by_due_then_priority() {
@@ -704,7 +691,7 @@ mod tests {
         let (ctx, _dir) = test_context().await;
         let added = ok(&ctx, "add_task", json!({"title": "Mine"})).await;
         let id = added["id"].as_i64().expect("id");
-        let other = other_user(&ctx).await;
+        let other = crate::tool::other_user(&ctx).await;
         for name in ["complete_task", "delete_task"] {
             let message = err(&other, name, json!({"task_id": id})).await;
             assert_eq!(message, format!("task {id} not found"));
