@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{listing, not_found, tags_value, user_id};
+use super::common::{deleted, listing, tags_value, user_id};
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
@@ -111,10 +111,8 @@ impl TypedTool for DeleteBookmark {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.bookmark_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(url) => Ok(json!({"deleted": id, "url": url})),
-            None => Err(not_found("bookmark", id)),
-        }
+        let url = store::delete(&ctx.store, user, id).await?;
+        deleted("bookmark", id, "url", url)
     }
 }
 

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{bad_date, not_found, user_id};
+use super::common::{bad_date, deleted, not_found, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
 use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
@@ -294,10 +294,8 @@ impl TypedTool for DeleteCalendarEvent {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.event_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("event", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("event", id, "title", title)
     }
 }
 

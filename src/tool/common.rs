@@ -20,6 +20,15 @@ pub fn not_found(kind: &str, id: i64) -> ToolError {
     ToolError::Failed(format!("{kind} {id} not found"))
 }
 
+/// A delete tool's answer: `{"deleted": id, "<label>": what}` (its title, address or name),
+/// or `"<kind> <id> not found"` when nothing of the user's was deleted.
+pub fn deleted(kind: &str, id: i64, label: &str, what: Option<String>) -> Result<Value, ToolError> {
+    match what {
+        Some(what) => Ok(json!({"deleted": id, label: what})),
+        None => Err(not_found(kind, id)),
+    }
+}
+
 /// Turns a time-parsing message into an error that names the parameter.
 pub fn bad_date(param: &'static str) -> impl Fn(String) -> ToolError {
     move |msg| ToolError::InvalidArguments(format!("`{param}`: {msg}"))

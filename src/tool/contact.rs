@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{listing, not_found, tags_value, user_id};
+use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::contact::{self as store, ContactRow, NewContact};
@@ -197,10 +197,8 @@ impl TypedTool for DeleteContact {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.contact_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(name) => Ok(json!({"deleted": id, "name": name})),
-            None => Err(not_found("contact", id)),
-        }
+        let name = store::delete(&ctx.store, user, id).await?;
+        deleted("contact", id, "name", name)
     }
 }
 

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{listing, not_found, tags_value, user_id};
+use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::time::format_local;
 use super::typed::{Batch, Count, Limit, NonBlank, NonEmpty, Tags};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
@@ -191,10 +191,8 @@ impl TypedTool for DeleteNote {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.note_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("note", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("note", id, "title", title)
     }
 }
 

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{bad_date, not_found, tags_value, user_id};
+use super::common::{bad_date, deleted, not_found, tags_value, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime};
 use super::typed::{Batch, Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
@@ -363,10 +363,8 @@ impl TypedTool for DeleteTask {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.task_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("task", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("task", id, "title", title)
     }
 }
 
