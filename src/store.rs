@@ -13,6 +13,7 @@ mod confirmation;
 pub mod contact;
 mod conversation;
 pub mod expense;
+pub mod goal;
 mod identity;
 pub(crate) mod inbox;
 mod lock;

@@ -1,5 +1,6 @@
 //! The `goals` tools: goals with sub-goals, broken into ordered steps, with the next action of
-//! each, progress and statistics. Each tool is its argument type ([`TypedTool`]).
+//! each, progress and statistics. Each tool is its argument type ([`TypedTool`]); the SQL is in
+//! `store::goal`.
 //!
 //! A goal is `active`, `completed` or `abandoned`. Its progress is the share of its steps that
 //! are done; finishing the last step does not complete the goal by itself (the user may still
@@ -18,11 +19,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
-use super::common::{bad_date, user_id, write_tx};
+use super::common::{bad_date, user_id};
 use super::time::{format_local, parse_date};
 use super::typed::{Count, Limit, NonEmpty, Patch, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::query::Sql;
+use crate::store::goal::{self as store, GoalFilter, GoalRow as Goal, NewGoal, StepRow as Step};
 
 const GROUP: &str = "goals";
 /// Most steps one `decompose_goal` call adds.
@@ -34,17 +35,6 @@ const LIST_LIMIT: Limit = Limit {
     default: 20,
     max: 50,
 };
-
-/// The goal columns with the step counts every view of a goal shows.
-const GOAL_SELECT: &str =
-    "SELECT g.id, g.parent_id, g.title, g.description, g.target_date, g.status,
-        g.created_at, g.completed_at,
-        (SELECT COUNT(*) FROM goal_steps s WHERE s.goal_id = g.id) AS steps_total,
-        (SELECT COUNT(*) FROM goal_steps s WHERE s.goal_id = g.id AND s.done = 1) AS steps_done
-    FROM goals g";
-/// Goals with a target date first, soonest first.
-const GOAL_ORDER: &str =
-    " ORDER BY CASE WHEN g.target_date IS NULL THEN 1 ELSE 0 END, g.target_date, g.id";
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -118,20 +108,13 @@ impl TypedTool for CreateGoal {
         if let Some(parent) = self.parent_goal_id {
             check_parent(ctx, user, None, parent).await?;
         }
-        let now = ctx.clock.now_ms();
-        let mut sql = Sql::new(
-            "INSERT INTO goals (user_id, parent_id, title, description, target_date, status, created_at, updated_at) VALUES (",
-        );
-        sql.bind(user)
-            .push(", ")
-            .bind(self.parent_goal_id)
-            .push(", ");
-        sql.bind(self.title.0)
-            .push(", ")
-            .bind(text(self.description));
-        sql.push(", ").bind(target).push(", 'active', ").bind(now);
-        sql.push(", ").bind(now).push(") RETURNING id");
-        let id = sql.insert_id(&ctx.store).await?;
+        let new = NewGoal {
+            parent_id: self.parent_goal_id,
+            title: self.title.0,
+            description: text(self.description),
+            target_date: target,
+        };
+        let id = store::insert(&ctx.store, user, &new, ctx.clock.now_ms()).await?;
         let goal = goal(ctx, user, id).await?;
         Ok(json!({"created": goal.json(ctx)}))
     }
@@ -159,36 +142,25 @@ impl TypedTool for ListGoals {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let mut sql = Sql::new(&format!("{GOAL_SELECT} WHERE g.user_id = "));
-        sql.bind(user_id(ctx)?);
         let status = match self.status.unwrap_or(ListStatus::Active) {
             ListStatus::All => None,
             ListStatus::Active => Some(Status::Active),
             ListStatus::Completed => Some(Status::Completed),
             ListStatus::Abandoned => Some(Status::Abandoned),
         };
-        if let Some(status) = status {
-            sql.push(" AND g.status = ").bind(status.name());
-        }
         let top_level = self.top_level_only.unwrap_or(false);
-        match self.parent_goal_id {
-            Some(_) if top_level => {
-                return Err(invalid(
-                    "give either `parent_goal_id` or `top_level_only`, not both",
-                ));
-            }
-            Some(parent) => {
-                sql.push(" AND g.parent_id = ").bind(parent);
-            }
-            None if top_level => {
-                sql.push(" AND g.parent_id IS NULL");
-            }
-            None => {}
+        if top_level && self.parent_goal_id.is_some() {
+            return Err(invalid(
+                "give either `parent_goal_id` or `top_level_only`, not both",
+            ));
         }
-        sql.push(GOAL_ORDER)
-            .push(" LIMIT ")
-            .bind(LIST_LIMIT.of(self.limit));
-        let goals: Vec<Goal> = sql.fetch_all(&ctx.store).await?;
+        let filter = GoalFilter {
+            status: status.map(Status::name),
+            parent: self.parent_goal_id,
+            top_level,
+        };
+        let limit = Some(LIST_LIMIT.of(self.limit));
+        let goals = store::list(&ctx.store, user_id(ctx)?, filter, limit).await?;
         let goals: Vec<Value> = goals.iter().map(|g| g.json(ctx)).collect();
         Ok(json!({"count": goals.len(), "goals": goals}))
     }
@@ -270,7 +242,7 @@ impl TypedTool for UpdateGoal {
             ("completed", _) => Some(now),
             _ => None,
         };
-        let mut changes = crate::store::query::Changes::new("goals");
+        let mut changes = store::changes();
         changes
             .set("title", title)
             .set("description", description)
@@ -362,37 +334,12 @@ impl TypedTool for DecomposeGoal {
             )));
         }
         let now = ctx.clock.now_ms();
-        let mut tx = write_tx(ctx).await?;
-        let last: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(MAX(position), 0) FROM goal_steps WHERE goal_id = $1",
-        )
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
-        let mut steps = Vec::with_capacity(self.steps.0.len());
-        for (position, title) in (last + 1..).zip(self.steps.0) {
-            let step_id: i64 = sqlx::query_scalar(
-                "INSERT INTO goal_steps (goal_id, user_id, position, title, done, created_at)
-                 VALUES ($1, $2, $3, $4, 0, $5) RETURNING id",
-            )
-            .bind(id)
-            .bind(user)
-            .bind(position)
-            .bind(title.as_str())
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db)?;
-            steps.push(json!({"id": step_id, "position": position, "title": title}));
-        }
-        sqlx::query("UPDATE goals SET updated_at = $1 WHERE id = $2")
-            .bind(now)
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        let added = store::add_steps(&ctx.store, user, id, &self.steps.0, now).await?;
+        let steps: Vec<Value> = added
+            .into_iter()
+            .zip(self.steps.0)
+            .map(|((id, position), title)| json!({"id": id, "position": position, "title": title}))
+            .collect();
         let goal = goal(ctx, user, id).await?;
         Ok(json!({
             "goal_id": id,
@@ -420,18 +367,13 @@ impl TypedTool for GetNextActions {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let mut sql = Sql::new(&format!("{GOAL_SELECT} WHERE g.user_id = "));
-        sql.bind(user)
-            .push(" AND g.status = 'active'")
-            .push(GOAL_ORDER);
-        let goals: Vec<Goal> = sql.fetch_all(&ctx.store).await?;
+        let active = GoalFilter {
+            status: Some("active"),
+            ..GoalFilter::default()
+        };
+        let goals = store::list(&ctx.store, user, active, None).await?;
         // The first open step of each active goal, in one query rather than one per goal.
-        let mut sql = Sql::new(&format!(
-            "SELECT {STEP_COLUMNS} FROM goal_steps s JOIN goals g ON g.id = s.goal_id WHERE g.user_id = "
-        ));
-        sql.bind(user);
-        sql.push(" AND g.status = 'active' AND s.done = 0 ORDER BY s.goal_id, s.position, s.id");
-        let open: Vec<Step> = sql.fetch_all(&ctx.store).await?;
+        let open = store::open_steps(&ctx.store, user).await?;
         let mut first_open = std::collections::HashMap::new();
         for step in open {
             first_open.entry(step.goal_id).or_insert(step);
@@ -494,51 +436,20 @@ impl TypedTool for CompleteGoalStep {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, step_id) = (user_id(ctx)?, self.step_id);
         let complete_goal = self.complete_goal.unwrap_or(false);
-        let mut sql = Sql::new(&format!(
-            "SELECT {STEP_COLUMNS} FROM goal_steps s WHERE s.id = "
-        ));
-        sql.bind(step_id).push(" AND s.user_id = ").bind(user);
-        let Some(step) = sql.fetch_optional::<Step>(&ctx.store).await? else {
+        let Some(step) = store::step(&ctx.store, user, step_id).await? else {
             return Err(ToolError::Failed(format!("step {step_id} not found")));
         };
-        let others_open: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM goal_steps WHERE goal_id = $1 AND done = 0 AND id <> $2",
-        )
-        .bind(step.goal_id)
-        .bind(step_id)
-        .fetch_one(ctx.store.pool())
-        .await
-        .map_err(db)?;
+        let others_open = store::other_open_steps(&ctx.store, &step).await?;
         if complete_goal && others_open > 0 {
             return Err(invalid(format!(
                 "goal {} still has {others_open} other open step(s); complete them first, or set the goal's status with update_goal. Nothing was changed",
                 step.goal_id
             )));
         }
-        let now = ctx.clock.now_ms();
         let already = step.done != 0;
-        if !already {
-            sqlx::query("UPDATE goal_steps SET done = 1, completed_at = $1 WHERE id = $2")
-                .bind(now)
-                .bind(step_id)
-                .execute(ctx.store.pool())
-                .await
-                .map_err(db)?;
-        }
-        let touch = if complete_goal {
-            "UPDATE goals SET status = 'completed', completed_at = $1, updated_at = $1
-             WHERE id = $2 AND status <> 'completed'"
-        } else {
-            "UPDATE goals SET updated_at = $1 WHERE id = $2"
-        };
-        sqlx::query(touch)
-            .bind(now)
-            .bind(step.goal_id)
-            .execute(ctx.store.pool())
-            .await
-            .map_err(db)?;
+        store::complete_step(&ctx.store, &step, complete_goal, ctx.clock.now_ms()).await?;
         let goal = goal(ctx, user, step.goal_id).await?;
-        let next = steps_of(ctx, goal.id)
+        let next = store::steps(&ctx.store, goal.id)
             .await?
             .into_iter()
             .find(|s| s.done == 0)
@@ -582,18 +493,19 @@ impl TypedTool for GetGoalDetails {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.goal_id);
         let goal = goal(ctx, user, id).await?;
-        let steps = steps_of(ctx, id).await?;
-        let mut sql = Sql::new(&format!("{GOAL_SELECT} WHERE g.user_id = "));
-        sql.bind(user).push(" AND g.parent_id = ").bind(id);
-        sql.push(GOAL_ORDER);
-        let subs: Vec<Goal> = sql.fetch_all(&ctx.store).await?;
+        let steps = store::steps(&ctx.store, id).await?;
+        let children = GoalFilter {
+            parent: Some(id),
+            ..GoalFilter::default()
+        };
+        let subs = store::list(&ctx.store, user, children, None).await?;
         let sub_goals: Vec<Value> = subs
             .iter()
             .map(|g| json!({"id": g.id, "title": g.title, "status": g.status, "progress": g.progress()}))
             .collect();
         let mut out = goal.json(ctx);
         if let Some(parent_id) = goal.parent_id
-            && let Some(parent) = fetch_goal(ctx, user, parent_id).await?
+            && let Some(parent) = store::get(&ctx.store, user, parent_id).await?
         {
             out["parent"] = json!({"id": parent.id, "title": parent.title});
         }
@@ -616,9 +528,7 @@ impl TypedTool for GoalStats {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let mut sql = Sql::new(&format!("{GOAL_SELECT} WHERE g.user_id = "));
-        sql.bind(user_id(ctx)?).push(GOAL_ORDER);
-        let goals: Vec<Goal> = sql.fetch_all(&ctx.store).await?;
+        let goals = store::list(&ctx.store, user_id(ctx)?, GoalFilter::default(), None).await?;
         let count = |status: &str| goals.iter().filter(|g| g.status == status).count();
         let today = today(ctx);
         let overdue: Vec<Value> = goals
@@ -652,10 +562,6 @@ impl TypedTool for GoalStats {
     }
 }
 
-fn db(err: sqlx::Error) -> ToolError {
-    ToolError::Failed(format!("database error: {err}"))
-}
-
 fn invalid(message: impl Into<String>) -> ToolError {
     ToolError::InvalidArguments(message.into())
 }
@@ -672,21 +578,6 @@ fn target_date(ctx: &ToolContext, text: &str) -> Result<String, ToolError> {
     parse_date(text, ctx.timezone, ctx.clock.now())
         .map(|d| d.format("%Y-%m-%d").to_string())
         .map_err(bad_date("target_date"))
-}
-
-/// A stored goal with its step counts.
-#[derive(Debug, sqlx::FromRow)]
-struct Goal {
-    id: i64,
-    parent_id: Option<i64>,
-    title: String,
-    description: Option<String>,
-    target_date: Option<String>,
-    status: String,
-    created_at: i64,
-    completed_at: Option<i64>,
-    steps_total: i64,
-    steps_done: i64,
 }
 
 impl Goal {
@@ -742,14 +633,8 @@ impl Goal {
     }
 }
 
-async fn fetch_goal(ctx: &ToolContext, user: i64, id: i64) -> Result<Option<Goal>, ToolError> {
-    let mut sql = Sql::new(&format!("{GOAL_SELECT} WHERE g.id = "));
-    sql.bind(id).push(" AND g.user_id = ").bind(user);
-    Ok(sql.fetch_optional(&ctx.store).await?)
-}
-
 async fn goal(ctx: &ToolContext, user: i64, id: i64) -> Result<Goal, ToolError> {
-    fetch_goal(ctx, user, id)
+    store::get(&ctx.store, user, id)
         .await?
         .ok_or_else(|| not_found(id))
 }
@@ -776,14 +661,7 @@ async fn check_parent(
                 goal.unwrap_or_default()
             )));
         }
-        let row: Option<Option<i64>> =
-            sqlx::query_scalar("SELECT parent_id FROM goals WHERE id = $1 AND user_id = $2")
-                .bind(id)
-                .bind(user)
-                .fetch_optional(ctx.store.pool())
-                .await
-                .map_err(db)?;
-        current = match row {
+        current = match store::parent_of(&ctx.store, user, id).await? {
             Some(up) => up,
             None if id == parent => {
                 return Err(invalid(format!("parent goal {parent} not found")));
@@ -795,17 +673,6 @@ async fn check_parent(
     Err(invalid(format!(
         "goals may be nested at most {MAX_DEPTH} levels deep"
     )))
-}
-
-/// A stored step; `done` is 0 or 1.
-#[derive(Debug, sqlx::FromRow)]
-struct Step {
-    id: i64,
-    goal_id: i64,
-    position: i64,
-    title: String,
-    done: i64,
-    completed_at: Option<i64>,
 }
 
 impl Step {
@@ -821,16 +688,6 @@ impl Step {
         }
         out
     }
-}
-
-const STEP_COLUMNS: &str = "s.id, s.goal_id, s.position, s.title, s.done, s.completed_at";
-
-async fn steps_of(ctx: &ToolContext, goal_id: i64) -> Result<Vec<Step>, ToolError> {
-    let mut sql = Sql::new(&format!(
-        "SELECT {STEP_COLUMNS} FROM goal_steps s WHERE s.goal_id = "
-    ));
-    sql.bind(goal_id).push(" ORDER BY s.position, s.id");
-    Ok(sql.fetch_all(&ctx.store).await?)
 }
 
 #[cfg(test)]
