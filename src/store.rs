@@ -12,6 +12,8 @@ mod channel_state;
 mod confirmation;
 pub mod contact;
 mod conversation;
+pub mod expense;
+pub mod goal;
 mod identity;
 pub(crate) mod inbox;
 mod lock;

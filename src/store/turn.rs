@@ -350,31 +350,13 @@ impl Store {
         user_id: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT m.id, m.turn_id, m.body, m.chars FROM messages m JOIN turns t ON t.id = m.turn_id
-             WHERE m.conversation_id = $1 AND m.session = $2 AND t.user_id IS NOT DISTINCT FROM $3
-             ORDER BY m.id DESC LIMIT $4",
-        )
-        .bind(conversation_id)
-        .bind(session)
-        .bind(user_id)
-        .bind(to_i64(limit))
-        .fetch_all(self.pool())
-        .await?;
-        let mut messages = rows
-            .iter()
-            .map(|row| {
-                let body: String = row.try_get("body")?;
-                Ok(StoredMessage {
-                    id: row.try_get("id")?,
-                    turn_id: row.try_get("turn_id")?,
-                    message: serde_json::from_str(&body)?,
-                    chars: row.try_get("chars")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        messages.reverse();
-        Ok(messages)
+        let key = super::summary::HistoryKey {
+            conversation_id,
+            session,
+            user_id,
+        };
+        // Message ids start at 1, so "after 0" is the whole history.
+        self.messages_after(key, 0, limit).await
     }
 
     /// Stores the model's answer that asks for tools, with one pending record per call.
