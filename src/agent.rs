@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod version;
+
 /// The agents shipped in the binary, used when the configured agents file does not exist.
 pub const SHIPPED_AGENTS: &str = include_str!("../data/agents.toml");
 

@@ -113,7 +113,7 @@ pub enum Command {
     },
     /// Apply pending database migrations.
     Migrate,
-    /// Show or export the agents.
+    /// Show or export the agents, or list an agent's versions.
     Agents {
         #[command(subcommand)]
         action: Option<AgentsAction>,
@@ -195,7 +195,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Migrate => database::migrate(cli.config).await,
-        Command::Agents { action } => agents::run(cli.config, action.unwrap_or(AgentsAction::List)),
+        Command::Agents { action } => {
+            agents::run(cli.config, action.unwrap_or(AgentsAction::List)).await
+        }
         Command::Route { text, current } => agents::route(cli.config, &text, current.as_deref()),
         Command::Pair { action } => pair::run(cli.config, action.unwrap_or(PairAction::List)).await,
         Command::Backup { file } => database::backup(cli.config, &file).await,

@@ -70,6 +70,10 @@ pub struct DaemonConfig {
     /// The owner's identities, `channel:user_id`: one string or a list. They are one user (one
     /// set of tasks, notes, memories …); the owner may decide any confirmation.
     pub owner: Option<Owner>,
+    /// One of the owner's identities, `channel:user_id` (e.g. `telegram:42`): a confirmation
+    /// prompt raised where no buttons can be shown (email, HTTP, a schedule's unattended run)
+    /// is also sent to this chat with that channel's buttons. Deciding in either place decides.
+    pub approvals_to: Option<String>,
     /// How many conversations may run turns at the same time.
     pub max_concurrent_conversations: usize,
     /// Seconds SIGTERM waits for running turns before suspending them.
@@ -107,6 +111,7 @@ impl Default for DaemonConfig {
             timezone: "UTC".into(),
             http_listen: "127.0.0.1:8787".into(),
             owner: None,
+            approvals_to: None,
             max_concurrent_conversations: 16,
             shutdown_grace_secs: 20,
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
@@ -130,6 +135,12 @@ impl DaemonConfig {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// `approvals_to` split into channel and platform user id (the chat prompts go to); `None`
+    /// when unset or without a `:` (`hearth check` reports that).
+    pub fn approvals_to(&self) -> Option<(&str, &str)> {
+        self.approvals_to.as_deref()?.split_once(':')
     }
 
     /// The database URL, defaulting to a SQLite file inside `data_dir`.
@@ -419,6 +430,14 @@ pub struct TranscriptionConfig {
     pub model: String,
     #[serde(default = "default_transcription_timeout")]
     pub timeout_secs: u64,
+    /// USD per minute of audio, for services that bill by duration (`whisper-1`: 0.006).
+    #[serde(default)]
+    pub price_per_minute: f64,
+    /// USD per million tokens, for services that bill by tokens (`gpt-4o-transcribe`).
+    #[serde(default)]
+    pub price_input_per_mtok: f64,
+    #[serde(default)]
+    pub price_output_per_mtok: f64,
 }
 
 fn default_transcription_model() -> String {

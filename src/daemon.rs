@@ -167,7 +167,7 @@ impl DaemonBuilder {
                 .map(|(set, _)| set)
                 .map_err(|err| StartError::Agents(Box::new(err)))?,
         };
-        store.sync_agents(&agents, now).await?;
+        let agent_versions = store.sync_agents(&agents, now).await?;
         sync_identities(&store, &config, &self.channels, self.owner, now).await?;
 
         let (provider_configs, provider_hint) =
@@ -182,7 +182,7 @@ impl DaemonBuilder {
             config.clone(),
             providers,
             tools,
-            agents,
+            crate::runtime::Agents::new(agents, agent_versions),
             metrics.clone(),
             provider_hint,
         ));
@@ -193,6 +193,7 @@ impl DaemonBuilder {
                 .map(|e| (e.channel.name().to_string(), e.channel.clone()))
                 .collect(),
         );
+        warn_unusable_approvals_route(&config, &channels);
         let workers = Workers::spawn(&rt, channels.clone(), role, &channel_names).await?;
         let statuses = spawn_channels(&self.channels, &workers, &config).await;
         let http_addr = if self.http && !config.daemon.http_listen.is_empty() {
@@ -867,6 +868,25 @@ impl Daemon {
     pub async fn run_until_stopped(self) {
         self.intake.cancelled().await;
         self.stop().await;
+    }
+}
+
+/// Says at start when `daemon.approvals_to` cannot be used by this process: its channel is not
+/// run here, or shows no buttons. Prompts then wait in their own chat only.
+fn warn_unusable_approvals_route(config: &Config, channels: &Channels) {
+    let Some((name, _)) = config.daemon.approvals_to() else {
+        return;
+    };
+    match channels.get(name) {
+        None => tracing::info!(
+            channel = name,
+            "daemon.approvals_to names a channel this process does not run; its prompts are not routed"
+        ),
+        Some(channel) if !channel.capabilities().shows_buttons() => tracing::warn!(
+            channel = name,
+            "daemon.approvals_to names a channel that shows no buttons; prompts are not routed there"
+        ),
+        Some(_) => {}
     }
 }
 

@@ -10,15 +10,14 @@
 //! validated, never run: a fuzzer must not send requests or write files.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::clock::SharedClock;
-use crate::config::{Autonomy, Config};
+use crate::config::Autonomy;
 use crate::runtime::tools::{Toolbox, UserPolicy, prepare};
 use crate::store::Store;
-use crate::tool::{Permission, ToolContext, ToolError, ToolRegistry};
+use crate::tool::{Permission, ToolContext, ToolError, ToolRegistry, standalone_context};
 
 /// The groups whose tools are validated but never run.
 const NOT_RUN: [&str; 2] = ["web", "files"];
@@ -48,23 +47,9 @@ fn bench() -> &'static Bench {
         let url = format!("sqlite://{}", dir.join("tools.db").display());
         let ctx = runtime.block_on(async {
             let store = Store::open(&url).await.expect("the fuzzed tools' database");
-            let user = store
-                .allow_identity("fuzz", "u1", None, "config", true, 0)
+            standalone_context(store, &dir, "fuzz")
                 .await
-                .expect("a user for the fuzzed tools");
-            let mut config = Config::default();
-            config.tools.workspace_dir = dir.join("workspace");
-            let clock: SharedClock = Arc::new(crate::clock::SystemClock);
-            ToolContext {
-                store,
-                config: Arc::new(config),
-                clock,
-                timezone: chrono_tz::UTC,
-                user_id: Some(user.user_id),
-                conversation_id: 0,
-                turn_id: 0,
-                agent_id: "fuzz".into(),
-            }
+                .expect("a user for the fuzzed tools")
         });
         Bench {
             runtime,

@@ -10,6 +10,7 @@ pub mod prompt;
 pub mod tools;
 pub mod turn;
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::agent::{AgentDef, AgentSet};
@@ -21,21 +22,33 @@ use crate::router::Router;
 use crate::store::Store;
 use crate::tool::ToolRegistry;
 
-/// The agents file and the keyword index built from it; replaced whole on SIGHUP.
+/// The agents file, the keyword index built from it, and each agent's stored version
+/// ([`Store::sync_agents`]); replaced whole on SIGHUP.
 #[derive(Debug)]
 pub struct Agents {
     pub set: AgentSet,
     pub router: Router,
+    versions: HashMap<String, i64>,
 }
 
 impl Agents {
-    pub fn new(set: AgentSet) -> Self {
+    /// `versions`: each agent's current version, as [`Store::sync_agents`] returned them.
+    pub fn new(set: AgentSet, versions: HashMap<String, i64>) -> Self {
         let router = Router::new(&set);
-        Self { set, router }
+        Self {
+            set,
+            router,
+            versions,
+        }
     }
 
     pub fn get(&self, id: &str) -> Option<&AgentDef> {
         self.set.get(id)
+    }
+
+    /// The stored version of the agent's definition in this set, which its turns record.
+    pub fn version(&self, id: &str) -> Option<i64> {
+        self.versions.get(id).copied()
     }
 }
 
@@ -78,7 +91,7 @@ impl Runtime {
         config: Arc<Config>,
         providers: Providers,
         tools: ToolRegistry,
-        agents: AgentSet,
+        agents: Agents,
         metrics: Arc<Metrics>,
         provider_hint: Option<String>,
     ) -> Self {
@@ -96,7 +109,7 @@ impl Runtime {
             mcp: std::sync::OnceLock::new(),
             estimator: context::Estimator::default(),
             compactor: compact::Compactor::default(),
-            agents: RwLock::new(Arc::new(Agents::new(agents))),
+            agents: RwLock::new(Arc::new(agents)),
         }
     }
 
@@ -110,8 +123,8 @@ impl Runtime {
 
     /// Swaps in a new agents file (SIGHUP) and syncs it to the database.
     pub async fn reload_agents(&self, set: AgentSet) -> Result<(), crate::store::StoreError> {
-        self.store.sync_agents(&set, self.clock.now_ms()).await?;
-        let next = Arc::new(Agents::new(set));
+        let versions = self.store.sync_agents(&set, self.clock.now_ms()).await?;
+        let next = Arc::new(Agents::new(set, versions));
         *self
             .agents
             .write()

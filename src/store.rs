@@ -12,6 +12,8 @@ mod channel_state;
 mod confirmation;
 pub mod contact;
 mod conversation;
+pub mod expense;
+pub mod goal;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
@@ -25,6 +27,7 @@ mod turn;
 mod usage;
 pub mod user;
 
+pub use agent::AgentVersion;
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
 };

@@ -469,6 +469,14 @@ pub(crate) mod test_calls {
         Ok(serde_json::from_str(&text).expect("tools answer JSON"))
     }
 
+    /// How many rows `table` holds.
+    pub async fn rows(ctx: &ToolContext, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+            .fetch_one(ctx.store.pool())
+            .await
+            .expect("count")
+    }
+
     pub async fn ok(
         family: Vec<Arc<dyn Tool>>,
         ctx: &ToolContext,
@@ -504,14 +512,48 @@ pub(crate) async fn test_context_on(
     store: crate::store::Store,
     dir: &std::path::Path,
 ) -> ToolContext {
-    let user = store
-        .allow_identity("test", "u1", None, "config", true, 0)
+    standalone_context(store, dir, "test")
         .await
-        .expect("user");
+        .expect("a user for the tests")
+}
+
+/// `ctx` as another known user (`u2`) sees it: for tests that one user's rows stay theirs.
+#[cfg(test)]
+pub(crate) async fn other_user(ctx: &ToolContext) -> ToolContext {
+    let user = ctx
+        .store
+        .allow_identity("test", "u2", None, "config", false, 0)
+        .await
+        .expect("a second user");
+    let mut other = ctx.clone();
+    other.user_id = Some(user.user_id);
+    other
+}
+
+/// [`test_context`] with its clock stopped at `now`.
+#[cfg(test)]
+pub(crate) async fn test_context_at(
+    now: chrono::DateTime<chrono::Utc>,
+) -> (ToolContext, tempfile::TempDir) {
+    let (mut ctx, dir) = test_context().await;
+    ctx.clock = crate::clock::ManualClock::new(now);
+    (ctx, dir)
+}
+
+/// A context for calling tools outside any conversation (unit tests, the fuzzer): the owner
+/// `u1` of channel `channel` on `store`, a workspace under `dir`, UTC and the system clock.
+pub async fn standalone_context(
+    store: crate::store::Store,
+    dir: &std::path::Path,
+    channel: &str,
+) -> crate::store::StoreResult<ToolContext> {
+    let user = store
+        .allow_identity(channel, "u1", None, "config", true, 0)
+        .await?;
     let mut config = Config::default();
     config.tools.workspace_dir = dir.join("workspace");
     let clock: SharedClock = Arc::new(crate::clock::SystemClock);
-    ToolContext {
+    Ok(ToolContext {
         store,
         config: Arc::new(config),
         clock,
@@ -519,8 +561,8 @@ pub(crate) async fn test_context_on(
         user_id: Some(user.user_id),
         conversation_id: 0,
         turn_id: 0,
-        agent_id: "test".into(),
-    }
+        agent_id: channel.into(),
+    })
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@ use clap::Subcommand;
 use crate::agent::{AgentSet, AgentSource};
 use crate::config::Config;
 use crate::router::{Router, Situation, explain};
+use crate::store::{AgentVersion, Store};
 
-use super::{Failure, load_agents, load_config, usage};
+use super::{Failure, existing_database, load_agents, load_config, usage};
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsAction {
@@ -25,9 +26,11 @@ pub enum AgentsAction {
         #[arg(long)]
         force: bool,
     },
+    /// List the versions of an agent's definition, newest first, with what changed.
+    History { id: String },
 }
 
-pub(super) fn run(path: Option<PathBuf>, action: AgentsAction) -> Result<(), Failure> {
+pub(super) async fn run(path: Option<PathBuf>, action: AgentsAction) -> Result<(), Failure> {
     let config = load_config(path)?.config;
     match action {
         AgentsAction::List => {
@@ -68,8 +71,65 @@ pub(super) fn run(path: Option<PathBuf>, action: AgentsAction) -> Result<(), Fai
                 path.display()
             );
         }
+        AgentsAction::History { id } => history(&config, &id).await?,
     }
     Ok(())
+}
+
+/// `hearth agents history ID`: the versions hearth stored of the agent, newest first.
+async fn history(config: &Config, id: &str) -> Result<(), Failure> {
+    existing_database(config)?;
+    let store = Store::open(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let read = async {
+        let versions = store.agent_versions(id).await?;
+        let known = if versions.is_empty() {
+            store.known_agent_ids().await?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, crate::store::StoreError>((versions, known))
+    }
+    .await;
+    store.close().await;
+    let (versions, known) = read.context("reading the agent versions failed")?;
+    if versions.is_empty() {
+        let known = if known.is_empty() {
+            "none yet: versions are stored when hearth starts or reloads its agents".to_string()
+        } else {
+            known.join(", ")
+        };
+        return Err(usage(anyhow::anyhow!(
+            "there is no agent `{id}` in the database (agents seen: {known})"
+        )));
+    }
+    let timezone: chrono_tz::Tz = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+    print!("{}", history_report(id, &versions, timezone));
+    Ok(())
+}
+
+/// What `hearth agents history ID` prints: one line per version, newest first.
+pub fn history_report(id: &str, versions: &[AgentVersion], timezone: chrono_tz::Tz) -> String {
+    let mut out = format!("versions of agent `{id}`, newest first:\n");
+    for version in versions {
+        let date = chrono::DateTime::from_timestamp_millis(version.created_at)
+            .map(|at| {
+                at.with_timezone(&timezone)
+                    .format("%Y-%m-%d %H:%M")
+                    .to_string()
+            })
+            .unwrap_or_else(|| "unknown date".into());
+        let turns = match version.turns {
+            1 => "1 turn".to_string(),
+            n => format!("{n} turns"),
+        };
+        out.push_str(&format!(
+            "  v{:<3} {date}  {turns:>9}  {}\n",
+            version.version, version.changes
+        ));
+    }
+    out
 }
 
 pub(super) fn route(

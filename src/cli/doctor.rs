@@ -3,9 +3,11 @@
 //! server's tool list, the database and the data directory, the clock and timezone. Exits 1
 //! when a check failed.
 //!
-//! The chat platforms are not connected to here: a second connection beside a running daemon
-//! would take over its Discord gateway session or its Telegram long poll. `hearth status` asks
-//! the running daemon how its channels are.
+//! Each configured chat platform is asked what can be asked beside a running daemon without
+//! disturbing it (Telegram `getMe`, Discord's bot user and Message Content intent, an IMAP login
+//! with IDLE and an SMTP greeting, the Matrix homeserver, the saved session and cross-signing):
+//! never a long poll, a gateway session or a new Matrix login. `hearth status` asks the running
+//! daemon how its channels are.
 
 use std::path::{Path, PathBuf};
 
@@ -65,14 +67,7 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         &config.daemon.timezone,
         &loaded.sources.timezone,
     ));
-    let channels = crate::channels::allowlists(&config.channels);
-    if !channels.is_empty() {
-        let names: Vec<&str> = channels.iter().map(|(name, _)| name.as_str()).collect();
-        lines.push(Line::ok(format!(
-            "channels {}: not connected to from here (a second connection would disturb the daemon's); `hearth status` shows the running daemon's",
-            names.join(", ")
-        )));
-    }
+    lines.extend(channel_lines(&config.channels, &config.daemon.data_dir).await);
 
     let failed = lines.iter().filter(|line| !line.ok).count();
     for line in &lines {
@@ -83,6 +78,36 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     } else {
         Err(anyhow::anyhow!("{failed} check(s) failed").into())
     }
+}
+
+/// Builds each configured channel (its secrets resolved) and runs its live checks, all at once.
+async fn channel_lines(channels: &crate::channels::ChannelsConfig, data_dir: &Path) -> Vec<Line> {
+    let built = match crate::channels::build(channels, data_dir) {
+        Ok(built) => built,
+        Err(error) => {
+            return vec![Line::failed(format!(
+                "{error} — fix: `hearth check` names what is missing"
+            ))];
+        }
+    };
+    let checks = built.iter().map(|built| async {
+        let name = built.channel.name().to_string();
+        let checks = built.channel.live_checks().await;
+        (name, checks)
+    });
+    let mut lines = Vec::new();
+    for (name, checks) in futures::future::join_all(checks).await {
+        if checks.is_empty() {
+            lines.push(Line::ok(format!("channel {name}: no live check")));
+        }
+        for check in checks {
+            lines.push(match check {
+                Ok(text) => Line::ok(format!("channel {name}: {text}")),
+                Err(text) => Line::failed(format!("channel {name}: {text}")),
+            });
+        }
+    }
+    lines
 }
 
 async fn provider_line(provider: &crate::config::ProviderConfig) -> Line {

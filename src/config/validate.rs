@@ -85,6 +85,19 @@ pub(super) fn validate(
         if let Some(name) = &transcription.api_key_env {
             secret("transcription.api_key_env", name, env, &mut problems);
         }
+        let prices = [
+            ("price_per_minute", transcription.price_per_minute),
+            ("price_input_per_mtok", transcription.price_input_per_mtok),
+            ("price_output_per_mtok", transcription.price_output_per_mtok),
+        ];
+        for (field, price) in prices {
+            if !(price.is_finite() && price >= 0.0) {
+                problems.push(Problem::new(
+                    format!("transcription.{field}"),
+                    "must be a price in USD, 0 or more",
+                ));
+            }
+        }
     }
     context_and_budget(config, &failed.providers, &mut problems);
     problems.extend(channel_problems);
@@ -144,6 +157,11 @@ fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Probl
                 }
             }
         }
+    }
+    if let Some(route) = &daemon.approvals_to
+        && let Err(message) = approvals_to(route, daemon, platforms)
+    {
+        problems.push(Problem::new("daemon.approvals_to", message));
     }
     if daemon.max_concurrent_conversations == 0 {
         problems.push(Problem::new(
@@ -650,6 +668,32 @@ fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut V
     }
 }
 
+/// `daemon.approvals_to`: an identity of the owner on a configured channel, the chat routed
+/// prompts are sent to.
+fn approvals_to(text: &str, daemon: &DaemonConfig, platforms: &Platforms) -> Result<(), String> {
+    let (channel, id) = identity(text, platforms)?;
+    if !platforms.get(channel).is_some_and(|p| p.configured) {
+        return Err(format!(
+            "`{text}` names the channel `{channel}`, which is not configured here, so prompts could not be sent there: \
+             add a [channels.{channel}] section, or name the owner's identity on a configured channel"
+        ));
+    }
+    let owners = daemon.owner_identities();
+    if owners.is_empty() {
+        return Err(format!(
+            "`{text}` must be one of the owner's identities, and daemon.owner is not set: add it there too"
+        ));
+    }
+    if !owners.contains(&(channel, id)) {
+        let listed: Vec<String> = owners.iter().map(|(c, u)| format!("{c}:{u}")).collect();
+        return Err(format!(
+            "`{text}` is not one of daemon.owner's identities ({}): approval prompts go only to the owner's own chat",
+            listed.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 fn timezone(name: &str) -> Result<(), String> {
     name.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
         format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
@@ -811,6 +855,29 @@ mod tests {
     }
 
     #[test]
+    fn transcription_prices_are_zero_or_more() {
+        let section = |price: &str| {
+            format!("[transcription]\nbase_url = \"http://127.0.0.1:9000/v1\"\n{price}\n")
+        };
+        one(
+            &section("price_per_minute = -0.006"),
+            &[],
+            "transcription.price_per_minute",
+            "0 or more",
+        );
+        one(
+            &section("price_output_per_mtok = nan"),
+            &[],
+            "transcription.price_output_per_mtok",
+            "0 or more",
+        );
+        let fine = section("price_per_minute = 0.006");
+        if let Err(errors) = load_from_str(&fine, "hearth.toml", &HashMap::new()) {
+            panic!("{errors}");
+        }
+    }
+
+    #[test]
     fn web_search_needs_an_endpoint_and_brave_a_key() {
         let section = |body: &str| format!("[tools.web_search]\n{body}");
         one(
@@ -966,6 +1033,50 @@ mod tests {
             &[],
             "daemon.owner",
             "expected a number",
+        );
+    }
+
+    #[cfg(feature = "telegram")]
+    #[test]
+    fn approvals_to_names_a_configured_channel_and_an_owner_identity() {
+        let daemon = |lines: &str| format!("[daemon]\n{lines}\n{TELEGRAM}");
+        let vars = [("TG", "123:abc")];
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let fine = daemon(
+            "owner = [\"telegram:42\", \"email:me@example.org\"]\napprovals_to = \"telegram:42\"",
+        );
+        let config = load_from_str(&fine, "hearth.toml", &env).expect("valid");
+        assert_eq!(config.daemon.approvals_to(), Some(("telegram", "42")));
+        for (lines, message) in [
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram\"",
+                "expected `channel:user_id`",
+            ),
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram:me\"",
+                "expected a number",
+            ),
+            ("approvals_to = \"telegram:42\"", "daemon.owner is not set"),
+            (
+                "owner = \"telegram:42\"\napprovals_to = \"telegram:43\"",
+                "not one of daemon.owner's identities (telegram:42)",
+            ),
+            (
+                "owner = [\"telegram:42\", \"terminal:me\"]\napprovals_to = \"terminal:me\"",
+                "`terminal`, which is not configured",
+            ),
+        ] {
+            one(&daemon(lines), &vars, "daemon.approvals_to", message);
+        }
+        #[cfg(feature = "discord")]
+        one(
+            &daemon("owner = [\"telegram:42\", \"discord:1\"]\napprovals_to = \"discord:1\""),
+            &vars,
+            "daemon.approvals_to",
+            "`discord`, which is not configured",
         );
     }
 

@@ -28,6 +28,7 @@ use super::handler::Handler;
 use super::sink::InboxSink;
 use crate::clock::SharedClock;
 use crate::confirmation::{Action, CodeAttempt, Decision, button_data, parse_button_data};
+use crate::runtime::turn::ApprovalRoute;
 use crate::store::{
     Confirmation, ConfirmationStatus, IdentityStatus, InboxEntry, InboxStatus, NewOutbox,
     OutboxKind, Store, StoreError, TurnStatus,
@@ -167,11 +168,9 @@ impl Handler {
         };
         // The outcome (on the prompt, or after it) is stored with the decision and the event's
         // completion, in one transaction.
-        let replies: Vec<NewOutbox> = self
-            .outcome(entry.id, 0, &confirmation, &caps, &outcome, &follow_up)
-            .await?
-            .into_iter()
-            .collect();
+        let replies = self
+            .outcomes(entry.id, 0, &confirmation, &outcome, &follow_up)
+            .await?;
         if !store
             .decide_confirmation(
                 &confirmation.id,
@@ -323,23 +322,59 @@ impl Handler {
             .is_some_and(|i| i.status == IdentityStatus::Allowed))
     }
 
-    /// How the chat learns a decision: the prompt edited to add `outcome` where the channel can
-    /// edit (once the prompt is delivered), else a `follow_up` message quoting the prompt.
-    async fn outcome(
+    /// What shows a decision, numbered from `seq`: in the prompt's chat, and in the owner's chat
+    /// when the prompt was also sent there (`daemon.approvals_to`).
+    async fn outcomes(
         &self,
         inbox_id: i64,
         seq: i64,
         confirmation: &Confirmation,
-        caps: &Capabilities,
+        outcome: &str,
+        follow_up: &str,
+    ) -> Result<Vec<NewOutbox>, StoreError> {
+        let places = [
+            Some((confirmation.channel.as_str(), confirmation.prompt_outbox_id)),
+            confirmation
+                .routed_channel
+                .as_deref()
+                .map(|channel| (channel, confirmation.routed_outbox_id)),
+        ];
+        let mut replies = Vec::new();
+        for (channel, prompt) in places.into_iter().flatten() {
+            let Some(prompt) = prompt else { continue };
+            let seq = seq + crate::store::to_i64(replies.len());
+            if let Some(reply) = self
+                .outcome(inbox_id, seq, channel, prompt, outcome, follow_up)
+                .await?
+            {
+                replies.push(reply);
+            }
+        }
+        Ok(replies)
+    }
+
+    /// How one chat learns a decision: the prompt (outbox row `prompt` on `channel`) edited to
+    /// add `outcome` where the channel can edit (once the prompt is delivered), else a
+    /// `follow_up` message quoting the prompt.
+    async fn outcome(
+        &self,
+        inbox_id: i64,
+        seq: i64,
+        channel: &str,
+        prompt: i64,
         outcome: &str,
         follow_up: &str,
     ) -> Result<Option<NewOutbox>, StoreError> {
-        let Some(outbox_id) = confirmation.prompt_outbox_id else {
-            return Ok(None);
-        };
+        let outbox_id = prompt;
         let Some((prompt, target)) = self.rt.store.outbox_message(outbox_id).await? else {
             return Ok(None);
         };
+        // A channel another process runs: shown as a follow-up, which every channel can send.
+        let caps = self
+            .channels
+            .get(channel)
+            .map(|c| c.capabilities())
+            .unwrap_or_default();
         let (kind, message) = if caps.edits {
             // Edited once the prompt is out (see `OutboxKind::Outcome`), buttons gone.
             let message = OutboundMessage {
@@ -360,10 +395,48 @@ impl Handler {
         Ok(Some(NewOutbox {
             inbox_id: Some(inbox_id),
             seq,
-            channel: confirmation.channel.clone(),
+            channel: channel.to_string(),
             kind,
             message,
         }))
+    }
+
+    /// Where a turn's approval prompts are also sent (`daemon.approvals_to`): the owner's chat,
+    /// when the prompt's own chat (`channel`, `chat`) shows no buttons or the turn is a
+    /// schedule's run (`schedule`, nobody may be watching), unless that chat is the owner's chat
+    /// itself. `None` as well when the route's channel is not running in this process or shows
+    /// no buttons either (logged at start): the prompt then waits in its own chat only, and
+    /// expires as denied there if nobody answers.
+    pub(super) fn approvals_route(
+        &self,
+        channel: &str,
+        event: &Inbound,
+        schedule: Option<&str>,
+    ) -> Option<ApprovalRoute> {
+        let (route_channel, route_chat) = self.rt.config.daemon.approvals_to()?;
+        if route_channel == channel && route_chat == event.chat.chat_id {
+            return None;
+        }
+        let shows_buttons = self
+            .channels
+            .get(channel)
+            .is_some_and(|c| c.capabilities().shows_buttons());
+        if shows_buttons && schedule.is_none() {
+            return None;
+        }
+        let route = self.channels.get(route_channel)?;
+        if !route.capabilities().shows_buttons() {
+            return None;
+        }
+        let origin = match schedule {
+            Some(name) => format!("the scheduled run “{name}”"),
+            None => format!("{} on {channel}", who(event)),
+        };
+        Some(ApprovalRoute {
+            channel: route_channel.to_string(),
+            chat: ChatRef::new(route_chat),
+            origin,
+        })
     }
 
     /// The decision a reaction makes: a reaction on a confirmation prompt with the emoji of one
@@ -452,13 +525,11 @@ impl Handler {
             let outcome = "❌ Denied: too many wrong codes were typed.";
             let follow_up =
                 format!("❌ Too many wrong codes: the request to run `{tool}` was denied.");
-            if let Some(reply) = self
-                .outcome(entry.id, seq, confirmation, &caps, outcome, &follow_up)
-                .await?
-            {
-                replies.push(reply);
-                seq += 1;
-            }
+            let shown = self
+                .outcomes(entry.id, seq, confirmation, outcome, &follow_up)
+                .await?;
+            seq += crate::store::to_i64(shown.len());
+            replies.extend(shown);
         }
         // The typist hears back only when hearth talks to them; the denial above reaches the
         // chat either way.
@@ -573,6 +644,11 @@ impl Handler {
                 .and_then(crate::scheduler::ScheduledRun::note),
             cancel: cancel.clone(),
             confirmation: super::scheduled::confirmation_policy(scheduled.as_ref()),
+            approvals_route: self.approvals_route(
+                &original.channel,
+                &event,
+                scheduled.as_ref().map(|run| run.name.as_str()),
+            ),
         };
         self.run(job, channel, scheduled).await
     }

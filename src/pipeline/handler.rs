@@ -17,6 +17,7 @@ use crate::router::{
     within_sticky,
 };
 use crate::runtime::Runtime;
+use crate::runtime::budget::{self, Payer};
 use crate::runtime::turn::{ConfirmationPolicy, TurnJob, run_turn};
 use crate::scheduler::ScheduledRun;
 use crate::store::{
@@ -128,15 +129,21 @@ impl Handler {
                     .fetch_attachments(id, channel.as_ref(), attachments)
                     .await?;
                 // Voice is turned into text once, before the turn starts (a resumed turn has it).
-                let (text, attachments) = match self.transcribe_voice(id, text, &attachments).await
-                {
-                    Ok(transcribed) => transcribed,
-                    Err(answer) => {
-                        return self
-                            .reply(&entry, &event, message_id.clone(), &answer)
-                            .await;
-                    }
+                let payer = Payer {
+                    purpose: "transcription",
+                    user_id: Some(identity.user_id),
+                    channel: Some(entry.channel.clone()),
+                    ..Payer::default()
                 };
+                let (text, attachments) =
+                    match self.transcribe_voice(id, text, &attachments, &payer).await {
+                        Ok(transcribed) => transcribed,
+                        Err(answer) => {
+                            return self
+                                .reply(&entry, &event, message_id.clone(), &answer)
+                                .await;
+                        }
+                    };
                 let content = user_content(&text, &attachments);
                 self.message(
                     &entry,
@@ -305,7 +312,7 @@ impl Handler {
                 conversation.id,
                 conversation.session,
                 Some(identity.user_id),
-                &agent.id,
+                (&agent.id, agents.version(&agent.id)),
                 &user_message,
                 now,
             )
@@ -351,6 +358,7 @@ impl Handler {
             note,
             cancel: cancel.clone(),
             confirmation: ConfirmationPolicy::Ask,
+            approvals_route: self.approvals_route(&entry.channel, event, None),
         }
     }
 
@@ -647,6 +655,7 @@ impl Handler {
         inbox_id: i64,
         text: &str,
         attachments: &[hearth_channel::Attachment],
+        payer: &Payer,
     ) -> Result<(String, Vec<hearth_channel::Attachment>), String> {
         let voice = attachments
             .iter()
@@ -685,6 +694,13 @@ impl Handler {
                     .map_err(|reason| {
                         format!("🎤 I could not transcribe your voice message: {reason}.")
                     })?;
+                if let Err(err) =
+                    budget::record_transcription(&self.rt, payer, config, &transcript).await
+                {
+                    // The words arrived and are used; only their price is not on record.
+                    tracing::warn!(inbox = inbox_id, error = %err, "transcription cost not recorded");
+                }
+                let transcript = transcript.text;
                 if text.trim().is_empty() {
                     // The transcript is the message.
                     text = transcript;

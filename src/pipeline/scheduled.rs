@@ -99,7 +99,7 @@ impl Handler {
                         conversation.id,
                         conversation.session,
                         owner.as_ref().map(|o| o.user_id),
-                        &agent.id,
+                        (&agent.id, agents.version(&agent.id)),
                         &user_message,
                         now,
                     )
@@ -124,6 +124,7 @@ impl Handler {
             note: run.note(),
             cancel: cancel.clone(),
             confirmation: confirmation_policy(Some(&run)),
+            approvals_route: self.approvals_route(&entry.channel, event, Some(&run.name)),
         };
         self.run(job, channel, Some(run)).await
     }

@@ -8,9 +8,10 @@
 use hearth_channel::{ChatRef, OutboundMessage};
 
 use super::Runtime;
-use crate::config::ProviderConfig;
+use crate::config::{ProviderConfig, TranscriptionConfig};
 use crate::provider::Usage;
 use crate::store::{ModelCall, NewOutbox, OutboxKind, StoreError, UsageBy};
+use crate::transcribe::Transcript;
 
 const NANO_PER_USD: f64 = 1e9;
 
@@ -90,6 +91,41 @@ pub async fn record(
     usage: &Usage,
 ) -> Result<(), StoreError> {
     let cost = cost_nusd(rt.providers.config(provider), usage);
+    record_call(rt, payer, provider, model, usage, cost).await
+}
+
+/// Records a voice message's transcription like a model call (provider `transcription`), at the
+/// `[transcription]` prices.
+pub async fn record_transcription(
+    rt: &Runtime,
+    payer: &Payer,
+    config: &TranscriptionConfig,
+    transcript: &Transcript,
+) -> Result<(), StoreError> {
+    let cost = transcript.cost_nusd(config);
+    let payer = Payer {
+        purpose: "transcription",
+        ..payer.clone()
+    };
+    record_call(
+        rt,
+        &payer,
+        "transcription",
+        &config.model,
+        &transcript.usage,
+        cost,
+    )
+    .await
+}
+
+async fn record_call(
+    rt: &Runtime,
+    payer: &Payer,
+    provider: &str,
+    model: &str,
+    usage: &Usage,
+    cost: i64,
+) -> Result<(), StoreError> {
     let day = today(rt);
     let call = ModelCall {
         at_ms: rt.clock.now_ms(),

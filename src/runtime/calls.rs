@@ -756,15 +756,16 @@ async fn request_confirmation(
         ),
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
-    let buttons_shown = caps.buttons || caps.buttons_as_reactions;
-    let text = format!(
-        "🔐 {} {} wants to run `{}`. {what}\n```\n{}\n```\n{how}",
+    let buttons_shown = caps.shows_buttons();
+    let request = format!(
+        "{} {} wants to run `{}`. {what}\n```\n{}\n```",
         job.agent.emoji,
         job.agent.name,
         info.name,
         truncate(&arguments, 1_500)
     );
-    let buttons = if buttons_shown {
+    let text = format!("🔐 {request}\n{how}");
+    let buttons = || {
         vec![
             Button::new(
                 format!("{APPROVE_EMOJI} Approve"),
@@ -777,8 +778,6 @@ async fn request_confirmation(
             )
             .with_emoji(DENY_EMOJI),
         ]
-    } else {
-        Vec::new()
     };
     let prompt = NewOutbox {
         inbox_id: Some(job.turn.inbox_id),
@@ -788,7 +787,7 @@ async fn request_confirmation(
         message: OutboundMessage {
             chat: job.chat.clone(),
             text,
-            buttons,
+            buttons: if buttons_shown { buttons() } else { Vec::new() },
             reply_to: job.reply_to.clone(),
             replaces: None,
             delivery_id: None,
@@ -796,6 +795,23 @@ async fn request_confirmation(
             answers_press: None,
         },
     };
+    // The copy in the owner's chat, with buttons; the same confirmation, so a press there
+    // decides it. Its seq is the prompt's negated: unique among the entry's replies, whose
+    // seqs are never negative.
+    let routed = job.approvals_route.as_ref().map(|route| NewOutbox {
+        inbox_id: Some(job.turn.inbox_id),
+        seq: -record.id,
+        channel: route.channel.clone(),
+        kind: OutboxKind::Send,
+        message: OutboundMessage {
+            text: format!(
+                "🔐 Approval needed for {}: {request}\nApprove within {minutes} minutes?",
+                route.origin
+            ),
+            buttons: buttons(),
+            ..OutboundMessage::text(route.chat.clone(), "")
+        },
+    });
     let confirmation = Confirmation {
         id,
         turn_id: job.turn.id,
@@ -819,9 +835,12 @@ async fn request_confirmation(
         expires_at: now + i64::try_from(timeout.saturating_mul(1000)).unwrap_or(i64::MAX),
         short_code,
         wrong_codes: 0,
+        routed_channel: job.approvals_route.as_ref().map(|r| r.channel.clone()),
+        routed_chat_id: job.approvals_route.as_ref().map(|r| r.chat.chat_id.clone()),
+        routed_outbox_id: None,
     };
     rt.store
-        .create_confirmation(&confirmation, &prompt, now)
+        .create_confirmation(&confirmation, &prompt, routed.as_ref(), now)
         .await?;
     audit(
         rt,

@@ -233,12 +233,17 @@ impl Estimator {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::provider::ToolCall;
+/// The context check's cost, for `hearth-context-check` in bench/ (and the histories the tests
+/// build).
+#[doc(hidden)]
+pub mod bench {
+    use std::time::{Duration, Instant};
 
-    fn stored(id: i64, turn: i64, message: ChatMessage) -> StoredMessage {
+    use super::{Estimator, assemble, message_chars};
+    use crate::provider::{ChatMessage, ToolCall};
+    use crate::store::StoredMessage;
+
+    pub(crate) fn stored(id: i64, turn: i64, message: ChatMessage) -> StoredMessage {
         let chars = crate::store::message_chars(&message) as i64;
         StoredMessage {
             id,
@@ -248,7 +253,7 @@ mod tests {
         }
     }
 
-    fn call(id: &str) -> ChatMessage {
+    pub(crate) fn call(id: &str) -> ChatMessage {
         ChatMessage::Assistant {
             text: String::new(),
             tool_calls: vec![ToolCall {
@@ -259,7 +264,7 @@ mod tests {
         }
     }
 
-    fn result(id: &str, content: &str) -> ChatMessage {
+    pub(crate) fn result(id: &str, content: &str) -> ChatMessage {
         ChatMessage::Tool {
             call_id: id.into(),
             name: "t".into(),
@@ -267,6 +272,55 @@ mod tests {
             is_error: false,
         }
     }
+
+    /// A history of `turns` turns: a user message of 20 words, in every third turn a tool call
+    /// with a 2,000-character result, and an answer of six sentences.
+    pub fn history(turns: i64) -> Vec<StoredMessage> {
+        let mut history = Vec::new();
+        let mut id = 0;
+        for turn in 1..=turns {
+            let mut push = |message: ChatMessage| {
+                id += 1;
+                history.push(stored(id, turn, message));
+            };
+            push(ChatMessage::user(format!(
+                "message {turn}: {}",
+                "words ".repeat(20)
+            )));
+            if turn % 3 == 0 {
+                let call_id = format!("call_{turn}");
+                push(call(&call_id));
+                push(result(&call_id, &"result text ".repeat(170)));
+            }
+            push(ChatMessage::assistant(
+                "an answer of a few sentences. ".repeat(6),
+            ));
+        }
+        history
+    }
+
+    /// The mean time of the check before one model call on `history`: assembling (stubbing
+    /// old tool results, the pairing check), counting the characters and the estimate, over
+    /// `rounds` rounds. Also returns a checksum, so the work is not optimised away.
+    pub fn context_check(history: &[StoredMessage], rounds: u32) -> (Duration, u64) {
+        let estimator = Estimator::default();
+        estimator.reported(1, 50_000, 12_000);
+        let turns = history.iter().filter_map(|m| m.turn_id).max().unwrap_or(0);
+        let started = Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..rounds {
+            let messages = assemble(history, turns, &[]);
+            let chars: usize = messages.iter().map(message_chars).sum();
+            sink += estimator.estimate(1, chars + 3_000);
+        }
+        (started.elapsed() / rounds.max(1), sink)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bench::{call, result, stored};
+    use super::*;
 
     /// Every tool result follows its call and every call has its result.
     fn assert_paired(messages: &[ChatMessage]) {
@@ -398,47 +452,12 @@ mod tests {
         assert_eq!(estimator.estimate(3, 40_400), 5_050);
     }
 
-    /// The context check's cost per model call at a 100-turn history (a third of the turns
-    /// with a tool call of 2,000 characters): assembling, stubbing, the pairing check, the
-    /// size and the estimate. Run with `cargo test --release -p hearth --lib
-    /// context_check_overhead -- --ignored --nocapture`; prints numbers, asserts nothing.
+    /// The check on a 100-turn history, once, so the bench's code stays working; the number
+    /// comes from `cargo run --release -p hearth-bench --bin hearth-context-check`.
     #[test]
-    #[ignore]
-    fn context_check_overhead() {
-        let mut history = Vec::new();
-        let mut id = 0;
-        for turn in 1..=100 {
-            let mut push = |message: ChatMessage| {
-                id += 1;
-                history.push(stored(id, turn, message));
-            };
-            push(ChatMessage::user(format!(
-                "message {turn}: {}",
-                "words ".repeat(20)
-            )));
-            if turn % 3 == 0 {
-                let call_id = format!("call_{turn}");
-                push(call(&call_id));
-                push(result(&call_id, &"result text ".repeat(170)));
-            }
-            push(ChatMessage::assistant(
-                "an answer of a few sentences. ".repeat(6),
-            ));
-        }
-        let estimator = Estimator::default();
-        estimator.reported(1, 50_000, 12_000);
-        let rounds = 2_000u32;
-        let started = std::time::Instant::now();
-        let mut sink = 0u64;
-        for _ in 0..rounds {
-            let messages = assemble(&history, 100, &[]);
-            let chars: usize = messages.iter().map(message_chars).sum();
-            sink += estimator.estimate(1, chars + 3_000);
-        }
-        let per_call = started.elapsed() / rounds;
-        println!(
-            "context check at 100 turns ({} messages): {per_call:?} per model call (checksum {sink})",
-            history.len()
-        );
+    fn the_context_check_runs_on_a_long_history() {
+        let history = bench::history(100);
+        let (_, checksum) = bench::context_check(&history, 1);
+        assert!(checksum > 0);
     }
 }

@@ -57,6 +57,20 @@ pub struct TurnJob {
     /// What a tool call that needs approval does: asked in the chat, or, for a scheduled run
     /// nobody may be watching, the schedule's `on_confirmation` rule.
     pub confirmation: ConfirmationPolicy,
+    /// Where this turn's approval prompts are also sent, with buttons (`daemon.approvals_to`):
+    /// set when the prompt's own chat shows none, or nobody may be watching it.
+    pub approvals_route: Option<ApprovalRoute>,
+}
+
+/// The owner's chat a confirmation prompt is also sent to (`daemon.approvals_to`).
+#[derive(Clone, Debug)]
+pub struct ApprovalRoute {
+    /// The channel's name, e.g. `telegram`.
+    pub channel: String,
+    pub chat: ChatRef,
+    /// Where the request comes from, for the copy's reader: "Ann on email", "the scheduled run
+    /// “briefing”".
+    pub origin: String,
 }
 
 /// What happens in a turn to a tool call that needs a person's approval.

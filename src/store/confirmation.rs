@@ -62,6 +62,11 @@ pub struct Confirmation {
     pub short_code: Option<String>,
     /// Wrong codes typed in the chat while this one was pending.
     pub wrong_codes: i64,
+    /// Where a copy of the prompt went with buttons (`daemon.approvals_to`): its channel, chat
+    /// and outbox row. `None` when the prompt was not routed.
+    pub routed_channel: Option<String>,
+    pub routed_chat_id: Option<String>,
+    pub routed_outbox_id: Option<i64>,
 }
 
 /// What a wrong typed code did.
@@ -99,6 +104,9 @@ fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
         expires_at: row.try_get("expires_at")?,
         short_code: row.try_get("short_code")?,
         wrong_codes: row.try_get("wrong_codes")?,
+        routed_channel: row.try_get("routed_channel")?,
+        routed_chat_id: row.try_get("routed_chat_id")?,
+        routed_outbox_id: row.try_get("routed_outbox_id")?,
     })
 }
 
@@ -116,19 +124,34 @@ pub struct AuditEntry<'a> {
 }
 
 impl Store {
-    /// Stores a confirmation, its prompt (in the outbox) and the call's waiting state together.
+    /// Stores a confirmation, its prompt (in the outbox), the prompt's copy for the owner's chat
+    /// (`routed`, going to `confirmation.routed_channel` and `routed_chat_id`) and the call's
+    /// waiting state together. Returns the prompt's outbox id.
     pub async fn create_confirmation(
         &self,
         confirmation: &Confirmation,
         prompt: &NewOutbox,
+        routed: Option<&NewOutbox>,
         now_ms: i64,
     ) -> StoreResult<i64> {
         let mut tx = self.begin().await?;
         let outbox_id = insert_outbox(&mut tx, prompt, now_ms).await?;
+        let routed_outbox_id = match routed {
+            Some(routed) => Some(insert_outbox(&mut tx, routed, now_ms).await?),
+            None => None,
+        };
+        let (routed_channel, routed_chat_id) = match routed {
+            Some(_) => (
+                confirmation.routed_channel.as_deref(),
+                confirmation.routed_chat_id.as_deref(),
+            ),
+            None => (None, None),
+        };
         sqlx::query(
             "INSERT INTO confirmations (id, turn_id, tool_call_id, conversation_id, channel, chat_id, thread_id,
-               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at, short_code)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15)",
+               requester, user_id, tool, summary, prompt_outbox_id, status, created_at, expires_at, short_code,
+               routed_channel, routed_chat_id, routed_outbox_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $14, $15, $16, $17, $18)",
         )
         .bind(&confirmation.id)
         .bind(confirmation.turn_id)
@@ -145,6 +168,9 @@ impl Store {
         .bind(confirmation.created_at)
         .bind(confirmation.expires_at)
         .bind(confirmation.short_code.as_deref())
+        .bind(routed_channel)
+        .bind(routed_chat_id)
+        .bind(routed_outbox_id)
         .execute(&mut *tx)
         .await?;
         sqlx::query("UPDATE tool_calls SET status = 'waiting' WHERE id = $1")
@@ -213,8 +239,9 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
-    /// The confirmation whose prompt was delivered as the platform message `message_id` in this
-    /// chat (whatever its status), with the prompt as stored: a reaction to it decides it.
+    /// The confirmation whose prompt, or its copy in the owner's chat, was delivered as the
+    /// platform message `message_id` in this chat (whatever its status), with that message as
+    /// stored: a reaction to it decides it.
     pub async fn confirmation_by_prompt(
         &self,
         channel: &str,
@@ -223,8 +250,10 @@ impl Store {
     ) -> StoreResult<Option<(Confirmation, OutboundMessage)>> {
         let row = sqlx::query(
             "SELECT c.*, o.payload AS prompt_payload FROM confirmations c
-             JOIN outbox o ON o.id = c.prompt_outbox_id
-             WHERE o.channel = $1 AND o.platform_message_id = $2 AND c.channel = $1 AND c.chat_id = $3
+             JOIN outbox o ON o.id = c.prompt_outbox_id OR o.id = c.routed_outbox_id
+             WHERE o.channel = $1 AND o.platform_message_id = $2
+               AND ((o.id = c.prompt_outbox_id AND c.channel = $1 AND c.chat_id = $3)
+                 OR (o.id = c.routed_outbox_id AND c.routed_channel = $1 AND c.routed_chat_id = $3))
              ORDER BY c.created_at DESC LIMIT 1",
         )
         .bind(channel)
@@ -462,5 +491,169 @@ impl Store {
             row.try_get("permission")?,
             row.try_get("autonomy")?,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::{ChatRef, Inbound, InboundKind, OutboundMessage, Sender};
+
+    use super::*;
+    use crate::provider::{ChatMessage, ToolCall};
+    use crate::store::OutboxKind;
+
+    /// A waiting confirmation from an email chat, routed to the owner's Telegram chat `42`:
+    /// its prompt and its copy delivered as message `m-1` in each chat.
+    async fn routed_confirmation(store: &Store) -> Confirmation {
+        let chat = ChatRef::new("ann@example.org");
+        let event = Inbound {
+            platform_id: "mail-1".into(),
+            chat: chat.clone(),
+            sender: Sender::new("ann@example.org"),
+            kind: InboundKind::Message {
+                text: "delete task 1".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        };
+        let inbox = store
+            .insert_inbox("email", &event, 1)
+            .await
+            .expect("inbox")
+            .expect("new");
+        let conversation = store.conversation("email", &chat, 1).await.expect("chat");
+        let turn = store
+            .start_turn(
+                inbox,
+                conversation.id,
+                conversation.session,
+                None,
+                ("general", Some(1)),
+                &ChatMessage::user("delete task 1"),
+                1,
+            )
+            .await
+            .expect("turn");
+        let request = ChatMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "delete_task".into(),
+                arguments: "{\"task_id\": 1}".into(),
+            }],
+        };
+        let call = store
+            .record_tool_request(&turn, conversation.session, &request, 1)
+            .await
+            .expect("calls")
+            .remove(0);
+        let reply = |channel: &str, chat: ChatRef, seq: i64| NewOutbox {
+            inbox_id: Some(inbox),
+            seq,
+            channel: channel.into(),
+            kind: OutboxKind::Send,
+            message: OutboundMessage::text(chat, "🔐 delete_task?"),
+        };
+        let prompt = reply("email", chat.clone(), call.id);
+        let routed = reply("telegram", ChatRef::new("42"), -call.id);
+        let mut confirmation = Confirmation {
+            id: "c".repeat(22),
+            turn_id: turn.id,
+            tool_call_id: call.id,
+            conversation_id: conversation.id,
+            channel: "email".into(),
+            chat_id: chat.chat_id.clone(),
+            thread_id: None,
+            requester: "ann@example.org".into(),
+            user_id: None,
+            tool: "delete_task".into(),
+            summary: "delete_task({\"task_id\":1})".into(),
+            prompt_outbox_id: None,
+            status: ConfirmationStatus::Pending,
+            decided_by: None,
+            created_at: 1,
+            expires_at: 600_001,
+            short_code: Some("K7M2QX".into()),
+            wrong_codes: 0,
+            routed_channel: Some("telegram".into()),
+            routed_chat_id: Some("42".into()),
+            routed_outbox_id: None,
+        };
+        let prompt_id = store
+            .create_confirmation(&confirmation, &prompt, Some(&routed), 1)
+            .await
+            .expect("create");
+        let stored = store
+            .confirmation(&confirmation.id)
+            .await
+            .expect("read")
+            .expect("stored");
+        let routed_id = stored.routed_outbox_id.expect("the copy's outbox row");
+        assert_eq!(stored.prompt_outbox_id, Some(prompt_id));
+        assert_ne!(routed_id, prompt_id);
+        for id in [prompt_id, routed_id] {
+            store
+                .mark_outbox_sent(id, Some("m-1"), 2)
+                .await
+                .expect("sent");
+        }
+        confirmation.prompt_outbox_id = Some(prompt_id);
+        confirmation.routed_outbox_id = Some(routed_id);
+        assert_eq!(stored, confirmation);
+        stored
+    }
+
+    async fn check(store: Store) {
+        let confirmation = routed_confirmation(&store).await;
+        // A reaction on the copy in the owner's chat finds it, with the copy as sent there.
+        let (found, message) = store
+            .confirmation_by_prompt("telegram", "42", "m-1")
+            .await
+            .expect("read")
+            .expect("the copy's confirmation");
+        assert_eq!(found.id, confirmation.id);
+        assert_eq!(message.chat.chat_id, "42");
+        // So does one on the prompt in its own chat.
+        let (found, message) = store
+            .confirmation_by_prompt("email", "ann@example.org", "m-1")
+            .await
+            .expect("read")
+            .expect("the prompt's confirmation");
+        assert_eq!(found.id, confirmation.id);
+        assert_eq!(message.chat.chat_id, "ann@example.org");
+        // The same message id in another chat, or on another channel, is not it.
+        for (channel, chat) in [
+            ("telegram", "43"),
+            ("telegram", "ann@example.org"),
+            ("email", "42"),
+        ] {
+            assert!(
+                store
+                    .confirmation_by_prompt(channel, chat, "m-1")
+                    .await
+                    .expect("read")
+                    .is_none(),
+                "{channel}:{chat}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    /// The same SQL on PostgreSQL (skipped when it is not installed).
+    #[tokio::test]
+    async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("hearth_routed").expect("database");
+        check(Store::open(&url).await.expect("store")).await;
     }
 }

@@ -54,6 +54,9 @@ pub struct Turn {
     pub conversation_id: i64,
     pub user_id: Option<i64>,
     pub agent_id: String,
+    /// The version of the agent's definition the turn ran (`hearth agents history`); `None`
+    /// for turns from before versions were kept.
+    pub agent_version: Option<i64>,
     pub status: TurnStatus,
     pub llm_calls: i64,
     pub tool_calls: i64,
@@ -141,6 +144,7 @@ fn turn_from_row(row: &AnyRow, fresh: bool) -> StoreResult<Turn> {
         conversation_id: row.try_get("conversation_id")?,
         user_id: row.try_get("user_id")?,
         agent_id: row.try_get("agent_id")?,
+        agent_version: row.try_get("agent_version")?,
         status: TurnStatus::parse(&status),
         llm_calls: row.try_get("llm_calls")?,
         tool_calls: row.try_get("tool_calls")?,
@@ -227,19 +231,21 @@ impl Store {
         conversation_id: i64,
         session: i64,
         user_id: Option<i64>,
-        agent_id: &str,
+        agent: (&str, Option<i64>),
         user_message: &ChatMessage,
         now_ms: i64,
     ) -> StoreResult<Turn> {
+        let (agent_id, agent_version) = agent;
         let mut tx = self.begin().await?;
         let turn_id: i64 = sqlx::query_scalar(
-            "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, status, started_at)
-             VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id",
+            "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, agent_version, status, started_at)
+             VALUES ($1, $2, $3, $4, $5, 'running', $6) RETURNING id",
         )
         .bind(inbox_id)
         .bind(conversation_id)
         .bind(user_id)
         .bind(agent_id)
+        .bind(agent_version)
         .bind(now_ms)
         .fetch_one(&mut *tx)
         .await?;
@@ -259,6 +265,7 @@ impl Store {
             conversation_id,
             user_id,
             agent_id: agent_id.to_string(),
+            agent_version,
             status: TurnStatus::Running,
             llm_calls: 0,
             tool_calls: 0,
@@ -343,31 +350,13 @@ impl Store {
         user_id: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT m.id, m.turn_id, m.body, m.chars FROM messages m JOIN turns t ON t.id = m.turn_id
-             WHERE m.conversation_id = $1 AND m.session = $2 AND t.user_id IS NOT DISTINCT FROM $3
-             ORDER BY m.id DESC LIMIT $4",
-        )
-        .bind(conversation_id)
-        .bind(session)
-        .bind(user_id)
-        .bind(to_i64(limit))
-        .fetch_all(self.pool())
-        .await?;
-        let mut messages = rows
-            .iter()
-            .map(|row| {
-                let body: String = row.try_get("body")?;
-                Ok(StoredMessage {
-                    id: row.try_get("id")?,
-                    turn_id: row.try_get("turn_id")?,
-                    message: serde_json::from_str(&body)?,
-                    chars: row.try_get("chars")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        messages.reverse();
-        Ok(messages)
+        let key = super::summary::HistoryKey {
+            conversation_id,
+            session,
+            user_id,
+        };
+        // Message ids start at 1, so "after 0" is the whole history.
+        self.messages_after(key, 0, limit).await
     }
 
     /// Stores the model's answer that asks for tools, with one pending record per call.

@@ -37,13 +37,9 @@ impl<'a> Args<'a> {
             .ok_or_else(|| Self::missing(name, "an integer"))
     }
 
-    /// An integer, also accepted when the model wrote it as a string ("42").
+    /// An integer, also accepted as `42.0` or `"42"` (see [`whole_number`]).
     pub fn opt_i64(&self, name: &str) -> Option<i64> {
-        match self.0.get(name)? {
-            Value::Number(n) => n.as_i64(),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        }
+        whole_number(self.0.get(name)?).ok()
     }
 
     pub fn f64(&self, name: &str) -> Result<f64, ToolError> {
@@ -89,6 +85,29 @@ impl<'a> Args<'a> {
     }
 }
 
+/// A whole number as models write counts and limits: `10`, `10.0` or `"10"`. The one lenient
+/// reading of such arguments, for the hand-read tools ([`Args::opt_i64`]) and the typed ones
+/// ([`Count`](super::typed::Count)); anything else is refused, saying what was expected.
+pub fn whole_number(value: &Value) -> Result<i64, String> {
+    let number = match value {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().and_then(integral)),
+        Value::String(s) => {
+            let s = s.trim();
+            s.parse::<i64>()
+                .ok()
+                .or_else(|| s.parse::<f64>().ok().and_then(integral))
+        }
+        _ => None,
+    };
+    number.ok_or_else(|| format!("expected a whole number such as 10, got {value}"))
+}
+
+/// `f` when it is a whole number within i64.
+fn integral(f: f64) -> Option<i64> {
+    // 2^63 as f64 is exact; anything at or beyond it does not fit.
+    (f.fract() == 0.0 && f.abs() < 9_223_372_036_854_775_808.0).then_some(f as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +125,31 @@ mod tests {
         let err = args.str("empty").expect_err("blank");
         assert!(err.to_string().contains("`empty` is required"));
         assert!(args.array("tags").is_ok() && args.array("title").is_err());
+    }
+
+    #[test]
+    fn whole_numbers_are_read_leniently_and_the_rest_refused() {
+        for ok in [
+            json!(10),
+            json!(10.0),
+            json!("10"),
+            json!(" 10 "),
+            json!("10.0"),
+        ] {
+            assert_eq!(whole_number(&ok), Ok(10), "{ok}");
+        }
+        assert_eq!(whole_number(&json!(-3)), Ok(-3));
+        for bad in [
+            json!(10.5),
+            json!("ten"),
+            json!(""),
+            json!(true),
+            json!(null),
+            json!([10]),
+            json!(1e300),
+        ] {
+            let err = whole_number(&bad).expect_err("refused");
+            assert!(err.starts_with("expected a whole number"), "{bad}: {err}");
+        }
     }
 }

@@ -7,12 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{not_found, tags_value, user_id};
+use super::common::{deleted, listing, tags_value, user_id};
 use super::time::format_local;
-use super::typed::{Limit, NonEmpty, Tags, text};
+use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::bookmark::{self as store, BookmarkRow, NewBookmark};
-use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -76,7 +75,7 @@ struct ListBookmarks {
     /// Only links with this tag
     tag: Option<String>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListBookmarks {
@@ -87,18 +86,11 @@ impl TypedTool for ListBookmarks {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let page = Page {
-            search: text(self.search),
-            tag: text(self.tag),
-            limit: LIST_LIMIT.of(self.limit),
-        };
+        let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
         let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
-        let bookmarks: Vec<BookmarkView> = listed
-            .rows
-            .into_iter()
-            .map(|row| BookmarkView::new(ctx, row))
-            .collect();
-        Ok(json!({"count": bookmarks.len(), "more": listed.more, "bookmarks": bookmarks}))
+        Ok(listing("bookmarks", listed, |row| {
+            BookmarkView::new(ctx, row)
+        }))
     }
 }
 
@@ -119,10 +111,8 @@ impl TypedTool for DeleteBookmark {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.bookmark_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(url) => Ok(json!({"deleted": id, "url": url})),
-            None => Err(not_found("bookmark", id)),
-        }
+        let url = store::delete(&ctx.store, user, id).await?;
+        deleted("bookmark", id, "url", url)
     }
 }
 
@@ -181,10 +171,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM bookmarks")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "bookmarks").await
     }
 
     #[tokio::test]
@@ -243,13 +230,7 @@ mod tests {
         let id = ok(&ctx, "add_bookmark", json!({"url": "https://example.org"})).await["id"]
             .as_i64()
             .expect("id");
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_bookmark", json!({"bookmark_id": id})).await,
             format!("bookmark {id} not found")

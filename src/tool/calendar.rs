@@ -10,9 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{bad_date, not_found, user_id};
+use super::common::{bad_date, deleted, not_found, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
-use super::typed::{Limit, NonEmpty, text};
+use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::calendar::{self as store, EventRow, NewEvent};
 
@@ -114,7 +114,7 @@ struct ListCalendarEvents {
     /// days
     end: Option<String>,
     /// Default 20, at most 100
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl ListCalendarEvents {
@@ -294,10 +294,8 @@ impl TypedTool for DeleteCalendarEvent {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.event_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("event", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("event", id, "title", title)
     }
 }
 
@@ -485,10 +483,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM calendar_events")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "calendar_events").await
     }
 
     fn titles(listed: &Value) -> Vec<String> {
@@ -741,13 +736,7 @@ mod tests {
             "event 9 not found"
         );
 
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_calendar_event", json!({"event_id": id})).await,
             format!("event {id} not found")

@@ -9,11 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{not_found, tags_value, user_id};
-use super::typed::{Limit, NonEmpty, Tags, text};
+use super::common::{deleted, listing, not_found, tags_value, user_id};
+use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::contact::{self as store, ContactRow, NewContact};
-use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -85,7 +84,7 @@ struct ListContacts {
     /// Only contacts with this tag
     tag: Option<String>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListContacts {
@@ -103,14 +102,9 @@ impl TypedTool for ListContacts {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let page = Page {
-            search: text(self.search),
-            tag: text(self.tag),
-            limit: LIST_LIMIT.of(self.limit),
-        };
+        let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
         let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
-        let contacts: Vec<ContactView> = listed.rows.into_iter().map(ContactView::from).collect();
-        Ok(json!({"count": contacts.len(), "more": listed.more, "contacts": contacts}))
+        Ok(listing("contacts", listed, ContactView::from))
     }
 }
 
@@ -203,10 +197,8 @@ impl TypedTool for DeleteContact {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.contact_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(name) => Ok(json!({"deleted": id, "name": name})),
-            None => Err(not_found("contact", id)),
-        }
+        let name = store::delete(&ctx.store, user, id).await?;
+        deleted("contact", id, "name", name)
     }
 }
 
@@ -379,10 +371,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM contacts")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "contacts").await
     }
 
     fn date(text: &str) -> NaiveDate {
@@ -436,13 +425,7 @@ mod tests {
             "contact 77 not found"
         );
 
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_contact", json!({"contact_id": id})).await,
             format!("contact {id} not found")

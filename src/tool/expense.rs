@@ -1,5 +1,6 @@
 //! The `expenses` tools: record what the user spent, query it, summarise it by category and
-//! month, export it as CSV or JSON, and delete it.
+//! month, export it as CSV or JSON, and delete it. Each tool is its argument type
+//! ([`TypedTool`]); the SQL is in `store::expense`.
 //!
 //! Amounts are stored as integer cents (hundredths of the currency unit) so totals never drift
 //! the way floats do, and shown as decimal strings ("12.50"). Dates are the user's local
@@ -9,30 +10,27 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::NaiveDate;
-use serde_json::{Map, Value, json};
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
 
-use super::common::write_tx;
+use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::parse_date;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Batch, Count, Limit, Unchecked, text};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::expense::{self as store, Bucket, ExpenseFilter, ExpenseRow, NewExpense};
 
-/// The categories an expense can have; anything else is refused with this list.
-pub const CATEGORIES: &[&str] = &[
-    "food",
-    "transport",
-    "utilities",
-    "entertainment",
-    "shopping",
-    "health",
-    "education",
-    "travel",
-    "subscription",
-    "housing",
-    "other",
-];
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        typed::<AddExpense>(),
+        typed::<BatchAddExpenses>(),
+        typed::<ListExpenses>(),
+        typed::<ExpenseSummary>(),
+        typed::<ExportExpenses>(),
+        typed::<DeleteExpense>(),
+    ]
+}
 
 const GROUP: &str = "expenses";
 /// Largest single amount accepted (a trillion units): far beyond any household expense, and
@@ -42,614 +40,282 @@ const MAX_AMOUNT_CENTS: i64 = 100_000_000_000_000;
 const MAX_BATCH: usize = 100;
 /// Most rows one export returns; the result says when there were more.
 const MAX_EXPORT: i64 = 10_000;
-const COLUMNS: &str = "id, amount_cents, currency, category, description, merchant, tags, spent_on";
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 100,
+};
 
-pub fn tools() -> Vec<Arc<dyn Tool>> {
-    [
-        Op::Add,
-        Op::BatchAdd,
-        Op::List,
-        Op::Summary,
-        Op::Export,
-        Op::Delete,
-    ]
-    .into_iter()
-    .map(|op| Arc::new(ExpenseTool::new(op)) as Arc<dyn Tool>)
-    .collect()
+/// The categories an expense can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Food,
+    Transport,
+    Utilities,
+    Entertainment,
+    Shopping,
+    Health,
+    Education,
+    Travel,
+    Subscription,
+    Housing,
+    Other,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Add,
-    BatchAdd,
-    List,
-    Summary,
-    Export,
-    Delete,
-}
-
-struct ExpenseTool {
-    info: ToolInfo,
-    op: Op,
-}
-
-fn expense_properties() -> Map<String, Value> {
-    let props = json!({
-        "amount": {"type": "number", "exclusiveMinimum": 0, "description": "Amount spent, greater than 0, e.g. 12.5"},
-        "currency": {"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "ISO 4217 code such as EUR, USD, GBP; default EUR"},
-        "category": {"type": "string", "enum": CATEGORIES, "description": "One of the fixed categories"},
-        "description": {"type": "string", "description": "What it was for"},
-        "date": {"type": "string", "description": "Day spent: YYYY-MM-DD, today or yesterday; default today (user's timezone)"},
-        "merchant": {"type": "string", "description": "Shop or payee"},
-        "tags": {"type": "array", "items": {"type": "string"}, "description": "Free-form labels"}
-    });
-    match props {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
-/// The filters shared by listing, summarising and exporting; `amounts` adds the amount range and
-/// text search that only make sense for listing and exporting.
-fn filter_properties(amounts: bool) -> Map<String, Value> {
-    let mut props = Map::new();
-    props.insert(
-        "date_from".into(),
-        json!({"type": "string", "description": "First day included: YYYY-MM-DD, today, yesterday"}),
-    );
-    props.insert(
-        "date_to".into(),
-        json!({"type": "string", "description": "Last day included: YYYY-MM-DD, today, yesterday"}),
-    );
-    props.insert(
-        "category".into(),
-        json!({"type": "string", "enum": CATEGORIES, "description": "Only this category"}),
-    );
-    props.insert(
-        "currency".into(),
-        json!({"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "Only this ISO currency code"}),
-    );
-    if amounts {
-        props.insert(
-            "min_amount".into(),
-            json!({"type": "number", "minimum": 0, "description": "Smallest amount included"}),
-        );
-        props.insert(
-            "max_amount".into(),
-            json!({"type": "number", "minimum": 0, "description": "Largest amount included"}),
-        );
-        props.insert(
-            "search".into(),
-            json!({"type": "string", "description": "Words to find in description, merchant or tags"}),
-        );
-    }
-    props
-}
-
-fn object(properties: Map<String, Value>, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    })
-}
-
-impl ExpenseTool {
-    fn new(op: Op) -> Self {
-        let info = match op {
-            Op::Add => ToolInfo::new(
-                "add_expense",
-                GROUP,
-                "Record one expense. Amount in the currency's units (12.50), a category, optional description, merchant, date and tags.",
-                object(expense_properties(), &["amount", "category"]),
-            )
-            .risk(Risk::Write)
-            .tags(&["spent", "paid", "bought", "cost", "money", "purchase", "spending"]),
-            Op::BatchAdd => {
-                // Items are checked one by one in `call` rather than by the schema, so one bad
-                // item is reported on its own and the others are still recorded.
-                let mut item = expense_properties();
-                for field in item.values_mut() {
-                    if let Value::Object(field) = field {
-                        field.remove("enum");
-                        field.remove("exclusiveMinimum");
-                        field.remove("pattern");
-                    }
-                }
-                if let Some(Value::Object(category)) = item.get_mut("category") {
-                    category.insert(
-                        "description".into(),
-                        json!(format!("One of: {}", CATEGORIES.join(", "))),
-                    );
-                }
-                let mut props = Map::new();
-                props.insert(
-                    "expenses".into(),
-                    json!({
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_BATCH,
-                        "description": "Expenses to record, each like add_expense's arguments (amount and category required); each succeeds or fails on its own",
-                        "items": {"type": "object", "properties": item}
-                    }),
-                );
-                ToolInfo::new(
-                    "batch_add_expenses",
-                    GROUP,
-                    "Record several expenses at once; returns an id or an error for each item.",
-                    object(props, &["expenses"]),
-                )
-                .risk(Risk::Write)
-                .tags(&["spent", "paid", "receipts", "money", "many", "bulk"])
-            }
-            Op::List => {
-                let mut props = filter_properties(true);
-                props.insert(
-                    "limit".into(),
-                    json!({"type": "integer", "minimum": 1, "maximum": 100, "description": "Most expenses returned; default 20"}),
-                );
-                ToolInfo::new(
-                    "list_expenses",
-                    GROUP,
-                    "List expenses, newest first, filtered by date range, category, currency, amount range or text.",
-                    object(props, &[]),
-                )
-                .limit("limit", 20, 100)
-                .tags(&["query", "spending", "spent", "find", "search", "money"])
-            }
-            Op::Summary => ToolInfo::new(
-                "expense_summary",
-                GROUP,
-                "Totals and counts per currency, by category and by month (YYYY-MM), over a date range (default: all dates).",
-                object(filter_properties(false), &[]),
-            )
-            .tags(&["budget", "total", "spending", "report", "month", "statistics", "money"]),
-            Op::Export => {
-                let mut props = filter_properties(true);
-                props.insert(
-                    "format".into(),
-                    json!({"type": "string", "enum": ["csv", "json"], "description": "csv (with a header row) or json"}),
-                );
-                ToolInfo::new(
-                    "export_expenses",
-                    GROUP,
-                    "Export expenses, oldest first, as CSV or JSON, optionally over a date range and filters.",
-                    object(props, &["format"]),
-                )
-                .tags(&["csv", "json", "download", "spreadsheet", "backup", "money"])
-            }
-            Op::Delete => {
-                let mut props = Map::new();
-                props.insert(
-                    "expense_id".into(),
-                    json!({"type": "integer", "description": "Id of the expense to delete"}),
-                );
-                ToolInfo::new(
-                    "delete_expense",
-                    GROUP,
-                    "Delete one expense by id.",
-                    object(props, &["expense_id"]),
-                )
-                .risk(Risk::Destructive)
-                .tags(&["remove", "expense", "money", "mistake"])
-            }
-        };
-        Self { info, op }
-    }
-}
-
-#[async_trait]
-impl Tool for ExpenseTool {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let user = ctx.user_id.ok_or_else(|| {
-            ToolError::Failed("expenses belong to a user, and this call has no user".into())
-        })?;
-        let result = match self.op {
-            Op::Add => add(ctx, user, &arguments).await?,
-            Op::BatchAdd => batch_add(ctx, user, &arguments).await?,
-            Op::List => list(ctx, user, &arguments, list_limit(&self.info, &arguments)).await?,
-            Op::Summary => summary(ctx, user, &arguments).await?,
-            Op::Export => export(ctx, user, &arguments).await?,
-            Op::Delete => delete(ctx, user, &arguments).await?,
-        };
-        Ok(result.to_string())
-    }
-}
-
-fn db(err: sqlx::Error) -> ToolError {
-    ToolError::Failed(format!("database error: {err}"))
-}
-
-fn invalid(message: impl Into<String>) -> ToolError {
-    ToolError::InvalidArguments(message.into())
-}
-
-/// An amount as cents: positive, finite, rounded to the nearest cent.
-fn amount_cents(value: f64, name: &str) -> Result<i64, ToolError> {
-    if !value.is_finite() || value <= 0.0 {
-        return Err(invalid(format!(
-            "`{name}` must be a number greater than 0, got {value}"
-        )));
-    }
-    let cents = (value * 100.0).round();
-    if cents < 1.0 {
-        return Err(invalid(format!(
-            "`{name}` {value} is less than one cent; give at least 0.01"
-        )));
-    }
-    if cents > MAX_AMOUNT_CENTS as f64 {
-        return Err(invalid(format!("`{name}` {value} is too large")));
-    }
-    // In range and integral, so the conversion is exact.
-    Ok(cents as i64)
-}
-
-/// Cents as a decimal string: 1250 -> "12.50".
-pub fn format_cents(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
-}
-
-fn category(text: &str) -> Result<&'static str, ToolError> {
-    let wanted = text.trim().to_lowercase();
-    CATEGORIES
-        .iter()
-        .find(|c| **c == wanted)
-        .copied()
-        .ok_or_else(|| {
-            invalid(format!(
-                "unknown category {text:?}; use one of: {}",
-                CATEGORIES.join(", ")
-            ))
-        })
-}
-
-fn currency(text: &str) -> Result<String, ToolError> {
-    let code = text.trim().to_uppercase();
-    if code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()) {
-        Ok(code)
-    } else {
-        Err(invalid(format!(
-            "currency {text:?} is not an ISO 4217 code; use three letters such as EUR, USD, GBP"
-        )))
-    }
-}
-
-fn date(ctx: &ToolContext, text: &str, name: &str) -> Result<NaiveDate, ToolError> {
-    parse_date(text, ctx.timezone, ctx.clock.now())
-        .map_err(|err| invalid(format!("`{name}`: {err}")))
-}
-
-fn today(ctx: &ToolContext) -> NaiveDate {
-    ctx.clock.now().with_timezone(&ctx.timezone).date_naive()
-}
-
-/// Text that is present and not blank.
-fn text(args: Args<'_>, name: &str) -> Option<String> {
-    args.opt_str(name)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
-/// One expense as the model wrote it, checked.
-#[derive(Debug, PartialEq)]
-struct NewExpense {
-    amount_cents: i64,
-    currency: String,
-    category: &'static str,
-    description: Option<String>,
-    merchant: Option<String>,
-    tags: Vec<String>,
-    spent_on: NaiveDate,
-}
-
-fn read_expense(ctx: &ToolContext, value: &Value) -> Result<NewExpense, ToolError> {
-    if !value.is_object() {
-        return Err(invalid("each expense must be an object"));
-    }
-    let args = Args::new(value);
-    let amount = args.f64("amount")?;
-    let category_text = args.opt_str("category").ok_or_else(|| {
-        invalid(format!(
-            "`category` is required: one of {}",
-            CATEGORIES.join(", ")
-        ))
-    })?;
-    Ok(NewExpense {
-        amount_cents: amount_cents(amount, "amount")?,
-        currency: match args.opt_str("currency") {
-            Some(code) => currency(code)?,
-            None => "EUR".into(),
-        },
-        category: category(category_text)?,
-        description: text(args, "description"),
-        merchant: text(args, "merchant"),
-        tags: args
-            .strings("tags")
-            .into_iter()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect(),
-        spent_on: match args.opt_str("date") {
-            Some(d) => date(ctx, d, "date")?,
-            None => today(ctx),
-        },
-    })
-}
-
-async fn insert(ctx: &ToolContext, user: i64, expense: &NewExpense) -> Result<i64, ToolError> {
-    let tags = serde_json::to_string(&expense.tags)
-        .map_err(|err| ToolError::Failed(format!("cannot store tags: {err}")))?;
-    let mut tx = write_tx(ctx).await?;
-    let id = sqlx::query_scalar(
-        "INSERT INTO expenses (user_id, amount_cents, currency, category, description, merchant, tags, spent_on, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-    )
-    .bind(user)
-    .bind(expense.amount_cents)
-    .bind(expense.currency.as_str())
-    .bind(expense.category)
-    .bind(expense.description.as_deref())
-    .bind(expense.merchant.as_deref())
-    .bind(tags)
-    .bind(expense.spent_on.format("%Y-%m-%d").to_string())
-    .bind(ctx.clock.now_ms())
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    Ok(id)
-}
-
-/// A stored expense.
-#[derive(Debug)]
-struct Expense {
-    id: i64,
-    amount_cents: i64,
-    currency: String,
-    category: String,
-    description: Option<String>,
-    merchant: Option<String>,
-    tags: Vec<String>,
-    date: String,
-}
-
-impl Expense {
-    fn from_row(row: &AnyRow) -> Result<Self, ToolError> {
-        let tags: String = row.try_get("tags").map_err(db)?;
-        Ok(Self {
-            id: row.try_get("id").map_err(db)?,
-            amount_cents: row.try_get("amount_cents").map_err(db)?,
-            currency: row.try_get("currency").map_err(db)?,
-            category: row.try_get("category").map_err(db)?,
-            description: row.try_get("description").map_err(db)?,
-            merchant: row.try_get("merchant").map_err(db)?,
-            // Written by this module as a JSON array; an unreadable value shows as no tags.
-            tags: serde_json::from_str(&tags).unwrap_or_default(),
-            date: row.try_get("spent_on").map_err(db)?,
-        })
-    }
-
-    fn json(&self) -> Value {
-        let mut out = json!({
-            "id": self.id,
-            "date": self.date,
-            "amount": format_cents(self.amount_cents),
-            "currency": self.currency,
-            "category": self.category,
-        });
-        if let Value::Object(map) = &mut out {
-            if let Some(d) = &self.description {
-                map.insert("description".into(), json!(d));
-            }
-            if let Some(m) = &self.merchant {
-                map.insert("merchant".into(), json!(m));
-            }
-            if !self.tags.is_empty() {
-                map.insert("tags".into(), json!(self.tags));
-            }
+impl Category {
+    fn name(self) -> &'static str {
+        match self {
+            Category::Food => "food",
+            Category::Transport => "transport",
+            Category::Utilities => "utilities",
+            Category::Entertainment => "entertainment",
+            Category::Shopping => "shopping",
+            Category::Health => "health",
+            Category::Education => "education",
+            Category::Travel => "travel",
+            Category::Subscription => "subscription",
+            Category::Housing => "housing",
+            Category::Other => "other",
         }
-        out
     }
 }
 
-async fn add(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
-    let expense = read_expense(ctx, args)?;
-    let id = insert(ctx, user, &expense).await?;
-    Ok(json!({
-        "id": id,
-        "recorded": format!(
+/// An ISO 4217 code, three letters, kept upper-case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Currency(pub String);
+
+impl<'de> Deserialize<'de> for Currency {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let code = text.trim().to_uppercase();
+        if code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()) {
+            Ok(Self(code))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "currency {text:?} is not an ISO 4217 code; use three letters such as EUR, USD, GBP"
+            )))
+        }
+    }
+}
+
+impl JsonSchema for Currency {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Currency".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[A-Za-z]{3}$"})
+    }
+}
+
+/// An amount spent, as cents: positive, finite, rounded to the nearest cent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cents(pub i64);
+
+impl<'de> Deserialize<'de> for Cents {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        let invalid = serde::de::Error::custom;
+        if !value.is_finite() || value <= 0.0 {
+            return Err(invalid(format!(
+                "must be a number greater than 0, got {value}"
+            )));
+        }
+        let cents = (value * 100.0).round();
+        if cents < 1.0 {
+            return Err(invalid(format!(
+                "{value} is less than one cent; give at least 0.01"
+            )));
+        }
+        if cents > MAX_AMOUNT_CENTS as f64 {
+            return Err(invalid(format!("{value} is too large")));
+        }
+        // In range and integral, so the conversion is exact.
+        Ok(Self(cents as i64))
+    }
+}
+
+impl JsonSchema for Cents {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Cents".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "number", "exclusiveMinimum": 0})
+    }
+}
+
+/// Record one expense. Amount in the currency's units (12.50), a category, optional
+/// description, merchant, date and tags.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddExpense {
+    /// Amount spent, greater than 0, e.g. 12.5
+    amount: Cents,
+    /// ISO 4217 code such as EUR, USD, GBP; default EUR
+    currency: Option<Currency>,
+    /// One of the fixed categories
+    category: Category,
+    /// What it was for
+    description: Option<String>,
+    /// Day spent: YYYY-MM-DD, today or yesterday; default today (user's timezone)
+    date: Option<String>,
+    /// Shop or payee
+    merchant: Option<String>,
+    /// Free-form labels
+    #[serde(default)]
+    tags: Vec<String>,
+}
+
+impl AddExpense {
+    /// Records the expense; its id and what was recorded, in words.
+    async fn add(self, ctx: &ToolContext, user: i64) -> Result<(i64, String), ToolError> {
+        let spent_on = match text(self.date) {
+            Some(day) => date(ctx, &day, "date")?,
+            None => ctx.clock.now().with_timezone(&ctx.timezone).date_naive(),
+        };
+        let tags: Vec<String> = self
+            .tags
+            .iter()
+            .filter_map(|t| text(Some(t.clone())))
+            .collect();
+        let expense = NewExpense {
+            amount_cents: self.amount.0,
+            currency: self.currency.map_or_else(|| "EUR".into(), |c| c.0),
+            category: self.category.name().into(),
+            description: text(self.description),
+            merchant: text(self.merchant),
+            tags: Value::from(tags).to_string(),
+            spent_on: spent_on.format("%Y-%m-%d").to_string(),
+        };
+        let id = store::insert(&ctx.store, user, &expense, ctx.clock.now_ms()).await?;
+        let recorded = format!(
             "{} {} {} on {}",
             format_cents(expense.amount_cents),
             expense.currency,
             expense.category,
             expense.spent_on
-        ),
-    }))
-}
-
-async fn batch_add(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
-    let items = Args::new(args).array("expenses")?;
-    if items.is_empty() || items.len() > MAX_BATCH {
-        return Err(invalid(format!(
-            "`expenses` must hold 1 to {MAX_BATCH} items, got {}",
-            items.len()
-        )));
-    }
-    let mut results = Vec::with_capacity(items.len());
-    let mut added = 0;
-    for (index, item) in items.iter().enumerate() {
-        let outcome = match read_expense(ctx, item) {
-            Ok(expense) => insert(ctx, user, &expense).await,
-            Err(err) => Err(err),
-        };
-        results.push(match outcome {
-            Ok(id) => {
-                added += 1;
-                json!({"index": index, "id": id})
-            }
-            Err(err) => json!({"index": index, "error": err.to_string()}),
-        });
-    }
-    Ok(json!({
-        "added": added,
-        "failed": items.len() - added,
-        "results": results,
-    }))
-}
-
-/// A bound value of a built query.
-enum Bind {
-    Int(i64),
-    Text(String),
-}
-
-/// `WHERE` conditions with their values, numbered `$1`, `$2` … as both backends accept.
-struct Filter {
-    sql: String,
-    binds: Vec<Bind>,
-}
-
-impl Filter {
-    fn new(user: i64) -> Self {
-        Self {
-            sql: "WHERE user_id = $1".into(),
-            binds: vec![Bind::Int(user)],
-        }
-    }
-
-    /// Adds `AND {condition}` where `?` in `condition` stands for the new placeholder.
-    fn and(&mut self, condition: &str, bind: Bind) {
-        self.binds.push(bind);
-        let placeholder = format!("${}", self.binds.len());
-        self.sql.push_str(" AND ");
-        self.sql.push_str(&condition.replace('?', &placeholder));
-    }
-
-    fn query(&self, sql: String) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for bind in &self.binds {
-            query = match bind {
-                Bind::Int(n) => query.bind(*n),
-                Bind::Text(s) => query.bind(s.as_str()),
-            };
-        }
-        query
-    }
-}
-
-/// The date range a call asked for, as `(from, to)`, both inclusive.
-fn date_range(
-    ctx: &ToolContext,
-    args: Args<'_>,
-) -> Result<(Option<NaiveDate>, Option<NaiveDate>), ToolError> {
-    let from = args
-        .opt_str("date_from")
-        .map(|d| date(ctx, d, "date_from"))
-        .transpose()?;
-    let to = args
-        .opt_str("date_to")
-        .map(|d| date(ctx, d, "date_to"))
-        .transpose()?;
-    if let (Some(from), Some(to)) = (from, to)
-        && from > to
-    {
-        return Err(invalid(format!(
-            "`date_from` {from} is after `date_to` {to}"
-        )));
-    }
-    Ok((from, to))
-}
-
-fn filter(ctx: &ToolContext, user: i64, value: &Value) -> Result<Filter, ToolError> {
-    let args = Args::new(value);
-    let mut filter = Filter::new(user);
-    let (from, to) = date_range(ctx, args)?;
-    if let Some(from) = from {
-        filter.and(
-            "spent_on >= ?",
-            Bind::Text(from.format("%Y-%m-%d").to_string()),
         );
+        Ok((id, recorded))
     }
-    if let Some(to) = to {
-        filter.and(
-            "spent_on <= ?",
-            Bind::Text(to.format("%Y-%m-%d").to_string()),
-        );
-    }
-    if let Some(c) = args.opt_str("category") {
-        filter.and("category = ?", Bind::Text(category(c)?.to_string()));
-    }
-    if let Some(c) = args.opt_str("currency") {
-        filter.and("currency = ?", Bind::Text(currency(c)?));
-    }
-    let min = args.opt_f64("min_amount");
-    let max = args.opt_f64("max_amount");
-    for (name, value) in [("min_amount", min), ("max_amount", max)] {
-        if let Some(v) = value
-            && (!v.is_finite() || v < 0.0)
-        {
-            return Err(invalid(format!("`{name}` must be 0 or more, got {v}")));
-        }
-    }
-    if let (Some(min), Some(max)) = (min, max)
-        && min > max
-    {
-        return Err(invalid(format!(
-            "`min_amount` {min} is larger than `max_amount` {max}"
-        )));
-    }
-    if let Some(min) = min {
-        filter.and("amount_cents >= ?", Bind::Int((min * 100.0).round() as i64));
-    }
-    if let Some(max) = max {
-        filter.and(
-            "amount_cents <= ?",
-            Bind::Int((max * 100.0).round().min(MAX_AMOUNT_CENTS as f64) as i64),
-        );
-    }
-    if let Some(search) = text(args, "search") {
-        for word in search.split_whitespace() {
-            let escaped = word
-                .to_lowercase()
-                .replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_");
-            filter.and(
-                "LOWER(COALESCE(description, '') || ' ' || COALESCE(merchant, '') || ' ' || tags) LIKE ? ESCAPE '\\'",
-                Bind::Text(format!("%{escaped}%")),
-            );
-        }
-    }
-    Ok(filter)
 }
 
-async fn list(ctx: &ToolContext, user: i64, args: &Value, limit: i64) -> Result<Value, ToolError> {
-    let filter = filter(ctx, user, args)?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM expenses {} ORDER BY spent_on DESC, id DESC LIMIT {limit}",
-        filter.sql
-    );
-    let rows = filter
-        .query(sql)
-        .fetch_all(ctx.store.pool())
-        .await
-        .map_err(db)?;
-    let expenses = rows
-        .iter()
-        .map(Expense::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({
-        "count": expenses.len(),
-        "expenses": expenses.iter().map(Expense::json).collect::<Vec<_>>(),
-    }))
+impl TypedTool for AddExpense {
+    const NAME: &'static str = "add_expense";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &[
+        "spent", "paid", "bought", "cost", "money", "purchase", "spending",
+    ];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (id, recorded) = self.add(ctx, user_id(ctx)?).await?;
+        Ok(json!({"id": id, "recorded": recorded}))
+    }
+}
+
+/// Record several expenses at once; returns an id or an error for each item.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BatchAddExpenses {
+    /// Expenses to record, each like add_expense's arguments (amount and category required);
+    /// each succeeds or fails on its own
+    expenses: Batch<Unchecked<AddExpense>, MAX_BATCH>,
+}
+
+impl TypedTool for BatchAddExpenses {
+    const NAME: &'static str = "batch_add_expenses";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["spent", "paid", "receipts", "money", "many", "bulk"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let results = self
+            .expenses
+            .each(|item| async move {
+                let (id, _) = item.0.add(ctx, user).await?;
+                Ok(json!({"id": id}))
+            })
+            .await;
+        Ok(results)
+    }
+}
+
+/// List expenses, newest first, filtered by date range, category, currency, amount range or
+/// text.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListExpenses {
+    /// First day included: YYYY-MM-DD, today, yesterday
+    date_from: Option<String>,
+    /// Last day included: YYYY-MM-DD, today, yesterday
+    date_to: Option<String>,
+    /// Only this category
+    category: Option<Category>,
+    /// Only this ISO currency code
+    currency: Option<Currency>,
+    /// Smallest amount included
+    #[schemars(range(min = 0))]
+    min_amount: Option<f64>,
+    /// Largest amount included
+    #[schemars(range(min = 0))]
+    max_amount: Option<f64>,
+    /// Words to find in description, merchant or tags
+    search: Option<String>,
+    /// Most expenses returned; default 20
+    limit: Option<Count>,
+}
+
+impl TypedTool for ListExpenses {
+    const NAME: &'static str = "list_expenses";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] =
+        &["query", "spending", "spent", "find", "search", "money"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let filter = Filters {
+            date_from: self.date_from,
+            date_to: self.date_to,
+            category: self.category,
+            currency: self.currency,
+            amounts: (self.min_amount, self.max_amount),
+            search: self.search,
+        }
+        .read(ctx)?;
+        let limit = LIST_LIMIT.of(self.limit);
+        let rows = store::find(&ctx.store, user_id(ctx)?, &filter, true, limit).await?;
+        let expenses: Vec<Value> = rows.iter().map(view).collect();
+        Ok(json!({"count": expenses.len(), "expenses": expenses}))
+    }
+}
+
+/// Totals and counts per currency, by category and by month (YYYY-MM), over a date range
+/// (default: all dates).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExpenseSummary {
+    /// First day included: YYYY-MM-DD, today, yesterday
+    date_from: Option<String>,
+    /// Last day included: YYYY-MM-DD, today, yesterday
+    date_to: Option<String>,
+    /// Only this category
+    category: Option<Category>,
+    /// Only this ISO currency code
+    currency: Option<Currency>,
 }
 
 /// Totals for one currency.
@@ -661,69 +327,262 @@ struct CurrencyTotals {
     by_month: Vec<Value>,
 }
 
-async fn summary(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
-    let filter = filter(ctx, user, args)?;
-    let (from, to) = date_range(ctx, Args::new(args))?;
-    let by_category = filter
-        .query(format!(
-            "SELECT currency, category AS bucket, COUNT(*) AS n, CAST(SUM(amount_cents) AS BIGINT) AS total
-             FROM expenses {} GROUP BY currency, category ORDER BY currency, total DESC, category",
-            filter.sql
-        ))
-        .fetch_all(ctx.store.pool())
-        .await
-        .map_err(db)?;
-    let by_month = filter
-        .query(format!(
-            "SELECT currency, SUBSTR(spent_on, 1, 7) AS bucket, COUNT(*) AS n, CAST(SUM(amount_cents) AS BIGINT) AS total
-             FROM expenses {} GROUP BY currency, SUBSTR(spent_on, 1, 7) ORDER BY currency, bucket",
-            filter.sql
-        ))
-        .fetch_all(ctx.store.pool())
-        .await
-        .map_err(db)?;
+impl TypedTool for ExpenseSummary {
+    const NAME: &'static str = "expense_summary";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "budget",
+        "total",
+        "spending",
+        "report",
+        "month",
+        "statistics",
+        "money",
+    ];
+    type Output = Value;
 
-    let mut currencies: BTreeMap<String, CurrencyTotals> = BTreeMap::new();
-    for row in &by_category {
-        let (code, bucket, n, total) = bucket_row(row)?;
-        let entry = currencies.entry(code).or_default();
-        entry.total += total;
-        entry.count += n;
-        entry.by_category.push(json!({
-            "category": bucket, "total": format_cents(total), "count": n
-        }));
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let user = user_id(ctx)?;
+        let filter = Filters {
+            date_from: self.date_from,
+            date_to: self.date_to,
+            category: self.category,
+            currency: self.currency,
+            amounts: (None, None),
+            search: None,
+        }
+        .read(ctx)?;
+        let by_category = store::totals(&ctx.store, user, &filter, Bucket::Category).await?;
+        let by_month = store::totals(&ctx.store, user, &filter, Bucket::Month).await?;
+        let mut currencies: BTreeMap<String, CurrencyTotals> = BTreeMap::new();
+        for row in by_category {
+            let entry = currencies.entry(row.currency).or_default();
+            entry.total += row.total;
+            entry.count += row.n;
+            entry.by_category.push(json!({
+                "category": row.bucket, "total": format_cents(row.total), "count": row.n
+            }));
+        }
+        for row in by_month {
+            currencies
+                .entry(row.currency)
+                .or_default()
+                .by_month
+                .push(json!({
+                    "month": row.bucket, "total": format_cents(row.total), "count": row.n
+                }));
+        }
+        let count: i64 = currencies.values().map(|c| c.count).sum();
+        Ok(json!({
+            "date_from": filter.from,
+            "date_to": filter.to,
+            "count": count,
+            "currencies": currencies
+                .into_iter()
+                .map(|(code, totals)| json!({
+                    "currency": code,
+                    "total": format_cents(totals.total),
+                    "count": totals.count,
+                    "by_category": totals.by_category,
+                    "by_month": totals.by_month,
+                }))
+                .collect::<Vec<_>>(),
+        }))
     }
-    for row in &by_month {
-        let (code, bucket, n, total) = bucket_row(row)?;
-        currencies.entry(code).or_default().by_month.push(json!({
-            "month": bucket, "total": format_cents(total), "count": n
-        }));
-    }
-    let count: i64 = currencies.values().map(|c| c.count).sum();
-    Ok(json!({
-        "date_from": from.map(|d| d.to_string()),
-        "date_to": to.map(|d| d.to_string()),
-        "count": count,
-        "currencies": currencies
-            .into_iter()
-            .map(|(code, totals)| json!({
-                "currency": code,
-                "total": format_cents(totals.total),
-                "count": totals.count,
-                "by_category": totals.by_category,
-                "by_month": totals.by_month,
-            }))
-            .collect::<Vec<_>>(),
-    }))
 }
 
-fn bucket_row(row: &AnyRow) -> Result<(String, String, i64, i64), ToolError> {
-    Ok((
-        row.try_get("currency").map_err(db)?,
-        row.try_get("bucket").map_err(db)?,
-        row.try_get("n").map_err(db)?,
-        row.try_get("total").map_err(db)?,
-    ))
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Format {
+    Csv,
+    Json,
+}
+
+/// Export expenses, oldest first, as CSV or JSON, optionally over a date range and filters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExportExpenses {
+    /// First day included: YYYY-MM-DD, today, yesterday
+    date_from: Option<String>,
+    /// Last day included: YYYY-MM-DD, today, yesterday
+    date_to: Option<String>,
+    /// Only this category
+    category: Option<Category>,
+    /// Only this ISO currency code
+    currency: Option<Currency>,
+    /// Smallest amount included
+    #[schemars(range(min = 0))]
+    min_amount: Option<f64>,
+    /// Largest amount included
+    #[schemars(range(min = 0))]
+    max_amount: Option<f64>,
+    /// Words to find in description, merchant or tags
+    search: Option<String>,
+    /// csv (with a header row) or json
+    format: Format,
+}
+
+impl TypedTool for ExportExpenses {
+    const NAME: &'static str = "export_expenses";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] =
+        &["csv", "json", "download", "spreadsheet", "backup", "money"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let filter = Filters {
+            date_from: self.date_from,
+            date_to: self.date_to,
+            category: self.category,
+            currency: self.currency,
+            amounts: (self.min_amount, self.max_amount),
+            search: self.search,
+        }
+        .read(ctx)?;
+        let mut rows =
+            store::find(&ctx.store, user_id(ctx)?, &filter, false, MAX_EXPORT + 1).await?;
+        let truncated = rows.len() as i64 > MAX_EXPORT;
+        rows.truncate(MAX_EXPORT as usize);
+        let mut out = json!({"count": rows.len()});
+        if truncated {
+            out["truncated"] = json!(format!(
+                "only the first {MAX_EXPORT}; narrow the date range"
+            ));
+        }
+        match self.format {
+            Format::Csv => {
+                out["format"] = json!("csv");
+                out["content"] = json!(to_csv(&rows));
+            }
+            Format::Json => {
+                out["format"] = json!("json");
+                out["expenses"] = json!(rows.iter().map(view).collect::<Vec<_>>());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Delete one expense by id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteExpense {
+    /// Id of the expense to delete
+    expense_id: i64,
+}
+
+impl TypedTool for DeleteExpense {
+    const NAME: &'static str = "delete_expense";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["remove", "expense", "money", "mistake"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let id = self.expense_id;
+        match store::delete(&ctx.store, user_id(ctx)?, id).await? {
+            Some(row) => Ok(json!({"deleted": view(&row)})),
+            None => Err(not_found("expense", id)),
+        }
+    }
+}
+
+/// The filters of listing, summarising and exporting as the model gave them.
+struct Filters {
+    date_from: Option<String>,
+    date_to: Option<String>,
+    category: Option<Category>,
+    currency: Option<Currency>,
+    amounts: (Option<f64>, Option<f64>),
+    search: Option<String>,
+}
+
+impl Filters {
+    /// Checked and in the store's terms: dates in the user's timezone, amounts in cents.
+    fn read(self, ctx: &ToolContext) -> Result<ExpenseFilter, ToolError> {
+        let from = text(self.date_from)
+            .map(|d| date(ctx, &d, "date_from"))
+            .transpose()?;
+        let to = text(self.date_to)
+            .map(|d| date(ctx, &d, "date_to"))
+            .transpose()?;
+        if let (Some(from), Some(to)) = (from, to)
+            && from > to
+        {
+            return Err(invalid(format!(
+                "`date_from` {from} is after `date_to` {to}"
+            )));
+        }
+        let (min, max) = self.amounts;
+        for (name, value) in [("min_amount", min), ("max_amount", max)] {
+            if let Some(v) = value
+                && (!v.is_finite() || v < 0.0)
+            {
+                return Err(invalid(format!("`{name}` must be 0 or more, got {v}")));
+            }
+        }
+        if let (Some(min), Some(max)) = (min, max)
+            && min > max
+        {
+            return Err(invalid(format!(
+                "`min_amount` {min} is larger than `max_amount` {max}"
+            )));
+        }
+        let cents = |amount: f64| (amount * 100.0).round().min(MAX_AMOUNT_CENTS as f64) as i64;
+        Ok(ExpenseFilter {
+            from: from.map(|d| d.format("%Y-%m-%d").to_string()),
+            to: to.map(|d| d.format("%Y-%m-%d").to_string()),
+            category: self.category.map(|c| c.name().to_string()),
+            currency: self.currency.map(|c| c.0),
+            min_cents: min.map(cents),
+            max_cents: max.map(cents),
+            words: text(self.search)
+                .map(|s| s.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
+        })
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ToolError {
+    ToolError::InvalidArguments(message.into())
+}
+
+/// Cents as a decimal string: 1250 -> "12.50".
+pub fn format_cents(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let abs = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+fn date(ctx: &ToolContext, text: &str, name: &'static str) -> Result<NaiveDate, ToolError> {
+    parse_date(text, ctx.timezone, ctx.clock.now()).map_err(bad_date(name))
+}
+
+/// The tags of a stored expense (written as a JSON array; anything else reads as none).
+fn tags(row: &ExpenseRow) -> Vec<String> {
+    serde_json::from_str(&row.tags).unwrap_or_default()
+}
+
+/// A stored expense as the model sees it; empty fields are left out.
+fn view(row: &ExpenseRow) -> Value {
+    let mut out = json!({
+        "id": row.id,
+        "date": row.spent_on,
+        "amount": format_cents(row.amount_cents),
+        "currency": row.currency,
+        "category": row.category,
+    });
+    if let Some(d) = &row.description {
+        out["description"] = json!(d);
+    }
+    if let Some(m) = &row.merchant {
+        out["merchant"] = json!(m);
+    }
+    let tags = tags_value(&row.tags);
+    if tags.as_array().is_some_and(|t| !t.is_empty()) {
+        out["tags"] = tags;
+    }
+    out
 }
 
 /// One CSV field: quoted when it holds a comma, a quote, a line break or edge spaces, with
@@ -738,18 +597,18 @@ fn csv_field(field: &str) -> String {
     }
 }
 
-fn to_csv(expenses: &[Expense]) -> String {
+fn to_csv(rows: &[ExpenseRow]) -> String {
     let mut out = String::from("id,date,amount,currency,category,description,merchant,tags\n");
-    for e in expenses {
+    for row in rows {
         let fields = [
-            e.id.to_string(),
-            e.date.clone(),
-            format_cents(e.amount_cents),
-            e.currency.clone(),
-            e.category.clone(),
-            e.description.clone().unwrap_or_default(),
-            e.merchant.clone().unwrap_or_default(),
-            e.tags.join(";"),
+            row.id.to_string(),
+            row.spent_on.clone(),
+            format_cents(row.amount_cents),
+            row.currency.clone(),
+            row.category.clone(),
+            row.description.clone().unwrap_or_default(),
+            row.merchant.clone().unwrap_or_default(),
+            tags(row).join(";"),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));
@@ -758,98 +617,20 @@ fn to_csv(expenses: &[Expense]) -> String {
     out
 }
 
-async fn export(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
-    let format = match Args::new(args).str("format")? {
-        "csv" => "csv",
-        "json" => "json",
-        other => {
-            return Err(invalid(format!(
-                "unknown format {other:?}; use csv or json"
-            )));
-        }
-    };
-    let filter = filter(ctx, user, args)?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM expenses {} ORDER BY spent_on, id LIMIT {}",
-        filter.sql,
-        MAX_EXPORT + 1
-    );
-    let rows = filter
-        .query(sql)
-        .fetch_all(ctx.store.pool())
-        .await
-        .map_err(db)?;
-    let mut expenses = rows
-        .iter()
-        .map(Expense::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    let truncated = expenses.len() as i64 > MAX_EXPORT;
-    expenses.truncate(MAX_EXPORT as usize);
-    let mut out = json!({"format": format, "count": expenses.len()});
-    if let Value::Object(map) = &mut out {
-        if truncated {
-            map.insert(
-                "truncated".into(),
-                json!(format!(
-                    "only the first {MAX_EXPORT}; narrow the date range"
-                )),
-            );
-        }
-        if format == "csv" {
-            map.insert("content".into(), json!(to_csv(&expenses)));
-        } else {
-            map.insert(
-                "expenses".into(),
-                json!(expenses.iter().map(Expense::json).collect::<Vec<_>>()),
-            );
-        }
-    }
-    Ok(out)
-}
-
-async fn delete(ctx: &ToolContext, user: i64, args: &Value) -> Result<Value, ToolError> {
-    let id = Args::new(args).i64("expense_id")?;
-    let mut tx = write_tx(ctx).await?;
-    let row = sqlx::query(
-        "DELETE FROM expenses WHERE id = $1 AND user_id = $2
-         RETURNING id, amount_cents, currency, category, description, merchant, tags, spent_on",
-    )
-    .bind(id)
-    .bind(user)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    match row {
-        Some(row) => Ok(json!({"deleted": Expense::from_row(&row)?.json()})),
-        None => Err(ToolError::Failed(format!("expense {id} not found"))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
     use chrono::TimeZone;
+    use sqlx::Row;
 
     /// A context whose clock reads 2026-03-10 20:00 UTC.
     async fn context() -> (ToolContext, tempfile::TempDir) {
-        let (mut ctx, dir) = crate::tool::test_context().await;
-        let now = chrono::Utc
-            .with_ymd_and_hms(2026, 3, 10, 20, 0, 0)
-            .single()
-            .expect("valid");
-        ctx.clock = ManualClock::new(now);
-        (ctx, dir)
+        let now = chrono::Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).single();
+        crate::tool::test_context_at(now.expect("valid")).await
     }
 
     async fn call(ctx: &ToolContext, name: &str, args: Value) -> Result<Value, ToolError> {
-        let tool = tools()
-            .into_iter()
-            .find(|t| t.info().name == name)
-            .expect("tool exists");
-        let text = tool.call(ctx, args).await?;
-        Ok(serde_json::from_str(&text).expect("results are JSON"))
+        crate::tool::test_calls::call(tools(), ctx, name, args).await
     }
 
     async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
@@ -857,10 +638,7 @@ mod tests {
     }
 
     async fn stored(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM expenses")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "expenses").await
     }
 
     async fn seed(ctx: &ToolContext) {
@@ -900,11 +678,12 @@ mod tests {
         assert_eq!(format_cents(1250), "12.50");
         assert_eq!(format_cents(5), "0.05");
         assert_eq!(format_cents(-199), "-1.99");
-        assert_eq!(amount_cents(19.99, "amount").expect("ok"), 1999);
-        assert_eq!(amount_cents(0.1 + 0.2, "amount").expect("ok"), 30);
-        assert!(amount_cents(0.004, "amount").is_err());
-        assert!(amount_cents(f64::NAN, "amount").is_err());
-        assert!(amount_cents(1e20, "amount").is_err());
+        let cents = |v: f64| serde_json::from_value::<Cents>(json!(v)).map(|c| c.0);
+        assert_eq!(cents(19.99).expect("ok"), 1999);
+        assert_eq!(cents(0.1 + 0.2).expect("ok"), 30);
+        assert!(cents(0.004).is_err());
+        assert!(cents(f64::NAN).is_err());
+        assert!(cents(1e20).is_err());
     }
 
     #[test]
@@ -924,7 +703,7 @@ mod tests {
         let out = ok(
             &ctx,
             "add_expense",
-            json!({"amount": 19.99, "category": "Food", "description": "Pizza"}),
+            json!({"amount": 19.99, "category": "food", "description": "Pizza"}),
         )
         .await;
         assert_eq!(out["recorded"], "19.99 EUR food on 2026-03-11");
@@ -947,7 +726,7 @@ mod tests {
         let out = ok(
             &ctx,
             "add_expense",
-            json!({"amount": "3.5", "currency": "usd", "category": "other", "date": "yesterday", "merchant": "Kiosk", "tags": ["snack"]}),
+            json!({"amount": 3.5, "currency": "usd", "category": "other", "date": "yesterday", "merchant": "Kiosk", "tags": ["snack"]}),
         )
         .await;
         assert_eq!(out["recorded"], "3.50 USD other on 2026-03-10");
@@ -963,12 +742,12 @@ mod tests {
                 json!({"amount": 0.001, "category": "food"}),
                 "less than one cent",
             ),
-            (json!({"category": "food"}), "`amount` is required"),
+            (json!({"category": "food"}), "missing field `amount`"),
             (
                 json!({"amount": 5, "category": "gadgets"}),
-                "use one of: food, transport, utilities, entertainment, shopping, health, education, travel, subscription, housing, other",
+                "`category`: unknown variant `gadgets`, expected one of `food`, `transport`",
             ),
-            (json!({"amount": 5}), "`category` is required"),
+            (json!({"amount": 5}), "missing field `category`"),
             (
                 json!({"amount": 5, "category": "food", "currency": "EURO"}),
                 "ISO 4217",
@@ -1003,7 +782,7 @@ mod tests {
             .await
             .expect_err("no user");
         assert!(matches!(err, ToolError::Failed(_)));
-        assert!(err.to_string().contains("no user"));
+        assert!(err.to_string().contains("not a known user"));
     }
 
     #[tokio::test]
@@ -1035,9 +814,14 @@ mod tests {
             results[2]["error"]
                 .as_str()
                 .expect("e")
-                .contains("use one of")
+                .contains("unknown variant `gizmos`")
         );
-        assert!(results[3]["error"].as_str().expect("e").contains("object"));
+        assert!(
+            results[3]["error"]
+                .as_str()
+                .expect("e")
+                .contains("invalid type: string")
+        );
         assert!(results[4]["id"].is_i64());
         assert_eq!(stored(&ctx).await, 2);
 
@@ -1048,7 +832,7 @@ mod tests {
         let err = call(&ctx, "batch_add_expenses", json!({}))
             .await
             .expect_err("missing");
-        assert!(err.to_string().contains("`expenses` is required"));
+        assert!(err.to_string().contains("missing field `expenses`"));
     }
 
     #[tokio::test]
@@ -1113,7 +897,7 @@ mod tests {
             ),
             (json!({"min_amount": 50, "max_amount": 10}), "larger than"),
             (json!({"min_amount": -1}), "0 or more"),
-            (json!({"category": "fun"}), "use one of"),
+            (json!({"category": "fun"}), "unknown variant `fun`"),
             (json!({"date_to": "31/01/2026"}), "`date_to`"),
         ] {
             let err = call(&ctx, "list_expenses", args.clone())
@@ -1127,13 +911,8 @@ mod tests {
     async fn expenses_are_private_to_their_user() {
         let (mut ctx, _dir) = context().await;
         seed(&ctx).await;
-        let other = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
         let first = ctx.user_id;
-        ctx.user_id = Some(other.user_id);
+        ctx.user_id = crate::tool::other_user(&ctx).await.user_id;
         assert_eq!(ok(&ctx, "list_expenses", json!({})).await["count"], 0);
         assert_eq!(ok(&ctx, "expense_summary", json!({})).await["count"], 0);
         let err = call(&ctx, "delete_expense", json!({"expense_id": 1}))
@@ -1257,7 +1036,7 @@ mod tests {
         let err = call(&ctx, "export_expenses", json!({"format": "xlsx"}))
             .await
             .expect_err("format");
-        assert!(err.to_string().contains("csv or json"));
+        assert!(err.to_string().contains("`csv` or `json`"), "{err}");
     }
 
     #[tokio::test]

@@ -7,12 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{not_found, tags_value, user_id};
+use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::time::format_local;
-use super::typed::{Batch, Limit, NonBlank, NonEmpty, Tags, text};
+use super::typed::{Batch, Count, Limit, NonBlank, NonEmpty, Tags};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::note::{self as store, NoteRow};
-use crate::store::query::Page;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -91,23 +90,14 @@ impl TypedTool for BatchAddNotes {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let total = self.notes.0.len();
-        let mut results = Vec::with_capacity(total);
-        let mut added = 0;
-        for (index, item) in self.notes.0.into_iter().enumerate() {
-            let outcome = match item.0 {
-                Ok(note) => note.add(ctx, user).await,
-                Err(err) => Err(err),
-            };
-            results.push(match outcome {
-                Ok(note) => {
-                    added += 1;
-                    json!({"index": index, "id": note["id"], "title": note["title"]})
-                }
-                Err(err) => json!({"index": index, "error": err.to_string()}),
-            });
-        }
-        Ok(json!({"added": added, "failed": total - added, "results": results}))
+        let results = self
+            .notes
+            .each(|note| async move {
+                let note = note.add(ctx, user).await?;
+                Ok(json!({"id": note["id"], "title": note["title"]}))
+            })
+            .await;
+        Ok(results)
     }
 }
 
@@ -120,7 +110,7 @@ struct ListNotes {
     /// Only notes with this tag
     tag: Option<String>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListNotes {
@@ -131,18 +121,9 @@ impl TypedTool for ListNotes {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let page = Page {
-            search: text(self.search),
-            tag: text(self.tag),
-            limit: LIST_LIMIT.of(self.limit),
-        };
+        let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
         let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
-        let notes: Vec<NoteView> = listed
-            .rows
-            .into_iter()
-            .map(|row| NoteView::new(ctx, row))
-            .collect();
-        Ok(json!({"count": notes.len(), "more": listed.more, "notes": notes}))
+        Ok(listing("notes", listed, |row| NoteView::new(ctx, row)))
     }
 }
 
@@ -210,10 +191,8 @@ impl TypedTool for DeleteNote {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.note_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("note", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("note", id, "title", title)
     }
 }
 
@@ -253,10 +232,7 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM notes")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "notes").await
     }
 
     #[tokio::test]
@@ -321,13 +297,7 @@ mod tests {
             "note 99 not found"
         );
 
-        let other_user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(other_user.user_id);
+        let other = crate::tool::other_user(&ctx).await;
         assert_eq!(
             err(&other, "delete_note", json!({"note_id": id})).await,
             format!("note {id} not found")

@@ -1,11 +1,11 @@
-//! The organiser families' SQL (`store::{task, note, bookmark, …}`, built by `store::query`)
+//! The typed families' SQL (`store::{task, note, bookmark, expense, goal, …}`, built by `store::query`)
 //! on PostgreSQL: the unit tests of each family run on SQLite, this runs the same calls on a
 //! throwaway PostgreSQL server (skipped with a note when PostgreSQL is not installed).
 
 use serde_json::{Value, json};
 
 use super::test_calls::{err, ok};
-use super::{ToolContext, bookmark, calendar, contact, note, task};
+use super::{ToolContext, bookmark, calendar, contact, expense, goal, note, task};
 use crate::store::Store;
 
 /// A context over a fresh PostgreSQL database, and what must live as long as it.
@@ -207,4 +207,124 @@ async fn organiser_tools_work_on_postgres() {
         json!({"event_id": id(&meeting)}),
     )
     .await;
+}
+
+#[tokio::test]
+async fn expenses_and_goals_work_on_postgres() {
+    let Some((ctx, _server, _dir)) = postgres_context().await else {
+        return;
+    };
+
+    let spend = expense::tools;
+    for (amount, category, date, description) in [
+        (12.5, "food", "2026-01-15", "Lunch, 100% good"),
+        (40.0, "transport", "2026-01-20", "Train"),
+        (7.25, "food", "2026-02-03", "Groceries"),
+    ] {
+        ok(
+            spend(),
+            &ctx,
+            "add_expense",
+            json!({"amount": amount, "category": category, "date": date, "description": description}),
+        )
+        .await;
+    }
+    let found = ok(
+        spend(),
+        &ctx,
+        "list_expenses",
+        json!({"search": "100%", "min_amount": 10, "date_to": "2026-01-31", "limit": 5}),
+    )
+    .await;
+    assert_eq!(found["count"], 1, "{found}");
+    let summary = ok(spend(), &ctx, "expense_summary", json!({"currency": "EUR"})).await;
+    assert_eq!(summary["currencies"][0]["total"], "59.75", "{summary}");
+    assert_eq!(
+        summary["currencies"][0]["by_month"][1],
+        json!({"month": "2026-02", "total": "7.25", "count": 1})
+    );
+    let csv = ok(
+        spend(),
+        &ctx,
+        "export_expenses",
+        json!({"format": "csv", "category": "transport"}),
+    )
+    .await;
+    assert_eq!(csv["count"], 1, "{csv}");
+    let deleted = ok(spend(), &ctx, "delete_expense", json!({"expense_id": 2})).await;
+    assert_eq!(deleted["deleted"]["description"], "Train");
+
+    let goals = goal::tools;
+    let parent = id(&ok(
+        goals(),
+        &ctx,
+        "create_goal",
+        json!({"title": "Run a marathon"}),
+    )
+    .await["created"]);
+    let child = ok(
+        goals(),
+        &ctx,
+        "create_goal",
+        json!({"title": "10 km", "target_date": "2099-05-01", "parent_goal_id": parent}),
+    )
+    .await;
+    let child = id(&child["created"]);
+    let listed = ok(
+        goals(),
+        &ctx,
+        "list_goals",
+        json!({"parent_goal_id": parent, "limit": 5}),
+    )
+    .await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    let cleared = ok(
+        goals(),
+        &ctx,
+        "update_goal",
+        json!({"goal_id": child, "target_date": null, "status": "active"}),
+    )
+    .await;
+    assert!(cleared["updated"].get("target_date").is_none(), "{cleared}");
+    ok(
+        goals(),
+        &ctx,
+        "decompose_goal",
+        json!({"goal_id": child, "steps": ["Buy shoes", "Run 5 km"]}),
+    )
+    .await;
+    let next = ok(goals(), &ctx, "get_next_actions", json!({})).await;
+    assert_eq!(next["next_actions"][0]["step"], "Buy shoes", "{next}");
+    let step = next["next_actions"][0]["step_id"]
+        .as_i64()
+        .expect("step id");
+    let refused = err(
+        goals(),
+        &ctx,
+        "complete_goal_step",
+        json!({"step_id": step, "complete_goal": true}),
+    )
+    .await;
+    assert!(refused.contains("other open step"), "{refused}");
+    let done = ok(
+        goals(),
+        &ctx,
+        "complete_goal_step",
+        json!({"step_id": step}),
+    )
+    .await;
+    assert_eq!(done["steps_done"], 1, "{done}");
+    let details = ok(
+        goals(),
+        &ctx,
+        "get_goal_details",
+        json!({"goal_id": parent}),
+    )
+    .await;
+    assert_eq!(details["sub_goals"][0]["progress"], 50, "{details}");
+    let stats = ok(goals(), &ctx, "goal_stats", json!({})).await;
+    assert_eq!(
+        stats["steps"],
+        json!({"done": 1, "total": 2, "open_in_active_goals": 1})
+    );
 }

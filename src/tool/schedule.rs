@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::common::user_id;
 use super::time::parse_datetime;
-use super::typed::{Limit, NonEmpty, text};
+use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::config::OnConfirmation;
 use crate::scheduler::timing::{CronExpr, parse_timezone};
@@ -331,7 +331,7 @@ struct ScheduleHistory {
     /// The schedule's name
     name: NonEmpty,
     /// Default 10
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ScheduleHistory {
@@ -813,13 +813,7 @@ mod tests {
         )
         .await
         .expect("created");
-        let other = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("second user");
-        let mut theirs = ctx.clone();
-        theirs.user_id = Some(other.user_id);
+        let theirs = crate::tool::other_user(&ctx).await;
         assert_eq!(
             call(&theirs, Op::List, json!({})).await.expect("list")["count"],
             0

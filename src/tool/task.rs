@@ -9,11 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::common::{bad_date, not_found, tags_value, user_id};
+use super::common::{bad_date, deleted, not_found, tags_value, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime};
-use super::typed::{Batch, Limit, NonEmpty, Tags, text};
+use super::typed::{Batch, Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::query::Page;
 use crate::store::task::{self as store, NewTask, Statuses, TaskFilter, TaskRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -170,23 +169,14 @@ impl TypedTool for BatchAddTasks {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let total = self.tasks.0.len();
-        let mut results = Vec::with_capacity(total);
-        let mut added = 0;
-        for (index, item) in self.tasks.0.into_iter().enumerate() {
-            let outcome = match item.0 {
-                Ok(task) => task.add(ctx, user).await,
-                Err(err) => Err(err),
-            };
-            results.push(match outcome {
-                Ok((id, row)) => {
-                    added += 1;
-                    json!({"index": index, "id": id, "title": row.title})
-                }
-                Err(err) => json!({"index": index, "error": err.to_string()}),
-            });
-        }
-        Ok(json!({"added": added, "failed": total - added, "results": results}))
+        let results = self
+            .tasks
+            .each(|task| async move {
+                let (id, row) = task.add(ctx, user).await?;
+                Ok(json!({"id": id, "title": row.title}))
+            })
+            .await;
+        Ok(results)
     }
 }
 
@@ -210,7 +200,7 @@ struct ListTasks {
     /// Only tasks past their due time and not done
     overdue: Option<bool>,
     /// Default 20, at most 50
-    limit: Option<i64>,
+    limit: Option<Count>,
 }
 
 impl TypedTool for ListTasks {
@@ -243,11 +233,7 @@ impl TypedTool for ListTasks {
             due_before: time(self.due_before, "due_before")?,
             due_after: time(self.due_after, "due_after")?,
             overdue_at: (self.overdue == Some(true)).then(|| now.timestamp_millis()),
-            page: Page {
-                search: text(self.search),
-                tag: text(self.tag),
-                limit: LIST_LIMIT.of(self.limit),
-            },
+            page: LIST_LIMIT.page(self.search, self.tag, self.limit),
         };
         let listed = store::list(&ctx.store, user, &filter).await?;
         let tasks: Vec<TaskView> = listed
@@ -377,10 +363,8 @@ impl TypedTool for DeleteTask {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.task_id);
-        match store::delete(&ctx.store, user, id).await? {
-            Some(title) => Ok(json!({"deleted": id, "title": title})),
-            None => Err(not_found("task", id)),
-        }
+        let title = store::delete(&ctx.store, user, id).await?;
+        deleted("task", id, "title", title)
     }
 }
 
@@ -500,23 +484,10 @@ mod tests {
     }
 
     async fn count(ctx: &ToolContext) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM tasks")
-            .fetch_one(ctx.store.pool())
-            .await
-            .expect("count")
+        crate::tool::test_calls::rows(ctx, "tasks").await
     }
 
     /// A second user in the same database, to prove rows stay their owner's.
-    async fn other_user(ctx: &ToolContext) -> ToolContext {
-        let user = ctx
-            .store
-            .allow_identity("test", "u2", None, "config", false, 0)
-            .await
-            .expect("user");
-        let mut other = ctx.clone();
-        other.user_id = Some(user.user_id);
-        other
-    }
 
     #[tokio::test]
     async fn add_then_list_sorted_by_due_then_priority() {
@@ -718,7 +689,7 @@ mod tests {
         let (ctx, _dir) = test_context().await;
         let added = ok(&ctx, "add_task", json!({"title": "Mine"})).await;
         let id = added["id"].as_i64().expect("id");
-        let other = other_user(&ctx).await;
+        let other = crate::tool::other_user(&ctx).await;
         for name in ["complete_task", "delete_task"] {
             let message = err(&other, name, json!({"task_id": id})).await;
             assert_eq!(message, format!("task {id} not found"));

@@ -34,7 +34,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use super::args::whole_number;
 use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
+use crate::store::query::Page;
 
 /// The size parameter of a list tool: the runtime fills in `default` when it is missing and the
 /// schema caps it at `max` (see [`ToolInfo::limit`]).
@@ -49,10 +51,47 @@ impl Limit {
     /// The value a call asked for, or the default when it asked for none, within 1 and the cap
     /// (through the runtime the schema has refused a value out of bounds and the default is
     /// filled in; unit tests call tools directly).
-    pub fn of(self, asked: Option<i64>) -> i64 {
+    pub fn of(self, asked: Option<Count>) -> i64 {
         let default = i64::try_from(self.default).unwrap_or(i64::MAX);
         let max = i64::try_from(self.max).unwrap_or(i64::MAX);
-        asked.unwrap_or(default).clamp(1, max.max(1))
+        asked.map_or(default, |c| c.0).clamp(1, max.max(1))
+    }
+
+    /// The search/tag/limit block of an organiser family's list tool, as asked.
+    pub fn page(self, search: Option<String>, tag: Option<String>, asked: Option<Count>) -> Page {
+        Page {
+            search: text(search),
+            tag: text(tag),
+            limit: self.of(asked),
+        }
+    }
+}
+
+/// A whole number (a limit, a count) the model may write as `10`, `10.0` or `"10"`; anything
+/// else is refused with a clear message ([`whole_number`]). Its schema is `integer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count(pub i64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        whole_number(&value)
+            .map(Count)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Count {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Count".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        i64::json_schema(generator)
     }
 }
 
@@ -195,7 +234,10 @@ fn plain(schema: &mut Value) {
             }
         }
     }
-    if let Some(Value::Array(types)) = object.get_mut("type") {
+    let null_clears = object.remove(NULL_CLEARS).is_some();
+    if let Some(Value::Array(types)) = object.get_mut("type")
+        && !null_clears
+    {
         types.retain(|t| t != "null");
         if types.len() == 1 {
             let only = types.remove(0);
@@ -285,6 +327,91 @@ impl<'de, T: DeserializeOwned, const MAX: usize> Deserialize<'de> for Batch<T, M
     }
 }
 
+impl<T, const MAX: usize> Batch<T, MAX> {
+    /// Runs `add` on each item in order, a bad item reported in its place and not stopping the
+    /// others: `{"added", "failed", "results": [{"index", …the fields add returned} | {"index",
+    /// "error"}]}`.
+    pub async fn each<F, Fut>(self, mut add: F) -> Value
+    where
+        F: FnMut(T) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+    {
+        let total = self.0.len();
+        let mut results = Vec::with_capacity(total);
+        let mut added = 0;
+        for (index, item) in self.0.into_iter().enumerate() {
+            let outcome = match item.0 {
+                Ok(item) => add(item).await,
+                Err(err) => Err(err),
+            };
+            let mut result = Map::new();
+            result.insert("index".into(), index.into());
+            match outcome {
+                Ok(Value::Object(fields)) => {
+                    added += 1;
+                    result.extend(fields);
+                }
+                Ok(_) => added += 1,
+                Err(err) => {
+                    result.insert("error".into(), err.to_string().into());
+                }
+            }
+            results.push(Value::Object(result));
+        }
+        serde_json::json!({"added": added, "failed": total - added, "results": results})
+    }
+}
+
+/// A batch item whose schema only names its fields and their types: its other checks
+/// (required fields, enums, bounds, patterns) run when the item is read, so one bad item fails
+/// on its own instead of the runtime's schema check refusing the whole batch. An enum's values
+/// move into the field's description ("One of: a, b").
+#[derive(Debug)]
+pub struct Unchecked<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Unchecked<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Unchecked)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Unchecked<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Unchecked_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        schema.remove("required");
+        schema.remove("additionalProperties");
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            for property in properties.values_mut() {
+                let Value::Object(property) = property else {
+                    continue;
+                };
+                for check in ["exclusiveMinimum", "minimum", "maximum", "pattern"] {
+                    property.remove(check);
+                }
+                if let Some(Value::Array(values)) = property.remove("enum") {
+                    let names: Vec<String> = values
+                        .iter()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                        .collect();
+                    property.insert(
+                        "description".into(),
+                        format!("One of: {}", names.join(", ")).into(),
+                    );
+                }
+            }
+        }
+        schema
+    }
+}
+
 impl<T: JsonSchema, const MAX: usize> JsonSchema for Batch<T, MAX> {
     fn inline_schema() -> bool {
         true
@@ -301,6 +428,57 @@ impl<T: JsonSchema, const MAX: usize> JsonSchema for Batch<T, MAX> {
         schema
     }
 }
+
+/// A field of an update that can be cleared: left out keeps the stored value ([`Patch::Keep`],
+/// with `#[serde(default)]` on the field), `null` clears it, a value sets it. Its schema takes
+/// `null` beside `T` (the one place a schema does; see `schemas_are_strict`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Patch<T> {
+    #[default]
+    Keep,
+    Clear,
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    pub fn is_keep(&self) -> bool {
+        matches!(self, Patch::Keep)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Only a present field reaches here (absent is the default, `Keep`).
+        Ok(match Option::<T>::deserialize(deserializer)? {
+            None => Patch::Clear,
+            Some(value) => Patch::Set(value),
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Patch<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Patch_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = T::json_schema(generator);
+        if let Some(Value::String(kind)) = schema.get("type").cloned() {
+            schema.insert("type".into(), serde_json::json!([kind, "null"]));
+        }
+        // `plain` drops null from every other schema; this marker tells it to keep this one.
+        schema.insert(NULL_CLEARS.into(), true.into());
+        schema
+    }
+}
+
+/// Marks a [`Patch`] schema, whose `null` [`plain`] keeps; removed from the schema the model
+/// sees.
+const NULL_CLEARS: &str = "x-null-clears";
 
 /// A required text, trimmed; blank is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -491,6 +669,40 @@ mod tests {
         assert!(err.to_string().contains("unknown field `extra`"), "{err}");
         let err = parse::<Errand>(json!({})).err().expect("missing");
         assert!(err.to_string().contains("missing field `title`"), "{err}");
+    }
+
+    /// An update whose `due` can be cleared.
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Reschedule {
+        /// New due day, or null for none
+        #[serde(default)]
+        due: Patch<String>,
+        note: Option<String>,
+    }
+
+    #[test]
+    fn a_patch_tells_null_from_absent() {
+        let absent: Reschedule = parse(json!({})).expect("absent");
+        assert_eq!(absent.due, Patch::Keep);
+        let null: Reschedule = parse(json!({"due": null})).expect("null");
+        assert_eq!(null.due, Patch::Clear);
+        let set: Reschedule = parse(json!({"due": "friday"})).expect("set");
+        assert_eq!(set.due, Patch::Set("friday".into()));
+        let err = parse::<Reschedule>(json!({"due": 5}))
+            .err()
+            .expect("wrong type");
+        assert!(err.to_string().contains("`due`"), "{err}");
+        let (_, schema) = schema::<Reschedule>();
+        assert_eq!(
+            schema["properties"],
+            json!({
+                "due": {"type": ["string", "null"], "description": "New due day, or null for none"},
+                "note": {"type": "string"}
+            })
+        );
+        assert!(schema.get("required").is_none());
     }
 
     #[test]

@@ -232,6 +232,8 @@ struct Inner {
     identifies: usize,
     resumes: usize,
     rest_calls: Vec<String>,
+    /// `GET /oauth2/applications/@me`'s `flags`.
+    application_flags: u64,
 }
 
 struct Shared {
@@ -319,6 +321,8 @@ impl FakeDiscord {
                 heartbeat_ms: 45_000,
                 next_id: 1_000_000_000_000_000_000,
                 retry_after: 0.05,
+                // GATEWAY_MESSAGE_CONTENT_LIMITED: the intent switched on, as a small bot has it.
+                application_flags: 1 << 19,
                 ..Inner::default()
             }),
             changed: watch::channel(0).0,
@@ -395,6 +399,12 @@ impl FakeDiscord {
             .entry(channel)
             .or_default()
             .guild = true;
+    }
+
+    /// Answers `GET /oauth2/applications/@me` with these flags (the Message Content intent is
+    /// bit 18 or 19; on by default).
+    pub fn set_application_flags(&self, flags: u64) {
+        self.shared.lock().application_flags = flags;
     }
 
     /// Refuses the token from now on (401 on REST, 4004 on IDENTIFY).
@@ -880,7 +890,7 @@ async fn application(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         "bot_public": false,
         "bot_require_code_grant": false,
         "verify_key": "00",
-        "flags": 0,
+        "flags": shared.lock().application_flags,
         "owner": user_json(1, false),
     }))
     .into_response()

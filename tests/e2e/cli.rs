@@ -1225,3 +1225,75 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
         .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
+
+/// `hearth doctor` asks each chat platform what it can without disturbing a running daemon:
+/// Telegram's `getMe`, Discord's bot user and its Message Content intent. A refused token and
+/// an intent switched off are failures with their fix.
+#[cfg(all(feature = "telegram", feature = "discord"))]
+#[tokio::test]
+async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
+    let llm = FakeOpenAi::start().await;
+    let telegram = hearth_testkit::telegram::FakeTelegram::start("123:tg-token").await;
+    let discord = hearth_testkit::discord::FakeDiscord::start("dc-token").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n\n\
+             [channels.telegram]\ntoken_env = \"TG\"\napi_url = \"{}\"\nallowed_users = [42]\n\n\
+             [channels.discord]\ntoken_env = \"DC\"\napi_url = \"{}\"\nallowed_users = [\"42\"]\n",
+            llm.base_url(),
+            telegram.api_url(),
+            discord.api_url()
+        ),
+    );
+    let doctor = |dir: std::path::PathBuf| async move {
+        tokio::task::spawn_blocking(move || {
+            hearth(
+                &dir,
+                &["doctor"],
+                &[("TG", "123:tg-token"), ("DC", "dc-token")],
+                "",
+            )
+        })
+        .await
+        .expect("join")
+    };
+    let out = doctor(dir.path().to_path_buf()).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("ok   channel telegram: getMe: the token belongs to @"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok   channel discord: the token belongs to"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok   channel discord: the Message Content intent is on"),
+        "{stdout}"
+    );
+
+    // The intent switched off in the Developer Portal, and a token Telegram refuses.
+    discord.set_application_flags(0);
+    telegram.set_token_valid(false);
+    let out = doctor(dir.path().to_path_buf()).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let intent = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL channel discord: the Message Content intent is off"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(intent.contains("fix: Developer Portal"), "{intent}");
+    let token = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL channel telegram: getMe"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(token.contains("@BotFather"), "{token}");
+    assert!(
+        !stdout.contains("tg-token"),
+        "the token is never printed: {stdout}"
+    );
+}

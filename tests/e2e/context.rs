@@ -132,8 +132,40 @@ async fn summaries(store: &Store) -> i64 {
 
 #[tokio::test]
 async fn two_hundred_turns_fit_a_small_window_and_keep_an_early_fact() {
+    small_window_keeps_an_early_fact(None, 200).await;
+}
+
+/// The summaries' and costs' SQL on PostgreSQL: a shorter conversation that still compacts.
+#[tokio::test]
+async fn summaries_and_costs_work_on_postgres() {
+    let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        return;
+    };
+    let url = server
+        .create_database("hearth_context")
+        .expect("create database");
+    let h = small_window_keeps_an_early_fact(Some(url), 60).await;
+    let (summary_calls, turn_calls): (i64, i64) = sqlx::query_as(
+        "SELECT CAST(SUM(CASE WHEN purpose = 'summary' THEN 1 ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN purpose = 'turn' THEN 1 ELSE 0 END) AS BIGINT)
+         FROM model_calls",
+    )
+    .fetch_one(h.daemon().store().pool())
+    .await
+    .expect("model calls");
+    assert!(
+        summary_calls > 0 && turn_calls >= 60,
+        "{summary_calls} {turn_calls}"
+    );
+}
+
+/// `turns` exchanges (every fifth saves a fact with a tool) in a 4,000-token window: every
+/// request fits, the tool pairs stay whole, the system prompt stays, and a fact from the first
+/// message is still known at the end. Returns the running daemon for more checks.
+async fn small_window_keeps_an_early_fact(database_url: Option<String>, turns: usize) -> Hearth {
     const WINDOW: u64 = 4_000;
     let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(tools);
+    h.config.daemon.database_url = database_url;
     h.config.providers[0].context_window = Some(WINDOW as u32);
     h.config.providers[0].max_tokens = 500;
     h.config.context.keep_turns = 4;
@@ -165,7 +197,7 @@ async fn two_hundred_turns_fit_a_small_window_and_keep_an_early_fact() {
             .text
             .starts_with("Noted")
     );
-    for turn in 2..=199 {
+    for turn in 2..turns {
         let text = if turn % 5 == 0 {
             format!("fact number {turn}, save it")
         } else {
@@ -204,7 +236,8 @@ async fn two_hundred_turns_fit_a_small_window_and_keep_an_early_fact() {
             .fetch_one(store.pool())
             .await
             .expect("count");
-    assert_eq!(users, 200);
+    assert_eq!(users, turns as i64);
+    h
 }
 
 /// A conversation of `turns` short exchanges, with a roomy window so nothing compacts by itself.

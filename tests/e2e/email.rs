@@ -142,6 +142,40 @@ allowed_senders = ["{ANN}", "{BOB}"]
     }
 }
 
+/// `hearth doctor` logs in to IMAP (and sees IDLE) and greets SMTP with the configured
+/// credentials, beside nothing running; a server that is down is a failure with its fix.
+// `cli` blocks while hearth asks the fake model server, which runs on this runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_logs_in_to_both_mail_servers_and_names_the_one_that_is_down() {
+    let mut h = MailHearth::new("").await;
+    let out = h.process.cli(&["doctor"]);
+    let line = |out: &str, start: &str| {
+        out.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start:?} in:\n{out}"))
+            .to_string()
+    };
+    assert!(
+        line(&out, "ok   channel email: imap: logged in as").contains("IDLE supported"),
+        "{out}"
+    );
+    line(&out, "ok   channel email: smtp: logged in as");
+    line(&out, "ok   provider `fake`");
+    assert!(
+        !out.contains(PASSWORD),
+        "the password is never printed: {out}"
+    );
+
+    h.mail.smtp.stop();
+    let out = h.process.cli(&["doctor"]);
+    assert!(
+        line(&out, "FAIL channel email: smtp").contains("fix: check smtp_url"),
+        "{out}"
+    );
+    line(&out, "ok   channel email: imap");
+    assert!(out.contains("1 check(s) failed"), "{out}");
+}
+
 #[tokio::test]
 async fn a_mail_is_answered_in_its_thread_and_strangers_and_robots_are_not() {
     let mut h = MailHearth::new("").await;

@@ -2,6 +2,10 @@
 //! protocols. One test binary, one module per area; those that need the Telegram channel are
 //! left out of a build without it (`--no-default-features`).
 
+#[cfg(feature = "telegram")]
+mod agent_versions;
+#[cfg(all(feature = "email", feature = "telegram"))]
+mod approvals;
 mod cli;
 mod commands;
 mod config_check;

@@ -180,6 +180,59 @@ fn echo(h: &MxHearth) {
         .set_responder(|request| Reply::text(format!("echo: {}", last_user_text(request))));
 }
 
+/// `hearth doctor` beside Synapse: before the first start it says hearth is not logged in yet;
+/// after it, the saved session is accepted and the cross-signing state read, and the doctor
+/// made no device of its own (it never logs in).
+// `cli` blocks while hearth asks the fake model server, which runs on this runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reads_the_saved_session_without_logging_in() {
+    let mut h = MxHearth::new("").await;
+    let out = h.cli(&["doctor"]);
+    assert!(
+        out.contains("ok   channel matrix: homeserver") && out.contains("not logged in yet"),
+        "{out}"
+    );
+    echo(&h);
+    h.start().await;
+    let dm = h.dm().await;
+    h.owner
+        .text(&dm, "hello", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_bot_message(&dm, "the answer", |m| m.text.contains("echo: hello"))
+        .await;
+    let device = hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix"))
+        .expect("a saved session");
+
+    // Beside the running daemon, which keeps answering.
+    let out = h.cli(&["doctor"]);
+    assert!(
+        out.contains(&format!(
+            "ok   channel matrix: the saved session is accepted: {}, device {device}",
+            h.bot.user_id
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   channel matrix: cross-signing: not set up"),
+        "{out}"
+    );
+    assert!(!out.contains(PASSWORD), "{out}");
+    h.owner
+        .text(&dm, "still there?", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.wait_bot_message(&dm, "the second answer", |m| {
+        m.text.contains("echo: still there?")
+    })
+    .await;
+    h.stop().await;
+    assert_eq!(
+        hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix")),
+        Some(device)
+    );
+}
+
 #[tokio::test]
 async fn invites_from_allowed_users_are_accepted_strangers_declined_dms_answered_rooms_need_a_mention()
  {

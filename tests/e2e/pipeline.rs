@@ -615,7 +615,10 @@ async fn voice_messages_are_transcribed_when_set_up_and_explained_when_not() {
                 form.contains("name=\"model\"") && form.contains("whisper-1"),
                 "{form}"
             );
-            axum::Json(json!({"text": "I spent 4 euros on bread"}))
+            axum::Json(json!({
+                "text": "I spent 4 euros on bread",
+                "usage": {"type": "duration", "seconds": 90}
+            }))
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -628,6 +631,9 @@ async fn voice_messages_are_transcribed_when_set_up_and_explained_when_not() {
         api_key_env: None,
         model: "whisper-1".into(),
         timeout_secs: 10,
+        price_per_minute: 0.006,
+        price_input_per_mtok: 0.0,
+        price_output_per_mtok: 0.0,
     });
     h.start().await;
     h.llm.push(Reply::text("Noted the bread."));
@@ -638,6 +644,18 @@ async fn voice_messages_are_transcribed_when_set_up_and_explained_when_not() {
         "the transcript was routed like text"
     );
     assert_eq!(last_user_text(&h), "I spent 4 euros on bread");
+    // The transcription is on record with what it cost: 1.5 minutes × $0.006.
+    let (provider, model, channel, cost): (String, String, String, i64) = sqlx::query_as(
+        "SELECT provider, model, channel, cost_nusd FROM model_calls
+         WHERE purpose = 'transcription' AND user_id IS NOT NULL",
+    )
+    .fetch_one(h.daemon().store().pool())
+    .await
+    .expect("the transcription's cost record");
+    assert_eq!(
+        (provider.as_str(), model.as_str(), channel.as_str(), cost),
+        ("transcription", "whisper-1", "memory", 9_000_000)
+    );
     h.stop().await;
     server.abort();
 }

@@ -263,6 +263,11 @@ impl HearthProcess {
         std::fs::write(self.dir.path().join("agents.toml"), agents).expect("agents");
     }
 
+    /// Rewrites `agents.toml` (a running hearth reads it again on SIGHUP).
+    pub fn write_agents(&self, agents: &str) {
+        std::fs::write(self.dir.path().join("agents.toml"), agents).expect("agents");
+    }
+
     /// Starts `hearth run` and waits until its channel is connected.
     pub async fn start(&mut self) {
         self.start_until("connected").await;

@@ -87,8 +87,8 @@ async fn expenses_are_added_summarised_and_exported() {
     assert_eq!(batch["results"][0]["id"], 2);
     let error = batch["results"][1]["error"].as_str().expect("error");
     assert!(
-        error.contains("unknown category \"gadgets\"")
-            && error.contains("subscription, housing, other"),
+        error.contains("`category`: unknown variant `gadgets`")
+            && error.contains("`subscription`, `housing`, `other`"),
         "{error}"
     );
     assert_eq!(batch["results"][2]["id"], 3);

@@ -422,6 +422,14 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
+    /// `hearth doctor`'s live checks of the platform, one line each: `Ok` says what was found
+    /// (the bot's name, the server's capabilities), `Err` what failed and how to fix it. Only
+    /// requests that cannot disturb a daemon running beside it: no long poll, no gateway
+    /// session, no new login that would make a new device. None by default.
+    async fn live_checks(&self) -> Vec<Result<String, String>> {
+        Vec::new()
+    }
+
     /// Receives events until `ctx.shutdown` is cancelled. Each event is handed to the sink and
     /// the platform cursor is advanced only after the sink acknowledged it.
     ///

@@ -419,6 +419,15 @@ pub struct Capabilities {
     pub silent_with_strangers: bool,
 }
 
+impl Capabilities {
+    /// Whether a person can decide a confirmation prompt here with a press: real buttons, or
+    /// buttons shown as reactions. Where not, the daemon also sends the prompt to the owner's
+    /// chat (`daemon.approvals_to`), and the prompt itself asks for a typed code.
+    pub fn shows_buttons(&self) -> bool {
+        self.buttons || self.buttons_as_reactions
+    }
+}
+
 impl Default for Capabilities {
     fn default() -> Self {
         Self {

@@ -917,6 +917,23 @@ impl DiscordChannel {
     }
 }
 
+/// Whether the application may receive message content, which hearth asks the gateway for:
+/// without it Discord closes the gateway (4014, disallowed intents).
+fn message_content_intent(application: &serde_json::Value) -> Result<String, String> {
+    // GATEWAY_MESSAGE_CONTENT (verified bots) and GATEWAY_MESSAGE_CONTENT_LIMITED (the switch
+    // for bots in fewer than 100 servers).
+    const MESSAGE_CONTENT: u64 = (1 << 18) | (1 << 19);
+    match application["flags"].as_u64() {
+        Some(flags) if flags & MESSAGE_CONTENT != 0 => {
+            Ok("the Message Content intent is on".to_string())
+        }
+        Some(_) => Err(
+            "the Message Content intent is off, so Discord would refuse the gateway — fix: Developer Portal → your application → Bot → Privileged Gateway Intents → Message Content Intent".to_string(),
+        ),
+        None => Err("Discord's answer about the application has no flags".to_string()),
+    }
+}
+
 #[async_trait]
 impl Channel for DiscordChannel {
     fn name(&self) -> &str {
@@ -942,6 +959,36 @@ impl Channel for DiscordChannel {
             deduplicates_sends: true,
             silent_with_strangers: false,
         }
+    }
+
+    async fn live_checks(&self) -> Vec<Result<String, String>> {
+        let me = match self
+            .read_json("reading the bot user", serenity::http::Route::UserMe, None)
+            .await
+        {
+            Ok(me) => Ok(format!(
+                "the token belongs to {} (id {})",
+                me["username"].as_str().unwrap_or("?"),
+                me["id"].as_str().unwrap_or("?")
+            )),
+            Err(e) => {
+                return vec![Err(format!(
+                    "{e} — fix: the token in token_env must be the bot token from the Developer Portal (Bot → Reset Token), and api_url reachable"
+                ))];
+            }
+        };
+        let intent = match self
+            .read_json(
+                "reading the application",
+                serenity::http::Route::Oauth2ApplicationCurrent,
+                None,
+            )
+            .await
+        {
+            Ok(app) => message_content_intent(&app),
+            Err(e) => Err(e.to_string()),
+        };
+        vec![me, intent]
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {

@@ -616,6 +616,63 @@ impl Channel for EmailChannel {
         }
     }
 
+    async fn live_checks(&self) -> Vec<Result<String, String>> {
+        let settings = &self.settings;
+        let imap = async {
+            let limit = settings.command_timeout;
+            let mut session = imap::connect(
+                &settings.imap,
+                &settings.username,
+                &settings.password,
+                limit,
+            )
+            .await?;
+            let capabilities = timed(limit, "capability", session.capabilities()).await?;
+            let idle = capabilities.has_str("IDLE");
+            let mailbox = timed(limit, "examine", session.examine(&settings.mailbox)).await?;
+            // Logging out is politeness; the check already has its answer.
+            let _ = timed(limit, "logout", session.logout()).await;
+            Ok::<_, ChannelError>((idle, mailbox.exists))
+        };
+        let imap = match imap.await {
+            Ok((true, mails)) => Ok(format!(
+                "imap: logged in as {}; {} has {mails} mail(s); IDLE supported",
+                settings.username, settings.mailbox
+            )),
+            Ok((false, mails)) => Ok(format!(
+                "imap: logged in as {}; {} has {mails} mail(s); no IDLE, so new mail is polled every {} s",
+                settings.username,
+                settings.mailbox,
+                settings.poll_interval.as_secs()
+            )),
+            Err(e) => Err(format!(
+                "{} — fix: {}",
+                hearth_channel::error_chain(&e),
+                if e.kind == ErrorKind::Auth {
+                    "check username and the password in password_env (many providers want an app password)"
+                } else {
+                    "check imap_url and that this machine reaches it"
+                }
+            )),
+        };
+        let smtp = match self.outbound.check().await {
+            Ok(()) => Ok(format!(
+                "smtp: logged in as {} and greeted",
+                settings.username
+            )),
+            Err(e) => Err(format!(
+                "{} — fix: {}",
+                hearth_channel::error_chain(&e),
+                if e.kind == ErrorKind::Auth {
+                    "check username and the password in password_env"
+                } else {
+                    "check smtp_url (smtps:// is usually port 465, smtp+starttls:// port 587)"
+                }
+            )),
+        };
+        vec![imap, smtp]
+    }
+
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
         let started_at = now_secs();
         let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);

@@ -68,6 +68,26 @@ impl Outbound {
     }
 
     /// Sends `message` to its chat's address; the returned id is the mail's `Message-ID`.
+    /// Connects, greets, starts TLS as configured, logs in and says NOOP: what a send would do
+    /// up to the mail itself.
+    pub(crate) async fn check(&self) -> Result<(), ChannelError> {
+        match tokio::time::timeout(self.limit, self.transport.test_connection()).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(ChannelError::protocol(
+                "smtp: the server did not answer NOOP",
+            )),
+            // The kind as a send would have it (a refused login is `Auth`), without what a
+            // send's failure would add about a mail that may have gone out.
+            Ok(Err(e)) => Err(ChannelError::new(
+                error::smtp(&e).kind,
+                format!("smtp: {}", hearth_channel::error_chain(&e)),
+            )),
+            Err(_) => Err(ChannelError::transient(
+                "smtp: the server did not answer in time",
+            )),
+        }
+    }
+
     pub(crate) async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
         let mail = self.build(message)?;
         let message_id = mail

@@ -17,6 +17,7 @@
 //! [`ChannelConfig::build`]: hearth_channel::ChannelConfig::build
 
 mod config;
+mod doctor;
 mod error;
 mod format;
 #[doc(hidden)]
@@ -170,6 +171,10 @@ impl Channel for MatrixChannel {
             deduplicates_sends: true,
             silent_with_strangers: false,
         }
+    }
+
+    async fn live_checks(&self) -> Vec<Result<String, String>> {
+        doctor::live_checks(&self.settings).await
     }
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {

@@ -258,6 +258,11 @@ fn set_aside(paths: &Paths) -> Result<(), MatrixError> {
     Ok(())
 }
 
+/// The saved session (user, device, access token), if there is one.
+pub(crate) fn saved_session(data_dir: &Path) -> Option<MatrixSession> {
+    read_session(&paths(data_dir).session)
+}
+
 /// The device id of the saved session, if there is one (for logs and tests).
 pub fn saved_device_id(data_dir: &Path) -> Option<String> {
     read_session(&paths(data_dir).session).map(|s| s.meta.device_id.to_string())

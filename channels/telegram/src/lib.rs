@@ -445,6 +445,22 @@ impl Channel for TelegramChannel {
         Ok(())
     }
 
+    async fn live_checks(&self) -> Vec<Result<String, String>> {
+        vec![match self.me().await {
+            Ok(me) => Ok(format!(
+                "getMe: the token belongs to @{} (id {})",
+                me.username, me.id
+            )),
+            Err(e) if e.kind == ErrorKind::Auth => Err(format!(
+                "getMe: {e} — fix: the token in token_env must be the one @BotFather gave (/token there shows it again)"
+            )),
+            Err(e) => Err(format!(
+                "getMe: {} — fix: check api_url and that this machine reaches it",
+                hearth_channel::error_chain(&e)
+            )),
+        }]
+    }
+
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
         let me = tokio::select! {
             () = ctx.shutdown.cancelled() => return Ok(()),

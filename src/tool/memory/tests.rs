@@ -55,10 +55,7 @@ async fn remember(ctx: &ToolContext, content: &str, kind: &str, importance: f64)
 }
 
 async fn count(ctx: &ToolContext) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM memories")
-        .fetch_one(ctx.store.pool())
-        .await
-        .expect("count")
+    crate::tool::test_calls::rows(ctx, "memories").await
 }
 
 fn ids(result: &Value) -> Vec<i64> {
