@@ -690,6 +690,13 @@ pub(super) async fn usage(
 // ---------------------------------------------------------------------------------------------
 // Agents
 
+pub struct VersionView {
+    pub version: i64,
+    pub at: String,
+    pub changes: String,
+    pub turns: i64,
+}
+
 pub struct AgentView {
     pub id: String,
     pub emoji: String,
@@ -699,6 +706,8 @@ pub struct AgentView {
     pub keywords: String,
     pub tools: String,
     pub model: String,
+    /// Every definition hearth has seen, newest first (`hearth agents history ID`).
+    pub versions: Vec<VersionView>,
 }
 
 #[derive(askama::Template)]
@@ -719,32 +728,43 @@ pub(super) async fn agents(
 ) -> Response {
     let agents = state.rt.agents();
     let default_agent = &state.rt.config.router.default_agent;
-    let views = agents
-        .set
-        .iter()
-        .map(|agent| {
-            let mut tools: Vec<String> = agent
-                .tool_groups
-                .iter()
-                .map(|group| format!("{group} (group)"))
-                .collect();
-            tools.extend(agent.tools.iter().cloned());
-            AgentView {
-                id: agent.id.clone(),
-                emoji: agent.emoji.clone(),
-                name: agent.name.clone(),
-                description: agent.description.clone(),
-                is_default: &agent.id == default_agent,
-                keywords: agent.triggers.keywords.join(", "),
-                tools: if tools.is_empty() {
-                    "none".into()
-                } else {
-                    tools.join(", ")
-                },
-                model: format!("{} / {}", agent.provider, agent.model),
-            }
-        })
-        .collect();
+    let tz = state.timezone();
+    let mut views = Vec::with_capacity(agents.set.len());
+    for agent in agents.set.iter() {
+        let versions = match state.rt.store.agent_versions(&agent.id).await {
+            Ok(versions) => versions
+                .into_iter()
+                .map(|v| VersionView {
+                    version: v.version,
+                    at: local_time(v.created_at, tz),
+                    changes: cut(&v.changes, 300),
+                    turns: v.turns,
+                })
+                .collect(),
+            Err(err) => return server_error(&err),
+        };
+        let mut tools: Vec<String> = agent
+            .tool_groups
+            .iter()
+            .map(|group| format!("{group} (group)"))
+            .collect();
+        tools.extend(agent.tools.iter().cloned());
+        views.push(AgentView {
+            id: agent.id.clone(),
+            emoji: agent.emoji.clone(),
+            name: agent.name.clone(),
+            description: agent.description.clone(),
+            is_default: &agent.id == default_agent,
+            keywords: agent.triggers.keywords.join(", "),
+            tools: if tools.is_empty() {
+                "none".into()
+            } else {
+                tools.join(", ")
+            },
+            model: format!("{} / {}", agent.provider, agent.model),
+            versions,
+        });
+    }
     let routed = match query.text.as_deref().map(str::trim) {
         Some(text) if !text.is_empty() => {
             match askama::Template::render(&route_result(&state, text)) {

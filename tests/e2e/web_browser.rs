@@ -347,6 +347,15 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         t.contains("finance")
     })
     .await;
+    // Each agent's version history (synced from the agents file at start).
+    click(&browser, "#agent-general .versions summary").await;
+    until_text(
+        &browser,
+        "#agent-general .versions",
+        "the version history",
+        |t| t.contains("first version"),
+    )
+    .await;
     screenshots(&browser, "agents").await;
     browser.goto(&format!("{base}/status")).await.expect("goto");
     until_text(&browser, "main", "the channel states", |t| {
