@@ -12,6 +12,8 @@ mod mcp;
 mod pair;
 pub mod schedule;
 mod status;
+#[cfg(feature = "http")]
+mod token;
 mod usage;
 
 use std::path::PathBuf;
@@ -28,6 +30,8 @@ pub use init::InitArgs;
 pub use mcp::McpAction;
 pub use pair::PairAction;
 pub use schedule::ScheduleAction;
+#[cfg(feature = "http")]
+pub use token::TokenAction;
 
 /// What `hearth --version` says: the version, the commit built from and the chat channels built
 /// in, e.g. `0.1.0 (commit 0810672a1b2c; channels: telegram, discord, matrix, email)`.
@@ -133,6 +137,12 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<PairAction>,
     },
+    /// Tokens of the HTTP API: create (printed once), list, revoke.
+    #[cfg(feature = "http")]
+    Token {
+        #[command(subcommand)]
+        action: Option<TokenAction>,
+    },
     /// Scheduled runs: list, add, remove, or run one now.
     Schedule {
         #[command(subcommand)]
@@ -191,6 +201,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Agents { action } => agents::run(cli.config, action.unwrap_or(AgentsAction::List)),
         Command::Route { text, current } => agents::route(cli.config, &text, current.as_deref()),
         Command::Pair { action } => pair::run(cli.config, action.unwrap_or(PairAction::List)).await,
+        #[cfg(feature = "http")]
+        Command::Token { action } => {
+            token::run(cli.config, action.unwrap_or(TokenAction::List)).await
+        }
         Command::Backup { file } => database::backup(cli.config, &file).await,
         Command::Schedule { action } => {
             let config = load_config(cli.config)?.config;

@@ -503,6 +503,15 @@ async fn serve_http(
         addr: addr.to_string(),
         source,
     })?;
+    #[cfg(feature = "http")]
+    let api = channels
+        .get(hearth_http::CHANNEL_NAME)
+        .and_then(|channel| channel.as_any()?.downcast_ref::<hearth_http::HttpChannel>())
+        .map(|http| {
+            http.router(Arc::new(crate::channels::http_backend::StoreBackend {
+                rt: rt.clone(),
+            }))
+        });
     let app = crate::http::router(crate::http::HttpState {
         store: rt.store.clone(),
         metrics: rt.metrics.clone(),
@@ -511,6 +520,13 @@ async fn serve_http(
         mcp: workers.mcp.clone(),
         channels,
     });
+    #[cfg(feature = "http")]
+    let app = match api {
+        Some(api) => app.merge(api),
+        None => app,
+    };
+    // The client's address: the HTTP API slows down addresses that fail to log in.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let stop = workers.shutdown.clone();
     workers.tracker.spawn(
         async move {

@@ -12,6 +12,7 @@ mod channel_state;
 mod confirmation;
 pub mod contact;
 mod conversation;
+pub mod http;
 mod identity;
 pub(crate) mod inbox;
 mod lock;

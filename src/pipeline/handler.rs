@@ -288,7 +288,9 @@ impl Handler {
             );
             return self.reply(entry, event, message_id, &text).await;
         };
-        let note = (agent.id != routing.previous).then(|| switched_note(&agent));
+        let note = (agent.id != routing.previous
+            && !crate::channels::shows_progress(&entry.channel))
+        .then(|| switched_note(&agent));
         store
             .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
             .await?;
@@ -310,6 +312,24 @@ impl Handler {
                 now,
             )
             .await?;
+        let (reason, keywords) = match &routing.decision.reason {
+            Reason::Keywords { hits } => ("keywords", hits.clone()),
+            Reason::Mention => ("mention", Vec::new()),
+            Reason::Pinned => ("pinned", Vec::new()),
+            Reason::Sticky => ("sticky", Vec::new()),
+            Reason::Default => ("default", Vec::new()),
+        };
+        crate::channels::turn_event(
+            rt,
+            &entry.channel,
+            turn.id,
+            "agent.selected",
+            serde_json::json!({
+                "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
+            }),
+            Some("running"),
+        )
+        .await;
         let job = self.job(
             entry,
             event,

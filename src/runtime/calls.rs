@@ -410,6 +410,17 @@ async fn run_call(
     rt.store
         .mark_tool_running(record.id, rt.clock.now_ms())
         .await?;
+    crate::channels::turn_event(
+        rt,
+        &job.channel_name,
+        job.turn.id,
+        "tool.started",
+        serde_json::json!({
+            "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
+        }),
+        Some("running"),
+    )
+    .await;
     let ran = match action {
         Action::Run(prepared) => execute(rt, job, prepared).await,
         Action::Search {
@@ -447,6 +458,10 @@ async fn run_call(
         )
         .await;
     }
+    let finished = serde_json::json!({
+        "id": record.call.id, "tool": record.call.name, "status": ran.status.as_str(),
+        "result": truncate(&ran.text, 2_000),
+    });
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
         name: record.call.name.clone(),
@@ -462,7 +477,17 @@ async fn run_call(
             &message,
             rt.clock.now_ms(),
         )
-        .await
+        .await?;
+    crate::channels::turn_event(
+        rt,
+        &job.channel_name,
+        job.turn.id,
+        "tool.finished",
+        finished,
+        None,
+    )
+    .await;
+    Ok(())
 }
 
 fn quick(tool: &str, text: String) -> Ran {

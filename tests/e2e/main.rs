@@ -17,6 +17,8 @@ mod email;
 mod faults_delivery;
 mod faults_intake;
 mod faults_process;
+#[cfg(feature = "http")]
+mod http;
 mod identities;
 #[cfg(feature = "matrix")]
 mod matrix;

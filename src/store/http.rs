@@ -1,0 +1,357 @@
+//! The HTTP channel's tables (migration 0018): client tokens, turns started over HTTP and
+//! their events. The channel crate reaches them through `channels::http_backend`.
+
+use sqlx::Row;
+
+use super::{Store, StoreResult};
+
+/// A client token as stored: its hash, never the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRow {
+    pub name: String,
+    pub scope: String,
+    /// Agent ids it may use; empty: any.
+    pub agents: Vec<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// A turn started over HTTP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTurnRow {
+    pub id: String,
+    pub token: String,
+    pub idem_key: String,
+    pub body_sha: String,
+    pub platform_id: String,
+    pub conversation: String,
+    pub agent: String,
+    pub state: String,
+    pub final_text: Option<String>,
+    pub created_at: i64,
+}
+
+/// How the daemon's turn answering an inbox entry went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnSummary {
+    pub status: String,
+    pub error: Option<String>,
+    pub agent_id: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_nusd: i64,
+}
+
+fn token_row(row: &sqlx::any::AnyRow) -> StoreResult<TokenRow> {
+    let agents: String = row.try_get("agents")?;
+    Ok(TokenRow {
+        name: row.try_get("name")?,
+        scope: row.try_get("scope")?,
+        agents: agents
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect(),
+        created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+fn turn_row(row: &sqlx::any::AnyRow) -> StoreResult<HttpTurnRow> {
+    Ok(HttpTurnRow {
+        id: row.try_get("id")?,
+        token: row.try_get("token")?,
+        idem_key: row.try_get("idem_key")?,
+        body_sha: row.try_get("body_sha")?,
+        platform_id: row.try_get("platform_id")?,
+        conversation: row.try_get("conversation")?,
+        agent: row.try_get("agent")?,
+        state: row.try_get("state")?,
+        final_text: row.try_get("final_text")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+impl Store {
+    /// Stores a new token's hash. `false` when a live token already has the name (a revoked
+    /// one is replaced).
+    pub async fn create_token(
+        &self,
+        name: &str,
+        hash: &str,
+        scope: &str,
+        agents: &[String],
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let live: Option<i64> = sqlx::query_scalar(
+            "SELECT created_at FROM http_tokens WHERE name = $1 AND revoked_at IS NULL",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if live.is_some() {
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM http_tokens WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO http_tokens (name, hash, scope, agents, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(name)
+        .bind(hash)
+        .bind(scope)
+        .bind(agents.join(","))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Every token, live and revoked, by name.
+    pub async fn tokens(&self) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(
+            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens ORDER BY name",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(token_row).collect()
+    }
+
+    /// Revokes the live token `name`; `false` when there is none.
+    pub async fn revoke_token(&self, name: &str, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE http_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL",
+        )
+        .bind(now_ms)
+        .bind(name)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The live token with this hash, marked as used now.
+    pub async fn token_by_hash(&self, hash: &str, now_ms: i64) -> StoreResult<Option<TokenRow>> {
+        let row = sqlx::query(
+            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens
+             WHERE hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let token = token_row(&row)?;
+        // At most one write a minute per token: every request reads, few need to write.
+        if token.last_used_at.is_none_or(|last| now_ms - last > 60_000) {
+            sqlx::query("UPDATE http_tokens SET last_used_at = $1 WHERE name = $2")
+                .bind(now_ms)
+                .bind(&token.name)
+                .execute(self.pool())
+                .await?;
+        }
+        Ok(Some(token))
+    }
+
+    /// Records an HTTP turn unless the token already used the key; returns the stored turn and
+    /// whether this call made it.
+    pub async fn start_http_turn(
+        &self,
+        turn: &HttpTurnRow,
+        now_ms: i64,
+    ) -> StoreResult<(HttpTurnRow, bool)> {
+        let inserted = sqlx::query(
+            "INSERT INTO http_turns (id, token, idem_key, body_sha, platform_id, conversation, agent, state, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $8) ON CONFLICT DO NOTHING",
+        )
+        .bind(&turn.id)
+        .bind(&turn.token)
+        .bind(&turn.idem_key)
+        .bind(&turn.body_sha)
+        .bind(&turn.platform_id)
+        .bind(&turn.conversation)
+        .bind(&turn.agent)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?
+        .rows_affected()
+            > 0;
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE token = $1 AND idem_key = $2",
+        )
+        .bind(&turn.token)
+        .bind(&turn.idem_key)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((turn_row(&row)?, inserted))
+    }
+
+    /// An HTTP turn by id.
+    pub async fn http_turn(&self, id: &str) -> StoreResult<Option<HttpTurnRow>> {
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(turn_row).transpose()
+    }
+
+    /// The HTTP turn whose inbox entry has `platform_id`.
+    pub async fn http_turn_by_platform_id(
+        &self,
+        platform_id: &str,
+    ) -> StoreResult<Option<HttpTurnRow>> {
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE platform_id = $1",
+        )
+        .bind(platform_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(turn_row).transpose()
+    }
+
+    /// The HTTP turn the daemon's turn `turn_id` answers, if an HTTP client started it.
+    pub async fn http_turn_of(&self, turn_id: i64) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT h.id FROM http_turns h
+             JOIN inbox i ON i.channel = 'http' AND i.platform_id = h.platform_id
+             JOIN turns t ON t.inbox_id = i.id
+             WHERE t.id = $1",
+        )
+        .bind(turn_id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// The newest running turn in the chat `<token>/<conversation>`.
+    pub async fn running_http_turn(&self, chat_id: &str) -> StoreResult<Option<String>> {
+        let Some((token, conversation)) = chat_id.split_once('/') else {
+            return Ok(None);
+        };
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM http_turns WHERE token = $1 AND conversation = $2 AND state = 'running'
+             ORDER BY created_at DESC, id DESC LIMIT 1",
+        )
+        .bind(token)
+        .bind(conversation)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// Stores an event of `turn` (once per `dedup`) and, when it brings one, the turn's new
+    /// state and answer; an ended turn keeps its state.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn append_http_event(
+        &self,
+        turn: &str,
+        kind: &str,
+        data: &serde_json::Value,
+        dedup: Option<&str>,
+        state: Option<&str>,
+        final_text: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO http_events (turn, kind, data, dedup, created_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(turn)
+        .bind(kind)
+        .bind(data.to_string())
+        .bind(dedup)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if inserted && let Some(state) = state {
+            sqlx::query(
+                "UPDATE http_turns SET state = $1, final_text = COALESCE($2, final_text), updated_at = $3
+                 WHERE id = $4 AND state NOT IN ('completed', 'failed', 'cancelled')",
+            )
+            .bind(state)
+            .bind(final_text)
+            .bind(now_ms)
+            .bind(turn)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The events of `turn` after `after`, oldest first (at most 500 at a time).
+    pub async fn http_events_after(
+        &self,
+        turn: &str,
+        after: i64,
+    ) -> StoreResult<Vec<(i64, String, String)>> {
+        let rows = sqlx::query(
+            "SELECT seq, kind, data FROM http_events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT 500",
+        )
+        .bind(turn)
+        .bind(after)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("seq")?,
+                    row.try_get("kind")?,
+                    row.try_get("data")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// How the turn answering the inbox entry (`channel`, `platform_id`) went, with the tokens
+    /// and cost of its model calls; `None` when no turn ran for it.
+    pub async fn turn_summary_for(
+        &self,
+        channel: &str,
+        platform_id: &str,
+    ) -> StoreResult<Option<TurnSummary>> {
+        let row = sqlx::query(
+            "SELECT t.id, t.status, t.error, t.agent_id FROM turns t JOIN inbox i ON i.id = t.inbox_id
+             WHERE i.channel = $1 AND i.platform_id = $2",
+        )
+        .bind(channel)
+        .bind(platform_id)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let turn_id: i64 = row.try_get("id")?;
+        let usage = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input,
+                    CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output,
+                    CAST(COALESCE(SUM(cost_nusd), 0) AS BIGINT) AS cost
+             FROM model_calls WHERE turn_id = $1",
+        )
+        .bind(turn_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(Some(TurnSummary {
+            status: row.try_get("status")?,
+            error: row.try_get("error")?,
+            agent_id: row.try_get("agent_id")?,
+            input_tokens: usage.try_get("input")?,
+            output_tokens: usage.try_get("output")?,
+            cost_nusd: usage.try_get("cost")?,
+        }))
+    }
+
+    /// Ids of the pending confirmations, oldest first.
+    pub async fn pending_confirmation_ids(&self) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM confirmations WHERE status = 'pending' ORDER BY created_at, id",
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+}
