@@ -145,7 +145,7 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let token = token_row(&row)?;
+        let mut token = token_row(&row)?;
         // At most one write a minute per token: every request reads, few need to write.
         if token.last_used_at.is_none_or(|last| now_ms - last > 60_000) {
             sqlx::query("UPDATE http_tokens SET last_used_at = $1 WHERE name = $2")
@@ -153,6 +153,7 @@ impl Store {
                 .bind(&token.name)
                 .execute(self.pool())
                 .await?;
+            token.last_used_at = Some(now_ms);
         }
         Ok(Some(token))
     }
@@ -353,5 +354,174 @@ impl Store {
         )
         .fetch_all(self.pool())
         .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(id: &str, key: &str, body: &str) -> HttpTurnRow {
+        HttpTurnRow {
+            id: id.into(),
+            token: "laptop".into(),
+            idem_key: key.into(),
+            body_sha: body.into(),
+            platform_id: format!("laptop/{key}"),
+            conversation: "c1".into(),
+            agent: "auto".into(),
+            state: "queued".into(),
+            final_text: None,
+            created_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn tokens_turns_and_events_on_sqlite() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    /// The same SQL on PostgreSQL (skipped when it is not installed).
+    #[tokio::test]
+    async fn tokens_turns_and_events_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("hearth_http").expect("database");
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    async fn check(store: Store) {
+        // Tokens: one live token per name; revoked ones are replaced; found by hash, used now.
+        let agents = vec!["general".to_string()];
+        assert!(
+            store
+                .create_token("laptop", "h1", "chat", &agents, 1)
+                .await
+                .expect("create")
+        );
+        assert!(
+            !store
+                .create_token("laptop", "h2", "chat", &[], 2)
+                .await
+                .expect("taken")
+        );
+        let found = store.token_by_hash("h1", 100_000).await.expect("by hash");
+        assert_eq!(found.as_ref().map(|t| t.agents.clone()), Some(agents));
+        assert_eq!(found.and_then(|t| t.last_used_at), Some(100_000));
+        assert!(store.revoke_token("laptop", 3).await.expect("revoke"));
+        assert_eq!(store.token_by_hash("h1", 4).await.expect("by hash"), None);
+        assert!(
+            !store
+                .revoke_token("laptop", 5)
+                .await
+                .expect("revoked already")
+        );
+        assert!(
+            store
+                .create_token("laptop", "h3", "approve", &[], 6)
+                .await
+                .expect("again")
+        );
+        let listed = store.tokens().await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].scope.as_str(), listed[0].revoked_at),
+            ("approve", None)
+        );
+
+        // Turns: the same key finds the first turn, whatever id the retry brought.
+        let (first, new) = store
+            .start_http_turn(&turn("t1", "k", "sha"), 10)
+            .await
+            .expect("start");
+        assert!(new);
+        let (again, new) = store
+            .start_http_turn(&turn("t2", "k", "other"), 11)
+            .await
+            .expect("retry");
+        assert!(!new);
+        assert_eq!((again.id.as_str(), again.body_sha.as_str()), ("t1", "sha"));
+        assert_eq!(first.state, "queued");
+
+        // Events: in order, once per dedup key; the state moves until the turn ends.
+        let data = serde_json::json!({ "agent": "general" });
+        store
+            .append_http_event(
+                "t1",
+                "agent.selected",
+                &data,
+                None,
+                Some("running"),
+                None,
+                12,
+            )
+            .await
+            .expect("append");
+        assert_eq!(
+            store.running_http_turn("laptop/c1").await.expect("running"),
+            Some("t1".into())
+        );
+        let done = serde_json::json!({ "text": "hi" });
+        for _ in 0..2 {
+            store
+                .append_http_event(
+                    "t1",
+                    "turn.completed",
+                    &done,
+                    Some("out:1"),
+                    Some("completed"),
+                    Some("hi"),
+                    13,
+                )
+                .await
+                .expect("append");
+        }
+        store
+            .append_http_event(
+                "t1",
+                "message",
+                &done,
+                Some("late"),
+                Some("running"),
+                None,
+                14,
+            )
+            .await
+            .expect("append");
+        let events = store.http_events_after("t1", 0).await.expect("events");
+        let kinds: Vec<&str> = events.iter().map(|(_, kind, _)| kind.as_str()).collect();
+        assert_eq!(kinds, ["agent.selected", "turn.completed", "message"]);
+        let after = store
+            .http_events_after("t1", events[0].0)
+            .await
+            .expect("after");
+        assert_eq!(after.len(), 2);
+        let stored = store.http_turn("t1").await.expect("turn").expect("exists");
+        assert_eq!(
+            (stored.state.as_str(), stored.final_text.as_deref()),
+            ("completed", Some("hi"))
+        );
+        assert_eq!(
+            store.running_http_turn("laptop/c1").await.expect("running"),
+            None
+        );
+        assert_eq!(
+            store
+                .http_turn_by_platform_id("laptop/k")
+                .await
+                .expect("by platform id")
+                .map(|t| t.id),
+            Some("t1".into())
+        );
+        assert_eq!(
+            store
+                .turn_summary_for("http", "laptop/k")
+                .await
+                .expect("summary"),
+            None
+        );
     }
 }

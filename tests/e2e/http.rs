@@ -496,6 +496,15 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     let id = required["id"].as_str().expect("id").to_string();
     let (_, state) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
     assert_eq!(state["state"], "awaiting_confirmation");
+    let (status, body) = h
+        .post(
+            &h.owner,
+            &format!("/api/v1/turns/{turn}/cancel"),
+            None,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 409, "nothing runs while it waits: {body}");
 
     let (status, pending) = h.get(&h.owner, "/api/v1/confirmations").await;
     assert_eq!(status, 200);

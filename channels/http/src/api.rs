@@ -525,6 +525,12 @@ async fn cancel_turn(
             format!("the turn already ended ({})", record.state),
         ));
     }
+    if record.state == "awaiting_confirmation" {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the turn waits for an approval and nothing runs: deny its confirmation (POST /api/v1/confirmations/{id}) to end it",
+        ));
+    }
     // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
     // the running turn at once, as in any chat.
     let event = Inbound {
