@@ -72,8 +72,9 @@ channels! {
     "http" => http: hearth_http::HttpConfig,
 }
 
-/// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call) for
-/// channels that show a turn's progress to their client: the HTTP channel. Others see nothing.
+/// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call, a
+/// decision) for channels that show a turn's progress to their client: the HTTP channel.
+/// Others see nothing. `dedup` makes a second write of the same event a no-op.
 pub(crate) async fn turn_event(
     rt: &crate::runtime::Runtime,
     channel: &str,
@@ -81,11 +82,12 @@ pub(crate) async fn turn_event(
     kind: &str,
     data: serde_json::Value,
     state: Option<&str>,
+    dedup: Option<&str>,
 ) {
     #[cfg(feature = "http")]
-    http_backend::turn_event(rt, channel, turn_id, kind, data, state).await;
+    http_backend::turn_event(rt, channel, turn_id, kind, data, state, dedup).await;
     #[cfg(not(feature = "http"))]
-    let _ = (rt, channel, turn_id, kind, data, state); // no channel shows progress
+    let _ = (rt, channel, turn_id, kind, data, state, dedup); // no channel shows progress
 }
 
 /// Whether the channel `name` shows a turn's progress as events of its own (the HTTP channel's

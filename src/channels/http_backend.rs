@@ -272,6 +272,7 @@ pub async fn turn_event(
     kind: &str,
     data: serde_json::Value,
     state: Option<&str>,
+    dedup: Option<&str>,
 ) {
     if channel != CHANNEL_NAME {
         return;
@@ -281,7 +282,7 @@ pub async fn turn_event(
             return Ok(());
         };
         rt.store
-            .append_http_event(&turn, kind, &data, None, state, None, rt.clock.now_ms())
+            .append_http_event(&turn, kind, &data, dedup, state, None, rt.clock.now_ms())
             .await
     }
     .await;

@@ -328,6 +328,7 @@ impl Handler {
                 "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
             }),
             Some("running"),
+            None,
         )
         .await;
         let job = self.job(

@@ -419,6 +419,7 @@ async fn run_call(
             "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
         }),
         Some("running"),
+        None,
     )
     .await;
     let ran = match action {
@@ -484,6 +485,7 @@ async fn run_call(
         job.turn.id,
         "tool.finished",
         finished,
+        None,
         None,
     )
     .await;

@@ -553,6 +553,49 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     assert_eq!(rest[0].data["decision"], "approved");
     assert_eq!(rest[1].data["tool"], "delete_task");
 
+    // A code typed as a later turn of the same conversation decides too (the path email uses),
+    // and that turn answers with the outcome.
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c3",
+        "delete_task",
+        r#"{"task_id": 3}"#,
+    )]));
+    h.llm.push(Reply::text("Deleted task 3."));
+    let (_, started) = h
+        .post(
+            &h.owner,
+            "/api/v1/turns",
+            Some("k3"),
+            json!({ "text": "delete task 3" }),
+        )
+        .await;
+    let waiting = started["turn"].as_str().expect("turn").to_string();
+    let conversation = started["conversation"].as_str().expect("conversation");
+    let asked = h.events(&waiting, None, Some(2)).await;
+    let code = asked[1].data["code"].as_str().expect("code").to_string();
+    let (status, typed) = h
+        .post(
+            &h.owner,
+            "/api/v1/turns",
+            Some("k4"),
+            json!({ "text": format!("approve {code}"), "conversation": conversation }),
+        )
+        .await;
+    assert_eq!(status, 202, "{typed}");
+    let answer = h
+        .events(typed["turn"].as_str().expect("turn"), None, None)
+        .await;
+    let answer = answer.last().expect("events");
+    assert_eq!(answer.event, "turn.completed");
+    assert!(
+        answer.data["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Approved")),
+        "{answer:?}"
+    );
+    let rest = h.events(&waiting, Some(asked[1].id), None).await;
+    assert_eq!(rest.last().expect("events").data["text"], "Deleted task 3.");
+
     // Nobody answers the next one: it expires and the turn ends saying so.
     h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c2",
