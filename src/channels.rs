@@ -7,9 +7,6 @@
 //! the config loader parses with it, `hearth check` checks with it and `hearth run` builds with
 //! it ([`build`]). Adding a channel crate is one line in that list (README "Adding a channel").
 
-#[cfg(feature = "http")]
-pub mod http_backend;
-
 use std::path::Path;
 use std::sync::Arc;
 
@@ -70,36 +67,6 @@ channels! {
     "matrix" => matrix: hearth_matrix::MatrixConfig,
     "email" => email: hearth_email::EmailConfig,
     "http" => http: hearth_http::HttpConfig,
-}
-
-/// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call, a
-/// decision) for channels that show a turn's progress to their client: the HTTP channel.
-/// Others see nothing. `dedup` makes a second write of the same event a no-op.
-pub(crate) async fn turn_event(
-    rt: &crate::runtime::Runtime,
-    channel: &str,
-    turn_id: i64,
-    kind: &str,
-    data: serde_json::Value,
-    state: Option<&str>,
-    dedup: Option<&str>,
-) {
-    #[cfg(feature = "http")]
-    http_backend::turn_event(rt, channel, turn_id, kind, data, state, dedup).await;
-    #[cfg(not(feature = "http"))]
-    let _ = (rt, channel, turn_id, kind, data, state, dedup); // no channel shows progress
-}
-
-/// Whether the channel `name` shows a turn's progress as events of its own (the HTTP channel's
-/// `agent.selected`): its replies then go without the "💰 Finance" line naming a new agent.
-pub(crate) fn shows_progress(name: &str) -> bool {
-    #[cfg(feature = "http")]
-    return name == hearth_http::CHANNEL_NAME;
-    #[cfg(not(feature = "http"))]
-    {
-        let _ = name; // no channel shows progress
-        false
-    }
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or

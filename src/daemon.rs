@@ -508,7 +508,7 @@ async fn serve_http(
         .get(hearth_http::CHANNEL_NAME)
         .and_then(|channel| channel.as_any()?.downcast_ref::<hearth_http::HttpChannel>())
         .map(|http| {
-            http.router(Arc::new(crate::channels::http_backend::StoreBackend {
+            http.router(Arc::new(crate::http::backend::StoreBackend {
                 rt: rt.clone(),
             }))
         });

@@ -166,7 +166,7 @@ impl Handler {
         // code is a turn of its own, which a client waits on) gets the outcome as its answer;
         // in a chat the edited prompt says it.
         if let InboundKind::Message { message_id, .. } = &event.kind
-            && crate::channels::shows_progress(&entry.channel)
+            && crate::store::http::shows_progress(&entry.channel)
         {
             replies.push(NewOutbox {
                 inbox_id: Some(entry.id),
@@ -196,19 +196,21 @@ impl Handler {
         // Before the turn resumes, so a client reading the turn's events sees the decision
         // before the tool runs. (The edited prompt, delivered later, writes it once more with
         // the same key: nothing.)
-        crate::channels::turn_event(
-            &self.rt,
-            &confirmation.channel,
-            confirmation.turn_id,
-            "confirmation.decided",
-            serde_json::json!({
-                "id": confirmation.id, "decision": status.as_str(), "by": decided_by,
-                "text": outcome,
-            }),
-            Some("running"),
-            Some(&format!("decided:{}", confirmation.id)),
-        )
-        .await;
+        self.rt
+            .store
+            .turn_event(
+                &confirmation.channel,
+                confirmation.turn_id,
+                "confirmation.decided",
+                serde_json::json!({
+                    "id": confirmation.id, "decision": status.as_str(), "by": decided_by,
+                    "text": outcome,
+                }),
+                Some("running"),
+                Some(&format!("decided:{}", confirmation.id)),
+                self.rt.clock.now_ms(),
+            )
+            .await;
         self.outbox.notify_one();
         // The presser's own acknowledgement, once the decision is stored: a failed write retries
         // the whole entry, which must not answer the press a second time. Channels that

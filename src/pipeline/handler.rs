@@ -289,7 +289,7 @@ impl Handler {
             return self.reply(entry, event, message_id, &text).await;
         };
         let note = (agent.id != routing.previous
-            && !crate::channels::shows_progress(&entry.channel))
+            && !crate::store::http::shows_progress(&entry.channel))
         .then(|| switched_note(&agent));
         store
             .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
@@ -319,18 +319,19 @@ impl Handler {
             Reason::Sticky => ("sticky", Vec::new()),
             Reason::Default => ("default", Vec::new()),
         };
-        crate::channels::turn_event(
-            rt,
-            &entry.channel,
-            turn.id,
-            "agent.selected",
-            serde_json::json!({
-                "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
-            }),
-            Some("running"),
-            None,
-        )
-        .await;
+        rt.store
+            .turn_event(
+                &entry.channel,
+                turn.id,
+                "agent.selected",
+                serde_json::json!({
+                    "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
+                }),
+                Some("running"),
+                None,
+                rt.clock.now_ms(),
+            )
+            .await;
         let job = self.job(
             entry,
             event,

@@ -410,18 +410,19 @@ async fn run_call(
     rt.store
         .mark_tool_running(record.id, rt.clock.now_ms())
         .await?;
-    crate::channels::turn_event(
-        rt,
-        &job.channel_name,
-        job.turn.id,
-        "tool.started",
-        serde_json::json!({
-            "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
-        }),
-        Some("running"),
-        None,
-    )
-    .await;
+    rt.store
+        .turn_event(
+            &job.channel_name,
+            job.turn.id,
+            "tool.started",
+            serde_json::json!({
+                "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
+            }),
+            Some("running"),
+            None,
+            rt.clock.now_ms(),
+        )
+        .await;
     let ran = match action {
         Action::Run(prepared) => execute(rt, job, prepared).await,
         Action::Search {
@@ -479,16 +480,17 @@ async fn run_call(
             rt.clock.now_ms(),
         )
         .await?;
-    crate::channels::turn_event(
-        rt,
-        &job.channel_name,
-        job.turn.id,
-        "tool.finished",
-        finished,
-        None,
-        None,
-    )
-    .await;
+    rt.store
+        .turn_event(
+            &job.channel_name,
+            job.turn.id,
+            "tool.finished",
+            finished,
+            None,
+            None,
+            rt.clock.now_ms(),
+        )
+        .await;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! The HTTP channel's tables (migration 0018): client tokens, turns started over HTTP and
-//! their events. The channel crate reaches them through `channels::http_backend`.
+//! their events. The channel crate reaches them through `http::backend`.
 
 use sqlx::Row;
 
@@ -74,7 +74,52 @@ fn turn_row(row: &sqlx::any::AnyRow) -> StoreResult<HttpTurnRow> {
     })
 }
 
+/// Whether the channel `name` shows each turn's progress to its client as events of its own
+/// (the HTTP channel's `agent.selected`, `tool.started` …): its replies then go without the
+/// "💰 Finance" line naming a new agent, and a typed code is answered with its outcome.
+pub fn shows_progress(name: &str) -> bool {
+    #[cfg(feature = "http")]
+    return name == hearth_http::CHANNEL_NAME;
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = name; // no channel shows progress
+        false
+    }
+}
+
 impl Store {
+    /// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call, a
+    /// decision) for the HTTP client that started it, when the turn answers the channel
+    /// `channel` and that channel shows progress; others see nothing. `dedup` makes a second
+    /// write of the same event a no-op. Never fails the turn: a client that misses a progress
+    /// event still gets the answer.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn turn_event(
+        &self,
+        channel: &str,
+        turn_id: i64,
+        kind: &str,
+        data: serde_json::Value,
+        state: Option<&str>,
+        dedup: Option<&str>,
+        now_ms: i64,
+    ) {
+        if !shows_progress(channel) {
+            return;
+        }
+        let written = async {
+            let Some(turn) = self.http_turn_of(turn_id).await? else {
+                return Ok(());
+            };
+            self.append_http_event(&turn, kind, &data, dedup, state, None, now_ms)
+                .await
+        }
+        .await;
+        if let Err(err) = written {
+            tracing::warn!(error = %err, turn = turn_id, kind, "storing an HTTP turn event failed");
+        }
+    }
+
     /// Stores a new token's hash. `false` when a live token already has the name (a revoked
     /// one is replaced).
     pub async fn create_token(

@@ -261,32 +261,3 @@ impl Backend for StoreBackend {
             .collect())
     }
 }
-
-/// Writes an event of the daemon's turn `turn_id` for the HTTP client that started it (the
-/// agent chosen, a tool call), when an HTTP client did. Never fails the turn: a client that
-/// misses a progress event still gets the answer.
-pub async fn turn_event(
-    rt: &Runtime,
-    channel: &str,
-    turn_id: i64,
-    kind: &str,
-    data: serde_json::Value,
-    state: Option<&str>,
-    dedup: Option<&str>,
-) {
-    if channel != CHANNEL_NAME {
-        return;
-    }
-    let written = async {
-        let Some(turn) = rt.store.http_turn_of(turn_id).await? else {
-            return Ok(());
-        };
-        rt.store
-            .append_http_event(&turn, kind, &data, dedup, state, None, rt.clock.now_ms())
-            .await
-    }
-    .await;
-    if let Err(err) = written {
-        tracing::warn!(error = %err, turn = turn_id, kind, "storing an HTTP turn event failed");
-    }
-}
