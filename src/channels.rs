@@ -66,6 +66,7 @@ channels! {
     "discord" => discord: hearth_discord::DiscordConfig,
     "matrix" => matrix: hearth_matrix::MatrixConfig,
     "email" => email: hearth_email::EmailConfig,
+    "http" => http: hearth_http::HttpConfig,
 }
 
 /// Every channel name a `[channels.<name>]` section may have: the channel crates (built in or
@@ -200,7 +201,7 @@ mod tests {
 
     #[test]
     fn names_list_every_channel_whether_built_or_not() {
-        assert_eq!(names(), ["telegram", "discord", "matrix", "email"]);
+        assert_eq!(names(), ["telegram", "discord", "matrix", "email", "http"]);
     }
 
     #[cfg(feature = "telegram")]

@@ -12,6 +12,8 @@ mod mcp;
 mod pair;
 pub mod schedule;
 mod status;
+#[cfg(feature = "http")]
+mod token;
 mod usage;
 mod web;
 
@@ -29,6 +31,8 @@ pub use init::InitArgs;
 pub use mcp::McpAction;
 pub use pair::PairAction;
 pub use schedule::ScheduleAction;
+#[cfg(feature = "http")]
+pub use token::TokenAction;
 pub use web::WebAction;
 
 /// What `hearth --version` says: the version, the commit built from and the chat channels built
@@ -135,6 +139,12 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<PairAction>,
     },
+    /// Tokens of the HTTP API: create (printed once), list, revoke.
+    #[cfg(feature = "http")]
+    Token {
+        #[command(subcommand)]
+        action: Option<TokenAction>,
+    },
     /// Scheduled runs: list, add, remove, or run one now.
     Schedule {
         #[command(subcommand)]
@@ -200,6 +210,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Route { text, current } => agents::route(cli.config, &text, current.as_deref()),
         Command::Pair { action } => pair::run(cli.config, action.unwrap_or(PairAction::List)).await,
+        #[cfg(feature = "http")]
+        Command::Token { action } => {
+            token::run(cli.config, action.unwrap_or(TokenAction::List)).await
+        }
         Command::Backup { file } => database::backup(cli.config, &file).await,
         Command::Schedule { action } => {
             let config = load_config(cli.config)?.config;

@@ -67,6 +67,9 @@ pub struct DaemonConfig {
     pub timezone: String,
     /// Address of `/healthz` and `/metrics`; empty string disables the HTTP server.
     pub http_listen: String,
+    /// Serve the HTTP API (`[channels.http]`) on a `http_listen` other machines can reach; off
+    /// by default, so the API is not exposed by a listen address alone.
+    pub http_public: bool,
     /// The owner's identities, `channel:user_id`: one string or a list. They are one user (one
     /// set of tasks, notes, memories …); the owner may decide any confirmation.
     pub owner: Option<Owner>,
@@ -110,6 +113,7 @@ impl Default for DaemonConfig {
             database_url: None,
             timezone: "UTC".into(),
             http_listen: "127.0.0.1:8787".into(),
+            http_public: false,
             owner: None,
             approvals_to: None,
             max_concurrent_conversations: 16,

@@ -504,6 +504,15 @@ async fn serve_http(
         addr: addr.to_string(),
         source,
     })?;
+    #[cfg(feature = "http")]
+    let api = channels
+        .get(hearth_http::CHANNEL_NAME)
+        .and_then(|channel| channel.as_any()?.downcast_ref::<hearth_http::HttpChannel>())
+        .map(|http| {
+            http.router(Arc::new(crate::http::backend::StoreBackend {
+                rt: rt.clone(),
+            }))
+        });
     let app = crate::http::router(crate::http::HttpState {
         store: rt.store.clone(),
         metrics: rt.metrics.clone(),
@@ -529,6 +538,13 @@ async fn serve_http(
         throttle: std::sync::Arc::default(),
         started: std::time::Instant::now(),
     }));
+    #[cfg(feature = "http")]
+    let app = match api {
+        Some(api) => app.merge(api),
+        None => app,
+    };
+    // The client's address: the HTTP API slows down addresses that fail to log in.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let stop = workers.shutdown.clone();
     workers.tracker.spawn(
         async move {

@@ -6,6 +6,9 @@
 //! go on, and hearth restarts it by itself; a restart of hearth (what a 503 may trigger) would
 //! not fix a server that is down. Its state is in the body for whoever watches it.
 
+#[cfg(feature = "http")]
+pub mod backend;
+
 use std::sync::Arc;
 
 use axum::Router;

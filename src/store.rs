@@ -14,6 +14,7 @@ pub mod contact;
 mod conversation;
 pub mod expense;
 pub mod goal;
+pub mod http;
 mod identity;
 pub(crate) mod inbox;
 mod lock;

@@ -100,6 +100,8 @@ pub(super) fn validate(
         }
     }
     context_and_budget(config, &failed.providers, &mut problems);
+    #[cfg(feature = "http")]
+    http_api(config, &mut problems);
     problems.extend(channel_problems);
     schedules(
         &config.schedules,
@@ -321,6 +323,32 @@ fn context_and_budget(config: &Config, unparsed: &[String], problems: &mut Vec<P
     }
 }
 
+/// `[channels.http]` is served on `daemon.http_listen`: there must be one, and one other
+/// machines can reach only when the owner says so with `daemon.http_public`.
+#[cfg(feature = "http")]
+fn http_api(config: &Config, problems: &mut Vec<Problem>) {
+    if config.channels.http.is_none() {
+        return;
+    }
+    let listen = config.daemon.http_listen.trim();
+    if listen.is_empty() {
+        problems.push(Problem::new(
+            "channels.http",
+            "the HTTP API is served on daemon.http_listen, which is \"\": set it (e.g. \"127.0.0.1:8787\") or remove [channels.http]",
+        ));
+    } else if let Ok(addr) = SocketAddr::from_str(listen)
+        && !addr.ip().is_loopback()
+        && !config.daemon.http_public
+    {
+        problems.push(Problem::new(
+            "daemon.http_public",
+            format!(
+                "daemon.http_listen {listen} is reachable from other machines and [channels.http] would serve the API there: set daemon.http_public = true if you mean it, and put a reverse proxy with TLS in front"
+            ),
+        ));
+    }
+}
+
 /// What a valid configuration leaves weaker than its owner may expect, one line each with its
 /// key: `hearth check` prints them, `hearth run` logs them at start.
 pub fn warnings(config: &Config) -> Vec<String> {
@@ -333,6 +361,12 @@ pub fn warnings(config: &Config) -> Vec<String> {
         warnings.push(format!(
             "daemon.http_listen: {listen} is reachable from other machines, and /healthz and /metrics have no login; keep it on 127.0.0.1 and reach it through an SSH tunnel or a reverse proxy with TLS"
         ));
+        #[cfg(feature = "http")]
+        if config.channels.http.is_some() {
+            warnings.push(format!(
+                "channels.http: the HTTP API on {listen} speaks plain HTTP and tokens travel in its Authorization header: put TLS in front (a reverse proxy such as Caddy or nginx) before clients reach it over a network"
+            ));
+        }
     }
     struct Collect(Vec<String>);
     impl EachChannel for Collect {
@@ -999,6 +1033,36 @@ mod tests {
         for (line, key, message) in cases {
             one(&format!("[daemon]\n{line}\n"), &[], key, message);
         }
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn the_http_api_needs_a_listener_and_consent_to_be_public() {
+        one(
+            "[daemon]\nhttp_listen = \"\"\n[channels.http]\n",
+            &[],
+            "channels.http",
+            "served on daemon.http_listen",
+        );
+        one(
+            "[daemon]\nhttp_listen = \"0.0.0.0:8787\"\n[channels.http]\n",
+            &[],
+            "daemon.http_public",
+            "reverse proxy with TLS",
+        );
+        let public =
+            "[daemon]\nhttp_listen = \"0.0.0.0:8787\"\nhttp_public = true\n[channels.http]\n";
+        let config = load_from_str(public, "hearth.toml", &HashMap::new()).expect("valid");
+        let warnings = super::warnings(&config);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("channels.http:") && w.contains("put TLS in front")),
+            "{warnings:#?}"
+        );
+        let local = "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n[channels.http]\n";
+        let config = load_from_str(local, "hearth.toml", &HashMap::new()).expect("valid");
+        assert!(super::warnings(&config).is_empty());
     }
 
     // Cases of `daemon_values`, on their own because they need the channel built in.

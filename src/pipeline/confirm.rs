@@ -168,9 +168,27 @@ impl Handler {
         };
         // The outcome (on the prompt, or after it) is stored with the decision and the event's
         // completion, in one transaction.
-        let replies = self
+        let mut replies = self
             .outcomes(entry.id, 0, &confirmation, &outcome, &follow_up)
             .await?;
+        // A code typed on a channel that shows each message's own progress (HTTP: the typed
+        // code is a turn of its own, which a client waits on) gets the outcome as its answer;
+        // in a chat the edited prompt says it.
+        if let InboundKind::Message { message_id, .. } = &event.kind
+            && crate::store::http::shows_progress(&entry.channel)
+        {
+            replies.push(NewOutbox {
+                inbox_id: Some(entry.id),
+                seq: crate::store::to_i64(replies.len()),
+                channel: entry.channel.clone(),
+                kind: OutboxKind::Send,
+                message: OutboundMessage {
+                    reply_to: message_id.clone(),
+                    reply_context: event.reply_context.clone(),
+                    ..OutboundMessage::text(event.chat.clone(), &follow_up)
+                },
+            });
+        }
         if !store
             .decide_confirmation(
                 &confirmation.id,
@@ -184,6 +202,24 @@ impl Handler {
             return refuse("This request was already decided.", false).await;
         }
         tracing::info!(confirmation = %confirmation.id, tool = %confirmation.tool, decision = status.as_str(), "confirmation decided");
+        // Before the turn resumes, so a client reading the turn's events sees the decision
+        // before the tool runs. (The edited prompt, delivered later, writes it once more with
+        // the same key: nothing.)
+        self.rt
+            .store
+            .turn_event(
+                &confirmation.channel,
+                confirmation.turn_id,
+                "confirmation.decided",
+                serde_json::json!({
+                    "id": confirmation.id, "decision": status.as_str(), "by": decided_by,
+                    "text": outcome,
+                }),
+                Some("running"),
+                Some(&format!("decided:{}", confirmation.id)),
+                self.rt.clock.now_ms(),
+            )
+            .await;
         self.outbox.notify_one();
         // The presser's own acknowledgement, once the decision is stored: a failed write retries
         // the whole entry, which must not answer the press a second time. Channels that

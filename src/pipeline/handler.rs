@@ -295,7 +295,9 @@ impl Handler {
             );
             return self.reply(entry, event, message_id, &text).await;
         };
-        let note = (agent.id != routing.previous).then(|| switched_note(&agent));
+        let note = (agent.id != routing.previous
+            && !crate::store::http::shows_progress(&entry.channel))
+        .then(|| switched_note(&agent));
         store
             .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
             .await?;
@@ -317,6 +319,26 @@ impl Handler {
                 now,
             )
             .await?;
+        let (reason, keywords) = match &routing.decision.reason {
+            Reason::Keywords { hits } => ("keywords", hits.clone()),
+            Reason::Mention => ("mention", Vec::new()),
+            Reason::Pinned => ("pinned", Vec::new()),
+            Reason::Sticky => ("sticky", Vec::new()),
+            Reason::Default => ("default", Vec::new()),
+        };
+        rt.store
+            .turn_event(
+                &entry.channel,
+                turn.id,
+                "agent.selected",
+                serde_json::json!({
+                    "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
+                }),
+                Some("running"),
+                None,
+                rt.clock.now_ms(),
+            )
+            .await;
         let job = self.job(
             entry,
             event,

@@ -410,6 +410,19 @@ async fn run_call(
     rt.store
         .mark_tool_running(record.id, rt.clock.now_ms())
         .await?;
+    rt.store
+        .turn_event(
+            &job.channel_name,
+            job.turn.id,
+            "tool.started",
+            serde_json::json!({
+                "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
+            }),
+            Some("running"),
+            None,
+            rt.clock.now_ms(),
+        )
+        .await;
     let ran = match action {
         Action::Run(prepared) => execute(rt, job, prepared).await,
         Action::Search {
@@ -447,6 +460,10 @@ async fn run_call(
         )
         .await;
     }
+    let finished = serde_json::json!({
+        "id": record.call.id, "tool": record.call.name, "status": ran.status.as_str(),
+        "result": truncate(&ran.text, 2_000),
+    });
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
         name: record.call.name.clone(),
@@ -462,7 +479,19 @@ async fn run_call(
             &message,
             rt.clock.now_ms(),
         )
-        .await
+        .await?;
+    rt.store
+        .turn_event(
+            &job.channel_name,
+            job.turn.id,
+            "tool.finished",
+            finished,
+            None,
+            None,
+            rt.clock.now_ms(),
+        )
+        .await;
+    Ok(())
 }
 
 fn quick(tool: &str, text: String) -> Ran {

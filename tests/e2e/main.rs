@@ -21,6 +21,8 @@ mod email;
 mod faults_delivery;
 mod faults_intake;
 mod faults_process;
+#[cfg(feature = "http")]
+mod http;
 mod identities;
 #[cfg(feature = "matrix")]
 mod matrix;

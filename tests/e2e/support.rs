@@ -388,7 +388,7 @@ impl HearthProcess {
         (status, response.text().await.unwrap_or_default())
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 

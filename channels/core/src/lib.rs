@@ -515,6 +515,13 @@ pub trait Channel: Send + Sync + 'static {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// The adapter as [`std::any::Any`], for a daemon that wires a channel in further than this
+    /// trait reaches (the HTTP channel's routes are served by the daemon's own listener). `None`
+    /// by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,672 @@
+//! The native API under `/api/v1`: turns, their events as Server-Sent Events, confirmations,
+//! cancel and agents. Every route needs a token (`Authorization: Bearer`); errors are JSON
+//! `{"error": {"status", "message"}}` saying what to do.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures::Stream;
+use hearth_channel::{ButtonPress, ChatRef, Inbound, InboundKind, Sender};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::auth::{credential_in_query, hash_token, hex};
+use crate::backend::{NewTurn, Scope, Started, Token, TurnRecord};
+use crate::{Shared, TERMINAL_EVENTS};
+
+/// How often a stream sends a keep-alive comment.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a stream looks for events stored by another process (or by the daemon's side of
+/// this one) when nothing woke it.
+const POLL: Duration = Duration::from_millis(200);
+/// How long `POST /confirmations/{id}` waits for the decision to be stored.
+const DECISION_WAIT: Duration = Duration::from_secs(10);
+/// The longest Idempotency-Key and conversation name accepted.
+const MAX_KEY_LEN: usize = 200;
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let limit = shared.config.max_body_bytes;
+    Router::new()
+        .route("/api/v1/turns", post(start_turn))
+        .route("/api/v1/turns/{id}", get(get_turn))
+        .route("/api/v1/turns/{id}/events", get(turn_events))
+        .route("/api/v1/turns/{id}/cancel", post(cancel_turn))
+        .route("/api/v1/confirmations", get(list_confirmations))
+        .route("/api/v1/confirmations/{id}", post(decide_confirmation))
+        .route("/api/v1/agents", get(list_agents))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(shared)
+}
+
+/// An error answer: its status and a sentence for the person reading it.
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn unavailable(err: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %err, "HTTP API request failed");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("hearth cannot answer right now ({err}); try again"),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "status": self.status.as_u16(), "message": self.message } });
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let Some(wait) = self.retry_after
+            && let Ok(value) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such endpoint; see the README's HTTP API section",
+    )
+}
+
+/// Checks the bearer token before any route runs and hands the route the [`Token`].
+async fn authenticate(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let address = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([127, 0, 0, 1]), |info| info.0.ip());
+    let query = request.uri().query().map(str::to_owned);
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    match check_token(&shared, query.as_deref(), authorization, address).await {
+        Ok(token) => {
+            request.extensions_mut().insert(token);
+            next.run(request).await
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The request's body is not `Sync`, so the check gets only the parts it reads.
+async fn check_token(
+    shared: &Shared,
+    query: Option<&str>,
+    authorization: Option<header::HeaderValue>,
+    address: IpAddr,
+) -> Result<Token, ApiError> {
+    if query.is_some_and(credential_in_query) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "a token in the URL is refused (URLs end up in logs): send it as `Authorization: Bearer <token>`",
+        ));
+    }
+    let now = Instant::now();
+    if let Some(wait) = shared.limiter.wait(address, now) {
+        let mut err = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed logins from this address; wait and try again",
+        );
+        err.retry_after = Some(wait);
+        return Err(err);
+    }
+    let Some(header) = authorization else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing `Authorization: Bearer <token>` (make one with `hearth token create NAME`)",
+        ));
+    };
+    let presented = header
+        .to_str()
+        .ok()
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|token| !token.is_empty());
+    let Some(presented) = presented else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the Authorization header must be `Bearer <token>`",
+        ));
+    };
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    match backend.authenticate(&hash_token(presented)).await {
+        Ok(Some(token)) => {
+            shared.limiter.succeeded(address);
+            Ok(token)
+        }
+        Ok(None) => {
+            shared.limiter.failed(address, now);
+            tracing::info!(%address, "HTTP request with an unknown or revoked token refused");
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unknown or revoked token",
+            ))
+        }
+        Err(err) => Err(ApiError::unavailable(err)),
+    }
+}
+
+fn need(token: &Token, scope: Scope) -> Result<(), ApiError> {
+    if token.scope >= scope {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "the token `{}` has scope {}; this needs {} (hearth token create NAME --scope {})",
+                token.name,
+                token.scope.as_str(),
+                scope.as_str(),
+                scope.as_str()
+            ),
+        ))
+    }
+}
+
+/// A JSON body, read within the size limit, with errors that say what is wrong.
+fn json_body<T: serde::de::DeserializeOwned>(
+    shared: &Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body is larger than {} bytes ([channels.http] max_body_bytes)",
+                    shared.config.max_body_bytes
+                ),
+            )
+        } else {
+            ApiError::new(rejection.status(), rejection.body_text())
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|err| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not the JSON expected: {err}"),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnRequest {
+    text: String,
+    #[serde(default = "auto")]
+    agent: String,
+    #[serde(default)]
+    conversation: Option<String>,
+}
+
+fn auto() -> String {
+    "auto".into()
+}
+
+/// A name a client gives (an Idempotency-Key, a conversation): 1–200 visible ASCII characters.
+fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
+    if name.is_empty() || name.len() > MAX_KEY_LEN || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{what} must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn random_id() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..20)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// The chat a conversation of a token is: `<token>/<conversation>`, so no token writes into
+/// another's conversation.
+fn chat_of(token: &str, conversation: &str) -> ChatRef {
+    ChatRef::new(format!("{token}/{conversation}"))
+}
+
+async fn start_turn(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Some(key) = headers.get("idempotency-key") else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "an Idempotency-Key header is required: a retry with the same key gets the same turn",
+        ));
+    };
+    let key = key.to_str().unwrap_or_default().to_string();
+    check_name("the Idempotency-Key", &key)?;
+    let body_bytes = match &body {
+        Ok(bytes) => bytes.clone(),
+        Err(_) => Bytes::new(),
+    };
+    let request: TurnRequest = json_body(&shared, body)?;
+    if request.text.trim().is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "\"text\" is empty"));
+    }
+    if let Some(conversation) = &request.conversation {
+        check_name("\"conversation\"", conversation)?;
+    }
+    let backend = shared.backend().map_err(ApiError::unavailable)?.clone();
+    let agent = if request.agent == "auto" {
+        match token.agents.as_slice() {
+            [] => "auto".to_string(),
+            [only] => only.clone(),
+            several => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "the token `{}` may use only the agents {}: name one in \"agent\"",
+                        token.name,
+                        several.join(", ")
+                    ),
+                ));
+            }
+        }
+    } else {
+        request.agent.clone()
+    };
+    if agent != "auto" {
+        let agents = backend.agents().await.map_err(ApiError::unavailable)?;
+        if !agents.iter().any(|a| a.id == agent) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("there is no agent `{agent}` (GET /api/v1/agents lists them)"),
+            ));
+        }
+        if !token.may_use(&agent) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("the token `{}` may not use the agent `{agent}`", token.name),
+            ));
+        }
+    }
+
+    let turn = NewTurn {
+        id: format!("t_{}", random_id()),
+        token: token.name.clone(),
+        idem_key: key.clone(),
+        body_sha: hex(&Sha256::digest(&body_bytes)),
+        platform_id: format!("{}/{key}", token.name),
+        conversation: request
+            .conversation
+            .clone()
+            .unwrap_or_else(|| format!("c_{}", random_id())),
+        agent: agent.clone(),
+    };
+    let record = match backend.start_turn(&turn).await {
+        Ok(Started::New(record) | Started::Existing(record)) => record,
+        Ok(Started::Conflict) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "this Idempotency-Key was used for a different request; use a new key for a new turn",
+            ));
+        }
+        Err(err) => return Err(ApiError::unavailable(err)),
+    };
+    // Delivered also for a retry: the first attempt may have stopped before the inbox stored
+    // it, and the inbox drops a duplicate.
+    let text = if record.agent == "auto" {
+        request.text.clone()
+    } else {
+        format!("@{} {}", record.agent, request.text)
+    };
+    let event = Inbound {
+        platform_id: record.platform_id.clone(),
+        chat: chat_of(&token.name, &record.conversation),
+        sender: Sender::new(token.name.clone()).with_name(token.name.clone()),
+        kind: InboundKind::Message {
+            text,
+            attachments: Vec::new(),
+            message_id: Some(record.id.clone()),
+            reply_to: None,
+        },
+        reply_context: Some(json!({ "turn": record.id })),
+    };
+    deliver(&shared, event).await?;
+    Ok((StatusCode::ACCEPTED, Json(turn_created(&record))).into_response())
+}
+
+fn turn_created(record: &TurnRecord) -> serde_json::Value {
+    json!({
+        "turn": record.id,
+        "conversation": record.conversation,
+        "events": format!("/api/v1/turns/{}/events", record.id),
+    })
+}
+
+/// Stores an event in the inbox; only then may the client hear that it was accepted.
+async fn deliver(shared: &Shared, event: Inbound) -> Result<(), ApiError> {
+    let Some(ctx) = shared.ctx() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the HTTP channel is not running (starting or stopping); try again",
+        ));
+    };
+    ctx.sink.deliver(event).await.map_err(ApiError::unavailable)
+}
+
+/// The turn `id` if the token may see it (its own, or any with scope admin); 404 otherwise, so
+/// a token learns nothing of other tokens' turns.
+async fn own_turn(shared: &Shared, token: &Token, id: &str) -> Result<TurnRecord, ApiError> {
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    match backend.turn(id).await.map_err(ApiError::unavailable)? {
+        Some(record) if record.token == token.name || token.scope == Scope::Admin => Ok(record),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no turn {id}"),
+        )),
+    }
+}
+
+async fn get_turn(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let record = own_turn(&shared, &token, &id).await?;
+    Ok(Json(json!({
+        "turn": record.id,
+        "conversation": record.conversation,
+        "agent": record.agent,
+        "state": record.state,
+        "text": record.final_text,
+        "created_at": record.created_at,
+        "events": format!("/api/v1/turns/{}/events", record.id),
+    }))
+    .into_response())
+}
+
+/// `GET /turns/{id}/events`: the turn's stored events after `Last-Event-ID`, then the new ones
+/// as they are stored, until the turn ends.
+async fn turn_events(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let record = own_turn(&shared, &token, &id).await?;
+    let after = match headers.get("last-event-id") {
+        None => 0,
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "Last-Event-ID must be the id of an event this stream sent",
+                )
+            })?,
+    };
+    let stream = event_stream(shared, record.id, after);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response())
+}
+
+struct StreamState {
+    shared: Arc<Shared>,
+    turn: String,
+    after: i64,
+    queued: VecDeque<crate::Event>,
+    ended: bool,
+    appended: tokio::sync::watch::Receiver<u64>,
+}
+
+fn event_stream(
+    shared: Arc<Shared>,
+    turn: String,
+    after: i64,
+) -> impl Stream<Item = Result<SseEvent, std::convert::Infallible>> {
+    let appended = shared.appended.subscribe();
+    let state = StreamState {
+        shared,
+        turn,
+        after,
+        queued: VecDeque::new(),
+        ended: false,
+        appended,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.queued.pop_front() {
+                state.after = event.seq;
+                if TERMINAL_EVENTS.contains(&event.kind.as_str()) {
+                    state.ended = true;
+                }
+                let sse = SseEvent::default()
+                    .id(event.seq.to_string())
+                    .event(event.kind)
+                    .data(event.data.to_string());
+                return Some((Ok(sse), state));
+            }
+            if state.ended {
+                return None;
+            }
+            // Marked seen before the query, so an event stored meanwhile wakes the wait below.
+            state.appended.borrow_and_update();
+            let found = match state.shared.backend() {
+                Ok(backend) => backend.events_after(&state.turn, state.after).await,
+                Err(err) => Err(crate::BackendError(err.to_string())),
+            };
+            match found {
+                Ok(events) if !events.is_empty() => state.queued.extend(events),
+                Ok(_) => {
+                    tokio::select! {
+                        _ = state.appended.changed() => {}
+                        () = tokio::time::sleep(POLL) => {}
+                    }
+                }
+                Err(err) => {
+                    // The client reconnects with Last-Event-ID and loses nothing.
+                    tracing::warn!(error = %err, turn = %state.turn, "reading a turn's events failed; ending the stream");
+                    return None;
+                }
+            }
+        }
+    })
+}
+
+async fn cancel_turn(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let record = own_turn(&shared, &token, &id).await?;
+    if ["completed", "failed", "cancelled"].contains(&record.state.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the turn already ended ({})", record.state),
+        ));
+    }
+    if record.state == "awaiting_confirmation" {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the turn waits for an approval and nothing runs: deny its confirmation (POST /api/v1/confirmations/{id}) to end it",
+        ));
+    }
+    // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
+    // the running turn at once, as in any chat.
+    let event = Inbound {
+        platform_id: format!("{}/cancel", record.platform_id),
+        chat: chat_of(&record.token, &record.conversation),
+        sender: Sender::new(record.token.clone()).with_name(token.name.clone()),
+        kind: InboundKind::Message {
+            text: "/cancel".into(),
+            attachments: Vec::new(),
+            message_id: None,
+            reply_to: None,
+        },
+        reply_context: Some(json!({ "turn": record.id, "control": true })),
+    };
+    deliver(&shared, event).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "turn": record.id, "cancelling": true })),
+    )
+        .into_response())
+}
+
+async fn list_confirmations(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+) -> ApiResult {
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    let pending = backend
+        .pending_confirmations(&token.name)
+        .await
+        .map_err(ApiError::unavailable)?;
+    Ok(Json(json!({ "confirmations": pending })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionRequest {
+    decision: String,
+}
+
+/// `POST /confirmations/{id}`: decided as a press of the prompt's button would be, through
+/// the inbox and the same resolver, with the same rule (the requester or the owner).
+async fn decide_confirmation(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    need(&token, Scope::Approve)?;
+    let request: DecisionRequest = json_body(&shared, body)?;
+    let approve = match request.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("\"decision\" is \"approve\" or \"deny\", not {other:?}"),
+            ));
+        }
+    };
+    let backend = shared.backend().map_err(ApiError::unavailable)?.clone();
+    let Some(confirmation) = backend
+        .confirmation(&token.name, &id)
+        .await
+        .map_err(ApiError::unavailable)?
+    else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no confirmation {id}"),
+        ));
+    };
+    if !confirmation.may_decide {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this confirmation is not yours to decide (only its requester or the owner)",
+        ));
+    }
+    if confirmation.status != "pending" {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "this confirmation was already decided: {}",
+                confirmation.status
+            ),
+        ));
+    }
+    let data = if approve {
+        confirmation.approve_data.clone()
+    } else {
+        confirmation.deny_data.clone()
+    };
+    let event = Inbound {
+        platform_id: format!("{}/decide/{id}/{}", token.name, request.decision),
+        chat: chat_of(&token.name, "_decisions"),
+        sender: Sender::new(token.name.clone()).with_name(token.name.clone()),
+        kind: InboundKind::Press(ButtonPress {
+            press_id: format!("api-{}", random_id()),
+            data,
+            message: None,
+        }),
+        reply_context: Some(json!({ "control": true })),
+    };
+    deliver(&shared, event).await?;
+    // The decision is stored by the daemon's resolver; answer with it once it is.
+    let deadline = Instant::now() + DECISION_WAIT;
+    loop {
+        let status = backend
+            .confirmation(&token.name, &id)
+            .await
+            .map_err(ApiError::unavailable)?
+            .map_or_else(|| "pending".to_string(), |c| c.status);
+        if status != "pending" {
+            return Ok(Json(json!({ "id": id, "status": status })).into_response());
+        }
+        if Instant::now() >= deadline {
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({ "id": id, "status": "pending" })),
+            )
+                .into_response());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn list_agents(
+    State(shared): State<Arc<Shared>>,
+    Extension(token): Extension<Token>,
+) -> ApiResult {
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    let agents: Vec<_> = backend
+        .agents()
+        .await
+        .map_err(ApiError::unavailable)?
+        .into_iter()
+        .filter(|agent| token.may_use(&agent.id))
+        .collect();
+    Ok(Json(json!({ "agents": agents })).into_response())
+}

@@ -1,0 +1,238 @@
+//! What the channel needs from the daemon, and nothing more: tokens, its own turns and their
+//! events, the confirmations a token's user may decide, and the agents. The daemon implements
+//! [`Backend`] on its store; the channel never sees the database, the router or the runtime.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+/// What a token may do. Each scope includes the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Start turns, read their events, list agents and pending confirmations.
+    Chat,
+    /// Also approve or deny confirmations.
+    Approve,
+    /// Everything, including other tokens' turns.
+    Admin,
+}
+
+impl Scope {
+    /// The scope's name, as `hearth token create --scope` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Chat => "chat",
+            Scope::Approve => "approve",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Reads a scope name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "chat" => Some(Scope::Chat),
+            "approve" => Some(Scope::Approve),
+            "admin" => Some(Scope::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// A token that authenticated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// Its name; the identity `http:<name>`.
+    pub name: String,
+    /// What it may do.
+    pub scope: Scope,
+    /// The agents it may use; empty means any.
+    pub agents: Vec<String>,
+}
+
+impl Token {
+    /// Whether the token may talk to `agent`.
+    pub fn may_use(&self, agent: &str) -> bool {
+        self.agents.is_empty() || self.agents.iter().any(|a| a == agent)
+    }
+}
+
+/// A turn to record for `POST /turns`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTurn {
+    /// The turn's id, as clients see it.
+    pub id: String,
+    /// The token that started it.
+    pub token: String,
+    /// The client's Idempotency-Key.
+    pub idem_key: String,
+    /// SHA-256 of the request, to tell a retry from a different request under the same key.
+    pub body_sha: String,
+    /// The inbox entry's platform id.
+    pub platform_id: String,
+    /// The conversation it belongs to (the client's name for it).
+    pub conversation: String,
+    /// `auto` or an agent id, as asked.
+    pub agent: String,
+}
+
+/// What recording a turn found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// A new turn.
+    New(TurnRecord),
+    /// The same key with the same request: the turn made the first time.
+    Existing(TurnRecord),
+    /// The same key with another request.
+    Conflict,
+}
+
+/// A turn started over HTTP, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TurnRecord {
+    /// Its id.
+    pub id: String,
+    /// The token that started it.
+    pub token: String,
+    /// Its conversation.
+    pub conversation: String,
+    /// `auto` or the agent asked for.
+    pub agent: String,
+    /// The inbox entry's platform id.
+    pub platform_id: String,
+    /// `queued`, `running`, `awaiting_confirmation`, `completed`, `failed` or `cancelled`.
+    pub state: String,
+    /// The answer, once there is one.
+    pub final_text: Option<String>,
+    /// When it was started (Unix ms).
+    pub created_at: i64,
+}
+
+/// One stored event of a turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// The database's sequence number: the SSE `id:`.
+    pub seq: i64,
+    /// `agent.selected`, `text.delta`, `turn.completed` …
+    pub kind: String,
+    /// The event's JSON.
+    pub data: serde_json::Value,
+}
+
+/// An event to store, with what it does to the turn's state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    /// The event's kind.
+    pub kind: String,
+    /// Its JSON.
+    pub data: serde_json::Value,
+    /// A key that makes writing it again (a retried delivery) a no-op.
+    pub dedup: Option<String>,
+    /// The turn's state from now on, if the event changes it.
+    pub state: Option<String>,
+    /// The turn's answer, for the event that ends it.
+    pub final_text: Option<String>,
+}
+
+/// How the daemon's turn behind an HTTP turn ended, for `turn.completed` / `turn.failed`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// `completed`, `failed` or `cancelled`.
+    pub state: String,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Tokens used by all the turn's model calls.
+    pub usage: Usage,
+    /// What they cost, in USD.
+    pub cost_usd: f64,
+    /// The agent that answered, when a turn ran.
+    pub agent: Option<String>,
+}
+
+/// Tokens of a turn's model calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    pub input_tokens: i64,
+    /// Output (completion) tokens.
+    pub output_tokens: i64,
+}
+
+/// A confirmation, as a token's user sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Confirmation {
+    /// Its id (`POST /confirmations/{id}`).
+    pub id: String,
+    /// The short code typed in a chat (`approve K7Q2MX`), when it has one.
+    pub code: Option<String>,
+    /// The tool that waits.
+    pub tool: String,
+    /// The call, with its arguments (shortened).
+    pub arguments: String,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub status: String,
+    /// When it expires (Unix ms).
+    pub expires_at: i64,
+    /// The HTTP turn that waits for it, when an HTTP turn asked.
+    pub turn: Option<String>,
+    /// Whether the token's user may decide it (the requester, any of their identities, or the
+    /// owner).
+    #[serde(skip)]
+    pub may_decide: bool,
+    /// The button data a press that approves it carries.
+    #[serde(skip)]
+    pub approve_data: String,
+    /// The button data a press that denies it carries.
+    #[serde(skip)]
+    pub deny_data: String,
+}
+
+/// An agent, for `GET /agents`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Agent {
+    /// Its id (`"agent"` in a turn).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The keywords that route a message to it.
+    pub keywords: Vec<String>,
+    /// Its definition's version, where the daemon keeps versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+}
+
+/// The daemon could not answer (its database is unavailable).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+/// The daemon side of the HTTP channel.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// The live (not revoked) token whose SHA-256 is `hash`, noting that it was used.
+    async fn authenticate(&self, hash: &str) -> Result<Option<Token>, BackendError>;
+    /// Records a turn, or finds the one made earlier under the same token and key.
+    async fn start_turn(&self, turn: &NewTurn) -> Result<Started, BackendError>;
+    /// A turn by id.
+    async fn turn(&self, id: &str) -> Result<Option<TurnRecord>, BackendError>;
+    /// Stores an event of `turn` (once per `dedup` key) and its change of state.
+    async fn append(&self, turn: &str, event: &NewEvent) -> Result<(), BackendError>;
+    /// The newest turn of the chat `chat_id` (`<token>/<conversation>`) that is running.
+    async fn running_turn(&self, chat_id: &str) -> Result<Option<String>, BackendError>;
+    /// The events of `turn` after sequence number `after`, oldest first.
+    async fn events_after(&self, turn: &str, after: i64) -> Result<Vec<Event>, BackendError>;
+    /// How the daemon's turn answering the inbox entry `platform_id` went; `None` when no turn
+    /// ran for it (a chat command answered it).
+    async fn outcome(&self, platform_id: &str) -> Result<Option<Outcome>, BackendError>;
+    /// A confirmation by id, as the token `token` sees it.
+    async fn confirmation(
+        &self,
+        token: &str,
+        id: &str,
+    ) -> Result<Option<Confirmation>, BackendError>;
+    /// The pending confirmations the token's user may decide.
+    async fn pending_confirmations(&self, token: &str) -> Result<Vec<Confirmation>, BackendError>;
+    /// The agents, in file order.
+    async fn agents(&self) -> Result<Vec<Agent>, BackendError>;
+}

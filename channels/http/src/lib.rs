@@ -1,0 +1,367 @@
+//! hearth's HTTP channel: a durable turns API (`/api/v1`) with Server-Sent Events and
+//! per-client tokens, served on the daemon's `http_listen` beside `/healthz`.
+//!
+//! A turn started over HTTP is an inbound message like any other: it is stored in the inbox
+//! (its Idempotency-Key is the platform id, so a retry is deduplicated) before the client gets
+//! its `202`, and it is answered through the outbox. What the daemon delivers to this channel
+//! (the reply, confirmation prompts and their outcomes, previews of the reply) becomes events
+//! of the turn, stored in the database through the [`Backend`], so a client reading
+//! `GET /api/v1/turns/{id}/events` can resume with `Last-Event-ID` after any disconnect or a
+//! restart of hearth.
+
+#![warn(missing_docs)]
+
+mod api;
+mod auth;
+mod backend;
+mod config;
+
+pub use auth::{hash_token, new_token};
+pub use backend::{
+    Agent, Backend, BackendError, Confirmation, Event, NewEvent, NewTurn, Outcome, Scope, Started,
+    Token, TurnRecord, Usage,
+};
+pub use config::{CHANNEL_NAME, HttpConfig, check_token_name};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hearth_channel::{
+    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, MessageRef,
+    OutboundMessage,
+};
+use serde_json::json;
+use tokio::sync::watch;
+
+/// Events whose arrival ends a turn's event stream.
+pub const TERMINAL_EVENTS: [&str; 2] = ["turn.completed", "turn.failed"];
+
+/// The HTTP channel. The daemon serves [`HttpChannel::router`] on its listener and runs the
+/// channel like any other; the router hands requests to the inbox the running channel holds.
+pub struct HttpChannel {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: HttpConfig,
+    /// The context of the running channel: where turns are delivered. `None` before `run`
+    /// and after shutdown; requests then get 503.
+    pub(crate) ctx: Mutex<Option<ChannelContext>>,
+    pub(crate) backend: OnceLock<Arc<dyn Backend>>,
+    /// Bumped whenever this process stores an event, so streams look at once.
+    pub(crate) appended: watch::Sender<u64>,
+    /// The reply text each turn's preview showed so far, to send only what is new.
+    previews: Mutex<HashMap<String, String>>,
+    pub(crate) limiter: auth::Limiter,
+}
+
+impl Shared {
+    pub(crate) fn ctx(&self) -> Option<ChannelContext> {
+        lock(&self.ctx).clone()
+    }
+
+    pub(crate) fn backend(&self) -> Result<&Arc<dyn Backend>, ChannelError> {
+        self.backend
+            .get()
+            .ok_or_else(|| ChannelError::transient("the HTTP API is not mounted yet"))
+    }
+
+    /// Stores an event of `turn` and wakes the streams.
+    pub(crate) async fn append(&self, turn: &str, event: NewEvent) -> Result<(), ChannelError> {
+        self.backend()?
+            .append(turn, &event)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?;
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these maps leaves them usable.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl HttpChannel {
+    /// The channel for `config`; it serves nothing until the daemon mounts [`Self::router`].
+    pub fn new(config: HttpConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                config,
+                ctx: Mutex::new(None),
+                backend: OnceLock::new(),
+                appended: watch::Sender::new(0),
+                previews: Mutex::new(HashMap::new()),
+                limiter: auth::Limiter::default(),
+            }),
+        }
+    }
+
+    /// The routes of the API (`/api/v1/…`), answering with `backend`. Mounted once; a second
+    /// call keeps the first backend.
+    pub fn router(&self, backend: Arc<dyn Backend>) -> axum::Router {
+        // Only the first backend counts: the daemon mounts the router once.
+        let _ = self.shared.backend.set(backend);
+        api::router(self.shared.clone())
+    }
+}
+
+/// What the daemon puts on each message it sends for an HTTP turn: the turn it belongs to, or
+/// `control` for answers to the API's own requests (a decision, a cancel), which are not part
+/// of any turn's answer.
+fn turn_of(message: &OutboundMessage) -> Option<(String, bool)> {
+    let context = message.reply_context.as_ref()?;
+    let turn = context.get("turn").and_then(|t| t.as_str());
+    let control = context
+        .get("control")
+        .and_then(|c| c.as_bool())
+        .unwrap_or(false);
+    match (turn, control) {
+        (_, true) => Some((String::new(), true)),
+        (Some(turn), false) => Some((turn.to_string(), false)),
+        (None, false) => None,
+    }
+}
+
+/// The prefix of the message ids of confirmation prompts: `confirm:<turn>:<confirmation id>`.
+const PROMPT_PREFIX: &str = "confirm:";
+
+#[async_trait]
+impl Channel for HttpChannel {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // No buttons to press in place: prompts carry a short code a person can type
+            // (`approve K7Q2MX`, in any client), and become `confirmation.required` events;
+            // `POST /api/v1/confirmations/{id}` decides like a press.
+            buttons: false,
+            // The outcome of a decision "edits" the prompt: a `confirmation.decided` event.
+            edits: true,
+            format: Format::Markdown,
+            preview: Some(Duration::from_millis(250)),
+            ..Capabilities::default()
+        }
+    }
+
+    async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
+        let shutdown = ctx.shutdown.clone();
+        let status = ctx.status.clone();
+        *lock(&self.shared.ctx) = Some(ctx);
+        status.connected();
+        shutdown.cancelled().await;
+        *lock(&self.shared.ctx) = None;
+        Ok(())
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
+        let Some((turn, control)) = turn_of(message) else {
+            return Err(ChannelError::rejected(
+                "an HTTP message belongs to no turn: nobody would read it",
+            ));
+        };
+        let reference = |id: String| MessageRef {
+            chat: message.chat.clone(),
+            message_id: id,
+        };
+        if control {
+            return Ok(reference("control".into()));
+        }
+        let backend = self.shared.backend()?.clone();
+        let dedup = message.delivery_id.as_ref().map(|id| format!("out:{id}"));
+        lock(&self.shared.previews).remove(&turn);
+
+        let record = self.shared.turn_record(&turn).await?;
+        // A confirmation prompt: it names the short code of one of the turn's pending
+        // confirmations.
+        let prompt = backend
+            .pending_confirmations(&record.token)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?
+            .into_iter()
+            .find(|c| {
+                c.turn.as_deref() == Some(turn.as_str())
+                    && c.code
+                        .as_deref()
+                        .is_some_and(|code| message.text.contains(&format!("APPROVE {code}")))
+            });
+        if let Some(c) = prompt {
+            let id = c.id.clone();
+            let data = json!({
+                "id": c.id, "code": c.code, "tool": c.tool, "arguments": c.arguments,
+                "expires_at": c.expires_at, "text": message.text,
+            });
+            self.shared
+                .append(
+                    &turn,
+                    NewEvent {
+                        kind: "confirmation.required".into(),
+                        data,
+                        dedup,
+                        state: Some("awaiting_confirmation".into()),
+                        final_text: None,
+                    },
+                )
+                .await?;
+            return Ok(reference(format!("{PROMPT_PREFIX}{turn}:{id}")));
+        }
+
+        let outcome = backend
+            .outcome(&record.platform_id)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?;
+        let event = match outcome {
+            // A chat command (`/help`, `/reset`) answered it: no turn ran.
+            None => NewEvent {
+                kind: "turn.completed".into(),
+                data: json!({ "text": message.text, "usage": Usage::default(), "cost_usd": 0.0 }),
+                dedup,
+                state: Some("completed".into()),
+                final_text: Some(message.text.clone()),
+            },
+            Some(outcome) => match outcome.state.as_str() {
+                "completed" => NewEvent {
+                    kind: "turn.completed".into(),
+                    data: json!({
+                        "text": message.text, "agent": outcome.agent,
+                        "usage": outcome.usage, "cost_usd": outcome.cost_usd,
+                    }),
+                    dedup,
+                    state: Some("completed".into()),
+                    final_text: Some(message.text.clone()),
+                },
+                "failed" | "cancelled" => NewEvent {
+                    kind: "turn.failed".into(),
+                    data: json!({
+                        "text": message.text, "state": outcome.state,
+                        "error": outcome.error.unwrap_or_else(|| outcome.state.clone()),
+                        "usage": outcome.usage, "cost_usd": outcome.cost_usd,
+                    }),
+                    dedup,
+                    state: Some(outcome.state.clone()),
+                    final_text: Some(message.text.clone()),
+                },
+                // Said while the turn goes on (a budget warning, a note): not its answer.
+                _ => NewEvent {
+                    kind: "message".into(),
+                    data: json!({ "text": message.text }),
+                    dedup,
+                    state: None,
+                    final_text: None,
+                },
+            },
+        };
+        self.shared.append(&turn, event).await?;
+        Ok(reference(format!("reply:{turn}")))
+    }
+
+    async fn edit(
+        &self,
+        target: &MessageRef,
+        message: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
+        let Some((turn, id)) = target
+            .message_id
+            .strip_prefix(PROMPT_PREFIX)
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            // The daemon edits only prompts here (with their outcome); an answer already
+            // given stays as the client read it.
+            return Err(ChannelError::rejected(
+                "only confirmation prompts of an HTTP turn can be edited",
+            ));
+        };
+        let record = self.shared.turn_record(turn).await?;
+        let found = self
+            .shared
+            .backend()?
+            .confirmation(&record.token, id)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?;
+        let decision = found.map_or_else(|| "decided".to_string(), |c| c.status);
+        self.shared
+            .append(
+                turn,
+                NewEvent {
+                    kind: "confirmation.decided".into(),
+                    data: json!({ "id": id, "decision": decision, "text": message.text }),
+                    dedup: Some(format!("decided:{id}")),
+                    state: Some("running".into()),
+                    final_text: None,
+                },
+            )
+            .await
+    }
+
+    async fn preview(
+        &self,
+        chat: &ChatRef,
+        _draft: Option<&MessageRef>,
+        text: &str,
+        _reply_to: Option<&str>,
+    ) -> Result<Option<MessageRef>, ChannelError> {
+        let backend = self.shared.backend()?.clone();
+        // Turns of one conversation run one at a time: the one generating is its newest
+        // running turn.
+        let Some(turn) = backend
+            .running_turn(&chat.chat_id)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?
+        else {
+            return Ok(None);
+        };
+        let delta = {
+            let mut previews = lock(&self.shared.previews);
+            let shown = previews.entry(turn.clone()).or_default();
+            let delta = match text.strip_prefix(shown.as_str()) {
+                Some(rest) => json!({ "text": rest }),
+                // The preview was rewritten (a new model call): start over.
+                None => json!({ "text": text, "reset": true }),
+            };
+            if shown.as_str() == text {
+                return Ok(Some(MessageRef {
+                    chat: chat.clone(),
+                    message_id: format!("preview:{turn}"),
+                }));
+            }
+            *shown = text.to_string();
+            delta
+        };
+        self.shared
+            .append(
+                &turn,
+                NewEvent {
+                    kind: "text.delta".into(),
+                    data: delta,
+                    dedup: None,
+                    state: None,
+                    final_text: None,
+                },
+            )
+            .await?;
+        Ok(Some(MessageRef {
+            chat: chat.clone(),
+            message_id: format!("preview:{turn}"),
+        }))
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl Shared {
+    async fn turn_record(&self, turn: &str) -> Result<TurnRecord, ChannelError> {
+        self.backend()?
+            .turn(turn)
+            .await
+            .map_err(|err| ChannelError::transient(err.0))?
+            .ok_or_else(|| ChannelError::rejected(format!("no HTTP turn {turn}")))
+    }
+}

@@ -1,0 +1,263 @@
+//! The daemon's side of the HTTP channel: [`hearth_http::Backend`] on the store and the
+//! runtime's agents, and the events of a turn only the daemon sees (the agent chosen, tool
+//! calls) written for HTTP clients to read.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hearth_http::{
+    Agent, Backend, BackendError, CHANNEL_NAME, Confirmation, Event, NewEvent, NewTurn, Outcome,
+    Scope, Started, Token, TurnRecord, Usage,
+};
+
+use crate::confirmation::{Action, button_data};
+use crate::runtime::Runtime;
+use crate::store::http::HttpTurnRow;
+use crate::store::{IdentityStatus, StoreError};
+
+/// The store and agents of a running daemon, as the HTTP channel sees them.
+pub struct StoreBackend {
+    pub rt: Arc<Runtime>,
+}
+
+fn unavailable(err: StoreError) -> BackendError {
+    BackendError(err.reason())
+}
+
+fn record(row: HttpTurnRow) -> TurnRecord {
+    TurnRecord {
+        id: row.id,
+        token: row.token,
+        conversation: row.conversation,
+        agent: row.agent,
+        platform_id: row.platform_id,
+        state: row.state,
+        final_text: row.final_text,
+        created_at: row.created_at,
+    }
+}
+
+impl StoreBackend {
+    async fn confirmation_for(
+        &self,
+        token: &str,
+        id: &str,
+    ) -> Result<Option<Confirmation>, StoreError> {
+        let store = &self.rt.store;
+        let Some(found) = store.confirmation(id).await? else {
+            return Ok(None);
+        };
+        let decider = store
+            .identity(CHANNEL_NAME, token)
+            .await?
+            .filter(|i| i.status == IdentityStatus::Allowed);
+        let may_decide = decider.is_some_and(|d| {
+            d.is_owner
+                || found.user_id == Some(d.user_id)
+                || (found.channel == CHANNEL_NAME && found.requester == token)
+        });
+        let turn = store.http_turn_of(found.turn_id).await?;
+        Ok(Some(Confirmation {
+            approve_data: button_data(&found.id, Action::Approve),
+            deny_data: button_data(&found.id, Action::Deny),
+            id: found.id,
+            code: found.short_code,
+            tool: found.tool,
+            arguments: found.summary,
+            status: found.status.as_str().to_string(),
+            expires_at: found.expires_at,
+            turn,
+            may_decide,
+        }))
+    }
+}
+
+#[async_trait]
+impl Backend for StoreBackend {
+    async fn authenticate(&self, hash: &str) -> Result<Option<Token>, BackendError> {
+        let now = self.rt.clock.now_ms();
+        let Some(row) = self
+            .rt
+            .store
+            .token_by_hash(hash, now)
+            .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        // A token whose identity was revoked (`hearth pair revoke http:NAME`) is revoked too.
+        let identity = self
+            .rt
+            .store
+            .identity(CHANNEL_NAME, &row.name)
+            .await
+            .map_err(unavailable)?;
+        if !identity.is_some_and(|i| i.status == IdentityStatus::Allowed) {
+            return Ok(None);
+        }
+        let Some(scope) = Scope::parse(&row.scope) else {
+            tracing::warn!(token = %row.name, scope = %row.scope, "a token with an unknown scope refused");
+            return Ok(None);
+        };
+        Ok(Some(Token {
+            name: row.name,
+            scope,
+            agents: row.agents,
+        }))
+    }
+
+    async fn start_turn(&self, turn: &NewTurn) -> Result<Started, BackendError> {
+        let row = HttpTurnRow {
+            id: turn.id.clone(),
+            token: turn.token.clone(),
+            idem_key: turn.idem_key.clone(),
+            body_sha: turn.body_sha.clone(),
+            platform_id: turn.platform_id.clone(),
+            conversation: turn.conversation.clone(),
+            agent: turn.agent.clone(),
+            state: "queued".into(),
+            final_text: None,
+            created_at: 0,
+        };
+        let (stored, new) = self
+            .rt
+            .store
+            .start_http_turn(&row, self.rt.clock.now_ms())
+            .await
+            .map_err(unavailable)?;
+        Ok(if new {
+            Started::New(record(stored))
+        } else if stored.body_sha == turn.body_sha {
+            Started::Existing(record(stored))
+        } else {
+            Started::Conflict
+        })
+    }
+
+    async fn turn(&self, id: &str) -> Result<Option<TurnRecord>, BackendError> {
+        Ok(self
+            .rt
+            .store
+            .http_turn(id)
+            .await
+            .map_err(unavailable)?
+            .map(record))
+    }
+
+    async fn append(&self, turn: &str, event: &NewEvent) -> Result<(), BackendError> {
+        self.rt
+            .store
+            .append_http_event(
+                turn,
+                &event.kind,
+                &event.data,
+                event.dedup.as_deref(),
+                event.state.as_deref(),
+                event.final_text.as_deref(),
+                self.rt.clock.now_ms(),
+            )
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn running_turn(&self, chat_id: &str) -> Result<Option<String>, BackendError> {
+        self.rt
+            .store
+            .running_http_turn(chat_id)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn events_after(&self, turn: &str, after: i64) -> Result<Vec<Event>, BackendError> {
+        let rows = self
+            .rt
+            .store
+            .http_events_after(turn, after)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(seq, kind, data)| Event {
+                seq,
+                kind,
+                // Written by `append` as JSON; anything else is shown as a string.
+                data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+            })
+            .collect())
+    }
+
+    async fn outcome(&self, platform_id: &str) -> Result<Option<Outcome>, BackendError> {
+        let Some(summary) = self
+            .rt
+            .store
+            .turn_summary_for(CHANNEL_NAME, platform_id)
+            .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        let state = match summary.status.as_str() {
+            "done" => "completed",
+            "failed" => "failed",
+            "cancelled" => "cancelled",
+            // running or suspended: the turn goes on.
+            other => other,
+        };
+        Ok(Some(Outcome {
+            state: state.to_string(),
+            error: summary.error,
+            usage: Usage {
+                input_tokens: summary.input_tokens,
+                output_tokens: summary.output_tokens,
+            },
+            cost_usd: summary.cost_nusd as f64 / 1e9,
+            agent: Some(summary.agent_id),
+        }))
+    }
+
+    async fn confirmation(
+        &self,
+        token: &str,
+        id: &str,
+    ) -> Result<Option<Confirmation>, BackendError> {
+        self.confirmation_for(token, id).await.map_err(unavailable)
+    }
+
+    async fn pending_confirmations(&self, token: &str) -> Result<Vec<Confirmation>, BackendError> {
+        let ids = self
+            .rt
+            .store
+            .pending_confirmation_ids()
+            .await
+            .map_err(unavailable)?;
+        let mut pending = Vec::new();
+        for id in ids {
+            if let Some(found) = self
+                .confirmation_for(token, &id)
+                .await
+                .map_err(unavailable)?
+                && found.may_decide
+                && found.status == "pending"
+            {
+                pending.push(found);
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn agents(&self) -> Result<Vec<Agent>, BackendError> {
+        Ok(self
+            .rt
+            .agents()
+            .set
+            .iter()
+            .map(|agent| Agent {
+                id: agent.id.clone(),
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                keywords: agent.triggers.keywords.clone(),
+                version: None,
+            })
+            .collect())
+    }
+}

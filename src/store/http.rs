@@ -1,0 +1,572 @@
+//! The HTTP channel's tables (migration 0018): client tokens, turns started over HTTP and
+//! their events. The channel crate reaches them through `http::backend`.
+
+use sqlx::Row;
+
+use super::{Store, StoreResult};
+
+/// A client token as stored: its hash, never the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRow {
+    pub name: String,
+    pub scope: String,
+    /// Agent ids it may use; empty: any.
+    pub agents: Vec<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// A turn started over HTTP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTurnRow {
+    pub id: String,
+    pub token: String,
+    pub idem_key: String,
+    pub body_sha: String,
+    pub platform_id: String,
+    pub conversation: String,
+    pub agent: String,
+    pub state: String,
+    pub final_text: Option<String>,
+    pub created_at: i64,
+}
+
+/// How the daemon's turn answering an inbox entry went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnSummary {
+    pub status: String,
+    pub error: Option<String>,
+    pub agent_id: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_nusd: i64,
+}
+
+fn token_row(row: &sqlx::any::AnyRow) -> StoreResult<TokenRow> {
+    let agents: String = row.try_get("agents")?;
+    Ok(TokenRow {
+        name: row.try_get("name")?,
+        scope: row.try_get("scope")?,
+        agents: agents
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect(),
+        created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+fn turn_row(row: &sqlx::any::AnyRow) -> StoreResult<HttpTurnRow> {
+    Ok(HttpTurnRow {
+        id: row.try_get("id")?,
+        token: row.try_get("token")?,
+        idem_key: row.try_get("idem_key")?,
+        body_sha: row.try_get("body_sha")?,
+        platform_id: row.try_get("platform_id")?,
+        conversation: row.try_get("conversation")?,
+        agent: row.try_get("agent")?,
+        state: row.try_get("state")?,
+        final_text: row.try_get("final_text")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// Whether the channel `name` shows each turn's progress to its client as events of its own
+/// (the HTTP channel's `agent.selected`, `tool.started` …): its replies then go without the
+/// "💰 Finance" line naming a new agent, and a typed code is answered with its outcome.
+pub fn shows_progress(name: &str) -> bool {
+    #[cfg(feature = "http")]
+    return name == hearth_http::CHANNEL_NAME;
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = name; // no channel shows progress
+        false
+    }
+}
+
+impl Store {
+    /// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call, a
+    /// decision) for the HTTP client that started it, when the turn answers the channel
+    /// `channel` and that channel shows progress; others see nothing. `dedup` makes a second
+    /// write of the same event a no-op. Never fails the turn: a client that misses a progress
+    /// event still gets the answer.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn turn_event(
+        &self,
+        channel: &str,
+        turn_id: i64,
+        kind: &str,
+        data: serde_json::Value,
+        state: Option<&str>,
+        dedup: Option<&str>,
+        now_ms: i64,
+    ) {
+        if !shows_progress(channel) {
+            return;
+        }
+        let written = async {
+            let Some(turn) = self.http_turn_of(turn_id).await? else {
+                return Ok(());
+            };
+            self.append_http_event(&turn, kind, &data, dedup, state, None, now_ms)
+                .await
+        }
+        .await;
+        if let Err(err) = written {
+            tracing::warn!(error = %err, turn = turn_id, kind, "storing an HTTP turn event failed");
+        }
+    }
+
+    /// Stores a new token's hash. `false` when a live token already has the name (a revoked
+    /// one is replaced).
+    pub async fn create_token(
+        &self,
+        name: &str,
+        hash: &str,
+        scope: &str,
+        agents: &[String],
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let live: Option<i64> = sqlx::query_scalar(
+            "SELECT created_at FROM http_tokens WHERE name = $1 AND revoked_at IS NULL",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if live.is_some() {
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM http_tokens WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO http_tokens (name, hash, scope, agents, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(name)
+        .bind(hash)
+        .bind(scope)
+        .bind(agents.join(","))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Every token, live and revoked, by name.
+    pub async fn tokens(&self) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(
+            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens ORDER BY name",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(token_row).collect()
+    }
+
+    /// Revokes the live token `name`; `false` when there is none.
+    pub async fn revoke_token(&self, name: &str, now_ms: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE http_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL",
+        )
+        .bind(now_ms)
+        .bind(name)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The live token with this hash, marked as used now.
+    pub async fn token_by_hash(&self, hash: &str, now_ms: i64) -> StoreResult<Option<TokenRow>> {
+        let row = sqlx::query(
+            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens
+             WHERE hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let mut token = token_row(&row)?;
+        // At most one write a minute per token: every request reads, few need to write.
+        if token.last_used_at.is_none_or(|last| now_ms - last > 60_000) {
+            sqlx::query("UPDATE http_tokens SET last_used_at = $1 WHERE name = $2")
+                .bind(now_ms)
+                .bind(&token.name)
+                .execute(self.pool())
+                .await?;
+            token.last_used_at = Some(now_ms);
+        }
+        Ok(Some(token))
+    }
+
+    /// Records an HTTP turn unless the token already used the key; returns the stored turn and
+    /// whether this call made it.
+    pub async fn start_http_turn(
+        &self,
+        turn: &HttpTurnRow,
+        now_ms: i64,
+    ) -> StoreResult<(HttpTurnRow, bool)> {
+        let inserted = sqlx::query(
+            "INSERT INTO http_turns (id, token, idem_key, body_sha, platform_id, conversation, agent, state, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $8) ON CONFLICT DO NOTHING",
+        )
+        .bind(&turn.id)
+        .bind(&turn.token)
+        .bind(&turn.idem_key)
+        .bind(&turn.body_sha)
+        .bind(&turn.platform_id)
+        .bind(&turn.conversation)
+        .bind(&turn.agent)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?
+        .rows_affected()
+            > 0;
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE token = $1 AND idem_key = $2",
+        )
+        .bind(&turn.token)
+        .bind(&turn.idem_key)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((turn_row(&row)?, inserted))
+    }
+
+    /// An HTTP turn by id.
+    pub async fn http_turn(&self, id: &str) -> StoreResult<Option<HttpTurnRow>> {
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(turn_row).transpose()
+    }
+
+    /// The HTTP turn whose inbox entry has `platform_id`.
+    pub async fn http_turn_by_platform_id(
+        &self,
+        platform_id: &str,
+    ) -> StoreResult<Option<HttpTurnRow>> {
+        let row = sqlx::query(
+            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE platform_id = $1",
+        )
+        .bind(platform_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(turn_row).transpose()
+    }
+
+    /// The HTTP turn the daemon's turn `turn_id` answers, if an HTTP client started it.
+    pub async fn http_turn_of(&self, turn_id: i64) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT h.id FROM http_turns h
+             JOIN inbox i ON i.channel = 'http' AND i.platform_id = h.platform_id
+             JOIN turns t ON t.inbox_id = i.id
+             WHERE t.id = $1",
+        )
+        .bind(turn_id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// The newest running turn in the chat `<token>/<conversation>`.
+    pub async fn running_http_turn(&self, chat_id: &str) -> StoreResult<Option<String>> {
+        let Some((token, conversation)) = chat_id.split_once('/') else {
+            return Ok(None);
+        };
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM http_turns WHERE token = $1 AND conversation = $2 AND state = 'running'
+             ORDER BY created_at DESC, id DESC LIMIT 1",
+        )
+        .bind(token)
+        .bind(conversation)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// Stores an event of `turn` (once per `dedup`) and, when it brings one, the turn's new
+    /// state and answer; an ended turn keeps its state.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn append_http_event(
+        &self,
+        turn: &str,
+        kind: &str,
+        data: &serde_json::Value,
+        dedup: Option<&str>,
+        state: Option<&str>,
+        final_text: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO http_events (turn, kind, data, dedup, created_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(turn)
+        .bind(kind)
+        .bind(data.to_string())
+        .bind(dedup)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if inserted && let Some(state) = state {
+            sqlx::query(
+                "UPDATE http_turns SET state = $1, final_text = COALESCE($2, final_text), updated_at = $3
+                 WHERE id = $4 AND state NOT IN ('completed', 'failed', 'cancelled')",
+            )
+            .bind(state)
+            .bind(final_text)
+            .bind(now_ms)
+            .bind(turn)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The events of `turn` after `after`, oldest first (at most 500 at a time).
+    pub async fn http_events_after(
+        &self,
+        turn: &str,
+        after: i64,
+    ) -> StoreResult<Vec<(i64, String, String)>> {
+        let rows = sqlx::query(
+            "SELECT seq, kind, data FROM http_events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT 500",
+        )
+        .bind(turn)
+        .bind(after)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("seq")?,
+                    row.try_get("kind")?,
+                    row.try_get("data")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// How the turn answering the inbox entry (`channel`, `platform_id`) went, with the tokens
+    /// and cost of its model calls; `None` when no turn ran for it.
+    pub async fn turn_summary_for(
+        &self,
+        channel: &str,
+        platform_id: &str,
+    ) -> StoreResult<Option<TurnSummary>> {
+        let row = sqlx::query(
+            "SELECT t.id, t.status, t.error, t.agent_id FROM turns t JOIN inbox i ON i.id = t.inbox_id
+             WHERE i.channel = $1 AND i.platform_id = $2",
+        )
+        .bind(channel)
+        .bind(platform_id)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let turn_id: i64 = row.try_get("id")?;
+        let usage = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input,
+                    CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output,
+                    CAST(COALESCE(SUM(cost_nusd), 0) AS BIGINT) AS cost
+             FROM model_calls WHERE turn_id = $1",
+        )
+        .bind(turn_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(Some(TurnSummary {
+            status: row.try_get("status")?,
+            error: row.try_get("error")?,
+            agent_id: row.try_get("agent_id")?,
+            input_tokens: usage.try_get("input")?,
+            output_tokens: usage.try_get("output")?,
+            cost_nusd: usage.try_get("cost")?,
+        }))
+    }
+
+    /// Ids of the pending confirmations, oldest first.
+    pub async fn pending_confirmation_ids(&self) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM confirmations WHERE status = 'pending' ORDER BY created_at, id",
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(id: &str, key: &str, body: &str) -> HttpTurnRow {
+        HttpTurnRow {
+            id: id.into(),
+            token: "laptop".into(),
+            idem_key: key.into(),
+            body_sha: body.into(),
+            platform_id: format!("laptop/{key}"),
+            conversation: "c1".into(),
+            agent: "auto".into(),
+            state: "queued".into(),
+            final_text: None,
+            created_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn tokens_turns_and_events_on_sqlite() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    /// The same SQL on PostgreSQL (skipped when it is not installed).
+    #[tokio::test]
+    async fn tokens_turns_and_events_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("hearth_http").expect("database");
+        check(Store::open(&url).await.expect("store")).await;
+    }
+
+    async fn check(store: Store) {
+        // Tokens: one live token per name; revoked ones are replaced; found by hash, used now.
+        let agents = vec!["general".to_string()];
+        assert!(
+            store
+                .create_token("laptop", "h1", "chat", &agents, 1)
+                .await
+                .expect("create")
+        );
+        assert!(
+            !store
+                .create_token("laptop", "h2", "chat", &[], 2)
+                .await
+                .expect("taken")
+        );
+        let found = store.token_by_hash("h1", 100_000).await.expect("by hash");
+        assert_eq!(found.as_ref().map(|t| t.agents.clone()), Some(agents));
+        assert_eq!(found.and_then(|t| t.last_used_at), Some(100_000));
+        assert!(store.revoke_token("laptop", 3).await.expect("revoke"));
+        assert_eq!(store.token_by_hash("h1", 4).await.expect("by hash"), None);
+        assert!(
+            !store
+                .revoke_token("laptop", 5)
+                .await
+                .expect("revoked already")
+        );
+        assert!(
+            store
+                .create_token("laptop", "h3", "approve", &[], 6)
+                .await
+                .expect("again")
+        );
+        let listed = store.tokens().await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].scope.as_str(), listed[0].revoked_at),
+            ("approve", None)
+        );
+
+        // Turns: the same key finds the first turn, whatever id the retry brought.
+        let (first, new) = store
+            .start_http_turn(&turn("t1", "k", "sha"), 10)
+            .await
+            .expect("start");
+        assert!(new);
+        let (again, new) = store
+            .start_http_turn(&turn("t2", "k", "other"), 11)
+            .await
+            .expect("retry");
+        assert!(!new);
+        assert_eq!((again.id.as_str(), again.body_sha.as_str()), ("t1", "sha"));
+        assert_eq!(first.state, "queued");
+
+        // Events: in order, once per dedup key; the state moves until the turn ends.
+        let data = serde_json::json!({ "agent": "general" });
+        store
+            .append_http_event(
+                "t1",
+                "agent.selected",
+                &data,
+                None,
+                Some("running"),
+                None,
+                12,
+            )
+            .await
+            .expect("append");
+        assert_eq!(
+            store.running_http_turn("laptop/c1").await.expect("running"),
+            Some("t1".into())
+        );
+        let done = serde_json::json!({ "text": "hi" });
+        for _ in 0..2 {
+            store
+                .append_http_event(
+                    "t1",
+                    "turn.completed",
+                    &done,
+                    Some("out:1"),
+                    Some("completed"),
+                    Some("hi"),
+                    13,
+                )
+                .await
+                .expect("append");
+        }
+        store
+            .append_http_event(
+                "t1",
+                "message",
+                &done,
+                Some("late"),
+                Some("running"),
+                None,
+                14,
+            )
+            .await
+            .expect("append");
+        let events = store.http_events_after("t1", 0).await.expect("events");
+        let kinds: Vec<&str> = events.iter().map(|(_, kind, _)| kind.as_str()).collect();
+        assert_eq!(kinds, ["agent.selected", "turn.completed", "message"]);
+        let after = store
+            .http_events_after("t1", events[0].0)
+            .await
+            .expect("after");
+        assert_eq!(after.len(), 2);
+        let stored = store.http_turn("t1").await.expect("turn").expect("exists");
+        assert_eq!(
+            (stored.state.as_str(), stored.final_text.as_deref()),
+            ("completed", Some("hi"))
+        );
+        assert_eq!(
+            store.running_http_turn("laptop/c1").await.expect("running"),
+            None
+        );
+        assert_eq!(
+            store
+                .http_turn_by_platform_id("laptop/k")
+                .await
+                .expect("by platform id")
+                .map(|t| t.id),
+            Some("t1".into())
+        );
+        assert_eq!(
+            store
+                .turn_summary_for("http", "laptop/k")
+                .await
+                .expect("summary"),
+            None
+        );
+    }
+}
