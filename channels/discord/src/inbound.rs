@@ -108,14 +108,17 @@ impl Rules {
                 .is_some_and(|quoted| quoted.author.id == self.me)
     }
 
-    /// The text without the bot's own mention (`<@id>`, `<@!id>`).
+    /// The text without the bot's own mention (`<@id>`, `<@!id>`). Repeated until none is
+    /// left: removing one can join its neighbours into another (`<@<@!id>!id>`, found by the
+    /// fuzzer).
     pub fn clean_text(&self, content: &str) -> String {
         let me = self.me.get();
-        content
-            .replace(&format!("<@{me}>"), "")
-            .replace(&format!("<@!{me}>"), "")
-            .trim()
-            .to_owned()
+        let (plain, nick) = (format!("<@{me}>"), format!("<@!{me}>"));
+        let mut text = content.to_owned();
+        while text.contains(&plain) || text.contains(&nick) {
+            text = text.replace(&plain, "").replace(&nick, "");
+        }
+        text.trim().to_owned()
     }
 
     /// An edit of a message hearth would have taken, as an edit event.
