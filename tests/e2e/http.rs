@@ -103,6 +103,21 @@ max_body_bytes = 4096
         answer(request).await
     }
 
+    /// Starts a turn as the owner with Idempotency-Key `key`; the turn's id (after checking the
+    /// 202).
+    async fn start_turn(&self, key: &str, text: &str) -> String {
+        let (status, started) = self
+            .post(
+                &self.owner,
+                "/api/v1/turns",
+                Some(key),
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, 202, "{started}");
+        started["turn"].as_str().expect("turn").to_string()
+    }
+
     async fn get(&self, token: &str, path: &str) -> (u16, Value) {
         answer(self.client.get(self.process.url(path)).bearer_auth(token)).await
     }
@@ -427,16 +442,7 @@ async fn events_resume_with_last_event_id_across_a_sigkill() {
     // The model is slow: hearth is killed while it thinks.
     h.llm
         .push(Reply::text("too late").delay(Duration::from_secs(30)));
-    let (status, started) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k1"),
-            json!({ "text": "my budget?" }),
-        )
-        .await;
-    assert_eq!(status, 202);
-    let turn = started["turn"].as_str().expect("turn").to_string();
+    let turn = h.start_turn("k1", "my budget?").await;
     let first = h.events(&turn, None, Some(1)).await;
     assert_eq!(first[0].event, "agent.selected");
     h.llm.wait_for_requests(1, WAIT).await;
@@ -471,15 +477,7 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
         r#"{"task_id": 1}"#,
     )]));
     h.llm.push(Reply::text("Deleted (or tried)."));
-    let (_, started) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k1"),
-            json!({ "text": "delete task 1" }),
-        )
-        .await;
-    let turn = started["turn"].as_str().expect("turn").to_string();
+    let turn = h.start_turn("k1", "delete task 1").await;
     let asked = h.events(&turn, None, Some(2)).await;
     assert_eq!(asked[1].event, "confirmation.required", "{asked:?}");
     let required = &asked[1].data;
@@ -561,7 +559,7 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
         r#"{"task_id": 3}"#,
     )]));
     h.llm.push(Reply::text("Deleted task 3."));
-    let (_, started) = h
+    let (status, started) = h
         .post(
             &h.owner,
             "/api/v1/turns",
@@ -569,6 +567,7 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
             json!({ "text": "delete task 3" }),
         )
         .await;
+    assert_eq!(status, 202, "{started}");
     let waiting = started["turn"].as_str().expect("turn").to_string();
     let conversation = started["conversation"].as_str().expect("conversation");
     let asked = h.events(&waiting, None, Some(2)).await;
@@ -603,15 +602,7 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
         r#"{"task_id": 2}"#,
     )]));
     h.llm.push(Reply::text("Nobody approved, so I left it."));
-    let (_, started) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k2"),
-            json!({ "text": "delete task 2" }),
-        )
-        .await;
-    let turn = started["turn"].as_str().expect("turn").to_string();
+    let turn = h.start_turn("k2", "delete task 2").await;
     let events: Vec<Sse> = h
         .events(&turn, None, None)
         .await
@@ -639,15 +630,7 @@ async fn a_running_turn_is_cancelled() {
     h.process.start().await;
     h.llm
         .push(Reply::text("never").delay(Duration::from_secs(30)));
-    let (_, started) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k1"),
-            json!({ "text": "think hard" }),
-        )
-        .await;
-    let turn = started["turn"].as_str().expect("turn").to_string();
+    let turn = h.start_turn("k1", "think hard").await;
     h.llm.wait_for_requests(1, WAIT).await;
     let (status, body) = h
         .post(
