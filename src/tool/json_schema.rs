@@ -863,7 +863,7 @@ mod tests {
         assert!(
             errors(
                 schema.clone(),
-                json!({"item": {"name": "a", "children": [{"name": "b", "children": []}]}, "mode": 1.5, "both": "ab", "other": 1})
+                json!({"item": {"name": "a", "children": [{"name": "b", "children": []}]}, "mode": 1, "both": "ab", "other": 1})
             )
             .is_empty()
         );
