@@ -335,7 +335,7 @@ impl ArgumentSchema {
         &self,
         schema: &Map<String, Value>,
         text: &str,
-        path: &mut String,
+        path: &str,
         errors: &mut Vec<String>,
     ) {
         let length = text.chars().count() as u64;
