@@ -15,8 +15,9 @@ fn main() {
     }
     let cli = Cli::parse();
     init_logging(&cli);
-    // Both ring and aws-lc-rs end up compiled in through dependencies; rustls needs to be told
-    // which to use. Failing means one is installed already, which is just as good.
+    // aws-lc-rs is the one TLS crypto provider in the binary (reqwest, matrix-sdk, sqlx, lettre,
+    // serenity's gateway), installed as the process default so every rustls config that does not
+    // name one uses it. Failing means it is installed already, which is just as good.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

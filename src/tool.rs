@@ -21,6 +21,7 @@ pub mod contact;
 pub mod expense;
 pub mod file;
 pub mod goal;
+pub mod json_schema;
 pub mod mcp;
 pub mod memory;
 pub mod net;
@@ -279,7 +280,7 @@ pub enum RegistryError {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
+    schema: json_schema::ArgumentSchema,
 }
 
 /// Every tool hearth has, by name, with its compiled argument schema.
@@ -331,13 +332,14 @@ impl ToolRegistry {
         if !valid_tool_name(&name) || META_TOOLS.contains(&name.as_str()) {
             return Err(RegistryError::InvalidName(name));
         }
-        let validator = jsonschema::validator_for(&tool.info().parameters).map_err(|err| {
-            RegistryError::InvalidSchema {
-                name: name.clone(),
-                reason: err.to_string(),
-            }
-        })?;
-        Ok((name, Entry { tool, validator }))
+        let schema =
+            json_schema::ArgumentSchema::new(&tool.info().parameters).map_err(|reason| {
+                RegistryError::InvalidSchema {
+                    name: name.clone(),
+                    reason,
+                }
+            })?;
+        Ok((name, Entry { tool, schema }))
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
@@ -401,18 +403,7 @@ impl ToolRegistry {
         let Some(entry) = self.read().get(name).cloned() else {
             return Err(format!("unknown tool `{name}`"));
         };
-        let problems: Vec<String> = entry
-            .validator
-            .iter_errors(arguments)
-            .map(|err| {
-                let path = err.instance_path().to_string();
-                if path.is_empty() {
-                    err.to_string()
-                } else {
-                    format!("{path}: {err}")
-                }
-            })
-            .collect();
+        let problems = entry.schema.errors(arguments);
         if problems.is_empty() {
             Ok(())
         } else {

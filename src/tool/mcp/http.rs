@@ -1,6 +1,7 @@
-//! The HTTP side of rmcp's streamable HTTP transport, on the reqwest 0.12 client hearth already
-//! has. rmcp's own client feature would bring reqwest 0.13 (a second HTTP stack in the binary);
-//! rmcp lets a client plug in its own through [`StreamableHttpClient`], which this is.
+//! The HTTP side of rmcp's streamable HTTP transport, on hearth's reqwest client. rmcp lets a
+//! client plug in its own through [`StreamableHttpClient`], which this is; it is the same reqwest
+//! (0.13) as rmcp's own client feature would use, with hearth's connect timeout and error texts,
+//! and without that feature's extra dependencies.
 //!
 //! What it keeps from rmcp's reqwest client: the `Accept` and `Mcp-Session-Id` headers, 202 and
 //! 204 as "accepted", a 404 on a session as "session expired" (rmcp then starts a new session),
@@ -30,7 +31,7 @@ use sse_stream::{Sse, SseStream};
 /// The largest SSE event taken from a GET stream (rmcp's own default).
 const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
 
-/// A reqwest 0.12 client speaking MCP's streamable HTTP.
+/// A reqwest client speaking MCP's streamable HTTP.
 #[derive(Clone, Debug)]
 pub struct McpHttpClient(pub reqwest::Client);
 
