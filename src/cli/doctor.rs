@@ -157,10 +157,40 @@ fn data_dir_line(dir: &Path) -> Line {
         Ok(()) => {
             // The probe file is hearth's own; failing to remove it leaves an empty file behind.
             let _ = std::fs::remove_file(&probe);
-            Line::ok(format!("data dir {}: writable", dir.display()))
+            disk_space_line(dir)
         }
         Err(error) => Line::failed(format!(
             "data dir {}: not writable ({error}) — fix: give this user the directory, or set daemon.data_dir",
+            dir.display()
+        )),
+    }
+}
+
+/// Below this much free space the database's write-ahead log, a backup or an attachment can fail
+/// to be written: hearth would stop taking messages, so the doctor says so first.
+const LOW_DISK_BYTES: u64 = 200 * 1024 * 1024;
+
+/// The free space where the database lives, the fault a home server meets months later.
+fn disk_space_line(dir: &Path) -> Line {
+    match rustix::fs::statvfs(dir) {
+        Ok(stat) => {
+            let free = stat.f_bavail.saturating_mul(stat.f_frsize);
+            let free_mib = free / (1024 * 1024);
+            if free < LOW_DISK_BYTES {
+                Line::failed(format!(
+                    "data dir {}: writable, but only {free_mib} MiB free — fix: free disk space (hearth needs room for its database log and backups)",
+                    dir.display()
+                ))
+            } else {
+                Line::ok(format!(
+                    "data dir {}: writable, {free_mib} MiB free",
+                    dir.display()
+                ))
+            }
+        }
+        // Not knowing the free space is no fault of the setup: the write above worked.
+        Err(error) => Line::ok(format!(
+            "data dir {}: writable (free space unknown: {error})",
             dir.display()
         )),
     }

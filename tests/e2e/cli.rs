@@ -1209,7 +1209,10 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
         "{stdout}"
     );
     assert!(line("FAIL mcp homeassistant").contains("fix:"), "{stdout}");
-    assert!(line("ok   data dir").contains("writable"), "{stdout}");
+    assert!(
+        line("ok   data dir").contains("writable") && line("ok   data dir").contains("MiB free"),
+        "{stdout}"
+    );
     assert!(line("ok   database").contains("none yet"), "{stdout}");
     assert!(line("ok   clock").contains("Europe/Berlin"), "{stdout}");
     assert!(
@@ -1224,6 +1227,44 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
         .await
         .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+/// `hearth doctor` on a data directory whose disk is nearly full (a real 2 MiB tmpfs): the data
+/// dir line fails with the free space and the fix, and the doctor exits 1.
+#[tokio::test]
+async fn doctor_names_a_nearly_full_disk() {
+    use hearth_testkit::tmpfs::Tmpfs;
+    let llm = FakeOpenAi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    let _disk = match Tmpfs::mount(&data, 2 * 1024 * 1024) {
+        Ok(disk) => disk,
+        Err(why) => return eprintln!("skipped: a tmpfs is needed for a real small disk: {why}"),
+    };
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[daemon]\ndata_dir = \"{}\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+            data.display(),
+            llm.base_url()
+        ),
+    );
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+        .await
+        .expect("join");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL data dir"))
+        .unwrap_or_else(|| panic!("no failed data dir line in:\n{stdout}"));
+    assert!(
+        line.contains("MiB free") && line.contains("fix: free disk space"),
+        "{line}"
+    );
 }
 
 /// `hearth doctor` asks each chat platform what it can without disturbing a running daemon:
