@@ -522,6 +522,22 @@ impl Human {
         .map(drop)
     }
 
+    /// The rooms this person has joined.
+    pub async fn joined_rooms(&self) -> Result<Vec<String>, String> {
+        let json = self
+            .call(reqwest::Method::GET, "/joined_rooms", None)
+            .await?;
+        Ok(json["joined_rooms"]
+            .as_array()
+            .map(|rooms| {
+                rooms
+                    .iter()
+                    .filter_map(|r| r.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     /// The user ids joined to `room`.
     pub async fn joined_members(&self, room: &str) -> Result<Vec<String>, String> {
         let json = self

@@ -66,6 +66,8 @@ impl MxHearth {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let llm = FakeOpenAi::start().await;
+        // `@OWNER` in the extra configuration (a schedule's target) is the owner's user id.
+        let extra = extra.replace("@OWNER", &owner.user.user_id);
         let config = format!(
             r#"
 [[providers]]
@@ -230,6 +232,62 @@ async fn doctor_reads_the_saved_session_without_logging_in() {
     assert_eq!(
         hearth_matrix::saved_device_id(&h.dir.path().join("data/channels/matrix")),
         Some(device)
+    );
+}
+
+/// A schedule whose target is the owner's user id (`matrix:@me:server`, no room id to look up):
+/// hearth opens one direct-message room with the owner (encrypted, the owner invited), and
+/// every later run goes to that same room, the first ones included although they race with
+/// the typing notice and the loop's first sync.
+#[tokio::test]
+async fn a_schedule_to_a_user_id_opens_one_direct_message_room_and_keeps_using_it() {
+    let schedule = "[[schedules]]\nname = \"briefing\"\ncron = \"*/2 * * * * *\"\ntimezone = \"UTC\"\nagent = \"general\"\nprompt = \"Give me my briefing.\"\ntarget = \"matrix:@OWNER\"\n";
+    let mut h = MxHearth::new(schedule).await;
+    h.llm
+        .set_responder(|_| Reply::text("☀️ Good morning: nothing due today."));
+    h.start().await;
+    // hearth's own view of its rooms (the owner's client would show the invite).
+    let bot = Human::new(&h.server.url(), h.bot.clone());
+    let bot_messages = |room: String| {
+        let bot = &bot;
+        async move {
+            bot.events(&room, 50)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|e| e["sender"] == bot.user.user_id && e["type"] == "m.room.encrypted")
+                .count()
+        }
+    };
+    let room = h
+        .wait_for(
+            WAIT,
+            "hearth's direct-message room with a message",
+            async || {
+                let rooms = bot.joined_rooms().await.ok()?;
+                let room = rooms.first()?.clone();
+                (bot_messages(room.clone()).await >= 1).then_some(room)
+            },
+        )
+        .await;
+    assert_eq!(
+        bot.membership(&room, &h.owner.user.user_id)
+            .await
+            .as_deref(),
+        Some("invite")
+    );
+    h.owner.join(&room).await.unwrap_or_else(|e| panic!("{e}"));
+    h.wait_for(
+        WAIT,
+        "three runs of the schedule in that room",
+        async || (bot_messages(room.clone()).await >= 3).then_some(()),
+    )
+    .await;
+    h.stop().await;
+    // Every run went to the one room: hearth opened no second one.
+    assert_eq!(
+        bot.joined_rooms().await.unwrap_or_else(|e| panic!("{e}")),
+        vec![room]
     );
 }
 

@@ -43,6 +43,7 @@ use hearth_channel::{
     MessageRef, OutboundMessage, ScopedState,
 };
 use matrix_sdk::Client;
+use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId};
 use tokio::sync::{Mutex, Notify};
 
 /// The channel's name in config, identities and targets.
@@ -69,6 +70,9 @@ pub struct MatrixChannel {
     rewound: Notify,
     /// Whether the sync loop has synced the current client (so it knows every joined room).
     synced: AtomicBool,
+    /// The direct-message rooms hearth opened itself, by user, until a sync makes them known as
+    /// such; its lock makes opening one a single step (see `outbound::room`).
+    opened_dms: Mutex<HashMap<OwnedUserId, OwnedRoomId>>,
 }
 
 impl std::fmt::Debug for MatrixChannel {
@@ -92,6 +96,7 @@ impl MatrixChannel {
             rewind: StdMutex::new(None),
             rewound: Notify::new(),
             synced: AtomicBool::new(false),
+            opened_dms: Mutex::new(HashMap::new()),
         })
     }
 

@@ -23,20 +23,34 @@ pub(crate) fn prompt_key(event_id: &str) -> String {
 /// is a room hearth is not in.
 ///
 /// A user id (`@me:example.org`, a schedule's target) names the direct-message room with that
-/// user: the one the account data lists, else a new one, created with the user invited.
+/// user: the one the account data lists, else one hearth opened since, else a new one, created
+/// with the user invited. Only after the first sync (before it no room is known, and every
+/// start would open another) and one at a time (a typing notice and the reply it goes with
+/// would otherwise open two).
 pub(crate) async fn room(channel: &MatrixChannel, chat: &ChatRef) -> Result<Room, ChannelError> {
     let client = channel.client().await?;
     if chat.chat_id.starts_with('@') {
         let user = UserId::parse(&chat.chat_id).map_err(|e| {
             ChannelError::rejected(format!("`{}` is not a Matrix user id: {e}", chat.chat_id))
         })?;
+        if !channel.synced.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ChannelError::transient(format!(
+                "hearth does not know its direct-message rooms before its first sync; the message to {user} waits for it"
+            )));
+        }
+        let mut opened = channel.opened_dms.lock().await;
         if let Some(room) = client.get_dm_room(&user) {
             return Ok(room);
         }
-        return client
+        if let Some(room) = opened.get(&user).and_then(|id| client.get_room(id)) {
+            return Ok(room);
+        }
+        let room = client
             .create_dm(&user)
             .await
-            .map_err(|e| MatrixError::sdk("creating a direct-message room", e).into());
+            .map_err(|e| MatrixError::sdk("creating a direct-message room", e))?;
+        opened.insert(user, room.room_id().to_owned());
+        return Ok(room);
     }
     let room_id: OwnedRoomId = RoomId::parse(&chat.chat_id).map_err(|e| {
         ChannelError::rejected(format!("`{}` is not a Matrix room id: {e}", chat.chat_id))
