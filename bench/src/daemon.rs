@@ -88,6 +88,8 @@ pub struct Daemon {
 /// How long a start took, measured from just before `spawn`.
 #[derive(Clone, Copy, Debug)]
 pub struct StartTimes {
+    /// When the process was spawned.
+    pub spawned: Instant,
     /// `/healthz` answered with the Telegram channel `connected`.
     pub healthz: Duration,
     /// READY=1 arrived on the notify socket.
@@ -170,7 +172,14 @@ impl Daemon {
             }
             _ => None,
         };
-        Ok((daemon, StartTimes { healthz, ready }))
+        Ok((
+            daemon,
+            StartTimes {
+                spawned: started,
+                healthz,
+                ready,
+            },
+        ))
     }
 
     /// `GET /healthz` over a plain connection (no client library: the poll must be cheap).

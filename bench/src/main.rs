@@ -7,6 +7,7 @@
 //! zero-latency LLM, the daemon's overhead per message at a fixed offered rate, and many
 //! concurrent conversations with a slow LLM.
 
+mod compare;
 mod daemon;
 mod load;
 mod report;
@@ -61,6 +62,13 @@ struct Args {
     /// Keep the temporary directory (config, database, logs) and print where it is.
     #[arg(long)]
     keep: bool,
+    /// Measure two binaries side by side, OLD then NEW, alternating their order each round,
+    /// and print NEW/OLD ratios (min / median / max over the rounds) against the budgets.
+    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with = "hearth")]
+    compare: Option<Vec<PathBuf>>,
+    /// Rounds of `--compare` (each runs both binaries once).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -147,13 +155,30 @@ impl RssSampler {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let sizes = args.sizes();
+    if let Some(pair) = &args.compare {
+        for binary in pair {
+            ensure_binary(binary)?;
+        }
+        return compare::run(&pair[0], &pair[1], &args, &sizes).await;
+    }
     let binary = args.hearth.clone().unwrap_or_else(default_binary);
+    ensure_binary(&binary)?;
+    measure(&binary, &args, &sizes).await?.print();
+    Ok(())
+}
+
+fn ensure_binary(binary: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(
         binary.is_file(),
         "no hearth binary at {} (build it with `cargo build --release`, or pass --hearth PATH)",
         binary.display()
     );
-    let mut report = Report::new(&binary, &workspace_root().join("Cargo.toml"))?;
+    Ok(())
+}
+
+/// One whole run against `binary`, with fakes and a data directory of its own.
+async fn measure(binary: &Path, args: &Args, sizes: &Sizes) -> anyhow::Result<Report> {
+    let mut report = Report::new(binary, &workspace_root().join("Cargo.toml"))?;
 
     let dir = tempfile::Builder::new().prefix("hearth-load-").tempdir()?;
     let mut load = Load::start().await;
@@ -168,19 +193,28 @@ async fn main() -> anyhow::Result<()> {
         max_concurrent: 1024.max(sizes.conversations),
     })?;
 
-    // Start twice: a fresh database (migrations run), then the existing one.
+    // Start twice: a fresh database (migrations run), then the existing one. A message waits
+    // at Telegram before the first start, as it does for a new user who wrote first: the time
+    // from the start to its answer is what that user waits.
     eprintln!("starting hearth (fresh database) ...");
-    let (first, fresh) = Daemon::start(&binary, dir.path(), port, 1, &args.daemon_env).await?;
+    let waiting = load.burst(&users[..1], 1);
+    let (first, fresh) = Daemon::start(binary, dir.path(), port, 1, &args.daemon_env).await?;
+    let answered = load
+        .collect(waiting, Duration::ZERO, Duration::from_secs(10))
+        .await;
+    let first_answer = answered
+        .last_reply()
+        .map(|at| at.saturating_duration_since(fresh.spawned));
     let status = first.stop()?;
     anyhow::ensure!(status.success(), "hearth stopped with {status}");
     eprintln!("starting hearth (existing database) ...");
-    let (hearth, warm) = Daemon::start(&binary, dir.path(), port, 2, &args.daemon_env).await?;
-    report.start(fresh, warm);
+    let (hearth, warm) = Daemon::start(binary, dir.path(), port, 2, &args.daemon_env).await?;
+    report.start(fresh, warm, first_answer);
 
     tokio::time::sleep(sizes.settle).await;
     report.idle(hearth.memory()?);
 
-    let result = run_phases(&mut load, &hearth, &sizes, &users, &args, &mut report).await;
+    let result = run_phases(&mut load, &hearth, sizes, &users, args, &mut report).await;
     let log = hearth.log.clone();
     let status = hearth.stop()?;
     if let Err(err) = result {
@@ -194,8 +228,7 @@ async fn main() -> anyhow::Result<()> {
         let kept = dir.keep();
         eprintln!("kept {}", kept.display());
     }
-    report.print();
-    Ok(())
+    Ok(report)
 }
 
 async fn run_phases(
