@@ -795,12 +795,24 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
     let mut body = String::new();
     read_until(&mut stream, &mut body, "deny ").await;
     let text = streamed_text(&data_lines(&body));
-    assert!(text.contains("Needs approval: delete_task"), "{text}");
+    assert!(text.contains("Needs approval: `delete_task("), "{text}");
     assert!(
         text.contains("task_id"),
         "what the tool wants to do: {text}"
     );
     let code = code_in(&text);
+    // While it waits, the stream stays open with keep-alive comments (every 15 s).
+    let keep_alive = async {
+        while !body.contains("\n: keep-alive") {
+            match stream.next().await {
+                Some(Ok(bytes)) => body.push_str(&String::from_utf8_lossy(bytes.as_ref())),
+                other => panic!("the stream ended while waiting: {other:?}\n{body}"),
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, keep_alive)
+        .await
+        .unwrap_or_else(|_| panic!("no keep-alive comment: {body}"));
 
     let (status, pending) = answer(
         chat.client
@@ -877,7 +889,7 @@ async fn an_approval_not_given_in_time_ends_the_answer_and_a_later_approve_code_
     chat.llm.push(Reply::text("Deleted task 2."));
     let ask = json!({ "role": "user", "content": "delete task 2" });
     let waited = chat.say("tasks", json!([ask])).await;
-    assert!(waited.contains("Needs approval: delete_task"), "{waited}");
+    assert!(waited.contains("Needs approval: `delete_task("), "{waited}");
     assert!(waited.contains("Still waiting for approval"), "{waited}");
     let code = code_in(&waited);
 

@@ -944,10 +944,14 @@ async fn follow(
                 }
                 "confirmation.required" => {
                     let code = data["code"].as_str().unwrap_or_default().to_string();
-                    let tool = data["tool"].as_str().unwrap_or("a tool");
-                    let arguments = data["arguments"].as_str().unwrap_or_default();
+                    // The call with its arguments, e.g. `delete_task({"task_id":1})`.
+                    let call = data["arguments"]
+                        .as_str()
+                        .filter(|a| !a.is_empty())
+                        .or_else(|| data["tool"].as_str())
+                        .unwrap_or("a tool");
                     let note = format!(
-                        "⏸ Needs approval: {tool} wants to run `{arguments}`.\nReply `approve {code}` to let it run or `deny {code}` to refuse (or use the approval in the owner's chat)."
+                        "⏸ Needs approval: `{call}`.\nReply `approve {code}` to let it run or `deny {code}` to refuse (or use the approval in the owner's chat)."
                     );
                     draft.clear();
                     waiting = Some((code, Instant::now() + confirm_wait));
