@@ -748,6 +748,37 @@ async fn a_chat_continues_from_hearths_store_and_an_edited_history_branches() {
     chat.process.stop().await;
 }
 
+#[tokio::test]
+async fn a_retried_request_gets_its_answer_once_and_a_regeneration_a_new_one() {
+    let mut chat = Chat::start("").await;
+    let ask = json!([{ "role": "user", "content": "think slowly" }]);
+    let request = || {
+        chat.completions(&chat.owner)
+            .header("X-Hearth-Conversation", "retry")
+            .json(&json!({ "model": "hearth", "messages": ask }))
+    };
+    chat.llm
+        .push(Reply::text("A slow answer.").delay(Duration::from_secs(3)));
+    // The client gives up before the answer comes, and sends the same request again.
+    let gave_up = request().timeout(Duration::from_millis(500)).send().await;
+    assert!(gave_up.is_err(), "{gave_up:?}");
+    let (status, again) = answer(request()).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["choices"][0]["message"]["content"], "A slow answer.");
+    assert_eq!(chat.llm.request_count(), 1, "one turn for both requests");
+
+    // Once the client had the answer, the same request regenerates it.
+    chat.llm.push(Reply::text("Another answer."));
+    let (status, regenerated) = answer(request()).await;
+    assert_eq!(status, 200, "{regenerated}");
+    assert_eq!(
+        regenerated["choices"][0]["message"]["content"],
+        "Another answer."
+    );
+    assert_eq!(chat.llm.request_count(), 2);
+    chat.process.stop().await;
+}
+
 /// Reads a streamed answer until `until` is in its text; the text so far and the stream.
 async fn read_until<B: AsRef<[u8]> + std::fmt::Debug>(
     stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),

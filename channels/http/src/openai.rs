@@ -11,7 +11,9 @@
 //! When they differ (an earlier message edited, an answer regenerated), the request starts a
 //! *branch*: a conversation keyed by the conversation and the history up to the first
 //! difference, whose first turn carries the client's transcript so the model sees what the
-//! user sees. The same history later finds the same branch.
+//! user sees. The same history later finds the same branch. The same request again gets the
+//! same turn's answer while that answer was never sent in full (a retry after a dropped
+//! connection), and is a regeneration (a branch) once it was.
 //!
 //! **Approvals.** A turn that needs one says so in the answer (the tool, what it would do, the
 //! short code) and keeps the response open with keep-alives up to `[channels.http]
@@ -485,7 +487,8 @@ enum Placement {
     Continue,
     /// Nothing stored yet: a new conversation, carrying the client's earlier messages if any.
     Fresh,
-    /// The same request again while its turn still runs (a retry after a dropped connection).
+    /// The same request again while its answer was not given in full (a retry after a dropped
+    /// connection): the answer of that turn.
     Attach(String),
     /// The history differs: go to the branch keyed by the history up to the difference.
     Branch(String),
@@ -527,8 +530,11 @@ fn place(conversation: &str, turns: &[ChatTurn], transcript: &[ChatMessage]) -> 
     if same(&entries, prior) {
         return Placement::Continue;
     }
+    // The same request again: a retry when its answer never reached the client in full (it
+    // runs still, or the connection broke before its end), which then gets that answer; a
+    // regeneration once the client had it.
     if let Some(last) = turns.last()
-        && !TERMINAL_STATES.contains(&last.state.as_str())
+        && (!TERMINAL_STATES.contains(&last.state.as_str()) || last.shown.is_none())
         && same(&entries[..entries.len() - 1], transcript)
     {
         return Placement::Attach(last.turn.clone());
@@ -697,21 +703,53 @@ impl Reply {
     }
 }
 
+/// The chat turn whose answer a response carries: the text the client was sent is noted on
+/// it once the end of the answer was handed to the connection.
+struct ShownOn {
+    backend: Arc<dyn crate::Backend>,
+    turn: String,
+}
+
+impl ShownOn {
+    async fn record(&self, text: &str) {
+        if let Err(err) = self.backend.chat_shown(&self.turn, text).await {
+            // The next request then matches any text for this answer.
+            tracing::warn!(error = %err, turn = %self.turn, "noting the answer shown failed");
+        }
+    }
+}
+
 /// The answer to a request from the pieces `produce` sends: a stream of chunks, or one
 /// completion at the end.
-async fn respond(reply: Reply, mut pieces: mpsc::Receiver<Piece>) -> Response {
+async fn respond(
+    reply: Reply,
+    mut pieces: mpsc::Receiver<Piece>,
+    shown_on: Option<ShownOn>,
+) -> Response {
     let created = unix_now();
     if reply.stream {
         let first = reply.chunk(created, json!({ "role": "assistant", "content": "" }), None);
-        let rest = futures::stream::unfold(pieces, |mut pieces| async move {
-            pieces.recv().await.map(|piece| (piece, pieces))
-        });
-        let chunks = {
-            let reply = reply.clone();
-            rest.flat_map(move |piece| futures::stream::iter(reply.events(created, piece)))
-        };
-        let stream = futures::stream::once(async { first })
-            .chain(chunks)
+        // The connection pulls the next piece once it took the last: when it pulls the end,
+        // everything before was handed to it.
+        let rest = futures::stream::unfold(
+            (pieces, String::new(), shown_on, reply.clone()),
+            move |(mut pieces, mut text, shown_on, reply)| async move {
+                let piece = pieces.recv().await?;
+                match &piece {
+                    Piece::Text(more) => text.push_str(more),
+                    Piece::End(_) => {
+                        if let Some(shown_on) = &shown_on {
+                            shown_on.record(&text).await;
+                        }
+                    }
+                }
+                let events = reply.events(created, piece);
+                Some((events, (pieces, text, shown_on, reply)))
+            },
+        );
+        let stream = futures::stream::once(async { vec![first] })
+            .chain(rest)
+            .flat_map(futures::stream::iter)
             .map(Ok::<_, std::convert::Infallible>);
         return Sse::new(stream)
             .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
@@ -722,7 +760,12 @@ async fn respond(reply: Reply, mut pieces: mpsc::Receiver<Piece>) -> Response {
     while let Some(piece) = pieces.recv().await {
         match piece {
             Piece::Text(more) => text.push_str(&more),
-            Piece::End(total) => usage = total,
+            Piece::End(total) => {
+                usage = total;
+                if let Some(shown_on) = &shown_on {
+                    shown_on.record(&text).await;
+                }
+            }
         }
     }
     reply.completion(created, &text, &usage)
@@ -757,7 +800,7 @@ async fn background(
     let _ = tx.try_send(Piece::Text(completion.text));
     let _ = tx.try_send(Piece::End(completion.usage));
     drop(tx);
-    Ok(respond(reply, rx).await)
+    Ok(respond(reply, rx, None).await)
 }
 
 /// A confirmation decided by the request's typed code: its turn's answer follows.
@@ -775,9 +818,13 @@ struct Plan {
 }
 
 async fn answer(shared: Arc<Shared>, plan: Plan, reply: Reply) -> Response {
+    let shown_on = shared.backend().ok().map(|backend| ShownOn {
+        backend: backend.clone(),
+        turn: plan.turn.id.clone(),
+    });
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(produce(shared, plan, tx));
-    respond(reply, rx).await
+    respond(reply, rx, shown_on).await
 }
 
 /// The text sent so far and where it goes.
@@ -850,12 +897,6 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
         Ended::Done(usage) | Ended::Waiting(usage) => usage,
         Ended::Gone => return,
     };
-    if let Ok(backend) = shared.backend()
-        && let Err(err) = backend.chat_shown(&plan.turn.id, &out.shown).await
-    {
-        // The next request then matches any text for this answer.
-        tracing::warn!(error = %err, turn = %plan.turn.id, "noting the answer shown failed");
-    }
     let _ = out.tx.send(Piece::End(usage)).await;
 }
 
@@ -1075,6 +1116,15 @@ mod tests {
             msg("user", "more"),
         ];
         assert_eq!(place("c", &running, &again), Placement::Attach("t2".into()));
+        let cut_short = [
+            turn("t1", "completed", vec![msg("user", "hi")], Some("Hello!")),
+            turn("t2", "completed", vec![msg("user", "more")], None),
+        ];
+        assert_eq!(
+            place("c", &cut_short, &again),
+            Placement::Attach("t2".into()),
+            "an answer the client never got in full is given again"
+        );
         assert!(matches!(place("c", &stored, &again), Placement::Branch(_)));
     }
 
