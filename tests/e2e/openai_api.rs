@@ -2,8 +2,9 @@
 //! `/v1/chat/completions`) against the fake LLM: driven by the official `openai` Python client
 //! (streamed and not, models), and over raw HTTP with the request shapes Open WebUI sends (its
 //! `### Task:` background prompts, `stream_options`, its chat id header); conversations that
-//! continue from hearth's store, an edited history that branches, approvals that continue in
-//! the stream or after `approve CODE`, and every refusal in OpenAI's error shape.
+//! continue from hearth's store, an edited history that branches, a retry answered once,
+//! approvals that continue in the stream (decided over the API or by the owner's Telegram button
+//! through `approvals_to`) or after `approve CODE`, and every refusal in OpenAI's error shape.
 
 use std::time::Duration;
 
@@ -58,8 +59,17 @@ impl Chat {
     }
 
     async fn new(extra: &str) -> Self {
+        Self::build("http:owner", &[], extra).await
+    }
+
+    /// A process whose `daemon.owner` is `owner`, with `env` set, `extra` appended to
+    /// `[channels.http]`.
+    async fn build(owner: &str, env: &[(&'static str, &str)], extra: &str) -> Self {
         // No token may ever reach a log line: they all start with `hth_`.
-        let process = HearthProcess::new("http", "hth_");
+        let mut process = HearthProcess::new("http", "hth_");
+        for (key, value) in env {
+            process = process.env(key, value);
+        }
         let llm = FakeOpenAi::start().await;
         let config = format!(
             r#"
@@ -81,7 +91,7 @@ max_body_bytes = 4096
 "#,
             llm = llm.base_url(),
         );
-        process.write_config("http:owner", &config, AGENTS);
+        process.write_config(owner, &config, AGENTS);
         let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
         Self {
             process,
@@ -875,6 +885,81 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
     let text = streamed_text(&chunks);
     assert!(text.contains("✅ Approved."), "{text}");
     assert!(text.ends_with("Deleted task 1."), "{text}");
+    chat.process.stop().await;
+}
+
+#[cfg(feature = "telegram")]
+#[tokio::test]
+async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_button() {
+    use hearth_testkit::telegram::FakeTelegram;
+    const TG_TOKEN: &str = "424242:openai-endpoint-test";
+    const OWNER: i64 = 4242;
+    let tg = FakeTelegram::start(TG_TOKEN).await;
+    let extra = format!(
+        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
+        tg.api_url()
+    );
+    let route = format!("telegram:{OWNER}");
+    let mut chat = Chat::build(
+        &route,
+        &[
+            ("TG_TOKEN", TG_TOKEN),
+            ("HEARTH_DAEMON__APPROVALS_TO", &route),
+        ],
+        &extra,
+    )
+    .await;
+    chat.process.start().await;
+    chat.process
+        .wait_for(WAIT, "Telegram connected", async || {
+            let (_, health) = chat.process.healthz().await;
+            (health["channels"]["telegram"]["state"] == "connected").then_some(())
+        })
+        .await;
+    chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "delete_task",
+        r#"{"task_id": 7}"#,
+    )]));
+    chat.llm.push(Reply::text("Deleted task 7."));
+    let response = chat
+        .completions(&chat.owner)
+        .json(&json!({
+            "model": "hearth",
+            "messages": [{ "role": "user", "content": "delete task 7" }],
+            "stream": true,
+        }))
+        .send()
+        .await
+        .expect("answers");
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    read_until(&mut stream, &mut body, "deny ").await;
+
+    // The prompt also went to the owner's Telegram chat, with buttons; the owner approves there.
+    let prompt = chat
+        .process
+        .wait_for(WAIT, "the routed prompt", async || {
+            tg.messages(OWNER)
+                .into_iter()
+                .find(|m| !m.buttons.is_empty())
+        })
+        .await;
+    let approve = prompt.buttons[0][0].1.clone();
+    tg.press(OWNER, OWNER, prompt.id, &approve);
+
+    read_until(&mut stream, &mut body, "Deleted task 7.").await;
+    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("the stream ends")
+    {
+        body.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    let chunks = data_lines(&body);
+    assert_eq!(chunks.last(), Some(&json!("[DONE]")));
+    let text = streamed_text(&chunks);
+    assert!(text.contains("✅ Approved."), "{text}");
+    assert!(text.ends_with("Deleted task 7."), "{text}");
     chat.process.stop().await;
 }
 
