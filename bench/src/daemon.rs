@@ -20,7 +20,7 @@ pub struct Setup<'a> {
 }
 
 /// Writes `hearth.toml` into `setup.dir`: Telegram without pacing (the fake has no flood
-/// limits), one provider, one schedule (so the scheduler is part of the idle footprint), and
+/// limits), the HTTP API (for the HTTP turns beside the Telegram ones), one provider, one schedule (so the scheduler is part of the idle footprint), and
 /// everything else at its defaults, built-in agents included.
 pub fn write_config(setup: &Setup<'_>) -> anyhow::Result<u16> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -60,6 +60,8 @@ api_url = "{tg}"
 allowed_users = [{users}]
 pacing = false
 
+[channels.http]
+
 [[schedules]]
 name = "morning-briefing"
 cron = "0 30 7 * * Mon-Fri"
@@ -74,6 +76,29 @@ target = "telegram:{owner}"
     );
     std::fs::write(setup.dir.join("hearth.toml"), config)?;
     Ok(port)
+}
+
+/// Makes a token of the HTTP API with `hearth token create` on the configuration in `dir`.
+pub fn create_token(binary: &Path, dir: &Path, name: &str) -> anyhow::Result<String> {
+    let out = Command::new(binary)
+        .args(["token", "create", name, "--config"])
+        .arg(dir.join("hearth.toml"))
+        .current_dir(dir)
+        .env_clear()
+        .env("HEARTH_TELEGRAM_TOKEN", TOKEN)
+        .output()
+        .context("running hearth token create")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find(|line| line.starts_with("hth_"))
+        .map(str::to_string)
+        .with_context(|| {
+            format!(
+                "hearth token create printed no token: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 /// A running `hearth run`.

@@ -164,6 +164,22 @@ impl Load {
         Sent { n, chat, at }
     }
 
+    /// The next message number, for a message sent by other means than Telegram.
+    pub fn next_marker(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// When the LLM request for message `n` arrived.
+    pub fn llm_seen(&self, n: u64) -> Option<Instant> {
+        self.state
+            .llm_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&n)
+            .copied()
+    }
+
     /// Pushes one message to each chat in turn, `count` in all, as fast as possible.
     pub fn burst(&mut self, chats: &[i64], count: usize) -> Vec<Sent> {
         (0..count)

@@ -4,8 +4,9 @@
 //!
 //! Phases, in order: a start on a fresh database and a second start on the existing one (time
 //! to `/healthz` connected and to READY=1), idle memory, sustained throughput with a
-//! zero-latency LLM, the daemon's overhead per message at a fixed offered rate, and many
-//! concurrent conversations with a slow LLM.
+//! zero-latency LLM, the daemon's overhead per message at a fixed offered rate, many
+//! concurrent conversations with a slow LLM, and one turn at a time over HTTP
+//! (`/v1/chat/completions`) beside one at a time over Telegram.
 
 mod compare;
 mod daemon;
@@ -46,6 +47,9 @@ struct Args {
     /// Messages in the overhead run.
     #[arg(long)]
     rate_messages: Option<usize>,
+    /// Turns of the one-at-a-time run, over HTTP and over Telegram each.
+    #[arg(long)]
+    sequential: Option<usize>,
     /// Concurrent conversations in the slow-LLM run.
     #[arg(long)]
     conversations: Option<usize>,
@@ -82,21 +86,23 @@ struct Sizes {
     chats: usize,
     rate_messages: usize,
     conversations: usize,
+    sequential: usize,
     settle: Duration,
 }
 
 impl Args {
     fn sizes(&self) -> Sizes {
-        let (messages, chats, rate_messages, conversations, settle) = if self.quick {
-            (1_000, 200, 400, 200, 1)
+        let (messages, chats, rate_messages, conversations, sequential, settle) = if self.quick {
+            (1_000, 200, 400, 200, 100, 1)
         } else {
-            (5_000, 1_000, 2_000, 1_000, 3)
+            (5_000, 1_000, 2_000, 1_000, 500, 3)
         };
         Sizes {
             messages: self.messages.unwrap_or(messages),
             chats: self.chats.unwrap_or(chats).max(1),
             rate_messages: self.rate_messages.unwrap_or(rate_messages),
             conversations: self.conversations.unwrap_or(conversations).max(1),
+            sequential: self.sequential.unwrap_or(sequential).max(1),
             settle: Duration::from_secs(self.settle_secs.unwrap_or(settle)),
         }
     }
@@ -210,11 +216,16 @@ async fn measure(binary: &Path, args: &Args, sizes: &Sizes) -> anyhow::Result<Re
     eprintln!("starting hearth (existing database) ...");
     let (hearth, warm) = Daemon::start(binary, dir.path(), port, 2, &args.daemon_env).await?;
     report.start(fresh, warm, first_answer);
+    let token = daemon::create_token(binary, dir.path(), "bench")?;
 
     tokio::time::sleep(sizes.settle).await;
     report.idle(hearth.memory()?);
 
     let result = run_phases(&mut load, &hearth, sizes, &users, args, &mut report).await;
+    let result = match result {
+        Ok(()) => sequential(&mut load, port, &token, &users, sizes, &mut report).await,
+        err => err,
+    };
     let log = hearth.log.clone();
     let status = hearth.stop()?;
     if let Err(err) = result {
@@ -290,5 +301,64 @@ async fn run_phases(
     let memory = hearth.memory().context("reading memory after the run")?;
     let hwm = if reset { memory.hwm_kb } else { 0 };
     report.concurrency(&outcome, sampled.max(hwm), started);
+    Ok(())
+}
+
+/// One turn at a time, zero-latency LLM: over HTTP (`POST /v1/chat/completions`, not
+/// streamed, each in a conversation of its own) and over Telegram, so the two overheads stand
+/// side by side. An HTTP turn's time is the client's: request sent to answer read.
+async fn sequential(
+    load: &mut Load,
+    port: u16,
+    token: &str,
+    users: &[i64],
+    sizes: &Sizes,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    eprintln!("one at a time: {} HTTP turns ...", sizes.sequential);
+    load.set_latency(Duration::ZERO);
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let mut http = report::Sequential::default();
+    for i in 0..sizes.sequential {
+        let n = load.next_marker();
+        let body = serde_json::json!({
+            "model": "hearth",
+            "messages": [{ "role": "user", "content": format!("bench q{n}q") }],
+        });
+        let at = Instant::now();
+        let response = client
+            .post(&url)
+            .bearer_auth(token)
+            .header("X-Hearth-Conversation", format!("bench-{i}"))
+            .json(&body)
+            .send()
+            .await
+            .context("an HTTP turn")?;
+        let status = response.status();
+        let text = response.text().await.context("an HTTP turn's answer")?;
+        let done = Instant::now();
+        anyhow::ensure!(
+            status.is_success() && text.contains(&format!("ok q{n}q")),
+            "HTTP turn {n}: {status} {text}"
+        );
+        http.add(at, load.llm_seen(n), done);
+    }
+    eprintln!("one at a time: {} Telegram turns ...", sizes.sequential);
+    let mut telegram = report::Sequential::default();
+    for i in 0..sizes.sequential {
+        let chat = users[i % users.len()];
+        let sent = load.burst(&[chat], 1);
+        let outcome = load
+            .collect(sent, Duration::ZERO, Duration::from_secs(30))
+            .await;
+        anyhow::ensure!(outcome.answered() == 1, "a Telegram turn got no answer");
+        telegram.add(
+            outcome.sent[0].at,
+            outcome.llm_at[0],
+            outcome.reply_at[0].unwrap_or_else(Instant::now),
+        );
+    }
+    report.sequential(&http, &telegram);
     Ok(())
 }

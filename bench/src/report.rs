@@ -242,6 +242,36 @@ impl Report {
         );
     }
 
+    /// One turn at a time over HTTP beside one at a time over Telegram.
+    pub fn sequential(&mut self, http: &Sequential, telegram: &Sequential) {
+        let q = |v: &[f64], p: f64| round2(quantile(v, p));
+        for (name, run) in [("HTTP", http), ("Telegram", telegram)] {
+            self.row(
+                &format!("one {name} turn at a time, p50/p95/p99"),
+                format!(
+                    "{} / {} / {} ms (to the LLM: p50 {} ms)",
+                    q(&run.total_ms, 0.5),
+                    q(&run.total_ms, 0.95),
+                    q(&run.total_ms, 0.99),
+                    q(&run.inbound_ms, 0.5)
+                ),
+                "",
+                None,
+            );
+        }
+        let summary = |run: &Sequential| {
+            json!({
+                "turns": run.total_ms.len(),
+                "p50": q(&run.total_ms, 0.5), "p95": q(&run.total_ms, 0.95),
+                "p99": q(&run.total_ms, 0.99), "inbound_p50": q(&run.inbound_ms, 0.5),
+            })
+        };
+        self.put(
+            "sequential_turn_ms",
+            json!({ "http": summary(http), "telegram": summary(telegram) }),
+        );
+    }
+
     pub fn concurrency(&mut self, outcome: &Outcome, peak_kb: u64, started: Instant) {
         let answered = outcome.answered();
         let all_within = outcome
@@ -316,5 +346,23 @@ impl Report {
             println!("{what:width$}  {value:value_width$}  {budget:12}  {mark}");
         }
         println!("{}", Value::Object(self.json.clone()));
+    }
+}
+
+/// Turns run one at a time: each one's time from sent to answered, and to the LLM request.
+#[derive(Default)]
+pub struct Sequential {
+    pub total_ms: Vec<f64>,
+    pub inbound_ms: Vec<f64>,
+}
+
+impl Sequential {
+    pub fn add(&mut self, sent: Instant, llm: Option<Instant>, answered: Instant) {
+        self.total_ms
+            .push(answered.saturating_duration_since(sent).as_secs_f64() * 1000.0);
+        if let Some(llm) = llm {
+            self.inbound_ms
+                .push(llm.saturating_duration_since(sent).as_secs_f64() * 1000.0);
+        }
     }
 }

@@ -1050,6 +1050,12 @@ mod tests {
             "daemon.http_public",
             "reverse proxy with TLS",
         );
+        one(
+            "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n[channels.http]\nconfirm_wait_secs = 7200\n",
+            &[],
+            "channels.http.confirm_wait_secs",
+            "at most 3600",
+        );
         let public =
             "[daemon]\nhttp_listen = \"0.0.0.0:8787\"\nhttp_public = true\n[channels.http]\n";
         let config = load_from_str(public, "hearth.toml", &HashMap::new()).expect("valid");

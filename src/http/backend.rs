@@ -5,15 +5,24 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use std::time::Duration;
+
 use hearth_http::{
-    Agent, Backend, BackendError, CHANNEL_NAME, Confirmation, Event, NewEvent, NewTurn, Outcome,
-    Scope, Started, Token, TurnRecord, Usage,
+    Agent, Backend, BackendError, CHANNEL_NAME, ChatMessage, ChatTurn, Completion, Confirmation,
+    Event, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord, Usage,
 };
 
 use crate::confirmation::{Action, button_data};
+use crate::provider::ChatRequest;
 use crate::runtime::Runtime;
+use crate::runtime::budget::{self, Payer};
 use crate::store::http::HttpTurnRow;
 use crate::store::{IdentityStatus, StoreError};
+
+/// The most tokens a background request's answer (a title, tags) may use.
+const BACKGROUND_MAX_TOKENS: u32 = 1000;
+/// How long a background request's model call may take.
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The store and agents of a running daemon, as the HTTP channel sees them.
 pub struct StoreBackend {
@@ -259,5 +268,139 @@ impl Backend for StoreBackend {
                 version: None,
             })
             .collect())
+    }
+
+    async fn record_chat_turn(
+        &self,
+        turn: &TurnRecord,
+        messages: &[ChatMessage],
+    ) -> Result<(), BackendError> {
+        let messages = serde_json::to_string(messages)
+            .map_err(|err| BackendError(format!("cannot write the chat messages: {err}")))?;
+        self.rt
+            .store
+            .record_http_chat_turn(
+                &turn.id,
+                &turn.token,
+                &turn.conversation,
+                &messages,
+                self.rt.clock.now_ms(),
+            )
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn chat_shown(&self, turn: &str, shown: &str) -> Result<(), BackendError> {
+        self.rt
+            .store
+            .set_http_chat_shown(turn, shown)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn chat_turns(
+        &self,
+        token: &str,
+        conversation: &str,
+    ) -> Result<Vec<ChatTurn>, BackendError> {
+        let rows = self
+            .rt
+            .store
+            .http_chat_turns(token, conversation)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(turn, state, messages, shown)| ChatTurn {
+                turn,
+                state,
+                // Written by `record_chat_turn`; anything unreadable covers nothing.
+                messages: serde_json::from_str(&messages).unwrap_or_default(),
+                shown,
+            })
+            .collect())
+    }
+
+    async fn plain_completion(
+        &self,
+        token: &Token,
+        agent: Option<&str>,
+        messages: &[ChatMessage],
+    ) -> Result<Completion, BackendError> {
+        let rt = &self.rt;
+        let agents = rt.agents();
+        let wanted = agent.unwrap_or(&rt.config.router.default_agent);
+        let Some(agent) = agents.set.get(wanted).or_else(|| agents.set.iter().next()) else {
+            return Err(BackendError("no agent is configured".into()));
+        };
+        if let Some(reason) = budget::cap_reached(rt, None).await.map_err(unavailable)? {
+            return Err(BackendError(reason));
+        }
+        let Some(provider) = rt.providers.chain(&agent.provider, Some(&agent.model)) else {
+            return Err(BackendError(format!(
+                "the provider `{}` is not configured",
+                agent.provider
+            )));
+        };
+        let system = messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let request = ChatRequest {
+            model: None,
+            system,
+            messages: messages
+                .iter()
+                .filter_map(|m| match m.role.as_str() {
+                    "user" => Some(crate::provider::ChatMessage::user(m.content.clone())),
+                    "assistant" => Some(crate::provider::ChatMessage::assistant(m.content.clone())),
+                    _ => None,
+                })
+                .collect(),
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: Some(BACKGROUND_MAX_TOKENS),
+            stream: false,
+        };
+        let response = tokio::time::timeout(BACKGROUND_TIMEOUT, provider.complete(&request, None))
+            .await
+            .map_err(|_| {
+                BackendError(format!(
+                    "no answer within {}s",
+                    BACKGROUND_TIMEOUT.as_secs()
+                ))
+            })?
+            .map_err(|err| BackendError(err.to_string()))?;
+        let user_id = rt
+            .store
+            .identity(CHANNEL_NAME, &token.name)
+            .await
+            .map_err(unavailable)?
+            .map(|identity| identity.user_id);
+        let payer = Payer {
+            purpose: "background",
+            user_id,
+            agent_id: Some(agent.id.clone()),
+            channel: Some(CHANNEL_NAME.to_string()),
+            ..Payer::default()
+        };
+        budget::record(
+            rt,
+            &payer,
+            &response.provider,
+            &response.model,
+            &response.usage,
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(Completion {
+            text: response.text,
+            usage: Usage {
+                input_tokens: response.usage.input_tokens as i64,
+                output_tokens: response.usage.output_tokens as i64,
+            },
+        })
     }
 }

@@ -392,6 +392,68 @@ impl Store {
         }))
     }
 
+    /// Records what the chat turn `turn` of the OpenAI-compatible endpoint covers of its
+    /// client's transcript (`messages`, JSON); a second call for the same turn is a no-op.
+    pub async fn record_http_chat_turn(
+        &self,
+        turn: &str,
+        token: &str,
+        conversation: &str,
+        messages: &str,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO http_chat_turns (turn, token, conversation, messages, created_at)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        )
+        .bind(turn)
+        .bind(token)
+        .bind(conversation)
+        .bind(messages)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Notes the assistant text the client of the chat turn `turn` was sent.
+    pub async fn set_http_chat_shown(&self, turn: &str, shown: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE http_chat_turns SET shown = $1 WHERE turn = $2")
+            .bind(shown)
+            .bind(turn)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The chat turns of `token`'s conversation, oldest first: (turn, its state, messages
+    /// JSON, the text shown).
+    pub async fn http_chat_turns(
+        &self,
+        token: &str,
+        conversation: &str,
+    ) -> StoreResult<Vec<(String, String, String, Option<String>)>> {
+        let rows = sqlx::query(
+            "SELECT c.turn, t.state, c.messages, c.shown FROM http_chat_turns c
+             JOIN http_turns t ON t.id = c.turn
+             WHERE c.token = $1 AND c.conversation = $2 ORDER BY c.seq",
+        )
+        .bind(token)
+        .bind(conversation)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("turn")?,
+                    row.try_get("state")?,
+                    row.try_get("messages")?,
+                    row.try_get("shown")?,
+                ))
+            })
+            .collect()
+    }
+
     /// Ids of the pending confirmations, oldest first.
     pub async fn pending_confirmation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar(
@@ -548,6 +610,38 @@ mod tests {
         assert_eq!(
             (stored.state.as_str(), stored.final_text.as_deref()),
             ("completed", Some("hi"))
+        );
+
+        // Chat turns of the OpenAI-compatible endpoint: recorded once, listed in order with
+        // their turn's state, the shown text noted later.
+        for _ in 0..2 {
+            store
+                .record_http_chat_turn("t1", "laptop", "c1", r#"[{"role":"user"}]"#, 15)
+                .await
+                .expect("record");
+        }
+        store
+            .set_http_chat_shown("t1", "hi there")
+            .await
+            .expect("shown");
+        assert_eq!(
+            store
+                .http_chat_turns("laptop", "c1")
+                .await
+                .expect("chat turns"),
+            [(
+                "t1".to_string(),
+                "completed".to_string(),
+                r#"[{"role":"user"}]"#.to_string(),
+                Some("hi there".to_string())
+            )]
+        );
+        assert!(
+            store
+                .http_chat_turns("laptop", "c2")
+                .await
+                .expect("none")
+                .is_empty()
         );
         assert_eq!(
             store.running_http_turn("laptop/c1").await.expect("running"),

@@ -4,6 +4,7 @@
 //! - LLMs: [`FakeOpenAi`] and [`FakeAnthropic`] (below);
 //! - chat platforms: a fake Telegram Bot API ([`telegram`]), a fake Discord REST API and gateway
 //!   ([`discord`]), a real Synapse ([`matrix`]), real Dovecot and aiosmtpd ([`email`]);
+//! - Python client libraries in cached venvs ([`python`]: the official `openai` client);
 //! - a fake MCP server ([`mcp`]), a throwaway PostgreSQL ([`postgres`]), a TLS front that lets a
 //!   fake answer on a real host name ([`tls`]), a small tmpfs to fill ([`tmpfs`]).
 //!
@@ -38,6 +39,7 @@ pub mod matrix;
 pub mod mcp;
 mod openai;
 pub mod postgres;
+pub mod python;
 mod reply;
 pub mod search;
 mod server;

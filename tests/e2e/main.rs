@@ -27,6 +27,8 @@ mod identities;
 #[cfg(feature = "matrix")]
 mod matrix;
 mod mcp;
+#[cfg(feature = "http")]
+mod openai_api;
 mod pipeline;
 mod postgres;
 mod providers;

@@ -46,6 +46,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/confirmations", get(list_confirmations))
         .route("/api/v1/confirmations/{id}", post(decide_confirmation))
         .route("/api/v1/agents", get(list_agents))
+        .merge(crate::openai::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
         .layer(DefaultBodyLimit::max(limit))
@@ -54,9 +55,14 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 
 /// An error answer: its status and a sentence for the person reading it.
 pub(crate) struct ApiError {
-    status: StatusCode,
-    message: String,
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
     retry_after: Option<Duration>,
+    /// Answered in the shape OpenAI clients read (`{"error": {"message", "type", "code"}}`):
+    /// for the `/v1` routes.
+    openai: bool,
+    /// The OpenAI `code` when it is more precise than the status's.
+    code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -65,10 +71,29 @@ impl ApiError {
             status,
             message: message.into(),
             retry_after: None,
+            openai: false,
+            code: None,
         }
     }
 
-    fn unavailable(err: impl std::fmt::Display) -> Self {
+    /// An error of the `/v1` routes with its OpenAI `code`.
+    pub(crate) fn openai(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        let mut err = Self::new(status, message).for_openai();
+        err.code = Some(code);
+        err
+    }
+
+    /// The same error, in the shape OpenAI clients read.
+    pub(crate) fn for_openai(mut self) -> Self {
+        self.openai = true;
+        self
+    }
+
+    pub(crate) fn unavailable(err: impl std::fmt::Display) -> Self {
         tracing::warn!(error = %err, "HTTP API request failed");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -79,7 +104,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "status": self.status.as_u16(), "message": self.message } });
+        let body = if self.openai {
+            crate::openai::error_body(self.status, self.code, &self.message)
+        } else {
+            json!({ "error": { "status": self.status.as_u16(), "message": self.message } })
+        };
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
@@ -98,11 +127,16 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
-async fn not_found() -> ApiError {
-    ApiError::new(
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    let err = ApiError::new(
         StatusCode::NOT_FOUND,
         "no such endpoint; see the README's HTTP API section",
-    )
+    );
+    if crate::openai::is_openai_path(uri.path()) {
+        err.for_openai()
+    } else {
+        err
+    }
 }
 
 /// Checks the bearer token before any route runs and hands the route the [`Token`].
@@ -117,11 +151,13 @@ async fn authenticate(
         .map_or(IpAddr::from([127, 0, 0, 1]), |info| info.0.ip());
     let query = request.uri().query().map(str::to_owned);
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let openai = crate::openai::is_openai_path(request.uri().path());
     match check_token(&shared, query.as_deref(), authorization, address).await {
         Ok(token) => {
             request.extensions_mut().insert(token);
             next.run(request).await
         }
+        Err(err) if openai => err.for_openai().into_response(),
         Err(err) => err.into_response(),
     }
 }
@@ -184,7 +220,7 @@ async fn check_token(
     }
 }
 
-fn need(token: &Token, scope: Scope) -> Result<(), ApiError> {
+pub(crate) fn need(token: &Token, scope: Scope) -> Result<(), ApiError> {
     if token.scope >= scope {
         Ok(())
     } else {
@@ -202,11 +238,25 @@ fn need(token: &Token, scope: Scope) -> Result<(), ApiError> {
 }
 
 /// A JSON body, read within the size limit, with errors that say what is wrong.
-fn json_body<T: serde::de::DeserializeOwned>(
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
     shared: &Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| {
+    let bytes = body_bytes(shared, body)?;
+    serde_json::from_slice(&bytes).map_err(|err| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not the JSON expected: {err}"),
+        )
+    })
+}
+
+/// The body's bytes, or why there are none (larger than the limit: 413).
+pub(crate) fn body_bytes(
+    shared: &Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -218,12 +268,6 @@ fn json_body<T: serde::de::DeserializeOwned>(
         } else {
             ApiError::new(rejection.status(), rejection.body_text())
         }
-    })?;
-    serde_json::from_slice(&bytes).map_err(|err| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body is not the JSON expected: {err}"),
-        )
     })
 }
 
@@ -242,7 +286,7 @@ fn auto() -> String {
 }
 
 /// A name a client gives (an Idempotency-Key, a conversation): 1–200 visible ASCII characters.
-fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
     if name.is_empty() || name.len() > MAX_KEY_LEN || !name.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -252,7 +296,7 @@ fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn random_id() -> String {
+pub(crate) fn random_id() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
@@ -292,8 +336,35 @@ async fn start_turn(
     if let Some(conversation) = &request.conversation {
         check_name("\"conversation\"", conversation)?;
     }
-    let backend = shared.backend().map_err(ApiError::unavailable)?.clone();
-    let agent = if request.agent == "auto" {
+    let agent = resolve_agent(&shared, &token, &request.agent).await?;
+    let record = open_turn(
+        &shared,
+        &token,
+        Opening {
+            key,
+            body_sha: hex(&Sha256::digest(&body_bytes)),
+            conversation: request
+                .conversation
+                .clone()
+                .unwrap_or_else(|| format!("c_{}", random_id())),
+            agent,
+        },
+    )
+    .await?;
+    deliver_turn(&shared, &token, &record, &request.text).await?;
+    Ok((StatusCode::ACCEPTED, Json(turn_created(&record))).into_response())
+}
+
+/// The agent a token's request for `requested` (`auto` or an id) gets: `auto` for keyword
+/// routing, the token's only agent when it is limited to one, or the agent named once it
+/// exists and the token may use it.
+pub(crate) async fn resolve_agent(
+    shared: &Shared,
+    token: &Token,
+    requested: &str,
+) -> Result<String, ApiError> {
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    let agent = if requested == "auto" {
         match token.agents.as_slice() {
             [] => "auto".to_string(),
             [only] => only.clone(),
@@ -309,7 +380,7 @@ async fn start_turn(
             }
         }
     } else {
-        request.agent.clone()
+        requested.to_string()
     };
     if agent != "auto" {
         let agents = backend.agents().await.map_err(ApiError::unavailable)?;
@@ -326,35 +397,61 @@ async fn start_turn(
             ));
         }
     }
+    Ok(agent)
+}
 
+/// A turn to open: what [`open_turn`] needs besides the token.
+pub(crate) struct Opening {
+    /// The Idempotency-Key (checked with [`check_name`]).
+    pub(crate) key: String,
+    /// SHA-256 of the request, to tell a retry from another request under the same key.
+    pub(crate) body_sha: String,
+    /// The conversation's name.
+    pub(crate) conversation: String,
+    /// `auto` or the agent (from [`resolve_agent`]).
+    pub(crate) agent: String,
+}
+
+/// Records a turn, or finds the one the same key made; a key reused for another request is a
+/// 409.
+pub(crate) async fn open_turn(
+    shared: &Shared,
+    token: &Token,
+    opening: Opening,
+) -> Result<TurnRecord, ApiError> {
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
     let turn = NewTurn {
         id: format!("t_{}", random_id()),
         token: token.name.clone(),
-        idem_key: key.clone(),
-        body_sha: hex(&Sha256::digest(&body_bytes)),
-        platform_id: format!("{}/{key}", token.name),
-        conversation: request
-            .conversation
-            .clone()
-            .unwrap_or_else(|| format!("c_{}", random_id())),
-        agent: agent.clone(),
+        idem_key: opening.key.clone(),
+        body_sha: opening.body_sha,
+        platform_id: format!("{}/{}", token.name, opening.key),
+        conversation: opening.conversation,
+        agent: opening.agent,
     };
-    let record = match backend.start_turn(&turn).await {
-        Ok(Started::New(record) | Started::Existing(record)) => record,
-        Ok(Started::Conflict) => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "this Idempotency-Key was used for a different request; use a new key for a new turn",
-            ));
-        }
-        Err(err) => return Err(ApiError::unavailable(err)),
-    };
-    // Delivered also for a retry: the first attempt may have stopped before the inbox stored
-    // it, and the inbox drops a duplicate.
+    match backend.start_turn(&turn).await {
+        Ok(Started::New(record) | Started::Existing(record)) => Ok(record),
+        Ok(Started::Conflict) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "this Idempotency-Key was used for a different request; use a new key for a new turn",
+        )),
+        Err(err) => Err(ApiError::unavailable(err)),
+    }
+}
+
+/// Hands the turn's message to the inbox; only once it is stored may the client hear that it
+/// was accepted. Done also for a retry: the first attempt may have stopped before the inbox
+/// stored it, and the inbox drops a duplicate.
+pub(crate) async fn deliver_turn(
+    shared: &Shared,
+    token: &Token,
+    record: &TurnRecord,
+    text: &str,
+) -> Result<(), ApiError> {
     let text = if record.agent == "auto" {
-        request.text.clone()
+        text.to_string()
     } else {
-        format!("@{} {}", record.agent, request.text)
+        format!("@{} {}", record.agent, text)
     };
     let event = Inbound {
         platform_id: record.platform_id.clone(),
@@ -368,8 +465,7 @@ async fn start_turn(
         },
         reply_context: Some(json!({ "turn": record.id })),
     };
-    deliver(&shared, event).await?;
-    Ok((StatusCode::ACCEPTED, Json(turn_created(&record))).into_response())
+    deliver(shared, event).await
 }
 
 fn turn_created(record: &TurnRecord) -> serde_json::Value {

@@ -202,6 +202,38 @@ pub struct Agent {
     pub version: Option<i64>,
 }
 
+/// One turn of a client's chat on the OpenAI-compatible endpoint, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatTurn {
+    /// The HTTP turn.
+    pub turn: String,
+    /// Its state (as [`TurnRecord::state`]).
+    pub state: String,
+    /// What it covers of the client's transcript: the new user message, or for the first turn
+    /// of a branch the client's earlier messages and the new one.
+    pub messages: Vec<ChatMessage>,
+    /// The assistant text the client was sent, once the answer ended.
+    pub shown: Option<String>,
+}
+
+/// A message of a client's chat: `user` or `assistant`, and its text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// The answer of a plain model call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The model's text.
+    pub text: String,
+    /// Its tokens.
+    pub usage: Usage,
+}
+
 /// The daemon could not answer (its database is unavailable).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -235,4 +267,27 @@ pub trait Backend: Send + Sync {
     async fn pending_confirmations(&self, token: &str) -> Result<Vec<Confirmation>, BackendError>;
     /// The agents, in file order.
     async fn agents(&self) -> Result<Vec<Agent>, BackendError>;
+    /// Records what the chat turn `turn` covers of its client's transcript.
+    async fn record_chat_turn(
+        &self,
+        turn: &TurnRecord,
+        messages: &[ChatMessage],
+    ) -> Result<(), BackendError>;
+    /// Notes the assistant text the client of the chat turn `turn` was sent.
+    async fn chat_shown(&self, turn: &str, shown: &str) -> Result<(), BackendError>;
+    /// The chat turns of `token`'s conversation, oldest first.
+    async fn chat_turns(
+        &self,
+        token: &str,
+        conversation: &str,
+    ) -> Result<Vec<ChatTurn>, BackendError>;
+    /// One plain call of the model `agent` uses (the default agent's for `None`), for a chat
+    /// UI's background request (a title, tags): no tools, no history, nothing stored but its
+    /// cost. An error says why the call was not made or failed.
+    async fn plain_completion(
+        &self,
+        token: &Token,
+        agent: Option<&str>,
+        messages: &[ChatMessage],
+    ) -> Result<Completion, BackendError>;
 }

@@ -19,12 +19,17 @@ pub const CHANNEL_NAME: &str = "http";
 pub struct HttpConfig {
     /// The largest request body accepted, in bytes; a larger one gets 413.
     pub max_body_bytes: usize,
+    /// How long a `/v1/chat/completions` answer waits, with keep-alives, for a confirmation
+    /// its turn asked for before it ends saying the turn waits (the turn itself goes on
+    /// waiting until the confirmation expires). 0: end at once.
+    pub confirm_wait_secs: u64,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 1024 * 1024,
+            confirm_wait_secs: 120,
         }
     }
 }
@@ -40,6 +45,15 @@ impl ChannelConfig for HttpConfig {
                 format!(
                     "{} bytes: expected between 1024 and 67108864",
                     self.max_body_bytes
+                ),
+            ));
+        }
+        if self.confirm_wait_secs > 3600 {
+            problems.push(ConfigProblem::new(
+                "confirm_wait_secs",
+                format!(
+                    "{} seconds: expected at most 3600 (an hour); a client stops listening long before",
+                    self.confirm_wait_secs
                 ),
             ));
         }
@@ -85,6 +99,7 @@ mod tests {
         let config: HttpConfig = toml::from_str("").expect("parses");
         assert_eq!(config, HttpConfig::default());
         assert_eq!(config.max_body_bytes, 1024 * 1024);
+        assert_eq!(config.confirm_wait_secs, 120);
         assert!(
             config
                 .check(&std::collections::HashMap::<String, String>::new())
@@ -95,13 +110,14 @@ mod tests {
     #[test]
     fn unknown_keys_and_odd_values_are_errors() {
         assert!(toml::from_str::<HttpConfig>("max_body = 3").is_err());
-        let config: HttpConfig = toml::from_str("max_body_bytes = 10").expect("parses");
+        let config: HttpConfig =
+            toml::from_str("max_body_bytes = 10\nconfirm_wait_secs = 7200").expect("parses");
         let keys: Vec<String> = config
             .check(&std::collections::HashMap::<String, String>::new())
             .into_iter()
             .map(|p| p.key)
             .collect();
-        assert_eq!(keys, ["max_body_bytes"]);
+        assert_eq!(keys, ["max_body_bytes", "confirm_wait_secs"]);
     }
 
     #[test]

@@ -15,11 +15,12 @@ mod api;
 mod auth;
 mod backend;
 mod config;
+mod openai;
 
 pub use auth::{hash_token, new_token};
 pub use backend::{
-    Agent, Backend, BackendError, Confirmation, Event, NewEvent, NewTurn, Outcome, Scope, Started,
-    Token, TurnRecord, Usage,
+    Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation, Event, NewEvent,
+    NewTurn, Outcome, Scope, Started, Token, TurnRecord, Usage,
 };
 pub use config::{CHANNEL_NAME, HttpConfig, check_token_name};
 
