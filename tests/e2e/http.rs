@@ -572,6 +572,16 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     let conversation = started["conversation"].as_str().expect("conversation");
     let asked = h.events(&waiting, None, Some(2)).await;
     let code = asked[1].data["code"].as_str().expect("code").to_string();
+    // Typed by a token that may only chat, the code decides nothing.
+    let (status, refused) = h
+        .post(
+            &chat,
+            "/api/v1/turns",
+            Some("k4-chat"),
+            json!({ "text": format!("approve {code}") }),
+        )
+        .await;
+    assert_eq!(status, 403, "{refused}");
     let (status, typed) = h
         .post(
             &h.owner,

@@ -336,6 +336,11 @@ async fn start_turn(
     if let Some(conversation) = &request.conversation {
         check_name("\"conversation\"", conversation)?;
     }
+    // A typed decision (`approve K7Q2MX`) decides a confirmation as a button press does, so it
+    // needs what `POST /confirmations/{id}` needs; `/v1/chat/completions` holds it to the same.
+    if crate::openai::code_attempt(&request.text).is_some() {
+        need(&token, Scope::Approve)?;
+    }
     let agent = resolve_agent(&shared, &token, &request.agent).await?;
     let record = open_turn(
         &shared,

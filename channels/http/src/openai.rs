@@ -468,7 +468,7 @@ fn conversation_key(
 }
 
 /// A typed decision (`approve K7Q2MX`, `deny k7q2mx`): the code, upper-cased.
-fn code_attempt(text: &str) -> Option<String> {
+pub(crate) fn code_attempt(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     let mut words = line.split_whitespace();
     let action = words.next()?.to_ascii_lowercase();
