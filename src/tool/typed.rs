@@ -21,11 +21,14 @@
 //! ```
 //!
 //! [`typed`] registers it: the blanket `impl Tool for Typed<T>` makes the schema once and parses
-//! every call once, naming the field that is wrong (`tasks[1].title: …`).
+//! every call once, naming the field that is wrong (`tasks[1].title: …`). A tool that keeps
+//! state (an HTTP client's limits, a search backend) is a [`StatefulTool`], registered with
+//! [`with_state`]; the same blanket impl runs it.
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -95,6 +98,45 @@ impl JsonSchema for Count {
     }
 }
 
+/// A whole number from `MIN` to `MAX`, read like [`Count`] and refused outside its bounds; its
+/// schema is `integer` with both bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Within<const MIN: i64, const MAX: i64>(pub i64);
+
+impl<'de, const MIN: i64, const MAX: i64> Deserialize<'de> for Within<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let Count(n) = Count::deserialize(deserializer)?;
+        if (MIN..=MAX).contains(&n) {
+            Ok(Self(n))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be from {MIN} to {MAX}, got {n}"
+            )))
+        }
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> JsonSchema for Within<MIN, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Within_{MIN}_{MAX}").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> Within<MIN, MAX> {
+    /// The value as a size or count (never negative where `MIN` is not).
+    pub fn get(self) -> usize {
+        usize::try_from(self.0).unwrap_or(0)
+    }
+}
+
 /// A tool whose arguments are `Self`. The struct's doc comment is the tool's description and
 /// each field's doc comment the parameter's.
 pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
@@ -108,6 +150,8 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const TAGS: &'static [&'static str] = &[];
     /// For list tools: the limit parameter, its default and its cap.
     const LIMIT: Option<Limit> = None;
+    /// Longest a call may run; `None` uses the runtime's default.
+    const TIMEOUT: Option<Duration> = None;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).
     type Output: Serialize + Send;
@@ -121,32 +165,98 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
 
+/// A tool that keeps state its calls share (the web tools' limits, the search backend's
+/// settings), in the shape of rmcp's `ToolBase`: `Self` is the state, [`Self::Args`] the
+/// argument type (its doc comment the description). [`with_state`] registers one; a
+/// [`TypedTool`] is the stateless case.
+pub trait StatefulTool: Send + Sync + 'static {
+    /// See [`TypedTool::NAME`].
+    const NAME: &'static str;
+    /// See [`TypedTool::GROUP`].
+    const GROUP: &'static str;
+    /// See [`TypedTool::RISK`].
+    const RISK: Risk = Risk::Safe;
+    /// See [`TypedTool::TAGS`].
+    const TAGS: &'static [&'static str] = &[];
+    /// See [`TypedTool::LIMIT`].
+    const LIMIT: Option<Limit> = None;
+    /// See [`TypedTool::TIMEOUT`].
+    const TIMEOUT: Option<Duration> = None;
+
+    /// The arguments of one call: the schema, the parser and the descriptions.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// See [`TypedTool::Output`].
+    type Output: Serialize + Send;
+
+    /// The risk of this call, when it can be less than [`Self::RISK`].
+    fn risk(&self, _args: &Self::Args) -> Risk {
+        Self::RISK
+    }
+
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+}
+
+/// A [`TypedTool`] seen as a [`StatefulTool`] without state, so one blanket impl serves both.
+pub struct Stateless<T>(PhantomData<fn() -> T>);
+
+impl<T: TypedTool> StatefulTool for Stateless<T> {
+    const NAME: &'static str = T::NAME;
+    const GROUP: &'static str = T::GROUP;
+    const RISK: Risk = T::RISK;
+    const TAGS: &'static [&'static str] = T::TAGS;
+    const LIMIT: Option<Limit> = T::LIMIT;
+    const TIMEOUT: Option<Duration> = T::TIMEOUT;
+    type Args = T;
+    type Output = T::Output;
+
+    fn risk(&self, args: &T) -> Risk {
+        args.risk()
+    }
+
+    fn run(
+        &self,
+        args: T,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<T::Output, ToolError>> + Send {
+        args.run(ctx)
+    }
+}
+
 /// A [`TypedTool`] as the registry holds it.
 pub fn typed<T: TypedTool>() -> Arc<dyn Tool> {
-    Arc::new(Typed::<T> {
+    with_state(Stateless::<T>(PhantomData))
+}
+
+/// A [`StatefulTool`] with its state, as the registry holds it.
+pub fn with_state<T: StatefulTool>(tool: T) -> Arc<dyn Tool> {
+    Arc::new(Typed {
         info: info::<T>(),
-        tool: PhantomData,
+        tool,
     })
 }
 
-/// The registry's view of a [`TypedTool`]: its info, made once from the type.
+/// The registry's view of a [`StatefulTool`]: its info, made once from the types, and its state.
 pub struct Typed<T> {
     info: ToolInfo,
-    tool: PhantomData<fn() -> T>,
+    tool: T,
 }
 
 #[async_trait]
-impl<T: TypedTool> Tool for Typed<T> {
+impl<T: StatefulTool> Tool for Typed<T> {
     fn info(&self) -> &ToolInfo {
         &self.info
     }
 
     fn risk(&self, arguments: &Value) -> Risk {
-        parse::<T>(arguments.clone()).map_or(T::RISK, |args| args.risk())
+        parse::<T::Args>(arguments.clone()).map_or(T::RISK, |args| self.tool.risk(&args))
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let output = parse::<T>(arguments)?.run(ctx).await?;
+        let output = self.tool.run(parse(arguments)?, ctx).await?;
         match serde_json::to_value(output) {
             Ok(Value::String(text)) => Ok(text),
             Ok(value) => Ok(value.to_string()),
@@ -157,8 +267,8 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 }
 
-fn info<T: TypedTool>() -> ToolInfo {
-    let (description, parameters) = schema::<T>();
+fn info<T: StatefulTool>() -> ToolInfo {
+    let (description, parameters) = schema::<T::Args>();
     let mut info = ToolInfo::new(T::NAME, T::GROUP, &description, parameters)
         .risk(T::RISK)
         .tags(T::TAGS);
@@ -170,6 +280,9 @@ fn info<T: TypedTool>() -> ToolInfo {
             param["minimum"] = 1.into();
             param["maximum"] = limit.max.into();
         }
+    }
+    if let Some(timeout) = T::TIMEOUT {
+        info = info.timeout(timeout);
     }
     info
 }
