@@ -41,7 +41,7 @@ pub mod web_search;
 
 pub use args::Args;
 pub use builtin::register_builtin;
-pub use typed::{TypedTool, typed};
+pub use typed::{StatefulTool, TypedTool, typed, with_state};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
