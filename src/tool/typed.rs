@@ -37,7 +37,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use super::args::whole_number;
 use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
 use crate::store::query::Page;
 
@@ -135,6 +134,29 @@ impl<const MIN: i64, const MAX: i64> Within<MIN, MAX> {
     pub fn get(self) -> usize {
         usize::try_from(self.0).unwrap_or(0)
     }
+}
+
+/// A whole number as models write counts and limits: `10`, `10.0` or `"10"`. The one lenient
+/// reading of such arguments, for [`Count`] and [`Within`] and the runtime's list limits
+/// (`tool::list_limit`); anything else is refused, saying what was expected.
+pub fn whole_number(value: &Value) -> Result<i64, String> {
+    let number = match value {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().and_then(integral)),
+        Value::String(s) => {
+            let s = s.trim();
+            s.parse::<i64>()
+                .ok()
+                .or_else(|| s.parse::<f64>().ok().and_then(integral))
+        }
+        _ => None,
+    };
+    number.ok_or_else(|| format!("expected a whole number such as 10, got {value}"))
+}
+
+/// `f` when it is a whole number within i64.
+fn integral(f: f64) -> Option<i64> {
+    // 2^63 as f64 is exact; anything at or beyond it does not fit.
+    (f.fract() == 0.0 && f.abs() < 9_223_372_036_854_775_808.0).then_some(f as i64)
 }
 
 /// A tool whose arguments are `Self`. The struct's doc comment is the tool's description and
@@ -834,5 +856,31 @@ mod tests {
         assert!(err.to_string().contains("`name`"), "{err}");
         assert_eq!(text(Some("  ".into())), None);
         assert_eq!(text(Some(" a ".into())), Some("a".into()));
+    }
+
+    #[test]
+    fn whole_numbers_are_read_leniently_and_the_rest_refused() {
+        for ok in [
+            json!(10),
+            json!(10.0),
+            json!("10"),
+            json!(" 10 "),
+            json!("10.0"),
+        ] {
+            assert_eq!(whole_number(&ok), Ok(10), "{ok}");
+        }
+        assert_eq!(whole_number(&json!(-3)), Ok(-3));
+        for bad in [
+            json!(10.5),
+            json!("ten"),
+            json!(""),
+            json!(true),
+            json!(null),
+            json!([10]),
+            json!(1e300),
+        ] {
+            let err = whole_number(&bad).expect_err("refused");
+            assert!(err.starts_with("expected a whole number"), "{bad}: {err}");
+        }
     }
 }
