@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use self::search::{described, search, search_words};
 use super::time::format_local;
-use super::typed::{Count, Limit, NonEmpty};
+use super::typed::{Count, Limit, NonEmpty, inline_schema};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::memory::{self as store, Filter, KINDS, Match, Memory, NewMemory, Order};
 use crate::store::{Store, StoreError};
@@ -138,19 +138,7 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-impl JsonSchema for Content {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Content".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "maxLength": MAX_CONTENT})
-    }
-}
+inline_schema!(Content, {"type": "string", "maxLength": MAX_CONTENT});
 
 /// How much a memory matters, 0 to 1, kept to two decimals.
 #[derive(Clone, Copy, Debug)]
@@ -168,19 +156,7 @@ impl<'de> Deserialize<'de> for Importance {
     }
 }
 
-impl JsonSchema for Importance {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Importance".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "number", "minimum": 0, "maximum": 1})
-    }
-}
+inline_schema!(Importance, {"type": "number", "minimum": 0, "maximum": 1});
 
 /// A tag as stored: inner whitespace collapsed, lower case; `None` when blank.
 fn tag(text: &str) -> Result<Option<String>, String> {
@@ -224,19 +200,7 @@ impl<'de> Deserialize<'de> for MemoryTags {
     }
 }
 
-impl JsonSchema for MemoryTags {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "MemoryTags".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS})
-    }
-}
+inline_schema!(MemoryTags, {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS});
 
 /// Save something worth knowing about the user for later conversations: a fact, preference,
 /// event or skill. Saving the same text again updates it.

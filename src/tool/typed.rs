@@ -40,6 +40,38 @@ use serde_json::{Map, Value};
 use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
 use crate::store::query::Page;
 
+/// `JsonSchema` for a type read through its own `Deserialize` (which checks or normalises what
+/// it reads): always inline, with another type's schema (`as String`) or one written out
+/// (`{"type": "number", "minimum": 0}`).
+macro_rules! inline_schema {
+    ($ty:ty, as $like:ty) => {
+        $crate::tool::typed::inline_schema!(@impl $ty, generator => {
+            <$like as schemars::JsonSchema>::json_schema(generator)
+        });
+    };
+    ($ty:ty, $schema:tt) => {
+        $crate::tool::typed::inline_schema!(@impl $ty, _generator => {
+            schemars::json_schema!($schema)
+        });
+    };
+    (@impl $ty:ty, $generator:ident => $body:block) => {
+        impl schemars::JsonSchema for $ty {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+
+            fn json_schema($generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $body
+            }
+        }
+    };
+}
+pub(crate) use inline_schema;
+
 /// The size parameter of a list tool: the runtime fills in `default` when it is missing and the
 /// schema caps it at `max` (see [`ToolInfo::limit`]).
 #[derive(Clone, Copy, Debug)]
@@ -83,19 +115,7 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-impl JsonSchema for Count {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Count".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        i64::json_schema(generator)
-    }
-}
+inline_schema!(Count, as i64);
 
 /// A whole number from `MIN` to `MAX`, read like [`Count`] and refused outside its bounds; its
 /// schema is `integer` with both bounds.
@@ -630,19 +650,7 @@ impl<'de> Deserialize<'de> for NonEmpty {
     }
 }
 
-impl JsonSchema for NonEmpty {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "NonEmpty".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        String::json_schema(generator)
-    }
-}
+inline_schema!(NonEmpty, as String);
 
 /// A required text kept as written (a note's content); blank is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -658,19 +666,7 @@ impl<'de> Deserialize<'de> for NonBlank {
     }
 }
 
-impl JsonSchema for NonBlank {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "NonBlank".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        String::json_schema(generator)
-    }
-}
+inline_schema!(NonBlank, as String);
 
 /// Tags as given, trimmed, without a leading `#`, lower-case and without duplicates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -689,19 +685,7 @@ impl<'de> Deserialize<'de> for Tags {
     }
 }
 
-impl JsonSchema for Tags {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Tags".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        Vec::<String>::json_schema(generator)
-    }
-}
+inline_schema!(Tags, as Vec<String>);
 
 impl Tags {
     /// As stored: a JSON array in a text column.

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::net::{PrivateAllowlist, is_private};
-use super::typed::Within;
+use super::typed::{Within, inline_schema};
 use super::{Risk, StatefulTool, Tool, ToolContext, ToolError, with_state};
 
 /// Most bytes of a response body read.
@@ -352,19 +352,7 @@ impl<'de> Deserialize<'de> for WebUrl {
     }
 }
 
-impl JsonSchema for WebUrl {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "WebUrl".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        String::json_schema(generator)
-    }
-}
+inline_schema!(WebUrl, as String);
 
 /// The `max_chars` argument of the web tools.
 type MaxChars = Within<100, 100_000>;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{GROUP, Input};
-use crate::tool::typed::{Count, Limit, Within};
+use crate::tool::typed::{Count, Limit, Within, inline_schema};
 use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Longest JSON or CSV input accepted, in bytes.
@@ -226,19 +226,7 @@ impl<'de> Deserialize<'de> for Row {
     }
 }
 
-impl JsonSchema for Row {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Row".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": ["object", "array"]})
-    }
-}
+inline_schema!(Row, {"type": ["object", "array"]});
 
 /// Turn an array of objects (or of arrays) into CSV text. Columns follow `columns` if given,
 /// otherwise the keys of all objects in alphabetical order; nested values are written as JSON.
@@ -349,54 +337,36 @@ impl<'de> Deserialize<'de> for Delimiter {
     }
 }
 
-impl JsonSchema for Delimiter {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Delimiter".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": 1})
-    }
-}
+inline_schema!(Delimiter, {"type": "string", "minLength": 1, "maxLength": 1});
 
 #[cfg(test)]
 mod tests {
     use super::super::call;
     use super::*;
 
-    async fn format_json(arguments: &Value) -> Result<Value, ToolError> {
-        call("format_json", arguments.clone()).await
-    }
-
-    async fn parse_csv(arguments: &Value) -> Result<Value, ToolError> {
-        call("parse_csv", arguments.clone()).await
-    }
-
-    async fn generate_csv(arguments: &Value) -> Result<Value, ToolError> {
-        call("generate_csv", arguments.clone()).await
-    }
-
-    fn result(out: Result<Value, ToolError>) -> Value {
-        out.expect("ok")
-    }
-
     #[tokio::test]
     async fn formats_and_validates_json() {
-        let out = result(format_json(&json!({"json": "{\"b\":[1,2],\"a\":null}"})).await);
+        let out = call("format_json", json!({"json": "{\"b\":[1,2],\"a\":null}"}))
+            .await
+            .expect("ok");
         assert_eq!(
             out["result"],
             "{\n  \"a\": null,\n  \"b\": [\n    1,\n    2\n  ]\n}"
         );
-        let out =
-            result(format_json(&json!({"json": "{ \"a\" : [ 1 , 2 ] }", "mode": "minify"})).await);
+        let out = call(
+            "format_json",
+            json!({"json": "{ \"a\" : [ 1 , 2 ] }", "mode": "minify"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "{\"a\":[1,2]}");
-        let out = result(format_json(&json!({"json": "[1]", "indent": 4})).await);
+        let out = call("format_json", json!({"json": "[1]", "indent": 4}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "[\n    1\n]");
-        let out = result(format_json(&json!({"json": "42", "mode": "validate"})).await);
+        let out = call("format_json", json!({"json": "42", "mode": "validate"}))
+            .await
+            .expect("ok");
         assert_eq!(
             (out["valid"].as_bool(), out["type"].as_str()),
             (Some(true), Some("number"))
@@ -406,16 +376,18 @@ mod tests {
     #[tokio::test]
     async fn invalid_json_says_where() {
         let bad = "{\n  \"a\": 1,\n  \"b\": 2 3\n}";
-        let out = result(format_json(&json!({"json": bad, "mode": "validate"})).await);
+        let out = call("format_json", json!({"json": bad, "mode": "validate"}))
+            .await
+            .expect("ok");
         assert_eq!(out["valid"], false);
         assert_eq!(out["line"], 3);
-        let err = format_json(&json!({"json": bad}))
+        let err = call("format_json", json!({"json": bad}))
             .await
             .expect_err("invalid")
             .to_string();
         assert!(err.contains("line 3 column"), "{err}");
         assert!(err.contains("\"b\": 2 3\n         ^"), "{err}");
-        let err = format_json(&json!({"json": "[1,"}))
+        let err = call("format_json", json!({"json": "[1,"}))
             .await
             .expect_err("eof")
             .to_string();
@@ -425,22 +397,32 @@ mod tests {
     #[tokio::test]
     async fn parses_csv_with_header_quotes_and_limits() {
         let text = "name,amount,note\nAnna,12.5,\"likes, commas\"\nBen,3,\"two\nlines\"\nCleo,7\n";
-        let out = result(parse_csv(&json!({"text": text})).await);
+        let out = call("parse_csv", json!({"text": text})).await.expect("ok");
         assert_eq!(out["headers"], json!(["name", "amount", "note"]));
         assert_eq!(out["row_count"], 3);
         assert_eq!(out["rows"][0]["note"], "likes, commas");
         assert_eq!(out["rows"][1]["note"], "two\nlines");
         assert_eq!(out["rows"][2]["note"], "", "short rows are padded");
-        let out = result(parse_csv(&json!({"text": text, "limit": 1})).await);
+        let out = call("parse_csv", json!({"text": text, "limit": 1}))
+            .await
+            .expect("ok");
         assert_eq!(out["returned"], 1);
         assert_eq!(out["truncated"], true);
-        let out = result(
-            parse_csv(&json!({"text": "a;b\n1;2", "delimiter": ";", "has_header": false})).await,
-        );
+        let out = call(
+            "parse_csv",
+            json!({"text": "a;b\n1;2", "delimiter": ";", "has_header": false}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["rows"], json!([["a", "b"], ["1", "2"]]));
-        let out = result(parse_csv(&json!({"text": "a\tb\n1\t2\t3", "delimiter": "\\t"})).await);
+        let out = call(
+            "parse_csv",
+            json!({"text": "a\tb\n1\t2\t3", "delimiter": "\\t"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["rows"][0], json!({"a": "1", "b": "2", "column_3": "3"}));
-        let err = parse_csv(&json!({"text": "a", "delimiter": "ab"}))
+        let err = call("parse_csv", json!({"text": "a", "delimiter": "ab"}))
             .await
             .expect_err("delim");
         assert!(
@@ -455,18 +437,23 @@ mod tests {
             {"name": "Anna", "amount": 12.5, "tags": ["a", "b"]},
             {"name": "Ben, Jr.", "amount": 3, "note": "said \"hi\""},
         ]);
-        let out = result(
-            generate_csv(&json!({"rows": rows, "columns": ["name", "amount", "note"]})).await,
-        );
+        let out = call(
+            "generate_csv",
+            json!({"rows": rows, "columns": ["name", "amount", "note"]}),
+        )
+        .await
+        .expect("ok");
         let csv = out["csv"].as_str().expect("csv");
         assert_eq!(
             csv,
             "name,amount,note\nAnna,12.5,\n\"Ben, Jr.\",3,\"said \"\"hi\"\"\"\n"
         );
-        let back = result(parse_csv(&json!({"text": csv})).await);
+        let back = call("parse_csv", json!({"text": csv})).await.expect("ok");
         assert_eq!(back["rows"][1]["name"], "Ben, Jr.");
         assert_eq!(back["rows"][1]["note"], "said \"hi\"");
-        let out = result(generate_csv(&json!({"rows": rows})).await);
+        let out = call("generate_csv", json!({"rows": rows}))
+            .await
+            .expect("ok");
         assert_eq!(out["columns"], json!(["amount", "name", "note", "tags"]));
         assert!(
             out["csv"]
@@ -474,14 +461,18 @@ mod tests {
                 .expect("csv")
                 .contains("\"[\"\"a\"\",\"\"b\"\"]\"")
         );
-        let out =
-            result(generate_csv(&json!({"rows": [[1, "x"], [2, null]], "delimiter": ";"})).await);
+        let out = call(
+            "generate_csv",
+            json!({"rows": [[1, "x"], [2, null]], "delimiter": ";"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["csv"], "1;x\n2;\n");
-        let err = generate_csv(&json!({"rows": [{"a": 1}, [1]]}))
+        let err = call("generate_csv", json!({"rows": [{"a": 1}, [1]]}))
             .await
             .expect_err("mixed");
         assert!(err.to_string().contains("mixes"));
-        let err = generate_csv(&json!({"rows": [1, 2]}))
+        let err = call("generate_csv", json!({"rows": [1, 2]}))
             .await
             .expect_err("not rows");
         assert!(

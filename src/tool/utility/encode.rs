@@ -204,18 +204,6 @@ mod tests {
     use super::super::call;
     use super::*;
 
-    async fn hash_text(arguments: &Value) -> Result<Value, ToolError> {
-        call("hash_text", arguments.clone()).await
-    }
-
-    async fn encode_decode(arguments: &Value) -> Result<Value, ToolError> {
-        call("encode_decode", arguments.clone()).await
-    }
-
-    fn result(out: Result<Value, ToolError>) -> Value {
-        out.expect("ok")
-    }
-
     #[tokio::test]
     async fn hashes_match_known_digests() {
         let cases = [
@@ -231,13 +219,15 @@ mod tests {
             ),
         ];
         for (algorithm, digest) in cases {
-            let out = result(hash_text(&json!({"text": "abc", "algorithm": algorithm})).await);
+            let out = call("hash_text", json!({"text": "abc", "algorithm": algorithm}))
+                .await
+                .expect("ok");
             assert_eq!(out["hex"], digest, "{algorithm}");
         }
-        let out = result(hash_text(&json!({"text": ""})).await);
+        let out = call("hash_text", json!({"text": ""})).await.expect("ok");
         assert_eq!(out["algorithm"], "sha256");
         assert!(
-            hash_text(&json!({"text": "a", "algorithm": "crc32"}))
+            call("hash_text", json!({"text": "a", "algorithm": "crc32"}))
                 .await
                 .is_err()
         );
@@ -247,27 +237,46 @@ mod tests {
     async fn encodes_and_decodes_round_trip() {
         let text = "héllo wörld/?&=~";
         for format in ["base64", "base64url", "url", "hex"] {
-            let encoded = result(encode_decode(&json!({"text": text, "format": format})).await);
+            let encoded = call("encode_decode", json!({"text": text, "format": format}))
+                .await
+                .expect("ok");
             let encoded = encoded["result"].as_str().expect("text").to_string();
-            let decoded = result(
-                encode_decode(&json!({"text": encoded, "format": format, "direction": "decode"}))
-                    .await,
-            );
+            let decoded = call(
+                "encode_decode",
+                json!({"text": encoded, "format": format, "direction": "decode"}),
+            )
+            .await
+            .expect("ok");
             assert_eq!(decoded["result"], text, "{format}: {encoded}");
         }
-        let out = result(encode_decode(&json!({"text": "a b&c", "format": "url"})).await);
+        let out = call("encode_decode", json!({"text": "a b&c", "format": "url"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "a%20b%26c");
-        let out = result(encode_decode(&json!({"text": "hi?", "format": "base64"})).await);
+        let out = call("encode_decode", json!({"text": "hi?", "format": "base64"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "aGk/");
-        let out = result(encode_decode(&json!({"text": "hi?", "format": "base64url"})).await);
+        let out = call(
+            "encode_decode",
+            json!({"text": "hi?", "format": "base64url"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "aGk_");
-        let out = result(
-            encode_decode(&json!({"text": "aGk", "format": "base64", "direction": "decode"})).await,
-        );
+        let out = call(
+            "encode_decode",
+            json!({"text": "aGk", "format": "base64", "direction": "decode"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "hi", "padding is optional when decoding");
-        let out = result(
-            encode_decode(&json!({"text": "ff00", "format": "hex", "direction": "decode"})).await,
-        );
+        let out = call(
+            "encode_decode",
+            json!({"text": "ff00", "format": "hex", "direction": "decode"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], Value::Null);
         assert_eq!(out["hex"], "ff00");
     }
@@ -275,10 +284,13 @@ mod tests {
     #[tokio::test]
     async fn invalid_input_is_explained() {
         let decode = async |text: &str, format: &str| {
-            encode_decode(&json!({"text": text, "format": format, "direction": "decode"}))
-                .await
-                .expect_err("invalid")
-                .to_string()
+            call(
+                "encode_decode",
+                json!({"text": text, "format": format, "direction": "decode"}),
+            )
+            .await
+            .expect_err("invalid")
+            .to_string()
         };
         assert!(
             decode("not*base64", "base64")
@@ -287,7 +299,7 @@ mod tests {
         );
         assert!(decode("abc", "hex").await.contains("odd number"));
         assert!(decode("zz", "hex").await.contains("not valid hex"));
-        let err = encode_decode(&json!({"text": "x", "format": "rot13"}))
+        let err = call("encode_decode", json!({"text": "x", "format": "rot13"}))
             .await
             .expect_err("format");
         assert!(
@@ -295,12 +307,15 @@ mod tests {
                 .contains("`format`: unknown variant `rot13`"),
             "{err}"
         );
-        let err = encode_decode(&json!({"text": "x", "format": "hex", "direction": "sideways"}))
-            .await
-            .expect_err("direction");
+        let err = call(
+            "encode_decode",
+            json!({"text": "x", "format": "hex", "direction": "sideways"}),
+        )
+        .await
+        .expect_err("direction");
         assert!(err.to_string().contains("`direction`"), "{err}");
         let big = "x".repeat(MAX_INPUT + 1);
-        let err = hash_text(&json!({"text": big}))
+        let err = call("hash_text", json!({"text": big}))
             .await
             .expect_err("too long");
         assert!(err.to_string().contains("`text`: is longer than"), "{err}");

@@ -203,25 +203,11 @@ mod tests {
     use super::super::call;
     use super::*;
 
-    async fn uuid(arguments: &Value) -> Result<Value, ToolError> {
-        call("generate_uuid", arguments.clone()).await
-    }
-
-    async fn password(arguments: &Value) -> Result<Value, ToolError> {
-        call("generate_password", arguments.clone()).await
-    }
-
-    async fn random_number(arguments: &Value) -> Result<Value, ToolError> {
-        call("random_number", arguments.clone()).await
-    }
-
-    fn parse(out: Result<Value, ToolError>) -> Value {
-        out.expect("ok")
-    }
-
     #[tokio::test]
     async fn uuids_are_version_4_and_distinct() {
-        let out = parse(uuid(&json!({"count": 5})).await);
+        let out = call("generate_uuid", json!({"count": 5}))
+            .await
+            .expect("ok");
         let uuids = out["uuids"].as_array().expect("array");
         assert_eq!(uuids.len(), 5);
         for id in uuids {
@@ -233,13 +219,15 @@ mod tests {
         let distinct: std::collections::HashSet<&str> =
             uuids.iter().filter_map(Value::as_str).collect();
         assert_eq!(distinct.len(), 5);
-        assert!(uuid(&json!({"count": 0})).await.is_err());
-        assert!(uuid(&json!({"count": 101})).await.is_err());
+        assert!(call("generate_uuid", json!({"count": 0})).await.is_err());
+        assert!(call("generate_uuid", json!({"count": 101})).await.is_err());
     }
 
     #[tokio::test]
     async fn passwords_have_the_length_and_classes_asked_for() {
-        let out = parse(password(&json!({"length": 12, "count": 20})).await);
+        let out = call("generate_password", json!({"length": 12, "count": 20}))
+            .await
+            .expect("ok");
         for pw in out["passwords"].as_array().expect("array") {
             let pw = pw.as_str().expect("text");
             assert_eq!(pw.chars().count(), 12);
@@ -248,14 +236,19 @@ mod tests {
             assert!(pw.chars().any(|c| c.is_ascii_digit()), "{pw}");
             assert!(pw.chars().any(|c| SYMBOLS.contains(c)), "{pw}");
         }
-        let out = parse(password(&json!({"length": 64, "symbols": false, "uppercase": false, "exclude_ambiguous": true})).await);
+        let out = call(
+            "generate_password",
+            json!({"length": 64, "symbols": false, "uppercase": false, "exclude_ambiguous": true}),
+        )
+        .await
+        .expect("ok");
         let pw = out["passwords"][0].as_str().expect("text");
         assert!(
             pw.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         );
         assert!(!pw.contains(['0', '1', 'l']));
-        let err = password(&json!({"length": 7}))
+        let err = call("generate_password", json!({"length": 7}))
             .await
             .expect_err("too short");
         assert!(
@@ -263,9 +256,14 @@ mod tests {
                 .contains("`length`: must be from 8 to 128, got 7"),
             "{err}"
         );
-        assert!(password(&json!({"length": 129})).await.is_err());
-        let err = password(
-            &json!({"uppercase": false, "lowercase": false, "digits": false, "symbols": false}),
+        assert!(
+            call("generate_password", json!({"length": 129}))
+                .await
+                .is_err()
+        );
+        let err = call(
+            "generate_password",
+            json!({"uppercase": false, "lowercase": false, "digits": false, "symbols": false}),
         )
         .await
         .expect_err("no classes");
@@ -274,28 +272,35 @@ mod tests {
 
     #[tokio::test]
     async fn random_numbers_stay_within_bounds() {
-        let out = parse(random_number(&json!({"min": 1, "max": 6, "count": 200})).await);
+        let out = call("random_number", json!({"min": 1, "max": 6, "count": 200}))
+            .await
+            .expect("ok");
         for n in out["numbers"].as_array().expect("array") {
             let n = n.as_i64().expect("integer");
             assert!((1..=6).contains(&n));
         }
-        let out = parse(
-            random_number(&json!({"min": 0.5, "max": 0.75, "integer": false, "count": 50})).await,
-        );
+        let out = call(
+            "random_number",
+            json!({"min": 0.5, "max": 0.75, "integer": false, "count": 50}),
+        )
+        .await
+        .expect("ok");
         for n in out["numbers"].as_array().expect("array") {
             let n = n.as_f64().expect("number");
             assert!((0.5..=0.75).contains(&n));
         }
-        let out = parse(random_number(&json!({"min": 7, "max": 7})).await);
+        let out = call("random_number", json!({"min": 7, "max": 7}))
+            .await
+            .expect("ok");
         assert_eq!(out["numbers"], json!([7]));
-        let err = random_number(&json!({"min": 10, "max": 1}))
+        let err = call("random_number", json!({"min": 10, "max": 1}))
             .await
             .expect_err("reversed");
         assert!(err.to_string().contains("greater than"));
-        let err = random_number(&json!({"min": 0.2, "max": 0.8}))
+        let err = call("random_number", json!({"min": 0.2, "max": 0.8}))
             .await
             .expect_err("no integer");
         assert!(err.to_string().contains("no whole number"));
-        assert!(random_number(&json!({"count": 1001})).await.is_err());
+        assert!(call("random_number", json!({"count": 1001})).await.is_err());
     }
 }

@@ -406,48 +406,41 @@ mod tests {
     use super::super::call;
     use super::*;
 
-    async fn text_stats(arguments: &Value) -> Result<Value, ToolError> {
-        call("text_stats", arguments.clone()).await
-    }
-
-    async fn transform_text(arguments: &Value) -> Result<Value, ToolError> {
-        call("transform_text", arguments.clone()).await
-    }
-
-    async fn regex_test(arguments: &Value) -> Result<Value, ToolError> {
-        call("regex_test", arguments.clone()).await
-    }
-
-    fn result(out: Result<Value, ToolError>) -> Value {
-        out.expect("ok")
-    }
-
     #[tokio::test]
     async fn counts_words_lines_and_sentences() {
-        let out = result(
-            text_stats(&json!({"text": "Hello world. How are you?\nFine!\n\nNew paragraph"})).await,
-        );
+        let out = call(
+            "text_stats",
+            json!({"text": "Hello world. How are you?\nFine!\n\nNew paragraph"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["words"], 8);
         assert_eq!(out["lines"], 4);
         assert_eq!(out["sentences"], 4);
         assert_eq!(out["paragraphs"], 2);
         assert_eq!(out["characters"], 46);
         assert_eq!(out["reading_time"], "about 2 seconds");
-        let out = result(text_stats(&json!({"text": "word ".repeat(1000)})).await);
+        let out = call("text_stats", json!({"text": "word ".repeat(1000)}))
+            .await
+            .expect("ok");
         assert_eq!(out["reading_time"], "about 5 min");
         assert_eq!(out["reading_time_minutes"], 5.0);
-        let out = result(text_stats(&json!({"text": "Dr. Who... is here!! ok"})).await);
+        let out = call("text_stats", json!({"text": "Dr. Who... is here!! ok"}))
+            .await
+            .expect("ok");
         assert_eq!(out["sentences"], 4, "naive but stable");
-        let out = result(text_stats(&json!({"text": ""})).await);
+        let out = call("text_stats", json!({"text": ""})).await.expect("ok");
         assert_eq!(out["words"], 0);
         assert_eq!(out["sentences"], 0);
-        assert!(text_stats(&json!({})).await.is_err());
+        assert!(call("text_stats", json!({})).await.is_err());
     }
 
     #[tokio::test]
     async fn transforms_case_and_shape() {
         let t = async |text: &str, op: &str| {
-            result(transform_text(&json!({"text": text, "operation": op})).await)["result"]
+            call("transform_text", json!({"text": text, "operation": op}))
+                .await
+                .expect("ok")["result"]
                 .as_str()
                 .expect("text")
                 .to_string()
@@ -477,7 +470,7 @@ mod tests {
             "creme-brulee-strasse-2024"
         );
         assert_eq!(t("version2Beta", "snake_case").await, "version2_beta");
-        let err = transform_text(&json!({"text": "x", "operation": "shout"}))
+        let err = call("transform_text", json!({"text": "x", "operation": "shout"}))
             .await
             .expect_err("op");
         assert!(
@@ -489,55 +482,73 @@ mod tests {
 
     #[tokio::test]
     async fn regex_lists_matches_groups_and_replacements() {
-        let out = result(
-            regex_test(&json!({
+        let out = call(
+            "regex_test",
+            json!({
                 "pattern": r"(?P<year>\d{4})-(\d{2})",
                 "text": "née 2024-05, then 2025-11",
                 "replacement": "$2/${year}",
-            }))
-            .await,
-        );
+            }),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["count"], 2);
         assert_eq!(out["matches"][0]["match"], "2024-05");
         assert_eq!(out["matches"][0]["start"], 4, "character offset, not byte");
         assert_eq!(out["matches"][0]["groups"], json!(["2024", "05"]));
         assert_eq!(out["matches"][1]["named"]["year"], "2025");
         assert_eq!(out["replaced"], "née 05/2024, then 11/2025");
-        let out =
-            result(regex_test(&json!({"pattern": "^b", "text": "a\nB", "flags": "im"})).await);
+        let out = call(
+            "regex_test",
+            json!({"pattern": "^b", "text": "a\nB", "flags": "im"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["matched"], true);
-        let out =
-            result(regex_test(&json!({"pattern": "a", "text": "aaaa", "max_matches": 2})).await);
+        let out = call(
+            "regex_test",
+            json!({"pattern": "a", "text": "aaaa", "max_matches": 2}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(
             (out["count"].as_i64(), out["listed"].as_i64()),
             (Some(4), Some(2))
         );
-        let out = result(regex_test(&json!({"pattern": "z", "text": "abc"})).await);
+        let out = call("regex_test", json!({"pattern": "z", "text": "abc"}))
+            .await
+            .expect("ok");
         assert_eq!(out["matched"], false);
     }
 
     #[tokio::test]
     async fn regex_errors_are_clear() {
-        let err = regex_test(&json!({"pattern": "(unclosed", "text": "x"}))
+        let err = call("regex_test", json!({"pattern": "(unclosed", "text": "x"}))
             .await
             .expect_err("pattern");
         assert!(err.to_string().contains("invalid pattern"), "{err}");
-        let err = regex_test(&json!({"pattern": "(?=x)", "text": "x"}))
+        let err = call("regex_test", json!({"pattern": "(?=x)", "text": "x"}))
             .await
             .expect_err("lookahead");
         assert!(err.to_string().contains("invalid pattern"));
-        let err = regex_test(&json!({"pattern": "a", "text": "x", "flags": "q"}))
-            .await
-            .expect_err("flag");
+        let err = call(
+            "regex_test",
+            json!({"pattern": "a", "text": "x", "flags": "q"}),
+        )
+        .await
+        .expect_err("flag");
         assert!(err.to_string().contains("unknown flag"));
         let big = "a".repeat(MAX_REGEX_TEXT + 1);
-        let err = regex_test(&json!({"pattern": "a", "text": big}))
+        let err = call("regex_test", json!({"pattern": "a", "text": big}))
             .await
             .expect_err("size");
         assert!(err.to_string().contains("longer than"));
-        let err = regex_test(&json!({"pattern": "a{1000}{1000}", "text": "a"}))
-            .await
-            .expect_err("huge");
+        let err = call(
+            "regex_test",
+            json!({"pattern": "a{1000}{1000}", "text": "a"}),
+        )
+        .await
+        .expect_err("huge");
         assert!(err.to_string().contains("invalid pattern"), "{err}");
     }
 }
