@@ -23,6 +23,7 @@ pub mod goal;
 pub mod json_schema;
 pub mod mcp;
 pub mod memory;
+pub mod meta;
 pub mod net;
 pub mod note;
 #[cfg(test)]
