@@ -61,8 +61,9 @@ fn tools_with(limits: Limits) -> Vec<Arc<dyn Tool>> {
 }
 
 const GROUP: &str = "web";
-/// How long a web tool's call may run: the request's own limit, and a little to answer.
-const CALL_TIMEOUT: Option<Duration> = Some(Duration::from_secs(TIMEOUT.as_secs() + 5));
+/// How long a web tool's call (`web_search`'s too) may run: the request's own limit, and a
+/// little to answer.
+pub(super) const CALL_TIMEOUT: Option<Duration> = Some(Duration::from_secs(TIMEOUT.as_secs() + 5));
 
 /// One request to send.
 #[derive(Clone, Debug)]

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::net::PrivateAllowlist;
 use super::typed::{NonEmpty, Within};
-use super::web::{Limits, Outgoing, TIMEOUT, fetch_allowing, html};
+use super::web::{CALL_TIMEOUT, Limits, Outgoing, fetch_allowing, html};
 use super::{StatefulTool, Tool, ToolContext, ToolError, with_state};
 use crate::config::{MAX_SEARCH_RESULTS, SearchBackend, Secret, WebSearchConfig};
 
@@ -80,7 +80,7 @@ impl StatefulTool for WebSearch {
     const TAGS: &'static [&'static str] = &[
         "search", "google", "internet", "find", "lookup", "news", "sources",
     ];
-    const TIMEOUT: Option<Duration> = Some(Duration::from_secs(TIMEOUT.as_secs() + 5));
+    const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
     type Args = SearchArgs;
     type Output = Value;
 
