@@ -116,6 +116,7 @@ enum Kind {
 }
 
 impl Kind {
+    /// Its name as stored: the variants are declared in [`KINDS`]' order.
     fn name(self) -> String {
         KINDS[self as usize].to_string()
     }
