@@ -18,6 +18,7 @@ pub mod http;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod memory;
 pub mod note;
 mod outbox;
 pub mod query;

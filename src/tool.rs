@@ -5,14 +5,13 @@
 //! and replace them when they reconnect. An agent sees the tools its `tools` list names plus
 //! every tool of its `tool_groups`.
 //!
-//! A built-in tool is a [`TypedTool`] ([`typed`]): its argument type is the schema, the parser
-//! and the descriptions at once. The tasks, notes, bookmarks, contacts, calendar and schedules
-//! families are typed; expenses, goals, memory, files, web (web_search too) and the utilities
-//! still implement [`Tool`] with a hand-written schema read through [`Args`] until they are
-//! converted (the schema snapshot test, `tool/snapshot.rs`, guards each conversion). MCP tools
+//! Every built-in tool is a [`TypedTool`] ([`typed`]), or a [`StatefulTool`] ([`with_state`])
+//! when it keeps state (the web tools' request limits): its argument type is the schema, the
+//! parser and the descriptions at once, and no built-in tool writes a schema or reads its
+//! arguments by hand. The schema snapshot test (`tool/snapshot.rs`) compares every tool with
+//! the hand-written schemas they replaced and lists each intended difference. MCP tools
 //! implement [`Tool`] directly: their schemas come from the server.
 
-pub mod args;
 pub mod bookmark;
 mod builtin;
 pub mod calendar;
@@ -24,6 +23,7 @@ pub mod goal;
 pub mod json_schema;
 pub mod mcp;
 pub mod memory;
+pub mod meta;
 pub mod net;
 pub mod note;
 #[cfg(test)]
@@ -39,9 +39,8 @@ pub mod utility;
 pub mod web;
 pub mod web_search;
 
-pub use args::Args;
 pub use builtin::register_builtin;
-pub use typed::{TypedTool, typed};
+pub use typed::{StatefulTool, TypedTool, typed, with_state};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -432,8 +431,9 @@ pub fn list_limit(info: &ToolInfo, arguments: &Value) -> i64 {
     let Some(limit) = &info.limit else {
         return i64::MAX;
     };
-    let asked = Args::new(arguments)
-        .opt_i64(&limit.param)
+    let asked = arguments
+        .get(&limit.param)
+        .and_then(|n| typed::whole_number(n).ok())
         .and_then(|n| u64::try_from(n).ok());
     let value = asked.unwrap_or(limit.default).clamp(1, limit.max.max(1));
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::Runtime;
 use super::tools::{
     Prepared, Refusal, Toolbox, UserPolicy, admit, parse_arguments, prepare, tool_help,
-    unwrap_use_tool,
 };
 use super::turn::{ConfirmationPolicy, TurnJob};
 use crate::confirmation::{self, APPROVE_EMOJI, DENY_EMOJI, button_data};
@@ -30,6 +29,8 @@ use crate::store::{
     AuditEntry, Confirmation, ConfirmationStatus, NewOutbox, OutboxKind, StoreError,
     ToolCallRecord, ToolCallStatus,
 };
+use crate::tool::meta::{self, Operation};
+use crate::tool::typed::Each;
 use crate::tool::{Risk, ToolContext, ToolError};
 
 /// Approval prompts waiting at the same time in one turn; calls needing approval beyond these
@@ -63,7 +64,7 @@ enum Action {
         include_params: bool,
     },
     Help(String),
-    Batch(Vec<Value>),
+    Batch(Vec<Each<Operation>>),
 }
 
 /// The outcome of running one call.
@@ -330,38 +331,33 @@ fn plan(
     let name = record.call.name.as_str();
     let arguments = parse_arguments(name, &record.call.arguments)?;
     let prepare_call = |tool: &str, args: Value| prepare(registry, toolbox, tool, args, policy);
+    // The meta-tools' arguments are read by their types (`tool::meta`), as a tool's are.
+    fn read<T: serde::de::DeserializeOwned>(name: &str, arguments: Value) -> Result<T, Refusal> {
+        crate::tool::typed::parse(arguments)
+            .map_err(|err| Refusal::invalid(format!("`{name}`: {err}")))
+    }
     if toolbox.meta {
         match name {
             "search_tools" => {
+                let search: meta::SearchTools = read(name, arguments)?;
                 return Ok(Action::Search {
-                    query: arguments["query"].as_str().unwrap_or("all").to_string(),
-                    category: arguments["category"].as_str().map(str::to_string),
-                    include_params: arguments["include_params"].as_bool().unwrap_or(false),
+                    query: search.query,
+                    category: search.category,
+                    include_params: search.include_params,
                 });
             }
             "get_tool_help" => {
-                let tool = arguments["tool_name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                return Ok(Action::Help(tool));
+                let help: meta::GetToolHelp = read(name, arguments)?;
+                return Ok(Action::Help(help.tool_name));
             }
             "use_tool" => {
-                let (inner, inner_args) = unwrap_use_tool(&arguments)?;
-                return prepare_call(&inner, inner_args).map(Action::Run);
+                let call: meta::UseTool = read(name, arguments)?;
+                let inner = Value::Object(call.arguments.0);
+                return prepare_call(&call.tool_name.0, inner).map(Action::Run);
             }
             "batch_use_tool" => {
-                let operations = arguments["operations"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                if operations.is_empty() {
-                    return Err(Refusal {
-                        outcome: "invalid",
-                        message: "batch_use_tool needs a non-empty `operations` array.".into(),
-                    });
-                }
-                return Ok(Action::Batch(operations));
+                let batch: meta::BatchUseTool = read(name, arguments)?;
+                return Ok(Action::Batch(batch.operations.0));
             }
             _ => {}
         }
@@ -567,7 +563,7 @@ async fn batch(
     job: &TurnJob,
     toolbox: &Toolbox,
     policy: &UserPolicy,
-    operations: &[Value],
+    operations: &[Each<Operation>],
 ) -> Ran {
     let limits = (
         rt.config.tools.per_user_tool_calls_per_minute,
@@ -575,10 +571,15 @@ async fn batch(
     );
     let started = Instant::now();
     let results = join_all(operations.iter().map(|operation| async move {
-        let (name, arguments) = match unwrap_use_tool(operation) {
-            Ok(call) => call,
-            Err(refusal) => return json!({"ok": false, "error": refusal.message}),
+        let (name, arguments) = match &operation.0 {
+            Ok(call) => (
+                call.tool_name.0.clone(),
+                Value::Object(call.arguments.0.clone()),
+            ),
+            Err(err) => return json!({"ok": false, "error": err.to_string()}),
         };
+        // As the model wrote them, for the audit of a refused operation.
+        let written = arguments.to_string();
         let prepared = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
             Ok(prepared) => prepared,
             Err(refusal) => {
@@ -586,7 +587,7 @@ async fn batch(
                     rt,
                     job,
                     &name,
-                    &operation["arguments"].to_string(),
+                    &written,
                     refusal.outcome,
                     &refusal.message,
                     Duration::ZERO,
@@ -605,7 +606,7 @@ async fn batch(
                 rt,
                 job,
                 &name,
-                &operation["arguments"].to_string(),
+                &written,
                 refusal.outcome,
                 &refusal.message,
                 Duration::ZERO,

@@ -63,66 +63,7 @@ impl Toolbox {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        vec![
-            ToolSpec {
-                name: "search_tools".into(),
-                description: "Find tools by keywords (all words must match name, description or tags); query \"all\" lists every tool.".into(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "keywords, or \"all\""},
-                        "category": {"type": "string", "enum": categories},
-                        "include_params": {"type": "boolean", "description": "also show each tool's parameters"}
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                }),
-            },
-            ToolSpec {
-                name: "get_tool_help".into(),
-                description: "Show a tool's description and parameters.".into(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {"tool_name": {"type": "string"}},
-                    "required": ["tool_name"],
-                    "additionalProperties": false
-                }),
-            },
-            ToolSpec {
-                name: "use_tool".into(),
-                description: "Call a tool found with search_tools.".into(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "tool_name": {"type": "string"},
-                        "arguments": {"type": "object", "description": "the tool's arguments"}
-                    },
-                    "required": ["tool_name"],
-                    "additionalProperties": false
-                }),
-            },
-            ToolSpec {
-                name: "batch_use_tool".into(),
-                description: "Call several tools at once; each result is independent.".into(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "operations": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": 20,
-                            "items": {
-                                "type": "object",
-                                "properties": {"tool_name": {"type": "string"}, "arguments": {"type": "object"}},
-                                "required": ["tool_name"]
-                            }
-                        }
-                    },
-                    "required": ["operations"],
-                    "additionalProperties": false
-                }),
-            },
-        ]
+        crate::tool::meta::specs(&categories)
     }
 
     /// `search_tools`: word-by-word AND over name, description and hidden tags.
@@ -210,7 +151,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn invalid(message: String) -> Self {
+    pub(crate) fn invalid(message: String) -> Self {
         Self {
             outcome: "invalid",
             message,
@@ -421,26 +362,6 @@ pub fn parse_arguments(name: &str, raw: &str) -> Result<Value, Refusal> {
     }
 }
 
-/// The inner call of `use_tool`: its tool name and arguments (an object, or JSON text of one).
-pub fn unwrap_use_tool(arguments: &Value) -> Result<(String, Value), Refusal> {
-    let name = arguments["tool_name"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| Refusal::invalid("use_tool needs `tool_name`.".into()))?
-        .to_string();
-    let inner = match &arguments["arguments"] {
-        Value::Null => json!({}),
-        Value::String(text) => parse_arguments(&name, text)?,
-        object @ Value::Object(_) => object.clone(),
-        other => {
-            return Err(Refusal::invalid(format!(
-                "`arguments` must be an object, got: {other}"
-            )));
-        }
-    };
-    Ok((name, inner))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,17 +460,5 @@ mod tests {
         expected.sort_unstable();
         assert_eq!(categories, expected);
         assert!(jsonschema::meta::is_valid(&search.parameters));
-    }
-
-    #[test]
-    fn use_tool_arguments_may_be_an_object_or_json_text() {
-        let (name, args) =
-            unwrap_use_tool(&json!({"tool_name": "x", "arguments": {"a": 1}})).expect("object");
-        assert_eq!((name.as_str(), args), ("x", json!({"a": 1})));
-        let (_, args) =
-            unwrap_use_tool(&json!({"tool_name": "x", "arguments": "{\"a\": 2}"})).expect("text");
-        assert_eq!(args, json!({"a": 2}));
-        assert!(unwrap_use_tool(&json!({"arguments": {}})).is_err());
-        assert!(unwrap_use_tool(&json!({"tool_name": "x", "arguments": [1]})).is_err());
     }
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::parse_date;
-use super::typed::{Batch, Count, Limit, Unchecked, text};
+use super::typed::{Batch, Count, Limit, Unchecked, inline_schema, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::expense::{self as store, Bucket, ExpenseFilter, ExpenseRow, NewExpense};
 
@@ -99,19 +99,7 @@ impl<'de> Deserialize<'de> for Currency {
     }
 }
 
-impl JsonSchema for Currency {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Currency".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "pattern": "^[A-Za-z]{3}$"})
-    }
-}
+inline_schema!(Currency, {"type": "string", "pattern": "^[A-Za-z]{3}$"});
 
 /// An amount spent, as cents: positive, finite, rounded to the nearest cent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,19 +128,7 @@ impl<'de> Deserialize<'de> for Cents {
     }
 }
 
-impl JsonSchema for Cents {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Cents".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "number", "exclusiveMinimum": 0})
-    }
-}
+inline_schema!(Cents, {"type": "number", "exclusiveMinimum": 0});
 
 /// Record one expense. Amount in the currency's units (12.50), a category, optional
 /// description, merchant, date and tags.

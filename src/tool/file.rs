@@ -13,11 +13,13 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::time::format_local;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Count, Limit, NonEmpty};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 
 /// Largest file `read_file` opens and `write_file` writes.
 const MAX_FILE: u64 = 10 * 1024 * 1024;
@@ -28,15 +30,17 @@ const MAX_SEARCH_FILE: u64 = 1024 * 1024;
 /// Most entries a directory walk visits.
 const MAX_WALK: usize = 20_000;
 
+const GROUP: &str = "files";
+
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(ReadFile(read_info())),
-        Arc::new(WriteFile(write_info())),
-        Arc::new(ListDirectory(list_info())),
-        Arc::new(SearchFiles(search_info())),
-        Arc::new(FileInfo(file_info_info())),
-        Arc::new(CopyFile(copy_info())),
-        Arc::new(DeleteFile(delete_info())),
+        typed::<ReadFile>(),
+        typed::<WriteFile>(),
+        typed::<ListDirectory>(),
+        typed::<SearchFiles>(),
+        typed::<FileInfo>(),
+        typed::<CopyFile>(),
+        typed::<DeleteFile>(),
     ]
 }
 
@@ -185,10 +189,6 @@ async fn in_workspace<T: Send + 'static>(
     blocking(move || work(Workspace::open(&dir)?)).await
 }
 
-fn path_arg(args: &Args<'_>, name: &str) -> Result<String, ToolError> {
-    Ok(args.str(name)?.to_string())
-}
-
 fn kind(meta: &fs::Metadata) -> &'static str {
     let t = meta.file_type();
     if t.is_symlink() {
@@ -202,44 +202,49 @@ fn kind(meta: &fs::Metadata) -> &'static str {
     }
 }
 
+/// A directory argument: the workspace itself when left out or blank.
+fn directory(path: Option<String>) -> String {
+    match path {
+        Some(path) if !path.trim().is_empty() => path,
+        _ => ".".into(),
+    }
+}
+
 fn modified_ms(meta: &fs::Metadata) -> Option<i64> {
     let since = meta.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
     i64::try_from(since.as_millis()).ok()
 }
 
-fn read_info() -> ToolInfo {
-    ToolInfo::new(
-        "read_file",
-        "files",
-        "Read a text file from the workspace, optionally a range of lines.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "path relative to the workspace, e.g. notes/todo.md"},
-                "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based); default 1"},
-                "limit": {"type": "integer", "minimum": 1, "description": "most lines to return; default 2000, max 10000"}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        }),
-    )
-    .limit("limit", 2000, 10_000)
-    .tags(&["open", "cat", "view", "load", "text file"])
+const READ_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 2000,
+    max: 10_000,
+};
+
+/// Read a text file from the workspace, optionally a range of lines.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadFile {
+    /// path relative to the workspace, e.g. notes/todo.md
+    path: NonEmpty,
+    /// first line to return (1-based); default 1
+    #[schemars(range(min = 1))]
+    offset: Option<Count>,
+    /// most lines to return; default 2000, max 10000
+    limit: Option<Count>,
 }
 
-struct ReadFile(ToolInfo);
+impl TypedTool for ReadFile {
+    const NAME: &'static str = "read_file";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["open", "cat", "view", "load", "text file"];
+    const LIMIT: Option<Limit> = Some(READ_LIMIT);
+    type Output = Value;
 
-#[async_trait]
-impl Tool for ReadFile {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let path = path_arg(&args, "path")?;
-        let offset = usize::try_from(args.opt_i64("offset").unwrap_or(1).max(1)).unwrap_or(1);
-        let limit = usize::try_from(list_limit(&self.0, &arguments)).unwrap_or(2000);
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let path = self.path.0;
+        let offset = usize::try_from(self.offset.map_or(1, |o| o.0).max(1)).unwrap_or(1);
+        let limit = usize::try_from(READ_LIMIT.of(self.limit)).unwrap_or(2000);
         in_workspace(ctx, move |ws| {
             let real = ws.resolve(&path)?;
             let shown = ws.display(&real);
@@ -296,54 +301,40 @@ impl Tool for ReadFile {
                     last + 1
                 ));
             }
-            Ok(out.to_string())
+            Ok(out)
         })
         .await
     }
 }
 
-fn write_info() -> ToolInfo {
-    ToolInfo::new(
-        "write_file",
-        "files",
-        "Write a text file in the workspace, creating folders as needed. An existing file is only \
-         replaced with overwrite: true.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "path relative to the workspace"},
-                "content": {"type": "string", "description": "the whole new content"},
-                "overwrite": {"type": "boolean", "description": "replace an existing file; default false"}
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        }),
-    )
-    .risk(Risk::Write)
-    .tags(&["save", "create", "store", "export", "text file"])
+/// Write a text file in the workspace, creating folders as needed. An existing file is only
+/// replaced with overwrite: true.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteFile {
+    /// path relative to the workspace
+    path: NonEmpty,
+    /// the whole new content
+    content: String,
+    /// replace an existing file; default false
+    #[serde(default)]
+    overwrite: bool,
 }
 
-struct WriteFile(ToolInfo);
+impl TypedTool for WriteFile {
+    const NAME: &'static str = "write_file";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["save", "create", "store", "export", "text file"];
+    type Output = Value;
 
-#[async_trait]
-impl Tool for WriteFile {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let path = path_arg(&args, "path")?;
-        let content = args
-            .opt_str("content")
-            .ok_or_else(|| invalid("`content` is required and must be a string"))?
-            .to_string();
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (path, content, overwrite) = (self.path.0, self.content, self.overwrite);
         if content.len() as u64 > MAX_FILE {
             return Err(invalid(&format!(
                 "`content` is larger than {MAX_FILE} bytes"
             )));
         }
-        let overwrite = args.opt_bool("overwrite").unwrap_or(false);
         in_workspace(ctx, move |ws| {
             let real = ws.resolve(&path)?;
             let shown = ws.display(&real);
@@ -371,33 +362,30 @@ impl Tool for WriteFile {
                 "bytes": content.len(),
                 "created": !existed,
                 "overwritten": existed,
-            })
-            .to_string())
+            }))
         })
         .await
     }
 }
 
-fn list_info() -> ToolInfo {
-    ToolInfo::new(
-        "list_directory",
-        "files",
-        "List the files and folders in a workspace directory, optionally recursively.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "directory relative to the workspace; default . (the workspace)"},
-                "recursive": {"type": "boolean", "description": "include subdirectories; default false"},
-                "limit": {"type": "integer", "minimum": 1, "description": "most entries; default 100, max 1000"}
-            },
-            "additionalProperties": false
-        }),
-    )
-    .limit("limit", 100, 1000)
-    .tags(&["ls", "dir", "folder", "browse", "tree"])
-}
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 100,
+    max: 1000,
+};
 
-struct ListDirectory(ToolInfo);
+/// List the files and folders in a workspace directory, optionally recursively.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListDirectory {
+    /// directory relative to the workspace; default . (the workspace)
+    path: Option<String>,
+    /// include subdirectories; default false
+    #[serde(default)]
+    recursive: bool,
+    /// most entries; default 100, max 1000
+    limit: Option<Count>,
+}
 
 /// One entry found by a walk.
 struct Entry {
@@ -440,20 +428,20 @@ fn walk(dir: &Path, recursive: bool, max: usize, found: &mut Vec<Entry>) -> io::
     Ok(false)
 }
 
-#[async_trait]
-impl Tool for ListDirectory {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
+impl TypedTool for ListDirectory {
+    const NAME: &'static str = "list_directory";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["ls", "dir", "folder", "browse", "tree"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
 
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let path = args.opt_str("path").unwrap_or(".").to_string();
-        let recursive = args.opt_bool("recursive").unwrap_or(false);
-        let limit = usize::try_from(list_limit(&self.0, &arguments)).unwrap_or(100);
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let path = directory(self.path);
+        let recursive = self.recursive;
+        let limit = usize::try_from(LIST_LIMIT.of(self.limit)).unwrap_or(100);
         let tz = ctx.timezone;
         in_workspace(ctx, move |ws| {
-            let real = ws.resolve(if path.trim().is_empty() { "." } else { &path })?;
+            let real = ws.resolve(&path)?;
             let shown = ws.display(&real);
             let meta = fs::metadata(&real).map_err(|e| io_error(&shown, e))?;
             if !meta.is_dir() {
@@ -480,61 +468,58 @@ impl Tool for ListDirectory {
                 "count": entries.len(),
                 "entries": entries,
                 "truncated": more,
-            })
-            .to_string())
+            }))
         })
         .await
     }
 }
 
-fn search_info() -> ToolInfo {
-    ToolInfo::new(
-        "search_files",
-        "files",
-        "Find files in the workspace by name pattern (glob: * and ?, case-insensitive) and/or by text they \
-         contain (case-insensitive), with the matching lines.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "directory to search; default . (the workspace)"},
-                "name": {"type": "string", "description": "file-name glob, e.g. *.md or report-202?.csv"},
-                "contains": {"type": "string", "description": "text the file must contain"},
-                "limit": {"type": "integer", "minimum": 1, "description": "most files; default 50, max 200"}
-            },
-            "additionalProperties": false
-        }),
-    )
-    .limit("limit", 50, 200)
-    .tags(&["find", "grep", "locate", "glob", "lookup"])
+const SEARCH_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 50,
+    max: 200,
+};
+
+/// Find files in the workspace by name pattern (glob: * and ?, case-insensitive) and/or by text
+/// they contain (case-insensitive), with the matching lines.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchFiles {
+    /// directory to search; default . (the workspace)
+    path: Option<String>,
+    /// file-name glob, e.g. *.md or report-202?.csv
+    name: Option<String>,
+    /// text the file must contain
+    contains: Option<String>,
+    /// most files; default 50, max 200
+    limit: Option<Count>,
 }
 
-struct SearchFiles(ToolInfo);
+impl TypedTool for SearchFiles {
+    const NAME: &'static str = "search_files";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["find", "grep", "locate", "glob", "lookup"];
+    const LIMIT: Option<Limit> = Some(SEARCH_LIMIT);
+    type Output = Value;
 
-#[async_trait]
-impl Tool for SearchFiles {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let path = args.opt_str("path").unwrap_or(".").to_string();
-        let name = args
-            .opt_str("name")
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let path = directory(self.path);
+        let name = self
+            .name
             .filter(|s| !s.trim().is_empty())
             .map(|s| s.trim().to_lowercase());
-        let contains = args
-            .opt_str("contains")
+        let contains = self
+            .contains
             .filter(|s| !s.is_empty())
-            .map(str::to_lowercase);
+            .map(|s| s.to_lowercase());
         if name.is_none() && contains.is_none() {
             return Err(invalid(
                 "give `name` (a glob like *.md), `contains` (text), or both",
             ));
         }
-        let limit = usize::try_from(list_limit(&self.0, &arguments)).unwrap_or(50);
+        let limit = usize::try_from(SEARCH_LIMIT.of(self.limit)).unwrap_or(50);
         in_workspace(ctx, move |ws| {
-            let real = ws.resolve(if path.trim().is_empty() { "." } else { &path })?;
+            let real = ws.resolve(&path)?;
             let shown = ws.display(&real);
             if !fs::metadata(&real)
                 .map_err(|e| io_error(&shown, e))?
@@ -597,8 +582,7 @@ impl Tool for SearchFiles {
                 "count": results.len(),
                 "files": results,
                 "truncated": more || walk_cut,
-            })
-            .to_string())
+            }))
         })
         .await
     }
@@ -629,33 +613,23 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-fn file_info_info() -> ToolInfo {
-    ToolInfo::new(
-        "file_info",
-        "files",
-        "Details of a file or directory in the workspace: type, size, modification time, line count of text files.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "path relative to the workspace"}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["stat", "size", "modified", "exists", "metadata"])
+/// Details of a file or directory in the workspace: type, size, modification time, line count of
+/// text files.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FileInfo {
+    /// path relative to the workspace
+    path: NonEmpty,
 }
 
-struct FileInfo(ToolInfo);
+impl TypedTool for FileInfo {
+    const NAME: &'static str = "file_info";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["stat", "size", "modified", "exists", "metadata"];
+    type Output = Value;
 
-#[async_trait]
-impl Tool for FileInfo {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let path = path_arg(&Args::new(&arguments), "path")?;
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let path = self.path.0;
         let tz = ctx.timezone;
         in_workspace(ctx, move |ws| {
             let real = ws.resolve(&path)?;
@@ -680,46 +654,36 @@ impl Tool for FileInfo {
                     Err(_) => out["text"] = json!(false),
                 }
             }
-            Ok(out.to_string())
+            Ok(out)
         })
         .await
     }
 }
 
-fn copy_info() -> ToolInfo {
-    ToolInfo::new(
-        "copy_file",
-        "files",
-        "Copy a file within the workspace, creating folders as needed. An existing destination is only \
-         replaced with overwrite: true.",
-        json!({
-            "type": "object",
-            "properties": {
-                "source": {"type": "string", "description": "file to copy, relative to the workspace"},
-                "destination": {"type": "string", "description": "new path, relative to the workspace"},
-                "overwrite": {"type": "boolean", "description": "replace an existing destination; default false"}
-            },
-            "required": ["source", "destination"],
-            "additionalProperties": false
-        }),
-    )
-    .risk(Risk::Write)
-    .tags(&["duplicate", "backup", "cp"])
+/// Copy a file within the workspace, creating folders as needed. An existing destination is only
+/// replaced with overwrite: true.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CopyFile {
+    /// file to copy, relative to the workspace
+    source: NonEmpty,
+    /// new path, relative to the workspace
+    destination: NonEmpty,
+    /// replace an existing destination; default false
+    #[serde(default)]
+    overwrite: bool,
 }
 
-struct CopyFile(ToolInfo);
+impl TypedTool for CopyFile {
+    const NAME: &'static str = "copy_file";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["duplicate", "backup", "cp"];
+    type Output = Value;
 
-#[async_trait]
-impl Tool for CopyFile {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let source = path_arg(&args, "source")?;
-        let destination = path_arg(&args, "destination")?;
-        let overwrite = args.opt_bool("overwrite").unwrap_or(false);
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (source, destination) = (self.source.0, self.destination.0);
+        let overwrite = self.overwrite;
         in_workspace(ctx, move |ws| {
             let from = ws.resolve(&source)?;
             let to = ws.resolve(&destination)?;
@@ -748,43 +712,33 @@ impl Tool for CopyFile {
                 fs::create_dir_all(parent).map_err(|e| io_error(&ws.display(parent), e))?;
             }
             let bytes = fs::copy(&from, &to).map_err(|e| io_error(&to_shown, e))?;
-            Ok(json!({"source": from_shown, "destination": to_shown, "bytes": bytes}).to_string())
+            Ok(json!({"source": from_shown, "destination": to_shown, "bytes": bytes}))
         })
         .await
     }
 }
 
-fn delete_info() -> ToolInfo {
-    ToolInfo::new(
-        "delete_file",
-        "files",
-        "Delete a file (or a symlink) in the workspace; a directory with recursive: true, or when empty.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "path relative to the workspace"},
-                "recursive": {"type": "boolean", "description": "delete a directory with everything in it; default false"}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        }),
-    )
-    .risk(Risk::Destructive)
-    .tags(&["remove", "rm", "erase", "unlink"])
+/// Delete a file (or a symlink) in the workspace; a directory with recursive: true, or when
+/// empty.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteFile {
+    /// path relative to the workspace
+    path: NonEmpty,
+    /// delete a directory with everything in it; default false
+    #[serde(default)]
+    recursive: bool,
 }
 
-struct DeleteFile(ToolInfo);
+impl TypedTool for DeleteFile {
+    const NAME: &'static str = "delete_file";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["remove", "rm", "erase", "unlink"];
+    type Output = Value;
 
-#[async_trait]
-impl Tool for DeleteFile {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let path = path_arg(&args, "path")?;
-        let recursive = args.opt_bool("recursive").unwrap_or(false);
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (path, recursive) = (self.path.0, self.recursive);
         in_workspace(ctx, move |ws| {
             // Checks the whole path (a link leading outside is refused), then deletes the entry
             // itself: for a symlink that is the link, never what it points to.
@@ -819,7 +773,7 @@ impl Tool for DeleteFile {
             } else {
                 fs::remove_file(&entry).map_err(|e| io_error(&shown, e))?;
             }
-            Ok(json!({"deleted": shown, "type": what}).to_string())
+            Ok(json!({"deleted": shown, "type": what}))
         })
         .await
     }
@@ -859,6 +813,37 @@ mod tests {
                 .expect("tool exists");
             let out = tool.call(&self.ctx, arguments).await?;
             Ok(serde_json::from_str(&out).expect("json result"))
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_name_the_field() {
+        let f = Files::new().await;
+        for (name, arguments, expected) in [
+            ("read_file", json!({"path": 5}), "`path`: invalid type"),
+            ("read_file", json!({"path": "a", "offset": "x"}), "`offset`"),
+            (
+                "write_file",
+                json!({"path": "a"}),
+                "missing field `content`",
+            ),
+            (
+                "copy_file",
+                json!({"source": "a", "destination": " "}),
+                "`destination`: must be a non-empty string",
+            ),
+            (
+                "delete_file",
+                json!({"path": "a", "force": true}),
+                "unknown field `force`",
+            ),
+            ("list_directory", json!({"recursive": "yes"}), "`recursive`"),
+        ] {
+            let err = f.call(name, arguments).await.expect_err(name);
+            assert!(
+                matches!(&err, ToolError::InvalidArguments(m) if m.contains(expected)),
+                "{name}: {err}"
+            );
         }
     }
 
@@ -1073,7 +1058,9 @@ mod tests {
                 .expect_err("root");
             assert!(
                 err.to_string().contains("workspace itself")
-                    || err.to_string().contains("required"),
+                    || err
+                        .to_string()
+                        .contains("`path`: must be a non-empty string"),
                 "{root:?}: {err}"
             );
         }

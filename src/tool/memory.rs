@@ -11,20 +11,19 @@
 //! memory instead of adding a copy: its importance becomes the higher of the two, the tags merge,
 //! and the kind changes when one is given.
 
-mod record;
 mod search;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
-use sqlx::Row;
 
-use self::record::{COLUMNS, KINDS, Memory, Param, Sql, encode_tags};
-use self::search::{Filter, Match, search, search_words};
-use super::common::write_tx;
+use self::search::{described, search, search_words};
 use super::time::format_local;
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo, list_limit};
+use super::typed::{Count, Limit, NonEmpty, inline_schema};
+use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::store::memory::{self as store, Filter, KINDS, Match, Memory, NewMemory, Order};
 use crate::store::{Store, StoreError};
 
 const GROUP: &str = "memory";
@@ -40,21 +39,27 @@ const PROFILE_MAX: i64 = 10;
 const RELEVANT_MAX: usize = 5;
 /// Longest line a memory gets in the prompt context, in characters.
 const PROMPT_LINE_CHARS: usize = 200;
+const RECALL_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 10,
+    max: 50,
+};
+const LIST_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 20,
+    max: 50,
+};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(Remember::new()),
-        Arc::new(BatchRemember::new()),
-        Arc::new(Recall::new()),
-        Arc::new(Forget::new()),
-        Arc::new(ListMemories::new()),
-        Arc::new(BoostMemory::new()),
-        Arc::new(MemoryStats::new()),
+        typed::<Remember>(),
+        typed::<BatchRemember>(),
+        typed::<Recall>(),
+        typed::<Forget>(),
+        typed::<ListMemories>(),
+        typed::<BoostMemory>(),
+        typed::<MemoryStats>(),
     ]
-}
-
-fn db(err: sqlx::Error) -> ToolError {
-    ToolError::Failed(format!("database error: {err}"))
 }
 
 fn user(ctx: &ToolContext) -> Result<i64, ToolError> {
@@ -74,19 +79,6 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn kind_schema(what: &str) -> Value {
-    json!({"type": "string", "enum": KINDS, "description": what})
-}
-
-fn memory_fields_schema() -> Value {
-    json!({
-        "content": {"type": "string", "description": "One self-contained statement, e.g. \"Prefers oat milk in coffee\"", "maxLength": MAX_CONTENT},
-        "type": kind_schema("fact (default), preference (likes, dislikes, how they want things), event (something that happened or will), skill (what they can do)"),
-        "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "0..1, default 0.5; 0.7 or more puts it in every conversation's profile, 0.9 for essentials"},
-        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS, "description": "Short lowercase labels, e.g. [\"food\", \"family\"]"}
-    })
-}
-
 /// A memory as the model sees it.
 fn memory_json(memory: &Memory, ctx: &ToolContext) -> Value {
     let mut value = json!({
@@ -103,184 +95,6 @@ fn memory_json(memory: &Memory, ctx: &ToolContext) -> Value {
     value
 }
 
-/// A memory to save, checked.
-#[derive(Clone, Debug, PartialEq)]
-struct NewMemory {
-    content: String,
-    /// `None` when not given: `fact` for a new memory, unchanged for a known one.
-    kind: Option<String>,
-    importance: f64,
-    tags: Vec<String>,
-}
-
-/// An optional number that, when given, must be one: "high" is an error, not the default.
-fn opt_number(args: &Args<'_>, name: &str) -> Result<Option<f64>, ToolError> {
-    match args.0.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => match args.opt_f64(name) {
-            Some(x) if x.is_finite() => Ok(Some(x)),
-            _ => Err(ToolError::InvalidArguments(format!(
-                "`{name}` must be a number"
-            ))),
-        },
-    }
-}
-
-fn parse_kind(value: Option<&str>) -> Result<Option<String>, ToolError> {
-    match value.map(|k| k.trim().to_lowercase()) {
-        None => Ok(None),
-        Some(k) if k.is_empty() => Ok(None),
-        Some(k) if KINDS.contains(&k.as_str()) => Ok(Some(k)),
-        Some(k) => Err(ToolError::InvalidArguments(format!(
-            "unknown memory type {k:?}; use one of {}",
-            KINDS.join(", ")
-        ))),
-    }
-}
-
-fn parse_tag(tag: &str) -> Result<Option<String>, ToolError> {
-    let tag = tag.split_whitespace().collect::<Vec<_>>().join(" ");
-    let tag = tag.to_lowercase();
-    if tag.is_empty() {
-        return Ok(None);
-    }
-    if tag.chars().count() > MAX_TAG_CHARS {
-        return Err(ToolError::InvalidArguments(format!(
-            "tag {tag:?} is too long; keep tags under {MAX_TAG_CHARS} characters"
-        )));
-    }
-    Ok(Some(tag))
-}
-
-fn parse_tags(args: &Args<'_>) -> Result<Vec<String>, ToolError> {
-    let mut tags: Vec<String> = Vec::new();
-    // A comma inside one array item is two tags: commas separate tags in storage.
-    for item in args.strings("tags") {
-        for part in item.split(',') {
-            if let Some(tag) = parse_tag(part)?
-                && !tags.contains(&tag)
-            {
-                tags.push(tag);
-            }
-        }
-    }
-    if tags.len() > MAX_TAGS {
-        return Err(ToolError::InvalidArguments(format!(
-            "{} tags given; use at most {MAX_TAGS}",
-            tags.len()
-        )));
-    }
-    Ok(tags)
-}
-
-fn parse_new(value: &Value) -> Result<NewMemory, ToolError> {
-    if !value.is_object() {
-        return Err(ToolError::InvalidArguments(
-            "each memory must be an object with `content`".into(),
-        ));
-    }
-    let args = Args::new(value);
-    let content = args.str("content")?.trim().to_string();
-    let chars = content.chars().count();
-    if chars > MAX_CONTENT {
-        return Err(ToolError::InvalidArguments(format!(
-            "content is {chars} characters; keep a memory under {MAX_CONTENT}: one statement, split or summarised"
-        )));
-    }
-    let kind = parse_kind(args.opt_str("type"))?;
-    let importance = opt_number(&args, "importance")?.unwrap_or(DEFAULT_IMPORTANCE);
-    if !(0.0..=1.0).contains(&importance) {
-        return Err(ToolError::InvalidArguments(format!(
-            "importance must be between 0 and 1 (0.5 ordinary, 0.9 essential); got {importance}"
-        )));
-    }
-    Ok(NewMemory {
-        content,
-        kind,
-        importance: round2(importance),
-        tags: parse_tags(&args)?,
-    })
-}
-
-/// Saves `new` for `user_id`, or updates the memory with the same content. Returns the stored
-/// memory and whether it was already there.
-async fn save(
-    conn: &mut sqlx::AnyConnection,
-    user_id: i64,
-    new: &NewMemory,
-    now: i64,
-) -> Result<(Memory, bool), sqlx::Error> {
-    let existing = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 AND lower(m.content) = lower($2) \
-         ORDER BY m.id LIMIT 1"
-    )))
-    .bind(user_id)
-    .bind(&new.content)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let (id, known) = match existing {
-        Some(row) => {
-            let old = Memory::from_row(&row)?;
-            let mut tags = old.tags.clone();
-            for tag in &new.tags {
-                if !tags.contains(tag) {
-                    tags.push(tag.clone());
-                }
-            }
-            tags.truncate(MAX_TAGS);
-            let id: i64 = sqlx::query(
-                "UPDATE memories SET kind = $1, importance = $2, tags = $3, updated_at = $4 \
-                 WHERE id = $5 RETURNING id",
-            )
-            .bind(new.kind.as_deref().unwrap_or(&old.kind))
-            .bind(old.importance.max(new.importance))
-            .bind(encode_tags(&tags))
-            .bind(now)
-            .bind(old.id)
-            .fetch_one(&mut *conn)
-            .await?
-            .try_get("id")?;
-            (id, true)
-        }
-        None => {
-            let id: i64 = sqlx::query(
-                "INSERT INTO memories (user_id, content, kind, importance, tags, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id",
-            )
-            .bind(user_id)
-            .bind(&new.content)
-            .bind(new.kind.as_deref().unwrap_or(KINDS[0]))
-            .bind(new.importance)
-            .bind(encode_tags(&new.tags))
-            .bind(now)
-            .fetch_one(&mut *conn)
-            .await?
-            .try_get("id")?;
-            (id, false)
-        }
-    };
-    let memory = fetch(&mut *conn, user_id, id)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    Ok((memory, known))
-}
-
-async fn fetch(
-    conn: &mut sqlx::AnyConnection,
-    user_id: i64,
-    id: i64,
-) -> Result<Option<Memory>, sqlx::Error> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.id = $1 AND m.user_id = $2"
-    )))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(conn)
-    .await?
-    .map(|row| Memory::from_row(&row))
-    .transpose()
-}
-
 fn saved_json(memory: &Memory, known: bool, ctx: &ToolContext) -> Value {
     let mut value = memory_json(memory, ctx);
     value["status"] = json!(if known {
@@ -291,473 +105,426 @@ fn saved_json(memory: &Memory, known: bool, ctx: &ToolContext) -> Value {
     value
 }
 
-/// `remember`: saves one memory.
-struct Remember(ToolInfo);
+/// The kinds of memory ([`KINDS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Fact,
+    Preference,
+    Event,
+    Skill,
+}
 
-impl Remember {
-    fn new() -> Self {
-        let mut properties = memory_fields_schema();
-        properties["content"]["description"] = json!(
-            "What to remember: one self-contained statement about the user, e.g. \"Prefers oat milk in coffee\""
-        );
-        Self(
-            ToolInfo::new(
-                "remember",
-                GROUP,
-                "Save something worth knowing about the user for later conversations: a fact, preference, event or skill. Saving the same text again updates it.",
-                json!({
-                    "type": "object",
-                    "properties": properties,
-                    "required": ["content"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["memorise", "memorize", "save", "note", "profile", "learn"]),
-        )
+impl Kind {
+    /// Its name as stored: the variants are declared in [`KINDS`]' order.
+    fn name(self) -> String {
+        KINDS[self as usize].to_string()
     }
 }
 
-#[async_trait]
-impl Tool for Remember {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
+/// A memory's content: one statement, trimmed, not blank, at most [`MAX_CONTENT`] characters.
+#[derive(Clone, Debug)]
+struct Content(String);
 
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let user_id = user(ctx)?;
-        let new = parse_new(&args)?;
-        // Its own transaction: see `common::write_tx`.
-        let mut tx = write_tx(ctx).await?;
-        let (memory, known) = save(&mut tx, user_id, &new, ctx.clock.now_ms())
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        Ok(saved_json(&memory, known, ctx).to_string())
-    }
-}
-
-/// `batch_remember`: saves several memories at once, all or none.
-struct BatchRemember(ToolInfo);
-
-impl BatchRemember {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "batch_remember",
-                GROUP,
-                "Save several memories at once (all or none), e.g. after the user tells you about themselves.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "memories": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": MAX_BATCH,
-                            "description": "The memories to save",
-                            "items": {
-                                "type": "object",
-                                "properties": memory_fields_schema(),
-                                "required": ["content"],
-                                "additionalProperties": false
-                            }
-                        }
-                    },
-                    "required": ["memories"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["memorise", "memorize", "save", "many", "bulk", "profile"]),
-        )
-    }
-}
-
-#[async_trait]
-impl Tool for BatchRemember {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let user_id = user(ctx)?;
-        let items = Args::new(&args).array("memories")?;
-        if items.is_empty() {
-            return Err(ToolError::InvalidArguments(
-                "`memories` is empty; give at least one".into(),
-            ));
-        }
-        if items.len() > MAX_BATCH {
-            return Err(ToolError::InvalidArguments(format!(
-                "{} memories given; save at most {MAX_BATCH} per call",
-                items.len()
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let NonEmpty(content) = NonEmpty::deserialize(deserializer)?;
+        let chars = content.chars().count();
+        if chars > MAX_CONTENT {
+            return Err(serde::de::Error::custom(format!(
+                "is {chars} characters; keep a memory under {MAX_CONTENT}: one statement, split or summarised"
             )));
         }
-        // Check everything before saving anything, so one bad item loses nothing.
-        let mut news = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let new = parse_new(item).map_err(|err| match err {
-                ToolError::InvalidArguments(msg) => {
-                    ToolError::InvalidArguments(format!("memories[{i}]: {msg}; nothing was saved"))
-                }
-                other => other,
-            })?;
-            news.push(new);
-        }
-        let now = ctx.clock.now_ms();
-        let mut tx = write_tx(ctx).await?;
-        let mut saved = Vec::with_capacity(news.len());
-        for new in &news {
-            let (memory, known) = save(&mut tx, user_id, new, now).await.map_err(db)?;
-            saved.push(saved_json(&memory, known, ctx));
-        }
-        tx.commit().await.map_err(db)?;
-        Ok(json!({"count": saved.len(), "memories": saved}).to_string())
+        Ok(Self(content))
     }
 }
 
-/// Reads the optional `type` and `tag` filters.
-fn parse_filter(args: &Args<'_>) -> Result<Filter, ToolError> {
+inline_schema!(Content, {"type": "string", "maxLength": MAX_CONTENT});
+
+/// How much a memory matters, 0 to 1, kept to two decimals.
+#[derive(Clone, Copy, Debug)]
+struct Importance(f64);
+
+impl<'de> Deserialize<'de> for Importance {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        if !(0.0..=1.0).contains(&value) {
+            return Err(serde::de::Error::custom(format!(
+                "must be between 0 and 1 (0.5 ordinary, 0.9 essential); got {value}"
+            )));
+        }
+        Ok(Self(round2(value)))
+    }
+}
+
+inline_schema!(Importance, {"type": "number", "minimum": 0, "maximum": 1});
+
+/// A tag as stored: inner whitespace collapsed, lower case; `None` when blank.
+fn tag(text: &str) -> Result<Option<String>, String> {
+    let tag = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let tag = tag.to_lowercase();
+    if tag.is_empty() {
+        return Ok(None);
+    }
+    if tag.chars().count() > MAX_TAG_CHARS {
+        return Err(format!(
+            "tag {tag:?} is too long; keep tags under {MAX_TAG_CHARS} characters"
+        ));
+    }
+    Ok(Some(tag))
+}
+
+/// A memory's tags ([`tag`] each), without duplicates, at most [`MAX_TAGS`]. A comma inside
+/// one item makes two tags: commas separate tags in storage.
+#[derive(Clone, Debug, Default)]
+struct MemoryTags(Vec<String>);
+
+impl<'de> Deserialize<'de> for MemoryTags {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut tags: Vec<String> = Vec::new();
+        for item in Vec::<String>::deserialize(deserializer)? {
+            for part in item.split(',') {
+                if let Some(tag) = tag(part).map_err(serde::de::Error::custom)?
+                    && !tags.contains(&tag)
+                {
+                    tags.push(tag);
+                }
+            }
+        }
+        if tags.len() > MAX_TAGS {
+            return Err(serde::de::Error::custom(format!(
+                "{} tags given; use at most {MAX_TAGS}",
+                tags.len()
+            )));
+        }
+        Ok(Self(tags))
+    }
+}
+
+inline_schema!(MemoryTags, {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS});
+
+/// Save something worth knowing about the user for later conversations: a fact, preference,
+/// event or skill. Saving the same text again updates it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Remember {
+    /// What to remember: one self-contained statement about the user, e.g. "Prefers oat milk in
+    /// coffee"
+    content: Content,
+    /// fact (default), preference (likes, dislikes, how they want things), event (something that
+    /// happened or will), skill (what they can do)
+    #[serde(rename = "type")]
+    kind: Option<Kind>,
+    /// 0..1, default 0.5; 0.7 or more puts it in every conversation's profile, 0.9 for
+    /// essentials
+    importance: Option<Importance>,
+    /// Short lowercase labels, e.g. ["food", "family"]
+    #[serde(default)]
+    tags: MemoryTags,
+}
+
+impl Remember {
+    fn memory(self) -> NewMemory {
+        NewMemory {
+            content: self.content.0,
+            kind: self.kind.map(Kind::name),
+            importance: self.importance.map_or(DEFAULT_IMPORTANCE, |i| i.0),
+            tags: self.tags.0,
+            max_tags: MAX_TAGS,
+        }
+    }
+}
+
+/// Saves `news`, all or none, and answers with each as saved.
+async fn save(ctx: &ToolContext, news: &[NewMemory]) -> Result<Vec<Value>, ToolError> {
+    let saved = store::save_all(&ctx.store, user(ctx)?, news, ctx.clock.now_ms()).await?;
+    Ok(saved
+        .iter()
+        .map(|(memory, known)| saved_json(memory, *known, ctx))
+        .collect())
+}
+
+impl TypedTool for Remember {
+    const NAME: &'static str = "remember";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] =
+        &["memorise", "memorize", "save", "note", "profile", "learn"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let mut saved = save(ctx, &[self.memory()]).await?;
+        Ok(saved.pop().unwrap_or_default())
+    }
+}
+
+// One memory of a batch: `remember`'s arguments (a plain comment: a doc comment would become a
+// description of the items, which the schema has never had).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Item {
+    /// One self-contained statement, e.g. "Prefers oat milk in coffee"
+    content: Content,
+    /// fact (default), preference (likes, dislikes, how they want things), event (something that
+    /// happened or will), skill (what they can do)
+    #[serde(rename = "type")]
+    kind: Option<Kind>,
+    /// 0..1, default 0.5; 0.7 or more puts it in every conversation's profile, 0.9 for
+    /// essentials
+    importance: Option<Importance>,
+    /// Short lowercase labels, e.g. ["food", "family"]
+    #[serde(default)]
+    tags: MemoryTags,
+}
+
+/// Save several memories at once (all or none), e.g. after the user tells you about themselves.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BatchRemember {
+    /// The memories to save
+    #[schemars(length(min = 1, max = MAX_BATCH))]
+    memories: Vec<Item>,
+}
+
+impl TypedTool for BatchRemember {
+    const NAME: &'static str = "batch_remember";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] =
+        &["memorise", "memorize", "save", "many", "bulk", "profile"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let count = self.memories.len();
+        if !(1..=MAX_BATCH).contains(&count) {
+            return Err(ToolError::InvalidArguments(format!(
+                "`memories`: {count} given; save 1 to {MAX_BATCH} per call"
+            )));
+        }
+        // Every item was read before anything is saved, so one bad item loses nothing.
+        let news: Vec<NewMemory> = self
+            .memories
+            .into_iter()
+            .map(|item| {
+                Remember {
+                    content: item.content,
+                    kind: item.kind,
+                    importance: item.importance,
+                    tags: item.tags,
+                }
+                .memory()
+            })
+            .collect();
+        let saved = save(ctx, &news).await?;
+        Ok(json!({"count": saved.len(), "memories": saved}))
+    }
+}
+
+/// The `type` and `tag` filters of recall and list_memories.
+fn filter(kind: Option<Kind>, tag_filter: Option<String>) -> Result<Filter, ToolError> {
+    let tag = match tag_filter {
+        Some(text) => {
+            tag(&text).map_err(|msg| ToolError::InvalidArguments(format!("`tag`: {msg}")))?
+        }
+        None => None,
+    };
     Ok(Filter {
-        kind: parse_kind(args.opt_str("type"))?,
-        tag: match args.opt_str("tag") {
-            Some(tag) => parse_tag(tag)?,
-            None => None,
-        },
+        kind: kind.map(Kind::name),
+        tag,
     })
 }
 
-/// `recall`: full-text search over the user's memories.
-struct Recall(ToolInfo);
-
-impl Recall {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "recall",
-                GROUP,
-                "Search the user's memories by words, best matches first (relevance, importance and recency). Memories containing all the words are preferred; if none do, any word matches.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "Plain words to look for, e.g. \"coffee milk\"; punctuation and operators are ignored"},
-                        "type": kind_schema("Only memories of this type"),
-                        "tag": {"type": "string", "description": "Only memories with this tag"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results, default 10"}
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 10, 50)
-            .tags(&["search", "find", "remember", "know", "profile", "lookup"]),
-        )
-    }
+/// Search the user's memories by words, best matches first (relevance, importance and
+/// recency). Memories containing all the words are preferred; if none do, any word matches.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Recall {
+    /// Plain words to look for, e.g. "coffee milk"; punctuation and operators are ignored
+    query: NonEmpty,
+    /// Only memories of this type
+    #[serde(rename = "type")]
+    kind: Option<Kind>,
+    /// Only memories with this tag
+    tag: Option<String>,
+    /// Most results, default 10
+    limit: Option<Count>,
 }
 
-#[async_trait]
-impl Tool for Recall {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
+impl TypedTool for Recall {
+    const NAME: &'static str = "recall";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] =
+        &["search", "find", "remember", "know", "profile", "lookup"];
+    const LIMIT: Option<Limit> = Some(RECALL_LIMIT);
+    type Output = Value;
 
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user_id = user(ctx)?;
-        let a = Args::new(&args);
-        let query = a.str("query")?;
-        let words = search_words(query);
+        let query = self.query.0;
+        let words = search_words(&query);
         if words.is_empty() {
             return Err(ToolError::InvalidArguments(format!(
                 "the query {query:?} has no words to search for; use plain words like \"coffee order\""
             )));
         }
-        let filter = parse_filter(&a)?;
-        let limit = usize::try_from(list_limit(self.info(), &args)).unwrap_or(usize::MAX);
+        let filter = filter(self.kind, self.tag)?;
+        let limit = usize::try_from(RECALL_LIMIT.of(self.limit)).unwrap_or(usize::MAX);
         let now = ctx.clock.now_ms();
-        let store = &ctx.store;
+        let db = &ctx.store;
         let mut mode = Match::All;
-        let mut found = search(store, user_id, &words, mode, &filter, limit, now)
-            .await
-            .map_err(db)?;
+        let mut found = search(db, user_id, &words, mode, &filter, limit, now).await?;
         if found.is_empty() && words.len() > 1 {
             mode = Match::Any;
-            found = search(store, user_id, &words, mode, &filter, limit, now)
-                .await
-                .map_err(db)?;
+            found = search(db, user_id, &words, mode, &filter, limit, now).await?;
         }
-        if !found.is_empty() {
-            touch(store, user_id, &found, now).await.map_err(db)?;
-        }
+        let ids: Vec<i64> = found.iter().map(|m| m.id).collect();
+        store::touch(db, user_id, &ids, now).await?;
         let memories: Vec<Value> = found.iter().map(|m| memory_json(m, ctx)).collect();
         let mut result = json!({
             "query_words": words,
-            "matched": mode.as_str(),
+            "matched": described(mode),
             "count": memories.len(),
             "memories": memories,
         });
         if found.is_empty() {
             result["hint"] = json!("nothing matches; try other words, or list_memories");
         }
-        Ok(result.to_string())
+        Ok(result)
     }
 }
 
-/// Counts a recall of `found`: one more access each, last accessed now.
-async fn touch(store: &Store, user_id: i64, found: &[Memory], now: i64) -> Result<(), sqlx::Error> {
-    let mut sql = Sql::new(
-        "UPDATE memories SET access_count = access_count + 1, last_accessed = $1 \
-         WHERE user_id = $2 AND id IN (",
-    );
-    sql.params = vec![Param::Int(now), Param::Int(user_id)];
-    for (i, memory) in found.iter().enumerate() {
-        sql.push(if i == 0 { "?" } else { ", ?" }, Param::Int(memory.id));
-    }
-    sql.push_str(")");
-    sql.query().execute(store.pool()).await?;
-    Ok(())
+/// Delete one memory for good, e.g. when it is wrong or the user asks you to forget it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Forget {
+    /// The memory's id, from recall or list_memories
+    memory_id: i64,
 }
 
-/// `forget`: deletes one memory.
-struct Forget(ToolInfo);
+impl TypedTool for Forget {
+    const NAME: &'static str = "forget";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Destructive;
+    const TAGS: &'static [&'static str] = &["delete", "remove", "erase", "memory"];
+    type Output = Value;
 
-impl Forget {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "forget",
-                GROUP,
-                "Delete one memory for good, e.g. when it is wrong or the user asks you to forget it.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "memory_id": {"type": "integer", "description": "The memory's id, from recall or list_memories"}
-                    },
-                    "required": ["memory_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Destructive)
-            .tags(&["delete", "remove", "erase", "memory"]),
-        )
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let id = self.memory_id;
+        let content = store::delete(&ctx.store, user(ctx)?, id)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        Ok(json!({"forgotten": id, "content": content}))
     }
 }
 
-#[async_trait]
-impl Tool for Forget {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Sort {
+    #[default]
+    Newest,
+    Importance,
+}
 
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+/// List the user's memories, newest or most important first, optionally of one type or tag.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListMemories {
+    /// Only memories of this type
+    #[serde(rename = "type")]
+    kind: Option<Kind>,
+    /// Only memories with this tag
+    tag: Option<String>,
+    /// newest (default) or importance (most important first)
+    sort: Option<Sort>,
+    /// Most results, default 20
+    limit: Option<Count>,
+}
+
+impl TypedTool for ListMemories {
+    const NAME: &'static str = "list_memories";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["show", "all", "profile", "browse"];
+    const LIMIT: Option<Limit> = Some(LIST_LIMIT);
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user_id = user(ctx)?;
-        let id = Args::new(&args).i64("memory_id")?;
-        let mut tx = write_tx(ctx).await?;
-        let row =
-            sqlx::query("DELETE FROM memories WHERE id = $1 AND user_id = $2 RETURNING content")
-                .bind(id)
-                .bind(user_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db)?
-                .ok_or_else(|| not_found(id))?;
-        tx.commit().await.map_err(db)?;
-        let content: String = row.try_get("content").map_err(db)?;
-        Ok(json!({"forgotten": id, "content": content}).to_string())
-    }
-}
-
-/// `list_memories`: the user's memories, newest or most important first.
-struct ListMemories(ToolInfo);
-
-impl ListMemories {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "list_memories",
-                GROUP,
-                "List the user's memories, newest or most important first, optionally of one type or tag.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "type": kind_schema("Only memories of this type"),
-                        "tag": {"type": "string", "description": "Only memories with this tag"},
-                        "sort": {"type": "string", "enum": ["newest", "importance"], "description": "newest (default) or importance (most important first)"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results, default 20"}
-                    },
-                    "additionalProperties": false
-                }),
-            )
-            .limit("limit", 20, 50)
-            .tags(&["show", "all", "profile", "browse"]),
-        )
-    }
-}
-
-#[async_trait]
-impl Tool for ListMemories {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let user_id = user(ctx)?;
-        let a = Args::new(&args);
-        let filter = parse_filter(&a)?;
-        let order = match a.opt_str("sort").map(str::trim) {
-            None | Some("") | Some("newest") => "m.created_at DESC, m.id DESC",
-            Some("importance") => "m.importance DESC, m.created_at DESC, m.id DESC",
-            Some(other) => {
-                return Err(ToolError::InvalidArguments(format!(
-                    "unknown sort {other:?}; use newest or importance"
-                )));
-            }
+        let filter = filter(self.kind, self.tag)?;
+        let order = match self.sort.unwrap_or_default() {
+            Sort::Newest => Order::Newest,
+            Sort::Importance => Order::Importance,
         };
-        let limit = list_limit(self.info(), &args);
-
-        let mut count = Sql::new("SELECT COUNT(*) AS n FROM memories m WHERE m.user_id = $1");
-        count.params.push(Param::Int(user_id));
-        filter.apply(&mut count);
-        let total: i64 = count
-            .query()
-            .fetch_one(ctx.store.pool())
-            .await
-            .and_then(|row| row.try_get("n"))
-            .map_err(db)?;
-
-        let mut list = Sql::new(&format!(
-            "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1"
-        ));
-        list.params.push(Param::Int(user_id));
-        filter.apply(&mut list);
-        list.push_str(&format!(" ORDER BY {order}"));
-        list.push(" LIMIT ?", Param::Int(limit));
-        let rows = list.query().fetch_all(ctx.store.pool()).await.map_err(db)?;
-        let memories = rows
-            .iter()
-            .map(|row| Memory::from_row(row).map(|m| memory_json(&m, ctx)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(db)?;
-        Ok(json!({"count": memories.len(), "total": total, "memories": memories}).to_string())
+        let limit = LIST_LIMIT.of(self.limit);
+        let (total, listed) = store::list(&ctx.store, user_id, &filter, order, limit).await?;
+        let memories: Vec<Value> = listed.iter().map(|m| memory_json(m, ctx)).collect();
+        Ok(json!({"count": memories.len(), "total": total, "memories": memories}))
     }
 }
 
-/// `boost_memory`: makes a memory more (or less) important.
-struct BoostMemory(ToolInfo);
-
-impl BoostMemory {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "boost_memory",
-                GROUP,
-                "Raise a memory's importance (capped at 1), e.g. when it keeps coming up; a negative amount lowers it (not below 0).",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "memory_id": {"type": "integer", "description": "The memory's id"},
-                        "amount": {"type": "number", "minimum": -1, "maximum": 1, "description": "How much to add to its importance, default 0.1"}
-                    },
-                    "required": ["memory_id"],
-                    "additionalProperties": false
-                }),
-            )
-            .risk(Risk::Write)
-            .tags(&["importance", "important", "priority", "reinforce"]),
-        )
-    }
+/// Raise a memory's importance (capped at 1), e.g. when it keeps coming up; a negative amount
+/// lowers it (not below 0).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BoostMemory {
+    /// The memory's id
+    memory_id: i64,
+    /// How much to add to its importance, default 0.1
+    #[schemars(range(min = -1, max = 1))]
+    amount: Option<f64>,
 }
 
-#[async_trait]
-impl Tool for BoostMemory {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
+impl TypedTool for BoostMemory {
+    const NAME: &'static str = "boost_memory";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Write;
+    const TAGS: &'static [&'static str] = &["importance", "important", "priority", "reinforce"];
+    type Output = Value;
 
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let user_id = user(ctx)?;
-        let a = Args::new(&args);
-        let id = a.i64("memory_id")?;
-        let amount = opt_number(&a, "amount")?.unwrap_or(0.1);
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (id, amount) = (self.memory_id, self.amount.unwrap_or(0.1));
         if !(-1.0..=1.0).contains(&amount) {
             return Err(ToolError::InvalidArguments(format!(
-                "amount must be between -1 and 1; got {amount}"
+                "`amount` must be between -1 and 1; got {amount}"
             )));
         }
-        let mut tx = write_tx(ctx).await?;
-        let before = fetch(&mut tx, user_id, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(|| not_found(id))?;
-        let importance = round2((before.importance + amount).clamp(0.0, 1.0));
-        sqlx::query(
-            "UPDATE memories SET importance = $1, updated_at = $2 WHERE id = $3 AND user_id = $4",
-        )
-        .bind(importance)
-        .bind(ctx.clock.now_ms())
-        .bind(id)
-        .bind(user_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        let reweigh = |before: f64| round2((before + amount).clamp(0.0, 1.0));
+        let (before, importance) =
+            store::reweigh(&ctx.store, user(ctx)?, id, reweigh, ctx.clock.now_ms())
+                .await?
+                .ok_or_else(|| not_found(id))?;
         Ok(json!({
             "id": id,
             "content": before.content,
             "importance_before": before.importance,
             "importance": importance,
-        })
-        .to_string())
+        }))
     }
 }
 
-/// `memory_stats`: how much is remembered, by type.
-struct MemoryStats(ToolInfo);
+/// Summarise the user's memories: how many of each type, average importance, the oldest and
+/// newest.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MemoryStats {}
 
-impl MemoryStats {
-    fn new() -> Self {
-        Self(
-            ToolInfo::new(
-                "memory_stats",
-                GROUP,
-                "Summarise the user's memories: how many of each type, average importance, the oldest and newest.",
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            )
-            .tags(&["count", "summary", "statistics", "overview"]),
-        )
-    }
-}
+impl TypedTool for MemoryStats {
+    const NAME: &'static str = "memory_stats";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["count", "summary", "statistics", "overview"];
+    type Output = Value;
 
-#[async_trait]
-impl Tool for MemoryStats {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-
-    async fn call(&self, ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user_id = user(ctx)?;
-        let pool = ctx.store.pool();
-        let rows = sqlx::query(
-            // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot read: cast back.
-            "SELECT kind, COUNT(*) AS n, SUM(importance) AS importance, \
-             CAST(SUM(access_count) AS BIGINT) AS recalls \
-             FROM memories WHERE user_id = $1 GROUP BY kind",
-        )
-        .bind(user_id)
-        .fetch_all(pool)
-        .await
-        .map_err(db)?;
         let mut by_type = serde_json::Map::new();
         for kind in KINDS {
             by_type.insert(kind.to_string(), json!(0));
         }
         let (mut total, mut importance_sum, mut recalls) = (0i64, 0.0f64, 0i64);
-        for row in &rows {
-            let kind: String = row.try_get("kind").map_err(db)?;
-            let n: i64 = row.try_get("n").map_err(db)?;
-            importance_sum += row.try_get::<f64, _>("importance").map_err(db)?;
-            recalls += row.try_get::<i64, _>("recalls").map_err(db)?;
-            total += n;
-            by_type.insert(kind, json!(n));
+        for kind in store::totals(&ctx.store, user_id).await? {
+            importance_sum += kind.importance;
+            recalls += kind.recalls;
+            total += kind.n;
+            by_type.insert(kind.kind, json!(kind.n));
         }
         let mut result = json!({
             "total": total,
@@ -767,16 +534,9 @@ impl Tool for MemoryStats {
         if total > 0 {
             let average = importance_sum / total as f64;
             result["average_importance"] = json!(round2(average));
-            for (key, order) in [("oldest", "ASC"), ("newest", "DESC")] {
-                let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 \
-                     ORDER BY m.created_at {order}, m.id {order} LIMIT 1"
-                )))
-                .bind(user_id)
-                .fetch_one(pool)
-                .await
-                .map_err(db)?;
-                let memory = Memory::from_row(&row).map_err(db)?;
+        }
+        if let Some((oldest, newest)) = store::oldest_and_newest(&ctx.store, user_id).await? {
+            for (key, memory) in [("oldest", oldest), ("newest", newest)] {
                 result[key] = json!({
                     "id": memory.id,
                     "content": memory.content,
@@ -784,7 +544,7 @@ impl Tool for MemoryStats {
                 });
             }
         }
-        Ok(result.to_string())
+        Ok(result)
     }
 }
 
@@ -799,20 +559,7 @@ pub async fn prompt_context(
     query: &str,
     now_ms: i64,
 ) -> Result<Option<String>, StoreError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 AND m.importance >= $2 \
-         AND m.kind IN ('preference', 'fact') \
-         ORDER BY m.importance DESC, m.updated_at DESC, m.id DESC LIMIT $3"
-    )))
-    .bind(user_id)
-    .bind(PROFILE_IMPORTANCE)
-    .bind(PROFILE_MAX)
-    .fetch_all(store.pool())
-    .await?;
-    let profile = rows
-        .iter()
-        .map(Memory::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
+    let profile = store::profile(store, user_id, PROFILE_IMPORTANCE, PROFILE_MAX).await?;
 
     let words = search_words(query);
     // Enough to fill the section after leaving out what the profile already shows.

@@ -21,11 +21,14 @@
 //! ```
 //!
 //! [`typed`] registers it: the blanket `impl Tool for Typed<T>` makes the schema once and parses
-//! every call once, naming the field that is wrong (`tasks[1].title: …`).
+//! every call once, naming the field that is wrong (`tasks[1].title: …`). A tool that keeps
+//! state (an HTTP client's limits, a search backend) is a [`StatefulTool`], registered with
+//! [`with_state`]; the same blanket impl runs it.
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -34,9 +37,40 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use super::args::whole_number;
 use super::{Risk, Tool, ToolContext, ToolError, ToolInfo};
 use crate::store::query::Page;
+
+/// `JsonSchema` for a type read through its own `Deserialize` (which checks or normalises what
+/// it reads): always inline, with another type's schema (`as String`) or one written out
+/// (`{"type": "number", "minimum": 0}`).
+macro_rules! inline_schema {
+    ($ty:ty, as $like:ty) => {
+        $crate::tool::typed::inline_schema!(@impl $ty, generator => {
+            <$like as schemars::JsonSchema>::json_schema(generator)
+        });
+    };
+    ($ty:ty, $schema:tt) => {
+        $crate::tool::typed::inline_schema!(@impl $ty, _generator => {
+            schemars::json_schema!($schema)
+        });
+    };
+    (@impl $ty:ty, $generator:ident => $body:block) => {
+        impl schemars::JsonSchema for $ty {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+
+            fn json_schema($generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $body
+            }
+        }
+    };
+}
+pub(crate) use inline_schema;
 
 /// The size parameter of a list tool: the runtime fills in `default` when it is missing and the
 /// schema caps it at `max` (see [`ToolInfo::limit`]).
@@ -81,18 +115,68 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-impl JsonSchema for Count {
+inline_schema!(Count, as i64);
+
+/// A whole number from `MIN` to `MAX`, read like [`Count`] and refused outside its bounds; its
+/// schema is `integer` with both bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Within<const MIN: i64, const MAX: i64>(pub i64);
+
+impl<'de, const MIN: i64, const MAX: i64> Deserialize<'de> for Within<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let Count(n) = Count::deserialize(deserializer)?;
+        if (MIN..=MAX).contains(&n) {
+            Ok(Self(n))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be from {MIN} to {MAX}, got {n}"
+            )))
+        }
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> JsonSchema for Within<MIN, MAX> {
     fn inline_schema() -> bool {
         true
     }
 
     fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Count".into()
+        format!("Within_{MIN}_{MAX}").into()
     }
 
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        i64::json_schema(generator)
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
     }
+}
+
+impl<const MIN: i64, const MAX: i64> Within<MIN, MAX> {
+    /// The value as a size or count (never negative where `MIN` is not).
+    pub fn get(self) -> usize {
+        usize::try_from(self.0).unwrap_or(0)
+    }
+}
+
+/// A whole number as models write counts and limits: `10`, `10.0` or `"10"`. The one lenient
+/// reading of such arguments, for [`Count`] and [`Within`] and the runtime's list limits
+/// (`tool::list_limit`); anything else is refused, saying what was expected.
+pub fn whole_number(value: &Value) -> Result<i64, String> {
+    let number = match value {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().and_then(integral)),
+        Value::String(s) => {
+            let s = s.trim();
+            s.parse::<i64>()
+                .ok()
+                .or_else(|| s.parse::<f64>().ok().and_then(integral))
+        }
+        _ => None,
+    };
+    number.ok_or_else(|| format!("expected a whole number such as 10, got {value}"))
+}
+
+/// `f` when it is a whole number within i64.
+fn integral(f: f64) -> Option<i64> {
+    // 2^63 as f64 is exact; anything at or beyond it does not fit.
+    (f.fract() == 0.0 && f.abs() < 9_223_372_036_854_775_808.0).then_some(f as i64)
 }
 
 /// A tool whose arguments are `Self`. The struct's doc comment is the tool's description and
@@ -108,6 +192,8 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const TAGS: &'static [&'static str] = &[];
     /// For list tools: the limit parameter, its default and its cap.
     const LIMIT: Option<Limit> = None;
+    /// Longest a call may run; `None` uses the runtime's default.
+    const TIMEOUT: Option<Duration> = None;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).
     type Output: Serialize + Send;
@@ -121,32 +207,98 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
 
+/// A tool that keeps state its calls share (the web tools' limits, the search backend's
+/// settings), in the shape of rmcp's `ToolBase`: `Self` is the state, [`Self::Args`] the
+/// argument type (its doc comment the description). [`with_state`] registers one; a
+/// [`TypedTool`] is the stateless case.
+pub trait StatefulTool: Send + Sync + 'static {
+    /// See [`TypedTool::NAME`].
+    const NAME: &'static str;
+    /// See [`TypedTool::GROUP`].
+    const GROUP: &'static str;
+    /// See [`TypedTool::RISK`].
+    const RISK: Risk = Risk::Safe;
+    /// See [`TypedTool::TAGS`].
+    const TAGS: &'static [&'static str] = &[];
+    /// See [`TypedTool::LIMIT`].
+    const LIMIT: Option<Limit> = None;
+    /// See [`TypedTool::TIMEOUT`].
+    const TIMEOUT: Option<Duration> = None;
+
+    /// The arguments of one call: the schema, the parser and the descriptions.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// See [`TypedTool::Output`].
+    type Output: Serialize + Send;
+
+    /// The risk of this call, when it can be less than [`Self::RISK`].
+    fn risk(&self, _args: &Self::Args) -> Risk {
+        Self::RISK
+    }
+
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+}
+
+/// A [`TypedTool`] seen as a [`StatefulTool`] without state, so one blanket impl serves both.
+pub struct Stateless<T>(PhantomData<fn() -> T>);
+
+impl<T: TypedTool> StatefulTool for Stateless<T> {
+    const NAME: &'static str = T::NAME;
+    const GROUP: &'static str = T::GROUP;
+    const RISK: Risk = T::RISK;
+    const TAGS: &'static [&'static str] = T::TAGS;
+    const LIMIT: Option<Limit> = T::LIMIT;
+    const TIMEOUT: Option<Duration> = T::TIMEOUT;
+    type Args = T;
+    type Output = T::Output;
+
+    fn risk(&self, args: &T) -> Risk {
+        args.risk()
+    }
+
+    fn run(
+        &self,
+        args: T,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<T::Output, ToolError>> + Send {
+        args.run(ctx)
+    }
+}
+
 /// A [`TypedTool`] as the registry holds it.
 pub fn typed<T: TypedTool>() -> Arc<dyn Tool> {
-    Arc::new(Typed::<T> {
+    with_state(Stateless::<T>(PhantomData))
+}
+
+/// A [`StatefulTool`] with its state, as the registry holds it.
+pub fn with_state<T: StatefulTool>(tool: T) -> Arc<dyn Tool> {
+    Arc::new(Typed {
         info: info::<T>(),
-        tool: PhantomData,
+        tool,
     })
 }
 
-/// The registry's view of a [`TypedTool`]: its info, made once from the type.
+/// The registry's view of a [`StatefulTool`]: its info, made once from the types, and its state.
 pub struct Typed<T> {
     info: ToolInfo,
-    tool: PhantomData<fn() -> T>,
+    tool: T,
 }
 
 #[async_trait]
-impl<T: TypedTool> Tool for Typed<T> {
+impl<T: StatefulTool> Tool for Typed<T> {
     fn info(&self) -> &ToolInfo {
         &self.info
     }
 
     fn risk(&self, arguments: &Value) -> Risk {
-        parse::<T>(arguments.clone()).map_or(T::RISK, |args| args.risk())
+        parse::<T::Args>(arguments.clone()).map_or(T::RISK, |args| self.tool.risk(&args))
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let output = parse::<T>(arguments)?.run(ctx).await?;
+        let output = self.tool.run(parse(arguments)?, ctx).await?;
         match serde_json::to_value(output) {
             Ok(Value::String(text)) => Ok(text),
             Ok(value) => Ok(value.to_string()),
@@ -157,8 +309,8 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 }
 
-fn info<T: TypedTool>() -> ToolInfo {
-    let (description, parameters) = schema::<T>();
+fn info<T: StatefulTool>() -> ToolInfo {
+    let (description, parameters) = schema::<T::Args>();
     let mut info = ToolInfo::new(T::NAME, T::GROUP, &description, parameters)
         .risk(T::RISK)
         .tags(T::TAGS);
@@ -170,6 +322,9 @@ fn info<T: TypedTool>() -> ToolInfo {
             param["minimum"] = 1.into();
             param["maximum"] = limit.max.into();
         }
+    }
+    if let Some(timeout) = T::TIMEOUT {
+        info = info.timeout(timeout);
     }
     info
 }
@@ -495,19 +650,7 @@ impl<'de> Deserialize<'de> for NonEmpty {
     }
 }
 
-impl JsonSchema for NonEmpty {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "NonEmpty".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        String::json_schema(generator)
-    }
-}
+inline_schema!(NonEmpty, as String);
 
 /// A required text kept as written (a note's content); blank is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -523,19 +666,7 @@ impl<'de> Deserialize<'de> for NonBlank {
     }
 }
 
-impl JsonSchema for NonBlank {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "NonBlank".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        String::json_schema(generator)
-    }
-}
+inline_schema!(NonBlank, as String);
 
 /// Tags as given, trimmed, without a leading `#`, lower-case and without duplicates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -554,19 +685,7 @@ impl<'de> Deserialize<'de> for Tags {
     }
 }
 
-impl JsonSchema for Tags {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Tags".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        Vec::<String>::json_schema(generator)
-    }
-}
+inline_schema!(Tags, as Vec<String>);
 
 impl Tags {
     /// As stored: a JSON array in a text column.
@@ -721,5 +840,31 @@ mod tests {
         assert!(err.to_string().contains("`name`"), "{err}");
         assert_eq!(text(Some("  ".into())), None);
         assert_eq!(text(Some(" a ".into())), Some("a".into()));
+    }
+
+    #[test]
+    fn whole_numbers_are_read_leniently_and_the_rest_refused() {
+        for ok in [
+            json!(10),
+            json!(10.0),
+            json!("10"),
+            json!(" 10 "),
+            json!("10.0"),
+        ] {
+            assert_eq!(whole_number(&ok), Ok(10), "{ok}");
+        }
+        assert_eq!(whole_number(&json!(-3)), Ok(-3));
+        for bad in [
+            json!(10.5),
+            json!("ten"),
+            json!(""),
+            json!(true),
+            json!(null),
+            json!([10]),
+            json!(1e300),
+        ] {
+            let err = whole_number(&bad).expect_err("refused");
+            assert!(err.starts_with("expected a whole number"), "{bad}: {err}");
+        }
     }
 }

@@ -13,67 +13,65 @@ mod units;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
-use super::{Args, Tool, ToolContext, ToolError, ToolInfo};
+use super::{Tool, typed};
 
-type Outcome = Result<String, ToolError>;
-
-/// How a utility computes its answer; none of them wait on anything, so they are plain functions.
-#[derive(Clone, Copy)]
-enum Run {
-    Pure(fn(&Value) -> Outcome),
-    /// Needs the clock or the user's timezone.
-    Context(fn(&ToolContext, &Value) -> Outcome),
-    /// Needs its own [`ToolInfo`] (list limits).
-    Info(fn(&ToolInfo, &Value) -> Outcome),
-}
-
-struct Utility {
-    info: ToolInfo,
-    run: Run,
-}
-
-#[async_trait]
-impl Tool for Utility {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Outcome {
-        match self.run {
-            Run::Pure(run) => run(&arguments),
-            Run::Context(run) => run(ctx, &arguments),
-            Run::Info(run) => run(&self.info, &arguments),
-        }
-    }
-}
+const GROUP: &str = "utilities";
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    let utilities = [
-        (date::current_info(), Run::Context(date::current)),
-        (date::difference_info(), Run::Context(date::difference)),
-        (date::add_info(), Run::Context(date::add)),
-        (calc::info(), Run::Pure(calc::run)),
-        (stats::info(), Run::Pure(stats::run)),
-        (units::info(), Run::Pure(units::run)),
-        (random::uuid_info(), Run::Pure(random::uuid)),
-        (random::password_info(), Run::Pure(random::password)),
-        (random::number_info(), Run::Pure(random::random_number)),
-        (encode::hash_info(), Run::Pure(encode::hash_text)),
-        (encode::encode_info(), Run::Pure(encode::encode_decode)),
-        (text::stats_info(), Run::Pure(text::text_stats)),
-        (text::transform_info(), Run::Pure(text::transform_text)),
-        (text::regex_info(), Run::Pure(text::regex_test)),
-        (data::json_info(), Run::Pure(data::format_json)),
-        (data::parse_info(), Run::Info(data::parse_csv)),
-        (data::generate_info(), Run::Pure(data::generate_csv)),
-    ];
-    utilities
-        .into_iter()
-        .map(|(info, run)| Arc::new(Utility { info, run }) as Arc<dyn Tool>)
-        .collect()
+    vec![
+        typed::<date::GetCurrentDatetime>(),
+        typed::<date::DateDifference>(),
+        typed::<date::DateAdd>(),
+        typed::<calc::Calculate>(),
+        typed::<stats::Statistics>(),
+        typed::<units::ConvertUnits>(),
+        typed::<random::GenerateUuid>(),
+        typed::<random::GeneratePassword>(),
+        typed::<random::RandomNumber>(),
+        typed::<encode::HashText>(),
+        typed::<encode::EncodeDecode>(),
+        typed::<text::TextStats>(),
+        typed::<text::TransformText>(),
+        typed::<text::RegexTest>(),
+        typed::<data::FormatJson>(),
+        typed::<data::ParseCsv>(),
+        typed::<data::GenerateCsv>(),
+    ]
+}
+
+/// A text input of at most `MAX` bytes; a longer one is refused when it is read (the schema is a
+/// plain string, as it always was).
+#[derive(Debug)]
+struct Input<const MAX: usize>(String);
+
+impl<'de, const MAX: usize> Deserialize<'de> for Input<MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.len() > MAX {
+            return Err(serde::de::Error::custom(format!(
+                "is longer than {MAX} bytes"
+            )));
+        }
+        Ok(Self(text))
+    }
+}
+
+impl<const MAX: usize> JsonSchema for Input<MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Input".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
 }
 
 /// A computed number for the model: whole numbers as integers, others rounded to 15
@@ -88,6 +86,22 @@ fn number(x: f64) -> Value {
         return json!(rounded as i64);
     }
     json!(rounded)
+}
+
+/// Calls the utility `name` as the model would (without the runtime's schema check).
+#[cfg(test)]
+async fn call(name: &str, arguments: Value) -> Result<Value, super::ToolError> {
+    let (ctx, _dir) = super::test_context().await;
+    call_in(&ctx, name, arguments).await
+}
+
+#[cfg(test)]
+async fn call_in(
+    ctx: &super::ToolContext,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, super::ToolError> {
+    super::test_calls::call(tools(), ctx, name, arguments).await
 }
 
 #[cfg(test)]

@@ -10,15 +10,19 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use std::collections::BTreeMap;
+
 use hearth_channel::error_chain;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::net::{PrivateAllowlist, is_private};
-use super::{Args, Risk, Tool, ToolContext, ToolError, ToolInfo};
+use super::typed::{Within, inline_schema};
+use super::{Risk, StatefulTool, Tool, ToolContext, ToolError, with_state};
 
 /// Most bytes of a response body read.
 pub const MAX_BODY: usize = 5 * 1024 * 1024;
@@ -50,11 +54,16 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 
 fn tools_with(limits: Limits) -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(FetchWebPage::new(limits)),
-        Arc::new(HttpRequest::new(limits)),
-        Arc::new(JsonApi::new(limits)),
+        with_state(FetchWebPage(limits)),
+        with_state(HttpRequest(limits)),
+        with_state(JsonApi(limits)),
     ]
 }
+
+const GROUP: &str = "web";
+/// How long a web tool's call (`web_search`'s too) may run: the request's own limit, and a
+/// little to answer.
+pub(super) const CALL_TIMEOUT: Option<Duration> = Some(Duration::from_secs(TIMEOUT.as_secs() + 5));
 
 /// One request to send.
 #[derive(Clone, Debug)]
@@ -330,17 +339,28 @@ fn redirect(request: &mut Outgoing, status: StatusCode, next: Url) {
     request.url = next;
 }
 
-fn parse_url(args: &Args<'_>) -> Result<Url, ToolError> {
-    let text = args.str("url")?.trim();
-    Url::parse(text).map_err(|e| {
-        ToolError::InvalidArguments(format!("`url` {text:?} is not a valid absolute URL: {e}"))
-    })
+/// An absolute URL as the model gave it (trimmed); [`vet`] checks its scheme and host.
+#[derive(Clone, Debug)]
+pub(super) struct WebUrl(Url);
+
+impl<'de> Deserialize<'de> for WebUrl {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let text = text.trim();
+        Url::parse(text).map(Self).map_err(|e| {
+            serde::de::Error::custom(format!("{text:?} is not a valid absolute URL: {e}"))
+        })
+    }
 }
 
-/// The `max_chars` argument within `[100, cap]`.
-fn max_chars(args: &Args<'_>, default: i64, cap: i64) -> usize {
-    let n = args.opt_i64("max_chars").unwrap_or(default).clamp(100, cap);
-    usize::try_from(n).unwrap_or(10_000)
+inline_schema!(WebUrl, as String);
+
+/// The `max_chars` argument of the web tools.
+type MaxChars = Within<100, 100_000>;
+
+/// The `max_chars` argument, or the tool's default.
+fn max_chars(asked: Option<MaxChars>, default: usize) -> usize {
+    asked.map_or(default, Within::get)
 }
 
 /// `text` cut to `max` characters; whether it was cut.
@@ -365,24 +385,9 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "proxy-connection",
 ];
 
-fn request_headers(args: &Args<'_>) -> Result<HeaderMap, ToolError> {
+fn request_headers(given: Option<BTreeMap<String, String>>) -> Result<HeaderMap, ToolError> {
     let mut headers = HeaderMap::new();
-    let Some(given) = args.0.get("headers") else {
-        return Ok(headers);
-    };
-    let object = given.as_object().ok_or_else(|| {
-        ToolError::InvalidArguments("`headers` must be an object of name: value strings".into())
-    })?;
-    for (name, value) in object {
-        let value = match value {
-            Value::String(s) => s.clone(),
-            Value::Number(_) | Value::Bool(_) => value.to_string(),
-            _ => {
-                return Err(ToolError::InvalidArguments(format!(
-                    "header {name:?} must have a string value"
-                )));
-            }
-        };
+    for (name, value) in given.unwrap_or_default() {
         let lower = name.to_ascii_lowercase();
         if FORBIDDEN_HEADERS.contains(&lower.as_str()) {
             return Err(ToolError::InvalidArguments(format!(
@@ -448,51 +453,39 @@ fn is_text(content_type: &str) -> bool {
         .any(|t| content_type.contains(t))
 }
 
-/// `fetch_web_page`: a page as readable text.
-struct FetchWebPage {
-    info: ToolInfo,
-    limits: Limits,
+/// `fetch_web_page`, with the limits its requests keep to.
+struct FetchWebPage(Limits);
+
+/// Fetch a public web page and return its title and readable text (scripts, styles and
+/// navigation removed). Plain-text and JSON pages are returned as they are.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PageArgs {
+    /// http or https URL
+    url: WebUrl,
+    /// longest text returned; default 20000
+    max_chars: Option<MaxChars>,
 }
 
-impl FetchWebPage {
-    fn new(limits: Limits) -> Self {
-        let info = ToolInfo::new(
-            "fetch_web_page",
-            "web",
-            "Fetch a public web page and return its title and readable text (scripts, styles and \
-             navigation removed). Plain-text and JSON pages are returned as they are.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "http or https URL"},
-                    "max_chars": {"type": "integer", "minimum": 100, "maximum": 100_000, "description": "longest text returned; default 20000"}
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
-        )
-        .tags(&["browse", "website", "read", "article", "url", "download", "scrape"])
-        .timeout(TIMEOUT + Duration::from_secs(5));
-        Self { info, limits }
-    }
-}
+impl StatefulTool for FetchWebPage {
+    const NAME: &'static str = "fetch_web_page";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "browse", "website", "read", "article", "url", "download", "scrape",
+    ];
+    const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
+    type Args = PageArgs;
+    type Output = Value;
 
-#[async_trait]
-impl Tool for FetchWebPage {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let url = parse_url(&args)?;
-        let max = max_chars(&args, 20_000, 100_000);
-        let mut request = Outgoing::get(url);
+    async fn run(&self, args: PageArgs, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let limits = self.0;
+        let max = max_chars(args.max_chars, 20_000);
+        let mut request = Outgoing::get(args.url.0);
         request.headers.insert(
             header::ACCEPT,
             HeaderValue::from_static("text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"),
         );
-        let fetched = fetch(ctx, request, self.limits).await?;
+        let fetched = fetch(ctx, request, limits).await?;
         let content_type = fetched.content_type();
         let (title, text) = if looks_like_html(&content_type, &fetched.body) {
             let html = fetched.text();
@@ -517,101 +510,94 @@ impl Tool for FetchWebPage {
         if fetched.truncated {
             out["note"] = json!(format!(
                 "the page is larger than {} bytes; only the start was read",
-                self.limits.max_body
+                limits.max_body
             ));
         }
-        Ok(out.to_string())
+        Ok(out)
     }
 }
 
-/// `http_request`: any method; GET and HEAD are safe, the rest act on the outside world.
-struct HttpRequest {
-    info: ToolInfo,
-    limits: Limits,
+/// `http_request`, with the limits its requests keep to: any method; GET and HEAD are safe, the
+/// rest act on the outside world.
+struct HttpRequest(Limits);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+enum AnyMethod {
+    #[default]
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Options,
 }
 
-const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
-
-impl HttpRequest {
-    fn new(limits: Limits) -> Self {
-        let info = ToolInfo::new(
-            "http_request",
-            "web",
-            "Send an HTTP request to a public URL and return the status, main headers and body text. \
-             GET and HEAD only read; other methods change things elsewhere and may need the user's approval.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "method": {"type": "string", "enum": METHODS, "description": "default GET"},
-                    "url": {"type": "string", "description": "http or https URL"},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "request headers, e.g. {\"Authorization\": \"Bearer …\"}"},
-                    "body": {"type": "string", "description": "request body (set Content-Type in headers)"},
-                    "max_chars": {"type": "integer", "minimum": 100, "maximum": 100_000, "description": "longest body text returned; default 10000"}
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
-        )
-        .risk(Risk::Outward)
-        .tags(&["api", "rest", "webhook", "post", "curl", "endpoint"])
-        .timeout(TIMEOUT + Duration::from_secs(5));
-        Self { info, limits }
+impl AnyMethod {
+    fn method(self) -> Method {
+        match self {
+            AnyMethod::Get => Method::GET,
+            AnyMethod::Head => Method::HEAD,
+            AnyMethod::Post => Method::POST,
+            AnyMethod::Put => Method::PUT,
+            AnyMethod::Patch => Method::PATCH,
+            AnyMethod::Delete => Method::DELETE,
+            AnyMethod::Options => Method::OPTIONS,
+        }
     }
 }
 
-/// GET and HEAD read; every other method (or one the model made up) counts as acting outside.
-fn method_risk(arguments: &Value, default: &str) -> Risk {
-    let method = arguments
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or(default)
-        .trim()
-        .to_ascii_uppercase();
-    if method == "GET" || method == "HEAD" {
+/// GET and HEAD read; every other method acts outside.
+fn method_risk(method: &Method) -> Risk {
+    if matches!(*method, Method::GET | Method::HEAD) {
         Risk::Safe
     } else {
         Risk::Outward
     }
 }
 
-fn method(args: &Args<'_>, allowed: &[&str]) -> Result<Method, ToolError> {
-    let name = args
-        .opt_str("method")
-        .unwrap_or("GET")
-        .trim()
-        .to_ascii_uppercase();
-    if !allowed.contains(&name.as_str()) {
-        return Err(ToolError::InvalidArguments(format!(
-            "unsupported method {name:?}; use one of {}",
-            allowed.join(", ")
-        )));
-    }
-    Method::from_bytes(name.as_bytes())
-        .map_err(|_| ToolError::InvalidArguments(format!("invalid method {name:?}")))
+/// Send an HTTP request to a public URL and return the status, main headers and body text. GET
+/// and HEAD only read; other methods change things elsewhere and may need the user's approval.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RequestArgs {
+    /// default GET
+    method: Option<AnyMethod>,
+    /// http or https URL
+    url: WebUrl,
+    /// request headers, e.g. {"Authorization": "Bearer …"}
+    headers: Option<BTreeMap<String, String>>,
+    /// request body (set Content-Type in headers)
+    body: Option<String>,
+    /// longest body text returned; default 10000
+    max_chars: Option<MaxChars>,
 }
 
-#[async_trait]
-impl Tool for HttpRequest {
-    fn info(&self) -> &ToolInfo {
-        &self.info
+impl StatefulTool for HttpRequest {
+    const NAME: &'static str = "http_request";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &["api", "rest", "webhook", "post", "curl", "endpoint"];
+    const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
+    type Args = RequestArgs;
+    type Output = Value;
+
+    fn risk(&self, args: &RequestArgs) -> Risk {
+        method_risk(&args.method.unwrap_or_default().method())
     }
 
-    fn risk(&self, arguments: &Value) -> Risk {
-        method_risk(arguments, "GET")
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let method = method(&args, METHODS)?;
-        let url = parse_url(&args)?;
-        let headers = request_headers(&args)?;
-        let body = args.opt_str("body").map(|b| b.as_bytes().to_vec());
+    async fn run(&self, args: RequestArgs, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let method = args.method.unwrap_or_default().method();
+        let url = args.url.0;
+        let headers = request_headers(args.headers)?;
+        let body = args.body.map(String::into_bytes);
         if body.is_some() && matches!(method, Method::GET | Method::HEAD) {
             return Err(ToolError::InvalidArguments(format!(
                 "{method} requests have no body; use POST, PUT or PATCH"
             )));
         }
-        let max = max_chars(&args, 10_000, 100_000);
+        let max = max_chars(args.max_chars, 10_000);
         let fetched = fetch(
             ctx,
             Outgoing {
@@ -620,7 +606,7 @@ impl Tool for HttpRequest {
                 headers,
                 body,
             },
-            self.limits,
+            self.0,
         )
         .await?;
         let (body, cut) = truncate(&fetched.text(), max);
@@ -633,65 +619,72 @@ impl Tool for HttpRequest {
             "body": if binary { Value::Null } else { json!(body) },
             "body_bytes": fetched.body.len(),
             "truncated": (cut && !binary) || fetched.truncated,
-        })
-        .to_string())
+        }))
     }
 }
 
-/// `json_api`: GET or POST JSON and pick out part of the answer.
-struct JsonApi {
-    info: ToolInfo,
-    limits: Limits,
+/// `json_api`, with the limits its requests keep to: GET or POST JSON and pick out part of the
+/// answer.
+struct JsonApi(Limits);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+enum ApiMethod {
+    #[default]
+    Get,
+    Post,
 }
 
-impl JsonApi {
-    fn new(limits: Limits) -> Self {
-        let info = ToolInfo::new(
-            "json_api",
-            "web",
-            "Call a JSON API (GET, or POST with a JSON body) and return the parsed response, or only the \
-             part at `path`. POST changes things elsewhere and may need the user's approval.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "http or https URL"},
-                    "method": {"type": "string", "enum": ["GET", "POST"], "description": "default GET"},
-                    "body": {"description": "JSON body for POST"},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "extra request headers"},
-                    "path": {"type": "string", "description": "part to return: JSON pointer /data/0/name or dotted data[0].name"},
-                    "max_chars": {"type": "integer", "minimum": 100, "maximum": 100_000, "description": "longest result text; default 20000"}
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
-        )
-        .risk(Risk::Outward)
-        .tags(&["api", "rest", "json", "endpoint", "query"])
-        .timeout(TIMEOUT + Duration::from_secs(5));
-        Self { info, limits }
+impl ApiMethod {
+    fn method(self) -> Method {
+        match self {
+            ApiMethod::Get => Method::GET,
+            ApiMethod::Post => Method::POST,
+        }
     }
 }
 
-#[async_trait]
-impl Tool for JsonApi {
-    fn info(&self) -> &ToolInfo {
-        &self.info
+/// Call a JSON API (GET, or POST with a JSON body) and return the parsed response, or only the
+/// part at `path`. POST changes things elsewhere and may need the user's approval.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ApiArgs {
+    /// http or https URL
+    url: WebUrl,
+    /// default GET
+    method: Option<ApiMethod>,
+    /// JSON body for POST
+    body: Option<Value>,
+    /// extra request headers
+    headers: Option<BTreeMap<String, String>>,
+    /// part to return: JSON pointer /data/0/name or dotted data[0].name
+    path: Option<String>,
+    /// longest result text; default 20000
+    max_chars: Option<MaxChars>,
+}
+
+impl StatefulTool for JsonApi {
+    const NAME: &'static str = "json_api";
+    const GROUP: &'static str = GROUP;
+    const RISK: Risk = Risk::Outward;
+    const TAGS: &'static [&'static str] = &["api", "rest", "json", "endpoint", "query"];
+    const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
+    type Args = ApiArgs;
+    type Output = Value;
+
+    fn risk(&self, args: &ApiArgs) -> Risk {
+        method_risk(&args.method.unwrap_or_default().method())
     }
 
-    fn risk(&self, arguments: &Value) -> Risk {
-        method_risk(arguments, "GET")
-    }
-
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let method = method(&args, &["GET", "POST"])?;
-        let url = parse_url(&args)?;
-        let mut headers = request_headers(&args)?;
+    async fn run(&self, args: ApiArgs, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let method = args.method.unwrap_or_default().method();
+        let url = args.url.0;
+        let mut headers = request_headers(args.headers)?;
         headers
             .entry(header::ACCEPT)
             .or_insert(HeaderValue::from_static("application/json"));
-        let body = match (arguments.get("body"), &method) {
-            (None | Some(Value::Null), _) => None,
+        let body = match (args.body, &method) {
+            (None, _) => None,
             (Some(_), &Method::GET) => {
                 return Err(ToolError::InvalidArguments(
                     "GET requests have no body; use method POST".into(),
@@ -704,7 +697,7 @@ impl Tool for JsonApi {
                 Some(body.to_string().into_bytes())
             }
         };
-        let max = max_chars(&args, 20_000, 100_000);
+        let max = max_chars(args.max_chars, 20_000);
         let fetched = fetch(
             ctx,
             Outgoing {
@@ -713,13 +706,13 @@ impl Tool for JsonApi {
                 headers,
                 body,
             },
-            self.limits,
+            self.0,
         )
         .await?;
         if fetched.truncated {
             return Err(ToolError::Failed(format!(
                 "the response is larger than {} bytes",
-                self.limits.max_body
+                self.0.max_body
             )));
         }
         let parsed: Value = serde_json::from_slice(&fetched.body).map_err(|e| {
@@ -729,7 +722,7 @@ impl Tool for JsonApi {
                 fetched.status.as_u16()
             ))
         })?;
-        let path = args.opt_str("path").unwrap_or("");
+        let path = args.path.as_deref().unwrap_or("");
         let data = extract(&parsed, path).map_err(ToolError::Failed)?;
         let text = data.to_string();
         let mut out = json!({
@@ -748,7 +741,7 @@ impl Tool for JsonApi {
                 out["note"] = json!("the data is longer than max_chars; use `path` to pick a part");
             }
         }
-        Ok(out.to_string())
+        Ok(out)
     }
 }
 
@@ -1226,7 +1219,7 @@ mod tests {
     }
 
     async fn fetch_page(ctx: &ToolContext, arguments: Value) -> Result<Value, ToolError> {
-        let out = FetchWebPage::new(Limits::default())
+        let out = with_state(FetchWebPage(Limits::default()))
             .call(ctx, arguments)
             .await?;
         Ok(serde_json::from_str(&out).expect("json result"))
@@ -1371,7 +1364,7 @@ mod tests {
             max_body: 10_000,
             timeout: Duration::from_millis(300),
         };
-        let out = FetchWebPage::new(small)
+        let out = with_state(FetchWebPage(small))
             .call(
                 &ctx,
                 json!({"url": format!("{base}/big"), "max_chars": 100_000}),
@@ -1387,13 +1380,13 @@ mod tests {
                 .is_some_and(|n| n.contains("larger than 10000 bytes"))
         );
 
-        let err = JsonApi::new(small)
+        let err = with_state(JsonApi(small))
             .call(&ctx, json!({"url": format!("{base}/big")}))
             .await
             .expect_err("too big for JSON");
         assert!(err.to_string().contains("larger than 10000 bytes"), "{err}");
 
-        let err = FetchWebPage::new(small)
+        let err = with_state(FetchWebPage(small))
             .call(&ctx, json!({"url": format!("{base}/slow")}))
             .await
             .expect_err("slow");
@@ -1404,7 +1397,7 @@ mod tests {
     async fn json_api_extracts_paths() {
         let base = server().await;
         let (ctx, _dir) = context(&["127.0.0.1"]).await;
-        let api = JsonApi::new(Limits::default());
+        let api = with_state(JsonApi(Limits::default()));
         let call = |arguments: Value| {
             let api = &api;
             let ctx = &ctx;
@@ -1458,7 +1451,7 @@ mod tests {
     async fn http_request_sends_methods_headers_and_bodies() {
         let base = server().await;
         let (ctx, _dir) = context(&["127.0.0.1"]).await;
-        let tool = HttpRequest::new(Limits::default());
+        let tool = with_state(HttpRequest(Limits::default()));
         let out = tool
             .call(
                 &ctx,
@@ -1522,28 +1515,57 @@ mod tests {
             )
             .await
             .expect_err("method");
-        assert!(err.to_string().contains("unsupported method"));
+        assert!(
+            err.to_string()
+                .contains("`method`: unknown variant `TRACE`"),
+            "{err}"
+        );
+        let err = tool
+            .call(&ctx, json!({"url": "not a url"}))
+            .await
+            .expect_err("url");
+        assert!(
+            err.to_string()
+                .contains("`url`: \"not a url\" is not a valid absolute URL"),
+            "{err}"
+        );
+        let err = tool
+            .call(
+                &ctx,
+                json!({"url": format!("{base}/echo"), "headers": {"X-Count": 3}}),
+            )
+            .await
+            .expect_err("header value");
+        assert!(err.to_string().contains("`headers.X-Count`"), "{err}");
     }
 
     #[test]
     fn reads_are_safe_and_everything_else_is_outward() {
-        let http = HttpRequest::new(Limits::default());
+        let http = with_state(HttpRequest(Limits::default()));
         assert_eq!(http.info().risk, Risk::Outward);
-        assert_eq!(http.risk(&json!({"url": "x"})), Risk::Safe);
-        assert_eq!(http.risk(&json!({"method": "get"})), Risk::Safe);
-        assert_eq!(http.risk(&json!({"method": "HEAD"})), Risk::Safe);
-        for method in ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "BREW"] {
+        let url = "https://example.com/";
+        assert_eq!(http.risk(&json!({"url": url})), Risk::Safe);
+        assert_eq!(http.risk(&json!({"url": url, "method": "GET"})), Risk::Safe);
+        assert_eq!(
+            http.risk(&json!({"url": url, "method": "HEAD"})),
+            Risk::Safe
+        );
+        // A method the model made up (or any call that does not parse) counts as outward.
+        for method in ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "BREW", "get"] {
             assert_eq!(
-                http.risk(&json!({"method": method})),
+                http.risk(&json!({"url": url, "method": method})),
                 Risk::Outward,
                 "{method}"
             );
         }
-        let api = JsonApi::new(Limits::default());
-        assert_eq!(api.risk(&json!({})), Risk::Safe);
-        assert_eq!(api.risk(&json!({"method": "POST"})), Risk::Outward);
-        let page = FetchWebPage::new(Limits::default());
-        assert_eq!(page.risk(&json!({})), Risk::Safe);
+        let api = with_state(JsonApi(Limits::default()));
+        assert_eq!(api.risk(&json!({"url": url})), Risk::Safe);
+        assert_eq!(
+            api.risk(&json!({"url": url, "method": "POST"})),
+            Risk::Outward
+        );
+        let page = with_state(FetchWebPage(Limits::default()));
+        assert_eq!(page.risk(&json!({"url": url})), Risk::Safe);
     }
 
     #[test]

@@ -19,14 +19,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use reqwest::Url;
 use reqwest::header::{self, HeaderValue};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::net::PrivateAllowlist;
-use super::web::{Limits, Outgoing, TIMEOUT, fetch_allowing, html};
-use super::{Args, Tool, ToolContext, ToolError, ToolInfo};
+use super::typed::{NonEmpty, Within};
+use super::web::{CALL_TIMEOUT, Limits, Outgoing, fetch_allowing, html};
+use super::{StatefulTool, Tool, ToolContext, ToolError, with_state};
 use crate::config::{MAX_SEARCH_RESULTS, SearchBackend, Secret, WebSearchConfig};
 
 /// Longest query accepted: a search, not a document.
@@ -35,7 +37,7 @@ const MAX_QUERY_CHARS: usize = 400;
 const MAX_SNIPPET_CHARS: usize = 400;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(WebSearch::new(Limits::default()))]
+    vec![with_state(WebSearch(Limits::default()))]
 }
 
 /// One result as the model sees it.
@@ -47,58 +49,49 @@ struct Hit {
     published: Option<String>,
 }
 
-struct WebSearch {
-    info: ToolInfo,
-    limits: Limits,
+/// `web_search`, with the limits its requests keep to.
+struct WebSearch(Limits);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum TimeRange {
+    Day,
+    Week,
+    Month,
+    Year,
 }
 
-impl WebSearch {
-    fn new(limits: Limits) -> Self {
-        let info = ToolInfo::new(
-            "web_search",
-            "web",
-            "Search the web and return the best results: title, URL, a short snippet and, when \
-             known, the publication date. Read a promising result with fetch_web_page before \
-             relying on it.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "what to search for, as you would type it into a search engine"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS, "description": "how many results; default set by the owner (usually 8)"},
-                    "time_range": {"type": "string", "enum": ["day", "week", "month", "year"], "description": "only results from the last day, week, month or year"}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        )
-        .tags(&["search", "google", "internet", "find", "lookup", "news", "sources"])
-        .timeout(TIMEOUT + Duration::from_secs(5));
-        Self { info, limits }
-    }
+/// Search the web and return the best results: title, URL, a short snippet and, when known, the
+/// publication date. Read a promising result with fetch_web_page before relying on it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// what to search for, as you would type it into a search engine
+    query: NonEmpty,
+    /// how many results; default set by the owner (usually 8)
+    max_results: Option<Within<1, { MAX_SEARCH_RESULTS as i64 }>>,
+    /// only results from the last day, week, month or year
+    time_range: Option<TimeRange>,
 }
 
-#[async_trait]
-impl Tool for WebSearch {
-    fn info(&self) -> &ToolInfo {
-        &self.info
-    }
+impl StatefulTool for WebSearch {
+    const NAME: &'static str = "web_search";
+    const GROUP: &'static str = "web";
+    const TAGS: &'static [&'static str] = &[
+        "search", "google", "internet", "find", "lookup", "news", "sources",
+    ];
+    const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
+    type Args = SearchArgs;
+    type Output = Value;
 
-    async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
-        let args = Args::new(&arguments);
-        let query = args.str("query")?.trim().to_string();
+    async fn run(&self, args: SearchArgs, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let query = args.query.0;
         if query.chars().count() > MAX_QUERY_CHARS {
             return Err(ToolError::InvalidArguments(format!(
                 "`query` is longer than {MAX_QUERY_CHARS} characters; search for the key words"
             )));
         }
-        let time_range = args.opt_str("time_range");
-        if let Some(range) = time_range
-            && !["day", "week", "month", "year"].contains(&range)
-        {
-            return Err(ToolError::InvalidArguments(format!(
-                "`time_range` {range:?} is not one of day, week, month, year"
-            )));
-        }
+        let time_range = args.time_range;
         let Some(config) = &ctx.config.tools.web_search else {
             return Err(ToolError::Failed(
                 "web search is not set up: the owner can add a [tools.web_search] section to \
@@ -108,10 +101,8 @@ impl Tool for WebSearch {
             ));
         };
         let wanted = args
-            .opt_i64("max_results")
-            .map_or(config.max_results, |n| {
-                u32::try_from(n.clamp(1, i64::from(MAX_SEARCH_RESULTS))).unwrap_or(1)
-            })
+            .max_results
+            .map_or(config.max_results, |n| u32::try_from(n.0).unwrap_or(1))
             .clamp(1, MAX_SEARCH_RESULTS);
         let base = endpoint(config)?;
         let request = request(config, &base, &query, wanted, time_range)?;
@@ -119,8 +110,7 @@ impl Tool for WebSearch {
         if let Some(host) = base.host_str() {
             allowed.push(host.to_string());
         }
-        let fetched =
-            fetch_allowing(&PrivateAllowlist::new(&allowed), request, self.limits).await?;
+        let fetched = fetch_allowing(&PrivateAllowlist::new(&allowed), request, self.0).await?;
         let service = match config.backend {
             SearchBackend::Searxng => "SearXNG",
             SearchBackend::Brave => "Brave Search",
@@ -136,7 +126,7 @@ impl Tool for WebSearch {
         if fetched.truncated {
             return Err(ToolError::Failed(format!(
                 "{service} sent more than {} bytes; that is no search result",
-                self.limits.max_body
+                self.0.max_body
             )));
         }
         let answer: Value = serde_json::from_slice(&fetched.body).map_err(|_| {
@@ -196,7 +186,7 @@ impl Tool for WebSearch {
                 "results linking to internal addresses (private networks, localhost) were left out"
             );
         }
-        Ok(out.to_string())
+        Ok(out)
     }
 }
 
@@ -218,7 +208,7 @@ fn request(
     base: &Url,
     query: &str,
     wanted: u32,
-    time_range: Option<&str>,
+    time_range: Option<TimeRange>,
 ) -> Result<Outgoing, ToolError> {
     let path = match config.backend {
         SearchBackend::Searxng => "search",
@@ -235,7 +225,13 @@ fn request(
             SearchBackend::Searxng => {
                 pairs.append_pair("format", "json");
                 if let Some(range) = time_range {
-                    pairs.append_pair("time_range", range);
+                    let name = match range {
+                        TimeRange::Day => "day",
+                        TimeRange::Week => "week",
+                        TimeRange::Month => "month",
+                        TimeRange::Year => "year",
+                    };
+                    pairs.append_pair("time_range", name);
                 }
             }
             SearchBackend::Brave => {
@@ -244,10 +240,10 @@ fn request(
                 pairs.append_pair("text_decorations", "false");
                 if let Some(range) = time_range {
                     let freshness = match range {
-                        "day" => "pd",
-                        "week" => "pw",
-                        "month" => "pm",
-                        _ => "py",
+                        TimeRange::Day => "pd",
+                        TimeRange::Week => "pw",
+                        TimeRange::Month => "pm",
+                        TimeRange::Year => "py",
                     };
                     pairs.append_pair("freshness", freshness);
                 }
@@ -454,7 +450,7 @@ mod tests {
     }
 
     async fn search(ctx: &ToolContext, arguments: Value) -> Result<Value, ToolError> {
-        let out = WebSearch::new(Limits::default())
+        let out = with_state(WebSearch(Limits::default()))
             .call(ctx, arguments)
             .await?;
         Ok(serde_json::from_str(&out).expect("json result"))
@@ -646,12 +642,20 @@ mod tests {
         let message = failure(search(&ctx, json!({"query": "x"})).await);
         assert!(message.contains("[tools.web_search]"), "{message}");
         for (arguments, expected) in [
-            (json!({"query": "  "}), "`query` is required"),
+            (
+                json!({"query": "  "}),
+                "`query`: must be a non-empty string",
+            ),
             (json!({"query": "x".repeat(401)}), "longer than 400"),
             (
                 json!({"query": "x", "time_range": "decade"}),
-                "not one of day",
+                "`time_range`: unknown variant `decade`",
             ),
+            (
+                json!({"query": "x", "max_results": 0}),
+                "`max_results`: must be from 1",
+            ),
+            (json!({"query": "x", "page": 2}), "unknown field `page`"),
         ] {
             match search(&ctx, arguments).await {
                 Err(ToolError::InvalidArguments(message)) => {

@@ -170,7 +170,10 @@ async fn remember_saves_with_defaults_and_updates_a_repeat() {
 async fn remember_refuses_bad_input_and_saves_nothing() {
     let (ctx, _dir) = test_context().await;
     let msg = invalid(&ctx, "remember", json!({"content": "   "})).await;
-    assert!(msg.contains("`content` is required"), "{msg}");
+    assert!(
+        msg.contains("`content`: must be a non-empty string"),
+        "{msg}"
+    );
     let msg = invalid(&ctx, "remember", json!({"content": "x", "importance": 1.5})).await;
     assert!(msg.contains("between 0 and 1"), "{msg}");
     let msg = invalid(
@@ -186,9 +189,12 @@ async fn remember_refuses_bad_input_and_saves_nothing() {
         json!({"content": "x", "importance": "high"}),
     )
     .await;
-    assert!(msg.contains("`importance` must be a number"), "{msg}");
+    assert!(
+        msg.contains("`importance`: invalid type: string \"high\""),
+        "{msg}"
+    );
     let msg = invalid(&ctx, "remember", json!({"content": "x", "type": "opinion"})).await;
-    assert!(msg.contains("fact, preference, event, skill"), "{msg}");
+    assert!(msg.contains("`type`: unknown variant `opinion`"), "{msg}");
     let long = "a".repeat(MAX_CONTENT + 1);
     let msg = invalid(&ctx, "remember", json!({"content": long})).await;
     assert!(msg.contains("keep a memory under 2000"), "{msg}");
@@ -228,17 +234,22 @@ async fn batch_remember_saves_all_or_nothing() {
         json!({"memories": [{"content": "Likes tea"}, {"content": "Bad", "importance": 3}]}),
     )
     .await;
-    assert!(msg.starts_with("memories[1]: importance"), "{msg}");
-    assert!(msg.contains("nothing was saved"), "{msg}");
+    assert!(
+        msg.starts_with("`memories[1].importance`: must be between 0 and 1"),
+        "{msg}"
+    );
     let msg = invalid(&ctx, "batch_remember", json!({"memories": []})).await;
-    assert!(msg.contains("at least one"), "{msg}");
+    assert!(msg.contains("0 given; save 1 to 20"), "{msg}");
     let msg = invalid(&ctx, "batch_remember", json!({"memories": ["just text"]})).await;
-    assert!(msg.contains("must be an object"), "{msg}");
+    assert!(
+        msg.contains("`memories[0]`: invalid type: string \"just text\", expected struct"),
+        "{msg}"
+    );
     let many: Vec<Value> = (0..21)
         .map(|i| json!({"content": format!("m{i}")}))
         .collect();
     let msg = invalid(&ctx, "batch_remember", json!({"memories": many})).await;
-    assert!(msg.contains("at most 20"), "{msg}");
+    assert!(msg.contains("21 given; save 1 to 20"), "{msg}");
     assert_eq!(count(&ctx).await, 2);
 }
 
@@ -330,7 +341,7 @@ async fn recall_filters_by_type_and_tag_and_caps_the_limit() {
     .await;
     assert_eq!(found["count"], 10, "even and divisible by 3");
     let msg = invalid(&ctx, "recall", json!({"query": "plant", "type": "opinion"})).await;
-    assert!(msg.contains("unknown memory type"), "{msg}");
+    assert!(msg.contains("`type`: unknown variant `opinion`"), "{msg}");
 }
 
 #[tokio::test]
@@ -367,7 +378,7 @@ async fn recall_treats_fts_syntax_as_plain_words() {
         assert!(msg.contains("no words to search for"), "{query:?}: {msg}");
     }
     let msg = invalid(&ctx, "recall", json!({})).await;
-    assert!(msg.contains("`query` is required"), "{msg}");
+    assert!(msg.contains("missing field `query`"), "{msg}");
     assert_eq!(count(&ctx).await, 2, "still there");
 }
 
@@ -429,7 +440,7 @@ async fn forget_deletes_only_the_users_own_memory() {
     let msg = failed(&other, "forget", json!({"memory_id": keep})).await;
     assert!(msg.contains("not found"), "{msg}");
     let msg = invalid(&ctx, "forget", json!({"memory_id": "first"})).await;
-    assert!(msg.contains("`memory_id` is required"), "{msg}");
+    assert!(msg.contains("`memory_id`: invalid type"), "{msg}");
     assert_eq!(count(&ctx).await, 1);
     // Nor can another user find it.
     let found = ok(&other, "recall", json!({"query": "porto"})).await;
@@ -468,7 +479,7 @@ async fn list_memories_sorts_filters_and_limits_without_counting_recalls() {
     let listed = ok(&ctx, "list_memories", json!({"tag": "ho%"})).await;
     assert_eq!(listed["total"], 0, "LIKE wildcards in a tag are literal");
     let msg = invalid(&ctx, "list_memories", json!({"sort": "oldest"})).await;
-    assert!(msg.contains("newest or importance"), "{msg}");
+    assert!(msg.contains("`sort`: unknown variant `oldest`"), "{msg}");
 
     let accessed: i64 = sqlx::query_scalar("SELECT SUM(access_count) FROM memories")
         .fetch_one(ctx.store.pool())

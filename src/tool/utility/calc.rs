@@ -1,9 +1,12 @@
 //! `calculate`: a hand-written arithmetic evaluator. It only knows numbers, operators, a fixed
 //! list of functions and two constants, so nothing a model writes can run code.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Args, ToolError, ToolInfo, number};
+use super::{GROUP, number};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Longest expression accepted, in bytes.
 const MAX_LEN: usize = 1000;
@@ -14,28 +17,28 @@ const FUNCTIONS: &[&str] = &[
     "sqrt", "abs", "round", "floor", "ceil", "min", "max", "ln", "log10", "sin", "cos", "tan",
 ];
 
-pub(super) fn info() -> ToolInfo {
-    ToolInfo::new(
-        "calculate",
-        "utilities",
-        "Evaluate an arithmetic expression exactly as written: + - * / % ^ (power), parentheses, decimals, \
-         functions sqrt abs round floor ceil min max ln log10 sin cos tan (radians), constants pi and e.",
-        json!({
-            "type": "object",
-            "properties": {
-                "expression": {"type": "string", "description": "e.g. (12.5 * 4 + sqrt(16)) / 3 or 2^10 % 7", "maxLength": MAX_LEN}
-            },
-            "required": ["expression"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["math", "calculator", "compute", "arithmetic", "evaluate"])
+/// Evaluate an arithmetic expression exactly as written: + - * / % ^ (power), parentheses,
+/// decimals, functions sqrt abs round floor ceil min max ln log10 sin cos tan (radians),
+/// constants pi and e.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Calculate {
+    /// e.g. (12.5 * 4 + sqrt(16)) / 3 or 2^10 % 7
+    #[schemars(length(max = MAX_LEN))]
+    expression: String,
 }
 
-pub(super) fn run(arguments: &Value) -> Result<String, ToolError> {
-    let expression = Args::new(arguments).str("expression")?;
-    let result = evaluate(expression).map_err(ToolError::InvalidArguments)?;
-    Ok(json!({"expression": expression, "result": number(result)}).to_string())
+impl TypedTool for Calculate {
+    const NAME: &'static str = "calculate";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] =
+        &["math", "calculator", "compute", "arithmetic", "evaluate"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let result = evaluate(&self.expression).map_err(ToolError::InvalidArguments)?;
+        Ok(json!({"expression": self.expression, "result": number(result)}))
+    }
 }
 
 /// The value of `expression`, or a message saying what is wrong with it.
@@ -420,19 +423,21 @@ mod tests {
         assert!(err(&"-".repeat(200)).contains("nests deeper"));
     }
 
-    #[test]
-    fn the_tool_returns_json_and_invalid_arguments() {
-        let out = run(&json!({"expression": "0.1 + 0.2"})).expect("ok");
-        let value: Value = serde_json::from_str(&out).expect("json");
+    #[tokio::test]
+    async fn the_tool_returns_json_and_invalid_arguments() {
+        let run = |arguments: Value| super::super::call("calculate", arguments);
+        let value = run(json!({"expression": "0.1 + 0.2"})).await.expect("ok");
         assert_eq!(value["result"], json!(0.3));
-        let out = run(&json!({"expression": "2^10"})).expect("ok");
-        assert!(out.contains("\"result\":1024"), "{out}");
+        let value = run(json!({"expression": "2^10"})).await.expect("ok");
+        assert_eq!(value["result"], json!(1024));
         assert!(matches!(
-            run(&json!({"expression": "1/0"})),
+            run(json!({"expression": "1/0"})).await,
             Err(ToolError::InvalidArguments(m)) if m.contains("division by zero")
         ));
+        let err = run(json!({"expression": 12})).await.expect_err("a number");
+        assert!(err.to_string().contains("`expression`"), "{err}");
         assert!(matches!(
-            run(&json!({})),
+            run(json!({})).await,
             Err(ToolError::InvalidArguments(_))
         ));
     }

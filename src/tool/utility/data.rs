@@ -1,79 +1,92 @@
 //! Structured text: JSON formatting and validation, CSV parsing and generation.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{Args, ToolError, ToolInfo};
+use super::{GROUP, Input};
+use crate::tool::typed::{Count, Limit, Within, inline_schema};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Longest JSON or CSV input accepted, in bytes.
 const MAX_INPUT: usize = 1024 * 1024;
 /// Most rows `generate_csv` writes.
 const MAX_CSV_ROWS: usize = 10_000;
 
-pub(super) fn json_info() -> ToolInfo {
-    ToolInfo::new(
-        "format_json",
-        "utilities",
-        "Validate, pretty-print or minify JSON text. Invalid JSON gets the line, column and reason.",
-        json!({
-            "type": "object",
-            "properties": {
-                "json": {"type": "string", "description": "the JSON text"},
-                "mode": {"type": "string", "enum": ["pretty", "minify", "validate"], "description": "default pretty"},
-                "indent": {"type": "integer", "minimum": 0, "maximum": 8, "description": "spaces per level when pretty; default 2"}
-            },
-            "required": ["json"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["json", "prettify", "minify", "validate", "lint"])
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    #[default]
+    Pretty,
+    Minify,
+    Validate,
 }
 
-pub(super) fn format_json(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let text = input(&args, "json")?;
-    let mode = args.opt_str("mode").unwrap_or("pretty");
-    let parsed: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
-        Err(err) if mode == "validate" => {
-            return Ok(json!({"valid": false, "error": describe_json_error(text, &err), "line": err.line(), "column": err.column()}).to_string());
-        }
-        Err(err) => {
-            return Err(ToolError::InvalidArguments(format!(
-                "invalid JSON: {}",
-                describe_json_error(text, &err)
-            )));
-        }
-    };
-    let kind = match &parsed {
-        Value::Object(_) => "object",
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "boolean",
-        Value::Null => "null",
-    };
-    let result = match mode {
-        "validate" => return Ok(json!({"valid": true, "type": kind}).to_string()),
-        "minify" => parsed.to_string(),
-        "pretty" => {
-            let indent = args.opt_i64("indent").unwrap_or(2).clamp(0, 8);
-            let indent = " ".repeat(usize::try_from(indent).unwrap_or(2));
-            let mut out = Vec::new();
-            let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-            let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-            parsed
-                .serialize(&mut serializer)
-                .map_err(|e| ToolError::Failed(format!("cannot format: {e}")))?;
-            String::from_utf8_lossy(&out).into_owned()
-        }
-        other => {
-            return Err(ToolError::InvalidArguments(format!(
-                "unknown mode {other:?}; use pretty, minify or validate"
-            )));
-        }
-    };
-    Ok(json!({"valid": true, "type": kind, "result": result}).to_string())
+/// Validate, pretty-print or minify JSON text. Invalid JSON gets the line, column and reason.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FormatJson {
+    /// the JSON text
+    json: Input<MAX_INPUT>,
+    /// default pretty
+    mode: Option<Mode>,
+    /// spaces per level when pretty; default 2
+    indent: Option<Within<0, 8>>,
+}
+
+impl TypedTool for FormatJson {
+    const NAME: &'static str = "format_json";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["json", "prettify", "minify", "validate", "lint"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        self.format()
+    }
+}
+
+impl FormatJson {
+    fn format(self) -> Result<Value, ToolError> {
+        let text = self.json.0.as_str();
+        let mode = self.mode.unwrap_or_default();
+        let parsed: Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(err) if mode == Mode::Validate => {
+                return Ok(
+                    json!({"valid": false, "error": describe_json_error(text, &err), "line": err.line(), "column": err.column()}),
+                );
+            }
+            Err(err) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "invalid JSON: {}",
+                    describe_json_error(text, &err)
+                )));
+            }
+        };
+        let kind = match &parsed {
+            Value::Object(_) => "object",
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "boolean",
+            Value::Null => "null",
+        };
+        let result = match mode {
+            Mode::Validate => return Ok(json!({"valid": true, "type": kind})),
+            Mode::Minify => parsed.to_string(),
+            Mode::Pretty => {
+                let indent = " ".repeat(self.indent.map_or(2, Within::get));
+                let mut out = Vec::new();
+                let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+                let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+                parsed
+                    .serialize(&mut serializer)
+                    .map_err(|e| ToolError::Failed(format!("cannot format: {e}")))?;
+                String::from_utf8_lossy(&out).into_owned()
+            }
+        };
+        Ok(json!({"valid": true, "type": kind, "result": result}))
+    }
 }
 
 /// serde_json's message plus the offending line with a caret under the column.
@@ -89,174 +102,209 @@ fn describe_json_error(text: &str, err: &serde_json::Error) -> String {
     format!("{err}\n{excerpt}\n{caret}^")
 }
 
-pub(super) fn parse_info() -> ToolInfo {
-    ToolInfo::new(
-        "parse_csv",
-        "utilities",
-        "Parse CSV text into rows: objects keyed by the header row (default), or arrays. Quoted fields, \
-         embedded commas and newlines are handled.",
-        json!({
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the CSV text"},
-                "delimiter": {"type": "string", "minLength": 1, "maxLength": 1, "description": "one character; default , (use \\t for tabs, ; for European CSV)"},
-                "has_header": {"type": "boolean", "description": "first row names the columns; default true"},
-                "limit": {"type": "integer", "minimum": 1, "description": "rows returned; default 100, max 1000"}
-            },
-            "required": ["text"],
-            "additionalProperties": false
-        }),
-    )
-    .limit("limit", 100, 1000)
-    .tags(&["csv", "spreadsheet", "table", "tsv", "import"])
+const CSV_LIMIT: Limit = Limit {
+    param: "limit",
+    default: 100,
+    max: 1000,
+};
+
+/// Parse CSV text into rows: objects keyed by the header row (default), or arrays. Quoted
+/// fields, embedded commas and newlines are handled.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ParseCsv {
+    /// the CSV text
+    text: Input<MAX_INPUT>,
+    /// one character; default , (use \t for tabs, ; for European CSV)
+    delimiter: Option<Delimiter>,
+    /// first row names the columns; default true
+    has_header: Option<bool>,
+    /// rows returned; default 100, max 1000
+    limit: Option<Count>,
 }
 
-pub(super) fn parse_csv(info: &ToolInfo, arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let text = input(&args, "text")?;
-    let delimiter = delimiter(&args)?;
-    let has_header = args.opt_bool("has_header").unwrap_or(true);
-    let limit = usize::try_from(crate::tool::list_limit(info, arguments)).unwrap_or(100);
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(delimiter)
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let bad = |e: csv::Error| {
-        let at = e
-            .position()
-            .map(|p| format!(" at line {}", p.line()))
-            .unwrap_or_default();
-        ToolError::InvalidArguments(format!("invalid CSV{at}: {e}"))
-    };
-    let mut records = reader.records();
-    let headers: Option<Vec<String>> = if has_header {
-        match records.next() {
-            Some(record) => Some(
-                record
-                    .map_err(bad)?
-                    .iter()
-                    .map(|h| h.trim().to_string())
-                    .collect(),
-            ),
-            None => Some(Vec::new()),
-        }
-    } else {
-        None
-    };
-    let mut rows = Vec::new();
-    let mut total = 0usize;
-    for record in records {
-        let record = record.map_err(bad)?;
-        total += 1;
-        if rows.len() >= limit {
-            continue;
-        }
-        let row = match &headers {
-            Some(headers) => {
-                let mut object = Map::new();
-                for (i, field) in record.iter().enumerate() {
-                    let key = headers
-                        .get(i)
-                        .filter(|h| !h.is_empty())
-                        .cloned()
-                        .unwrap_or_else(|| format!("column_{}", i + 1));
-                    object.insert(key, json!(field));
-                }
-                // Short rows get empty values, so every object has every column.
-                for header in headers.iter().skip(record.len()).filter(|h| !h.is_empty()) {
-                    object.insert(header.clone(), json!(""));
-                }
-                Value::Object(object)
+impl TypedTool for ParseCsv {
+    const NAME: &'static str = "parse_csv";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["csv", "spreadsheet", "table", "tsv", "import"];
+    const LIMIT: Option<Limit> = Some(CSV_LIMIT);
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        self.parse()
+    }
+}
+
+impl ParseCsv {
+    fn parse(self) -> Result<Value, ToolError> {
+        let text = self.text.0.as_str();
+        let delimiter = self.delimiter.map_or(b',', |d| d.0);
+        let has_header = self.has_header.unwrap_or(true);
+        let limit = usize::try_from(CSV_LIMIT.of(self.limit)).unwrap_or(100);
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        let bad = |e: csv::Error| {
+            let at = e
+                .position()
+                .map(|p| format!(" at line {}", p.line()))
+                .unwrap_or_default();
+            ToolError::InvalidArguments(format!("invalid CSV{at}: {e}"))
+        };
+        let mut records = reader.records();
+        let headers: Option<Vec<String>> = if has_header {
+            match records.next() {
+                Some(record) => Some(
+                    record
+                        .map_err(bad)?
+                        .iter()
+                        .map(|h| h.trim().to_string())
+                        .collect(),
+                ),
+                None => Some(Vec::new()),
             }
-            None => json!(record.iter().collect::<Vec<_>>()),
+        } else {
+            None
         };
-        rows.push(row);
+        let mut rows = Vec::new();
+        let mut total = 0usize;
+        for record in records {
+            let record = record.map_err(bad)?;
+            total += 1;
+            if rows.len() >= limit {
+                continue;
+            }
+            let row = match &headers {
+                Some(headers) => {
+                    let mut object = Map::new();
+                    for (i, field) in record.iter().enumerate() {
+                        let key = headers
+                            .get(i)
+                            .filter(|h| !h.is_empty())
+                            .cloned()
+                            .unwrap_or_else(|| format!("column_{}", i + 1));
+                        object.insert(key, json!(field));
+                    }
+                    // Short rows get empty values, so every object has every column.
+                    for header in headers.iter().skip(record.len()).filter(|h| !h.is_empty()) {
+                        object.insert(header.clone(), json!(""));
+                    }
+                    Value::Object(object)
+                }
+                None => json!(record.iter().collect::<Vec<_>>()),
+            };
+            rows.push(row);
+        }
+        Ok(json!({
+            "headers": headers,
+            "rows": rows,
+            "row_count": total,
+            "returned": rows.len(),
+            "truncated": total > rows.len(),
+        }))
     }
-    Ok(json!({
-        "headers": headers,
-        "rows": rows,
-        "row_count": total,
-        "returned": rows.len(),
-        "truncated": total > rows.len(),
-    })
-    .to_string())
 }
 
-pub(super) fn generate_info() -> ToolInfo {
-    ToolInfo::new(
-        "generate_csv",
-        "utilities",
-        "Turn an array of objects (or of arrays) into CSV text. Columns follow `columns` if given, otherwise \
-         the keys of all objects in alphabetical order; nested values are written as JSON.",
-        json!({
-            "type": "object",
-            "properties": {
-                "rows": {"type": "array", "items": {"type": ["object", "array"]}, "maxItems": MAX_CSV_ROWS, "description": "the records"},
-                "columns": {"type": "array", "items": {"type": "string"}, "description": "column order (and subset) for object rows"},
-                "delimiter": {"type": "string", "minLength": 1, "maxLength": 1, "description": "one character; default ,"},
-                "header": {"type": "boolean", "description": "write a header row for object rows; default true"}
-            },
-            "required": ["rows"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["csv", "export", "spreadsheet", "table"])
+/// Generating a CSV row: an object (by column name) or an array (in order).
+#[derive(Debug)]
+enum Row {
+    Object(Map<String, Value>),
+    Array(Vec<Value>),
 }
 
-pub(super) fn generate_csv(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let rows = args.array("rows")?;
-    if rows.len() > MAX_CSV_ROWS {
-        return Err(ToolError::InvalidArguments(format!(
-            "at most {MAX_CSV_ROWS} rows, got {}",
-            rows.len()
-        )));
+impl<'de> Deserialize<'de> for Row {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Object(object) => Ok(Row::Object(object)),
+            Value::Array(items) => Ok(Row::Array(items)),
+            other => Err(serde::de::Error::custom(format!(
+                "must be an object or an array, not {other}"
+            ))),
+        }
     }
-    let delimiter = delimiter(&args)?;
-    let objects = rows.iter().any(Value::is_object);
-    if objects && rows.iter().any(|r| !r.is_object()) {
-        return Err(ToolError::InvalidArguments(
-            "`rows` mixes objects and other values; use all objects or all arrays".into(),
-        ));
+}
+
+inline_schema!(Row, {"type": ["object", "array"]});
+
+/// Turn an array of objects (or of arrays) into CSV text. Columns follow `columns` if given,
+/// otherwise the keys of all objects in alphabetical order; nested values are written as JSON.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GenerateCsv {
+    /// the records
+    #[schemars(length(max = MAX_CSV_ROWS))]
+    rows: Vec<Row>,
+    /// column order (and subset) for object rows
+    columns: Option<Vec<String>>,
+    /// one character; default ,
+    delimiter: Option<Delimiter>,
+    /// write a header row for object rows; default true
+    header: Option<bool>,
+}
+
+impl TypedTool for GenerateCsv {
+    const NAME: &'static str = "generate_csv";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["csv", "export", "spreadsheet", "table"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        self.generate()
     }
-    if !objects && rows.iter().any(|r| !r.is_array()) {
-        return Err(ToolError::InvalidArguments(
-            "every item of `rows` must be an object or an array".into(),
-        ));
+}
+
+impl GenerateCsv {
+    fn generate(self) -> Result<Value, ToolError> {
+        let rows = &self.rows;
+        if rows.len() > MAX_CSV_ROWS {
+            return Err(ToolError::InvalidArguments(format!(
+                "at most {MAX_CSV_ROWS} rows, got {}",
+                rows.len()
+            )));
+        }
+        let delimiter = self.delimiter.map_or(b',', |d| d.0);
+        let objects = rows.iter().any(|r| matches!(r, Row::Object(_)));
+        if objects && rows.iter().any(|r| matches!(r, Row::Array(_))) {
+            return Err(ToolError::InvalidArguments(
+                "`rows` mixes objects and other values; use all objects or all arrays".into(),
+            ));
+        }
+        let mut columns = self.columns.unwrap_or_default();
+        if objects && columns.is_empty() {
+            let mut keys: Vec<String> = rows
+                .iter()
+                .flat_map(|r| match r {
+                    Row::Object(o) => o.keys().cloned().collect(),
+                    Row::Array(_) => Vec::new(),
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            columns = keys;
+        }
+        let mut writer = csv::WriterBuilder::new()
+            .delimiter(delimiter)
+            .flexible(true)
+            .from_writer(Vec::new());
+        let failed = |e: csv::Error| ToolError::Failed(format!("cannot write CSV: {e}"));
+        if objects && self.header.unwrap_or(true) {
+            writer.write_record(&columns).map_err(failed)?;
+        }
+        for row in rows {
+            let fields: Vec<String> = match row {
+                Row::Object(object) => columns.iter().map(|c| cell(object.get(c))).collect(),
+                Row::Array(items) => items.iter().map(|v| cell(Some(v))).collect(),
+            };
+            writer.write_record(&fields).map_err(failed)?;
+        }
+        let bytes = writer
+            .into_inner()
+            .map_err(|e| ToolError::Failed(format!("cannot write CSV: {e}")))?;
+        let csv = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(json!({"csv": csv, "rows": rows.len(), "columns": columns}))
     }
-    let mut columns = args.strings("columns");
-    if objects && columns.is_empty() {
-        let mut keys: Vec<String> = rows
-            .iter()
-            .filter_map(Value::as_object)
-            .flat_map(|o| o.keys().cloned())
-            .collect();
-        keys.sort();
-        keys.dedup();
-        columns = keys;
-    }
-    let mut writer = csv::WriterBuilder::new()
-        .delimiter(delimiter)
-        .flexible(true)
-        .from_writer(Vec::new());
-    let failed = |e: csv::Error| ToolError::Failed(format!("cannot write CSV: {e}"));
-    if objects && args.opt_bool("header").unwrap_or(true) {
-        writer.write_record(&columns).map_err(failed)?;
-    }
-    for row in rows {
-        let fields: Vec<String> = match row {
-            Value::Object(object) => columns.iter().map(|c| cell(object.get(c))).collect(),
-            Value::Array(items) => items.iter().map(|v| cell(Some(v))).collect(),
-            _ => Vec::new(),
-        };
-        writer.write_record(&fields).map_err(failed)?;
-    }
-    let bytes = writer
-        .into_inner()
-        .map_err(|e| ToolError::Failed(format!("cannot write CSV: {e}")))?;
-    let csv = String::from_utf8_lossy(&bytes).into_owned();
-    Ok(json!({"csv": csv, "rows": rows.len(), "columns": columns}).to_string())
 }
 
 fn cell(value: Option<&Value>) -> String {
@@ -267,123 +315,145 @@ fn cell(value: Option<&Value>) -> String {
     }
 }
 
-fn delimiter(args: &Args<'_>) -> Result<u8, ToolError> {
-    let text = args.opt_str("delimiter").unwrap_or(",");
-    let text = if text == "\\t" || text.eq_ignore_ascii_case("tab") {
-        "\t"
-    } else {
-        text
-    };
-    match text.as_bytes() {
-        [b] if b.is_ascii() && *b != b'"' && *b != b'\n' && *b != b'\r' => Ok(*b),
-        _ => Err(ToolError::InvalidArguments(format!(
-            "`delimiter` must be one ASCII character other than a quote or newline, got {text:?}"
-        ))),
+/// A CSV delimiter: one ASCII character other than a quote or newline (`\\t` or `tab` also mean
+/// a tab).
+#[derive(Clone, Copy, Debug)]
+struct Delimiter(u8);
+
+impl<'de> Deserialize<'de> for Delimiter {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let text = if text == "\\t" || text.eq_ignore_ascii_case("tab") {
+            "\t"
+        } else {
+            &text
+        };
+        match text.as_bytes() {
+            [b] if b.is_ascii() && *b != b'"' && *b != b'\n' && *b != b'\r' => Ok(Self(*b)),
+            _ => Err(serde::de::Error::custom(format!(
+                "must be one ASCII character other than a quote or newline, got {text:?}"
+            ))),
+        }
     }
 }
 
-fn input<'a>(args: &Args<'a>, name: &str) -> Result<&'a str, ToolError> {
-    let text = args.opt_str(name).ok_or_else(|| {
-        ToolError::InvalidArguments(format!("`{name}` is required and must be a string"))
-    })?;
-    if text.len() > MAX_INPUT {
-        return Err(ToolError::InvalidArguments(format!(
-            "`{name}` is longer than {MAX_INPUT} bytes"
-        )));
-    }
-    Ok(text)
-}
+inline_schema!(Delimiter, {"type": "string", "minLength": 1, "maxLength": 1});
 
 #[cfg(test)]
 mod tests {
+    use super::super::call;
     use super::*;
 
-    fn result(out: Result<String, ToolError>) -> Value {
-        serde_json::from_str(&out.expect("ok")).expect("json")
-    }
-
-    #[test]
-    fn formats_and_validates_json() {
-        let out = result(format_json(&json!({"json": "{\"b\":[1,2],\"a\":null}"})));
+    #[tokio::test]
+    async fn formats_and_validates_json() {
+        let out = call("format_json", json!({"json": "{\"b\":[1,2],\"a\":null}"}))
+            .await
+            .expect("ok");
         assert_eq!(
             out["result"],
             "{\n  \"a\": null,\n  \"b\": [\n    1,\n    2\n  ]\n}"
         );
-        let out = result(format_json(
-            &json!({"json": "{ \"a\" : [ 1 , 2 ] }", "mode": "minify"}),
-        ));
+        let out = call(
+            "format_json",
+            json!({"json": "{ \"a\" : [ 1 , 2 ] }", "mode": "minify"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "{\"a\":[1,2]}");
-        let out = result(format_json(&json!({"json": "[1]", "indent": 4})));
+        let out = call("format_json", json!({"json": "[1]", "indent": 4}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "[\n    1\n]");
-        let out = result(format_json(&json!({"json": "42", "mode": "validate"})));
+        let out = call("format_json", json!({"json": "42", "mode": "validate"}))
+            .await
+            .expect("ok");
         assert_eq!(
             (out["valid"].as_bool(), out["type"].as_str()),
             (Some(true), Some("number"))
         );
     }
 
-    #[test]
-    fn invalid_json_says_where() {
+    #[tokio::test]
+    async fn invalid_json_says_where() {
         let bad = "{\n  \"a\": 1,\n  \"b\": 2 3\n}";
-        let out = result(format_json(&json!({"json": bad, "mode": "validate"})));
+        let out = call("format_json", json!({"json": bad, "mode": "validate"}))
+            .await
+            .expect("ok");
         assert_eq!(out["valid"], false);
         assert_eq!(out["line"], 3);
-        let err = format_json(&json!({"json": bad}))
+        let err = call("format_json", json!({"json": bad}))
+            .await
             .expect_err("invalid")
             .to_string();
         assert!(err.contains("line 3 column"), "{err}");
         assert!(err.contains("\"b\": 2 3\n         ^"), "{err}");
-        let err = format_json(&json!({"json": "[1,"}))
+        let err = call("format_json", json!({"json": "[1,"}))
+            .await
             .expect_err("eof")
             .to_string();
         assert!(err.contains("EOF"), "{err}");
     }
 
-    #[test]
-    fn parses_csv_with_header_quotes_and_limits() {
-        let info = parse_info();
+    #[tokio::test]
+    async fn parses_csv_with_header_quotes_and_limits() {
         let text = "name,amount,note\nAnna,12.5,\"likes, commas\"\nBen,3,\"two\nlines\"\nCleo,7\n";
-        let out = result(parse_csv(&info, &json!({"text": text})));
+        let out = call("parse_csv", json!({"text": text})).await.expect("ok");
         assert_eq!(out["headers"], json!(["name", "amount", "note"]));
         assert_eq!(out["row_count"], 3);
         assert_eq!(out["rows"][0]["note"], "likes, commas");
         assert_eq!(out["rows"][1]["note"], "two\nlines");
         assert_eq!(out["rows"][2]["note"], "", "short rows are padded");
-        let out = result(parse_csv(&info, &json!({"text": text, "limit": 1})));
+        let out = call("parse_csv", json!({"text": text, "limit": 1}))
+            .await
+            .expect("ok");
         assert_eq!(out["returned"], 1);
         assert_eq!(out["truncated"], true);
-        let out = result(parse_csv(
-            &info,
-            &json!({"text": "a;b\n1;2", "delimiter": ";", "has_header": false}),
-        ));
+        let out = call(
+            "parse_csv",
+            json!({"text": "a;b\n1;2", "delimiter": ";", "has_header": false}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["rows"], json!([["a", "b"], ["1", "2"]]));
-        let out = result(parse_csv(
-            &info,
-            &json!({"text": "a\tb\n1\t2\t3", "delimiter": "\\t"}),
-        ));
+        let out = call(
+            "parse_csv",
+            json!({"text": "a\tb\n1\t2\t3", "delimiter": "\\t"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["rows"][0], json!({"a": "1", "b": "2", "column_3": "3"}));
-        let err = parse_csv(&info, &json!({"text": "a", "delimiter": "ab"})).expect_err("delim");
-        assert!(err.to_string().contains("`delimiter`"));
+        let err = call("parse_csv", json!({"text": "a", "delimiter": "ab"}))
+            .await
+            .expect_err("delim");
+        assert!(
+            err.to_string().contains("`delimiter`: must be one ASCII"),
+            "{err}"
+        );
     }
 
-    #[test]
-    fn generates_csv_that_parses_back() {
+    #[tokio::test]
+    async fn generates_csv_that_parses_back() {
         let rows = json!([
             {"name": "Anna", "amount": 12.5, "tags": ["a", "b"]},
             {"name": "Ben, Jr.", "amount": 3, "note": "said \"hi\""},
         ]);
-        let out = result(generate_csv(
-            &json!({"rows": rows, "columns": ["name", "amount", "note"]}),
-        ));
+        let out = call(
+            "generate_csv",
+            json!({"rows": rows, "columns": ["name", "amount", "note"]}),
+        )
+        .await
+        .expect("ok");
         let csv = out["csv"].as_str().expect("csv");
         assert_eq!(
             csv,
             "name,amount,note\nAnna,12.5,\n\"Ben, Jr.\",3,\"said \"\"hi\"\"\"\n"
         );
-        let back = result(parse_csv(&parse_info(), &json!({"text": csv})));
+        let back = call("parse_csv", json!({"text": csv})).await.expect("ok");
         assert_eq!(back["rows"][1]["name"], "Ben, Jr.");
         assert_eq!(back["rows"][1]["note"], "said \"hi\"");
-        let out = result(generate_csv(&json!({"rows": rows})));
+        let out = call("generate_csv", json!({"rows": rows}))
+            .await
+            .expect("ok");
         assert_eq!(out["columns"], json!(["amount", "name", "note", "tags"]));
         assert!(
             out["csv"]
@@ -391,12 +461,24 @@ mod tests {
                 .expect("csv")
                 .contains("\"[\"\"a\"\",\"\"b\"\"]\"")
         );
-        let out = result(generate_csv(
-            &json!({"rows": [[1, "x"], [2, null]], "delimiter": ";"}),
-        ));
+        let out = call(
+            "generate_csv",
+            json!({"rows": [[1, "x"], [2, null]], "delimiter": ";"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["csv"], "1;x\n2;\n");
-        let err = generate_csv(&json!({"rows": [{"a": 1}, [1]]})).expect_err("mixed");
+        let err = call("generate_csv", json!({"rows": [{"a": 1}, [1]]}))
+            .await
+            .expect_err("mixed");
         assert!(err.to_string().contains("mixes"));
-        assert!(generate_csv(&json!({"rows": [1, 2]})).is_err());
+        let err = call("generate_csv", json!({"rows": [1, 2]}))
+            .await
+            .expect_err("not rows");
+        assert!(
+            err.to_string()
+                .contains("`rows[0]`: must be an object or an array"),
+            "{err}"
+        );
     }
 }

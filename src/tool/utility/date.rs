@@ -3,181 +3,197 @@
 
 use chrono::{DateTime, Datelike, Duration, Months, Utc};
 use chrono_tz::Tz;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Args, ToolContext, ToolError, ToolInfo};
+use super::GROUP;
 use crate::tool::time::{parse_datetime, resolve_local};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 const TIMEZONE_PARAM: &str = "IANA timezone such as Europe/Berlin; default: the user's";
 
-pub(super) fn current_info() -> ToolInfo {
-    ToolInfo::new(
-        "get_current_datetime",
-        "utilities",
-        "Get the current date, time and weekday, in the user's timezone or a given IANA timezone.",
-        json!({
-            "type": "object",
-            "properties": {
-                "timezone": {"type": "string", "description": TIMEZONE_PARAM}
+/// Get the current date, time and weekday, in the user's timezone or a given IANA timezone.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GetCurrentDatetime {
+    #[schemars(description = TIMEZONE_PARAM)]
+    timezone: Option<String>,
+}
+
+impl TypedTool for GetCurrentDatetime {
+    const NAME: &'static str = "get_current_datetime";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["time", "date", "today", "now", "clock", "weekday"];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let tz = timezone(ctx, self.timezone)?;
+        let now = ctx.clock.now().with_timezone(&tz);
+        Ok(json!({
+            "datetime": now.to_rfc3339(),
+            "date": now.format("%Y-%m-%d").to_string(),
+            "time": now.format("%H:%M:%S").to_string(),
+            "weekday": now.format("%A").to_string(),
+            "timezone": tz.name(),
+        }))
+    }
+}
+
+/// The time between two dates or date-times: total days, hours and minutes, a calendar
+/// breakdown (years, months, days) and a human sentence. Negative when `end` is before `start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DateDifference {
+    /// YYYY-MM-DD, YYYY-MM-DD HH:MM, RFC 3339, now, today, tomorrow …
+    start: String,
+    /// same forms as start; default: now
+    end: Option<String>,
+    #[schemars(description = TIMEZONE_PARAM)]
+    timezone: Option<String>,
+}
+
+impl TypedTool for DateDifference {
+    const NAME: &'static str = "date_difference";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "days",
+        "between",
+        "until",
+        "since",
+        "age",
+        "countdown",
+        "duration",
+    ];
+    type Output = Value;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let tz = timezone(ctx, self.timezone)?;
+        let now = ctx.clock.now();
+        let start = read_time(&self.start, tz, now)?;
+        let end = read_time(self.end.as_deref().unwrap_or("now"), tz, now)?;
+        let span = end - start;
+        let (earlier, later) = if span < Duration::zero() {
+            (end, start)
+        } else {
+            (start, end)
+        };
+        let parts = calendar_parts(earlier.with_timezone(&tz), later.with_timezone(&tz));
+        let sign = if span < Duration::zero() { -1 } else { 1 };
+        let human = human_span(&parts);
+        let direction = match sign {
+            _ if span.is_zero() => "the same moment".to_string(),
+            1 => format!("end is {human} after start"),
+            _ => format!("end is {human} before start"),
+        };
+        Ok(json!({
+            "start": start.with_timezone(&tz).to_rfc3339(),
+            "end": end.with_timezone(&tz).to_rfc3339(),
+            "days": span.num_days(),
+            "total_days": round2(span.num_seconds() as f64 / 86_400.0),
+            "total_hours": round2(span.num_seconds() as f64 / 3_600.0),
+            "total_minutes": span.num_minutes(),
+            "weeks": span.num_weeks(),
+            "calendar": {
+                "years": sign * parts.years,
+                "months": sign * parts.months,
+                "days": sign * parts.days,
+                "hours": sign * parts.hours,
+                "minutes": sign * parts.minutes,
             },
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["time", "date", "today", "now", "clock", "weekday"])
+            "human": direction,
+            "timezone": tz.name(),
+        }))
+    }
 }
 
-pub(super) fn current(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
-    let tz = timezone(ctx, arguments)?;
-    let now = ctx.clock.now().with_timezone(&tz);
-    Ok(json!({
-        "datetime": now.to_rfc3339(),
-        "date": now.format("%Y-%m-%d").to_string(),
-        "time": now.format("%H:%M:%S").to_string(),
-        "weekday": now.format("%A").to_string(),
-        "timezone": tz.name(),
-    })
-    .to_string())
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Unit {
+    Minutes,
+    Hours,
+    Days,
+    Weeks,
+    Months,
+    Years,
 }
 
-pub(super) fn difference_info() -> ToolInfo {
-    ToolInfo::new(
-        "date_difference",
-        "utilities",
-        "The time between two dates or date-times: total days, hours and minutes, a calendar breakdown \
-         (years, months, days) and a human sentence. Negative when `end` is before `start`.",
-        json!({
-            "type": "object",
-            "properties": {
-                "start": {"type": "string", "description": "YYYY-MM-DD, YYYY-MM-DD HH:MM, RFC 3339, now, today, tomorrow …"},
-                "end": {"type": "string", "description": "same forms as start; default: now"},
-                "timezone": {"type": "string", "description": TIMEZONE_PARAM}
-            },
-            "required": ["start"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["days", "between", "until", "since", "age", "countdown", "duration"])
+/// Add (or with a negative amount subtract) minutes, hours, days, weeks, months or years to a
+/// date in the user's timezone. Days and longer keep the wall-clock time across daylight-saving
+/// changes; months clamp to the month's end (Jan 31 + 1 month = Feb 28/29).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DateAdd {
+    /// start: YYYY-MM-DD, YYYY-MM-DD HH:MM, RFC 3339, now, today …; default: now
+    date: Option<String>,
+    /// how many units; negative to go back
+    amount: i64,
+    unit: Unit,
+    #[schemars(description = TIMEZONE_PARAM)]
+    timezone: Option<String>,
 }
 
-pub(super) fn difference(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let tz = timezone(ctx, arguments)?;
-    let now = ctx.clock.now();
-    let start = read_time(args.str("start")?, tz, now)?;
-    let end = read_time(args.opt_str("end").unwrap_or("now"), tz, now)?;
-    let span = end - start;
-    let (earlier, later) = if span < Duration::zero() {
-        (end, start)
-    } else {
-        (start, end)
-    };
-    let parts = calendar_parts(earlier.with_timezone(&tz), later.with_timezone(&tz));
-    let sign = if span < Duration::zero() { -1 } else { 1 };
-    let human = human_span(&parts);
-    let direction = match sign {
-        _ if span.is_zero() => "the same moment".to_string(),
-        1 => format!("end is {human} after start"),
-        _ => format!("end is {human} before start"),
-    };
-    Ok(json!({
-        "start": start.with_timezone(&tz).to_rfc3339(),
-        "end": end.with_timezone(&tz).to_rfc3339(),
-        "days": span.num_days(),
-        "total_days": round2(span.num_seconds() as f64 / 86_400.0),
-        "total_hours": round2(span.num_seconds() as f64 / 3_600.0),
-        "total_minutes": span.num_minutes(),
-        "weeks": span.num_weeks(),
-        "calendar": {
-            "years": sign * parts.years,
-            "months": sign * parts.months,
-            "days": sign * parts.days,
-            "hours": sign * parts.hours,
-            "minutes": sign * parts.minutes,
-        },
-        "human": direction,
-        "timezone": tz.name(),
-    })
-    .to_string())
-}
+impl TypedTool for DateAdd {
+    const NAME: &'static str = "date_add";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "plus", "minus", "later", "deadline", "due", "future", "past",
+    ];
+    type Output = Value;
 
-pub(super) fn add_info() -> ToolInfo {
-    ToolInfo::new(
-        "date_add",
-        "utilities",
-        "Add (or with a negative amount subtract) minutes, hours, days, weeks, months or years to a date in \
-         the user's timezone. Days and longer keep the wall-clock time across daylight-saving changes; \
-         months clamp to the month's end (Jan 31 + 1 month = Feb 28/29).",
-        json!({
-            "type": "object",
-            "properties": {
-                "date": {"type": "string", "description": "start: YYYY-MM-DD, YYYY-MM-DD HH:MM, RFC 3339, now, today …; default: now"},
-                "amount": {"type": "integer", "description": "how many units; negative to go back"},
-                "unit": {"type": "string", "enum": ["minutes", "hours", "days", "weeks", "months", "years"]},
-                "timezone": {"type": "string", "description": TIMEZONE_PARAM}
-            },
-            "required": ["amount", "unit"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["plus", "minus", "later", "deadline", "due", "future", "past"])
-}
-
-pub(super) fn add(ctx: &ToolContext, arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let tz = timezone(ctx, arguments)?;
-    let start = read_time(args.opt_str("date").unwrap_or("now"), tz, ctx.clock.now())?;
-    let amount = args.i64("amount")?;
-    let unit = args.str("unit")?;
-    let out_of_range = || ToolError::InvalidArguments(format!("{amount} {unit} is out of range"));
-    let local = start.with_timezone(&tz).naive_local();
-    let result = match unit {
-        "minutes" | "hours" => {
-            let per = if unit == "hours" { 60 } else { 1 };
-            let minutes = amount.checked_mul(per).ok_or_else(out_of_range)?;
-            let span = Duration::try_minutes(minutes).ok_or_else(out_of_range)?;
-            start.checked_add_signed(span).ok_or_else(out_of_range)?
-        }
-        "days" | "weeks" => {
-            let per = if unit == "weeks" { 7 } else { 1 };
-            let days = amount.checked_mul(per).ok_or_else(out_of_range)?;
-            let span = Duration::try_days(days).ok_or_else(out_of_range)?;
-            let moved = local.checked_add_signed(span).ok_or_else(out_of_range)?;
-            resolve_local(moved, tz).ok_or_else(out_of_range)?
-        }
-        "months" | "years" => {
-            let per = if unit == "years" { 12 } else { 1 };
-            let months = amount.checked_mul(per).ok_or_else(out_of_range)?;
-            let count =
-                Months::new(u32::try_from(months.unsigned_abs()).map_err(|_| out_of_range())?);
-            let moved = if months >= 0 {
-                local.checked_add_months(count)
-            } else {
-                local.checked_sub_months(count)
+    async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let tz = timezone(ctx, self.timezone)?;
+        let date = self.date.as_deref().unwrap_or("now");
+        let start = read_time(date, tz, ctx.clock.now())?;
+        let (amount, unit) = (self.amount, self.unit);
+        let out_of_range = || {
+            let unit = format!("{unit:?}").to_lowercase();
+            ToolError::InvalidArguments(format!("{amount} {unit} is out of range"))
+        };
+        let local = start.with_timezone(&tz).naive_local();
+        let result = match unit {
+            Unit::Minutes | Unit::Hours => {
+                let per = if matches!(unit, Unit::Hours) { 60 } else { 1 };
+                let minutes = amount.checked_mul(per).ok_or_else(out_of_range)?;
+                let span = Duration::try_minutes(minutes).ok_or_else(out_of_range)?;
+                start.checked_add_signed(span).ok_or_else(out_of_range)?
             }
-            .ok_or_else(out_of_range)?;
-            resolve_local(moved, tz).ok_or_else(out_of_range)?
-        }
-        other => {
-            return Err(ToolError::InvalidArguments(format!(
-                "unknown unit {other:?}; use minutes, hours, days, weeks, months or years"
-            )));
-        }
-    };
-    let shown = result.with_timezone(&tz);
-    Ok(json!({
-        "start": start.with_timezone(&tz).to_rfc3339(),
-        "result": shown.to_rfc3339(),
-        "date": shown.format("%Y-%m-%d").to_string(),
-        "time": shown.format("%H:%M").to_string(),
-        "weekday": shown.format("%A").to_string(),
-        "timezone": tz.name(),
-    })
-    .to_string())
+            Unit::Days | Unit::Weeks => {
+                let per = if matches!(unit, Unit::Weeks) { 7 } else { 1 };
+                let days = amount.checked_mul(per).ok_or_else(out_of_range)?;
+                let span = Duration::try_days(days).ok_or_else(out_of_range)?;
+                let moved = local.checked_add_signed(span).ok_or_else(out_of_range)?;
+                resolve_local(moved, tz).ok_or_else(out_of_range)?
+            }
+            Unit::Months | Unit::Years => {
+                let per = if matches!(unit, Unit::Years) { 12 } else { 1 };
+                let months = amount.checked_mul(per).ok_or_else(out_of_range)?;
+                let count =
+                    Months::new(u32::try_from(months.unsigned_abs()).map_err(|_| out_of_range())?);
+                let moved = if months >= 0 {
+                    local.checked_add_months(count)
+                } else {
+                    local.checked_sub_months(count)
+                }
+                .ok_or_else(out_of_range)?;
+                resolve_local(moved, tz).ok_or_else(out_of_range)?
+            }
+        };
+        let shown = result.with_timezone(&tz);
+        Ok(json!({
+            "start": start.with_timezone(&tz).to_rfc3339(),
+            "result": shown.to_rfc3339(),
+            "date": shown.format("%Y-%m-%d").to_string(),
+            "time": shown.format("%H:%M").to_string(),
+            "weekday": shown.format("%A").to_string(),
+            "timezone": tz.name(),
+        }))
+    }
 }
 
-/// The `timezone` argument, or the user's.
-fn timezone(ctx: &ToolContext, arguments: &Value) -> Result<Tz, ToolError> {
-    match Args::new(arguments).opt_str("timezone").map(str::trim) {
+/// The `timezone` argument, or the user's when it is missing or blank.
+fn timezone(ctx: &ToolContext, name: Option<String>) -> Result<Tz, ToolError> {
+    match name.as_deref().map(str::trim) {
         Some(name) if !name.is_empty() => name.parse::<Tz>().map_err(|_| {
             ToolError::InvalidArguments(format!(
                 "unknown timezone {name:?}; use an IANA name like Europe/Berlin"
@@ -267,35 +283,49 @@ mod tests {
         (ctx, dir)
     }
 
-    fn parse(text: &str) -> Value {
-        serde_json::from_str(text).expect("json result")
+    async fn call(ctx: &ToolContext, name: &str, arguments: Value) -> Result<Value, ToolError> {
+        super::super::call_in(ctx, name, arguments).await
     }
 
     #[tokio::test]
     async fn current_datetime_is_in_the_users_timezone_or_a_named_one() {
         let (ctx, _dir) = berlin().await;
-        let out = parse(&current(&ctx, &json!({})).expect("ok"));
+        let out = call(&ctx, "get_current_datetime", json!({}))
+            .await
+            .expect("ok");
         assert_eq!(out["date"], "2026-03-28");
         assert_eq!(out["time"], "23:30:00");
         assert_eq!(out["weekday"], "Saturday");
         assert_eq!(out["timezone"], "Europe/Berlin");
-        let out = parse(&current(&ctx, &json!({"timezone": "Asia/Tokyo"})).expect("ok"));
+        let out = call(
+            &ctx,
+            "get_current_datetime",
+            json!({"timezone": "Asia/Tokyo"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["date"], "2026-03-29");
         assert_eq!(out["time"], "07:30:00");
-        let err = current(&ctx, &json!({"timezone": "Mars/Olympus"})).expect_err("bad tz");
+        let err = call(
+            &ctx,
+            "get_current_datetime",
+            json!({"timezone": "Mars/Olympus"}),
+        )
+        .await
+        .expect_err("bad tz");
         assert!(err.to_string().contains("unknown timezone"));
     }
 
     #[tokio::test]
     async fn differences_count_days_hours_and_calendar_parts() {
         let (ctx, _dir) = berlin().await;
-        let out = parse(
-            &difference(
-                &ctx,
-                &json!({"start": "2026-01-31", "end": "2026-03-02 06:15"}),
-            )
-            .expect("ok"),
-        );
+        let out = call(
+            &ctx,
+            "date_difference",
+            json!({"start": "2026-01-31", "end": "2026-03-02 06:15"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["days"], 30);
         assert_eq!(out["calendar"]["months"], 1);
         assert_eq!(
@@ -310,65 +340,101 @@ mod tests {
         );
 
         // Across the spring change: local midnight to midnight is one day of 23 hours.
-        let out = parse(
-            &difference(&ctx, &json!({"start": "2026-03-29", "end": "2026-03-30"})).expect("ok"),
-        );
+        let out = call(
+            &ctx,
+            "date_difference",
+            json!({"start": "2026-03-29", "end": "2026-03-30"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["total_hours"], 23.0);
         assert_eq!(out["calendar"]["days"], 1);
 
-        let out = parse(&difference(&ctx, &json!({"start": "2026-12-28 23:30"})).expect("ok"));
+        let out = call(
+            &ctx,
+            "date_difference",
+            json!({"start": "2026-12-28 23:30"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["days"], -275);
         assert_eq!(out["calendar"]["months"], -9);
         assert_eq!(out["human"], "end is 9 months before start");
 
-        let err = difference(&ctx, &json!({"start": "the day after never"})).expect_err("bad");
+        let err = call(
+            &ctx,
+            "date_difference",
+            json!({"start": "the day after never"}),
+        )
+        .await
+        .expect_err("bad");
         assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("cannot read")));
-        assert!(difference(&ctx, &json!({})).is_err());
+        assert!(call(&ctx, "date_difference", json!({})).await.is_err());
     }
 
     #[tokio::test]
     async fn adding_keeps_wall_time_for_days_and_clamps_months() {
         let (ctx, _dir) = berlin().await;
         // Sat 23:30 + 1 day crosses the change to summer time and stays at 23:30 local.
-        let out = parse(&add(&ctx, &json!({"amount": 1, "unit": "days"})).expect("ok"));
+        let out = call(&ctx, "date_add", json!({"amount": 1, "unit": "days"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "2026-03-29T23:30:00+02:00");
         assert_eq!(out["weekday"], "Sunday");
         // Whereas 24 hours is 24 real hours.
-        let out = parse(&add(&ctx, &json!({"amount": 24, "unit": "hours"})).expect("ok"));
+        let out = call(&ctx, "date_add", json!({"amount": 24, "unit": "hours"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "2026-03-30T00:30:00+02:00");
-        let out = parse(
-            &add(
-                &ctx,
-                &json!({"date": "2026-01-31", "amount": 1, "unit": "months"}),
-            )
-            .expect("ok"),
-        );
+        let out = call(
+            &ctx,
+            "date_add",
+            json!({"date": "2026-01-31", "amount": 1, "unit": "months"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["date"], "2026-02-28");
-        let out = parse(
-            &add(
-                &ctx,
-                &json!({"date": "2026-03-10 09:00", "amount": -2, "unit": "weeks"}),
-            )
-            .expect("ok"),
-        );
+        let out = call(
+            &ctx,
+            "date_add",
+            json!({"date": "2026-03-10 09:00", "amount": -2, "unit": "weeks"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "2026-02-24T09:00:00+01:00");
-        let out = parse(
-            &add(
-                &ctx,
-                &json!({"date": "2024-02-29", "amount": 1, "unit": "years", "timezone": "UTC"}),
-            )
-            .expect("ok"),
-        );
+        let out = call(
+            &ctx,
+            "date_add",
+            json!({"date": "2024-02-29", "amount": 1, "unit": "years", "timezone": "UTC"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["date"], "2025-02-28");
-        let out = parse(&add(&ctx, &json!({"amount": -90, "unit": "minutes"})).expect("ok"));
+        let out = call(&ctx, "date_add", json!({"amount": -90, "unit": "minutes"}))
+            .await
+            .expect("ok");
         assert_eq!(out["time"], "22:00");
 
-        let err = add(&ctx, &json!({"amount": 1, "unit": "fortnights"})).expect_err("unit");
-        assert!(err.to_string().contains("unknown unit"));
-        let err = add(&ctx, &json!({"amount": i64::MAX, "unit": "years"})).expect_err("range");
+        let err = call(&ctx, "date_add", json!({"amount": 1, "unit": "fortnights"}))
+            .await
+            .expect_err("unit");
+        assert!(
+            err.to_string()
+                .contains("`unit`: unknown variant `fortnights`"),
+            "{err}"
+        );
+        let err = call(
+            &ctx,
+            "date_add",
+            json!({"amount": i64::MAX, "unit": "years"}),
+        )
+        .await
+        .expect_err("range");
         assert!(err.to_string().contains("out of range"));
-        let err = add(&ctx, &json!({"unit": "days"})).expect_err("amount");
-        assert!(err.to_string().contains("`amount` is required"));
+        let err = call(&ctx, "date_add", json!({"unit": "days"}))
+            .await
+            .expect_err("amount");
+        assert!(err.to_string().contains("missing field `amount`"), "{err}");
     }
 
     #[test]

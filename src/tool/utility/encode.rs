@@ -4,68 +4,84 @@ use base64::Engine;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, general_purpose};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-use super::{Args, ToolError, ToolInfo};
+use super::{GROUP, Input};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Longest input accepted, in bytes.
 const MAX_INPUT: usize = 1024 * 1024;
 
-pub(super) fn hash_info() -> ToolInfo {
-    ToolInfo::new(
-        "hash_text",
-        "utilities",
-        "Hash text (UTF-8) with md5, sha1, sha256 or sha512 and return the hex digest. md5 and sha1 are \
-         for checksums only, not security.",
-        json!({
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the text to hash"},
-                "algorithm": {"type": "string", "enum": ["md5", "sha1", "sha256", "sha512"], "description": "default sha256"}
-            },
-            "required": ["text"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["checksum", "digest", "md5", "sha", "fingerprint"])
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Algorithm {
+    Md5,
+    Sha1,
+    #[default]
+    Sha256,
+    Sha512,
 }
 
-pub(super) fn hash_text(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let text = input(&args)?;
-    let algorithm = args.opt_str("algorithm").unwrap_or("sha256");
-    let digest = match algorithm.to_ascii_lowercase().replace('-', "").as_str() {
-        "md5" => hex(&md5::Md5::digest(text)),
-        "sha1" => hex(&sha1::Sha1::digest(text)),
-        "sha256" => hex(&sha2::Sha256::digest(text)),
-        "sha512" => hex(&sha2::Sha512::digest(text)),
-        other => {
-            return Err(ToolError::InvalidArguments(format!(
-                "unknown algorithm {other:?}; use md5, sha1, sha256 or sha512"
-            )));
-        }
-    };
-    Ok(json!({"algorithm": algorithm, "hex": digest}).to_string())
+/// Hash text (UTF-8) with md5, sha1, sha256 or sha512 and return the hex digest. md5 and sha1
+/// are for checksums only, not security.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HashText {
+    /// the text to hash
+    text: Input<MAX_INPUT>,
+    /// default sha256
+    algorithm: Option<Algorithm>,
 }
 
-pub(super) fn encode_info() -> ToolInfo {
-    ToolInfo::new(
-        "encode_decode",
-        "utilities",
-        "Encode text to, or decode it from, base64, base64url (URL-safe, no padding), url (percent-encoding) or hex.",
-        json!({
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the input"},
-                "format": {"type": "string", "enum": ["base64", "base64url", "url", "hex"]},
-                "direction": {"type": "string", "enum": ["encode", "decode"], "description": "default encode"}
-            },
-            "required": ["text", "format"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["base64", "urlencode", "percent", "hex", "decode", "encode", "escape"])
+impl TypedTool for HashText {
+    const NAME: &'static str = "hash_text";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["checksum", "digest", "md5", "sha", "fingerprint"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let text = self.text.0;
+        let algorithm = self.algorithm.unwrap_or_default();
+        let digest = match algorithm {
+            Algorithm::Md5 => hex(&md5::Md5::digest(text)),
+            Algorithm::Sha1 => hex(&sha1::Sha1::digest(text)),
+            Algorithm::Sha256 => hex(&sha2::Sha256::digest(text)),
+            Algorithm::Sha512 => hex(&sha2::Sha512::digest(text)),
+        };
+        Ok(json!({"algorithm": algorithm, "hex": digest}))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    Base64,
+    Base64url,
+    Url,
+    Hex,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Direction {
+    #[default]
+    Encode,
+    Decode,
+}
+
+/// Encode text to, or decode it from, base64, base64url (URL-safe, no padding), url
+/// (percent-encoding) or hex.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EncodeDecode {
+    /// the input
+    text: Input<MAX_INPUT>,
+    format: Format,
+    /// default encode
+    direction: Option<Direction>,
 }
 
 /// RFC 3986 unreserved characters stay as they are; everything else is percent-encoded.
@@ -81,50 +97,58 @@ const LENIENT: GeneralPurposeConfig =
 const BASE64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
 const BASE64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
 
-pub(super) fn encode_decode(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let text = input(&args)?;
-    let format = args.str("format")?;
-    let direction = args.opt_str("direction").unwrap_or("encode");
-    let result = match (format, direction) {
-        ("base64", "encode") => general_purpose::STANDARD.encode(text),
-        ("base64url", "encode") => general_purpose::URL_SAFE_NO_PAD.encode(text),
-        ("url", "encode") => utf8_percent_encode(text, URL_ESCAPE).to_string(),
-        ("hex", "encode") => hex(text.as_bytes()),
-        ("base64" | "base64url", "decode") => {
-            let engine = if format == "base64" {
-                &BASE64
-            } else {
-                &BASE64URL
-            };
-            let cleaned: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-            let bytes = engine
-                .decode(cleaned)
-                .map_err(|e| ToolError::InvalidArguments(format!("not valid {format}: {e}")))?;
-            return decoded(format, direction, bytes);
-        }
-        ("url", "decode") => {
-            let bytes: Vec<u8> = percent_decode_str(text).collect();
-            return decoded(format, direction, bytes);
-        }
-        ("hex", "decode") => return decoded(format, direction, unhex(text)?),
-        (_, "encode" | "decode") => {
-            return Err(ToolError::InvalidArguments(format!(
-                "unknown format {format:?}; use base64, base64url, url or hex"
-            )));
-        }
-        _ => {
-            return Err(ToolError::InvalidArguments(format!(
-                "unknown direction {direction:?}; use encode or decode"
-            )));
-        }
-    };
-    Ok(json!({"format": format, "direction": direction, "result": result}).to_string())
+impl TypedTool for EncodeDecode {
+    const NAME: &'static str = "encode_decode";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "base64",
+        "urlencode",
+        "percent",
+        "hex",
+        "decode",
+        "encode",
+        "escape",
+    ];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let (text, format) = (self.text.0, self.format);
+        let direction = self.direction.unwrap_or_default();
+        let result = match (format, direction) {
+            (Format::Base64, Direction::Encode) => general_purpose::STANDARD.encode(text),
+            (Format::Base64url, Direction::Encode) => general_purpose::URL_SAFE_NO_PAD.encode(text),
+            (Format::Url, Direction::Encode) => utf8_percent_encode(&text, URL_ESCAPE).to_string(),
+            (Format::Hex, Direction::Encode) => hex(text.as_bytes()),
+            (Format::Base64 | Format::Base64url, Direction::Decode) => {
+                let engine = if format == Format::Base64 {
+                    &BASE64
+                } else {
+                    &BASE64URL
+                };
+                let cleaned: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+                let bytes = engine.decode(cleaned).map_err(|e| {
+                    let name = if format == Format::Base64 {
+                        "base64"
+                    } else {
+                        "base64url"
+                    };
+                    ToolError::InvalidArguments(format!("not valid {name}: {e}"))
+                })?;
+                return Ok(decoded(format, bytes));
+            }
+            (Format::Url, Direction::Decode) => {
+                return Ok(decoded(format, percent_decode_str(&text).collect()));
+            }
+            (Format::Hex, Direction::Decode) => return Ok(decoded(format, unhex(&text)?)),
+        };
+        Ok(json!({"format": format, "direction": direction, "result": result}))
+    }
 }
 
 /// Decoded bytes as text, or as hex when they are not UTF-8.
-fn decoded(format: &str, direction: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
-    Ok(match String::from_utf8(bytes) {
+fn decoded(format: Format, bytes: Vec<u8>) -> Value {
+    let direction = Direction::Decode;
+    match String::from_utf8(bytes) {
         Ok(text) => json!({"format": format, "direction": direction, "result": text}),
         Err(err) => json!({
             "format": format,
@@ -134,19 +158,6 @@ fn decoded(format: &str, direction: &str, bytes: Vec<u8>) -> Result<String, Tool
             "hex": hex(err.as_bytes()),
         }),
     }
-    .to_string())
-}
-
-fn input<'a>(args: &Args<'a>) -> Result<&'a str, ToolError> {
-    let text = args.opt_str("text").ok_or_else(|| {
-        ToolError::InvalidArguments("`text` is required and must be a string".into())
-    })?;
-    if text.len() > MAX_INPUT {
-        return Err(ToolError::InvalidArguments(format!(
-            "`text` is longer than {MAX_INPUT} bytes"
-        )));
-    }
-    Ok(text)
 }
 
 /// Lower-case hex digits of `bytes`.
@@ -190,14 +201,11 @@ fn unhex(text: &str) -> Result<Vec<u8>, ToolError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::call;
     use super::*;
 
-    fn result(out: Result<String, ToolError>) -> Value {
-        serde_json::from_str(&out.expect("ok")).expect("json")
-    }
-
-    #[test]
-    fn hashes_match_known_digests() {
+    #[tokio::test]
+    async fn hashes_match_known_digests() {
         let cases = [
             ("md5", "900150983cd24fb0d6963f7d28e17f72"),
             ("sha1", "a9993e364706816aba3e25717850c26c9cd0d89d"),
@@ -211,58 +219,105 @@ mod tests {
             ),
         ];
         for (algorithm, digest) in cases {
-            let out = result(hash_text(&json!({"text": "abc", "algorithm": algorithm})));
+            let out = call("hash_text", json!({"text": "abc", "algorithm": algorithm}))
+                .await
+                .expect("ok");
             assert_eq!(out["hex"], digest, "{algorithm}");
         }
-        let out = result(hash_text(&json!({"text": ""})));
+        let out = call("hash_text", json!({"text": ""})).await.expect("ok");
         assert_eq!(out["algorithm"], "sha256");
-        assert!(hash_text(&json!({"text": "a", "algorithm": "crc32"})).is_err());
+        assert!(
+            call("hash_text", json!({"text": "a", "algorithm": "crc32"}))
+                .await
+                .is_err()
+        );
     }
 
-    #[test]
-    fn encodes_and_decodes_round_trip() {
+    #[tokio::test]
+    async fn encodes_and_decodes_round_trip() {
         let text = "héllo wörld/?&=~";
         for format in ["base64", "base64url", "url", "hex"] {
-            let encoded = result(encode_decode(&json!({"text": text, "format": format})));
+            let encoded = call("encode_decode", json!({"text": text, "format": format}))
+                .await
+                .expect("ok");
             let encoded = encoded["result"].as_str().expect("text").to_string();
-            let decoded = result(encode_decode(
-                &json!({"text": encoded, "format": format, "direction": "decode"}),
-            ));
+            let decoded = call(
+                "encode_decode",
+                json!({"text": encoded, "format": format, "direction": "decode"}),
+            )
+            .await
+            .expect("ok");
             assert_eq!(decoded["result"], text, "{format}: {encoded}");
         }
-        let out = result(encode_decode(&json!({"text": "a b&c", "format": "url"})));
+        let out = call("encode_decode", json!({"text": "a b&c", "format": "url"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "a%20b%26c");
-        let out = result(encode_decode(&json!({"text": "hi?", "format": "base64"})));
+        let out = call("encode_decode", json!({"text": "hi?", "format": "base64"}))
+            .await
+            .expect("ok");
         assert_eq!(out["result"], "aGk/");
-        let out = result(encode_decode(
-            &json!({"text": "hi?", "format": "base64url"}),
-        ));
+        let out = call(
+            "encode_decode",
+            json!({"text": "hi?", "format": "base64url"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "aGk_");
-        let out = result(encode_decode(
-            &json!({"text": "aGk", "format": "base64", "direction": "decode"}),
-        ));
+        let out = call(
+            "encode_decode",
+            json!({"text": "aGk", "format": "base64", "direction": "decode"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], "hi", "padding is optional when decoding");
-        let out = result(encode_decode(
-            &json!({"text": "ff00", "format": "hex", "direction": "decode"}),
-        ));
+        let out = call(
+            "encode_decode",
+            json!({"text": "ff00", "format": "hex", "direction": "decode"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["result"], Value::Null);
         assert_eq!(out["hex"], "ff00");
     }
 
-    #[test]
-    fn invalid_input_is_explained() {
-        let decode = |text: &str, format: &str| {
-            encode_decode(&json!({"text": text, "format": format, "direction": "decode"}))
-                .expect_err("invalid")
-                .to_string()
+    #[tokio::test]
+    async fn invalid_input_is_explained() {
+        let decode = async |text: &str, format: &str| {
+            call(
+                "encode_decode",
+                json!({"text": text, "format": format, "direction": "decode"}),
+            )
+            .await
+            .expect_err("invalid")
+            .to_string()
         };
-        assert!(decode("not*base64", "base64").contains("not valid base64"));
-        assert!(decode("abc", "hex").contains("odd number"));
-        assert!(decode("zz", "hex").contains("not valid hex"));
-        let err = encode_decode(&json!({"text": "x", "format": "rot13"})).expect_err("format");
-        assert!(err.to_string().contains("unknown format"));
-        let err = encode_decode(&json!({"text": "x", "format": "hex", "direction": "sideways"}))
-            .expect_err("direction");
-        assert!(err.to_string().contains("unknown direction"));
+        assert!(
+            decode("not*base64", "base64")
+                .await
+                .contains("not valid base64")
+        );
+        assert!(decode("abc", "hex").await.contains("odd number"));
+        assert!(decode("zz", "hex").await.contains("not valid hex"));
+        let err = call("encode_decode", json!({"text": "x", "format": "rot13"}))
+            .await
+            .expect_err("format");
+        assert!(
+            err.to_string()
+                .contains("`format`: unknown variant `rot13`"),
+            "{err}"
+        );
+        let err = call(
+            "encode_decode",
+            json!({"text": "x", "format": "hex", "direction": "sideways"}),
+        )
+        .await
+        .expect_err("direction");
+        assert!(err.to_string().contains("`direction`"), "{err}");
+        let big = "x".repeat(MAX_INPUT + 1);
+        let err = call("hash_text", json!({"text": big}))
+            .await
+            .expect_err("too long");
+        assert!(err.to_string().contains("`text`: is longer than"), "{err}");
     }
 }

@@ -2,58 +2,42 @@
 
 use std::collections::HashMap;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolInfo, number};
+use super::{GROUP, number};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Most numbers accepted in one call.
 const MAX_NUMBERS: usize = 100_000;
 
-pub(super) fn info() -> ToolInfo {
-    ToolInfo::new(
-        "statistics",
-        "utilities",
-        "Summarise a list of numbers: count, sum, mean, median, mode, min, max, range, sample and \
-         population standard deviation and variance.",
-        json!({
-            "type": "object",
-            "properties": {
-                "numbers": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": MAX_NUMBERS, "description": "the data"}
-            },
-            "required": ["numbers"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["average", "mean", "median", "stdev", "variance", "math"])
+/// Summarise a list of numbers: count, sum, mean, median, mode, min, max, range, sample and
+/// population standard deviation and variance.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Statistics {
+    /// the data
+    #[schemars(length(min = 1, max = MAX_NUMBERS))]
+    numbers: Vec<f64>,
 }
 
-pub(super) fn run(arguments: &Value) -> Result<String, ToolError> {
-    let items = super::Args::new(arguments).array("numbers")?;
-    if items.is_empty() {
-        return Err(ToolError::InvalidArguments(
-            "`numbers` needs at least one number".into(),
-        ));
-    }
-    if items.len() > MAX_NUMBERS {
-        return Err(ToolError::InvalidArguments(format!(
-            "at most {MAX_NUMBERS} numbers, got {}",
-            items.len()
-        )));
-    }
-    let mut values = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let value = match item {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) => s.trim().parse::<f64>().ok(),
-            _ => None,
+impl TypedTool for Statistics {
+    const NAME: &'static str = "statistics";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] =
+        &["average", "mean", "median", "stdev", "variance", "math"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        if self.numbers.is_empty() || self.numbers.len() > MAX_NUMBERS {
+            return Err(ToolError::InvalidArguments(format!(
+                "`numbers` must hold 1 to {MAX_NUMBERS} numbers, got {}",
+                self.numbers.len()
+            )));
         }
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| {
-            ToolError::InvalidArguments(format!("numbers[{i}] is not a finite number: {item}"))
-        })?;
-        values.push(value);
+        Ok(summarise(&self.numbers))
     }
-    Ok(summarise(&values).to_string())
 }
 
 fn summarise(values: &[f64]) -> Value {
@@ -111,15 +95,18 @@ fn modes(sorted: &[f64]) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::call;
     use super::*;
 
-    fn stats(numbers: Value) -> Value {
-        serde_json::from_str(&run(&json!({ "numbers": numbers })).expect("ok")).expect("json")
+    async fn stats(numbers: Value) -> Value {
+        call("statistics", json!({ "numbers": numbers }))
+            .await
+            .expect("ok")
     }
 
-    #[test]
-    fn summarises_a_list() {
-        let out = stats(json!([2, 4, 4, 4, 5, 5, 7, 9]));
+    #[tokio::test]
+    async fn summarises_a_list() {
+        let out = stats(json!([2, 4, 4, 4, 5, 5, 7, 9])).await;
         assert_eq!(out["count"], 8);
         assert_eq!(out["sum"], 40);
         assert_eq!(out["mean"], 5);
@@ -133,9 +120,9 @@ mod tests {
         assert_eq!(out["variance"], 4.57142857142857);
     }
 
-    #[test]
-    fn single_values_and_ties() {
-        let out = stats(json!([3.5]));
+    #[tokio::test]
+    async fn single_values_and_ties() {
+        let out = stats(json!([3.5])).await;
         assert_eq!(out["median"], 3.5);
         assert_eq!(out["mode"], json!([]));
         assert_eq!(
@@ -143,16 +130,19 @@ mod tests {
             Value::Null,
             "no sample deviation of one value"
         );
-        let out = stats(json!([1, 1, 2, 2, 3]));
+        let out = stats(json!([1, 1, 2, 2, 3])).await;
         assert_eq!(out["mode"], json!([1, 2]));
         assert_eq!(out["median"], 2);
     }
 
-    #[test]
-    fn refuses_empty_and_non_numeric_input() {
-        assert!(run(&json!({"numbers": []})).is_err());
-        let err = run(&json!({"numbers": [1, "x"]})).expect_err("not a number");
-        assert!(err.to_string().contains("numbers[1]"));
-        assert!(run(&json!({})).is_err());
+    #[tokio::test]
+    async fn refuses_empty_and_non_numeric_input() {
+        assert!(call("statistics", json!({"numbers": []})).await.is_err());
+        let err = call("statistics", json!({"numbers": [1, "x"]}))
+            .await
+            .expect_err("not a number");
+        assert!(err.to_string().contains("`numbers[1]`"), "{err}");
+        let err = call("statistics", json!({})).await.expect_err("missing");
+        assert!(err.to_string().contains("missing field `numbers`"), "{err}");
     }
 }

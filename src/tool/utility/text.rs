@@ -1,8 +1,12 @@
 //! Text tools: counting, case and shape transforms, and regular expressions.
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{Args, ToolError, ToolInfo};
+use super::{GROUP, Input};
+use crate::tool::typed::Within;
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 /// Longest text accepted, in bytes.
 const MAX_TEXT: usize = 1024 * 1024;
@@ -13,59 +17,51 @@ const MAX_PATTERN: usize = 1000;
 /// Words a minute for reading time.
 const READING_WPM: f64 = 200.0;
 
-fn text<'a>(args: &Args<'a>, max: usize) -> Result<&'a str, ToolError> {
-    let text = args.opt_str("text").ok_or_else(|| {
-        ToolError::InvalidArguments("`text` is required and must be a string".into())
-    })?;
-    if text.len() > max {
-        return Err(ToolError::InvalidArguments(format!(
-            "`text` is longer than {max} bytes"
-        )));
+/// Count characters (with and without spaces), bytes, words, lines, sentences and paragraphs of
+/// a text, and estimate its reading time.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TextStats {
+    /// the text to count
+    text: Input<MAX_TEXT>,
+}
+
+impl TypedTool for TextStats {
+    const NAME: &'static str = "text_stats";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "count",
+        "words",
+        "characters",
+        "length",
+        "reading time",
+        "word count",
+    ];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let text = self.text.0.as_str();
+        let words = text.split_whitespace().count();
+        let minutes = words as f64 / READING_WPM;
+        let reading = if words == 0 {
+            "no reading time".to_string()
+        } else if minutes < 1.0 {
+            format!("about {} seconds", ((minutes * 60.0).round() as i64).max(1))
+        } else {
+            format!("about {} min", minutes.round() as i64)
+        };
+        Ok(json!({
+            "characters": text.chars().count(),
+            "characters_no_spaces": text.chars().filter(|c| !c.is_whitespace()).count(),
+            "bytes": text.len(),
+            "words": words,
+            "lines": text.lines().count(),
+            "sentences": sentences(text),
+            "paragraphs": text.split("\n\n").filter(|p| !p.trim().is_empty()).count(),
+            "reading_time_minutes": (minutes * 10.0).round() / 10.0,
+            "reading_time": reading,
+        }))
     }
-    Ok(text)
-}
-
-pub(super) fn stats_info() -> ToolInfo {
-    ToolInfo::new(
-        "text_stats",
-        "utilities",
-        "Count characters (with and without spaces), bytes, words, lines, sentences and paragraphs of a text, \
-         and estimate its reading time.",
-        json!({
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the text to count"}
-            },
-            "required": ["text"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["count", "words", "characters", "length", "reading time", "word count"])
-}
-
-pub(super) fn text_stats(arguments: &Value) -> Result<String, ToolError> {
-    let text = text(&Args::new(arguments), MAX_TEXT)?;
-    let words = text.split_whitespace().count();
-    let minutes = words as f64 / READING_WPM;
-    let reading = if words == 0 {
-        "no reading time".to_string()
-    } else if minutes < 1.0 {
-        format!("about {} seconds", ((minutes * 60.0).round() as i64).max(1))
-    } else {
-        format!("about {} min", minutes.round() as i64)
-    };
-    Ok(json!({
-        "characters": text.chars().count(),
-        "characters_no_spaces": text.chars().filter(|c| !c.is_whitespace()).count(),
-        "bytes": text.len(),
-        "words": words,
-        "lines": text.lines().count(),
-        "sentences": sentences(text),
-        "paragraphs": text.split("\n\n").filter(|p| !p.trim().is_empty()).count(),
-        "reading_time_minutes": (minutes * 10.0).round() / 10.0,
-        "reading_time": reading,
-    })
-    .to_string())
 }
 
 /// Sentences: runs of text ended by `.`, `!` or `?` (a run of them counts once) followed by
@@ -93,59 +89,65 @@ fn sentences(text: &str) -> usize {
     count + usize::from(in_sentence)
 }
 
-const TRANSFORMS: &[&str] = &[
-    "upper",
-    "lower",
-    "title",
-    "sentence",
-    "snake_case",
-    "camelCase",
-    "PascalCase",
-    "kebab-case",
-    "CONSTANT_CASE",
-    "reverse",
-    "trim",
-    "slugify",
-];
-
-pub(super) fn transform_info() -> ToolInfo {
-    ToolInfo::new(
-        "transform_text",
-        "utilities",
-        "Change a text's case or shape: upper, lower, title, sentence, snake_case, camelCase, PascalCase, \
-         kebab-case, CONSTANT_CASE, reverse, trim (also collapses inner whitespace), slugify (for URLs).",
-        json!({
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the text to transform"},
-                "operation": {"type": "string", "enum": TRANSFORMS}
-            },
-            "required": ["text", "operation"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["case", "uppercase", "lowercase", "slug", "capitalize", "convert"])
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+enum Operation {
+    #[serde(rename = "upper")]
+    Upper,
+    #[serde(rename = "lower")]
+    Lower,
+    #[serde(rename = "title")]
+    Title,
+    #[serde(rename = "sentence")]
+    Sentence,
+    #[serde(rename = "snake_case")]
+    Snake,
+    #[serde(rename = "camelCase")]
+    Camel,
+    #[serde(rename = "PascalCase")]
+    Pascal,
+    #[serde(rename = "kebab-case")]
+    Kebab,
+    #[serde(rename = "CONSTANT_CASE")]
+    Constant,
+    #[serde(rename = "reverse")]
+    Reverse,
+    #[serde(rename = "trim")]
+    Trim,
+    #[serde(rename = "slugify")]
+    Slugify,
 }
 
-pub(super) fn transform_text(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let text = text(&args, MAX_TEXT)?;
-    let operation = args.str("operation")?;
-    let result = transform(text, operation).ok_or_else(|| {
-        ToolError::InvalidArguments(format!(
-            "unknown operation {operation:?}; use one of {}",
-            TRANSFORMS.join(", ")
-        ))
-    })?;
-    Ok(json!({"operation": operation, "result": result}).to_string())
+/// Change a text's case or shape: upper, lower, title, sentence, snake_case, camelCase,
+/// PascalCase, kebab-case, CONSTANT_CASE, reverse, trim (also collapses inner whitespace),
+/// slugify (for URLs).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TransformText {
+    /// the text to transform
+    text: Input<MAX_TEXT>,
+    operation: Operation,
 }
 
-fn transform(text: &str, operation: &str) -> Option<String> {
-    let key: String = operation
-        .chars()
-        .filter(|c| c.is_alphanumeric())
-        .collect::<String>()
-        .to_lowercase();
+impl TypedTool for TransformText {
+    const NAME: &'static str = "transform_text";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "case",
+        "uppercase",
+        "lowercase",
+        "slug",
+        "capitalize",
+        "convert",
+    ];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let result = transform(&self.text.0, self.operation);
+        Ok(json!({"operation": self.operation, "result": result}))
+    }
+}
+
+fn transform(text: &str, operation: Operation) -> String {
     let capitalise = |word: &str| {
         let mut chars = word.chars();
         chars.next().map_or(String::new(), |first| {
@@ -156,10 +158,10 @@ fn transform(text: &str, operation: &str) -> Option<String> {
         })
     };
     let words = || split_words(text);
-    Some(match key.as_str() {
-        "upper" | "uppercase" => text.to_uppercase(),
-        "lower" | "lowercase" => text.to_lowercase(),
-        "title" | "titlecase" => {
+    match operation {
+        Operation::Upper => text.to_uppercase(),
+        Operation::Lower => text.to_lowercase(),
+        Operation::Title => {
             // Keeps the original spacing and punctuation; capitalises each word.
             let mut out = String::with_capacity(text.len());
             let mut start = true;
@@ -178,25 +180,24 @@ fn transform(text: &str, operation: &str) -> Option<String> {
             }
             out
         }
-        "sentence" | "sentencecase" => {
+        Operation::Sentence => {
             let lower = text.trim().to_lowercase();
             capitalise_first(&lower)
         }
-        "snakecase" | "snake" => words().join("_"),
-        "kebabcase" | "kebab" => words().join("-"),
-        "constantcase" | "constant" => words().join("_").to_uppercase(),
-        "camelcase" | "camel" => {
+        Operation::Snake => words().join("_"),
+        Operation::Kebab => words().join("-"),
+        Operation::Constant => words().join("_").to_uppercase(),
+        Operation::Camel => {
             let words = words();
             let mut out = words.first().cloned().unwrap_or_default();
             out.extend(words.iter().skip(1).map(|w| capitalise(w)));
             out
         }
-        "pascalcase" | "pascal" => words().iter().map(|w| capitalise(w)).collect(),
-        "reverse" => text.chars().rev().collect(),
-        "trim" => text.split_whitespace().collect::<Vec<_>>().join(" "),
-        "slugify" | "slug" => slugify(text),
-        _ => return None,
-    })
+        Operation::Pascal => words().iter().map(|w| capitalise(w)).collect(),
+        Operation::Reverse => text.chars().rev().collect(),
+        Operation::Trim => text.split_whitespace().collect::<Vec<_>>().join(" "),
+        Operation::Slugify => slugify(text),
+    }
 }
 
 fn capitalise_first(text: &str) -> String {
@@ -291,209 +292,263 @@ fn fold_accent(c: char) -> Option<&'static str> {
     })
 }
 
-pub(super) fn regex_info() -> ToolInfo {
-    ToolInfo::new(
-        "regex_test",
-        "utilities",
-        "Test a regular expression (Rust regex syntax: no look-around or backreferences) against a text: \
-         matches with positions and capture groups, optionally the text with matches replaced ($1, ${name}).",
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "the regular expression", "maxLength": MAX_PATTERN},
-                "text": {"type": "string", "description": "the text to search (at most 100 KB)"},
-                "flags": {"type": "string", "description": "any of i (ignore case), m (^ $ per line), s (. matches newline), x (verbose)"},
-                "replacement": {"type": "string", "description": "if given, also return the text with every match replaced"},
-                "max_matches": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "matches listed; default 100"}
-            },
-            "required": ["pattern", "text"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["regexp", "pattern", "match", "search", "replace"])
+/// Test a regular expression (Rust regex syntax: no look-around or backreferences) against a
+/// text: matches with positions and capture groups, optionally the text with matches replaced
+/// ($1, ${name}).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RegexTest {
+    /// the regular expression
+    #[schemars(length(max = MAX_PATTERN))]
+    pattern: String,
+    /// the text to search (at most 100 KB)
+    text: Input<MAX_REGEX_TEXT>,
+    /// any of i (ignore case), m (^ $ per line), s (. matches newline), x (verbose)
+    flags: Option<String>,
+    /// if given, also return the text with every match replaced
+    replacement: Option<String>,
+    /// matches listed; default 100
+    max_matches: Option<Within<1, 1000>>,
 }
 
-pub(super) fn regex_test(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let pattern = args
-        .opt_str("pattern")
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| ToolError::InvalidArguments("`pattern` is required".into()))?;
-    if pattern.len() > MAX_PATTERN {
-        return Err(ToolError::InvalidArguments(format!(
-            "`pattern` is longer than {MAX_PATTERN} characters"
-        )));
+impl TypedTool for RegexTest {
+    const NAME: &'static str = "regex_test";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &["regexp", "pattern", "match", "search", "replace"];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        self.test()
     }
-    let text = text(&args, MAX_REGEX_TEXT)?;
-    let max =
-        usize::try_from(args.opt_i64("max_matches").unwrap_or(100).clamp(1, 1000)).unwrap_or(100);
-    let mut builder = regex::RegexBuilder::new(pattern);
-    builder.size_limit(1 << 20).dfa_size_limit(1 << 22);
-    for flag in args.opt_str("flags").unwrap_or("").chars() {
-        match flag {
-            'i' => builder.case_insensitive(true),
-            'm' => builder.multi_line(true),
-            's' => builder.dot_matches_new_line(true),
-            'x' => builder.ignore_whitespace(true),
-            'g' | 'u' | ' ' | ',' => &mut builder, // JavaScript habits: all matches are listed anyway
-            other => {
-                return Err(ToolError::InvalidArguments(format!(
-                    "unknown flag {other:?}; use i, m, s or x"
-                )));
-            }
+}
+
+impl RegexTest {
+    fn test(self) -> Result<Value, ToolError> {
+        let pattern = self.pattern.as_str();
+        if pattern.is_empty() {
+            return Err(ToolError::InvalidArguments("`pattern` is empty".into()));
+        }
+        if pattern.len() > MAX_PATTERN {
+            return Err(ToolError::InvalidArguments(format!(
+                "`pattern` is longer than {MAX_PATTERN} characters"
+            )));
+        }
+        let text = self.text.0.as_str();
+        let max = self.max_matches.map_or(100, Within::get);
+        let mut builder = regex::RegexBuilder::new(pattern);
+        builder.size_limit(1 << 20).dfa_size_limit(1 << 22);
+        for flag in self.flags.as_deref().unwrap_or("").chars() {
+            match flag {
+                'i' => builder.case_insensitive(true),
+                'm' => builder.multi_line(true),
+                's' => builder.dot_matches_new_line(true),
+                'x' => builder.ignore_whitespace(true),
+                'g' | 'u' | ' ' | ',' => &mut builder, // JavaScript habits: all matches are listed anyway
+                other => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "unknown flag {other:?}; use i, m, s or x"
+                    )));
+                }
+            };
+        }
+        let regex = builder
+            .build()
+            .map_err(|e| ToolError::InvalidArguments(format!("invalid pattern: {e}")))?;
+        let names: Vec<Option<&str>> = regex.capture_names().collect();
+        let mut matches = Vec::new();
+        let mut total = 0;
+        // Character offsets are computed incrementally so many matches stay linear.
+        let (mut byte_pos, mut char_pos) = (0, 0);
+        let mut char_at = |byte: usize| {
+            char_pos += text[byte_pos..byte].chars().count();
+            byte_pos = byte;
+            char_pos
         };
-    }
-    let regex = builder
-        .build()
-        .map_err(|e| ToolError::InvalidArguments(format!("invalid pattern: {e}")))?;
-    let names: Vec<Option<&str>> = regex.capture_names().collect();
-    let mut matches = Vec::new();
-    let mut total = 0;
-    // Character offsets are computed incrementally so many matches stay linear.
-    let (mut byte_pos, mut char_pos) = (0, 0);
-    let mut char_at = |byte: usize| {
-        char_pos += text[byte_pos..byte].chars().count();
-        byte_pos = byte;
-        char_pos
-    };
-    for caps in regex.captures_iter(text) {
-        total += 1;
-        if matches.len() >= max {
-            continue;
-        }
-        let Some(whole) = caps.get(0) else { continue };
-        let mut groups = Vec::new();
-        let mut named = Map::new();
-        for (i, name) in names.iter().enumerate().skip(1) {
-            let value = caps.get(i).map(|m| m.as_str());
-            groups.push(json!(value));
-            if let Some(name) = name {
-                named.insert((*name).to_string(), json!(value));
+        for caps in regex.captures_iter(text) {
+            total += 1;
+            if matches.len() >= max {
+                continue;
             }
+            let Some(whole) = caps.get(0) else { continue };
+            let mut groups = Vec::new();
+            let mut named = Map::new();
+            for (i, name) in names.iter().enumerate().skip(1) {
+                let value = caps.get(i).map(|m| m.as_str());
+                groups.push(json!(value));
+                if let Some(name) = name {
+                    named.insert((*name).to_string(), json!(value));
+                }
+            }
+            let start = char_at(whole.start());
+            let end = char_at(whole.end());
+            let mut entry =
+                json!({"match": whole.as_str(), "start": start, "end": end, "groups": groups});
+            if !named.is_empty() {
+                entry["named"] = Value::Object(named);
+            }
+            matches.push(entry);
         }
-        let start = char_at(whole.start());
-        let end = char_at(whole.end());
-        let mut entry =
-            json!({"match": whole.as_str(), "start": start, "end": end, "groups": groups});
-        if !named.is_empty() {
-            entry["named"] = Value::Object(named);
+        let mut out = json!({
+            "matched": total > 0,
+            "count": total,
+            "matches": matches,
+            "listed": matches.len(),
+        });
+        if let Some(replacement) = &self.replacement {
+            out["replaced"] = json!(regex.replace_all(text, replacement.as_str()));
         }
-        matches.push(entry);
+        Ok(out)
     }
-    let mut out = json!({
-        "matched": total > 0,
-        "count": total,
-        "matches": matches,
-        "listed": matches.len(),
-    });
-    if let Some(replacement) = args.opt_str("replacement") {
-        out["replaced"] = json!(regex.replace_all(text, replacement));
-    }
-    Ok(out.to_string())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::call;
     use super::*;
 
-    fn result(out: Result<String, ToolError>) -> Value {
-        serde_json::from_str(&out.expect("ok")).expect("json")
-    }
-
-    #[test]
-    fn counts_words_lines_and_sentences() {
-        let out = result(text_stats(
-            &json!({"text": "Hello world. How are you?\nFine!\n\nNew paragraph"}),
-        ));
+    #[tokio::test]
+    async fn counts_words_lines_and_sentences() {
+        let out = call(
+            "text_stats",
+            json!({"text": "Hello world. How are you?\nFine!\n\nNew paragraph"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["words"], 8);
         assert_eq!(out["lines"], 4);
         assert_eq!(out["sentences"], 4);
         assert_eq!(out["paragraphs"], 2);
         assert_eq!(out["characters"], 46);
         assert_eq!(out["reading_time"], "about 2 seconds");
-        let out = result(text_stats(&json!({"text": "word ".repeat(1000)})));
+        let out = call("text_stats", json!({"text": "word ".repeat(1000)}))
+            .await
+            .expect("ok");
         assert_eq!(out["reading_time"], "about 5 min");
         assert_eq!(out["reading_time_minutes"], 5.0);
-        let out = result(text_stats(&json!({"text": "Dr. Who... is here!! ok"})));
+        let out = call("text_stats", json!({"text": "Dr. Who... is here!! ok"}))
+            .await
+            .expect("ok");
         assert_eq!(out["sentences"], 4, "naive but stable");
-        let out = result(text_stats(&json!({"text": ""})));
+        let out = call("text_stats", json!({"text": ""})).await.expect("ok");
         assert_eq!(out["words"], 0);
         assert_eq!(out["sentences"], 0);
-        assert!(text_stats(&json!({})).is_err());
+        assert!(call("text_stats", json!({})).await.is_err());
     }
 
-    #[test]
-    fn transforms_case_and_shape() {
-        let t = |text: &str, op: &str| {
-            result(transform_text(&json!({"text": text, "operation": op})))["result"]
+    #[tokio::test]
+    async fn transforms_case_and_shape() {
+        let t = async |text: &str, op: &str| {
+            call("transform_text", json!({"text": text, "operation": op}))
+                .await
+                .expect("ok")["result"]
                 .as_str()
                 .expect("text")
                 .to_string()
         };
-        assert_eq!(t("Hello World", "upper"), "HELLO WORLD");
-        assert_eq!(t("Hello World", "lower"), "hello world");
-        assert_eq!(t("the QUICK brown-fox", "title"), "The Quick Brown-Fox");
-        assert_eq!(t("HELLO there. ok", "sentence"), "Hello there. ok");
+        assert_eq!(t("Hello World", "upper").await, "HELLO WORLD");
+        assert_eq!(t("Hello World", "lower").await, "hello world");
         assert_eq!(
-            t("parseHTTPResponse now", "snake_case"),
+            t("the QUICK brown-fox", "title").await,
+            "The Quick Brown-Fox"
+        );
+        assert_eq!(t("HELLO there. ok", "sentence").await, "Hello there. ok");
+        assert_eq!(
+            t("parseHTTPResponse now", "snake_case").await,
             "parse_http_response_now"
         );
-        assert_eq!(t("Hello big World", "camelCase"), "helloBigWorld");
-        assert_eq!(t("hello_big world", "PascalCase"), "HelloBigWorld");
-        assert_eq!(t("Hello Big World", "kebab-case"), "hello-big-world");
-        assert_eq!(t("max retry count", "CONSTANT_CASE"), "MAX_RETRY_COUNT");
-        assert_eq!(t("abc ü", "reverse"), "ü cba");
-        assert_eq!(t("  a \n  b  ", "trim"), "a b");
+        assert_eq!(t("Hello big World", "camelCase").await, "helloBigWorld");
+        assert_eq!(t("hello_big world", "PascalCase").await, "HelloBigWorld");
+        assert_eq!(t("Hello Big World", "kebab-case").await, "hello-big-world");
         assert_eq!(
-            t("Crème Brûlée & Straße: 2024!", "slugify"),
+            t("max retry count", "CONSTANT_CASE").await,
+            "MAX_RETRY_COUNT"
+        );
+        assert_eq!(t("abc ü", "reverse").await, "ü cba");
+        assert_eq!(t("  a \n  b  ", "trim").await, "a b");
+        assert_eq!(
+            t("Crème Brûlée & Straße: 2024!", "slugify").await,
             "creme-brulee-strasse-2024"
         );
-        assert_eq!(t("version2Beta", "snake_case"), "version2_beta");
-        let err = transform_text(&json!({"text": "x", "operation": "shout"})).expect_err("op");
-        assert!(err.to_string().contains("unknown operation"));
+        assert_eq!(t("version2Beta", "snake_case").await, "version2_beta");
+        let err = call("transform_text", json!({"text": "x", "operation": "shout"}))
+            .await
+            .expect_err("op");
+        assert!(
+            err.to_string()
+                .contains("`operation`: unknown variant `shout`"),
+            "{err}"
+        );
     }
 
-    #[test]
-    fn regex_lists_matches_groups_and_replacements() {
-        let out = result(regex_test(&json!({
-            "pattern": r"(?P<year>\d{4})-(\d{2})",
-            "text": "née 2024-05, then 2025-11",
-            "replacement": "$2/${year}",
-        })));
+    #[tokio::test]
+    async fn regex_lists_matches_groups_and_replacements() {
+        let out = call(
+            "regex_test",
+            json!({
+                "pattern": r"(?P<year>\d{4})-(\d{2})",
+                "text": "née 2024-05, then 2025-11",
+                "replacement": "$2/${year}",
+            }),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["count"], 2);
         assert_eq!(out["matches"][0]["match"], "2024-05");
         assert_eq!(out["matches"][0]["start"], 4, "character offset, not byte");
         assert_eq!(out["matches"][0]["groups"], json!(["2024", "05"]));
         assert_eq!(out["matches"][1]["named"]["year"], "2025");
         assert_eq!(out["replaced"], "née 05/2024, then 11/2025");
-        let out = result(regex_test(
-            &json!({"pattern": "^b", "text": "a\nB", "flags": "im"}),
-        ));
+        let out = call(
+            "regex_test",
+            json!({"pattern": "^b", "text": "a\nB", "flags": "im"}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(out["matched"], true);
-        let out = result(regex_test(
-            &json!({"pattern": "a", "text": "aaaa", "max_matches": 2}),
-        ));
+        let out = call(
+            "regex_test",
+            json!({"pattern": "a", "text": "aaaa", "max_matches": 2}),
+        )
+        .await
+        .expect("ok");
         assert_eq!(
             (out["count"].as_i64(), out["listed"].as_i64()),
             (Some(4), Some(2))
         );
-        let out = result(regex_test(&json!({"pattern": "z", "text": "abc"})));
+        let out = call("regex_test", json!({"pattern": "z", "text": "abc"}))
+            .await
+            .expect("ok");
         assert_eq!(out["matched"], false);
     }
 
-    #[test]
-    fn regex_errors_are_clear() {
-        let err = regex_test(&json!({"pattern": "(unclosed", "text": "x"})).expect_err("pattern");
+    #[tokio::test]
+    async fn regex_errors_are_clear() {
+        let err = call("regex_test", json!({"pattern": "(unclosed", "text": "x"}))
+            .await
+            .expect_err("pattern");
         assert!(err.to_string().contains("invalid pattern"), "{err}");
-        let err = regex_test(&json!({"pattern": "(?=x)", "text": "x"})).expect_err("lookahead");
+        let err = call("regex_test", json!({"pattern": "(?=x)", "text": "x"}))
+            .await
+            .expect_err("lookahead");
         assert!(err.to_string().contains("invalid pattern"));
-        let err =
-            regex_test(&json!({"pattern": "a", "text": "x", "flags": "q"})).expect_err("flag");
+        let err = call(
+            "regex_test",
+            json!({"pattern": "a", "text": "x", "flags": "q"}),
+        )
+        .await
+        .expect_err("flag");
         assert!(err.to_string().contains("unknown flag"));
         let big = "a".repeat(MAX_REGEX_TEXT + 1);
-        let err = regex_test(&json!({"pattern": "a", "text": big})).expect_err("size");
+        let err = call("regex_test", json!({"pattern": "a", "text": big}))
+            .await
+            .expect_err("size");
         assert!(err.to_string().contains("longer than"));
-        let err = regex_test(&json!({"pattern": "a{1000}{1000}", "text": "a"})).expect_err("huge");
+        let err = call(
+            "regex_test",
+            json!({"pattern": "a{1000}{1000}", "text": "a"}),
+        )
+        .await
+        .expect_err("huge");
         assert!(err.to_string().contains("invalid pattern"), "{err}");
     }
 }

@@ -1,8 +1,11 @@
 //! `convert_units`: length, mass, temperature, volume, speed, data size and time.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Args, ToolError, ToolInfo, number};
+use super::{GROUP, number};
+use crate::tool::{ToolContext, ToolError, TypedTool};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -218,64 +221,66 @@ const UNITS: &[(Unit, &[&str])] = &[
     (unit("K", Kind::Temperature, 1.0), &["k", "kelvin"]),
 ];
 
-pub(super) fn info() -> ToolInfo {
-    ToolInfo::new(
-        "convert_units",
-        "utilities",
-        "Convert a value between units of length (mm cm m km in ft yd mi nmi), mass (mg g kg t oz lb st), \
-         temperature (C F K), volume (ml cl dl l m3 tsp tbsp fl_oz cup pt qt gal imp_gal; US measures), \
-         speed (m/s km/h mph kn ft/s), data size (bit B KB MB GB TB = 1000s, KiB MiB GiB TiB = 1024s, \
-         kbit Mbit Gbit) and time (ns us ms s min h day week month year).",
-        json!({
-            "type": "object",
-            "properties": {
-                "value": {"type": "number", "description": "the amount to convert"},
-                "from": {"type": "string", "description": "unit of the value, e.g. km, lb, F, GiB"},
-                "to": {"type": "string", "description": "unit wanted, of the same kind"}
-            },
-            "required": ["value", "from", "to"],
-            "additionalProperties": false
-        }),
-    )
-    .tags(&["convert", "metric", "imperial", "celsius", "fahrenheit", "miles", "kilograms", "bytes"])
+/// Convert a value between units of length (mm cm m km in ft yd mi nmi), mass (mg g kg t oz lb
+/// st), temperature (C F K), volume (ml cl dl l m3 tsp tbsp fl_oz cup pt qt gal imp_gal; US
+/// measures), speed (m/s km/h mph kn ft/s), data size (bit B KB MB GB TB = 1000s, KiB MiB GiB
+/// TiB = 1024s, kbit Mbit Gbit) and time (ns us ms s min h day week month year).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConvertUnits {
+    /// the amount to convert
+    value: f64,
+    /// unit of the value, e.g. km, lb, F, GiB
+    from: String,
+    /// unit wanted, of the same kind
+    to: String,
 }
 
-pub(super) fn run(arguments: &Value) -> Result<String, ToolError> {
-    let args = Args::new(arguments);
-    let value = args.f64("value")?;
-    if !value.is_finite() {
-        return Err(ToolError::InvalidArguments(
-            "`value` must be a finite number".into(),
-        ));
+impl TypedTool for ConvertUnits {
+    const NAME: &'static str = "convert_units";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static [&'static str] = &[
+        "convert",
+        "metric",
+        "imperial",
+        "celsius",
+        "fahrenheit",
+        "miles",
+        "kilograms",
+        "bytes",
+    ];
+    type Output = Value;
+
+    async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
+        let value = self.value;
+        let from = lookup(&self.from)?;
+        let to = lookup(&self.to)?;
+        if from.kind != to.kind {
+            return Err(ToolError::InvalidArguments(format!(
+                "cannot convert {} ({}) to {} ({})",
+                from.symbol,
+                from.kind.name(),
+                to.symbol,
+                to.kind.name()
+            )));
+        }
+        let base = value * from.factor + from.offset;
+        if from.kind == Kind::Temperature && base < 0.0 {
+            return Err(ToolError::InvalidArguments(format!(
+                "{value} {} is below absolute zero",
+                from.symbol
+            )));
+        }
+        let result = (base - to.offset) / to.factor;
+        Ok(json!({
+            "value": number(value),
+            "from": from.symbol,
+            "result": number(result),
+            "to": to.symbol,
+            "kind": from.kind.name(),
+            "text": format!("{} {} = {} {}", number(value), from.symbol, number(result), to.symbol),
+        }))
     }
-    let from = lookup(args.str("from")?)?;
-    let to = lookup(args.str("to")?)?;
-    if from.kind != to.kind {
-        return Err(ToolError::InvalidArguments(format!(
-            "cannot convert {} ({}) to {} ({})",
-            from.symbol,
-            from.kind.name(),
-            to.symbol,
-            to.kind.name()
-        )));
-    }
-    let base = value * from.factor + from.offset;
-    if from.kind == Kind::Temperature && base < 0.0 {
-        return Err(ToolError::InvalidArguments(format!(
-            "{value} {} is below absolute zero",
-            from.symbol
-        )));
-    }
-    let result = (base - to.offset) / to.factor;
-    Ok(json!({
-        "value": number(value),
-        "from": from.symbol,
-        "result": number(result),
-        "to": to.symbol,
-        "kind": from.kind.name(),
-        "text": format!("{} {} = {} {}", number(value), from.symbol, number(result), to.symbol),
-    })
-    .to_string())
 }
 
 fn lookup(name: &str) -> Result<Unit, ToolError> {
@@ -302,48 +307,68 @@ fn lookup(name: &str) -> Result<Unit, ToolError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::call;
     use super::*;
 
-    fn convert(value: f64, from: &str, to: &str) -> f64 {
-        let out: Value = serde_json::from_str(
-            &run(&json!({"value": value, "from": from, "to": to})).expect("converts"),
+    async fn convert(value: f64, from: &str, to: &str) -> f64 {
+        let out = call(
+            "convert_units",
+            json!({"value": value, "from": from, "to": to}),
         )
-        .expect("json");
+        .await
+        .expect("converts");
         out["result"].as_f64().expect("number")
     }
 
-    #[test]
-    fn converts_within_each_kind() {
-        assert_eq!(convert(1.0, "mile", "km"), 1.609344);
-        assert_eq!(convert(12.0, "inches", "ft"), 1.0);
-        assert_eq!(convert(1.0, "kg", "lbs"), 2.20462262184878);
-        assert_eq!(convert(100.0, "C", "F"), 212.0);
-        assert_eq!(convert(32.0, "fahrenheit", "celsius"), 0.0);
-        assert_eq!(convert(0.0, "K", "°C"), -273.15);
-        assert_eq!(convert(-40.0, "F", "C"), -40.0);
-        assert_eq!(convert(1.0, "gal", "l"), 3.785411784);
-        assert_eq!(convert(100.0, "km/h", "m/s"), 27.7777777777778);
-        assert_eq!(convert(1.0, "GiB", "MiB"), 1024.0);
-        assert_eq!(convert(1.0, "GB", "MB"), 1000.0);
-        assert_eq!(convert(1.0, "GiB", "GB"), 1.073741824);
-        assert_eq!(convert(8.0, "bits", "byte"), 1.0);
-        assert_eq!(convert(100.0, "Mbit", "MB"), 12.5);
-        assert_eq!(convert(90.0, "minutes", "hours"), 1.5);
-        assert_eq!(convert(2.0, "weeks", "days"), 14.0);
+    async fn run(arguments: Value) -> Result<Value, ToolError> {
+        call("convert_units", arguments).await
     }
 
-    #[test]
-    fn incompatible_and_unknown_units_are_explained() {
-        let err = run(&json!({"value": 1, "from": "kg", "to": "m"})).expect_err("kinds");
+    #[tokio::test]
+    async fn converts_within_each_kind() {
+        assert_eq!(convert(1.0, "mile", "km").await, 1.609344);
+        assert_eq!(convert(12.0, "inches", "ft").await, 1.0);
+        assert_eq!(convert(1.0, "kg", "lbs").await, 2.20462262184878);
+        assert_eq!(convert(100.0, "C", "F").await, 212.0);
+        assert_eq!(convert(32.0, "fahrenheit", "celsius").await, 0.0);
+        assert_eq!(convert(0.0, "K", "°C").await, -273.15);
+        assert_eq!(convert(-40.0, "F", "C").await, -40.0);
+        assert_eq!(convert(1.0, "gal", "l").await, 3.785411784);
+        assert_eq!(convert(100.0, "km/h", "m/s").await, 27.7777777777778);
+        assert_eq!(convert(1.0, "GiB", "MiB").await, 1024.0);
+        assert_eq!(convert(1.0, "GB", "MB").await, 1000.0);
+        assert_eq!(convert(1.0, "GiB", "GB").await, 1.073741824);
+        assert_eq!(convert(8.0, "bits", "byte").await, 1.0);
+        assert_eq!(convert(100.0, "Mbit", "MB").await, 12.5);
+        assert_eq!(convert(90.0, "minutes", "hours").await, 1.5);
+        assert_eq!(convert(2.0, "weeks", "days").await, 14.0);
+    }
+
+    #[tokio::test]
+    async fn incompatible_and_unknown_units_are_explained() {
+        let err = run(json!({"value": 1, "from": "kg", "to": "m"}))
+            .await
+            .expect_err("kinds");
         assert!(
             err.to_string()
                 .contains("cannot convert kg (mass) to m (length)"),
             "{err}"
         );
-        let err = run(&json!({"value": 1, "from": "parsec", "to": "m"})).expect_err("unknown");
+        let err = run(json!({"value": 1, "from": "parsec", "to": "m"}))
+            .await
+            .expect_err("unknown");
         assert!(err.to_string().contains("unknown unit \"parsec\""));
-        let err = run(&json!({"value": -300, "from": "C", "to": "K"})).expect_err("cold");
+        let err = run(json!({"value": -300, "from": "C", "to": "K"}))
+            .await
+            .expect_err("cold");
         assert!(err.to_string().contains("below absolute zero"));
-        assert!(run(&json!({"from": "m", "to": "km"})).is_err());
+        let err = run(json!({"from": "m", "to": "km"}))
+            .await
+            .expect_err("no value");
+        assert!(err.to_string().contains("missing field `value`"), "{err}");
+        let err = run(json!({"value": "ten", "from": "m", "to": "km"}))
+            .await
+            .expect_err("not a number");
+        assert!(err.to_string().contains("`value`"), "{err}");
     }
 }
