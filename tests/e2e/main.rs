@@ -18,8 +18,11 @@ mod discord;
 mod doors;
 #[cfg(feature = "email")]
 mod email;
+#[cfg(feature = "telegram")]
 mod faults_delivery;
+#[cfg(feature = "telegram")]
 mod faults_intake;
+#[cfg(feature = "telegram")]
 mod faults_process;
 #[cfg(feature = "http")]
 mod http;
@@ -38,6 +41,8 @@ mod scheduled_runs;
 mod schedules;
 mod seam;
 mod supervision;
+// Without the Telegram channel most of the child-process harness has no user left.
+#[cfg_attr(not(feature = "telegram"), allow(dead_code))]
 mod support;
 #[cfg(feature = "telegram")]
 mod telegram;
