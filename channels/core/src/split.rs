@@ -136,6 +136,7 @@ fn cut<'a>(
             && at > floor
             && !inside_fence_line(rest, at)
             && !ends_with_opening_fence(open, &rest[..at])
+            && !opens_fence_mid_line(rest, at + sep.len())
         {
             return (&rest[..at], &rest[at + sep.len()..]);
         }
@@ -144,6 +145,11 @@ fn cut<'a>(
     if inside_fence_line(rest, at) {
         // Move the cut before the fence line so the marker stays whole.
         at = rest[..at].rfind('\n').map_or(0, |nl| nl + 1);
+    }
+    // Nor may the next part start with backticks the text has in the middle of a line: move
+    // the cut back until what follows it is no fence line.
+    while at > 0 && opens_fence_mid_line(rest, at) {
+        at = rest[..at].char_indices().next_back().map_or(0, |(i, _)| i);
     }
     if at == 0 {
         // Not even one natural cut fits: take at least one character.
@@ -174,6 +180,15 @@ fn inside_fence_line(text: &str, at: usize) -> bool {
     let start = text[..at].rfind('\n').map_or(0, |nl| nl + 1);
     let end = text[at..].find('\n').map_or(text.len(), |nl| at + nl);
     at > start && at < end && Fence::parse(&text[start..end]).is_some()
+}
+
+/// Whether a part starting at byte `at` of `text`, in the middle of a line, would begin with a
+/// fence line the text does not have (a cut just before the backticks of "see ````md"): that
+/// part would open a code block the text never opened, and hide the rest of the reply in it.
+fn opens_fence_mid_line(text: &str, at: usize) -> bool {
+    let line_start = text[..at].rfind('\n').map_or(0, |nl| nl + 1);
+    let line_end = text[at..].find('\n').map_or(text.len(), |nl| at + nl);
+    at > line_start && Fence::parse(&text[at..line_end]).is_some()
 }
 
 /// The fence open after `body`, given the one open before it.
@@ -402,6 +417,37 @@ mod tests {
         let text = format!("````md\n```\n{}\n````", "w ".repeat(40));
         let parts = split_checked(&text, 40, Measure::Chars);
         assert!(parts[1].starts_with("````md\n"));
+    }
+
+    /// Found by the outbound_plan fuzz target: a cut right before the backticks of a line like
+    /// "xxxxxxxxxx````md" (text, not a fence) made the next part start with a fence line, so
+    /// everything after it showed as code.
+    #[test]
+    fn a_cut_never_moves_backticks_to_the_start_of_a_line() {
+        for text in [
+            "xxxxxxxxxx````md\nplain words after it, and more of them",
+            "some words ````md then plain words after it, and more of them",
+        ] {
+            for max in 5..=30 {
+                for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
+                    let parts = split_message(text, max, measure);
+                    assert!(
+                        parts
+                            .iter()
+                            .flat_map(|p| p.lines())
+                            .all(|line| Fence::parse(line).is_none()),
+                        "{max} {measure:?}: a part starts a code fence: {parts:?}"
+                    );
+                    let visible =
+                        |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+                    assert_eq!(
+                        visible(&parts.concat()),
+                        visible(text),
+                        "{max} {measure:?}: text lost: {parts:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
