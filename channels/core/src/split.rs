@@ -136,7 +136,7 @@ fn cut<'a>(
             && at > floor
             && !inside_fence_line(rest, at)
             && !ends_with_opening_fence(open, &rest[..at])
-            && !opens_fence_mid_line(rest, at + sep.len())
+            && !makes_fence_line(rest, at, at + sep.len())
         {
             return (&rest[..at], &rest[at + sep.len()..]);
         }
@@ -148,7 +148,7 @@ fn cut<'a>(
     }
     // Nor may the next part start with backticks the text has in the middle of a line: move
     // the cut back until what follows it is no fence line.
-    while at > 0 && opens_fence_mid_line(rest, at) {
+    while at > 0 && makes_fence_line(rest, at, at) {
         at = rest[..at].char_indices().next_back().map_or(0, |(i, _)| i);
     }
     if at == 0 {
@@ -182,13 +182,20 @@ fn inside_fence_line(text: &str, at: usize) -> bool {
     at > start && at < end && Fence::parse(&text[start..end]).is_some()
 }
 
-/// Whether a part starting at byte `at` of `text`, in the middle of a line, would begin with a
-/// fence line the text does not have (a cut just before the backticks of "see ````md"): that
-/// part would open a code block the text never opened, and hide the rest of the reply in it.
-fn opens_fence_mid_line(text: &str, at: usize) -> bool {
-    let line_start = text[..at].rfind('\n').map_or(0, |nl| nl + 1);
-    let line_end = text[at..].find('\n').map_or(text.len(), |nl| at + nl);
-    at > line_start && Fence::parse(&text[at..line_end]).is_some()
+/// Whether cutting a line of `text` in two (the head ending at byte `end`, the next part starting
+/// at byte `next`) makes a fence line the text does not have: the head's last line or the next
+/// part's first line would read as one on its own (a cut just before the backticks of "see
+/// ````md", or inside "```a ` b", which is no fence because of its second backtick). Each part
+/// is rendered alone, so it would open a code block the text never opened and hide the rest of
+/// the reply in it.
+fn makes_fence_line(text: &str, end: usize, next: usize) -> bool {
+    let line_start = text[..end].rfind('\n').map_or(0, |nl| nl + 1);
+    let line_end = text[next..].find('\n').map_or(text.len(), |nl| next + nl);
+    // A cut at a line break (the separator dropped holds it) leaves both lines whole.
+    let mid_line = end > line_start && next < line_end && !text[end..next].contains('\n');
+    mid_line
+        && (Fence::parse(&text[line_start..end]).is_some()
+            || Fence::parse(&text[next..line_end]).is_some())
 }
 
 /// The fence open after `body`, given the one open before it.
@@ -427,6 +434,7 @@ mod tests {
         for text in [
             "xxxxxxxxxx````md\nplain words after it, and more of them",
             "some words ````md then plain words after it, and more of them",
+            "```a long info ` then a backtick, so this line is no fence at all, and more words",
         ] {
             for max in 5..=30 {
                 for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
