@@ -14,7 +14,8 @@ use crate::support::HearthProcess;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-const AGENTS: &str = r#"
+/// The agents both HTTP test files use (the OpenAI endpoint lists them as models).
+pub(crate) const AGENTS: &str = r#"
 [[agent]]
 id = "general"
 name = "General"

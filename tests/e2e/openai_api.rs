@@ -16,25 +16,7 @@ use crate::support::HearthProcess;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-description = "Everything else"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-
-[[agent]]
-id = "finance"
-name = "Finance"
-emoji = "💰"
-description = "Money"
-system_prompt = "PROMPT:finance"
-[agent.triggers]
-keywords = ["spent", "budget"]
-"#;
+use crate::http::AGENTS;
 
 /// Open WebUI's default title prompt (`DEFAULT_TITLE_GENERATION_PROMPT_TEMPLATE`), as it sends
 /// it once the chat history is filled in.
