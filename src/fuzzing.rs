@@ -111,8 +111,8 @@ pub fn tool_arguments(data: &[u8]) {
     }
 }
 
-/// The target's corpus (`fuzz/corpus/`) and fixed crashes (`fuzz/regressions/`) as a regression
-/// test: every input the fuzzer kept must still pass.
+/// The target's corpus (`fuzz/corpus/`, fixed crashes kept there as `regression-*`) as a
+/// regression test: every input the fuzzer kept must still pass.
 #[cfg(test)]
 mod tests {
     #[test]

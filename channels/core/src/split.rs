@@ -4,8 +4,7 @@
 //! bytes), so the limit comes with a [`Measure`]. Parts break at the most natural place that
 //! fits: a paragraph break, then a line break, then a space, then anywhere — but never inside a
 //! character, and never leaving a ```` ``` ```` code fence broken: a fence open at a split is
-//! closed at the end of the part and reopened, with the same info string, at the start of the
-//! next one.
+//! closed at the end of the part and reopened, with its language, at the start of the next one.
 
 /// The unit a platform counts its message limit in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +216,10 @@ fn ends_with_opening_fence(open: Option<&Fence>, head: &str) -> bool {
     Fence::parse(&head[start..]).is_some() && fence_after(open.cloned(), &head[..start]).is_none()
 }
 
+/// The longest language (in bytes) a reopened fence repeats; real ones are short ("rust",
+/// "typescript", "objective-c").
+const MAX_REOPENED_LANGUAGE: usize = 32;
+
 /// An open code fence: its backtick run and info string.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fence {
@@ -251,9 +254,25 @@ impl Fence {
         trimmed.len() >= self.ticks && trimmed.bytes().all(|b| b == b'`')
     }
 
-    /// The line that reopens this fence at the start of the next part.
-    fn reopen(&self) -> String {
-        format!("{}{}\n", "`".repeat(self.ticks), self.info)
+    /// The line that reopens this fence at the start of the next part: its backticks and its
+    /// language (the info string's first word, all a renderer uses), or no language when that
+    /// word is longer than [`MAX_REOPENED_LANGUAGE`]. The rest of a long info string would be
+    /// repeated on every part and could by itself exceed the limit (a model that writes a whole
+    /// paragraph on the fence line).
+    pub(crate) fn reopen(&self) -> String {
+        let language = self
+            .info
+            .split_whitespace()
+            .next()
+            .filter(|word| word.len() <= MAX_REOPENED_LANGUAGE)
+            .unwrap_or_default();
+        format!("{}{language}\n", "`".repeat(self.ticks))
+    }
+
+    /// The length in bytes of the markers a split adds around a part inside this fence: the
+    /// reopening line and the closing one.
+    pub(crate) fn markers_len(&self) -> usize {
+        self.reopen().len() + self.ticks + 1
     }
 
     /// What closes this fence at the end of a part ending in `body`.
@@ -456,6 +475,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Found by the outbound_plan fuzz target: a fence line longer than the limit (a model that
+    /// writes a paragraph after the backticks) was reopened whole on the next part, which was
+    /// then over the limit by itself.
+    #[test]
+    fn a_fence_line_longer_than_the_limit_is_reopened_with_its_language_only() {
+        let text = format!(
+            "intro\n```rust {}\n{}```\nafter",
+            "and a long info string ".repeat(10),
+            "let x = 1;\n".repeat(30)
+        );
+        for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
+            let parts = split_checked(&text, 120, measure);
+            for part in &parts[2..parts.len() - 1] {
+                assert!(part.starts_with("```rust\n"), "{part:?}");
+            }
+        }
+        let long_language = format!("```{}\n{}```", "x".repeat(40), "code\n".repeat(40));
+        let parts = split_checked(&long_language, 60, Measure::Chars);
+        assert!(parts[1].starts_with("```\n"), "{parts:?}");
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub fn outbound_plan(data: &[u8]) {
 /// A small byte limit for [`outbound_plan`]'s check of the splitting by bytes.
 const MAX_BYTES: usize = 300;
 
-/// The fuzz targets' corpora (`fuzz/corpus/`) and fixed crashes (`fuzz/regressions/`) as
+/// The fuzz targets' corpora (`fuzz/corpus/`, fixed crashes kept there as `regression-*`) as
 /// regression tests: every input the fuzzer kept must still pass the target's checks.
 #[cfg(test)]
 mod tests {
