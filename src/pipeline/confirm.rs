@@ -685,6 +685,7 @@ impl Handler {
                 &event,
                 scheduled.as_ref().map(|run| run.name.as_str()),
             ),
+            schedule: scheduled.as_ref().map(|run| run.name.clone()),
         };
         self.run(job, channel, scheduled).await
     }

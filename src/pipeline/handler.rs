@@ -381,6 +381,7 @@ impl Handler {
             cancel: cancel.clone(),
             confirmation: ConfirmationPolicy::Ask,
             approvals_route: self.approvals_route(&entry.channel, event, None),
+            schedule: None,
         }
     }
 

@@ -125,6 +125,7 @@ impl Handler {
             cancel: cancel.clone(),
             confirmation: confirmation_policy(Some(&run)),
             approvals_route: self.approvals_route(&entry.channel, event, Some(&run.name)),
+            schedule: Some(run.name.clone()),
         };
         self.run(job, channel, Some(run)).await
     }

@@ -60,6 +60,9 @@ pub struct TurnJob {
     /// Where this turn's approval prompts are also sent, with buttons (`daemon.approvals_to`):
     /// set when the prompt's own chat shows none, or nobody may be watching it.
     pub approvals_route: Option<ApprovalRoute>,
+    /// The schedule whose run this turn is (its spending is counted under it); none for a
+    /// message someone sent.
+    pub schedule: Option<String>,
 }
 
 /// The owner's chat a confirmation prompt is also sent to (`daemon.approvals_to`).
@@ -247,7 +250,7 @@ async fn turn_loop(
         session: job.session,
         user_id: job.turn.user_id,
     };
-    let schedule = rt.store.schedule_of_inbox(job.turn.inbox_id).await?;
+    let schedule = job.schedule.clone();
     let payer = Payer {
         purpose: "turn",
         user_id: job.turn.user_id,

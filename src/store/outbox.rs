@@ -202,6 +202,48 @@ async fn parts_of(conn: &mut sqlx::AnyConnection, id: i64) -> StoreResult<Vec<Ou
         .collect()
 }
 
+/// Stores the planned parts of row `id` in one statement, the first marked as being sent
+/// (the caller sends it next), and returns them as stored.
+async fn insert_parts(
+    conn: &mut sqlx::AnyConnection,
+    id: i64,
+    planned: &[String],
+) -> StoreResult<Vec<OutboxPart>> {
+    if planned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql =
+        super::query::Sql::new("INSERT INTO outbox_parts (outbox_id, idx, text, status) VALUES ");
+    let mut parts = Vec::with_capacity(planned.len());
+    for (index, text) in planned.iter().enumerate() {
+        let status = if index == 0 {
+            PartStatus::Sending
+        } else {
+            PartStatus::Pending
+        };
+        if index > 0 {
+            sql.push(", ");
+        }
+        sql.push("(")
+            .bind(id)
+            .push(", ")
+            .bind(super::to_i64(index))
+            .push(", ")
+            .bind(text.clone())
+            .push(", ")
+            .bind(status.as_str())
+            .push(")");
+        parts.push(OutboxPart {
+            part: PlannedPart::new(index, planned.len(), text.clone()),
+            status,
+            platform_message_id: None,
+            in_doubt: false,
+        });
+    }
+    sql.execute_in(conn).await?;
+    Ok(parts)
+}
+
 async fn set_part_status(
     conn: &mut sqlx::AnyConnection,
     id: i64,
@@ -267,33 +309,30 @@ impl Store {
         planned: &[String],
     ) -> StoreResult<Option<Vec<OutboxPart>>> {
         let mut tx = self.begin().await?;
-        let taken = sqlx::query(
-            "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2",
+        // Taken, and whether its parts were stored by an earlier attempt, in one statement: the
+        // first delivery of a reply (nearly all of them) then costs this and one insert.
+        let stored_parts: Option<i64> = sqlx::query_scalar(
+            "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2
+             RETURNING (SELECT COUNT(*) FROM outbox_parts WHERE outbox_id = $1)",
         )
         .bind(id)
         .bind(now_ms)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        if taken.rows_affected() != 1 {
+        let Some(stored_parts) = stored_parts else {
             tx.rollback().await?;
             return Ok(None);
-        }
-        let mut parts = parts_of(&mut tx, id).await?;
-        if parts.is_empty() && !planned.is_empty() {
-            for (index, text) in planned.iter().enumerate() {
-                sqlx::query("INSERT INTO outbox_parts (outbox_id, idx, text) VALUES ($1, $2, $3)")
-                    .bind(id)
-                    .bind(super::to_i64(index))
-                    .bind(text)
-                    .execute(&mut *tx)
-                    .await?;
+        };
+        let parts = if stored_parts == 0 {
+            insert_parts(&mut tx, id, planned).await?
+        } else {
+            let mut parts = parts_of(&mut tx, id).await?;
+            if let Some(next) = parts.iter_mut().find(|p| p.status != PartStatus::Sent) {
+                set_part_status(&mut tx, id, next.part.index, PartStatus::Sending).await?;
+                next.status = PartStatus::Sending;
             }
-            parts = parts_of(&mut tx, id).await?;
-        }
-        if let Some(next) = parts.iter_mut().find(|p| p.status != PartStatus::Sent) {
-            set_part_status(&mut tx, id, next.part.index, PartStatus::Sending).await?;
-            next.status = PartStatus::Sending;
-        }
+            parts
+        };
         tx.commit().await?;
         Ok(Some(parts))
     }

@@ -122,6 +122,15 @@ impl Sql {
         Ok(row)
     }
 
+    /// Runs a writing statement inside the caller's transaction; the rows it changed.
+    pub async fn execute_in(self, conn: &mut sqlx::AnyConnection) -> StoreResult<u64> {
+        let (sql, arguments) = self.arguments()?;
+        Ok(sqlx::query_with(sqlx::AssertSqlSafe(sql), arguments)
+            .execute(conn)
+            .await?
+            .rows_affected())
+    }
+
     /// Runs an `INSERT … RETURNING id` (see [`Sql::write_returning`]); the new row's id.
     pub async fn insert_id(self, store: &Store) -> StoreResult<i64> {
         let row: Option<(i64,)> = self.write_returning(store).await?;

@@ -165,16 +165,6 @@ impl Store {
             .collect()
     }
 
-    /// The name of the schedule whose run the inbox entry is, if it is one.
-    pub async fn schedule_of_inbox(&self, inbox_id: i64) -> StoreResult<Option<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT s.name FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE r.inbox_id = $1",
-        )
-        .bind(inbox_id)
-        .fetch_optional(self.pool())
-        .await?)
-    }
-
     /// The owner's cap for `day` set with `/budget`, if any.
     pub async fn daily_cap_for(&self, day: &str) -> StoreResult<Option<i64>> {
         Ok(

@@ -162,6 +162,19 @@ async fn allow_runs_the_listed_tools_without_asking() {
     let sent = h.channel.wait_for_sent(1, WAIT).await;
     assert_eq!(sent[0].text, "⏰ nightly-cleanup\n\nCleaned up.");
     assert_eq!(wiped.load(Ordering::SeqCst), 1);
+    assert_eq!(schedules_of_model_calls(&h).await, ["nightly-cleanup"; 2]);
+}
+
+/// The schedule each model call's spending is counted under (`hearth usage --by schedule`).
+async fn schedules_of_model_calls(h: &Hearth) -> Vec<String> {
+    let rows: Vec<(Option<String>,)> =
+        sqlx::query_as("SELECT schedule FROM model_calls WHERE purpose = 'turn' ORDER BY id")
+            .fetch_all(h.daemon().store().pool())
+            .await
+            .expect("model calls");
+    rows.into_iter()
+        .map(|(schedule,)| schedule.unwrap_or_default())
+        .collect()
 }
 
 #[tokio::test]
@@ -188,6 +201,8 @@ async fn ask_sends_the_buttons_to_the_target_chat_and_waits() {
         "⏰ nightly-cleanup\n\nCleaned up after your approval."
     );
     assert_eq!(wiped.load(Ordering::SeqCst), 1);
+    // The turn resumed after the approval is still the schedule's.
+    assert_eq!(schedules_of_model_calls(&h).await, ["nightly-cleanup"; 2]);
     assert_eq!(
         wait_for_run_status(&h, "done")
             .await
