@@ -45,7 +45,7 @@ pub use session::Abandoned;
 pub use summary::{CoveredCall, HistoryKey, Summary};
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
-    message_chars,
+    message_chars, unfinished_turns,
 };
 pub use usage::{ModelCall, UsageBy, UsageRow};
 

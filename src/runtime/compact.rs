@@ -247,7 +247,7 @@ async fn compact_now(
     let previous = rt.store.latest_summary(key).await?;
     let after = previous.as_ref().map_or(0, |s| s.covers_until);
     let messages = rt.store.messages_after(key, after, READ_LIMIT).await?;
-    let unfinished = rt.store.unfinished_turns(key.conversation_id).await?;
+    let unfinished = crate::store::unfinished_turns(&messages);
     let turns = group_turns(&messages);
     let keep = rt.config.context.keep_turns.max(1);
     if turns.len() <= keep {

@@ -250,6 +250,7 @@ pub mod bench {
             turn_id: Some(turn),
             message,
             chars,
+            turn_unfinished: false,
         }
     }
 

@@ -315,7 +315,7 @@ async fn turn_loop(
             .store
             .messages_after(history, after, HISTORY_ROWS)
             .await?;
-        let unfinished = rt.store.unfinished_turns(job.turn.conversation_id).await?;
+        let unfinished = crate::store::unfinished_turns(&stored);
         let user_text = latest_user_text(&stored, job.turn.id);
         let mut system = system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await;
         if let Some(summary) = &summary {

@@ -406,17 +406,6 @@ impl Store {
         Ok(())
     }
 
-    /// Turns of a conversation that are neither finished nor the given one (their open tool
-    /// calls must not reach the model in another turn's history).
-    pub async fn unfinished_turns(&self, conversation_id: i64) -> StoreResult<Vec<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM turns WHERE conversation_id = $1 AND status IN ('running', 'suspended') ORDER BY id",
-        )
-        .bind(conversation_id)
-        .fetch_all(self.pool())
-        .await?)
-    }
-
     pub async fn audit(&self, entry: &AuditEntry<'_>, now_ms: i64) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO tool_audit (user_id, turn_id, agent_id, tool, arguments, outcome, summary, duration_ms, created_at)

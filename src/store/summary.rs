@@ -101,7 +101,9 @@ impl Store {
         limit: usize,
     ) -> StoreResult<Vec<StoredMessage>> {
         let rows = sqlx::query(
-            "SELECT m.id, m.turn_id, m.body, m.chars FROM messages m JOIN turns t ON t.id = m.turn_id
+            "SELECT m.id, m.turn_id, m.body, m.chars,
+                    CAST(CASE WHEN t.status IN ('running', 'suspended') THEN 1 ELSE 0 END AS BIGINT) AS unfinished
+             FROM messages m JOIN turns t ON t.id = m.turn_id
              WHERE m.conversation_id = $1 AND m.session = $2 AND t.user_id IS NOT DISTINCT FROM $3 AND m.id > $4
              ORDER BY m.id DESC LIMIT $5",
         )
@@ -116,11 +118,13 @@ impl Store {
             .iter()
             .map(|row| {
                 let body: String = row.try_get("body")?;
+                let unfinished: i64 = row.try_get("unfinished")?;
                 Ok(StoredMessage {
                     id: row.try_get("id")?,
                     turn_id: row.try_get("turn_id")?,
                     message: serde_json::from_str(&body)?,
                     chars: row.try_get("chars")?,
+                    turn_unfinished: unfinished != 0,
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;

@@ -134,6 +134,20 @@ pub struct StoredMessage {
     pub turn_id: Option<i64>,
     pub message: ChatMessage,
     pub chars: i64,
+    /// Its turn is still running or waiting for a decision: its open tool calls must not reach
+    /// the model in another turn's history.
+    pub turn_unfinished: bool,
+}
+
+/// The unfinished turns among `messages` (see [`StoredMessage::turn_unfinished`]).
+pub fn unfinished_turns(messages: &[StoredMessage]) -> Vec<i64> {
+    let mut turns: Vec<i64> = messages
+        .iter()
+        .filter(|m| m.turn_unfinished)
+        .filter_map(|m| m.turn_id)
+        .collect();
+    turns.dedup();
+    turns
 }
 
 fn turn_from_row(row: &AnyRow, fresh: bool) -> StoreResult<Turn> {
