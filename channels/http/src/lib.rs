@@ -39,6 +39,9 @@ use tokio::sync::watch;
 /// Events whose arrival ends a turn's event stream.
 pub const TERMINAL_EVENTS: [&str; 2] = ["turn.completed", "turn.failed"];
 
+/// The states of a turn that has ended.
+pub(crate) const TERMINAL_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
+
 /// The HTTP channel. The daemon serves [`HttpChannel::router`] on its listener and runs the
 /// channel like any other; the router hands requests to the inbox the running channel holds.
 pub struct HttpChannel {

@@ -43,12 +43,12 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use crate::Shared;
 use crate::api::{
     ApiError, Opening, body_bytes, check_name, deliver_turn, need, open_turn, resolve_agent,
 };
 use crate::auth::hex;
 use crate::backend::{ChatMessage, ChatTurn, Scope, Token, TurnRecord, Usage};
+use crate::{Shared, TERMINAL_STATES};
 
 /// The model that routes by keywords, as `/v1/models` lists it.
 const ROUTED_MODEL: &str = "hearth";
@@ -548,8 +548,6 @@ fn place(conversation: &str, turns: &[ChatTurn], transcript: &[ChatMessage]) -> 
     let history = serde_json::to_string(&transcript[..=upto]).unwrap_or_default();
     Placement::Branch(format!("b_{}", &sha_hex(&[conversation, &history])[..32]))
 }
-
-const TERMINAL_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
 
 /// Finds the conversation the request continues (following branches), opens its turn and
 /// hands the message to the inbox; or finds the turn a retry belongs to.
