@@ -1,8 +1,8 @@
 //! The real `hearth run` binary with `[channels.http]`: the turns API over raw HTTP against
 //! the fake LLM. A turn is stored before it is acknowledged and answered once; a retry with
 //! the same Idempotency-Key gets the same turn; events resume with Last-Event-ID across a
-//! SIGKILL; confirmations are decided over the API or expire; a running turn is cancelled, and
-//! so is one waiting for approval;
+//! SIGKILL or after the client closed the stream; confirmations are decided over the API or
+//! expire; a running turn is cancelled, and so is one waiting for approval;
 //! tokens missing, wrong, revoked, out of scope or in the URL are refused; bodies have a limit.
 
 use std::time::Duration;
@@ -791,6 +791,41 @@ async fn a_turn_waiting_for_approval_is_cancelled_and_its_code_is_then_no_longer
         (done.event.as_str(), &done.data["text"]),
         ("turn.completed", &json!("Fine, I left it.")),
         "{events:?}"
+    );
+    h.process.stop().await;
+}
+
+#[tokio::test]
+async fn closing_the_event_stream_does_not_cancel_and_a_reconnect_gets_the_rest() {
+    let mut h = Api::new("").await;
+    h.process.start().await;
+    // Written slowly, so the client sees the first pieces and goes away before the end.
+    let text = "One two three four five six seven eight nine ten.";
+    h.llm
+        .push(Reply::text(text).pace(Duration::from_millis(150)));
+    let turn = h.start_turn("k1", "count to ten").await;
+    let first = h.events(&turn, None, Some(2)).await;
+    assert_eq!(first[1].event, "text.delta", "{first:?}");
+    // Dropped: the connection is closed. The turn goes on and completes.
+    let done = h
+        .process
+        .wait_for(WAIT, "the turn to complete", async || {
+            let (_, state) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
+            (state["state"] != "running").then_some(state)
+        })
+        .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["text"], text);
+    let rest = h.events(&turn, Some(first[1].id), None).await;
+    assert!(rest.iter().all(|e| e.id > first[1].id), "{rest:?}");
+    assert!(
+        rest.iter().all(|e| e.event != "turn.cancelling"),
+        "{rest:?}"
+    );
+    let end = rest.last().expect("events");
+    assert_eq!(
+        (end.event.as_str(), &end.data["text"]),
+        ("turn.completed", &json!(text))
     );
     h.process.stop().await;
 }
