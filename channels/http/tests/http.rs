@@ -19,8 +19,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use hearth_channel::testkit::{Document, Harness, Shown};
-use hearth_channel::{Channel, ChatRef, OutboundMessage, Sender};
+use hearth_channel::testkit::{
+    Document, Harness, MemoryState, PATIENCE, RecordingSink, Running, Shown,
+};
+use hearth_channel::{Channel, ChatRef, InboundKind, OutboundMessage, Sender};
 use hearth_http::{
     Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation, Event,
     HttpChannel, HttpConfig, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord,
@@ -57,6 +59,8 @@ struct Stored {
     /// `(turn, event, dedup key)`, in order.
     events: Vec<(String, Event, Option<String>)>,
     chat_turns: Vec<(String, String, ChatTurn)>,
+    /// The confirmations a test makes wait, as the daemon would store them.
+    confirmations: Vec<Confirmation>,
     clock: i64,
 }
 
@@ -185,13 +189,24 @@ impl Backend for Memory {
     async fn confirmation(
         &self,
         _token: &str,
-        _id: &str,
+        id: &str,
     ) -> Result<Option<Confirmation>, BackendError> {
-        Ok(None)
+        Ok(self
+            .lock()
+            .confirmations
+            .iter()
+            .find(|c| c.id == id)
+            .cloned())
     }
 
     async fn pending_confirmations(&self, _token: &str) -> Result<Vec<Confirmation>, BackendError> {
-        Ok(Vec::new())
+        Ok(self
+            .lock()
+            .confirmations
+            .iter()
+            .filter(|c| c.status == "pending" && c.may_decide)
+            .cloned()
+            .collect())
     }
 
     async fn agents(&self) -> Result<Vec<Agent>, BackendError> {
@@ -583,4 +598,248 @@ mod conformance {
             each request's token is checked (401s: tests/e2e/http.rs)",
         }
     );
+}
+
+// ----- what the suite does not cover: prompts and bad requests -----
+
+impl HttpHarness {
+    async fn post(&self, path: &str, key: Option<&str>, body: reqwest::Body) -> (u16, Value) {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .header("Content-Type", "application/json")
+            .body(body);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        read(request).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        read(
+            self.client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&self.token),
+        )
+        .await
+    }
+}
+
+async fn read(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.expect("the API answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn a_prompt_shows_with_its_code_and_a_decision_over_the_api_arrives_as_a_press() {
+    let h = HttpHarness::start().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let chat = h.chat();
+    let turn = h.new_turn(&chat).await;
+    h.backend.lock().confirmations.push(Confirmation {
+        id: "conf-1".into(),
+        code: Some("K7Q2MX".into()),
+        tool: "delete_task".into(),
+        arguments: r#"delete_task({"task_id":1})"#.into(),
+        status: "pending".into(),
+        expires_at: 0,
+        turn: Some(turn.clone()),
+        may_decide: true,
+        approve_data: "c:conf-1:a".into(),
+        deny_data: "c:conf-1:d".into(),
+        cancel_data: "c:conf-1:c".into(),
+    });
+
+    // The daemon's prompt for the turn: a `confirmation.required` event with its code.
+    let mut prompt = OutboundMessage::text(
+        chat.clone(),
+        "Delete task 1? Reply APPROVE K7Q2MX to let it run or DENY K7Q2MX to refuse.",
+    );
+    prompt.reply_to = Some(turn.clone());
+    let prompt = h.address(prompt).await;
+    let sent = h.channel.send(&prompt).await.expect("the prompt is sent");
+    assert_eq!(sent.message_id, format!("confirm:{turn}:conf-1"));
+    let events = h.events(&turn).await;
+    let (_, required) = events
+        .iter()
+        .find(|(kind, _)| kind == "confirmation.required")
+        .unwrap_or_else(|| panic!("no confirmation.required: {events:?}"));
+    assert_eq!(required["code"], "K7Q2MX");
+    assert_eq!(required["tool"], "delete_task");
+    let (_, state) = h.get(&format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(state["state"], "awaiting_confirmation");
+    let (_, pending) = h.get("/api/v1/confirmations").await;
+    assert_eq!(pending["confirmations"][0]["id"], "conf-1");
+
+    // A bad decision is refused and decides nothing.
+    let (status, body) = h
+        .post(
+            "/api/v1/confirmations/conf-1",
+            None,
+            json!({ "decision": "maybe" }).to_string().into(),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+
+    // Decided over the API: the daemon gets the press a button would make.
+    let decide = tokio::spawn({
+        let (client, url, token) = (
+            h.client.clone(),
+            format!("{}/api/v1/confirmations/conf-1", h.base),
+            h.token.clone(),
+        );
+        async move {
+            read(
+                client
+                    .post(url)
+                    .bearer_auth(token)
+                    .json(&json!({ "decision": "approve" })),
+            )
+            .await
+        }
+    });
+    let press = running
+        .sink
+        .wait_for_event(|e| matches!(e.kind, InboundKind::Press(_)), PATIENCE)
+        .await
+        .expect("the decision reaches the inbox as a press");
+    let InboundKind::Press(press) = &press.kind else {
+        unreachable!("matched above")
+    };
+    assert_eq!(press.data, "c:conf-1:a", "the approve button's data");
+    // The daemon's resolver stores the decision; the request answers with it.
+    h.backend.lock().confirmations[0].status = "approved".into();
+    let (status, decided) = decide.await.expect("the request ends");
+    assert_eq!(
+        (status, &decided["status"]),
+        (200, &json!("approved")),
+        "{decided}"
+    );
+    let (status, again) = h
+        .post(
+            "/api/v1/confirmations/conf-1",
+            None,
+            json!({ "decision": "deny" }).to_string().into(),
+        )
+        .await;
+    assert_eq!(status, 409, "{again}");
+
+    // The daemon edits the prompt with the outcome: `confirmation.decided`, and the turn runs.
+    h.channel
+        .edit(
+            &sent,
+            &h.address(OutboundMessage::text(
+                chat.clone(),
+                "✅ Approved by conformance",
+            ))
+            .await,
+        )
+        .await
+        .expect("the prompt takes its outcome");
+    let events = h.events(&turn).await;
+    let (_, decided) = events
+        .iter()
+        .find(|(kind, _)| kind == "confirmation.decided")
+        .unwrap_or_else(|| panic!("no confirmation.decided: {events:?}"));
+    assert_eq!(decided["decision"], "approved");
+    let (_, state) = h.get(&format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(state["state"], "running");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_saying_why_and_deliver_nothing() {
+    let h = HttpHarness::start().await;
+    let running = Running::start(h.channel(), RecordingSink::new(), MemoryState::new());
+    let turns = "/api/v1/turns";
+    let good = json!({ "text": "hello", "conversation": CONVERSATION }).to_string();
+
+    let (status, body) = read(
+        h.client
+            .post(format!("{}{turns}", h.base))
+            .header("Idempotency-Key", "k")
+            .body(good.clone()),
+    )
+    .await;
+    assert_eq!(status, 401, "no token: {body}");
+    let (status, _) = read(
+        h.client
+            .post(format!("{}{turns}", h.base))
+            .bearer_auth("hth_not-a-token")
+            .header("Idempotency-Key", "k")
+            .body(good.clone()),
+    )
+    .await;
+    assert_eq!(status, 401, "a wrong token");
+
+    let refused: [(&str, Option<&str>, String, u16, &str); 7] = [
+        ("no key", None, good.clone(), 400, "Idempotency-Key"),
+        ("not JSON", Some("k1"), "{text".into(), 400, "JSON"),
+        (
+            "a typo",
+            Some("k2"),
+            json!({ "txt": "hi" }).to_string(),
+            400,
+            "txt",
+        ),
+        (
+            "empty text",
+            Some("k3"),
+            json!({ "text": "  " }).to_string(),
+            400,
+            "empty",
+        ),
+        (
+            "a bad conversation",
+            Some("k4"),
+            json!({ "text": "hi", "conversation": "two words" }).to_string(),
+            400,
+            "conversation",
+        ),
+        (
+            "an unknown agent",
+            Some("k5"),
+            json!({ "text": "hi", "agent": "nobody" }).to_string(),
+            400,
+            "no agent",
+        ),
+        (
+            "too large",
+            Some("k6"),
+            json!({ "text": "x".repeat(HttpConfig::default().max_body_bytes) }).to_string(),
+            413,
+            "larger than",
+        ),
+    ];
+    for (what, key, body, status, says) in refused {
+        let (got, answer) = h.post(turns, key, body.into()).await;
+        assert_eq!(got, status, "{what}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{what}: the error does not say {says:?}: {answer}"
+        );
+    }
+
+    // The same key for another request: 409, and only the first is delivered.
+    let (status, _) = h.post(turns, Some("k7"), good.clone().into()).await;
+    assert_eq!(status, 202);
+    let other = json!({ "text": "other", "conversation": CONVERSATION }).to_string();
+    let (status, conflict) = h.post(turns, Some("k7"), other.into()).await;
+    assert_eq!(status, 409, "{conflict}");
+    running.sink.wait_text("hello", PATIENCE).await;
+    assert_eq!(
+        running.sink.attempts().len(),
+        1,
+        "only the good request reached the inbox: {:?}",
+        running.sink.attempts()
+    );
+    running.stop().await;
 }
