@@ -5,8 +5,9 @@
 //! it (a press, a reaction or a typed code, in `pipeline::confirm`); both import this leaf, so
 //! neither reaches into the other.
 //!
-//! Button data is `c:<id>:<a|d|x>`: approve, deny, or the expiry timer's synthetic press. It
-//! fits Telegram's 64-byte callback data with the 22-character id.
+//! Button data is `c:<id>:<a|d|x|c>`: approve, deny, the expiry timer's synthetic press, or a
+//! cancel of the waiting turn (no button shows it; the HTTP API presses it). It fits Telegram's
+//! 64-byte callback data with the 22-character id.
 
 use hearth_channel::{Inbound, InboundKind};
 use rand::Rng;
@@ -33,6 +34,7 @@ pub fn action_name(action: Action) -> &'static str {
         Action::Approve => "approve",
         Action::Deny => "deny",
         Action::Expire => "expire",
+        Action::Cancel => "cancel",
     }
 }
 
@@ -43,6 +45,9 @@ pub enum Action {
     Deny,
     /// The expiry timer: honoured only once the confirmation's time is really up.
     Expire,
+    /// Deny, and end the waiting turn as cancelled instead of resuming it (a client's cancel of
+    /// the turn, `POST /api/v1/turns/{id}/cancel`).
+    Cancel,
 }
 
 impl Action {
@@ -52,6 +57,7 @@ impl Action {
             Action::Approve => 'a',
             Action::Deny => 'd',
             Action::Expire => 'x',
+            Action::Cancel => 'c',
         }
     }
 
@@ -60,6 +66,7 @@ impl Action {
             "a" => Some(Action::Approve),
             "d" => Some(Action::Deny),
             "x" => Some(Action::Expire),
+            "c" => Some(Action::Cancel),
             _ => None,
         }
     }
@@ -81,7 +88,7 @@ pub struct Decision {
     pub action: Action,
 }
 
-/// The data of the button that makes `action` on confirmation `id`: `c:<id>:<a|d|x>`.
+/// The data of the button that makes `action` on confirmation `id`: `c:<id>:<a|d|x|c>`.
 pub fn button_data(id: &str, action: Action) -> String {
     format!("c:{id}:{}", action.letter())
 }
@@ -96,7 +103,7 @@ pub fn parse_button_data(data: &str) -> Option<Decision> {
     })
 }
 
-/// Reads a decision from a button press (`c:<id>:a|d|x`) or a text `APPROVE <id>` / `DENY <id>`
+/// Reads a decision from a button press (`c:<id>:a|d|x|c`) or a text `APPROVE <id>` / `DENY <id>`
 /// with the full confirmation id (prompts before typed codes showed it).
 pub fn decision_of(event: &Inbound) -> Option<Decision> {
     match &event.kind {
@@ -209,7 +216,12 @@ mod tests {
     fn button_data_reads_back_as_its_decision() {
         let id = new_id();
         assert_eq!(id.len(), ID_LEN);
-        for action in [Action::Approve, Action::Deny, Action::Expire] {
+        for action in [
+            Action::Approve,
+            Action::Deny,
+            Action::Expire,
+            Action::Cancel,
+        ] {
             let data = button_data(&id, action);
             assert!(data.len() <= 64, "Telegram's callback data limit: {data}");
             assert_eq!(

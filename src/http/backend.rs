@@ -69,6 +69,7 @@ impl StoreBackend {
         Ok(Some(Confirmation {
             approve_data: button_data(&found.id, Action::Approve),
             deny_data: button_data(&found.id, Action::Deny),
+            cancel_data: button_data(&found.id, Action::Cancel),
             id: found.id,
             code: found.short_code,
             tool: found.tool,

@@ -113,6 +113,8 @@ impl Handler {
             return refuse("This request is no longer known.", false).await;
         };
         let mut action = decision.action;
+        // A cancel ends the waiting turn whatever else happens to the confirmation meanwhile.
+        let cancel_turn = action == Action::Cancel;
         // Decided on the owner's page: the page recorded this very event before queueing it.
         let on_page = self.decided_on_page(entry, event, &decision).await?;
         if action == Action::Expire {
@@ -153,6 +155,15 @@ impl Handler {
                 "❌ Denied",
                 format!("❌ Denied by {}", who(event)),
                 format!("❌ Denied by {}: `{tool}` did not run.", who(event)),
+            ),
+            Action::Cancel => (
+                ConfirmationStatus::Denied,
+                "⏹ Cancelled",
+                format!("⏹ Cancelled by {}: the turn was stopped", who(event)),
+                format!(
+                    "⏹ Cancelled by {}: `{tool}` did not run and the turn was stopped.",
+                    who(event)
+                ),
             ),
             Action::Expire => (
                 ConfirmationStatus::Expired,
@@ -213,7 +224,7 @@ impl Handler {
                 "confirmation.decided",
                 serde_json::json!({
                     "id": confirmation.id, "decision": status.as_str(), "by": decided_by,
-                    "text": outcome,
+                    "text": outcome, "cancelled": cancel_turn,
                 }),
                 Some("running"),
                 Some(&format!("decided:{}", confirmation.id)),
@@ -231,6 +242,14 @@ impl Handler {
                 .await
         {
             tracing::debug!(error = %err, "answering a button press failed");
+        }
+        if cancel_turn {
+            // Resumed with its cancel already given, the turn settles its waiting calls as
+            // cancelled and ends at once, answering "Cancelled" like a `/cancel` of a running
+            // turn (once no other call of it waits for a decision).
+            let stop = CancellationToken::new();
+            stop.cancel();
+            return self.resume(confirmation.turn_id, &stop).await;
         }
         self.resume(confirmation.turn_id, cancel).await
     }
@@ -518,9 +537,6 @@ impl Handler {
         let pending = store
             .pending_coded_confirmations(&entry.channel, chat_id)
             .await?;
-        if pending.is_empty() {
-            return Ok(false);
-        }
         if let Some(confirmation) = pending
             .iter()
             .find(|c| c.short_code.as_deref() == Some(attempt.code.as_str()))
@@ -531,6 +547,27 @@ impl Handler {
             };
             self.decide(entry, event, channel, decision, cancel).await?;
             return Ok(true);
+        }
+        // The code of a request decided already (approved, denied, cancelled, expired): its
+        // decider hears that, rather than the model reading "approve K7Q2MX" as a message and
+        // rather than it counting as a wrong guess.
+        if let Some(decided) = store
+            .decided_coded_confirmation(&entry.channel, chat_id, &attempt.code)
+            .await?
+            && self.may_decide(entry, event, &decided).await?
+        {
+            let text = format!(
+                "That request is no longer pending: it was {} already, so nothing changed.",
+                decided.status.as_str()
+            );
+            let caps = channel.capabilities();
+            return self
+                .refuse(entry, event, channel.as_ref(), &caps, &text, false)
+                .await
+                .map(|()| true);
+        }
+        if pending.is_empty() {
+            return Ok(false);
         }
 
         // Only someone who could decide one of the waiting requests uses up the chat's tries:

@@ -236,7 +236,11 @@ async fn turn_loop(
     if let Some(mcp) = rt.mcp.get() {
         tokio::select! {
             () = mcp.first_start() => {}
-            () = job.cancel.cancelled() => return Ok(cancelled()),
+            () = job.cancel.cancelled() => {
+                // A resumed turn may have calls waiting: they end as cancelled, not open.
+                cancel_open_calls(rt, job).await?;
+                return Ok(cancelled());
+            }
             () = shutdown.cancelled() => return Ok(Stop::Shutdown),
         }
     }

@@ -239,6 +239,27 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
+    /// The newest confirmation of a chat with the typed code `code` that is no longer pending
+    /// (codes are unique among pending ones only), so a late `approve CODE` can be told so.
+    pub async fn decided_coded_confirmation(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        code: &str,
+    ) -> StoreResult<Option<Confirmation>> {
+        let row = sqlx::query(
+            "SELECT * FROM confirmations
+             WHERE channel = $1 AND chat_id = $2 AND status <> 'pending' AND short_code = $3
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(channel)
+        .bind(chat_id)
+        .bind(code)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
     /// The confirmation whose prompt, or its copy in the owner's chat, was delivered as the
     /// platform message `message_id` in this chat (whatever its status), with that message as
     /// stored: a reaction to it decides it.

@@ -1,7 +1,8 @@
 //! The real `hearth run` binary with `[channels.http]`: the turns API over raw HTTP against
 //! the fake LLM. A turn is stored before it is acknowledged and answered once; a retry with
 //! the same Idempotency-Key gets the same turn; events resume with Last-Event-ID across a
-//! SIGKILL; confirmations are decided over the API or expire; a running turn is cancelled;
+//! SIGKILL or after the client closed the stream; confirmations are decided over the API or
+//! expire; a running turn is cancelled, and so is one waiting for approval;
 //! tokens missing, wrong, revoked, out of scope or in the URL are refused; bodies have a limit.
 
 use std::time::Duration;
@@ -495,15 +496,6 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     let id = required["id"].as_str().expect("id").to_string();
     let (_, state) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
     assert_eq!(state["state"], "awaiting_confirmation");
-    let (status, body) = h
-        .post(
-            &h.owner,
-            &format!("/api/v1/turns/{turn}/cancel"),
-            None,
-            json!({}),
-        )
-        .await;
-    assert_eq!(status, 409, "nothing runs while it waits: {body}");
 
     let (status, pending) = h.get(&h.owner, "/api/v1/confirmations").await;
     assert_eq!(status, 200);
@@ -667,5 +659,173 @@ async fn a_running_turn_is_cancelled() {
         )
         .await;
     assert_eq!(status, 409, "an ended turn cannot be cancelled");
+    h.process.stop().await;
+}
+
+#[tokio::test]
+async fn a_turn_waiting_for_approval_is_cancelled_and_its_code_is_then_no_longer_pending() {
+    let mut h = Api::new("").await;
+    h.process.start().await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "delete_task",
+        r#"{"task_id": 1}"#,
+    )]));
+    let (status, started) = h
+        .post(
+            &h.owner,
+            "/api/v1/turns",
+            Some("k1"),
+            json!({ "text": "delete task 1" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{started}");
+    let turn = started["turn"].as_str().expect("turn").to_string();
+    let conversation = started["conversation"].as_str().expect("conversation");
+    let asked = h.events(&turn, None, Some(2)).await;
+    assert_eq!(asked[1].event, "confirmation.required", "{asked:?}");
+    let code = asked[1].data["code"].as_str().expect("code").to_string();
+
+    // Nothing runs while it waits, yet cancel works: the confirmation is decided as cancelled
+    // and the turn ends as a running turn's cancel ends it.
+    let (status, body) = h
+        .post(
+            &h.owner,
+            &format!("/api/v1/turns/{turn}/cancel"),
+            None,
+            json!({}),
+        )
+        .await;
+    assert_eq!((status, &body["cancelling"]), (202, &json!(true)), "{body}");
+    let rest = h.events(&turn, Some(asked[1].id), None).await;
+    assert_eq!(
+        kinds(&rest),
+        ["turn.cancelling", "confirmation.decided", "turn.failed"],
+        "{rest:?}"
+    );
+    assert!(
+        rest[0].data["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cancelled over the API by owner")),
+        "{rest:?}"
+    );
+    assert_eq!(rest[1].data["decision"], "denied");
+    assert_eq!(rest[1].data["cancelled"], true);
+    assert!(
+        rest[1].data["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Cancelled by owner")),
+        "{rest:?}"
+    );
+    assert_eq!(rest[2].data["state"], "cancelled");
+    let (_, state) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(state["state"], "cancelled");
+    let (_, pending) = h.get(&h.owner, "/api/v1/confirmations").await;
+    assert_eq!(
+        pending["confirmations"],
+        json!([]),
+        "nothing waits any more"
+    );
+    assert_eq!(
+        h.llm.request_count(),
+        1,
+        "the tool never ran, the model was not asked again"
+    );
+
+    // Ended, it cannot be cancelled again.
+    let (status, again) = h
+        .post(
+            &h.owner,
+            &format!("/api/v1/turns/{turn}/cancel"),
+            None,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 409, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already ended (cancelled)")),
+        "{again}"
+    );
+
+    // The code typed later decides nothing and says why; the model never sees it.
+    let (status, typed) = h
+        .post(
+            &h.owner,
+            "/api/v1/turns",
+            Some("k2"),
+            json!({ "text": format!("approve {code}"), "conversation": conversation }),
+        )
+        .await;
+    assert_eq!(status, 202, "{typed}");
+    let answer = h
+        .events(typed["turn"].as_str().expect("turn"), None, None)
+        .await;
+    let answer = answer.last().expect("events");
+    assert_eq!(answer.event, "turn.completed", "{answer:?}");
+    assert!(
+        answer.data["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("no longer pending") && t.contains("denied")),
+        "{answer:?}"
+    );
+    assert_eq!(h.llm.request_count(), 1);
+
+    // The conversation goes on as usual.
+    h.llm.push(Reply::text("Fine, I left it."));
+    let (status, next) = h
+        .post(
+            &h.owner,
+            "/api/v1/turns",
+            Some("k3"),
+            json!({ "text": "never mind", "conversation": conversation }),
+        )
+        .await;
+    assert_eq!(status, 202, "{next}");
+    let events = h
+        .events(next["turn"].as_str().expect("turn"), None, None)
+        .await;
+    let done = events.last().expect("events");
+    assert_eq!(
+        (done.event.as_str(), &done.data["text"]),
+        ("turn.completed", &json!("Fine, I left it.")),
+        "{events:?}"
+    );
+    h.process.stop().await;
+}
+
+#[tokio::test]
+async fn closing_the_event_stream_does_not_cancel_and_a_reconnect_gets_the_rest() {
+    let mut h = Api::new("").await;
+    h.process.start().await;
+    // Written slowly, so the client sees the first pieces and goes away before the end.
+    let text = "One two three four five six seven eight nine ten.";
+    h.llm
+        .push(Reply::text(text).pace(Duration::from_millis(150)));
+    let turn = h.start_turn("k1", "count to ten").await;
+    let first = h.events(&turn, None, Some(2)).await;
+    assert_eq!(first[1].event, "text.delta", "{first:?}");
+    // Dropped: the connection is closed. The turn goes on and completes.
+    let done = h
+        .process
+        .wait_for(WAIT, "the turn to complete", async || {
+            let (_, state) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
+            (state["state"] != "running").then_some(state)
+        })
+        .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["text"], text);
+    let rest = h.events(&turn, Some(first[1].id), None).await;
+    assert!(rest.iter().all(|e| e.id > first[1].id), "{rest:?}");
+    assert!(
+        rest.iter().all(|e| e.event != "turn.cancelling"),
+        "{rest:?}"
+    );
+    let end = rest.last().expect("events");
+    assert_eq!(
+        (end.event.as_str(), &end.data["text"]),
+        ("turn.completed", &json!(text))
+    );
     h.process.stop().await;
 }

@@ -4,7 +4,8 @@
 //! `### Task:` background prompts, `stream_options`, its chat id header); conversations that
 //! continue from hearth's store, an edited history that branches, a retry answered once,
 //! approvals that continue in the stream (decided over the API or by the owner's Telegram button
-//! through `approvals_to`) or after `approve CODE`, and every refusal in OpenAI's error shape.
+//! through `approvals_to`) or after `approve CODE`, a closed stream that stops its turn (a Stop
+//! button), and every refusal in OpenAI's error shape.
 
 use std::time::Duration;
 
@@ -1004,5 +1005,204 @@ async fn an_approval_not_given_in_time_ends_the_answer_and_a_later_approve_code_
         .await;
     assert!(resumed.contains("Approved"), "{resumed}");
     assert!(resumed.ends_with("Deleted task 2."), "{resumed}");
+    chat.process.stop().await;
+}
+
+impl Chat {
+    /// The native API's view of a turn: its state, and its events' kinds and data.
+    async fn turn_state(&self, turn: &str) -> Value {
+        let (status, state) = answer(
+            self.client
+                .get(self.process.url(&format!("/api/v1/turns/{turn}")))
+                .bearer_auth(&self.owner),
+        )
+        .await;
+        assert_eq!(status, 200, "{state}");
+        state
+    }
+
+    /// Waits until the turn has ended; its state.
+    async fn ended(&self, turn: &str) -> Value {
+        self.process
+            .wait_for(WAIT, "the turn to end", async || {
+                let state = self.turn_state(turn).await;
+                ["completed", "failed", "cancelled"]
+                    .contains(&state["state"].as_str().unwrap_or_default())
+                    .then_some(state)
+            })
+            .await
+    }
+
+    /// The whole event stream of an ended turn, as text.
+    async fn turn_events(&self, turn: &str) -> String {
+        let response = self
+            .client
+            .get(self.process.url(&format!("/api/v1/turns/{turn}/events")))
+            .bearer_auth(&self.owner)
+            .send()
+            .await
+            .expect("answers");
+        tokio::time::timeout(WAIT, response.text())
+            .await
+            .expect("the events of an ended turn end")
+            .expect("events")
+    }
+}
+
+/// The turn behind a streamed answer: its chunks' id is `chatcmpl-<turn>`.
+fn turn_of(body: &str) -> String {
+    data_lines(body)[0]["id"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("chatcmpl-"))
+        .unwrap_or_else(|| panic!("no completion id: {body}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn closing_a_streamed_answer_stops_its_turn_and_the_chat_goes_on() {
+    let mut chat = Chat::start("").await;
+    // A slow model, visibly writing: about ten seconds for the whole answer.
+    chat.llm.push(
+        Reply::text("One, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve.")
+            .pace(Duration::from_millis(400)),
+    );
+    let ask = json!({ "role": "user", "content": "count slowly" });
+    let response = chat
+        .completions(&chat.owner)
+        .header("X-Hearth-Conversation", "stop")
+        .json(&json!({ "model": "hearth", "messages": [ask], "stream": true }))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    read_until(&mut stream, &mut body, "On").await;
+    let turn = turn_of(&body);
+    // The Stop button: the client closes the connection after the first words.
+    drop(stream);
+
+    let state = chat.ended(&turn).await;
+    assert_eq!(state["state"], "cancelled", "{state}");
+    let events = chat.turn_events(&turn).await;
+    assert!(
+        events.contains("event: turn.cancelling")
+            && events.contains("the client closed the streamed completion"),
+        "why is recorded: {events}"
+    );
+    assert!(events.contains("event: turn.failed"), "{events}");
+    assert_eq!(chat.llm.request_count(), 1);
+
+    // Asked again, the stopped question is answered anew (not with the cancelled turn).
+    chat.llm.push(Reply::text("One to twelve."));
+    let again = chat.say("stop", json!([ask])).await;
+    assert_eq!(again, "One to twelve.");
+    // And the chat goes on.
+    chat.llm.push(Reply::text("Twelve to one."));
+    let next = chat
+        .say(
+            "stop",
+            json!([
+                ask,
+                { "role": "assistant", "content": again },
+                { "role": "user", "content": "and backwards?" },
+            ]),
+        )
+        .await;
+    assert_eq!(next, "Twelve to one.");
+
+    // A client that gives up on a whole (not streamed) answer stops nothing: its retry gets
+    // the answer (a_retried_request_gets_its_answer_once_and_a_regeneration_a_new_one).
+    chat.process.stop().await;
+}
+
+#[cfg(feature = "telegram")]
+#[tokio::test]
+async fn closing_a_stream_waiting_for_approval_cancels_the_turn_and_the_owners_prompt_says_so() {
+    use hearth_testkit::telegram::FakeTelegram;
+    const TG_TOKEN: &str = "424242:openai-endpoint-stop";
+    const OWNER: i64 = 4243;
+    let tg = FakeTelegram::start(TG_TOKEN).await;
+    let extra = format!(
+        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
+        tg.api_url()
+    );
+    let route = format!("telegram:{OWNER}");
+    let mut chat = Chat::build(
+        &route,
+        &[
+            ("TG_TOKEN", TG_TOKEN),
+            ("HEARTH_DAEMON__APPROVALS_TO", &route),
+        ],
+        &extra,
+    )
+    .await;
+    chat.process.start().await;
+    chat.process
+        .wait_for(WAIT, "Telegram connected", async || {
+            let (_, health) = chat.process.healthz().await;
+            (health["channels"]["telegram"]["state"] == "connected").then_some(())
+        })
+        .await;
+    chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "delete_task",
+        r#"{"task_id": 7}"#,
+    )]));
+    let ask = json!({ "role": "user", "content": "delete task 7" });
+    let response = chat
+        .completions(&chat.owner)
+        .header("X-Hearth-Conversation", "tasks")
+        .json(&json!({ "model": "hearth", "messages": [ask], "stream": true }))
+        .send()
+        .await
+        .expect("answers");
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    read_until(&mut stream, &mut body, "deny ").await;
+    let turn = turn_of(&body);
+    let shown = streamed_text(&data_lines(&body));
+    let code = code_in(&shown);
+    let prompt = chat
+        .process
+        .wait_for(WAIT, "the routed prompt", async || {
+            tg.messages(OWNER)
+                .into_iter()
+                .find(|m| !m.buttons.is_empty())
+        })
+        .await;
+
+    // Stop while it waits: the turn is cancelled, and the owner's prompt shows it.
+    drop(stream);
+    let state = chat.ended(&turn).await;
+    assert_eq!(state["state"], "cancelled", "{state}");
+    chat.process
+        .wait_for(WAIT, "the owner's prompt to show the cancel", async || {
+            tg.messages(OWNER)
+                .into_iter()
+                .find(|m| m.id == prompt.id && m.text.contains("Cancelled by"))
+        })
+        .await;
+    let (_, pending) = answer(
+        chat.client
+            .get(chat.process.url("/api/v1/confirmations"))
+            .bearer_auth(&chat.owner),
+    )
+    .await;
+    assert_eq!(pending["confirmations"], json!([]));
+
+    // The code typed afterwards says the request is no longer pending; the tool never ran.
+    let later = chat
+        .say(
+            "tasks",
+            json!([
+                ask,
+                { "role": "assistant", "content": shown },
+                { "role": "user", "content": format!("approve {code}") },
+            ]),
+        )
+        .await;
+    assert!(later.contains("no longer pending"), "{later}");
+    assert_eq!(chat.llm.request_count(), 1, "the model was not asked again");
     chat.process.stop().await;
 }

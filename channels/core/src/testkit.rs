@@ -5,8 +5,10 @@
 //! the platform shows) and expand [`conformance_tests!`](crate::conformance_tests) with an async
 //! function that builds a fresh harness. That gives one `#[tokio::test]` per check, so a failing
 //! check is named. Where a platform lacks a capability, its check asserts the fallback that
-//! [`Capabilities`](crate::Capabilities) documents instead of passing silently. Checks panic
-//! with a message that says what the adapter did wrong, as test assertions do.
+//! [`Capabilities`](crate::Capabilities) documents instead of passing silently; a check that
+//! cannot apply to a channel at all is opted out of by name, with the reason, and shows as an
+//! ignored test (see the macro). Checks panic with a message that says what the adapter did
+//! wrong, as test assertions do.
 //!
 //! ```ignore
 //! async fn harness() -> MyHarness { MyHarness::start().await }
@@ -30,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Button, Channel, ChannelContext, ChannelError, ChannelStatus, ChatRef, Inbound, InboundSink,
-    MessageRef, Sender, SinkError, StateStore, StatusReporter,
+    MessageRef, OutboundMessage, Sender, SinkError, StateStore, StatusReporter,
 };
 
 /// How long a check waits for something the platform should do promptly.
@@ -82,6 +84,15 @@ pub trait Harness: Send + Sync {
     /// platform has threads.
     fn thread_chat(&self) -> Option<ChatRef> {
         None
+    }
+
+    /// Makes `message` what the daemon sends on this channel. Channels that send only in answer
+    /// to a message (HTTP: every reply belongs to a turn) get the `reply_context` the daemon
+    /// copies from the message answered: the one `reply_to` names, else one the harness makes
+    /// the platform receive (the same one again for the same `delivery_id`, as a resend of one
+    /// reply is). By default the message is sent as it is.
+    async fn address(&self, message: OutboundMessage) -> OutboundMessage {
+        message
     }
 
     /// Makes the platform produce a text message from `sender` in `chat`.
@@ -161,10 +172,50 @@ pub trait Harness: Send + Sync {
 /// The calling crate needs `tokio` (with the `macros` and `rt` features) as a dependency.
 /// A new `check_*` goes into the list below; `the_conformance_macro_runs_every_check` (in
 /// `tests/conformance.rs`) fails while one is missing.
+///
+/// A channel for which a check cannot apply opts out of it by name, saying why:
+///
+/// ```ignore
+/// conformance_tests!(super::harness, skip {
+///     check_attachments_in: "the API takes text only",
+/// });
+/// ```
+///
+/// The check's test is then still there, marked `#[ignore]` with that reason, so `cargo test`
+/// lists it as ignored and `cargo test -- --ignored` runs it. Naming a check that does not
+/// exist, or giving an empty reason, does not compile.
 #[macro_export]
 macro_rules! conformance_tests {
-    ($harness:path) => {
-        $crate::conformance_tests!(@each $harness;
+    ($harness:path $(, skip { $($skip:ident : $why:literal),* $(,)? })? $(,)?) => {
+        $crate::conformance_tests!(@skips ($) $harness; [$($($skip : $why),*)?]);
+    };
+    // `$d` is a `$` for the helper macro's own variables.
+    (@skips ($d:tt) $harness:path; [$($skip:ident : $why:literal),*]) => {
+        $(
+            #[allow(unused_imports)]
+            use $crate::testkit::$skip as _;
+            const _: () = assert!(!$why.is_empty(), "an opted-out check needs a reason");
+        )*
+        macro_rules! __conformance_test {
+            $(
+                ($d test:ident, $skip) => {
+                    #[tokio::test]
+                    #[ignore = $why]
+                    async fn $d test() {
+                        let harness = $harness().await;
+                        $crate::testkit::$skip(&harness).await;
+                    }
+                };
+            )*
+            ($d test:ident, $d check:ident) => {
+                #[tokio::test]
+                async fn $d test() {
+                    let harness = $harness().await;
+                    $crate::testkit::$d check(&harness).await;
+                }
+            };
+        }
+        $crate::conformance_tests!(@each
             inbound_text => check_inbound_text,
             failed_delivery_is_offered_again => check_failed_delivery_is_offered_again,
             unstored_event_survives_restart => check_unstored_event_survives_restart,
@@ -189,14 +240,8 @@ macro_rules! conformance_tests {
             state_failed_when_login_refused => check_state_failed_when_login_refused,
         );
     };
-    (@each $harness:path; $($test:ident => $check:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $test() {
-                let harness = $harness().await;
-                $crate::testkit::$check(&harness).await;
-            }
-        )*
+    (@each $($test:ident => $check:ident),* $(,)?) => {
+        $( __conformance_test!($test, $check); )*
     };
 }
 

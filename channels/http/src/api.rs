@@ -23,7 +23,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::auth::{credential_in_query, hash_token, hex};
-use crate::backend::{NewTurn, Scope, Started, Token, TurnRecord};
+use crate::backend::{NewEvent, NewTurn, Scope, Started, Token, TurnRecord};
 use crate::{Shared, TERMINAL_EVENTS};
 
 /// How often a stream sends a keep-alive comment.
@@ -620,38 +620,93 @@ async fn cancel_turn(
     Path(id): Path<String>,
 ) -> ApiResult {
     let record = own_turn(&shared, &token, &id).await?;
-    if ["completed", "failed", "cancelled"].contains(&record.state.as_str()) {
+    if crate::TERMINAL_STATES.contains(&record.state.as_str()) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("the turn already ended ({})", record.state),
         ));
     }
-    if record.state == "awaiting_confirmation" {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "the turn waits for an approval and nothing runs: deny its confirmation (POST /api/v1/confirmations/{id}) to end it",
-        ));
-    }
-    // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
-    // the running turn at once, as in any chat.
-    let event = Inbound {
-        platform_id: format!("{}/cancel", record.platform_id),
-        chat: chat_of(&record.token, &record.conversation),
-        sender: Sender::new(record.token.clone()).with_name(token.name.clone()),
-        kind: InboundKind::Message {
-            text: "/cancel".into(),
-            attachments: Vec::new(),
-            message_id: None,
-            reply_to: None,
-        },
-        reply_context: Some(json!({ "turn": record.id, "control": true })),
-    };
-    deliver(&shared, event).await?;
+    request_cancel(
+        &shared,
+        &record,
+        &format!("cancelled over the API by {}", token.name),
+    )
+    .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "turn": record.id, "cancelling": true })),
     )
         .into_response())
+}
+
+/// Asks the daemon to stop the turn `record`, which has not ended, and records `reason` as the
+/// turn's `turn.cancelling` event. The turn then ends with `turn.failed` (state `cancelled`).
+pub(crate) async fn request_cancel(
+    shared: &Shared,
+    record: &TurnRecord,
+    reason: &str,
+) -> Result<(), ApiError> {
+    // Recorded first, so the reason comes before the end of the turn in its events.
+    tracing::info!(turn = %record.id, reason, "cancelling an HTTP turn");
+    shared
+        .append(
+            &record.id,
+            NewEvent {
+                kind: "turn.cancelling".into(),
+                data: json!({ "reason": reason }),
+                dedup: Some(format!("cancelling:{}", record.id)),
+                state: None,
+                final_text: None,
+            },
+        )
+        .await
+        .map_err(ApiError::unavailable)?;
+    let backend = shared.backend().map_err(ApiError::unavailable)?.clone();
+    // A turn waiting for approval runs nothing a `/cancel` could stop. Its confirmations are
+    // decided instead, by the press a cancel makes, through the resolver chat buttons go
+    // through (so a copy of the prompt in the owner's chat shows the outcome too); the last one
+    // ends the turn as cancelled.
+    let waiting: Vec<_> = backend
+        .pending_confirmations(&record.token)
+        .await
+        .map_err(ApiError::unavailable)?
+        .into_iter()
+        .filter(|c| c.turn.as_deref() == Some(record.id.as_str()))
+        .collect();
+    let sender = Sender::new(record.token.clone()).with_name(record.token.clone());
+    if waiting.is_empty() {
+        // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
+        // the running turn at once, as in any chat.
+        let event = Inbound {
+            platform_id: format!("{}/cancel", record.platform_id),
+            chat: chat_of(&record.token, &record.conversation),
+            sender,
+            kind: InboundKind::Message {
+                text: "/cancel".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: Some(json!({ "turn": record.id, "control": true })),
+        };
+        deliver(shared, event).await?;
+    } else {
+        for confirmation in waiting {
+            let event = Inbound {
+                platform_id: format!("{}/cancel/{}", record.platform_id, confirmation.id),
+                chat: chat_of(&record.token, "_decisions"),
+                sender: sender.clone(),
+                kind: InboundKind::Press(ButtonPress {
+                    press_id: format!("api-{}", random_id()),
+                    data: confirmation.cancel_data,
+                    message: None,
+                }),
+                reply_context: Some(json!({ "control": true })),
+            };
+            deliver(shared, event).await?;
+        }
+    }
+    Ok(())
 }
 
 async fn list_confirmations(

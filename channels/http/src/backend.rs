@@ -184,6 +184,9 @@ pub struct Confirmation {
     /// The button data a press that denies it carries.
     #[serde(skip)]
     pub deny_data: String,
+    /// The button data a press that denies it and ends its turn as cancelled carries.
+    #[serde(skip)]
+    pub cancel_data: String,
 }
 
 /// An agent, for `GET /agents`.

@@ -39,6 +39,9 @@ use tokio::sync::watch;
 /// Events whose arrival ends a turn's event stream.
 pub const TERMINAL_EVENTS: [&str; 2] = ["turn.completed", "turn.failed"];
 
+/// The states of a turn that has ended.
+pub(crate) const TERMINAL_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
+
 /// The HTTP channel. The daemon serves [`HttpChannel::router`] on its listener and runs the
 /// channel like any other; the router hands requests to the inbox the running channel holds.
 pub struct HttpChannel {
@@ -128,6 +131,10 @@ fn turn_of(message: &OutboundMessage) -> Option<(String, bool)> {
     }
 }
 
+/// The prefix of the message id of a turn's answer, `reply:<turn>`: its preview (the
+/// `text.delta` events) and its final text are one message, the final one replacing the preview.
+const REPLY_PREFIX: &str = "reply:";
+
 /// The prefix of the message ids of confirmation prompts: `confirm:<turn>:<confirmation id>`.
 const PROMPT_PREFIX: &str = "confirm:";
 
@@ -147,6 +154,8 @@ impl Channel for HttpChannel {
             edits: true,
             format: Format::Markdown,
             preview: Some(Duration::from_millis(250)),
+            // A reply sent again with its delivery id is stored once (the event's dedup key).
+            deduplicates_sends: true,
             ..Capabilities::default()
         }
     }
@@ -173,6 +182,11 @@ impl Channel for HttpChannel {
         };
         if control {
             return Ok(reference("control".into()));
+        }
+        if !message.buttons.is_empty() {
+            return Err(ChannelError::rejected(
+                "the HTTP API shows no buttons: a confirmation prompt carries a short code to type",
+            ));
         }
         let backend = self.shared.backend()?.clone();
         let dedup = message.delivery_id.as_ref().map(|id| format!("out:{id}"));
@@ -259,7 +273,7 @@ impl Channel for HttpChannel {
             },
         };
         self.shared.append(&turn, event).await?;
-        Ok(reference(format!("reply:{turn}")))
+        Ok(reference(format!("{REPLY_PREFIX}{turn}")))
     }
 
     async fn edit(
@@ -328,7 +342,7 @@ impl Channel for HttpChannel {
             if shown.as_str() == text {
                 return Ok(Some(MessageRef {
                     chat: chat.clone(),
-                    message_id: format!("preview:{turn}"),
+                    message_id: format!("{REPLY_PREFIX}{turn}"),
                 }));
             }
             *shown = text.to_string();
@@ -348,7 +362,7 @@ impl Channel for HttpChannel {
             .await?;
         Ok(Some(MessageRef {
             chat: chat.clone(),
-            message_id: format!("preview:{turn}"),
+            message_id: format!("{REPLY_PREFIX}{turn}"),
         }))
     }
 

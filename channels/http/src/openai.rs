@@ -22,6 +22,12 @@
 //! waits. A later message `approve CODE` / `deny CODE` decides it and its answer carries the
 //! resumed turn's.
 //!
+//! **Stop.** A client that closes a streamed answer before its end (Open WebUI's Stop button)
+//! cancels the turn it followed, unless that turn ended meanwhile; the reason is recorded as
+//! the turn's `turn.cancelling` event. A cancelled turn is never an answer to attach a retry
+//! to: the same request again gets a new turn. A non-streamed request's client that gives up
+//! cancels nothing (its retry gets the same turn's answer).
+//!
 //! **Background requests** of chat UIs (Open WebUI's title, tags and follow-up prompts, whose
 //! last user message starts with `### Task:`) get one plain model call: no tools, no history,
 //! not stored as a turn.
@@ -43,12 +49,12 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use crate::Shared;
 use crate::api::{
     ApiError, Opening, body_bytes, check_name, deliver_turn, need, open_turn, resolve_agent,
 };
 use crate::auth::hex;
 use crate::backend::{ChatMessage, ChatTurn, Scope, Token, TurnRecord, Usage};
+use crate::{Shared, TERMINAL_STATES};
 
 /// The model that routes by keywords, as `/v1/models` lists it.
 const ROUTED_MODEL: &str = "hearth";
@@ -351,6 +357,7 @@ async fn complete(
         turn: record,
         resume: decided,
         confirm_wait: Duration::from_secs(shared.config.confirm_wait_secs),
+        stop_on_close: reply.stream,
     };
     Ok(answer(shared, plan, reply).await)
 }
@@ -532,8 +539,10 @@ fn place(conversation: &str, turns: &[ChatTurn], transcript: &[ChatMessage]) -> 
     }
     // The same request again: a retry when its answer never reached the client in full (it
     // runs still, or the connection broke before its end), which then gets that answer; a
-    // regeneration once the client had it.
+    // regeneration once the client had it, or once the turn was cancelled (a stopped answer
+    // asked again is answered anew).
     if let Some(last) = turns.last()
+        && last.state != "cancelled"
         && (!TERMINAL_STATES.contains(&last.state.as_str()) || last.shown.is_none())
         && same(&entries[..entries.len() - 1], transcript)
     {
@@ -548,8 +557,6 @@ fn place(conversation: &str, turns: &[ChatTurn], transcript: &[ChatMessage]) -> 
     let history = serde_json::to_string(&transcript[..=upto]).unwrap_or_default();
     Placement::Branch(format!("b_{}", &sha_hex(&[conversation, &history])[..32]))
 }
-
-const TERMINAL_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
 
 /// Finds the conversation the request continues (following branches), opens its turn and
 /// hands the message to the inbox; or finds the turn a retry belongs to.
@@ -815,6 +822,10 @@ struct Plan {
     turn: TurnRecord,
     resume: Option<Resume>,
     confirm_wait: Duration,
+    /// Whether the client closing the response cancels the turn it follows: a streamed answer,
+    /// which OpenAI clients (Open WebUI's Stop button) close to stop the generation. A client
+    /// waiting for a whole answer that gives up is a retry to come, answered by the same turn.
+    stop_on_close: bool,
 }
 
 async fn answer(shared: Arc<Shared>, plan: Plan, reply: Reply) -> Response {
@@ -875,6 +886,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
         tx,
         shown: String::new(),
     };
+    let mut following = plan.turn.id.clone();
     let mut ended = follow(&shared, &plan.turn, 0, None, plan.confirm_wait, &mut out).await;
     if let (Ended::Done(_), Some(resume)) = (&ended, &plan.resume) {
         let waiting = match shared.backend() {
@@ -882,6 +894,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
             Err(_) => None,
         };
         if let Some(waiting) = waiting {
+            following = waiting.id.clone();
             ended = follow(
                 &shared,
                 &waiting,
@@ -895,9 +908,36 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
     }
     let usage = match ended {
         Ended::Done(usage) | Ended::Waiting(usage) => usage,
-        Ended::Gone => return,
+        Ended::Gone => {
+            if plan.stop_on_close && out.tx.is_closed() {
+                stop_closed(&shared, &following).await;
+            }
+            return;
+        }
     };
     let _ = out.tx.send(Piece::End(usage)).await;
+}
+
+/// The client closed a streamed answer (a Stop button): the turn it followed is cancelled,
+/// unless it ended meanwhile. One waiting for approval is cancelled too, its confirmation
+/// decided as cancelled.
+async fn stop_closed(shared: &Shared, turn: &str) {
+    let record = match shared.backend() {
+        Ok(backend) => backend.turn(turn).await,
+        Err(err) => Err(crate::BackendError(err.to_string())),
+    };
+    let record = match record {
+        Ok(Some(record)) if !TERMINAL_STATES.contains(&record.state.as_str()) => record,
+        Ok(_) => return,
+        Err(err) => {
+            tracing::warn!(error = %err, turn, "a client closed its streamed answer; reading its turn to cancel it failed");
+            return;
+        }
+    };
+    let reason = "the client closed the streamed completion (a Stop button)";
+    if let Err(err) = crate::api::request_cancel(shared, &record, reason).await {
+        tracing::warn!(error = %err.message, turn, "a client closed its streamed answer; cancelling its turn failed");
+    }
 }
 
 fn usage_of(data: &Value) -> Usage {
@@ -1126,6 +1166,20 @@ mod tests {
             "an answer the client never got in full is given again"
         );
         assert!(matches!(place("c", &stored, &again), Placement::Branch(_)));
+
+        // A stopped (cancelled) answer: asked again, it is answered anew; the chat goes on
+        // with whatever the client kept of it.
+        let stopped = [
+            turn("t1", "completed", vec![msg("user", "hi")], Some("Hello!")),
+            turn("t2", "cancelled", vec![msg("user", "more")], None),
+        ];
+        assert!(
+            matches!(place("c", &stopped, &again), Placement::Branch(_)),
+            "a stopped answer asked again gets a new turn, not the cancelled one"
+        );
+        let mut next = again.to_vec();
+        next.extend([msg("assistant", "Half an ans"), msg("user", "next")]);
+        assert_eq!(place("c", &stopped, &next), Placement::Continue);
     }
 
     #[test]

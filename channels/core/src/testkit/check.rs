@@ -167,7 +167,7 @@ pub async fn check_shutdown_is_prompt(h: &dyn Harness) {
 pub async fn check_send(h: &dyn Harness) {
     let channel = h.channel();
     let text = unique("a plain reply");
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
+    let sent = send(h, &*channel, OutboundMessage::text(h.chat(), &text)).await;
     assert_eq!(
         sent.chat,
         h.chat(),
@@ -192,7 +192,7 @@ pub async fn check_message_at_the_limit_arrives_whole(h: &dyn Harness) {
     let tag = unique("at the limit");
     let text = words_of_len(&tag, len);
     assert_eq!(text.chars().count(), len);
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
+    let sent = send(h, &*channel, OutboundMessage::text(h.chat(), &text)).await;
     let shown = shown_eventually(h, &h.chat(), &tag).await;
     assert_eq!(
         shown.id, sent.message_id,
@@ -217,7 +217,8 @@ pub async fn check_over_limit_message(h: &dyn Harness) {
     let tag = unique("over the limit");
     let text = words_of_len(&tag, max * 5 / 2);
     let before = h.shown(&h.chat()).await.len();
-    let error = match channel.send(&OutboundMessage::text(h.chat(), &text)).await {
+    let message = h.address(OutboundMessage::text(h.chat(), &text)).await;
+    let error = match channel.send(&message).await {
         Err(error) => error,
         Ok(sent) => panic!(
             "a message of {} characters over the limit {max} was sent ({sent:?}); it must be \
@@ -247,7 +248,7 @@ pub async fn check_markdown_basics(h: &dyn Harness) {
     let channel = h.channel();
     let tag = unique("markdown");
     let text = format!("{tag}: **bold** and `code` and a_b < c & d");
-    send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
+    send(h, &*channel, OutboundMessage::text(h.chat(), &text)).await;
     let shown = shown_eventually(h, &h.chat(), &tag).await;
     for word in ["bold", "code", "a_b < c & d"] {
         assert!(
@@ -276,9 +277,12 @@ pub async fn check_edit(h: &dyn Harness) {
     let channel = h.channel();
     let before = unique("before the edit");
     let after = unique("after the edit");
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &before)).await;
+    let sent = send(h, &*channel, OutboundMessage::text(h.chat(), &before)).await;
     let result = channel
-        .edit(&sent, &OutboundMessage::text(h.chat(), &after))
+        .edit(
+            &sent,
+            &h.address(OutboundMessage::text(h.chat(), &after)).await,
+        )
         .await;
     if !channel.capabilities().edits {
         let error = result.expect_err("edit succeeded on a platform that claims no edits");
@@ -308,13 +312,13 @@ pub async fn check_buttons(h: &dyn Harness) {
     message.buttons = approve_deny();
     if !caps.buttons && !caps.buttons_as_reactions {
         let error = channel
-            .send(&message)
+            .send(&h.address(message).await)
             .await
             .expect_err("a platform without buttons accepted buttons");
         assert_eq!(error.kind, ErrorKind::Rejected, "{error}");
         return;
     }
-    send(&*channel, message).await;
+    send(h, &*channel, message).await;
     let shown = shown_eventually(h, &h.chat(), &text).await;
     if caps.buttons {
         let labels: Vec<&str> = shown.buttons.iter().map(|b| b.label.as_str()).collect();
@@ -362,7 +366,7 @@ pub async fn check_presses(h: &dyn Harness) {
     let text = unique("press a button");
     let mut message = OutboundMessage::text(h.chat(), &text);
     message.buttons = approve_deny();
-    let sent = send(&*channel, message).await;
+    let sent = send(h, &*channel, message).await;
     let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
     h.inject_press(&sent, &h.sender(), "conformance:yes")
         .await
@@ -423,7 +427,7 @@ pub async fn check_reactions(h: &dyn Harness) {
         return;
     }
     let text = unique("react to this");
-    let sent = send(&*channel, OutboundMessage::text(h.chat(), &text)).await;
+    let sent = send(h, &*channel, OutboundMessage::text(h.chat(), &text)).await;
     let running = Running::start(channel, RecordingSink::new(), MemoryState::new());
     h.inject_reaction(&sent, &h.sender(), "👍")
         .await
@@ -517,7 +521,12 @@ pub async fn check_threads(h: &dyn Harness) {
     running.stop().await;
     assert_eq!(event.chat, thread, "the event lost its thread");
     let reply = unique("answer in the thread");
-    send(&*channel, OutboundMessage::text(event.chat.clone(), &reply)).await;
+    send(
+        h,
+        &*channel,
+        OutboundMessage::text(event.chat.clone(), &reply),
+    )
+    .await;
     shown_eventually(h, &thread, &reply).await;
 }
 
@@ -545,7 +554,7 @@ pub async fn check_reply_quoting(h: &dyn Harness) {
     let answer = unique("the answer");
     let mut reply = OutboundMessage::text(h.chat(), &answer);
     reply.reply_to = Some(message_id.clone());
-    send(&*channel, reply).await;
+    send(h, &*channel, reply).await;
     let shown = shown_eventually(h, &h.chat(), &answer).await;
     assert_eq!(
         shown.reply_to.as_ref(),
@@ -587,7 +596,7 @@ pub async fn check_preview_quotes_and_is_replaced(h: &dyn Harness) {
     let mut reply = OutboundMessage::text(h.chat(), &answer);
     reply.reply_to = Some(message_id.clone());
     reply.replaces = Some(draft.clone());
-    let landed = send(&*channel, reply).await;
+    let landed = send(h, &*channel, reply).await;
     assert_eq!(
         landed.message_id, draft.message_id,
         "the final reply did not replace the preview"
@@ -623,8 +632,8 @@ pub async fn check_stable_delivery_ids(h: &dyn Harness) {
     let text = unique("sent with a delivery id");
     let mut message = OutboundMessage::text(h.chat(), &text);
     message.delivery_id = Some(LONGEST_DELIVERY_ID.into());
-    let first = send(&*channel, message.clone()).await;
-    let second = send(&*channel, message).await;
+    let first = send(h, &*channel, message.clone()).await;
+    let second = send(h, &*channel, message).await;
     shown_eventually(h, &h.chat(), &text).await;
     let copies = h
         .shown(&h.chat())
@@ -792,7 +801,9 @@ async fn inject(h: &dyn Harness, chat: &ChatRef, text: &str) {
         .unwrap_or_else(|e| panic!("the harness could not inject {text:?}: {e}"));
 }
 
-async fn send(channel: &dyn Channel, message: OutboundMessage) -> MessageRef {
+/// Sends `message` as the daemon would address it on this channel ([`Harness::address`]).
+async fn send(h: &dyn Harness, channel: &dyn Channel, message: OutboundMessage) -> MessageRef {
+    let message = h.address(message).await;
     channel
         .send(&message)
         .await
