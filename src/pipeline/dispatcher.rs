@@ -12,10 +12,13 @@ use tracing::Instrument;
 
 use super::handler::Handler;
 use crate::health::Health;
+use crate::store::InboxEntry;
 
 #[derive(Default)]
 struct State {
-    queues: HashMap<String, VecDeque<i64>>,
+    /// Each conversation's entries in order, with the entry itself when its submitter had it
+    /// (the sink, which just stored it).
+    queues: HashMap<String, VecDeque<(i64, Option<InboxEntry>)>>,
     /// Conversations with a worker task.
     active: HashSet<String>,
     /// Every queued or running entry, so a second submission of one is ignored.
@@ -73,6 +76,16 @@ impl Dispatcher {
     /// Queues an entry behind the others of its conversation. A `/cancel` also stops the
     /// conversation's running turn right away.
     pub fn submit(self: &Arc<Self>, id: i64, key: String, is_cancel: bool) {
+        self.queue(id, None, key, is_cancel);
+    }
+
+    /// Queues an entry the caller has just stored, as [`Dispatcher::submit`]: its first try
+    /// takes it as it is instead of reading it back, and looks for no earlier turn.
+    pub fn submit_stored(self: &Arc<Self>, entry: InboxEntry, key: String, is_cancel: bool) {
+        self.queue(entry.id, Some(entry), key, is_cancel);
+    }
+
+    fn queue(self: &Arc<Self>, id: i64, entry: Option<InboxEntry>, key: String, is_cancel: bool) {
         let spawn = {
             let mut state = self.lock();
             if is_cancel && let Some((_, token)) = state.running.get(&key) {
@@ -82,7 +95,11 @@ impl Dispatcher {
             if !state.known.insert(id) {
                 return;
             }
-            state.queues.entry(key.clone()).or_default().push_back(id);
+            state
+                .queues
+                .entry(key.clone())
+                .or_default()
+                .push_back((id, entry));
             state.active.insert(key.clone())
         };
         if spawn {
@@ -129,12 +146,12 @@ impl Dispatcher {
             let next = {
                 let mut state = self.lock();
                 match state.queues.get_mut(&key).and_then(VecDeque::pop_front) {
-                    Some(id) => {
+                    Some((id, entry)) => {
                         // Not a child of shutdown: stopping the daemon suspends a turn, while
                         // this token cancels it for good.
                         let token = CancellationToken::new();
                         state.running.insert(key.clone(), (id, token.clone()));
-                        Some((id, token))
+                        Some((id, entry, token))
                     }
                     None => {
                         state.queues.remove(&key);
@@ -143,8 +160,10 @@ impl Dispatcher {
                     }
                 }
             };
-            let Some((id, cancel)) = next else { return };
-            self.handle_with_retries(id, cancel).await;
+            let Some((id, entry, cancel)) = next else {
+                return;
+            };
+            self.handle_with_retries(id, entry, cancel).await;
             drop(permit);
             let mut state = self.lock();
             state.running.remove(&key);
@@ -152,13 +171,20 @@ impl Dispatcher {
         }
     }
 
-    async fn handle_with_retries(&self, id: i64, cancel: CancellationToken) {
+    /// Handles entry `id` (`entry` is it as just stored, for the first try only: a retry reads
+    /// it back, and resumes the turn the failed try may have started).
+    async fn handle_with_retries(
+        &self,
+        id: i64,
+        mut entry: Option<InboxEntry>,
+        cancel: CancellationToken,
+    ) {
         let mut attempt: u32 = 0;
         // Tries that failed for another reason than an unwritable database.
         let mut other_failures = 0;
         loop {
             attempt = attempt.saturating_add(1);
-            let err = match self.handler.handle(id, &cancel, self).await {
+            let err = match self.handler.handle(id, entry.take(), &cancel, self).await {
                 Ok(()) => {
                     self.health.clear_fault(TURNS_PATH);
                     return;

@@ -45,12 +45,17 @@ impl Handler {
     pub async fn handle(
         &self,
         id: i64,
+        stored: Option<InboxEntry>,
         cancel: &CancellationToken,
         dispatcher: &Dispatcher,
     ) -> Result<(), StoreError> {
         let store = &self.rt.store;
-        let Some(entry) = store.inbox_entry(id).await? else {
-            return Ok(());
+        let entry = match stored {
+            Some(entry) => entry,
+            None => match store.inbox_entry(id).await? {
+                Some(entry) => entry,
+                None => return Ok(()),
+            },
         };
         if entry.status != InboxStatus::Pending {
             return Ok(());
@@ -195,8 +200,15 @@ impl Handler {
         let now = rt.clock.now_ms();
         let conversation = store.conversation(&entry.channel, &event.chat, now).await?;
 
-        // A turn that was under way when the daemon stopped: resume it as it was.
-        if let Some(turn) = store.turn_for_inbox(entry.id).await? {
+        // A turn that was under way when the daemon stopped (or when a try failed): resume it
+        // as it was. A fresh entry has none (and turns.inbox_id is unique, so a wrong guess
+        // fails the insert, and the retry finds the turn).
+        let earlier = if entry.fresh {
+            None
+        } else {
+            store.turn_for_inbox(entry.id).await?
+        };
+        if let Some(turn) = earlier {
             let agents = rt.agents();
             let agent = agents
                 .get(&turn.agent_id)

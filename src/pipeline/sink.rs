@@ -11,7 +11,7 @@ use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::router::is_cancel;
 use crate::store::Store;
-use crate::store::inbox::conversation_key;
+use crate::store::inbox::{InboxEntry, conversation_key};
 
 /// Commits each event to the inbox and hands new ones to the dispatcher.
 pub struct InboxSink {
@@ -39,11 +39,8 @@ impl InboxSink {
         channel: &str,
         event: Inbound,
     ) -> Result<Option<i64>, SinkError> {
-        let inserted = match self
-            .store
-            .insert_inbox(channel, &event, self.clock.now_ms())
-            .await
-        {
+        let now = self.clock.now_ms();
+        let inserted = match self.store.insert_inbox(channel, &event, now).await {
             Ok(inserted) => {
                 // A duplicate writes nothing, so it says nothing about whether writes work.
                 if inserted.is_some() {
@@ -68,7 +65,8 @@ impl InboxSink {
         // another member's `/cancel` waits in the queue like any message.
         let is_cancel = matches!(&event.kind, InboundKind::Message { text, .. } if is_cancel(text))
             && self.may_cancel(channel, &event, &key).await;
-        self.dispatcher.submit(id, key, is_cancel);
+        let entry = InboxEntry::stored_now(id, channel, event, now);
+        self.dispatcher.submit_stored(entry, key, is_cancel);
         Ok(Some(id))
     }
 

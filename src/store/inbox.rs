@@ -41,6 +41,25 @@ pub struct InboxEntry {
     pub event: Result<Inbound, String>,
     pub received_at: i64,
     pub status: InboxStatus,
+    /// Stored by this process a moment ago and not yet tried: no turn can have started for it,
+    /// so its handling looks for none. Read back from the database, an entry is never fresh.
+    pub fresh: bool,
+}
+
+impl InboxEntry {
+    /// The entry [`Store::insert_inbox`] just stored as `id`, without reading it back.
+    pub fn stored_now(id: i64, channel: &str, event: Inbound, now_ms: i64) -> Self {
+        Self {
+            id,
+            channel: channel.to_owned(),
+            platform_id: event.platform_id.clone(),
+            conversation_key: conversation_key(channel, &event),
+            event: Ok(event),
+            received_at: now_ms,
+            status: InboxStatus::Pending,
+            fresh: true,
+        }
+    }
 }
 
 /// The key that orders a conversation's work: channel, chat and thread.
@@ -159,6 +178,7 @@ impl Store {
             event: serde_json::from_str(&payload).map_err(|err| err.to_string()),
             received_at: row.try_get("received_at")?,
             status: InboxStatus::parse(&row.try_get::<String, _>("status")?),
+            fresh: false,
         }))
     }
 
