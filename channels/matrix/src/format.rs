@@ -39,7 +39,8 @@ fn without_html(content: &mut Map<String, Value>) {
     content.remove("formatted_body");
 }
 
-/// Where a new message sits: in `thread` (a thread root's event id), quoting `reply_to`.
+/// Where a new message sits: in `thread` (a thread root's event id), quoting `reply_to`. The
+/// HTML goes if the relations make the content too large.
 pub(crate) fn with_relations(
     mut content: Map<String, Value>,
     thread: Option<&str>,
@@ -66,6 +67,10 @@ pub(crate) fn with_relations(
             );
         }
         (None, None) => {}
+    }
+    // The relations take room too: content that fitted by itself may not with them.
+    if size(&content) > MAX_CONTENT_BYTES {
+        without_html(&mut content);
     }
     Value::Object(content)
 }
@@ -142,6 +147,32 @@ mod tests {
         assert_eq!(edit["m.relates_to"]["rel_type"], "m.replace");
         assert_eq!(edit["m.new_content"]["body"], "**new**");
         assert!(edit["body"].as_str().is_some_and(|b| b.starts_with("* ")));
+    }
+
+    /// Found by the outbound_plan fuzz target: a notice whose HTML just fitted by itself was
+    /// over the limit once its thread relation was added.
+    #[test]
+    fn relations_that_push_a_notice_over_the_limit_drop_its_html() {
+        // Grow the text until its notice, HTML included, sits just under the limit.
+        let mut text = String::new();
+        loop {
+            let longer = format!("{text}- item <b>&amp;</b>\n");
+            if size(&notice(&longer)) > MAX_CONTENT_BYTES - 40 {
+                break;
+            }
+            text = longer;
+        }
+        let alone = notice(&text);
+        assert!(alone.contains_key("formatted_body"), "it fits by itself");
+        let Value::Object(threaded) =
+            with_relations(alone, Some("$root:example.org"), Some("$q:example.org"))
+        else {
+            panic!("an object")
+        };
+        assert!(size(&threaded) <= MAX_CONTENT_BYTES, "{}", size(&threaded));
+        assert!(!threaded.contains_key("formatted_body"));
+        assert_eq!(threaded["body"], text.as_str());
+        assert_eq!(threaded["m.relates_to"]["rel_type"], "m.thread");
     }
 
     #[test]
