@@ -55,13 +55,7 @@ pub(crate) async fn run(channel: &DiscordChannel, ctx: ChannelContext) -> Result
         gateway = outbound::within("asking for the gateway", channel.deadline(), channel.http.get_gateway()) => gateway,
     };
     if let Err(error) = gateway {
-        if matches!(error.kind, ErrorKind::Auth | ErrorKind::Config) {
-            tracing::error!(%error, "discord channel stopped");
-            ctx.status.failed(error.to_string());
-        } else {
-            ctx.status.reconnecting(error.to_string());
-        }
-        return Err(error);
+        return Err(stopped(&ctx, error));
     }
     let capacity = channel.settings.queue_capacity.max(1);
     let (tx, mut rx) = mpsc::channel(capacity);
@@ -143,13 +137,7 @@ pub(crate) async fn run(channel: &DiscordChannel, ctx: ChannelContext) -> Result
                     Ok(Err(e)) => error::map("gateway", e),
                     Err(e) => ChannelError::transient(format!("discord: the gateway task ended: {e}")),
                 };
-                if matches!(error.kind, ErrorKind::Auth | ErrorKind::Config) {
-                    tracing::error!(%error, "discord channel stopped");
-                    ctx.status.failed(error.to_string());
-                } else {
-                    ctx.status.reconnecting(error.to_string());
-                }
-                return Err(error);
+                return Err(stopped(&ctx, error));
             }
             event = rx.recv() => {
                 let Some(event) = event else {
@@ -768,6 +756,18 @@ impl<'a> Pump<'a> {
             }
         }
     }
+}
+
+/// Reports why the loop ends with `error`: the channel failed (a refused token or intent, for
+/// good) or is reconnecting (the supervisor starts it again). Gives the error back.
+fn stopped(ctx: &ChannelContext, error: ChannelError) -> ChannelError {
+    if matches!(error.kind, ErrorKind::Auth | ErrorKind::Config) {
+        tracing::error!(%error, "discord channel stopped");
+        ctx.status.failed(error.to_string());
+    } else {
+        ctx.status.reconnecting(error.to_string());
+    }
+    error
 }
 
 /// How long the loop waits for events dispatched together to reach it, so they can be put in

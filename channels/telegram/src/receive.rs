@@ -118,11 +118,7 @@ impl TelegramChannel {
                 let update = match decode_update(&raw) {
                     Decoded::Update { update, repaired } => {
                         if repaired {
-                            let update_id = update.get("update_id").and_then(Value::as_i64);
-                            warn!(
-                                update_id,
-                                "telegram update had broken text (a lone UTF-16 surrogate); delivered with U+FFFD in its place"
-                            );
+                            warn_repaired(&update);
                         }
                         update
                     }
@@ -280,11 +276,7 @@ async fn receive(
     let update = match decode_update(&String::from_utf8_lossy(&body)) {
         Decoded::Update { update, repaired } => {
             if repaired {
-                let update_id = update.get("update_id").and_then(Value::as_i64);
-                warn!(
-                    update_id,
-                    "telegram update had broken text (a lone UTF-16 surrogate); delivered with U+FFFD in its place"
-                );
+                warn_repaired(&update);
             }
             update
         }
@@ -321,4 +313,13 @@ async fn receive(
             StatusCode::INTERNAL_SERVER_ERROR
         }
     }
+}
+
+/// Logs an update whose text was broken (a lone UTF-16 surrogate) and repaired.
+fn warn_repaired(update: &Value) {
+    let update_id = update.get("update_id").and_then(Value::as_i64);
+    warn!(
+        update_id,
+        "telegram update had broken text (a lone UTF-16 surrogate); delivered with U+FFFD in its place"
+    );
 }
