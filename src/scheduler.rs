@@ -15,7 +15,6 @@
 //! entry's platform id is `schedule:<id>:<scheduled_for_ms>`, unique per channel. If hearth dies
 //! between the writes, the next tick finds both and only completes what is missing.
 
-pub mod store;
 pub mod timing;
 
 use std::sync::Arc;
@@ -28,13 +27,12 @@ use hearth_channel::{ChatRef, Inbound, InboundKind, Sender, SinkError};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::config::{OnConfirmation, ScheduleConfig};
+use crate::config::ScheduleConfig;
 use crate::store::{Store, StoreError};
 use timing::{CronExpr, parse_timezone};
 
-/// The sender id of every scheduled inbox entry. No platform hands out this id (Telegram and
-/// Discord ids are numbers, Matrix ids start with `@`, email senders contain `@`).
-pub const SENDER_ID: &str = "schedule";
+pub(crate) use crate::store::schedule::on_confirmation_str;
+pub use crate::store::schedule::{RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduledRun};
 
 /// Late fires up to this old are still normal fires, whatever the catch-up window: the loop
 /// ticks every second and a slow database must not turn a fire into a missed one.
@@ -42,65 +40,6 @@ const LATE_GRACE_MS: i64 = 60_000;
 
 /// At most this many missed fires are recorded per schedule after a long downtime.
 const MAX_MISSED_RECORDED: usize = 100;
-
-/// A scheduled run as the turn that carries it out sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduledRun {
-    pub run_id: i64,
-    pub schedule_id: i64,
-    pub name: String,
-    /// The agent that must answer, whatever the keywords say.
-    pub agent: String,
-    /// What to do when a tool asks for confirmation with nobody watching.
-    pub on_confirmation: OnConfirmation,
-    /// With [`OnConfirmation::Allow`]: the only tools that run without asking.
-    pub allow_tools: Vec<String>,
-    /// A cron schedule, as opposed to a one-shot reminder.
-    pub recurring: bool,
-}
-
-impl ScheduledRun {
-    /// The first line of the replies of a recurring schedule's run, naming the schedule, so
-    /// whoever reads it knows what sent it (and what to `hearth schedule disable`). A reminder
-    /// is its own explanation.
-    pub fn note(&self) -> Option<String> {
-        self.recurring.then(|| format!("⏰ {}", self.name))
-    }
-}
-
-/// A stored schedule: a cron schedule (`cron`) or a one-shot reminder (`one_shot_at`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Schedule {
-    pub id: i64,
-    /// Unique.
-    pub name: String,
-    /// Seconds field first; `None` for a one-shot.
-    pub cron: Option<String>,
-    /// IANA name the cron expression is read in.
-    pub timezone: String,
-    pub agent: String,
-    pub prompt: String,
-    /// Where the reply goes.
-    pub channel: String,
-    pub chat: ChatRef,
-    pub on_confirmation: OnConfirmation,
-    pub allow_tools: Vec<String>,
-    pub catch_up_minutes: i64,
-    /// False once a one-shot fired or a config schedule left the file.
-    pub enabled: bool,
-    /// Set by `hearth schedule disable`: kept, but not fired until enabled again. Written only
-    /// by [`Store::pause_schedule`] and [`Store::resume_schedule`], never by a save.
-    pub paused: bool,
-    /// `config` (from `[[schedules]]`) or `chat` (from a tool or the CLI).
-    pub source: String,
-    /// When a one-shot fires (Unix ms).
-    pub one_shot_at: Option<i64>,
-    pub created_by: Option<i64>,
-    pub last_fire_at: Option<i64>,
-    pub next_fire_at: Option<i64>,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
 
 impl Schedule {
     /// `channel:chat_id`, as targets are written.
@@ -179,72 +118,6 @@ fn ms_to_utc(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms)
         .single()
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
-}
-
-/// How a run went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Its inbox entry is waiting for the dispatcher.
-    Queued,
-    Running,
-    Done,
-    Failed,
-    /// hearth was down at the time and it was too old to catch up.
-    Missed,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Done => "done",
-            Self::Failed => "failed",
-            Self::Missed => "missed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "done" => Self::Done,
-            "failed" => Self::Failed,
-            "missed" => Self::Missed,
-            _ => return None,
-        })
-    }
-}
-
-/// One recorded fire of a schedule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleRun {
-    pub id: i64,
-    pub schedule_id: i64,
-    pub scheduled_for: i64,
-    pub status: RunStatus,
-    pub inbox_id: Option<i64>,
-    pub error: Option<String>,
-    pub created_at: i64,
-    pub started_at: Option<i64>,
-    pub finished_at: Option<i64>,
-}
-
-pub(crate) fn on_confirmation_str(value: OnConfirmation) -> &'static str {
-    match value {
-        OnConfirmation::Deny => "deny",
-        OnConfirmation::Ask => "ask",
-        OnConfirmation::Allow => "allow",
-    }
-}
-
-pub(crate) fn on_confirmation_from(text: &str) -> Option<OnConfirmation> {
-    Some(match text.trim().to_lowercase().as_str() {
-        "deny" => OnConfirmation::Deny,
-        "ask" => OnConfirmation::Ask,
-        "allow" => OnConfirmation::Allow,
-        _ => return None,
-    })
 }
 
 /// Reads a target `channel:chat_id` (the chat id may contain `:`, as Matrix room ids do).

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod note;
 mod outbox;
 pub mod query;
+pub mod schedule;
 mod session;
 mod summary;
 pub mod task;

@@ -64,3 +64,34 @@ pub fn existing_database(config: &Config) -> Result<(), Failure> {
         path.display()
     )))
 }
+
+/// Opens the database for `hearth pair` and `hearth token` (checking it exists unless
+/// `may_create`: a first `pair link` or `token create` records an intention before the first
+/// start) with the identities the daemon would have at its start: the owner and the allowlists
+/// are known even before hearth first ran (`pair link` to an address in daemon.owner, a token
+/// named in it, `owner = "http:laptop"`, is the owner's from the moment it is made). Also gives
+/// the time it used, in milliseconds.
+pub(super) async fn open_with_identities(
+    config: &Config,
+    may_create: bool,
+) -> Result<(Store, i64), Failure> {
+    if !may_create {
+        existing_database(config)?;
+    }
+    let store = Store::open(&config.daemon.database_url())
+        .await
+        .context("cannot open the database")?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let allowlists = crate::channels::allowlists(&config.channels);
+    let owners = crate::store::configured_owners(&config.daemon);
+    if let Err(err) = store
+        .sync_configured_identities(&allowlists, &owners, now)
+        .await
+    {
+        store.close().await;
+        return Err(Failure::from(
+            anyhow::Error::new(err).context("cannot record the configured identities"),
+        ));
+    }
+    Ok((store, now))
+}

@@ -4,13 +4,12 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use anyhow::Context;
-
 use crate::config::Config;
 use crate::store::Store;
 use crate::terminal::LOCAL;
 
-use super::{Failure, existing_database, load_config, usage};
+use super::database::open_with_identities;
+use super::{Failure, load_config, usage};
 
 #[derive(Debug, Subcommand)]
 pub enum PairAction {
@@ -52,26 +51,8 @@ pub(super) async fn run(path: Option<PathBuf>, action: PairAction) -> Result<(),
     let config = load_config(path)?.config;
     // Linking records an intention before the first start (22.7); everything else reads or
     // changes what the daemon stored.
-    if !matches!(action, PairAction::Link { .. }) {
-        existing_database(&config)?;
-    }
-    let store = Store::open(&config.daemon.database_url())
-        .await
-        .context("cannot open the database")?;
-    let now = chrono::Utc::now().timestamp_millis();
-    // The same identities the daemon would have at its start: the owner and the allowlists
-    // are known even before hearth first ran (`pair link` to an address in daemon.owner).
-    let allowlists = crate::channels::allowlists(&config.channels);
-    let owners = crate::store::configured_owners(&config.daemon);
-    if let Err(err) = store
-        .sync_configured_identities(&allowlists, &owners, now)
-        .await
-    {
-        store.close().await;
-        return Err(Failure::from(
-            anyhow::Error::new(err).context("cannot record the configured identities"),
-        ));
-    }
+    let may_create = matches!(action, PairAction::Link { .. });
+    let (store, now) = open_with_identities(&config, may_create).await?;
     let result = match action {
         PairAction::List => {
             let open = store.open_pairings(now).await?;

@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Subcommand;
 use hearth_http::{CHANNEL_NAME, Scope, check_token_name, hash_token, new_token};
 
 use crate::store::{IdentityStatus, Store};
 
-use super::{Failure, existing_database, load_config, usage};
+use super::database::open_with_identities;
+use super::{Failure, load_config, usage};
 
 #[derive(Debug, Subcommand)]
 pub enum TokenAction {
@@ -33,26 +33,8 @@ pub enum TokenAction {
 
 pub(super) async fn run(path: Option<PathBuf>, action: TokenAction) -> Result<(), Failure> {
     let config = load_config(path)?.config;
-    if !matches!(action, TokenAction::Create { .. }) {
-        existing_database(&config)?;
-    }
-    let store = Store::open(&config.daemon.database_url())
-        .await
-        .context("cannot open the database")?;
-    let now = chrono::Utc::now().timestamp_millis();
-    // The identities the daemon would have at its start, so a token named in daemon.owner
-    // (`owner = "http:laptop"`) is the owner's from the moment it is made.
-    let allowlists = crate::channels::allowlists(&config.channels);
-    let owners = crate::store::configured_owners(&config.daemon);
-    if let Err(err) = store
-        .sync_configured_identities(&allowlists, &owners, now)
-        .await
-    {
-        store.close().await;
-        return Err(Failure::from(
-            anyhow::Error::new(err).context("cannot record the configured identities"),
-        ));
-    }
+    let may_create = matches!(action, TokenAction::Create { .. });
+    let (store, now) = open_with_identities(&config, may_create).await?;
     let result = match action {
         TokenAction::Create {
             name,

@@ -387,15 +387,9 @@ impl Backend for StoreBackend {
             channel: Some(CHANNEL_NAME.to_string()),
             ..Payer::default()
         };
-        budget::record(
-            rt,
-            &payer,
-            &response.provider,
-            &response.model,
-            &response.usage,
-        )
-        .await
-        .map_err(unavailable)?;
+        budget::record(rt, &payer, &response)
+            .await
+            .map_err(unavailable)?;
         Ok(Completion {
             text: response.text,
             usage: Usage {

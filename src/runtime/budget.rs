@@ -9,7 +9,7 @@ use hearth_channel::{ChatRef, OutboundMessage};
 
 use super::Runtime;
 use crate::config::{ProviderConfig, TranscriptionConfig};
-use crate::provider::Usage;
+use crate::provider::{ChatResponse, Usage};
 use crate::store::{ModelCall, NewOutbox, OutboxKind, StoreError, UsageBy};
 use crate::transcribe::Transcript;
 
@@ -86,10 +86,14 @@ fn month_of(day: &str) -> (String, String) {
 pub async fn record(
     rt: &Runtime,
     payer: &Payer,
-    provider: &str,
-    model: &str,
-    usage: &Usage,
+    response: &ChatResponse,
 ) -> Result<(), StoreError> {
+    let ChatResponse {
+        provider,
+        model,
+        usage,
+        ..
+    } = response;
     let cost = cost_nusd(rt.providers.config(provider), usage);
     record_call(rt, payer, provider, model, usage, cost).await
 }

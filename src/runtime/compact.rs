@@ -349,14 +349,7 @@ async fn compact_now(
         conversation_id: Some(key.conversation_id),
         ..Payer::default()
     };
-    budget::record(
-        rt,
-        &payer,
-        &response.provider,
-        &response.model,
-        &response.usage,
-    )
-    .await?;
+    budget::record(rt, &payer, &response).await?;
     let narrative = response.text.trim().to_string();
     if let Err(problem) = check_narrative(&narrative, &ledger) {
         return Ok(Compacted::Failed(problem));

@@ -394,14 +394,7 @@ async fn turn_loop(
             request_chars,
             response.usage.input_tokens,
         );
-        budget::record(
-            rt,
-            &payer,
-            &response.provider,
-            &response.model,
-            &response.usage,
-        )
-        .await?;
+        budget::record(rt, &payer, &response).await?;
 
         if response.tool_calls.is_empty() {
             // The history keeps what the chat shows: a cut answer, not megabytes of it.

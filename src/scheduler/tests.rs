@@ -10,6 +10,7 @@ use hearth_channel::{ChatRef, Inbound, SinkError};
 
 use super::*;
 use crate::clock::{Clock, ManualClock};
+use crate::config::OnConfirmation;
 use crate::store::test_support::temp_store;
 
 /// Stores fires in the inbox like the real sink, without a dispatcher, and counts new entries.
@@ -518,6 +519,9 @@ fn targets_are_checked() {
     assert!(parse_target("telegram:abc").is_err());
     assert!(parse_target("telegram").is_err());
     assert!(parse_target(":42").is_err());
-    assert_eq!(store::parse_platform_id("schedule:3:1700"), Some((3, 1700)));
-    assert_eq!(store::parse_platform_id("tg:3:1700"), None);
+    assert_eq!(
+        crate::store::schedule::parse_platform_id("schedule:3:1700"),
+        Some((3, 1700))
+    );
+    assert_eq!(crate::store::schedule::parse_platform_id("tg:3:1700"), None);
 }

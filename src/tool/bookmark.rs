@@ -22,11 +22,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 }
 
 const GROUP: &str = "bookmarks";
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 /// Save a web link (http or https) for the user. Saving a link twice returns the first.
 #[derive(Debug, Deserialize, JsonSchema)]

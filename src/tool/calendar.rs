@@ -29,11 +29,7 @@ const DEFAULT_MINUTES: i64 = 60;
 /// A year; longer durations are almost certainly a unit mistake.
 const MAX_MINUTES: i64 = 366 * 24 * 60;
 const GROUP: &str = "calendar";
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 100,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 100);
 
 /// Put an event in the user's calendar. Times are in the user's timezone. Returns its id.
 #[derive(Debug, Deserialize, JsonSchema)]

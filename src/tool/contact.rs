@@ -26,11 +26,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 
 const MAX_DAYS: i64 = 366;
 const GROUP: &str = "contacts";
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 /// Save a person to the user's contacts. Returns their id.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -40,11 +40,7 @@ const MAX_AMOUNT_CENTS: i64 = 100_000_000_000_000;
 const MAX_BATCH: usize = 100;
 /// Most rows one export returns; the result says when there were more.
 const MAX_EXPORT: i64 = 10_000;
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 100,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 100);
 
 /// The categories an expense can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]

@@ -215,11 +215,7 @@ fn modified_ms(meta: &fs::Metadata) -> Option<i64> {
     i64::try_from(since.as_millis()).ok()
 }
 
-const READ_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 2000,
-    max: 10_000,
-};
+const READ_LIMIT: Limit = Limit::new(2000, 10_000);
 
 /// Read a text file from the workspace, optionally a range of lines.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -368,11 +364,7 @@ impl TypedTool for WriteFile {
     }
 }
 
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 100,
-    max: 1000,
-};
+const LIST_LIMIT: Limit = Limit::new(100, 1000);
 
 /// List the files and folders in a workspace directory, optionally recursively.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -474,11 +466,7 @@ impl TypedTool for ListDirectory {
     }
 }
 
-const SEARCH_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 50,
-    max: 200,
-};
+const SEARCH_LIMIT: Limit = Limit::new(50, 200);
 
 /// Find files in the workspace by name pattern (glob: * and ?, case-insensitive) and/or by text
 /// they contain (case-insensitive), with the matching lines.

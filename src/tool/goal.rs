@@ -30,11 +30,7 @@ const GROUP: &str = "goals";
 const MAX_STEPS: usize = 50;
 /// How far up the parent chain the cycle check looks; deeper nesting is refused.
 const MAX_DEPTH: usize = 100;
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![

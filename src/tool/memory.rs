@@ -39,16 +39,8 @@ const PROFILE_MAX: i64 = 10;
 const RELEVANT_MAX: usize = 5;
 /// Longest line a memory gets in the prompt context, in characters.
 const PROMPT_LINE_CHARS: usize = 200;
-const RECALL_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 10,
-    max: 50,
-};
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const RECALL_LIMIT: Limit = Limit::new(10, 50);
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![

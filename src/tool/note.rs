@@ -25,11 +25,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 
 const MAX_BATCH: usize = 50;
 const GROUP: &str = "notes";
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 /// Save a note for the user. Returns its id.
 #[derive(Debug, Deserialize, JsonSchema)]

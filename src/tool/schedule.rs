@@ -32,11 +32,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 }
 
 const GROUP: &str = "schedules";
-const HISTORY_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 10,
-    max: 50,
-};
+const HISTORY_LIMIT: Limit = Limit::new(10, 50);
 
 // Plain comment: a doc comment would replace the field's description.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]

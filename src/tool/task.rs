@@ -28,11 +28,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 
 const MAX_BATCH: usize = 50;
 const GROUP: &str = "tasks";
-const LIST_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 20,
-    max: 50,
-};
+const LIST_LIMIT: Limit = Limit::new(20, 50);
 
 // Plain comments on these enums: a doc comment would become the description of every field
 // that uses them.

@@ -82,6 +82,15 @@ pub struct Limit {
 }
 
 impl Limit {
+    /// The `limit` parameter, `default` when a call gives none, at most `max`.
+    pub const fn new(default: u64, max: u64) -> Self {
+        Self {
+            param: "limit",
+            default,
+            max,
+        }
+    }
+
     /// The value a call asked for, or the default when it asked for none, within 1 and the cap
     /// (through the runtime the schema has refused a value out of bounds and the default is
     /// filled in; unit tests call tools directly).

@@ -25,8 +25,8 @@ impl ToolCallSpec {
     }
 }
 
-/// One scripted answer. Build it with [`Reply::text`], [`Reply::tool_calls`], [`Reply::error`]
-/// or [`Reply::raw`], then adjust it with the builder methods.
+/// One scripted answer. Build it with [`Reply::text`], [`Reply::tool_calls`] ([`Reply::call`]
+/// for one), [`Reply::error`] or [`Reply::raw`], then adjust it with the builder methods.
 #[derive(Clone, Debug)]
 pub struct Reply {
     pub(crate) body: ReplyBody,
@@ -90,6 +90,15 @@ impl Reply {
             text: String::new(),
             tool_calls: calls,
         })
+    }
+
+    /// An answer calling the one tool `name` with `arguments` (JSON text).
+    pub fn call(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self::tool_calls(vec![ToolCallSpec::new(id, name, arguments)])
     }
 
     /// An HTTP error in the API's error format (`{"error":{"message":…}}` for OpenAI,

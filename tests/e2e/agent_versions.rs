@@ -6,22 +6,14 @@ use std::time::Duration;
 
 use hearth_testkit::Reply;
 
-use crate::support::Signal;
+use crate::support::{Signal, TASK_TOOLS, general_agent};
 use crate::telegram::{OWNER, TgHearth};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-/// The agents of the Telegram tests (`telegram::AGENTS`), with Finance edited: one keyword
-/// replaced and its prompt changed.
-const EDITED_AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-
+/// The Telegram tests' Finance agent (`telegram::FINANCE_AGENT`), edited: one keyword replaced
+/// and its prompt changed.
+const EDITED_FINANCE: &str = r#"
 [[agent]]
 id = "finance"
 name = "Finance"
@@ -59,7 +51,7 @@ async fn an_edited_agent_reloaded_with_sighup_is_version_2_and_the_next_turn_run
     let again = h.cli(&["agents", "history", "finance"]);
     assert_eq!(again.lines().count(), 2, "{again}");
 
-    h.write_agents(EDITED_AGENTS);
+    h.write_agents(&(general_agent(TASK_TOOLS) + EDITED_FINANCE));
     h.signal(Signal::HUP);
     h.wait_for(WAIT, "the second reload", async || {
         (h.logs().matches("agents reloaded").count() >= 2).then_some(())

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use hearth_testkit::email::{MailServers, SentMail};
 use hearth_testkit::telegram::{FakeMessage, FakeTelegram};
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 
-use crate::support::HearthProcess;
+use crate::support::{
+    self, HearthProcess, TASK_TOOLS, general_agent, llm_sections, process_harness,
+};
 
 const BOT: &str = "bot@example.org";
 const PASSWORD: &str = "SECRET-mail-password";
@@ -24,16 +26,6 @@ const GROUP: i64 = -1001;
 const STRANGER: i64 = 9999;
 const WAIT: Duration = Duration::from_secs(20);
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-"#;
-
 struct Hearth {
     process: HearthProcess,
     llm: FakeOpenAi,
@@ -41,18 +33,7 @@ struct Hearth {
     tg: FakeTelegram,
 }
 
-impl std::ops::Deref for Hearth {
-    type Target = HearthProcess;
-    fn deref(&self) -> &HearthProcess {
-        &self.process
-    }
-}
-
-impl std::ops::DerefMut for Hearth {
-    fn deref_mut(&mut self) -> &mut HearthProcess {
-        &mut self.process
-    }
-}
+process_harness!(Hearth);
 
 impl Hearth {
     /// Email (Ann may write) and Telegram (the owner's chat), the owner being `telegram:42`
@@ -69,20 +50,7 @@ impl Hearth {
             .await
             .unwrap_or_else(|e| panic!("cannot start the mail servers: {e}"));
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-
-[router]
-agents_file = "agents.toml"
-
-[runtime]
-stream = false
-
+            r#"{llm}
 [channels.email]
 imap_url = "{imap}"
 smtp_url = "{smtp}"
@@ -98,12 +66,16 @@ api_url = "{tg}"
 allowed_users = [{OWNER}]
 {extra}
 "#,
-            llm = llm.base_url(),
+            llm = llm_sections(&llm, false, false),
             imap = mail.imap.url(),
             smtp = mail.smtp.url(),
             tg = tg.api_url(),
         );
-        process.write_config(&format!("telegram:{OWNER}"), &config, AGENTS);
+        process.write_config(
+            &format!("telegram:{OWNER}"),
+            &config,
+            &general_agent(TASK_TOOLS),
+        );
         Self {
             process,
             llm,
@@ -134,13 +106,7 @@ allowed_users = [{OWNER}]
     }
 
     async fn wait_tg(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
-        let messages = self.tg.wait_for_messages(chat, n, WAIT).await;
-        assert!(
-            messages.len() >= n,
-            "expected {n} messages in {chat}, got {messages:?}\n{}",
-            self.logs()
-        );
-        messages
+        crate::telegram::wait_messages(&self.tg, &self.process, chat, n, WAIT).await
     }
 
     /// Waits until the Telegram message `id` in `chat` shows `text`, and returns it.
@@ -157,14 +123,10 @@ allowed_users = [{OWNER}]
 
     /// The tool results the model was shown, in order.
     fn tool_results(&self) -> Vec<String> {
-        self.llm
-            .requests()
-            .last()
-            .and_then(|r| r["messages"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        let last = self.llm.requests().pop().unwrap_or_default();
+        support::tool_results(&last)
+            .into_iter()
+            .map(|(_, content)| content)
             .collect()
     }
 }
@@ -181,11 +143,8 @@ async fn a_mailed_request_is_approved_by_the_owners_telegram_button_and_a_strang
  {
     let mut h = Hearth::new("").await;
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.mail
         .deliver_text(ANN, "tasks", "add a task")
@@ -199,11 +158,8 @@ async fn a_mailed_request_is_approved_by_the_owners_telegram_button_and_a_strang
         h.tg.messages(OWNER)
     );
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.mail
         .deliver_text(ANN, "tasks", "delete task 1")
         .await
@@ -288,11 +244,8 @@ async fn a_scheduled_runs_prompt_is_routed_and_denied_in_the_owners_chat() {
     );
     let mut h = Hearth::new(&schedule).await;
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "delete_task", r#"{"task_id": 1}"#));
     let run = h.cli(&["schedule", "run", "cleanup"]);
     assert!(run.contains("due now"), "{run}");
 
@@ -326,11 +279,8 @@ async fn a_scheduled_runs_prompt_is_routed_and_denied_in_the_owners_chat() {
     assert_eq!(h.tg.messages(OWNER).len(), 1);
 
     // A run whose chat is the owner's own: its prompt is there already, and not sent twice.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 2}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 2}"#));
     let run = h.cli(&["schedule", "run", "tidy"]);
     assert!(run.contains("due now"), "{run}");
     let own = h.wait_tg(OWNER, 2).await.remove(1);
@@ -350,11 +300,8 @@ async fn a_prompt_whose_route_cannot_be_reached_still_expires_as_denied() {
     h.start().await;
     // Telegram refuses the routed prompt for good (the owner blocked the bot).
     h.tg.fail_next_with("sendMessage", 403, "Forbidden: bot was blocked by the user");
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "delete_task", r#"{"task_id": 1}"#));
     h.llm.push(Reply::text("Nobody approved, so I left it."));
     h.mail
         .deliver_text(ANN, "tasks", "delete task 1")

@@ -1,31 +1,13 @@
 //! The `hearth` binary as a user runs it: exit codes, messages, and the terminal chat over a pipe.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use hearth_testkit::{FakeOpenAi, Reply};
 
-use crate::support::{Signal, WAIT, eventually, free_port, poll, signal_child};
-
-/// Runs `hearth ARGS` in `dir` with a clean environment (plus `env`), feeding `stdin`.
-fn hearth(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hearth starts");
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin.as_bytes()).expect("write stdin");
-    drop(input);
-    child.wait_with_output().expect("hearth finishes")
-}
+use crate::support::{
+    Signal, WAIT, eventually, free_port, pending_pairing, poll, run_cli, signal_child,
+};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -63,7 +45,7 @@ allowed_users = [1]
 tokn = "typo"
 "#,
     );
-    let out = hearth(dir.path(), &["check"], &[], "");
+    let out = run_cli(dir.path(), &["check"], &[], "");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     for expected in [
@@ -89,7 +71,7 @@ tokn = "typo"
 fn check_reports_syntax_errors_missing_files_and_agent_problems() {
     let dir = tempfile::tempdir().expect("temp dir");
     write(dir.path(), "broken.toml", "[daemon\ntimezone = 1\n");
-    let out = hearth(dir.path(), &["--config", "broken.toml", "check"], &[], "");
+    let out = run_cli(dir.path(), &["--config", "broken.toml", "check"], &[], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("broken.toml"),
@@ -97,7 +79,7 @@ fn check_reports_syntax_errors_missing_files_and_agent_problems() {
         text(&out.stderr)
     );
 
-    let out = hearth(dir.path(), &["--config", "missing.toml", "check"], &[], "");
+    let out = run_cli(dir.path(), &["--config", "missing.toml", "check"], &[], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("missing.toml"));
 
@@ -111,7 +93,7 @@ fn check_reports_syntax_errors_missing_files_and_agent_problems() {
         "hearth.toml",
         "[router]\nagents_file = \"agents.toml\"\n",
     );
-    let out = hearth(dir.path(), &["check"], &[], "");
+    let out = run_cli(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("agents.toml"),
@@ -124,7 +106,7 @@ fn check_reports_syntax_errors_missing_files_and_agent_problems() {
         "hearth.toml",
         "[router]\ndefault_agent = \"nobody\"\n",
     );
-    let out = hearth(dir.path(), &["check"], &[], "");
+    let out = run_cli(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("nobody"),
@@ -136,7 +118,7 @@ fn check_reports_syntax_errors_missing_files_and_agent_problems() {
 #[test]
 fn check_accepts_no_file_and_a_good_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = hearth(dir.path(), &["check"], &[], "");
+    let out = run_cli(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("configuration OK"));
 
@@ -147,7 +129,7 @@ fn check_accepts_no_file_and_a_good_file() {
         "hearth.toml",
         include_str!("../../data/hearth.example.toml"),
     );
-    let out = hearth(dir.path(), &["check"], &[], "");
+    let out = run_cli(dir.path(), &["check"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("configuration OK"), "{stdout}");
@@ -157,7 +139,7 @@ fn check_accepts_no_file_and_a_good_file() {
 #[test]
 fn route_explains_the_decision_and_agents_export_writes_the_shipped_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = hearth(dir.path(), &["route", "I spent 12 euros on lunch"], &[], "");
+    let out = run_cli(dir.path(), &["route", "I spent 12 euros on lunch"], &[], "");
     assert_eq!(out.status.code(), Some(0));
     let stdout = text(&out.stdout);
     assert!(
@@ -165,7 +147,7 @@ fn route_explains_the_decision_and_agents_export_writes_the_shipped_file() {
         "{stdout}"
     );
     // An agent that does not exist is said, not routed as a conversation with nobody.
-    let out = hearth(
+    let out = run_cli(
         dir.path(),
         &["route", "hello", "--current", "finanse"],
         &[],
@@ -178,18 +160,18 @@ fn route_explains_the_decision_and_agents_export_writes_the_shipped_file() {
         text(&out.stderr)
     );
 
-    let out = hearth(dir.path(), &["agents", "export"], &[], "");
+    let out = run_cli(dir.path(), &["agents", "export"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(dir.path().join("data/agents.toml").exists());
-    let out = hearth(dir.path(), &["agents", "export"], &[], "");
+    let out = run_cli(dir.path(), &["agents", "export"], &[], "");
     assert_eq!(out.status.code(), Some(2), "refuses to overwrite");
-    let out = hearth(dir.path(), &["agents", "show", "finance"], &[], "");
+    let out = run_cli(dir.path(), &["agents", "show", "finance"], &[], "");
     assert!(
         text(&out.stdout).contains("keywords"),
         "{}",
         text(&out.stdout)
     );
-    let out = hearth(dir.path(), &["bogus-command"], &[], "");
+    let out = run_cli(dir.path(), &["bogus-command"], &[], "");
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -202,7 +184,7 @@ async fn chat_over_a_pipe_answers_each_line_once_in_order() {
     let url = llm.base_url();
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("OPENAI_BASE_URL", url.as_str())],
@@ -248,7 +230,7 @@ async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
         let vars = vars.clone();
         tokio::task::spawn_blocking(move || {
             let env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            hearth(&dir, args, &env, stdin)
+            run_cli(&dir, args, &env, stdin)
         })
     };
 
@@ -295,7 +277,7 @@ fn chat_without_a_provider_says_how_to_configure_one() {
     // A port nothing listens on stands in for "no Ollama here".
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let out = hearth(
+    let out = run_cli(
         dir.path(),
         &["chat"],
         &[("OPENAI_BASE_URL", &url)],
@@ -345,7 +327,7 @@ async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
     let path = dir.path().to_path_buf();
     let base = url.clone();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("OPENAI_BASE_URL", base.as_str())],
@@ -382,7 +364,7 @@ async fn chat_names_a_refused_key_and_an_unreachable_cloud_by_their_cause() {
     );
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("MY_KEY", "sk-wrong-SECRET")],
@@ -412,7 +394,7 @@ async fn chat_names_a_refused_key_and_an_unreachable_cloud_by_their_cause() {
         .port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = hearth(
+    let out = run_cli(
         dir.path(),
         &["chat"],
         &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", &url)],
@@ -439,7 +421,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     let path = dir.path().to_path_buf();
     let base = url.clone();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("OPENAI_BASE_URL", base.as_str())],
@@ -458,7 +440,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     llm.push(Reply::text("answered"));
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("OPENAI_BASE_URL", url.as_str())],
@@ -474,24 +456,24 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
 #[test]
 fn migrate_and_pairing_from_the_command_line() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = hearth(dir.path(), &["migrate"], &[], "");
+    let out = run_cli(dir.path(), &["migrate"], &[], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("migration(s) applied"));
 
-    let out = hearth(dir.path(), &["pair", "approve", "NOSUCHCODE"], &[], "");
+    let out = run_cli(dir.path(), &["pair", "approve", "NOSUCHCODE"], &[], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("no pairing code"),
         "{}",
         text(&out.stderr)
     );
-    let out = hearth(dir.path(), &["pair", "revoke", "bad"], &[], "");
+    let out = run_cli(dir.path(), &["pair", "revoke", "bad"], &[], "");
     assert_eq!(out.status.code(), Some(2));
-    let out = hearth(dir.path(), &["pair"], &[], "");
+    let out = run_cli(dir.path(), &["pair"], &[], "");
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("no pending pairing codes"));
 
-    let out = hearth(
+    let out = run_cli(
         dir.path(),
         &["pair", "permission", "telegram:1", "superuser"],
         &[],
@@ -503,7 +485,7 @@ fn migrate_and_pairing_from_the_command_line() {
         "{}",
         text(&out.stderr)
     );
-    let out = hearth(
+    let out = run_cli(
         dir.path(),
         &["pair", "autonomy", "telegram:1", "high"],
         &[],
@@ -550,7 +532,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     assert_eq!(response.status(), 200);
     // `hearth status` reads the same, without curl.
     let path = dir.path().to_path_buf();
-    let status = tokio::task::spawn_blocking(move || hearth(&path, &["status"], &[], ""))
+    let status = tokio::task::spawn_blocking(move || run_cli(&path, &["status"], &[], ""))
         .await
         .expect("join");
     let said = text(&status.stdout);
@@ -609,7 +591,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
     );
     // With the daemon gone, `status` says nobody answered, and fails.
     let path = dir.path().to_path_buf();
-    let status = tokio::task::spawn_blocking(move || hearth(&path, &["status"], &[], ""))
+    let status = tokio::task::spawn_blocking(move || run_cli(&path, &["status"], &[], ""))
         .await
         .expect("join");
     assert_eq!(status.status.code(), Some(1));
@@ -644,7 +626,7 @@ async fn chat_asks_approve_y_n_on_stdin() {
             ("OPENAI_BASE_URL", url.as_str()),
             ("HEARTH_TOOLS__AUTONOMY", "none"),
         ];
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &env,
@@ -786,7 +768,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     .await;
 
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["backup", "copy.db"], &[], ""))
         .await
         .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -804,7 +786,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     copy.close().await;
 
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || hearth(&path, &["backup", "copy.db"], &[], ""))
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["backup", "copy.db"], &[], ""))
         .await
         .expect("join");
     assert_eq!(
@@ -838,7 +820,7 @@ async fn secrets_stay_out_of_logs_and_errors() {
     );
     let path = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        hearth(
+        run_cli(
             &path,
             &["chat"],
             &[("MY_KEY", "sk-hearth-SECRET-1234"), ("RUST_LOG", "debug")],
@@ -876,7 +858,7 @@ fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
         &["backup", "copy.db"],
         &["schedule", "list"],
     ] {
-        let out = hearth(dir.path(), args, &[], "");
+        let out = run_cli(dir.path(), args, &[], "");
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -1027,22 +1009,7 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
     assert_eq!(service.status.code(), Some(0), "{}", text(&service.stderr));
     // A stranger wrote to the bot and got a code.
     let url = format!("sqlite://{}", state.join("hearth.db").display());
-    let store = hearth::store::Store::open(&url).await.expect("open");
-    let now = chrono::Utc::now().timestamp_millis();
-    store
-        .create_pairing(&hearth::store::PairingRequest {
-            code: "QWER2345".into(),
-            channel: "telegram".into(),
-            platform_user_id: "777".into(),
-            display_name: Some("Mum".into()),
-            chat_id: "777".into(),
-            status: "pending".into(),
-            created_at: now,
-            expires_at: now + 3_600_000,
-        })
-        .await
-        .expect("pairing");
-    store.close().await;
+    pending_pairing(&url, "QWER2345", "777", "Mum").await;
 
     // The README's command, with the test's paths, typed as root elsewhere (sudo: root's HOME).
     let typed = command
@@ -1080,7 +1047,7 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
         let home_path = home_path.clone();
         tokio::task::spawn_blocking(move || {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            hearth(
+            run_cli(
                 &dir,
                 &args,
                 &[("HOME", home_path.as_str()), ("TZ", "Europe/Berlin")],
@@ -1145,7 +1112,7 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
 #[test]
 fn version_names_the_commit_and_the_channels_built_in() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = hearth(dir.path(), &["--version"], &[], "");
+    let out = run_cli(dir.path(), &["--version"], &[], "");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let commit = stdout
@@ -1162,14 +1129,14 @@ fn version_names_the_commit_and_the_channels_built_in() {
     assert!(stdout.contains("channels: telegram"), "{stdout}");
 
     for shell in ["bash", "zsh", "fish"] {
-        let out = hearth(dir.path(), &["completions", shell], &[], "");
+        let out = run_cli(dir.path(), &["completions", shell], &[], "");
         assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains("schedule"), "{shell}");
     }
-    let out = hearth(dir.path(), &["completions", "tcsh"], &[], "");
+    let out = run_cli(dir.path(), &["completions", "tcsh"], &[], "");
     assert_eq!(out.status.code(), Some(2), "an unknown shell is bad usage");
     // -v and --log-level reach the log; a level that does not exist is bad usage.
-    let out = hearth(dir.path(), &["--log-level", "loud", "check"], &[], "");
+    let out = run_cli(dir.path(), &["--log-level", "loud", "check"], &[], "");
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -1192,7 +1159,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
         ),
     );
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
         .await
         .expect("join");
     let stdout = text(&out.stdout);
@@ -1223,7 +1190,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
 
     write(dir.path(), "hearth.toml", &provider);
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
         .await
         .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
@@ -1252,7 +1219,7 @@ async fn doctor_names_a_nearly_full_disk() {
         ),
     );
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || hearth(&path, &["doctor"], &[], ""))
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
         .await
         .expect("join");
     let stdout = text(&out.stdout);
@@ -1291,7 +1258,7 @@ async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
     );
     let doctor = |dir: std::path::PathBuf| async move {
         tokio::task::spawn_blocking(move || {
-            hearth(
+            run_cli(
                 &dir,
                 &["doctor"],
                 &[("TG", "123:tg-token"), ("DC", "dc-token")],

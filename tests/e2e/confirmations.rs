@@ -5,49 +5,31 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
-use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth::tool::{Risk, ToolInfo, ToolRegistry};
 use hearth_channel::{MessageRef, SentMessage};
-use hearth_testkit::{Reply, ToolCallSpec};
-use serde_json::{Value, json};
+use hearth_testkit::Reply;
+use serde_json::json;
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually};
-
-/// `wipe` deletes things (asks first at the default autonomy) and counts its runs.
-struct Wipe(ToolInfo, Arc<AtomicUsize>);
-
-#[async_trait]
-impl Tool for Wipe {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let n = self.1.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(format!(
-            "wiped {} (run #{n})",
-            args["what"].as_str().unwrap_or("?")
-        ))
-    }
-}
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tools = ["wipe"]
-"#;
+use crate::support::{
+    CHAT, Hearth, TestTool, USER, WAIT, eventually, general_agent, last_tool_result,
+};
 
 pub(crate) async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualClock>>) -> Hearth {
     let runs = runs.clone();
-    let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(move || {
+    let mut h = Hearth::new().await.with_agents(&general_agent("tools = [\"wipe\"]")).with_tools(move || {
         let mut registry = ToolRegistry::with_builtin();
         let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}, "required": ["what"]});
         let info = ToolInfo::new("wipe", "files", "Delete something", schema).risk(Risk::Destructive);
-        registry.register(Arc::new(Wipe(info, runs.clone()))).expect("register");
+        let runs = runs.clone();
+        // `wipe` deletes things (asks first at the default autonomy) and counts its runs.
+        let wipe = TestTool::answering(info, move |args| {
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            let what = args["what"].as_str().unwrap_or("?");
+            Ok(format!("wiped {what} (run #{n})"))
+        });
+        registry.register(wipe).expect("register");
         registry
     });
     if let Some(clock) = clock {
@@ -59,11 +41,8 @@ pub(crate) async fn hearth(runs: &Arc<AtomicUsize>, clock: Option<Arc<ManualCloc
 
 /// Sends the message that makes the fake model call `wipe`, and returns the prompt.
 pub(crate) async fn ask(h: &Hearth) -> SentMessage {
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "wipe",
-        r#"{"what":"old logs"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "wipe", r#"{"what":"old logs"}"#));
     let before = h.channel.sent().len();
     h.channel.push_text(CHAT, USER, "please wipe the old logs");
     let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
@@ -82,13 +61,7 @@ fn data(prompt: &SentMessage, index: usize) -> String {
 }
 
 fn tool_result(h: &Hearth) -> String {
-    let request = h.llm.last_request().expect("request");
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
+    last_tool_result(&h.llm.last_request().expect("request"))
 }
 
 async fn current_text(h: &Hearth, reference: &MessageRef) -> String {
@@ -329,11 +302,7 @@ async fn full_autonomy_runs_without_asking() {
     let mut h = hearth(&runs, None).await;
     h.config.tools.autonomy = hearth::config::Autonomy::Full;
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "wipe",
-        r#"{"what":"x"}"#,
-    )]));
+    h.llm.push(Reply::call("c1", "wipe", r#"{"what":"x"}"#));
     h.llm.push(Reply::text("done"));
     assert_eq!(h.say("wipe x").await.text, "done");
     assert_eq!(runs.load(Ordering::SeqCst), 1);

@@ -10,16 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth::config::{OnConfirmation, ScheduleConfig};
 use hearth::store::{ModelCall, Store};
-use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth::tool::{Risk, ToolInfo, ToolRegistry};
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
+use crate::support::{CHAT, Hearth, TestTool, USER, WAIT};
 
 /// What the summariser's instructions start with; the fake answers those requests as one.
 const SUMMARY_MARK: &str = "You keep the record of a long conversation";
@@ -33,20 +32,6 @@ tools = ["save_fact"]
 tool_mode = "direct"
 "#;
 
-/// `save_fact`: a write that returns a new id each time, like the organiser tools.
-struct SaveFact(ToolInfo, Arc<AtomicI64>);
-
-#[async_trait]
-impl Tool for SaveFact {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        let id = self.1.fetch_add(1, Ordering::SeqCst) + 100;
-        Ok(json!({"id": id, "saved": true}).to_string())
-    }
-}
-
 fn tools() -> ToolRegistry {
     let mut registry = ToolRegistry::with_builtin();
     let info = ToolInfo::new(
@@ -56,8 +41,13 @@ fn tools() -> ToolRegistry {
         json!({"type": "object", "properties": {"text": {"type": "string"}}}),
     )
     .risk(Risk::Write);
+    let next_id = AtomicI64::new(0);
     registry
-        .register(Arc::new(SaveFact(info, Arc::new(AtomicI64::new(0)))))
+        .register(TestTool::answering(info, move |_| {
+            // A write that returns a new id each time, like the organiser tools.
+            let id = next_id.fetch_add(1, Ordering::SeqCst) + 100;
+            Ok(json!({"id": id, "saved": true}).to_string())
+        }))
         .expect("register");
     registry
 }
@@ -185,7 +175,7 @@ async fn small_window_keeps_an_early_fact(database_url: Option<String>, turns: u
         }
         if text.ends_with("save it") {
             let args = json!({"text": text}).to_string();
-            return Reply::tool_calls(vec![ToolCallSpec::new("call_0", "save_fact", args)]);
+            return Reply::call("call_0", "save_fact", args);
         }
         Reply::text(format!("Noted: {text}. {}", "All clear. ".repeat(12)))
     });
@@ -342,11 +332,7 @@ async fn repeated_identical_tool_calls_stop_the_turn() {
         if last_message(request)["content"] == "hello again" {
             return Reply::text("hi");
         }
-        Reply::tool_calls(vec![ToolCallSpec::new(
-            "call_0",
-            "save_fact",
-            r#"{"text": "same"}"#,
-        )])
+        Reply::call("call_0", "save_fact", r#"{"text": "same"}"#)
     });
     h.start().await;
     let reply = h.say("save it forever").await;
@@ -379,9 +365,8 @@ async fn costs_are_the_reported_usage_times_the_prices() {
     h.start().await;
     h.llm.push(Reply::text("one").usage(1_000, 500));
     h.say("hello").await;
-    h.llm.push(
-        Reply::tool_calls(vec![ToolCallSpec::new("c1", "save_fact", "{}")]).usage(2_000, 100),
-    );
+    h.llm
+        .push(Reply::call("c1", "save_fact", "{}").usage(2_000, 100));
     h.llm.push(Reply::text("saved").usage(3_000, 50));
     h.say("save it").await;
 
@@ -802,19 +787,6 @@ async fn a_crash_in_the_middle_of_a_compaction_loses_nothing() {
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("day, agent, schedule, user, model"));
 }
 
-/// `read_log`: a safe tool with a long result.
-struct ReadLog(ToolInfo);
-
-#[async_trait]
-impl Tool for ReadLog {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        Ok(format!("START {} END", "log line. ".repeat(500)))
-    }
-}
-
 #[tokio::test]
 async fn old_tool_results_are_stubs_that_tool_result_fetches_back() {
     let agents = "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"PROMPT:general\"\ntools = [\"read_log\"]\ntool_mode = \"direct\"\n";
@@ -827,14 +799,15 @@ async fn old_tool_results_are_stubs_that_tool_result_fetches_back() {
             json!({"type": "object"}),
         );
         registry
-            .register(Arc::new(ReadLog(info)))
+            .register(TestTool::answering(info, |_| {
+                // A safe tool with a long result.
+                Ok(format!("START {} END", "log line. ".repeat(500)))
+            }))
             .expect("register");
         registry
     });
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "log1", "read_log", "{}",
-    )]));
+    h.llm.push(Reply::call("log1", "read_log", "{}"));
     h.llm.push(Reply::text("The log is fine."));
     h.say("check the log").await;
     for turn in 2..=4 {
@@ -852,11 +825,11 @@ async fn old_tool_results_are_stubs_that_tool_result_fetches_back() {
         "the tool is offered"
     );
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+    h.llm.push(Reply::call(
         "fetch1",
         "tool_result",
         r#"{"call_id": "log1"}"#,
-    )]));
+    ));
     h.llm.push(Reply::text("It ends with END."));
     assert_eq!(
         h.say("how did the log end?").await.text,

@@ -9,11 +9,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hearth_testkit::{Reply, ToolCallSpec};
+use hearth_testkit::Reply;
 use rand::Rng;
 use serde_json::{Value, json};
 
-use crate::telegram::{OWNER, TgHearth, last_user_text};
+use crate::support::last_user_text;
+use crate::telegram::{OWNER, TgHearth};
 
 struct Load {
     chats: i64,
@@ -70,7 +71,7 @@ async fn run(load: Load) {
             .is_some_and(|m| m.last().is_some_and(|m| m["role"] == "tool"));
         if text.ends_with("-note") && !answered_tool {
             let args = json!({"title": text}).to_string();
-            return Reply::tool_calls(vec![ToolCallSpec::new("c1", "add_task", args)]);
+            return Reply::call("c1", "add_task", args);
         }
         Reply::text(format!("echo: {text}"))
     });

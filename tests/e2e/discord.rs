@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use hearth_testkit::discord::{FakeDiscord, FakeMessage, UserMessage};
 use hearth_testkit::telegram::FakeTelegram;
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
-use crate::support::HearthProcess;
+use crate::support::{
+    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+};
 
 const TOKEN: &str = "MTIz.SECRET-discord-token-xyz";
 const TG_TOKEN: &str = "123456:SECRET-telegram-token-xyz";
@@ -23,16 +25,6 @@ const STRANGER_DM: u64 = 500_000_000_000_000_009;
 const SERVER: u64 = 600_000_000_000_000_001;
 const WAIT: Duration = Duration::from_secs(20);
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-"#;
-
 struct DcHearth {
     process: HearthProcess,
     llm: FakeOpenAi,
@@ -40,19 +32,7 @@ struct DcHearth {
     tg: Option<FakeTelegram>,
 }
 
-/// The child-process harness's methods (start, stop, logs, get …) on the Discord one.
-impl std::ops::Deref for DcHearth {
-    type Target = HearthProcess;
-    fn deref(&self) -> &HearthProcess {
-        &self.process
-    }
-}
-
-impl std::ops::DerefMut for DcHearth {
-    fn deref_mut(&mut self) -> &mut HearthProcess {
-        &mut self.process
-    }
-}
+process_harness!(DcHearth);
 
 impl DcHearth {
     async fn new(extra: &str, with_telegram: bool) -> Self {
@@ -78,21 +58,7 @@ impl DcHearth {
             )
         });
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-vision = true
-
-[router]
-agents_file = "agents.toml"
-
-[runtime]
-stream = {stream}
-
+            r#"{llm}
 [channels.discord]
 token_env = "DC_TOKEN"
 api_url = "{dc}"
@@ -100,10 +66,14 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
 {extra}
 {telegram}
 "#,
-            llm = llm.base_url(),
+            llm = llm_sections(&llm, true, stream),
             dc = dc.api_url(),
         );
-        process.write_config(&format!("discord:{OWNER}"), &config, AGENTS);
+        process.write_config(
+            &format!("discord:{OWNER}"),
+            &config,
+            &general_agent(TASK_TOOLS),
+        );
         Self {
             process,
             llm,
@@ -134,10 +104,7 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
 }
 
 fn echo(request: &Value) -> Reply {
-    Reply::text(format!(
-        "echo: {}",
-        crate::telegram::last_user_text(request)
-    ))
+    Reply::text(format!("echo: {}", last_user_text(request)))
 }
 
 #[tokio::test]
@@ -190,19 +157,13 @@ async fn dms_are_answered_servers_need_a_mention_and_strangers_get_a_code() {
 async fn confirmations_are_buttons_decided_by_the_requester_and_expire() {
     let mut h = DcHearth::new("[tools]\nconfirmation_timeout_secs = 2\n", false).await;
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.dc.send(UserMessage::new(SERVER, OWNER, "add a task").mention());
     h.wait(SERVER, 1).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.dc.send(UserMessage::new(SERVER, FRIEND, "delete task 1").mention());
     let prompt = h.wait(SERVER, 2).await[1].clone();
     assert!(prompt.content.contains("delete_task"), "{}", prompt.content);
@@ -245,11 +206,8 @@ async fn confirmations_are_buttons_decided_by_the_requester_and_expire() {
     assert!(edited.buttons.is_empty(), "{:?}", edited.buttons);
 
     // A prompt nobody answers expires and says so.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "delete_task",
-        r#"{"task_id": 2}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c3", "delete_task", r#"{"task_id": 2}"#));
     h.llm.push(Reply::text("Nobody approved, so I left it."));
     h.dc.send(UserMessage::new(SERVER, OWNER, "delete task 2").mention());
     let messages = h.wait(SERVER, 5).await;

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth::tool::{ToolInfo, ToolRegistry};
 use hearth_channel::{Attachment, AttachmentKind, ChatRef, Sender};
-use hearth_testkit::{Reply, ToolCallSpec};
-use serde_json::{Value, json};
+use hearth_testkit::Reply;
+use serde_json::json;
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually, settle};
+use crate::support::{CHAT, Hearth, TestTool, USER, WAIT, eventually, general_agent, settle};
 
 const FRIEND: &str = "2002";
 const STRANGER: &str = "31337";
@@ -132,56 +131,30 @@ async fn files_over_the_per_message_limit_are_refused_from_their_declared_size()
     h.stop().await;
 }
 
-/// `slow` starts and never ends, so a turn stays running until it is cancelled.
-struct Slow(ToolInfo, Arc<AtomicUsize>);
-
-#[async_trait]
-impl Tool for Slow {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        Ok("finally".into())
-    }
-}
-
-const SLOW_AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tools = ["slow"]
-"#;
-
 #[tokio::test]
 async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
     let started = Arc::new(AtomicUsize::new(0));
     let counter = started.clone();
     let mut h = Hearth::new()
         .await
-        .with_agents(SLOW_AGENTS)
+        .with_agents(&general_agent(r#"tools = ["slow"]"#))
         .with_tools(move || {
             let mut registry = ToolRegistry::with_builtin();
             let info = ToolInfo::new("slow", "test", "Takes forever", json!({"type": "object"}));
-            registry
-                .register(Arc::new(Slow(info, counter.clone())))
-                .expect("register");
+            let counter = counter.clone();
+            // `slow` starts and never ends, so a turn stays running until it is cancelled.
+            let slow = TestTool::hanging(info, move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok("finally".into())
+            });
+            registry.register(slow).expect("register");
             registry
         });
     h.config.daemon.owner = Some("memory:9999".into());
     h.start().await;
-    h.daemon()
-        .store()
-        .allow_identity("memory", FRIEND, None, "friend", false, 0)
-        .await
-        .expect("allow the friend");
+    h.allow(FRIEND).await;
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1", "slow", "{}",
-    )]));
+    h.llm.push(Reply::call("c1", "slow", "{}"));
     h.channel.push_text(CHAT, USER, "do the slow thing");
     eventually("the slow tool to start", async || {
         started.load(Ordering::SeqCst) == 1
@@ -209,9 +182,7 @@ async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
     .await;
 
     // And the person whose turn it is may stop their own.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2", "slow", "{}",
-    )]));
+    h.llm.push(Reply::call("c2", "slow", "{}"));
     h.channel.push_text(CHAT, USER, "again, slowly");
     eventually("the second slow call", async || {
         started.load(Ordering::SeqCst) == 2
@@ -234,11 +205,7 @@ async fn cancel_stops_only_the_senders_own_turn_or_the_owners_word() {
 async fn in_a_group_each_member_sees_only_their_own_earlier_turns() {
     let mut h = Hearth::new().await;
     h.start().await;
-    h.daemon()
-        .store()
-        .allow_identity("memory", FRIEND, None, "friend", false, 0)
-        .await
-        .expect("allow the friend");
+    h.allow(FRIEND).await;
     h.llm.push(Reply::text("Noted."));
     h.say("I spent 420 on the lawyer, keep it quiet").await;
 

@@ -7,10 +7,12 @@
 use std::time::{Duration, Instant};
 
 use hearth_testkit::email::{MailServers, SentMail, mail};
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
-use crate::support::HearthProcess;
+use crate::support::{
+    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+};
 
 const BOT: &str = "bot@example.org";
 const PASSWORD: &str = "SECRET-mail-password";
@@ -19,47 +21,13 @@ const BOB: &str = "bob@example.org";
 const CAROL: &str = "carol@example.org";
 const WAIT: Duration = Duration::from_secs(20);
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-"#;
-
 struct MailHearth {
     process: HearthProcess,
     llm: FakeOpenAi,
     mail: MailServers,
 }
 
-/// The child-process harness's methods (start, stop, logs, healthz …) on the email one.
-impl std::ops::Deref for MailHearth {
-    type Target = HearthProcess;
-    fn deref(&self) -> &HearthProcess {
-        &self.process
-    }
-}
-
-impl std::ops::DerefMut for MailHearth {
-    fn deref_mut(&mut self) -> &mut HearthProcess {
-        &mut self.process
-    }
-}
-
-/// The last user message of an LLM request.
-fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default()
-}
+process_harness!(MailHearth);
 
 impl MailHearth {
     async fn new(extra: &str) -> Self {
@@ -80,20 +48,7 @@ impl MailHearth {
             "trust_unverified_from = true"
         };
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-
-[router]
-agents_file = "agents.toml"
-
-[runtime]
-stream = false
-
+            r#"{llm}
 [channels.email]
 imap_url = "{imap}"
 smtp_url = "{smtp}"
@@ -104,11 +59,11 @@ allowed_senders = ["{ANN}", "{BOB}"]
 {verification}
 {extra}
 "#,
-            llm = llm.base_url(),
+            llm = llm_sections(&llm, false, false),
             imap = mail.imap.url(),
             smtp = mail.smtp.url(),
         );
-        process.write_config(&format!("email:{ANN}"), &config, AGENTS);
+        process.write_config(&format!("email:{ANN}"), &config, &general_agent(TASK_TOOLS));
         Self { process, llm, mail }
     }
 
@@ -292,22 +247,16 @@ async fn a_mail_is_answered_in_its_thread_and_strangers_and_robots_are_not() {
 async fn a_confirmation_is_approved_by_the_requesters_code_only() {
     let mut h = MailHearth::new("").await;
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.mail
         .deliver_text(ANN, "tasks", "add a task")
         .await
         .expect("deliver");
     h.wait_sent(ANN, 1).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     let (request_id, raw) = mail(ANN, BOT, "tasks", "", "delete task 1");
     h.mail.deliver(&raw).await.expect("deliver");
     let prompt = h.wait_sent(ANN, 2).await.remove(1);

@@ -11,7 +11,8 @@ use hearth_testkit::Reply;
 use hearth_testkit::tmpfs::Tmpfs;
 use serde_json::Value;
 
-use crate::telegram::{OWNER, TgHearth, last_user_text};
+use crate::support::last_user_text;
+use crate::telegram::{OWNER, TgHearth};
 
 const WAIT: Duration = Duration::from_secs(20);
 const DISK: u64 = 2 * 1024 * 1024;

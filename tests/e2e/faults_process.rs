@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,11 @@ use hearth::store::Store;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::Value;
 
-use crate::support::{Signal, eventually, free_port, poll, signal_child};
-use crate::telegram::{OWNER, TgHearth, last_user_text};
+use crate::support::{
+    Signal, eventually, free_port, hearth_command, last_user_text, poll, postgres_url,
+    signal_child, spawn_with_input,
+};
+use crate::telegram::{OWNER, TgHearth};
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
 const WAIT: Duration = Duration::from_secs(15);
@@ -25,17 +28,6 @@ fn echo_responder(llm: &FakeOpenAi) {
     llm.set_responder(|body| Reply::text(format!("answer to: {}", last_user_text(body))));
 }
 
-fn hearth_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().copied());
-    command
-}
-
 /// Runs `hearth ARGS` to the end with `stdin` piped in.
 async fn run_to_end(
     dir: &Path,
@@ -43,15 +35,7 @@ async fn run_to_end(
     env: &[(&str, &str)],
     stdin: &str,
 ) -> (Option<i32>, String, String) {
-    let mut child = hearth_command(dir, args, env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hearth starts");
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin.as_bytes()).expect("write stdin");
-    drop(input);
+    let child = spawn_with_input(&mut hearth_command(dir, args, env), stdin);
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .expect("join")
@@ -313,16 +297,8 @@ async fn a_second_daemon_refuses_with_one_line_and_a_killed_one_does_not_block_t
 
 #[tokio::test]
 async fn two_daemons_on_one_postgres_database_do_not_run_at_once() {
-    let server;
-    let url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            server = hearth_testkit::postgres::TestPostgres::start();
-            let Some(server) = &server else { return };
-            server
-                .create_database("hearth_lock")
-                .expect("create database")
-        }
+    let Some((url, _server)) = postgres_url("hearth_lock") else {
+        return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let port = free_port();
@@ -453,11 +429,7 @@ async fn ctrl_c_stops_the_answer_at_once_and_the_next_session_starts_clean() {
 #[tokio::test]
 async fn a_killed_chat_session_is_not_resumed_by_the_next() {
     let llm = FakeOpenAi::start().await;
-    llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "get_current_datetime",
-        "{}",
-    )]));
+    llm.push(Reply::call("c1", "get_current_datetime", "{}"));
     let dir = chat_dir(&llm, "");
     // Autonomy "none" asks before every tool: the chat is killed while it asks.
     let env = [("HEARTH_TOOLS__AUTONOMY", "none")];

@@ -11,20 +11,12 @@ use hearth::config::Config;
 use hearth::daemon::{Daemon, DaemonBuilder};
 use hearth::store::Store;
 use hearth_channel::{ChatRef, MemoryChannel, MessageRef, SentMessage};
-use hearth_testkit::postgres::TestPostgres;
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 
-use crate::support::{WAIT, eventually, provider, rustls};
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-"#;
+use crate::support::{
+    TASK_TOOLS, WAIT, eventually, general_agent, last_tool_result, pending_pairing, postgres_url,
+    provider, run_cli, rustls,
+};
 
 const TG_USER: &str = "42";
 const TG_CHAT: &str = "tg-chat-42";
@@ -56,7 +48,9 @@ impl TwoChannels {
         let telegram = Arc::new(MemoryChannel::new("telegram"));
         let email = Arc::new(MemoryChannel::new("email"));
         let daemon = DaemonBuilder::new(config)
-            .agents(AgentSet::parse(AGENTS, "test agents").expect("agents parse"))
+            .agents(
+                AgentSet::parse(&general_agent(TASK_TOOLS), "test agents").expect("agents parse"),
+            )
             .channel(
                 telegram.clone(),
                 &[TG_USER.to_string(), TG_STRANGER.to_string()],
@@ -101,13 +95,7 @@ impl TwoChannels {
 
     /// What the last `tool` message the model received says.
     fn last_tool_result(&self) -> String {
-        let request = self.llm.last_request().expect("a request");
-        request["messages"]
-            .as_array()
-            .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_string()
+        last_tool_result(&self.llm.last_request().expect("a request"))
     }
 }
 
@@ -118,11 +106,11 @@ async fn owner_identities_in_a_list_are_one_user_sharing_tasks() {
     ))
     .await;
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+    h.llm.push(Reply::call(
         "c1",
         "add_task",
         r#"{"title": "Renew passport"}"#,
-    )]));
+    ));
     h.llm.push(Reply::text("Added."));
     let reply = h
         .say(&h.telegram, TG_CHAT, TG_USER, "add a task: renew passport")
@@ -130,11 +118,7 @@ async fn owner_identities_in_a_list_are_one_user_sharing_tasks() {
     assert_eq!(reply.text, "Added.");
 
     // The same person by email sees the task made on Telegram.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "list_tasks",
-        "{}",
-    )]));
+    h.llm.push(Reply::call("c2", "list_tasks", "{}"));
     h.llm.push(Reply::text("You have one task."));
     let reply = h
         .say(&h.email, EMAIL_USER, EMAIL_USER, "what are my tasks?")
@@ -147,11 +131,7 @@ async fn owner_identities_in_a_list_are_one_user_sharing_tasks() {
     );
 
     // Someone else sees none of it.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "list_tasks",
-        "{}",
-    )]));
+    h.llm.push(Reply::call("c3", "list_tasks", "{}"));
     h.llm.push(Reply::text("Nothing."));
     h.say(&h.email, EMAIL_OTHER, EMAIL_OTHER, "my tasks?").await;
     assert!(
@@ -214,19 +194,13 @@ async fn a_confirmation_is_decided_by_a_linked_identity_on_another_channel_only(
         .await
         .expect("linked");
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old plan"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old plan"}"#));
     h.llm.push(Reply::text("Added."));
     h.say(&h.telegram, TG_CHAT, TG_USER, "add the old plan")
         .await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     let prompt = h
         .say(&h.telegram, TG_CHAT, TG_USER, "delete the old plan")
         .await;
@@ -308,14 +282,7 @@ async fn a_confirmation_is_decided_by_a_linked_identity_on_another_channel_only(
 
 /// Runs `hearth ARGS` in `dir` with a clean environment.
 fn hearth(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdin(Stdio::null())
-        .output()
-        .expect("hearth runs")
+    run_cli(dir, args, &[], "")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -427,22 +394,7 @@ async fn pair_list_shows_a_strangers_escape_codes_as_text() {
     )
     .expect("write config");
     let url = format!("sqlite://{}", dir.path().join("data/hearth.db").display());
-    let store = Store::open(&url).await.expect("open");
-    let now = chrono::Utc::now().timestamp_millis();
-    store
-        .create_pairing(&hearth::store::PairingRequest {
-            code: "ABCD2345".into(),
-            channel: "telegram".into(),
-            platform_user_id: "666".into(),
-            display_name: Some("\u{1b}[2J\u{1b}[HMum\u{202e}".into()),
-            chat_id: "666".into(),
-            status: "pending".into(),
-            created_at: now,
-            expires_at: now + 3_600_000,
-        })
-        .await
-        .expect("pairing");
-    store.close().await;
+    pending_pairing(&url, "ABCD2345", "666", "\u{1b}[2J\u{1b}[HMum\u{202e}").await;
     let out = ok(dir.path(), &["pair", "list"]);
     assert!(
         !out.contains('\u{1b}') && !out.contains('\u{202e}'),
@@ -642,16 +594,8 @@ fn check_names_a_bad_owner_entry() {
 #[tokio::test]
 async fn link_merge_and_unlink_on_postgres() {
     rustls();
-    let server;
-    let url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            server = TestPostgres::start();
-            let Some(server) = &server else { return };
-            server
-                .create_database("hearth_identities")
-                .expect("create database")
-        }
+    let Some((url, _server)) = postgres_url("hearth_identities") else {
+        return;
     };
     let store = Store::open(&url).await.expect("open");
     let (a, b) = two_users(&store).await;

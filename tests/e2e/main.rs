@@ -42,7 +42,10 @@ mod schedules;
 mod seam;
 mod supervision;
 // Without the Telegram channel most of the child-process harness has no user left.
-#[cfg_attr(not(feature = "telegram"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "telegram"),
+    allow(dead_code, unused_imports, unused_macros)
+)]
 mod support;
 #[cfg(feature = "telegram")]
 mod telegram;

@@ -8,23 +8,15 @@
 use std::time::Duration;
 
 use hearth_testkit::matrix::{Human, Registered, SeenMessage, Synapse, unique_name};
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
-use crate::support::{HearthProcess, poll};
+use crate::support::{
+    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, poll, process_harness,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 const PASSWORD: &str = "bot-password-SECRET";
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-"#;
 
 struct MxHearth {
     process: HearthProcess,
@@ -35,19 +27,7 @@ struct MxHearth {
     friend: Human,
 }
 
-/// The child-process harness's methods (start, stop, logs …) on the Matrix one.
-impl std::ops::Deref for MxHearth {
-    type Target = HearthProcess;
-    fn deref(&self) -> &HearthProcess {
-        &self.process
-    }
-}
-
-impl std::ops::DerefMut for MxHearth {
-    fn deref_mut(&mut self) -> &mut HearthProcess {
-        &mut self.process
-    }
-}
+process_harness!(MxHearth);
 
 impl MxHearth {
     async fn new(extra: &str) -> Self {
@@ -69,20 +49,7 @@ impl MxHearth {
         // `@OWNER` in the extra configuration (a schedule's target) is the owner's user id.
         let extra = extra.replace("@OWNER", &owner.user.user_id);
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-
-[router]
-agents_file = "agents.toml"
-
-[runtime]
-stream = false
-
+            r#"{llm}
 {extra}
 
 [channels.matrix]
@@ -95,9 +62,13 @@ allowed_users = ["{owner}", "{friend}"]
             friend = friend.user.user_id,
             bot = bot.user_id,
             url = server.url(),
-            llm = llm.base_url(),
+            llm = llm_sections(&llm, false, false),
         );
-        process.write_config(&format!("matrix:{}", owner.user.user_id), &config, AGENTS);
+        process.write_config(
+            &format!("matrix:{}", owner.user.user_id),
+            &config,
+            &general_agent(TASK_TOOLS),
+        );
         Self {
             process,
             llm,
@@ -163,18 +134,6 @@ allowed_users = ["{owner}", "{friend}"]
         })
         .await
     }
-}
-
-/// The text of the last user message in an OpenAI request.
-fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default()
 }
 
 fn echo(h: &MxHearth) {
@@ -432,11 +391,8 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
     h.wait_membership(&room, &h.bot.user_id, "join").await;
     let bot = h.bot.user_id.clone();
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.owner
         .text(&room, &format!("{bot} add a task"), None)
@@ -446,11 +402,8 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
         .await;
 
     // The owner asks; the friend's ✅ does nothing; the owner's ✅ approves.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.llm.push(Reply::text("Deleted."));
     h.owner
         .text(&room, &format!("{bot} delete task 1"), None)
@@ -488,11 +441,8 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
     .await;
 
     // A reply "deny" to the next prompt decides it.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "delete_task",
-        r#"{"task_id": 2}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c3", "delete_task", r#"{"task_id": 2}"#));
     h.llm.push(Reply::text("Left it alone."));
     h.owner
         .text(&room, &format!("{bot} delete task 2"), None)
@@ -515,11 +465,8 @@ async fn confirmations_by_reaction_and_by_reply_ignore_others_and_expire() {
     .await;
 
     // Nobody answers the third: it expires and says so.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c4",
-        "delete_task",
-        r#"{"task_id": 3}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c4", "delete_task", r#"{"task_id": 3}"#));
     h.llm.push(Reply::text("Nobody approved, so I left it."));
     h.owner
         .text(&room, &format!("{bot} delete task 3"), None)
@@ -710,20 +657,14 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
     })
     .await;
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Secret task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Secret task"}"#));
     h.llm.push(Reply::text("Added."));
     say("add a task").await;
     wait_for("Added.", |b| b == "Added.").await;
 
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.llm.push(Reply::text("Deleted."));
     say("delete task 1").await;
     let prompt = wait_for("the prompt", |b| b.contains("delete_task")).await;

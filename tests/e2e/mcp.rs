@@ -12,27 +12,12 @@ use hearth_testkit::mcp::{FakeMcpHttp, mcp_fake_path};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{Hearth, USER, WAIT, eventually, free_port, poll};
+use crate::support::{Hearth, USER, WAIT, eventually, free_port, general_agent, poll};
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["fake"]
-tool_mode = "direct"
-"#;
-
-const META_AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["fake"]
-tool_mode = "meta"
-"#;
+/// The agent of these tests: the fake server's tools, called directly or through the meta tools.
+fn agents(mode: &str) -> String {
+    general_agent(&format!("tool_groups = [\"fake\"]\ntool_mode = \"{mode}\""))
+}
 
 /// A `[[mcp_servers]]` entry for the fake over stdio, plus `extra` TOML lines.
 fn stdio_server(name: &str, extra: &str) -> McpServerConfig {
@@ -128,7 +113,7 @@ async fn stdio_tools_are_offered_and_called_through_the_runtime() {
         "env = {{ FAKE_PLAIN = \"plain\", MCP_FAKE_LOG = {} }}\nsecrets_env = {{ FAKE_SECRET = \"PATH\" }}\n",
         toml::Value::String(log.path().display().to_string())
     );
-    let mut h = hearth_with(vec![stdio_server("fake", &extra)], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", &extra)], &agents("direct")).await;
     let entry = connected(&h, "fake").await;
     assert_eq!(entry["transport"], "stdio");
     assert_eq!(entry["tools"], 8, "{entry}");
@@ -225,7 +210,7 @@ async fn the_write_tool_asks_first_and_runs_once_approved() {
         "env = {{ MCP_FAKE_LOG = {} }}\n",
         toml::Value::String(log.path().display().to_string())
     );
-    let mut h = hearth_with(vec![stdio_server("fake", &extra)], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", &extra)], &agents("direct")).await;
     connected(&h, "fake").await;
 
     h.llm.push(Reply::tool_calls(vec![call(
@@ -268,7 +253,9 @@ async fn the_write_tool_asks_first_and_runs_once_approved() {
 #[tokio::test]
 async fn outward_tools_need_the_execute_permission_like_built_in_ones() {
     // Not the owner: an allowed user has `write`, which is not enough to act outside hearth.
-    let mut h = Hearth::new().await.with_agents(AGENTS);
+    let mut h = Hearth::new().await.with_agents(&general_agent(
+        "tool_groups = [\"fake\"]\ntool_mode = \"direct\"",
+    ));
     h.config.mcp_servers = vec![stdio_server("fake", "")];
     h.start().await;
     connected(&h, "fake").await;
@@ -291,7 +278,7 @@ async fn outward_tools_need_the_execute_permission_like_built_in_ones() {
 async fn the_risk_table_overrides_the_servers_hints() {
     // The user trusts write_note and distrusts whoami.
     let extra = "[risk]\nwrite_note = \"read\"\n\"who*\" = \"outward\"\n";
-    let mut h = hearth_with(vec![stdio_server("fake", extra)], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", extra)], &agents("direct")).await;
     connected(&h, "fake").await;
     h.llm.push(Reply::tool_calls(vec![call(
         "c1",
@@ -316,7 +303,7 @@ async fn the_risk_table_overrides_the_servers_hints() {
 
 #[tokio::test]
 async fn invalid_arguments_are_refused_with_the_schema_before_the_server_sees_them() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     connected(&h, "fake").await;
     h.llm.push(Reply::tool_calls(vec![call(
         "c1",
@@ -342,7 +329,7 @@ async fn invalid_arguments_are_refused_with_the_schema_before_the_server_sees_th
 
 #[tokio::test]
 async fn the_meta_tools_find_and_use_mcp_tools() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], META_AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("meta")).await;
     connected(&h, "fake").await;
     h.llm.push(Reply::tool_calls(vec![call(
         "c1",
@@ -374,7 +361,7 @@ async fn the_meta_tools_find_and_use_mcp_tools() {
 
 #[tokio::test]
 async fn a_tool_error_from_the_server_reaches_the_model() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     connected(&h, "fake").await;
     h.llm
         .push(Reply::tool_calls(vec![call("c1", "fake__fail", json!({}))]));
@@ -391,7 +378,7 @@ async fn a_tool_error_from_the_server_reaches_the_model() {
 
 #[tokio::test]
 async fn a_server_that_changes_its_tools_has_them_listed_again() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     connected(&h, "fake").await;
     h.llm
         .push(Reply::tool_calls(vec![call("c1", "fake__grow", json!({}))]));
@@ -411,7 +398,7 @@ async fn a_server_that_changes_its_tools_has_them_listed_again() {
 
 #[tokio::test]
 async fn a_server_that_crashes_mid_call_gives_a_tool_error_and_is_restarted() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     let before = connected(&h, "fake").await;
     let old_pid = before["pid"].as_u64().expect("pid");
 
@@ -452,7 +439,7 @@ async fn a_server_that_crashes_mid_call_gives_a_tool_error_and_is_restarted() {
 async fn a_hanging_call_ends_at_timeout_secs_with_a_clear_error() {
     let mut server = stdio_server("fake", "");
     server.timeout_secs = 2;
-    let mut h = hearth_with(vec![server], AGENTS).await;
+    let mut h = hearth_with(vec![server], &agents("direct")).await;
     connected(&h, "fake").await;
     h.llm
         .push(Reply::tool_calls(vec![call("c1", "fake__hang", json!({}))]));
@@ -489,7 +476,7 @@ async fn a_server_that_never_starts_is_reported_and_hearth_carries_on() {
     let dying = stdio_server("dying", "env = { MCP_FAKE_MODE = \"exit\" }");
     let mut silent = stdio_server("silent", "env = { MCP_FAKE_MODE = \"silent\" }");
     silent.timeout_secs = 1;
-    let mut h = hearth_with(vec![missing, dying, silent], AGENTS).await;
+    let mut h = hearth_with(vec![missing, dying, silent], &agents("direct")).await;
 
     let entry = wait_server(&h, "missing", "failed", |e| e["state"] == "failed").await;
     let error = entry["error"].as_str().unwrap_or_default();
@@ -538,7 +525,9 @@ async fn a_server_that_never_starts_is_reported_and_hearth_carries_on() {
 #[tokio::test]
 async fn the_first_message_after_a_fresh_start_waits_for_a_starting_server() {
     let slow = stdio_server("fake", "env = { MCP_FAKE_MODE = \"slow\" }");
-    let mut h = Hearth::new().await.with_agents(AGENTS);
+    let mut h = Hearth::new().await.with_agents(&general_agent(
+        "tool_groups = [\"fake\"]\ntool_mode = \"direct\"",
+    ));
     h.config.mcp_servers = vec![slow];
     h.config.daemon.owner = Some(format!("memory:{USER}").into());
     h.start().await;
@@ -557,7 +546,7 @@ async fn a_servers_secret_in_its_stderr_never_reaches_healthz() {
         "leaky",
         "env = { MCP_FAKE_MODE = \"leak\" }\nsecrets_env = { FAKE_SECRET = \"PATH\" }",
     );
-    let mut h = hearth_with(vec![leaky], AGENTS).await;
+    let mut h = hearth_with(vec![leaky], &agents("direct")).await;
     let entry = wait_server(&h, "leaky", "failed", |e| e["state"] == "failed").await;
     let error = entry["error"].as_str().unwrap_or_default();
     assert!(
@@ -571,7 +560,7 @@ async fn a_servers_secret_in_its_stderr_never_reaches_healthz() {
 
 #[tokio::test]
 async fn tools_known_from_the_last_run_are_offered_while_the_server_is_down() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     connected(&h, "fake").await;
     h.stop().await;
 
@@ -601,7 +590,7 @@ async fn tools_known_from_the_last_run_are_offered_while_the_server_is_down() {
 
 #[tokio::test]
 async fn no_process_is_left_after_shutdown() {
-    let mut h = hearth_with(vec![stdio_server("fake", "")], AGENTS).await;
+    let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     let entry = connected(&h, "fake").await;
     let server_pid = entry["pid"].as_u64().expect("pid");
     h.llm.push(Reply::tool_calls(vec![call(
@@ -623,7 +612,11 @@ async fn no_process_is_left_after_shutdown() {
 async fn http_server_tools_work_with_headers_and_a_bearer_token() {
     let fake = FakeMcpHttp::start().await;
     let extra = "headers = { \"X-Test\" = \"hello\" }\nbearer_token_env = \"PATH\"\n";
-    let mut h = hearth_with(vec![http_server("fake", &fake.url(), extra)], AGENTS).await;
+    let mut h = hearth_with(
+        vec![http_server("fake", &fake.url(), extra)],
+        &agents("direct"),
+    )
+    .await;
     let entry = connected(&h, "fake").await;
     assert_eq!(entry["transport"], "http");
     assert_eq!(entry["tools"], 8);
@@ -666,7 +659,11 @@ async fn http_server_tools_work_with_headers_and_a_bearer_token() {
 async fn an_http_server_that_goes_away_is_reported_and_reconnected() {
     let fake = FakeMcpHttp::start().await;
     let addr = fake.addr();
-    let mut h = hearth_with(vec![http_server("fake", &fake.url(), "")], AGENTS).await;
+    let mut h = hearth_with(
+        vec![http_server("fake", &fake.url(), "")],
+        &agents("direct"),
+    )
+    .await;
     connected(&h, "fake").await;
     fake.stop();
     drop(fake);

@@ -5,52 +5,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth::config::ProviderKind;
-use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth::tool::{ToolError, ToolInfo, ToolRegistry};
 use hearth_channel::{Capabilities, ChannelError, MemoryChannel};
 use hearth_testkit::{FakeAnthropic, FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually, provider};
+use crate::support::{CHAT, Hearth, TestTool, USER, WAIT, eventually, provider, tool_results};
 
 /// Side effects a test can count: `record` appends its argument, `slow` starts and never ends.
 #[derive(Default)]
 struct Effects {
     recorded: std::sync::Mutex<Vec<String>>,
     slow_started: AtomicUsize,
-}
-
-struct Record(ToolInfo, Arc<Effects>);
-struct Slow(ToolInfo, Arc<Effects>);
-
-#[async_trait]
-impl Tool for Record {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let what = args["what"]
-            .as_str()
-            .ok_or_else(|| ToolError::InvalidArguments("`what` is required".into()))?;
-        let mut recorded = self.1.recorded.lock().expect("lock");
-        recorded.push(what.to_string());
-        Ok(format!("recorded {what} (#{})", recorded.len()))
-    }
-}
-
-#[async_trait]
-impl Tool for Slow {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        self.1.slow_started.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        Ok("finally".into())
-    }
 }
 
 fn tools(effects: &Arc<Effects>) -> impl Fn() -> ToolRegistry + Send + Sync + 'static {
@@ -60,12 +29,22 @@ fn tools(effects: &Arc<Effects>) -> impl Fn() -> ToolRegistry + Send + Sync + 's
         let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}});
         let record = ToolInfo::new("record", "test", "Record something", schema.clone());
         let slow = ToolInfo::new("slow", "test", "Takes forever", schema);
-        registry
-            .register(Arc::new(Record(record, effects.clone())))
-            .expect("register");
-        registry
-            .register(Arc::new(Slow(slow, effects.clone())))
-            .expect("register");
+        let recorder = effects.clone();
+        let record = TestTool::answering(record, move |args| {
+            let what = args["what"]
+                .as_str()
+                .ok_or_else(|| ToolError::InvalidArguments("`what` is required".into()))?;
+            let mut recorded = recorder.recorded.lock().expect("lock");
+            recorded.push(what.to_string());
+            Ok(format!("recorded {what} (#{})", recorded.len()))
+        });
+        let starter = effects.clone();
+        let slow = TestTool::hanging(slow, move |_| {
+            starter.slow_started.fetch_add(1, Ordering::SeqCst);
+            Ok("finally".into())
+        });
+        registry.register(record).expect("register");
+        registry.register(slow).expect("register");
         registry
     }
 }
@@ -76,22 +55,6 @@ fn call(id: &str, name: &str, args: &str) -> ToolCallSpec {
 
 fn recorded(effects: &Effects) -> Vec<String> {
     effects.recorded.lock().expect("lock").clone()
-}
-
-/// The tool messages of an OpenAI request, as (tool_call_id, content).
-fn tool_results(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or("").to_string(),
-                m["content"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]

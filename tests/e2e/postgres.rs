@@ -2,35 +2,18 @@
 //! Runs on a throwaway server (or the one `HEARTH_TEST_POSTGRES_URL` names); skipped with a note
 //! when PostgreSQL is not installed.
 
-use hearth_testkit::postgres::TestPostgres;
 use hearth_testkit::{Reply, ToolCallSpec};
 
-use crate::support::{CHAT, Hearth, USER, WAIT};
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks", "memory"]
-tool_mode = "direct"
-"#;
+use crate::support::{CHAT, Hearth, USER, WAIT, general_agent, postgres_url};
 
 #[tokio::test]
 async fn turns_tools_confirmations_and_restarts_work_on_postgres() {
-    let server;
-    let url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            server = TestPostgres::start();
-            let Some(server) = &server else { return };
-            server
-                .create_database("hearth_e2e")
-                .expect("create database")
-        }
+    let Some((url, _server)) = postgres_url("hearth_e2e") else {
+        return;
     };
-    let mut h = Hearth::new().await.with_agents(AGENTS);
+    let mut h = Hearth::new().await.with_agents(&general_agent(
+        "tool_groups = [\"tasks\", \"memory\"]\ntool_mode = \"direct\"",
+    ));
     h.config.daemon.database_url = Some(url);
     h.start().await;
 
@@ -47,11 +30,7 @@ async fn turns_tools_confirmations_and_restarts_work_on_postgres() {
             r#"{"content": "Passport number ends in 42", "importance": 0.8}"#,
         ),
     ]));
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "list_tasks",
-        "{}",
-    )]));
+    h.llm.push(Reply::call("c3", "list_tasks", "{}"));
     h.llm.push(Reply::text("Task added."));
     assert_eq!(
         h.say("add a task to renew my passport").await.text,
@@ -61,11 +40,8 @@ async fn turns_tools_confirmations_and_restarts_work_on_postgres() {
     assert!(listing.contains("Renew passport"), "{listing}");
 
     // A deletion asks first; the decision survives a restart.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c4",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c4", "delete_task", r#"{"task_id": 1}"#));
     h.channel.push_text(CHAT, USER, "delete that task");
     let sent = h.channel.wait_for_sent(2, WAIT).await;
     let prompt = sent[1].clone();

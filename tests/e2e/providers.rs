@@ -188,13 +188,9 @@ async fn anthropic_wire_format() {
     let server = FakeAnthropic::start().await;
     server.require_api_key("sk-ant-test");
     server.push(
-        Reply::tool_calls(vec![ToolCallSpec::new(
-            "toolu_1",
-            "add_task",
-            r#"{"title":"x"}"#,
-        )])
-        .with_text("Adding.")
-        .usage(30, 8),
+        Reply::call("toolu_1", "add_task", r#"{"title":"x"}"#)
+            .with_text("Adding.")
+            .usage(30, 8),
     );
     let cfg = config("claude", ProviderKind::Anthropic, server.base_url());
     let client = AnthropicProvider::new(&cfg, Some(Secret::new("sk-ant-test"))).expect("client");

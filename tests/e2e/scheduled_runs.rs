@@ -6,28 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth::config::{OnConfirmation, ScheduleConfig};
-use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
-use hearth_testkit::{Reply, ToolCallSpec};
-use serde_json::{Value, json};
+use hearth::tool::{Risk, ToolInfo, ToolRegistry};
+use hearth_testkit::Reply;
+use serde_json::json;
 
-use crate::support::{CHAT, Hearth, USER, WAIT, poll};
-
-struct Wipe(ToolInfo, Arc<AtomicUsize>);
-
-#[async_trait]
-impl Tool for Wipe {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        Ok("wiped".into())
-    }
-}
+use crate::support::{CHAT, Hearth, TestTool, USER, WAIT, poll};
 
 const AGENTS: &str = r#"
 [[agent]]
@@ -77,8 +63,12 @@ async fn hearth(runs: &Arc<AtomicUsize>, config: ScheduleConfig) -> (Hearth, Arc
                 json!({"type": "object"}),
             )
             .risk(Risk::Destructive);
+            let runs = runs.clone();
             registry
-                .register(Arc::new(Wipe(info, runs.clone())))
+                .register(TestTool::answering(info, move |_| {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok("wiped".into())
+                }))
                 .expect("register");
             registry
         });
@@ -114,9 +104,7 @@ async fn wait_for_run_status(h: &Hearth, status: &str) -> Vec<(String, Option<St
 async fn deny_reports_the_tool_as_needing_a_human() {
     let wiped = Arc::new(AtomicUsize::new(0));
     let (h, clock) = hearth(&wiped, schedule(OnConfirmation::Deny, &[])).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1", "wipe", "{}",
-    )]));
+    h.llm.push(Reply::call("c1", "wipe", "{}"));
     h.llm
         .push(Reply::text("I could not clean up: it needs your approval."));
     clock.advance(Duration::from_secs(2));
@@ -154,9 +142,7 @@ async fn deny_reports_the_tool_as_needing_a_human() {
 async fn allow_runs_the_listed_tools_without_asking() {
     let wiped = Arc::new(AtomicUsize::new(0));
     let (h, clock) = hearth(&wiped, schedule(OnConfirmation::Allow, &["wipe"])).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1", "wipe", "{}",
-    )]));
+    h.llm.push(Reply::call("c1", "wipe", "{}"));
     h.llm.push(Reply::text("Cleaned up."));
     clock.advance(Duration::from_secs(2));
     let sent = h.channel.wait_for_sent(1, WAIT).await;
@@ -181,9 +167,7 @@ async fn schedules_of_model_calls(h: &Hearth) -> Vec<String> {
 async fn ask_sends_the_buttons_to_the_target_chat_and_waits() {
     let wiped = Arc::new(AtomicUsize::new(0));
     let (h, clock) = hearth(&wiped, schedule(OnConfirmation::Ask, &[])).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1", "wipe", "{}",
-    )]));
+    h.llm.push(Reply::call("c1", "wipe", "{}"));
     clock.advance(Duration::from_secs(2));
     let prompt = h.channel.wait_for_sent(1, WAIT).await[0].clone();
     assert!(

@@ -2,28 +2,18 @@
 //! reminder asked for in chat that arrives in the chat when the (manual) clock gets there.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
-use hearth_testkit::{Reply, ToolCallSpec};
+use hearth_testkit::Reply;
 
-use crate::support::{CHAT, Hearth, USER, WAIT, poll};
+use crate::support::{CHAT, Hearth, USER, WAIT, general_agent, poll, run_cli};
 
-/// Runs `hearth ARGS` in `dir` with a clean environment.
+/// Runs `hearth ARGS` in `dir` with a clean environment (and a Telegram token).
 fn hearth(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HEARTH_TELEGRAM_TOKEN", "123:test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("hearth runs")
+    run_cli(dir, args, &[("HEARTH_TELEGRAM_TOKEN", "123:test")], "")
 }
 
 fn out(output: &Output) -> String {
@@ -278,16 +268,6 @@ fn schedule_cli_refuses_bad_input_with_one_line_and_exit_2() {
     }
 }
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-description = "Anything"
-system_prompt = "PROMPT:general"
-tool_groups = ["schedules"]
-"#;
-
 #[tokio::test]
 async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
     let start = chrono::Utc
@@ -297,18 +277,20 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
     let clock = ManualClock::new(start);
     let mut h = Hearth::new()
         .await
-        .with_agents(AGENTS)
+        .with_agents(&general_agent(
+            "description = \"Anything\"\ntool_groups = [\"schedules\"]",
+        ))
         .with_clock(clock.clone());
     h.config.daemon.owner = Some(format!("memory:{USER}").into());
     h.start().await;
     let store = h.daemon().store().clone();
 
     // A reminder acts later with nobody watching, so creating one asks first.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+    h.llm.push(Reply::call(
         "c1",
         "remind_me",
         r#"{"message": "call mum", "in": "20 minutes"}"#,
-    )]));
+    ));
     let prompt = h.say("remind me in 20 minutes to call mum").await;
     assert!(
         prompt.text.contains("wants to run `remind_me`"),

@@ -10,58 +10,41 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth::tool::{Risk, ToolInfo, ToolRegistry};
 use hearth_channel::{
     Capabilities, ChatRef, Inbound, InboundKind, Login, MemoryChannel, OutboundMessage, Sender,
     SentMessage,
 };
 use hearth_testkit::telegram::FakeTelegram;
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, USER, WAIT, eventually, free_port, poll};
+use crate::support::{
+    CHAT, Hearth, TestTool, USER, WAIT, eventually, free_port, general_agent, last_tool_result,
+    poll, postgres_url,
+};
 
 /// The owner's id on the memory channel.
 const OWNER: &str = "9999";
 /// Someone else the allowlist lets in.
 const FRIEND: &str = "2002";
 
-/// `wipe` deletes things (so it asks first) and counts its runs.
-struct Wipe(ToolInfo, Arc<AtomicUsize>);
-
-#[async_trait]
-impl Tool for Wipe {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        Ok(format!("wiped {}", args["what"].as_str().unwrap_or("?")))
-    }
-}
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tools = ["wipe"]
-"#;
-
 /// A hearth on a memory channel with these capabilities, the `wipe` tool, an owner and a
 /// second allowed user.
 async fn hearth(caps: Capabilities, runs: &Arc<AtomicUsize>) -> Hearth {
     let runs = runs.clone();
-    let mut h = Hearth::new().await.with_agents(AGENTS).with_tools(move || {
+    let mut h = Hearth::new().await.with_agents(&general_agent("tools = [\"wipe\"]")).with_tools(move || {
         let mut registry = ToolRegistry::with_builtin();
         let schema = json!({"type": "object", "properties": {"what": {"type": "string"}}, "required": ["what"]});
         let info =
             ToolInfo::new("wipe", "files", "Delete something", schema).risk(Risk::Destructive);
-        registry
-            .register(Arc::new(Wipe(info, runs.clone())))
-            .expect("register");
+        let runs = runs.clone();
+        // `wipe` deletes things (so it asks first) and counts its runs.
+        let wipe = TestTool::answering(info, move |args| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(format!("wiped {}", args["what"].as_str().unwrap_or("?")))
+        });
+        registry.register(wipe).expect("register");
         registry
     });
     h.channel = Arc::new(MemoryChannel::new("memory").with_capabilities(caps));
@@ -72,11 +55,7 @@ async fn hearth(caps: Capabilities, runs: &Arc<AtomicUsize>) -> Hearth {
 /// Starts hearth and lets [`FRIEND`] in as well.
 async fn start(h: &mut Hearth) {
     h.start().await;
-    h.daemon()
-        .store()
-        .allow_identity("memory", FRIEND, None, "friend", false, 0)
-        .await
-        .expect("allow the friend");
+    h.allow(FRIEND).await;
 }
 
 /// Email-like: no buttons, no edits, no reactions.
@@ -104,11 +83,8 @@ async fn ask(h: &Hearth) -> SentMessage {
 }
 
 async fn ask_with(h: &Hearth, push: impl FnOnce(&ChatRef, &str)) -> SentMessage {
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "wipe",
-        r#"{"what":"old logs"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "wipe", r#"{"what":"old logs"}"#));
     let before = h.channel.sent().len();
     push(&ChatRef::new(CHAT), "please wipe the old logs");
     let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
@@ -137,13 +113,7 @@ fn code_in(prompt: &SentMessage) -> String {
 }
 
 fn tool_result(h: &Hearth) -> String {
-    let request = h.llm.last_request().expect("request");
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
+    last_tool_result(&h.llm.last_request().expect("request"))
 }
 
 async fn healthz(h: &Hearth) -> (u16, Value) {
@@ -808,16 +778,8 @@ async fn the_reply_context_comes_back_on_every_answer() {
 /// The new queries (codes, wrong tries, prompts found by their platform message) on PostgreSQL.
 #[tokio::test]
 async fn codes_and_reactions_work_on_postgres() {
-    let server;
-    let url = match std::env::var("HEARTH_TEST_POSTGRES_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            server = hearth_testkit::postgres::TestPostgres::start();
-            let Some(server) = &server else { return };
-            server
-                .create_database("hearth_seam")
-                .expect("create database")
-        }
+    let Some((url, _server)) = postgres_url("hearth_seam") else {
+        return;
     };
     let runs = Arc::new(AtomicUsize::new(0));
     let mut h = hearth(reacting(), &runs).await;

@@ -1,16 +1,18 @@
 //! The harness for end-to-end tests: a temporary data directory, a fake LLM, a `MemoryChannel`
 //! standing in for a chat platform, and a daemon started (and restarted) on them.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use hearth::agent::AgentSet;
 use hearth::clock::{ManualClock, SharedClock};
 use hearth::config::{Config, ProviderConfig, ProviderKind};
 use hearth::daemon::{Daemon, DaemonBuilder};
-use hearth::tool::ToolRegistry;
+use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 use hearth_channel::{MemoryChannel, SentMessage};
 use hearth_testkit::FakeOpenAi;
 pub use rustix::process::Signal;
@@ -50,6 +52,17 @@ tools = ["record", "slow"]
 [agent.triggers]
 keywords = ["todo", "remind", "budget"]
 "#;
+
+/// An agents file with one agent, "general" (its system prompt is `PROMPT:general`), and `rest`
+/// on it: its tools, tool mode …
+pub fn general_agent(rest: &str) -> String {
+    format!(
+        "[[agent]]\nid = \"general\"\nname = \"General\"\nemoji = \"🏠\"\nsystem_prompt = \"PROMPT:general\"\n{rest}\n"
+    )
+}
+
+/// The tools of the channel tests' agent ([`general_agent`]): the task tools, called directly.
+pub const TASK_TOOLS: &str = "tool_groups = [\"tasks\"]\ntool_mode = \"direct\"";
 
 pub fn rustls() {
     // Several tests install it; the first wins and the rest get an Err that means "already done".
@@ -163,6 +176,15 @@ impl Hearth {
             "no reply to {text:?} within {WAIT:?}; sent: {sent:?}"
         );
         sent[before].clone()
+    }
+
+    /// Lets `user` of the memory channel in (as "friend"), besides the allowed [`USER`].
+    pub async fn allow(&self, user: &str) {
+        self.daemon()
+            .store()
+            .allow_identity("memory", user, None, "friend", false, 0)
+            .await
+            .expect("allow the user");
     }
 
     /// The system prompt of the LLM request number `index`.
@@ -439,4 +461,206 @@ pub fn free_port() -> u16 {
         .local_addr()
         .expect("addr")
         .port()
+}
+
+/// The sections of a child-process hearth's config that every channel test shares: the fake
+/// LLM as the one provider (`vision` on or off), the agents file beside the config and
+/// streaming on or off.
+pub fn llm_sections(llm: &FakeOpenAi, vision: bool, stream: bool) -> String {
+    format!(
+        r#"
+[[providers]]
+name = "fake"
+kind = "openai"
+base_url = "{llm}"
+model = "fake-model"
+max_retries = 0
+vision = {vision}
+
+[router]
+agents_file = "agents.toml"
+
+[runtime]
+stream = {stream}
+"#,
+        llm = llm.base_url(),
+    )
+}
+
+/// Gives a channel's harness (a struct with a `process: HearthProcess` field) the child-process
+/// harness's methods: start, stop, logs, healthz, wait_for …
+macro_rules! process_harness {
+    ($harness:ty) => {
+        impl std::ops::Deref for $harness {
+            type Target = $crate::support::HearthProcess;
+            fn deref(&self) -> &$crate::support::HearthProcess {
+                &self.process
+            }
+        }
+
+        impl std::ops::DerefMut for $harness {
+            fn deref_mut(&mut self) -> &mut $crate::support::HearthProcess {
+                &mut self.process
+            }
+        }
+    };
+}
+pub(crate) use process_harness;
+
+/// `hearth ARGS` in `dir` with a clean environment (but `PATH`, plus `env`), not started.
+pub fn hearth_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().copied());
+    command
+}
+
+/// Starts `command` with its output piped and `stdin` written to its input, then closed.
+pub fn spawn_with_input(command: &mut Command, stdin: &str) -> Child {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hearth starts");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    child
+}
+
+/// Runs `hearth ARGS` to the end in `dir` with a clean environment (but `PATH`, plus `env`),
+/// feeding it `stdin`.
+pub fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+    spawn_with_input(&mut hearth_command(dir, args, env), stdin)
+        .wait_with_output()
+        .expect("hearth finishes")
+}
+
+/// The text of the last user message in an OpenAI request (`""` when there is none; a content
+/// that is not a string, such as an image message, as its JSON).
+pub fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// The tool results an OpenAI request shows the model, in order: (tool call id, content).
+pub fn tool_results(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The content of the last tool result an OpenAI request shows the model (`""` when none).
+pub fn last_tool_result(request: &Value) -> String {
+    tool_results(request)
+        .pop()
+        .map(|(_, content)| content)
+        .unwrap_or_default()
+}
+
+/// The database URL of a PostgreSQL test: the server `HEARTH_TEST_POSTGRES_URL` names, or a
+/// throwaway one started here with the database `name` (kept alive by the returned handle).
+/// `None` when neither is there: the test is then skipped, as the note printed says.
+pub fn postgres_url(
+    name: &str,
+) -> Option<(String, Option<hearth_testkit::postgres::TestPostgres>)> {
+    if let Ok(url) = std::env::var("HEARTH_TEST_POSTGRES_URL") {
+        return Some((url, None));
+    }
+    let server = hearth_testkit::postgres::TestPostgres::start()?;
+    let url = server.create_database(name).expect("create database");
+    Some((url, Some(server)))
+}
+
+/// What a [`TestTool`] call returns, from the arguments.
+type Answer = Box<dyn Fn(&Value) -> Result<String, ToolError> + Send + Sync>;
+
+/// A tool made for a test: its description and what a call returns.
+pub struct TestTool {
+    info: ToolInfo,
+    call: Answer,
+    /// After `call`, the call never ends: a turn that runs it stays running until cancelled.
+    hangs: bool,
+}
+
+impl TestTool {
+    /// A tool whose calls return what `call` makes of the arguments.
+    pub fn answering(
+        info: ToolInfo,
+        call: impl Fn(&Value) -> Result<String, ToolError> + Send + Sync + 'static,
+    ) -> Arc<dyn Tool> {
+        Arc::new(Self {
+            info,
+            call: Box::new(call),
+            hangs: false,
+        })
+    }
+
+    /// A tool that runs `call` and then never returns.
+    pub fn hanging(
+        info: ToolInfo,
+        call: impl Fn(&Value) -> Result<String, ToolError> + Send + Sync + 'static,
+    ) -> Arc<dyn Tool> {
+        Arc::new(Self {
+            info,
+            call: Box::new(call),
+            hangs: true,
+        })
+    }
+}
+
+#[async_trait]
+impl Tool for TestTool {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let result = (self.call)(&args);
+        if self.hangs {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        result
+    }
+}
+
+/// Stores a pending pairing code from Telegram user `user` called `name` in the database at
+/// `url`, as a stranger writing to the bot gets one, valid for an hour.
+pub async fn pending_pairing(url: &str, code: &str, user: &str, name: &str) {
+    let store = hearth::store::Store::open(url).await.expect("open");
+    let now = chrono::Utc::now().timestamp_millis();
+    store
+        .create_pairing(&hearth::store::PairingRequest {
+            code: code.into(),
+            channel: "telegram".into(),
+            platform_user_id: user.into(),
+            display_name: Some(name.into()),
+            chat_id: user.into(),
+            status: "pending".into(),
+            created_at: now,
+            expires_at: now + 3_600_000,
+        })
+        .await
+        .expect("pairing");
+    store.close().await;
 }

@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use hearth_testkit::telegram::{BOT_ID, FakeMessage, FakeTelegram, Incoming};
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
-use serde_json::Value;
+use hearth_testkit::{FakeOpenAi, Reply};
 
-use crate::support::{HearthProcess, Signal};
+use crate::support::{
+    HearthProcess, Signal, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+};
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
 pub(crate) const OWNER: i64 = 42;
@@ -17,15 +18,8 @@ pub(crate) const FRIEND: i64 = 43;
 const GROUP: i64 = -1001;
 const WAIT: Duration = Duration::from_secs(15);
 
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-system_prompt = "PROMPT:general"
-tool_groups = ["tasks"]
-tool_mode = "direct"
-
+/// Beside the general agent (`general_agent(TASK_TOOLS)`).
+pub(crate) const FINANCE_AGENT: &str = r#"
 [[agent]]
 id = "finance"
 name = "Finance"
@@ -41,19 +35,7 @@ pub(crate) struct TgHearth {
     pub tg: FakeTelegram,
 }
 
-/// The child-process harness's methods (start, stop, logs, healthz …) on the Telegram one.
-impl std::ops::Deref for TgHearth {
-    type Target = HearthProcess;
-    fn deref(&self) -> &HearthProcess {
-        &self.process
-    }
-}
-
-impl std::ops::DerefMut for TgHearth {
-    fn deref_mut(&mut self) -> &mut HearthProcess {
-        &mut self.process
-    }
-}
+process_harness!(TgHearth);
 
 impl TgHearth {
     pub async fn new(extra: &str) -> Self {
@@ -62,55 +44,44 @@ impl TgHearth {
         let llm = FakeOpenAi::start().await;
         let tg = FakeTelegram::start(TOKEN).await;
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-vision = true
-
-[router]
-agents_file = "agents.toml"
-
-[runtime]
-stream = false
-
+            r#"{llm}
 [channels.telegram]
 token_env = "TG_TOKEN"
 api_url = "{tg}"
 allowed_users = [{OWNER}, {FRIEND}]
 {extra}
 "#,
-            llm = llm.base_url(),
+            llm = llm_sections(&llm, true, false),
             tg = tg.api_url(),
         );
-        process.write_config(&format!("telegram:{OWNER}"), &config, AGENTS);
+        process.write_config(
+            &format!("telegram:{OWNER}"),
+            &config,
+            &(general_agent(TASK_TOOLS) + FINANCE_AGENT),
+        );
         Self { process, llm, tg }
     }
 
     pub(crate) async fn wait(&self, chat: i64, n: usize) -> Vec<FakeMessage> {
-        let messages = self.tg.wait_for_messages(chat, n, WAIT).await;
-        assert!(
-            messages.len() >= n,
-            "expected {n} messages in {chat}, got {messages:?}\n{}",
-            self.logs()
-        );
-        messages
+        wait_messages(&self.tg, &self.process, chat, n, WAIT).await
     }
 }
 
-/// The text of the last user message in an OpenAI request.
-pub(crate) fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default()
+/// Waits up to `within` for `n` messages from the bot in `chat`; fails with `hearth`'s logs.
+pub(crate) async fn wait_messages(
+    tg: &FakeTelegram,
+    hearth: &HearthProcess,
+    chat: i64,
+    n: usize,
+    within: Duration,
+) -> Vec<FakeMessage> {
+    let messages = tg.wait_for_messages(chat, n, within).await;
+    assert!(
+        messages.len() >= n,
+        "expected {n} messages in {chat}, got {messages:?}\n{}",
+        hearth.logs()
+    );
+    messages
 }
 
 #[tokio::test]
@@ -212,19 +183,13 @@ async fn confirmations_use_inline_buttons_refuse_strangers_and_expire() {
     let mut h = TgHearth::new("[tools]\nconfirmation_timeout_secs = 2\n").await;
     h.start().await;
     // Create a task first (no confirmation needed), then ask to delete it.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.tg.push(Incoming::text(GROUP, OWNER, "add a task").mention());
     h.wait(GROUP, 1).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.tg.push(Incoming::text(GROUP, FRIEND, "delete task 1").mention());
     let prompt = h.wait(GROUP, 2).await[1].clone();
     assert!(
@@ -274,11 +239,8 @@ async fn confirmations_use_inline_buttons_refuse_strangers_and_expire() {
     );
 
     // A prompt nobody answers expires and says so.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "delete_task",
-        r#"{"task_id": 2}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c3", "delete_task", r#"{"task_id": 2}"#));
     h.llm.push(Reply::text("Nobody approved, so I left it."));
     h.tg.push(Incoming::text(GROUP, OWNER, "delete task 2").mention());
     let messages = h.wait(GROUP, 5).await;

@@ -1,27 +1,11 @@
 //! The registry through the runtime: the search -> help -> use discovery flow, JSON-Schema
 //! errors returned with help, list limits, rate limits, permissions, batches and the audit.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use hearth::tool::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use hearth::tool::{Risk, ToolInfo, ToolRegistry};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::Hearth;
-
-/// Echoes the arguments it was called with, so tests see what the registry passed on.
-struct Echo(ToolInfo);
-
-#[async_trait]
-impl Tool for Echo {
-    fn info(&self) -> &ToolInfo {
-        &self.0
-    }
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        Ok(json!({"tool": self.0.name, "args": args}).to_string())
-    }
-}
+use crate::support::{Hearth, TestTool, tool_results};
 
 fn registry() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
@@ -44,7 +28,12 @@ fn registry() -> ToolRegistry {
         ToolInfo::new("burn_note", "notes", "Destroy a note", note).risk(Risk::Destructive),
     ];
     for info in tools {
-        registry.register(Arc::new(Echo(info))).expect("register");
+        // Echoes the arguments it was called with, so tests see what the registry passed on.
+        let name = info.name.clone();
+        let echo = TestTool::answering(info, move |args| {
+            Ok(json!({"tool": name, "args": args}).to_string())
+        });
+        registry.register(echo).expect("register");
     }
     registry
 }
@@ -56,12 +45,9 @@ fn agents(mode: &str) -> String {
 }
 
 fn results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
+    tool_results(request)
         .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .map(|(_, content)| content)
         .collect()
 }
 

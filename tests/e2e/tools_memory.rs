@@ -6,20 +6,12 @@ use hearth::config::Autonomy;
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::Value;
 
-use crate::support::Hearth;
-
-const AGENTS: &str = r#"
-[[agent]]
-id = "general"
-name = "General"
-emoji = "🏠"
-description = "Anything"
-system_prompt = "PROMPT:general"
-tool_groups = ["memory"]
-"#;
+use crate::support::{self, Hearth, general_agent};
 
 async fn started() -> Hearth {
-    let mut h = Hearth::new().await.with_agents(AGENTS);
+    let mut h = Hearth::new().await.with_agents(&general_agent(
+        "description = \"Anything\"\ntool_groups = [\"memory\"]",
+    ));
     h.config.tools.autonomy = Autonomy::Full;
     h.start().await;
     h
@@ -27,16 +19,9 @@ async fn started() -> Hearth {
 
 /// The tool results in LLM request number `index`, as parsed JSON (or the raw text as a string).
 fn tool_results(h: &Hearth, index: usize) -> Vec<Value> {
-    let requests = h.llm.requests();
-    requests[index]["messages"]
-        .as_array()
+    support::tool_results(&h.llm.requests()[index])
         .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            let text = m["content"].as_str().unwrap_or_default();
-            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
-        })
+        .map(|(_, text)| serde_json::from_str(&text).unwrap_or(Value::String(text)))
         .collect()
 }
 

@@ -6,7 +6,7 @@ use hearth::clock::ManualClock;
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::Value;
 
-use crate::support::Hearth;
+use crate::support::{self, Hearth};
 
 const AGENTS: &str = r#"
 [[agent]]
@@ -35,18 +35,12 @@ fn call(id: &str, name: &str, args: &str) -> ToolCallSpec {
 
 /// The tool results of LLM request `index`, by call id, parsed as JSON where they are JSON.
 fn results(h: &Hearth, index: usize) -> Vec<(String, Value)> {
-    let requests = h.llm.requests();
-    requests[index]["messages"]
-        .as_array()
+    support::tool_results(&h.llm.requests()[index])
         .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            let text = m["content"].as_str().unwrap_or_default();
-            let value = serde_json::from_str(text).unwrap_or_else(|_| Value::from(text));
+        .map(|(id, text)| {
             (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                value,
+                id,
+                serde_json::from_str(&text).unwrap_or(Value::String(text)),
             )
         })
         .collect()

@@ -10,7 +10,7 @@ use hearth::config::Autonomy;
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::Value;
 
-use crate::support::Hearth;
+use crate::support::{self, Hearth};
 
 const AGENTS: &str = r#"
 [[agent]]
@@ -30,19 +30,7 @@ async fn hearth() -> Hearth {
 
 /// The tool results in the LLM request number `index`, as (tool_call_id, content).
 fn tool_results(h: &Hearth, index: usize) -> Vec<(String, String)> {
-    let requests = h.llm.requests();
-    requests[index]["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or("").to_string(),
-                m["content"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
+    support::tool_results(&h.llm.requests()[index])
 }
 
 fn json(text: &str) -> Value {
@@ -184,11 +172,11 @@ async fn web_search_asks_the_owners_searxng_on_loopback_and_the_model_reads_the_
         max_results: 5,
     });
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+    h.llm.push(Reply::call(
         "c1",
         "web_search",
         r#"{"query": "best kettle"}"#,
-    )]));
+    ));
     h.llm.push(Reply::text("The review says …"));
     h.say("find a kettle review").await;
 
@@ -206,11 +194,11 @@ async fn a_file_written_in_one_round_is_read_in_the_next() {
     let mut h = hearth().await;
     h.config.tools.workspace_dir = workspace.path().join("files");
     h.start().await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+    h.llm.push(Reply::call(
         "c1",
         "write_file",
         r#"{"path": "lists/shopping.md", "content": "- milk\n- bread\n"}"#,
-    )]));
+    ));
     h.llm.push(Reply::tool_calls(vec![
         ToolCallSpec::new("c2", "read_file", r#"{"path": "lists/shopping.md"}"#),
         ToolCallSpec::new("c3", "read_file", r#"{"path": "../../etc/passwd"}"#),

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use hearth_testkit::Reply;
 use hearth_testkit::telegram::Incoming;
-use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::json;
 
 use crate::support::{free_port, poll};
@@ -154,19 +154,13 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     h.llm.push(Reply::text("Noted: the zucchini recipe."));
     h.tg.push_text(OWNER, OWNER, "remember the zucchini recipe from grandma");
     h.wait(OWNER, 1).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c1",
-        "add_task",
-        r#"{"title": "Old task"}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c1", "add_task", r#"{"title": "Old task"}"#));
     h.llm.push(Reply::text("Added."));
     h.tg.push_text(OWNER, OWNER, "add a task");
     h.wait(OWNER, 2).await;
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c2",
-        "delete_task",
-        r#"{"task_id": 1}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
     h.tg.push_text(OWNER, OWNER, "delete task 1");
     let prompt = h.wait(OWNER, 3).await[2].clone();
     assert!(prompt.text.contains("delete_task"), "{}", prompt.text);
@@ -232,11 +226,8 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     .await;
 
     // Live: a new request appears on the open page, and one approved in Telegram leaves it.
-    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
-        "c3",
-        "delete_task",
-        r#"{"task_id": 2}"#,
-    )]));
+    h.llm
+        .push(Reply::call("c3", "delete_task", r#"{"task_id": 2}"#));
     h.tg.push_text(OWNER, OWNER, "delete task 2");
     let second = h.wait(OWNER, 5).await[4].clone();
     until_count(

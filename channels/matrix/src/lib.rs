@@ -25,6 +25,7 @@ pub mod fuzzing;
 mod inbound;
 mod media;
 mod outbound;
+mod receive;
 mod session;
 
 pub use config::{MatrixConfig, MatrixSettings};
@@ -184,7 +185,7 @@ impl Channel for MatrixChannel {
 
     async fn run(&self, ctx: ChannelContext) -> Result<(), ChannelError> {
         *lock(&self.state) = Some(ctx.state.clone());
-        inbound::run(self, ctx).await
+        receive::run(self, ctx).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {

@@ -102,11 +102,7 @@ fn describe_json_error(text: &str, err: &serde_json::Error) -> String {
     format!("{err}\n{excerpt}\n{caret}^")
 }
 
-const CSV_LIMIT: Limit = Limit {
-    param: "limit",
-    default: 100,
-    max: 1000,
-};
+const CSV_LIMIT: Limit = Limit::new(100, 1000);
 
 /// Parse CSV text into rows: objects keyed by the header row (default), or arrays. Quoted
 /// fields, embedded commas and newlines are handled.

@@ -1,14 +1,145 @@
 //! The `schedules` and `schedule_runs` tables: schedules with their next fire time, and every
-//! run from queued to done, failed or missed.
+//! run from queued to done, failed or missed. The records are here; what they mean in time
+//! (cron, time zones, fires) is the scheduler's (`impl Schedule` in `scheduler.rs`).
 
 use hearth_channel::{ChatRef, Inbound};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::{
-    RunStatus, Schedule, ScheduleRun, ScheduledRun, on_confirmation_from, on_confirmation_str,
-};
-use crate::store::{Store, StoreError, StoreResult, to_i64};
+use super::{Store, StoreError, StoreResult, to_i64};
+use crate::config::OnConfirmation;
+
+/// The sender id of every scheduled inbox entry. No platform hands out this id (Telegram and
+/// Discord ids are numbers, Matrix ids start with `@`, email senders contain `@`).
+pub const SENDER_ID: &str = "schedule";
+
+/// A scheduled run as the turn that carries it out sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduledRun {
+    pub run_id: i64,
+    pub schedule_id: i64,
+    pub name: String,
+    /// The agent that must answer, whatever the keywords say.
+    pub agent: String,
+    /// What to do when a tool asks for confirmation with nobody watching.
+    pub on_confirmation: OnConfirmation,
+    /// With [`OnConfirmation::Allow`]: the only tools that run without asking.
+    pub allow_tools: Vec<String>,
+    /// A cron schedule, as opposed to a one-shot reminder.
+    pub recurring: bool,
+}
+
+impl ScheduledRun {
+    /// The first line of the replies of a recurring schedule's run, naming the schedule, so
+    /// whoever reads it knows what sent it (and what to `hearth schedule disable`). A reminder
+    /// is its own explanation.
+    pub fn note(&self) -> Option<String> {
+        self.recurring.then(|| format!("⏰ {}", self.name))
+    }
+}
+
+/// A stored schedule: a cron schedule (`cron`) or a one-shot reminder (`one_shot_at`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    pub id: i64,
+    /// Unique.
+    pub name: String,
+    /// Seconds field first; `None` for a one-shot.
+    pub cron: Option<String>,
+    /// IANA name the cron expression is read in.
+    pub timezone: String,
+    pub agent: String,
+    pub prompt: String,
+    /// Where the reply goes.
+    pub channel: String,
+    pub chat: ChatRef,
+    pub on_confirmation: OnConfirmation,
+    pub allow_tools: Vec<String>,
+    pub catch_up_minutes: i64,
+    /// False once a one-shot fired or a config schedule left the file.
+    pub enabled: bool,
+    /// Set by `hearth schedule disable`: kept, but not fired until enabled again. Written only
+    /// by [`Store::pause_schedule`] and [`Store::resume_schedule`], never by a save.
+    pub paused: bool,
+    /// `config` (from `[[schedules]]`) or `chat` (from a tool or the CLI).
+    pub source: String,
+    /// When a one-shot fires (Unix ms).
+    pub one_shot_at: Option<i64>,
+    pub created_by: Option<i64>,
+    pub last_fire_at: Option<i64>,
+    pub next_fire_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// How a run went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Its inbox entry is waiting for the dispatcher.
+    Queued,
+    Running,
+    Done,
+    Failed,
+    /// hearth was down at the time and it was too old to catch up.
+    Missed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Missed => "missed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "queued" => Self::Queued,
+            "running" => Self::Running,
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            "missed" => Self::Missed,
+            _ => return None,
+        })
+    }
+}
+
+/// One recorded fire of a schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleRun {
+    pub id: i64,
+    pub schedule_id: i64,
+    pub scheduled_for: i64,
+    pub status: RunStatus,
+    pub inbox_id: Option<i64>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+pub(crate) fn on_confirmation_str(value: OnConfirmation) -> &'static str {
+    match value {
+        OnConfirmation::Deny => "deny",
+        OnConfirmation::Ask => "ask",
+        OnConfirmation::Allow => "allow",
+    }
+}
+
+/// The stored `on_confirmation` text read back.
+fn stored_on_confirmation(text: &str) -> StoreResult<OnConfirmation> {
+    Ok(match text.trim().to_lowercase().as_str() {
+        "deny" => OnConfirmation::Deny,
+        "ask" => OnConfirmation::Ask,
+        "allow" => OnConfirmation::Allow,
+        _ => {
+            return Err(StoreError::Corrupt(format!(
+                "unknown on_confirmation {text:?}"
+            )));
+        }
+    })
+}
 
 const COLUMNS: &str = "id, name, cron, timezone, agent, prompt, channel, chat_id, thread_id, \
      on_confirmation, allow_tools, catch_up_minutes, enabled, paused, source, one_shot_at, \
@@ -17,53 +148,125 @@ const COLUMNS: &str = "id, name, cron, timezone, agent, prompt, channel, chat_id
 const RUN_COLUMNS: &str =
     "id, schedule_id, scheduled_for, status, inbox_id, error, created_at, started_at, finished_at";
 
-fn from_row(row: &AnyRow) -> StoreResult<Schedule> {
-    let thread: String = row.try_get("thread_id")?;
-    let allow_tools: String = row.try_get("allow_tools")?;
-    let on_confirmation: String = row.try_get("on_confirmation")?;
-    Ok(Schedule {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        cron: row.try_get("cron")?,
-        timezone: row.try_get("timezone")?,
-        agent: row.try_get("agent")?,
-        prompt: row.try_get("prompt")?,
-        channel: row.try_get("channel")?,
-        chat: ChatRef {
-            chat_id: row.try_get("chat_id")?,
-            thread_id: (!thread.is_empty()).then_some(thread),
-        },
-        on_confirmation: on_confirmation_from(&on_confirmation).ok_or_else(|| {
-            StoreError::Corrupt(format!("unknown on_confirmation {on_confirmation:?}"))
-        })?,
-        allow_tools: serde_json::from_str(&allow_tools)?,
-        catch_up_minutes: row.try_get("catch_up_minutes")?,
-        enabled: row.try_get::<i64, _>("enabled")? != 0,
-        paused: row.try_get::<i64, _>("paused")? != 0,
-        source: row.try_get("source")?,
-        one_shot_at: row.try_get("one_shot_at")?,
-        created_by: row.try_get("created_by")?,
-        last_fire_at: row.try_get("last_fire_at")?,
-        next_fire_at: row.try_get("next_fire_at")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
+/// A `schedules` row as stored: `thread_id` is `""` for none, `allow_tools` JSON text, the
+/// flags 0 or 1.
+#[derive(sqlx::FromRow)]
+struct ScheduleRow {
+    id: i64,
+    name: String,
+    cron: Option<String>,
+    timezone: String,
+    agent: String,
+    prompt: String,
+    channel: String,
+    chat_id: String,
+    thread_id: String,
+    on_confirmation: String,
+    allow_tools: String,
+    catch_up_minutes: i64,
+    enabled: i64,
+    paused: i64,
+    source: String,
+    one_shot_at: Option<i64>,
+    created_by: Option<i64>,
+    last_fire_at: Option<i64>,
+    next_fire_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
 }
 
-fn run_from_row(row: &AnyRow) -> StoreResult<ScheduleRun> {
-    let status: String = row.try_get("status")?;
-    Ok(ScheduleRun {
-        id: row.try_get("id")?,
-        schedule_id: row.try_get("schedule_id")?,
-        scheduled_for: row.try_get("scheduled_for")?,
-        status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
-        inbox_id: row.try_get("inbox_id")?,
-        error: row.try_get("error")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
-    })
+impl TryFrom<ScheduleRow> for Schedule {
+    type Error = StoreError;
+
+    fn try_from(row: ScheduleRow) -> StoreResult<Self> {
+        Ok(Schedule {
+            id: row.id,
+            name: row.name,
+            cron: row.cron,
+            timezone: row.timezone,
+            agent: row.agent,
+            prompt: row.prompt,
+            channel: row.channel,
+            chat: ChatRef {
+                chat_id: row.chat_id,
+                thread_id: (!row.thread_id.is_empty()).then_some(row.thread_id),
+            },
+            on_confirmation: stored_on_confirmation(&row.on_confirmation)?,
+            allow_tools: serde_json::from_str(&row.allow_tools)?,
+            catch_up_minutes: row.catch_up_minutes,
+            enabled: row.enabled != 0,
+            paused: row.paused != 0,
+            source: row.source,
+            one_shot_at: row.one_shot_at,
+            created_by: row.created_by,
+            last_fire_at: row.last_fire_at,
+            next_fire_at: row.next_fire_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+/// A `schedule_runs` row as stored: `status` as text.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    schedule_id: i64,
+    scheduled_for: i64,
+    status: String,
+    inbox_id: Option<i64>,
+    error: Option<String>,
+    created_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+}
+
+impl TryFrom<RunRow> for ScheduleRun {
+    type Error = StoreError;
+
+    fn try_from(row: RunRow) -> StoreResult<Self> {
+        Ok(ScheduleRun {
+            id: row.id,
+            schedule_id: row.schedule_id,
+            scheduled_for: row.scheduled_for,
+            status: RunStatus::parse(&row.status).ok_or_else(|| {
+                StoreError::Corrupt(format!("unknown run status {:?}", row.status))
+            })?,
+            inbox_id: row.inbox_id,
+            error: row.error,
+            created_at: row.created_at,
+            started_at: row.started_at,
+            finished_at: row.finished_at,
+        })
+    }
+}
+
+/// What a turn needs of a run and its schedule, as the join reads it.
+#[derive(sqlx::FromRow)]
+struct ScheduledRunRow {
+    run_id: i64,
+    schedule_id: i64,
+    name: String,
+    agent: String,
+    on_confirmation: String,
+    allow_tools: String,
+    cron: Option<String>,
+}
+
+impl TryFrom<ScheduledRunRow> for ScheduledRun {
+    type Error = StoreError;
+
+    fn try_from(row: ScheduledRunRow) -> StoreResult<Self> {
+        Ok(ScheduledRun {
+            run_id: row.run_id,
+            schedule_id: row.schedule_id,
+            name: row.name,
+            agent: row.agent,
+            on_confirmation: stored_on_confirmation(&row.on_confirmation)?,
+            allow_tools: serde_json::from_str(&row.allow_tools)?,
+            recurring: row.cron.is_some(),
+        })
+    }
 }
 
 /// The schedule id and fire time a scheduler platform id (`schedule:<id>:<ms>`) names.
@@ -142,38 +345,38 @@ impl Store {
     }
 
     pub async fn schedule_by_name(&self, name: &str) -> StoreResult<Option<Schedule>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let row: Option<ScheduleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM schedules WHERE name = $1"
         )))
         .bind(name)
         .fetch_optional(self.pool())
         .await?;
-        row.as_ref().map(from_row).transpose()
+        row.map(Schedule::try_from).transpose()
     }
 
     pub async fn schedule_by_id(&self, id: i64) -> StoreResult<Option<Schedule>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let row: Option<ScheduleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM schedules WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(self.pool())
         .await?;
-        row.as_ref().map(from_row).transpose()
+        row.map(Schedule::try_from).transpose()
     }
 
     /// Every schedule, by name.
     pub async fn schedules(&self) -> StoreResult<Vec<Schedule>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<ScheduleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM schedules ORDER BY name"
         )))
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(from_row).collect()
+        rows.into_iter().map(Schedule::try_from).collect()
     }
 
     /// Enabled schedules whose next fire time has come, the most overdue first.
     pub async fn due_schedules(&self, now_ms: i64) -> StoreResult<Vec<Schedule>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<ScheduleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM schedules
              WHERE enabled = 1 AND paused = 0 AND next_fire_at IS NOT NULL AND next_fire_at <= $1
              ORDER BY next_fire_at, id"
@@ -181,7 +384,7 @@ impl Store {
         .bind(now_ms)
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(from_row).collect()
+        rows.into_iter().map(Schedule::try_from).collect()
     }
 
     /// The soonest fire time of any enabled schedule.
@@ -304,14 +507,14 @@ impl Store {
         schedule_id: i64,
         scheduled_for: i64,
     ) -> StoreResult<Option<ScheduleRun>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let row: Option<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1 AND scheduled_for = $2"
         )))
         .bind(schedule_id)
         .bind(scheduled_for)
         .fetch_optional(self.pool())
         .await?;
-        row.as_ref().map(run_from_row).transpose()
+        row.map(ScheduleRun::try_from).transpose()
     }
 
     /// The inbox entry the scheduler made under `platform_id`, if there is one. An entry with
@@ -323,17 +526,18 @@ impl Store {
         channel: &str,
         platform_id: &str,
     ) -> StoreResult<Option<i64>> {
-        let row =
-            sqlx::query("SELECT id, payload FROM inbox WHERE channel = $1 AND platform_id = $2")
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT id, payload FROM inbox WHERE channel = $1 AND platform_id = $2")
                 .bind(channel)
                 .bind(platform_id)
                 .fetch_optional(self.pool())
                 .await?;
-        let Some(row) = row else { return Ok(None) };
-        let payload: String = row.try_get("payload")?;
+        let Some((id, payload)) = row else {
+            return Ok(None);
+        };
         let ours = serde_json::from_str::<Inbound>(&payload)
-            .is_ok_and(|event| event.sender.id == super::SENDER_ID);
-        Ok(if ours { Some(row.try_get("id")?) } else { None })
+            .is_ok_and(|event| event.sender.id == SENDER_ID);
+        Ok(ours.then_some(id))
     }
 
     /// Links a fire's run to its inbox entry (or fails it when it has none), records the fire
@@ -432,7 +636,7 @@ impl Store {
         schedule_id: i64,
         limit: usize,
     ) -> StoreResult<Vec<ScheduleRun>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1
              ORDER BY scheduled_for DESC, id DESC LIMIT $2"
         )))
@@ -440,7 +644,7 @@ impl Store {
         .bind(to_i64(limit))
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(run_from_row).collect()
+        rows.into_iter().map(ScheduleRun::try_from).collect()
     }
 
     /// The scheduled run an inbox entry carries out, for the turn that handles it: which
@@ -470,7 +674,7 @@ impl Store {
                 let ours = entry
                     .event
                     .as_ref()
-                    .is_ok_and(|event| event.sender.id == super::SENDER_ID);
+                    .is_ok_and(|event| event.sender.id == SENDER_ID);
                 let Some(run) = self.schedule_run_at(schedule_id, at).await? else {
                     return Ok(None);
                 };
@@ -488,7 +692,7 @@ impl Store {
                 run.id
             }
         };
-        let row = sqlx::query(
+        let row: Option<ScheduledRunRow> = sqlx::query_as(
             "SELECT r.id AS run_id, s.id AS schedule_id, s.name, s.agent, s.on_confirmation,
                     s.allow_tools, s.cron
              FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE r.id = $1",
@@ -496,20 +700,7 @@ impl Store {
         .bind(run_id)
         .fetch_optional(self.pool())
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let on_confirmation: String = row.try_get("on_confirmation")?;
-        let allow_tools: String = row.try_get("allow_tools")?;
-        Ok(Some(ScheduledRun {
-            run_id: row.try_get("run_id")?,
-            schedule_id: row.try_get("schedule_id")?,
-            name: row.try_get("name")?,
-            agent: row.try_get("agent")?,
-            on_confirmation: on_confirmation_from(&on_confirmation).ok_or_else(|| {
-                StoreError::Corrupt(format!("unknown on_confirmation {on_confirmation:?}"))
-            })?,
-            allow_tools: serde_json::from_str(&allow_tools)?,
-            recurring: row.try_get::<Option<String>, _>("cron")?.is_some(),
-        }))
+        row.map(ScheduledRun::try_from).transpose()
     }
 
     /// Marks a run as running (its turn began). A run already finished stays finished.
