@@ -54,7 +54,7 @@ pub async fn transcribe(
         "{}/audio/transcriptions",
         config.base_url.trim_end_matches('/')
     );
-    let client = reqwest::Client::builder()
+    let client = hearth_channel::http_client::builder()
         .timeout(Duration::from_secs(config.timeout_secs))
         .build()
         .map_err(|err| format!("cannot set up the transcription client: {err}"))?;

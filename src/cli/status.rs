@@ -21,7 +21,7 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         )));
     }
     let url = format!("http://{listen}/healthz");
-    let client = reqwest::Client::builder()
+    let client = hearth_channel::http_client::builder()
         .timeout(TIMEOUT)
         .no_proxy()
         .build()?;

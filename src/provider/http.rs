@@ -106,7 +106,7 @@ impl ErrorContext {
 /// (streamed body included).
 pub(crate) fn build_client(config: &ProviderConfig) -> Result<reqwest::Client, ProviderError> {
     let timeout = Duration::from_secs(config.timeout_secs.max(1));
-    reqwest::Client::builder()
+    hearth_channel::http_client::builder()
         // After a burst, keep a few idle connections, not one per conversation that ran.
         .pool_max_idle_per_host(16)
         .connect_timeout(CONNECT_TIMEOUT.min(timeout))

@@ -78,7 +78,7 @@ pub async fn probe_models(
         kind,
         message: scrub(format!("provider `{}`: {what}", config.name), api_key),
     };
-    let client = reqwest::Client::builder()
+    let client = hearth_channel::http_client::builder()
         .connect_timeout(timeout)
         .timeout(timeout)
         .build()

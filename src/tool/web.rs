@@ -198,7 +198,7 @@ fn address_kind(ip: IpAddr) -> &'static str {
 }
 
 fn client(target: &Target, timeout: Duration) -> Result<reqwest::Client, ToolError> {
-    let mut builder = reqwest::Client::builder()
+    let mut builder = hearth_channel::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         // A proxy would make the vetted address meaningless.
         .no_proxy()

@@ -12,6 +12,7 @@ mod config;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http_client;
 mod memory;
 mod message;
 pub mod plan;

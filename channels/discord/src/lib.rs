@@ -95,7 +95,7 @@ impl std::fmt::Debug for DiscordChannel {
 impl DiscordChannel {
     /// Builds the channel; no network traffic until `run` or a send.
     pub fn new(settings: DiscordSettings) -> Result<Self, ChannelError> {
-        Self::with_http_client(settings, reqwest::Client::builder())
+        Self::with_http_client(settings, hearth_channel::http_client::builder())
     }
 
     /// [`DiscordChannel::new`] on an HTTP client prepared by the caller (a CA to trust, a route

@@ -13,7 +13,10 @@ use crate::MatrixSettings;
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 pub(crate) async fn live_checks(settings: &MatrixSettings) -> Vec<Result<String, String>> {
-    let client = match reqwest::Client::builder().timeout(TIMEOUT).build() {
+    let client = match hearth_channel::http_client::builder()
+        .timeout(TIMEOUT)
+        .build()
+    {
         Ok(client) => client,
         Err(e) => return vec![Err(format!("cannot set up an HTTP client: {e}"))],
     };

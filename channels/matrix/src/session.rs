@@ -12,6 +12,7 @@
 //! fails with one line saying what to do, and the keys stay where they are.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use matrix_sdk::Client;
 use matrix_sdk::authentication::matrix::MatrixSession;
@@ -38,8 +39,16 @@ fn paths(data_dir: &Path) -> Paths {
 
 /// Builds a client on the store in `store`.
 async fn build(settings: &MatrixSettings, store: &Path) -> Result<Client, MatrixError> {
+    // The process's shared TLS configuration (hearth_channel::http_client), with what
+    // matrix-sdk would set on a client of its own: its user agent and its 30 s request timeout.
+    let http = hearth_channel::http_client::builder()
+        .user_agent("matrix-rust-sdk")
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| MatrixError::Store(format!("cannot set up the HTTP client: {e}")))?;
     Client::builder()
         .homeserver_url(&settings.homeserver)
+        .http_client(http)
         .sqlite_store(store, settings.store_passphrase.as_deref())
         .with_encryption_settings(EncryptionSettings {
             // Cross-signing comes from the recovery key (which a person holds), not from keys

@@ -28,7 +28,7 @@ pub(crate) struct Api {
 
 impl Api {
     pub(crate) fn new(api_url: &str, token: &str) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
+        let http = hearth_channel::http_client::builder()
             .pool_max_idle_per_host(8)
             .connect_timeout(Duration::from_secs(10))
             .build()

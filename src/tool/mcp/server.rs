@@ -412,7 +412,7 @@ impl Server {
                 transport_config =
                     transport_config.auth_header(Self::secret("bearer_token_env", name)?);
             }
-            let client = reqwest::Client::builder()
+            let client = hearth_channel::http_client::builder()
                 .connect_timeout(self.timeout())
                 .build()
                 .map_err(|err| format!("cannot set up the HTTP client: {}", error_chain(&err)))?;
