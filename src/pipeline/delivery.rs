@@ -7,7 +7,7 @@
 //! resumes at the part that failed and a restart at the first part not yet sent; only a part in
 //! flight when the process died can show twice, and it is flagged in doubt.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,7 +47,9 @@ pub struct Delivery {
     pub tracker: TaskTracker,
     /// Cancelled when hearth stops: a lane waiting to record its progress gives up then.
     shutdown: CancellationToken,
-    in_flight: Mutex<HashSet<String>>,
+    /// The chats with a lane running, and whether a pass found another row of theirs due
+    /// meanwhile (the lane will not see it: it was read before).
+    in_flight: Mutex<HashMap<String, bool>>,
 }
 
 impl Delivery {
@@ -68,11 +70,11 @@ impl Delivery {
             wake,
             tracker,
             shutdown,
-            in_flight: Mutex::new(HashSet::new()),
+            in_flight: Mutex::new(HashMap::new()),
         })
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
         self.in_flight
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -120,16 +122,24 @@ impl Delivery {
                 ));
                 continue;
             }
-            if !self.in_flight().insert(key.clone()) {
+            if let Some(missed) = self.in_flight().get_mut(&key) {
+                *missed = true;
                 continue;
             }
+            self.in_flight().insert(key.clone(), false);
             let this = self.clone();
             let span = tracing::info_span!("lane", chat = %key.replace('\u{1f}', ":"));
             self.tracker.spawn(
                 async move {
-                    this.deliver_lane(lane).await;
-                    this.in_flight().remove(&key);
-                    this.wake.notify_one();
+                    let delivered_all = this.deliver_lane(lane).await;
+                    // A lane that delivered all it was given needs another pass only when one
+                    // skipped this chat's newer rows while it ran (rows committed later wake
+                    // the worker themselves). One that stopped at a row to retry needs a pass
+                    // to time that retry.
+                    let missed = this.in_flight().remove(&key) == Some(true);
+                    if missed || !delivered_all {
+                        this.wake.notify_one();
+                    }
                 }
                 .instrument(span),
             );
@@ -137,17 +147,19 @@ impl Delivery {
         Ok(wait)
     }
 
-    /// Delivers one chat's rows in order, stopping at the first that must wait.
-    async fn deliver_lane(&self, lane: VecDeque<(OutboxItem, i64)>) {
+    /// Delivers one chat's rows in order, stopping at the first that must wait. Says whether
+    /// it delivered them all.
+    async fn deliver_lane(&self, lane: VecDeque<(OutboxItem, i64)>) -> bool {
         for (item, due) in lane {
             if due > self.clock.now_ms() {
-                return;
+                return false;
             }
             match self.deliver(&item).await {
                 Ok(()) => {}
-                Err(Stop) => return,
+                Err(Stop) => return false,
             }
         }
+        true
     }
 
     #[tracing::instrument(skip_all, fields(outbox_id = item.id, inbox_id = item.inbox_id))]
