@@ -178,6 +178,13 @@ impl Store {
         let pool_options = match backend {
             Backend::Sqlite => AnyPoolOptions::new()
                 .max_connections(8)
+                // sqlx pings a connection before lending it out, and a SQLite connection is a
+                // thread of this process: each ping was a round trip to that thread before
+                // every statement, a third of the thread switches of a message. A local file
+                // does not go stale like a socket; a connection whose thread died fails the one
+                // statement that meets it, and the ping sqlx still makes when the connection
+                // comes back drops it from the pool.
+                .test_before_acquire(false)
                 .after_connect(|conn, _meta| {
                     Box::pin(async move {
                         // foreign_keys and busy_timeout are on by default in sqlx's SQLite driver.
