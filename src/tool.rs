@@ -177,8 +177,11 @@ impl ToolInfo {
         }
     }
 
-    pub fn tags(mut self, tags: &[&str]) -> Self {
-        self.tags = tags.iter().map(|t| t.to_string()).collect();
+    pub fn tags(mut self, tags: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        self.tags = tags
+            .into_iter()
+            .map(|tag| tag.as_ref().to_string())
+            .collect();
         self
     }
 

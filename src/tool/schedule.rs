@@ -84,15 +84,7 @@ impl TypedTool for CreateSchedule {
     const NAME: &'static str = "create_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &[
-        "cron",
-        "recurring",
-        "briefing",
-        "every",
-        "daily",
-        "weekly",
-        "automation",
-    ];
+    const TAGS: &'static str = "cron, recurring, briefing, every, daily, weekly, automation";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -151,7 +143,7 @@ struct ListSchedules {
 impl TypedTool for ListSchedules {
     const NAME: &'static str = "list_schedules";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["cron", "reminders", "briefing", "show"];
+    const TAGS: &'static str = "cron, reminders, briefing, show";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -204,7 +196,7 @@ impl TypedTool for UpdateSchedule {
     const NAME: &'static str = "update_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["cron", "edit", "pause", "resume", "reschedule"];
+    const TAGS: &'static str = "cron, edit, pause, resume, reschedule";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -277,7 +269,7 @@ impl TypedTool for DeleteSchedule {
     const NAME: &'static str = "delete_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["cron", "remove", "cancel reminder"];
+    const TAGS: &'static str = "cron, remove, cancel reminder";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -299,7 +291,7 @@ impl TypedTool for RunScheduleNow {
     const NAME: &'static str = "run_schedule_now";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["cron", "trigger", "test"];
+    const TAGS: &'static str = "cron, trigger, test";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -333,7 +325,7 @@ struct ScheduleHistory {
 impl TypedTool for ScheduleHistory {
     const NAME: &'static str = "schedule_history";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["cron", "runs", "log", "failed", "missed"];
+    const TAGS: &'static str = "cron, runs, log, failed, missed";
     const LIMIT: Option<Limit> = Some(HISTORY_LIMIT);
     type Output = Value;
 
@@ -377,7 +369,7 @@ impl TypedTool for RemindMe {
     const GROUP: &'static str = GROUP;
     // A reminder runs an agent later with nobody watching, so it asks like any schedule.
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["reminder", "remind", "alarm", "later", "timer"];
+    const TAGS: &'static str = "reminder, remind, alarm, later, timer";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
