@@ -158,17 +158,7 @@ mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "bookmarks").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "bookmarks");
 
     #[tokio::test]
     async fn add_list_search_tag_and_duplicates() {

@@ -454,17 +454,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "calendar_events").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "calendar_events");
 
     fn titles(listed: &Value) -> Vec<String> {
         listed["events"]

@@ -351,17 +351,7 @@ mod tests {
     use crate::tool::test_context;
     use chrono::{TimeZone, Utc};
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "contacts").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "contacts");
 
     fn date(text: &str) -> NaiveDate {
         NaiveDate::parse_from_str(text, "%Y-%m-%d").expect("date")

@@ -219,17 +219,7 @@ mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "notes").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "notes");
 
     #[tokio::test]
     async fn add_list_search_and_tag() {
