@@ -13,11 +13,11 @@ use futures::StreamExt;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::HearthProcess;
+use crate::support::{HearthProcess, llm_sections};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-use crate::http::AGENTS;
+use crate::http::{AGENTS, answer, token_of};
 
 /// Open WebUI's default title prompt (`DEFAULT_TITLE_GENERATION_PROMPT_TEMPLATE`), as it sends
 /// it once the chat history is filled in.
@@ -55,24 +55,8 @@ impl Chat {
         }
         let llm = FakeOpenAi::start().await;
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-price_input_per_mtok = 1.0
-price_output_per_mtok = 2.0
-
-[router]
-agents_file = "agents.toml"
-
-[channels.http]
-max_body_bytes = 4096
-{extra}
-"#,
-            llm = llm.base_url(),
+            "{llm}\n[channels.http]\nmax_body_bytes = 4096\n{extra}\n",
+            llm = llm_sections(&llm, false, true, (1.0, 2.0)),
         );
         process.write_config(owner, &config, AGENTS);
         let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
@@ -130,24 +114,6 @@ max_body_bytes = 4096
             .expect("messages")
             .clone()
     }
-}
-
-fn token_of(output: &str) -> String {
-    output
-        .lines()
-        .find(|line| line.starts_with("hth_"))
-        .unwrap_or_else(|| panic!("no token printed: {output}"))
-        .to_string()
-}
-
-async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
-    let response = request.send().await.expect("answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 /// The `data:` payloads of a finished SSE body, `[DONE]` as a string.
