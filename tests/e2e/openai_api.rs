@@ -45,6 +45,47 @@ impl Chat {
         Self::build("http:owner", &[], extra).await
     }
 
+    /// A started chat whose approvals go to `owner`'s chat on a fake Telegram (bot token
+    /// `token`), once Telegram is connected.
+    #[cfg(feature = "telegram")]
+    async fn with_telegram_owner(
+        token: &str,
+        owner: i64,
+    ) -> (Self, hearth_testkit::telegram::FakeTelegram) {
+        let tg = hearth_testkit::telegram::FakeTelegram::start(token).await;
+        let extra = format!(
+            "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{owner}]\n",
+            tg.api_url()
+        );
+        let route = format!("telegram:{owner}");
+        let env = [("TG_TOKEN", token), ("HEARTH_DAEMON__APPROVALS_TO", &route)];
+        let mut chat = Self::build(&route, &env, &extra).await;
+        chat.process.start().await;
+        chat.process
+            .wait_for(WAIT, "Telegram connected", async || {
+                let (_, health) = chat.process.healthz().await;
+                (health["channels"]["telegram"]["state"] == "connected").then_some(())
+            })
+            .await;
+        (chat, tg)
+    }
+
+    /// The confirmation prompt, with its buttons, that reached `owner` on Telegram.
+    #[cfg(feature = "telegram")]
+    async fn routed_prompt(
+        &self,
+        tg: &hearth_testkit::telegram::FakeTelegram,
+        owner: i64,
+    ) -> hearth_testkit::telegram::FakeMessage {
+        self.process
+            .wait_for(WAIT, "the routed prompt", async || {
+                tg.messages(owner)
+                    .into_iter()
+                    .find(|m| !m.buttons.is_empty())
+            })
+            .await
+    }
+
     /// A process whose `daemon.owner` is `owner`, with `env` set, `extra` appended to
     /// `[channels.http]`.
     async fn build(owner: &str, env: &[(&'static str, &str)], extra: &str) -> Self {
@@ -760,6 +801,20 @@ async fn read_until<B: AsRef<[u8]> + std::fmt::Debug>(
         .unwrap_or_else(|_| panic!("no {until:?} in time: {body}"));
 }
 
+/// Reads a streamed answer to its end; the `data:` payloads of all of it.
+async fn read_to_end<B: AsRef<[u8]>>(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),
+    body: &mut String,
+) -> Vec<Value> {
+    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("the stream ends")
+    {
+        body.push_str(&String::from_utf8_lossy(bytes.as_ref()));
+    }
+    data_lines(body)
+}
+
 #[tokio::test]
 async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_the_api() {
     let mut chat = Chat::start("confirm_wait_secs = 60").await;
@@ -823,13 +878,7 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
     assert_eq!(status, 200, "{decided}");
 
     read_until(&mut stream, &mut body, "Deleted task 1.").await;
-    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
-        .await
-        .expect("the stream ends")
-    {
-        body.push_str(&String::from_utf8_lossy(&bytes));
-    }
-    let chunks = data_lines(&body);
+    let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
     assert!(text.contains("✅ Approved."), "{text}");
@@ -840,31 +889,8 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
 #[cfg(feature = "telegram")]
 #[tokio::test]
 async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_button() {
-    use hearth_testkit::telegram::FakeTelegram;
-    const TG_TOKEN: &str = "424242:openai-endpoint-test";
     const OWNER: i64 = 4242;
-    let tg = FakeTelegram::start(TG_TOKEN).await;
-    let extra = format!(
-        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
-        tg.api_url()
-    );
-    let route = format!("telegram:{OWNER}");
-    let mut chat = Chat::build(
-        &route,
-        &[
-            ("TG_TOKEN", TG_TOKEN),
-            ("HEARTH_DAEMON__APPROVALS_TO", &route),
-        ],
-        &extra,
-    )
-    .await;
-    chat.process.start().await;
-    chat.process
-        .wait_for(WAIT, "Telegram connected", async || {
-            let (_, health) = chat.process.healthz().await;
-            (health["channels"]["telegram"]["state"] == "connected").then_some(())
-        })
-        .await;
+    let (mut chat, tg) = Chat::with_telegram_owner("424242:openai-endpoint-test", OWNER).await;
     chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "delete_task",
@@ -886,25 +912,12 @@ async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_butt
     read_until(&mut stream, &mut body, "deny ").await;
 
     // The prompt also went to the owner's Telegram chat, with buttons; the owner approves there.
-    let prompt = chat
-        .process
-        .wait_for(WAIT, "the routed prompt", async || {
-            tg.messages(OWNER)
-                .into_iter()
-                .find(|m| !m.buttons.is_empty())
-        })
-        .await;
+    let prompt = chat.routed_prompt(&tg, OWNER).await;
     let approve = prompt.buttons[0][0].1.clone();
     tg.press(OWNER, OWNER, prompt.id, &approve);
 
     read_until(&mut stream, &mut body, "Deleted task 7.").await;
-    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
-        .await
-        .expect("the stream ends")
-    {
-        body.push_str(&String::from_utf8_lossy(&bytes));
-    }
-    let chunks = data_lines(&body);
+    let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
     assert!(text.contains("✅ Approved."), "{text}");
@@ -1085,31 +1098,8 @@ async fn closing_a_streamed_answer_stops_its_turn_and_the_chat_goes_on() {
 #[cfg(feature = "telegram")]
 #[tokio::test]
 async fn closing_a_stream_waiting_for_approval_cancels_the_turn_and_the_owners_prompt_says_so() {
-    use hearth_testkit::telegram::FakeTelegram;
-    const TG_TOKEN: &str = "424242:openai-endpoint-stop";
     const OWNER: i64 = 4243;
-    let tg = FakeTelegram::start(TG_TOKEN).await;
-    let extra = format!(
-        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
-        tg.api_url()
-    );
-    let route = format!("telegram:{OWNER}");
-    let mut chat = Chat::build(
-        &route,
-        &[
-            ("TG_TOKEN", TG_TOKEN),
-            ("HEARTH_DAEMON__APPROVALS_TO", &route),
-        ],
-        &extra,
-    )
-    .await;
-    chat.process.start().await;
-    chat.process
-        .wait_for(WAIT, "Telegram connected", async || {
-            let (_, health) = chat.process.healthz().await;
-            (health["channels"]["telegram"]["state"] == "connected").then_some(())
-        })
-        .await;
+    let (mut chat, tg) = Chat::with_telegram_owner("424242:openai-endpoint-stop", OWNER).await;
     chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "delete_task",
@@ -1129,14 +1119,7 @@ async fn closing_a_stream_waiting_for_approval_cancels_the_turn_and_the_owners_p
     let turn = turn_of(&body);
     let shown = streamed_text(&data_lines(&body));
     let code = code_in(&shown);
-    let prompt = chat
-        .process
-        .wait_for(WAIT, "the routed prompt", async || {
-            tg.messages(OWNER)
-                .into_iter()
-                .find(|m| !m.buttons.is_empty())
-        })
-        .await;
+    let prompt = chat.routed_prompt(&tg, OWNER).await;
 
     // Stop while it waits: the turn is cancelled, and the owner's prompt shows it.
     drop(stream);
