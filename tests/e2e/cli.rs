@@ -18,6 +18,11 @@ fn write(dir: &Path, name: &str, content: &str) {
     std::fs::write(dir.join(name), content).expect("write file");
 }
 
+/// `hearth chat` in `dir` against the model API at `url`, typing `stdin`.
+async fn chat_at(dir: &Path, url: &str, stdin: &str) -> std::process::Output {
+    run_cli_async(dir, &["chat"], &[("OPENAI_BASE_URL", url)], stdin).await
+}
+
 /// A directory with a hearth.toml whose one provider is `llm` as a cloud: its key in `MY_KEY`.
 fn cloud_config(llm: &FakeOpenAi) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -197,13 +202,7 @@ async fn chat_over_a_pipe_answers_each_line_once_in_order() {
     llm.push(Reply::text("second answer").streamed(true));
     let dir = tempfile::tempdir().expect("temp dir");
     let url = llm.base_url();
-    let out = run_cli_async(
-        dir.path(),
-        &["chat"],
-        &[("OPENAI_BASE_URL", url.as_str())],
-        "hello\n\nhow are you?\n/whoami\n",
-    )
-    .await;
+    let out = chat_at(dir.path(), &url, "hello\n\nhow are you?\n/whoami\n").await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();
@@ -327,13 +326,7 @@ async fn html_501_server() -> (String, tokio::task::JoinHandle<()>) {
 async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
     let (url, server) = html_501_server().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = run_cli_async(
-        dir.path(),
-        &["chat"],
-        &[("OPENAI_BASE_URL", url.as_str())],
-        "hello\n",
-    )
-    .await;
+    let out = chat_at(dir.path(), &url, "hello\n").await;
     server.abort();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -404,13 +397,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     llm.set_responder(|_| Reply::error(400, "model `m` does not exist"));
     let dir = tempfile::tempdir().expect("temp dir");
     let url = llm.base_url();
-    let out = run_cli_async(
-        dir.path(),
-        &["chat"],
-        &[("OPENAI_BASE_URL", url.as_str())],
-        "hello\nagain\n",
-    )
-    .await;
+    let out = chat_at(dir.path(), &url, "hello\nagain\n").await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -419,13 +406,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     );
 
     llm.push(Reply::text("answered"));
-    let out = run_cli_async(
-        dir.path(),
-        &["chat"],
-        &[("OPENAI_BASE_URL", url.as_str())],
-        "hello\nagain\n",
-    )
-    .await;
+    let out = chat_at(dir.path(), &url, "hello\nagain\n").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("answered"));
 }
