@@ -71,6 +71,44 @@ pub struct Schedule {
     pub updated_at: i64,
 }
 
+impl Schedule {
+    /// A schedule made in chat at `now` that sends `prompt` to `agent`, the answer going to
+    /// `chat` on `channel`: enabled, refusing every tool that asks, a missed fire caught up
+    /// within an hour. Not stored yet (`id` 0), and with no time to fire: the caller sets
+    /// `cron` or `one_shot_at`, and `next_fire_at`.
+    pub fn new(
+        name: String,
+        timezone: String,
+        agent: String,
+        prompt: String,
+        (channel, chat): (String, ChatRef),
+        now: i64,
+    ) -> Self {
+        Self {
+            id: 0,
+            name,
+            cron: None,
+            timezone,
+            agent,
+            prompt,
+            channel,
+            chat,
+            on_confirmation: OnConfirmation::Deny,
+            allow_tools: Vec::new(),
+            catch_up_minutes: 60,
+            enabled: true,
+            paused: false,
+            source: "chat".into(),
+            one_shot_at: None,
+            created_by: None,
+            last_fire_at: None,
+            next_fire_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 /// How a run went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunStatus {

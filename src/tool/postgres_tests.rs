@@ -340,26 +340,16 @@ async fn schedules_are_stored_and_saved_on_postgres() {
         return;
     };
     let mut schedule = Schedule {
-        id: 0,
-        name: "briefing".into(),
         cron: Some("0 7 * * *".into()),
-        timezone: "Europe/Berlin".into(),
-        agent: "general".into(),
-        prompt: "Brief me.".into(),
-        channel: "telegram".into(),
-        chat: hearth_channel::ChatRef::new("42"),
-        on_confirmation: OnConfirmation::Deny,
-        allow_tools: Vec::new(),
-        catch_up_minutes: 60,
-        enabled: true,
-        paused: false,
-        source: "chat".into(),
-        one_shot_at: None,
-        created_by: None,
-        last_fire_at: None,
         next_fire_at: Some(5_000),
-        created_at: 1_000,
-        updated_at: 1_000,
+        ..Schedule::new(
+            "briefing".into(),
+            "Europe/Berlin".into(),
+            "general".into(),
+            "Brief me.".into(),
+            ("telegram".into(), hearth_channel::ChatRef::new("42")),
+            1_000,
+        )
     };
     schedule.id = ctx
         .store
