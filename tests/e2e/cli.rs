@@ -1,7 +1,7 @@
 //! The `hearth` binary as a user runs it: exit codes, messages, and the terminal chat over a pipe.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use hearth_testkit::{FakeOpenAi, Reply};
 
@@ -16,6 +16,28 @@ fn text(bytes: &[u8]) -> String {
 
 fn write(dir: &Path, name: &str, content: &str) {
     std::fs::write(dir.join(name), content).expect("write file");
+}
+
+/// `hearth run` in `dir` with only `env` set (and a model API where nothing listens); its
+/// stdout dropped, its stderr as `stderr` says.
+fn spawn_run(dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().copied())
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("hearth run starts")
+}
+
+/// How `child` exits, waited for off the runtime's threads.
+async fn exit_status(mut child: Child) -> ExitStatus {
+    tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join")
 }
 
 /// `hearth chat` in `dir` against the model API at `url`, typing `stdin`.
@@ -473,15 +495,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         "agents.toml",
         "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n",
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hearth run starts");
+    let mut child = spawn_run(dir.path(), &[], Stdio::piped());
 
     let url = format!("http://127.0.0.1:{port}/healthz");
     let response = poll(WAIT, async || reqwest::get(&url).await.ok())
@@ -625,17 +639,11 @@ async fn run_speaks_the_systemd_notify_protocol() {
         "hearth.toml",
         &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("NOTIFY_SOCKET", &socket_path)
-        .env("WATCHDOG_USEC", "200000")
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let env = [
+        ("NOTIFY_SOCKET", socket_path.to_str().expect("a UTF-8 path")),
+        ("WATCHDOG_USEC", "200000"),
+    ];
+    let child = spawn_run(dir.path(), &env, Stdio::null());
     let received = tokio::task::spawn_blocking(move || {
         let mut messages = Vec::new();
         let mut buf = [0u8; 1024];
@@ -680,9 +688,7 @@ async fn run_speaks_the_systemd_notify_protocol() {
     .await
     .expect("join");
     assert!(stopping, "STOPPING=1 was sent");
-    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
-        .await
-        .expect("join");
+    let status = exit_status(child).await;
     assert_eq!(status.code(), Some(0));
 }
 
@@ -695,15 +701,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         "hearth.toml",
         &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let child = spawn_run(dir.path(), &[], Stdio::null());
     let url = format!("http://127.0.0.1:{port}/healthz");
     eventually("the daemon to come up", async || {
         reqwest::get(&url).await.is_ok()
@@ -733,9 +731,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     );
 
     signal_child(&child, Signal::TERM);
-    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
-        .await
-        .expect("join");
+    let status = exit_status(child).await;
     assert_eq!(status.code(), Some(0));
 }
 
