@@ -197,29 +197,23 @@ async fn sync_one(
         .unwrap_or_else(|| default_timezone.to_string());
     parse_timezone(&timezone).map_err(invalid)?;
     CronExpr::parse(&config.cron).map_err(invalid)?;
-    let (channel, chat) = parse_target(&config.target).map_err(invalid)?;
+    let target = parse_target(&config.target).map_err(invalid)?;
     let existing = store.schedule_by_name(&config.name).await?;
+    let (name, agent, prompt) = (
+        config.name.clone(),
+        config.agent.clone(),
+        config.prompt.clone(),
+    );
     let mut schedule = Schedule {
         id: existing.as_ref().map_or(0, |s| s.id),
-        name: config.name.clone(),
         cron: Some(config.cron.trim().to_string()),
-        timezone,
-        agent: config.agent.clone(),
-        prompt: config.prompt.clone(),
-        channel,
-        chat,
         on_confirmation: config.on_confirmation,
         allow_tools: config.allow_tools.clone(),
         catch_up_minutes: i64::try_from(config.catch_up_minutes).unwrap_or(i64::MAX),
-        enabled: true,
         paused: existing.as_ref().is_some_and(|s| s.paused),
         source: "config".into(),
-        one_shot_at: None,
-        created_by: None,
         last_fire_at: existing.as_ref().and_then(|s| s.last_fire_at),
-        next_fire_at: None,
-        created_at: now,
-        updated_at: now,
+        ..Schedule::new(name, timezone, agent, prompt, target, now)
     };
     let unchanged_timing = existing
         .as_ref()

@@ -177,8 +177,11 @@ impl ToolInfo {
         }
     }
 
-    pub fn tags(mut self, tags: &[&str]) -> Self {
-        self.tags = tags.iter().map(|t| t.to_string()).collect();
+    pub fn tags(mut self, tags: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        self.tags = tags
+            .into_iter()
+            .map(|tag| tag.as_ref().to_string())
+            .collect();
         self
     }
 
@@ -488,6 +491,33 @@ pub(crate) mod test_calls {
             .expect_err("call fails")
             .to_string()
     }
+
+    /// `ok`, `err` and `count` for a family's test module: the tools of `$tools()` called by
+    /// name, and how many rows `$table` holds.
+    macro_rules! family_calls {
+        ($tools:path, $table:literal) => {
+            async fn ok(
+                ctx: &$crate::tool::ToolContext,
+                name: &str,
+                args: serde_json::Value,
+            ) -> serde_json::Value {
+                $crate::tool::test_calls::ok($tools(), ctx, name, args).await
+            }
+
+            async fn err(
+                ctx: &$crate::tool::ToolContext,
+                name: &str,
+                args: serde_json::Value,
+            ) -> String {
+                $crate::tool::test_calls::err($tools(), ctx, name, args).await
+            }
+
+            async fn count(ctx: &$crate::tool::ToolContext) -> i64 {
+                $crate::tool::test_calls::rows(ctx, $table).await
+            }
+        };
+    }
+    pub(crate) use family_calls;
 }
 
 /// A context for calling tools directly in unit tests: a fresh SQLite database, one user, UTC.

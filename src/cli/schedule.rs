@@ -6,7 +6,7 @@ use clap::Subcommand;
 
 use super::Failure;
 use crate::agent::AgentSet;
-use crate::config::{Config, OnConfirmation};
+use crate::config::Config;
 use crate::scheduler::timing::{CronExpr, parse_timezone};
 use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
 use crate::store::Store;
@@ -165,28 +165,10 @@ async fn add(
     if store.schedule_by_name(&name).await?.is_some() {
         return Err(usage(format!("a schedule named `{name}` exists already")));
     }
-    let (channel, chat) = parse_target(target).map_err(usage)?;
+    let target = parse_target(target).map_err(usage)?;
     let mut schedule = Schedule {
-        id: 0,
-        name,
         cron: Some(cron.trim().to_string()),
-        timezone,
-        agent,
-        prompt,
-        channel,
-        chat,
-        on_confirmation: OnConfirmation::Deny,
-        allow_tools: Vec::new(),
-        catch_up_minutes: 60,
-        enabled: true,
-        paused: false,
-        source: "chat".into(),
-        one_shot_at: None,
-        created_by: None,
-        last_fire_at: None,
-        next_fire_at: None,
-        created_at: now,
-        updated_at: now,
+        ..Schedule::new(name, timezone, agent, prompt, target, now)
     };
     schedule.next_fire_at = schedule.next_fire_after(now).map_err(usage)?;
     store.insert_schedule(&schedule, now).await?;

@@ -224,8 +224,34 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(wait.to_std().unwrap_or(Duration::ZERO))
 }
 
+/// What an endpoint answered a chat request with.
+pub(crate) enum Answer {
+    /// An event stream, to read as it comes.
+    Stream(reqwest::Response),
+    /// A whole body.
+    Body(String),
+}
+
+/// Sends a chat request, one attempt: an HTTP error status becomes its [`ProviderError`]; an
+/// event stream is returned as it is when `stream` was asked for, anything else read whole.
+pub(crate) async fn send(
+    request: reqwest::RequestBuilder,
+    errors: &ErrorContext,
+    stream: bool,
+) -> Result<Answer, ProviderError> {
+    let response = request.send().await.map_err(|e| errors.transport(e))?;
+    if !response.status().is_success() {
+        return Err(errors.status_error(response).await);
+    }
+    if stream && is_event_stream(&response) {
+        return Ok(Answer::Stream(response));
+    }
+    let body = response.text().await.map_err(|e| errors.transport(e))?;
+    Ok(Answer::Body(body))
+}
+
 /// Whether a response is an event stream (a server may ignore `stream: true` and answer JSON).
-pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
+fn is_event_stream(response: &reqwest::Response) -> bool {
     response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{self, ErrorContext, EventReader};
+use super::http::{self, Answer, ErrorContext, EventReader};
 use super::{
     ChatMessage, ChatRequest, ChatResponse, ContentPart, Provider, ProviderError,
     ProviderErrorKind, StreamEvent, StreamSender, ToolCall, Usage,
@@ -218,18 +218,10 @@ impl Provider for OpenAiProvider {
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key.expose());
         }
-        let response = builder.send().await.map_err(|e| self.errors.transport(e))?;
-        if !response.status().is_success() {
-            return Err(self.errors.status_error(response).await);
+        match http::send(builder, &self.errors, request.stream).await? {
+            Answer::Stream(response) => self.read_stream(response, model, events).await,
+            Answer::Body(body) => self.parse_complete(&body, model),
         }
-        if request.stream && http::is_event_stream(&response) {
-            return self.read_stream(response, model, events).await;
-        }
-        let body = response
-            .text()
-            .await
-            .map_err(|e| self.errors.transport(e))?;
-        self.parse_complete(&body, model)
     }
 }
 

@@ -458,26 +458,16 @@ async fn a_one_shot_fires_once_and_is_disabled() {
     let s = setup("2026-03-28T05:00:00Z").await;
     let at = ms("2026-03-28T05:20:00Z");
     let reminder = Schedule {
-        id: 0,
-        name: "reminder".into(),
-        cron: None,
-        timezone: "UTC".into(),
-        agent: "general".into(),
-        prompt: "Reminder for the user: call mum.".into(),
-        channel: "memory".into(),
-        chat: ChatRef::new("chat-1"),
-        on_confirmation: OnConfirmation::Deny,
-        allow_tools: Vec::new(),
-        catch_up_minutes: 60,
-        enabled: true,
-        paused: false,
-        source: "chat".into(),
         one_shot_at: Some(at),
-        created_by: None,
-        last_fire_at: None,
         next_fire_at: Some(at),
-        created_at: 0,
-        updated_at: 0,
+        ..Schedule::new(
+            "reminder".into(),
+            "UTC".into(),
+            "general".into(),
+            "Reminder for the user: call mum.".into(),
+            ("memory".into(), ChatRef::new("chat-1")),
+            0,
+        )
     };
     s.store.insert_schedule(&reminder, 0).await.expect("insert");
     s.clock.set(utc("2026-03-28T05:21:00Z"));

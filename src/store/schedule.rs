@@ -3,6 +3,7 @@
 //! (cron, time zones, fires) is the scheduler's (`impl Schedule` in `scheduler.rs`).
 
 use hearth_channel::{ChatRef, Inbound};
+use sqlx::Row;
 
 use super::{Store, StoreError, StoreResult, to_i64};
 use crate::config::OnConfirmation;
@@ -68,6 +69,44 @@ pub struct Schedule {
     pub next_fire_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+impl Schedule {
+    /// A schedule made in chat at `now` that sends `prompt` to `agent`, the answer going to
+    /// `chat` on `channel`: enabled, refusing every tool that asks, a missed fire caught up
+    /// within an hour. Not stored yet (`id` 0), and with no time to fire: the caller sets
+    /// `cron` or `one_shot_at`, and `next_fire_at`.
+    pub fn new(
+        name: String,
+        timezone: String,
+        agent: String,
+        prompt: String,
+        (channel, chat): (String, ChatRef),
+        now: i64,
+    ) -> Self {
+        Self {
+            id: 0,
+            name,
+            cron: None,
+            timezone,
+            agent,
+            prompt,
+            channel,
+            chat,
+            on_confirmation: OnConfirmation::Deny,
+            allow_tools: Vec::new(),
+            catch_up_minutes: 60,
+            enabled: true,
+            paused: false,
+            source: "chat".into(),
+            one_shot_at: None,
+            created_by: None,
+            last_fire_at: None,
+            next_fire_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
 }
 
 /// How a run went.
@@ -269,6 +308,29 @@ impl TryFrom<ScheduledRunRow> for ScheduledRun {
     }
 }
 
+/// Binds what a user can set on a schedule, the columns insert and save both write, to `$1`
+/// (`name`) to `$14` (`one_shot_at`) in the order of the schedules table.
+fn bind_settings<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    schedule: &'q Schedule,
+) -> StoreResult<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>> {
+    Ok(query
+        .bind(&schedule.name)
+        .bind(schedule.cron.as_deref())
+        .bind(&schedule.timezone)
+        .bind(&schedule.agent)
+        .bind(&schedule.prompt)
+        .bind(&schedule.channel)
+        .bind(&schedule.chat.chat_id)
+        .bind(schedule.chat.thread_id.as_deref().unwrap_or(""))
+        .bind(on_confirmation_str(schedule.on_confirmation))
+        .bind(serde_json::to_string(&schedule.allow_tools)?)
+        .bind(schedule.catch_up_minutes)
+        .bind(i64::from(schedule.enabled))
+        .bind(&schedule.source)
+        .bind(schedule.one_shot_at))
+}
+
 /// The schedule id and fire time a scheduler platform id (`schedule:<id>:<ms>`) names.
 pub(crate) fn parse_platform_id(platform_id: &str) -> Option<(i64, i64)> {
     let rest = platform_id.strip_prefix("schedule:")?;
@@ -282,65 +344,40 @@ impl Store {
         // A transaction, so a failed commit (a full disk) is an error and not a returned id of a
         // schedule that was never stored (SQLite's autocommit hands back RETURNING rows first).
         let mut tx = self.begin().await?;
-        let id: i64 = sqlx::query_scalar(
+        let insert = sqlx::query(
             "INSERT INTO schedules (name, cron, timezone, agent, prompt, channel, chat_id, thread_id,
                  on_confirmation, allow_tools, catch_up_minutes, enabled, source, one_shot_at,
                  created_by, last_fire_at, next_fire_at, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
              RETURNING id",
-        )
-        .bind(&schedule.name)
-        .bind(schedule.cron.as_deref())
-        .bind(&schedule.timezone)
-        .bind(&schedule.agent)
-        .bind(&schedule.prompt)
-        .bind(&schedule.channel)
-        .bind(&schedule.chat.chat_id)
-        .bind(schedule.chat.thread_id.as_deref().unwrap_or(""))
-        .bind(on_confirmation_str(schedule.on_confirmation))
-        .bind(serde_json::to_string(&schedule.allow_tools)?)
-        .bind(schedule.catch_up_minutes)
-        .bind(i64::from(schedule.enabled))
-        .bind(&schedule.source)
-        .bind(schedule.one_shot_at)
-        .bind(schedule.created_by)
-        .bind(schedule.last_fire_at)
-        .bind(schedule.next_fire_at)
-        .bind(now_ms)
-        .fetch_one(&mut *tx)
-        .await?;
+        );
+        let id: i64 = bind_settings(insert, schedule)?
+            .bind(schedule.created_by)
+            .bind(schedule.last_fire_at)
+            .bind(schedule.next_fire_at)
+            .bind(now_ms)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("id")?;
         tx.commit().await?;
         Ok(id)
     }
 
     /// Writes every changeable field of `schedule` (by id); false when it no longer exists.
     pub async fn save_schedule(&self, schedule: &Schedule, now_ms: i64) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let update = sqlx::query(
             "UPDATE schedules SET name = $1, cron = $2, timezone = $3, agent = $4, prompt = $5,
                  channel = $6, chat_id = $7, thread_id = $8, on_confirmation = $9, allow_tools = $10,
                  catch_up_minutes = $11, enabled = $12, source = $13, one_shot_at = $14,
                  next_fire_at = $15, updated_at = $16
              WHERE id = $17",
-        )
-        .bind(&schedule.name)
-        .bind(schedule.cron.as_deref())
-        .bind(&schedule.timezone)
-        .bind(&schedule.agent)
-        .bind(&schedule.prompt)
-        .bind(&schedule.channel)
-        .bind(&schedule.chat.chat_id)
-        .bind(schedule.chat.thread_id.as_deref().unwrap_or(""))
-        .bind(on_confirmation_str(schedule.on_confirmation))
-        .bind(serde_json::to_string(&schedule.allow_tools)?)
-        .bind(schedule.catch_up_minutes)
-        .bind(i64::from(schedule.enabled))
-        .bind(&schedule.source)
-        .bind(schedule.one_shot_at)
-        .bind(schedule.next_fire_at)
-        .bind(now_ms)
-        .bind(schedule.id)
-        .execute(self.pool())
-        .await?;
+        );
+        let done = bind_settings(update, schedule)?
+            .bind(schedule.next_fire_at)
+            .bind(now_ms)
+            .bind(schedule.id)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() > 0)
     }
 

@@ -42,7 +42,7 @@ impl TypedTool for AddBookmark {
     const NAME: &'static str = "add_bookmark";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["link", "url", "save", "read later", "website"];
+    const TAGS: &'static str = "link, url, save, read later, website";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -77,7 +77,7 @@ struct ListBookmarks {
 impl TypedTool for ListBookmarks {
     const NAME: &'static str = "list_bookmarks";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["link", "url", "find", "show"];
+    const TAGS: &'static str = "link, url, find, show";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -102,7 +102,7 @@ impl TypedTool for DeleteBookmark {
     const NAME: &'static str = "delete_bookmark";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["link", "remove"];
+    const TAGS: &'static str = "link, remove";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -158,17 +158,7 @@ mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "bookmarks").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "bookmarks");
 
     #[tokio::test]
     async fn add_list_search_tag_and_duplicates() {

@@ -56,14 +56,7 @@ impl TypedTool for AddCalendarEvent {
     const NAME: &'static str = "add_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &[
-        "appointment",
-        "meeting",
-        "schedule",
-        "agenda",
-        "create",
-        "date",
-    ];
+    const TAGS: &'static str = "appointment, meeting, schedule, agenda, create, date";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -169,16 +162,7 @@ impl ListCalendarEvents {
 impl TypedTool for ListCalendarEvents {
     const NAME: &'static str = "list_calendar_events";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "appointment",
-        "meeting",
-        "agenda",
-        "schedule",
-        "today",
-        "week",
-        "busy",
-        "free",
-    ];
+    const TAGS: &'static str = "appointment, meeting, agenda, schedule, today, week, busy, free";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -230,7 +214,7 @@ impl TypedTool for UpdateCalendarEvent {
     const NAME: &'static str = "update_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["appointment", "meeting", "move", "reschedule", "edit"];
+    const TAGS: &'static str = "appointment, meeting, move, reschedule, edit";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -285,7 +269,7 @@ impl TypedTool for DeleteCalendarEvent {
     const NAME: &'static str = "delete_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["appointment", "meeting", "cancel", "remove"];
+    const TAGS: &'static str = "appointment, meeting, cancel, remove";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -470,17 +454,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "calendar_events").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "calendar_events");
 
     fn titles(listed: &Value) -> Vec<String> {
         listed["events"]

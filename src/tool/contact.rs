@@ -51,7 +51,7 @@ impl TypedTool for AddContact {
     const NAME: &'static str = "add_contact";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["person", "people", "address book", "friend", "create"];
+    const TAGS: &'static str = "person, people, address book, friend, create";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -86,14 +86,7 @@ struct ListContacts {
 impl TypedTool for ListContacts {
     const NAME: &'static str = "list_contacts";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "person",
-        "people",
-        "address book",
-        "find",
-        "phone number",
-        "email address",
-    ];
+    const TAGS: &'static str = "person, people, address book, find, phone number, email address";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -129,7 +122,7 @@ impl TypedTool for UpdateContact {
     const NAME: &'static str = "update_contact";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["person", "edit", "change"];
+    const TAGS: &'static str = "person, edit, change";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -188,7 +181,7 @@ impl TypedTool for DeleteContact {
     const NAME: &'static str = "delete_contact";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["person", "remove"];
+    const TAGS: &'static str = "person, remove";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -211,7 +204,7 @@ struct UpcomingBirthdays {
 impl TypedTool for UpcomingBirthdays {
     const NAME: &'static str = "upcoming_birthdays";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["birthday", "anniversary", "person", "upcoming"];
+    const TAGS: &'static str = "birthday, anniversary, person, upcoming";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -358,17 +351,7 @@ mod tests {
     use crate::tool::test_context;
     use chrono::{TimeZone, Utc};
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "contacts").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "contacts");
 
     fn date(text: &str) -> NaiveDate {
         NaiveDate::parse_from_str(text, "%Y-%m-%d").expect("date")

@@ -185,9 +185,7 @@ impl TypedTool for AddExpense {
     const NAME: &'static str = "add_expense";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &[
-        "spent", "paid", "bought", "cost", "money", "purchase", "spending",
-    ];
+    const TAGS: &'static str = "spent, paid, bought, cost, money, purchase, spending";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -209,7 +207,7 @@ impl TypedTool for BatchAddExpenses {
     const NAME: &'static str = "batch_add_expenses";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["spent", "paid", "receipts", "money", "many", "bulk"];
+    const TAGS: &'static str = "spent, paid, receipts, money, many, bulk";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -253,8 +251,7 @@ struct ListExpenses {
 impl TypedTool for ListExpenses {
     const NAME: &'static str = "list_expenses";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["query", "spending", "spent", "find", "search", "money"];
+    const TAGS: &'static str = "query, spending, spent, find, search, money";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -302,15 +299,7 @@ struct CurrencyTotals {
 impl TypedTool for ExpenseSummary {
     const NAME: &'static str = "expense_summary";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "budget",
-        "total",
-        "spending",
-        "report",
-        "month",
-        "statistics",
-        "money",
-    ];
+    const TAGS: &'static str = "budget, total, spending, report, month, statistics, money";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -397,8 +386,7 @@ struct ExportExpenses {
 impl TypedTool for ExportExpenses {
     const NAME: &'static str = "export_expenses";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["csv", "json", "download", "spreadsheet", "backup", "money"];
+    const TAGS: &'static str = "csv, json, download, spreadsheet, backup, money";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -447,7 +435,7 @@ impl TypedTool for DeleteExpense {
     const NAME: &'static str = "delete_expense";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["remove", "expense", "money", "mistake"];
+    const TAGS: &'static str = "remove, expense, money, mistake";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

@@ -233,7 +233,7 @@ struct ReadFile {
 impl TypedTool for ReadFile {
     const NAME: &'static str = "read_file";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["open", "cat", "view", "load", "text file"];
+    const TAGS: &'static str = "open, cat, view, load, text file";
     const LIMIT: Option<Limit> = Some(READ_LIMIT);
     type Output = Value;
 
@@ -321,7 +321,7 @@ impl TypedTool for WriteFile {
     const NAME: &'static str = "write_file";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["save", "create", "store", "export", "text file"];
+    const TAGS: &'static str = "save, create, store, export, text file";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -423,7 +423,7 @@ fn walk(dir: &Path, recursive: bool, max: usize, found: &mut Vec<Entry>) -> io::
 impl TypedTool for ListDirectory {
     const NAME: &'static str = "list_directory";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["ls", "dir", "folder", "browse", "tree"];
+    const TAGS: &'static str = "ls, dir, folder, browse, tree";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -486,7 +486,7 @@ struct SearchFiles {
 impl TypedTool for SearchFiles {
     const NAME: &'static str = "search_files";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["find", "grep", "locate", "glob", "lookup"];
+    const TAGS: &'static str = "find, grep, locate, glob, lookup";
     const LIMIT: Option<Limit> = Some(SEARCH_LIMIT);
     type Output = Value;
 
@@ -613,7 +613,7 @@ struct FileInfo {
 impl TypedTool for FileInfo {
     const NAME: &'static str = "file_info";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["stat", "size", "modified", "exists", "metadata"];
+    const TAGS: &'static str = "stat, size, modified, exists, metadata";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -666,7 +666,7 @@ impl TypedTool for CopyFile {
     const NAME: &'static str = "copy_file";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["duplicate", "backup", "cp"];
+    const TAGS: &'static str = "duplicate, backup, cp";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -722,7 +722,7 @@ impl TypedTool for DeleteFile {
     const NAME: &'static str = "delete_file";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["remove", "rm", "erase", "unlink"];
+    const TAGS: &'static str = "remove, rm, erase, unlink";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

@@ -92,8 +92,7 @@ impl TypedTool for CreateGoal {
     const NAME: &'static str = "create_goal";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] =
-        &["objective", "plan", "ambition", "resolution", "milestone"];
+    const TAGS: &'static str = "objective, plan, ambition, resolution, milestone";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -133,7 +132,7 @@ struct ListGoals {
 impl TypedTool for ListGoals {
     const NAME: &'static str = "list_goals";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["objectives", "plans", "progress", "show"];
+    const TAGS: &'static str = "objectives, plans, progress, show";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -185,14 +184,7 @@ impl TypedTool for UpdateGoal {
     const NAME: &'static str = "update_goal";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &[
-        "edit",
-        "change",
-        "complete",
-        "finish",
-        "abandon",
-        "reschedule",
-    ];
+    const TAGS: &'static str = "edit, change, complete, finish, abandon, reschedule";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -317,7 +309,7 @@ impl TypedTool for DecomposeGoal {
     const NAME: &'static str = "decompose_goal";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["steps", "plan", "break down", "split", "milestones"];
+    const TAGS: &'static str = "steps, plan, break down, split, milestones";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -357,7 +349,7 @@ struct GetNextActions {
 impl TypedTool for GetNextActions {
     const NAME: &'static str = "get_next_actions";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["todo", "next", "what now", "focus", "steps"];
+    const TAGS: &'static str = "todo, next, what now, focus, steps";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -426,7 +418,7 @@ impl TypedTool for CompleteGoalStep {
     const NAME: &'static str = "complete_goal_step";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["done", "finish", "check off", "progress", "step"];
+    const TAGS: &'static str = "done, finish, check off, progress, step";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -483,7 +475,7 @@ struct GetGoalDetails {
 impl TypedTool for GetGoalDetails {
     const NAME: &'static str = "get_goal_details";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["show", "steps", "progress", "subgoals"];
+    const TAGS: &'static str = "show, steps, progress, subgoals";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -519,8 +511,7 @@ struct GoalStats {}
 impl TypedTool for GoalStats {
     const NAME: &'static str = "goal_stats";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["statistics", "overview", "progress", "overdue", "report"];
+    const TAGS: &'static str = "statistics, overview, progress, overdue, report";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

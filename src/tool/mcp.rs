@@ -194,7 +194,7 @@ fn build_tools(server: &Arc<Server>, listed: Vec<rmcp::model::Tool>) -> Vec<Arc<
             &description,
             Value::Object(tool.input_schema.as_ref().clone()),
         )
-        .tags(&["mcp", &config.name, &title])
+        .tags(["mcp", &config.name, &title])
         .risk(risk_of(config, &remote, read_only))
         // The server's own deadline ends the call first, with the clearer message.
         .timeout(server.timeout() + Duration::from_secs(2));

@@ -240,8 +240,7 @@ impl TypedTool for Remember {
     const NAME: &'static str = "remember";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] =
-        &["memorise", "memorize", "save", "note", "profile", "learn"];
+    const TAGS: &'static str = "memorise, memorize, save, note, profile, learn";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -282,8 +281,7 @@ impl TypedTool for BatchRemember {
     const NAME: &'static str = "batch_remember";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] =
-        &["memorise", "memorize", "save", "many", "bulk", "profile"];
+    const TAGS: &'static str = "memorise, memorize, save, many, bulk, profile";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -345,8 +343,7 @@ struct Recall {
 impl TypedTool for Recall {
     const NAME: &'static str = "recall";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["search", "find", "remember", "know", "profile", "lookup"];
+    const TAGS: &'static str = "search, find, remember, know, profile, lookup";
     const LIMIT: Option<Limit> = Some(RECALL_LIMIT);
     type Output = Value;
 
@@ -397,7 +394,7 @@ impl TypedTool for Forget {
     const NAME: &'static str = "forget";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["delete", "remove", "erase", "memory"];
+    const TAGS: &'static str = "delete, remove, erase, memory";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -435,7 +432,7 @@ struct ListMemories {
 impl TypedTool for ListMemories {
     const NAME: &'static str = "list_memories";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["show", "all", "profile", "browse"];
+    const TAGS: &'static str = "show, all, profile, browse";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -469,7 +466,7 @@ impl TypedTool for BoostMemory {
     const NAME: &'static str = "boost_memory";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["importance", "important", "priority", "reinforce"];
+    const TAGS: &'static str = "importance, important, priority, reinforce";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -502,7 +499,7 @@ struct MemoryStats {}
 impl TypedTool for MemoryStats {
     const NAME: &'static str = "memory_stats";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["count", "summary", "statistics", "overview"];
+    const TAGS: &'static str = "count, summary, statistics, overview";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

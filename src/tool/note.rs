@@ -61,7 +61,7 @@ impl TypedTool for AddNote {
     const NAME: &'static str = "add_note";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["write down", "jot", "save", "text", "create"];
+    const TAGS: &'static str = "write down, jot, save, text, create";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -81,7 +81,7 @@ impl TypedTool for BatchAddNotes {
     const NAME: &'static str = "batch_add_notes";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["many", "multiple", "bulk", "jot"];
+    const TAGS: &'static str = "many, multiple, bulk, jot";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -112,7 +112,7 @@ struct ListNotes {
 impl TypedTool for ListNotes {
     const NAME: &'static str = "list_notes";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["find", "search", "show", "read"];
+    const TAGS: &'static str = "find, search, show, read";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -139,7 +139,7 @@ impl TypedTool for UpdateNote {
     const NAME: &'static str = "update_note";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["edit", "change"];
+    const TAGS: &'static str = "edit, change";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -182,7 +182,7 @@ impl TypedTool for DeleteNote {
     const NAME: &'static str = "delete_note";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["remove"];
+    const TAGS: &'static str = "remove";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -219,17 +219,7 @@ mod tests {
     use super::*;
     use crate::tool::test_context;
 
-    async fn ok(ctx: &ToolContext, name: &str, args: Value) -> Value {
-        crate::tool::test_calls::ok(tools(), ctx, name, args).await
-    }
-
-    async fn err(ctx: &ToolContext, name: &str, args: Value) -> String {
-        crate::tool::test_calls::err(tools(), ctx, name, args).await
-    }
-
-    async fn count(ctx: &ToolContext) -> i64 {
-        crate::tool::test_calls::rows(ctx, "notes").await
-    }
+    crate::tool::test_calls::family_calls!(tools, "notes");
 
     #[tokio::test]
     async fn add_list_search_and_tag() {

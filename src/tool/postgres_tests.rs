@@ -328,3 +328,51 @@ async fn expenses_and_goals_work_on_postgres() {
         json!({"done": 1, "total": 2, "open_in_active_goals": 1})
     );
 }
+
+/// A schedule's fields go in and come back out on PostgreSQL as they do on SQLite: inserted,
+/// then saved with every setting changed.
+#[tokio::test]
+async fn schedules_are_stored_and_saved_on_postgres() {
+    use crate::config::OnConfirmation;
+    use crate::store::schedule::Schedule;
+
+    let Some((ctx, _server, _dir)) = postgres_context().await else {
+        return;
+    };
+    let mut schedule = Schedule {
+        cron: Some("0 7 * * *".into()),
+        next_fire_at: Some(5_000),
+        ..Schedule::new(
+            "briefing".into(),
+            "Europe/Berlin".into(),
+            "general".into(),
+            "Brief me.".into(),
+            ("telegram".into(), hearth_channel::ChatRef::new("42")),
+            1_000,
+        )
+    };
+    schedule.id = ctx
+        .store
+        .insert_schedule(&schedule, 1_000)
+        .await
+        .expect("insert");
+    let stored = ctx.store.schedule_by_id(schedule.id).await.expect("read");
+    assert_eq!(stored.as_ref(), Some(&schedule));
+
+    schedule.name = "evening".into();
+    schedule.cron = Some("0 19 * * *".into());
+    schedule.on_confirmation = OnConfirmation::Allow;
+    schedule.allow_tools = vec!["list_tasks".into()];
+    schedule.catch_up_minutes = 5;
+    schedule.enabled = false;
+    schedule.next_fire_at = None;
+    schedule.updated_at = 2_000;
+    assert!(
+        ctx.store
+            .save_schedule(&schedule, 2_000)
+            .await
+            .expect("save")
+    );
+    let saved = ctx.store.schedule_by_id(schedule.id).await.expect("read");
+    assert_eq!(saved.as_ref(), Some(&schedule));
+}

@@ -84,15 +84,7 @@ impl TypedTool for CreateSchedule {
     const NAME: &'static str = "create_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &[
-        "cron",
-        "recurring",
-        "briefing",
-        "every",
-        "daily",
-        "weekly",
-        "automation",
-    ];
+    const TAGS: &'static str = "cron, recurring, briefing, every, daily, weekly, automation";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -105,7 +97,7 @@ impl TypedTool for CreateSchedule {
         }
         let cron = cron(&self.cron.0)?;
         let timezone = timezone(ctx, self.timezone)?;
-        let (channel, chat) = match target(ctx, user, self.target).await? {
+        let to = match target(ctx, user, self.target).await? {
             Some(target) => target,
             None => current_chat(ctx).await?,
         };
@@ -113,26 +105,11 @@ impl TypedTool for CreateSchedule {
         let agent = agent(ctx, &agent_id).await?;
         let now = ctx.clock.now_ms();
         let mut schedule = Schedule {
-            id: 0,
-            name,
             cron: Some(cron),
-            timezone,
-            agent,
-            prompt: self.prompt.0,
-            channel,
-            chat,
             on_confirmation: self.on_confirmation.map(Into::into).unwrap_or_default(),
             allow_tools: self.allow_tools,
-            catch_up_minutes: 60,
-            enabled: true,
-            paused: false,
-            source: "chat".into(),
-            one_shot_at: None,
             created_by: Some(user),
-            last_fire_at: None,
-            next_fire_at: None,
-            created_at: now,
-            updated_at: now,
+            ..Schedule::new(name, timezone, agent, self.prompt.0, to, now)
         };
         schedule.next_fire_at = schedule.next_fire_after(now).map_err(invalid)?;
         schedule.id = ctx.store.insert_schedule(&schedule, now).await?;
@@ -151,7 +128,7 @@ struct ListSchedules {
 impl TypedTool for ListSchedules {
     const NAME: &'static str = "list_schedules";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["cron", "reminders", "briefing", "show"];
+    const TAGS: &'static str = "cron, reminders, briefing, show";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -204,7 +181,7 @@ impl TypedTool for UpdateSchedule {
     const NAME: &'static str = "update_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["cron", "edit", "pause", "resume", "reschedule"];
+    const TAGS: &'static str = "cron, edit, pause, resume, reschedule";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -277,7 +254,7 @@ impl TypedTool for DeleteSchedule {
     const NAME: &'static str = "delete_schedule";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["cron", "remove", "cancel reminder"];
+    const TAGS: &'static str = "cron, remove, cancel reminder";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -299,7 +276,7 @@ impl TypedTool for RunScheduleNow {
     const NAME: &'static str = "run_schedule_now";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["cron", "trigger", "test"];
+    const TAGS: &'static str = "cron, trigger, test";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -333,7 +310,7 @@ struct ScheduleHistory {
 impl TypedTool for ScheduleHistory {
     const NAME: &'static str = "schedule_history";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["cron", "runs", "log", "failed", "missed"];
+    const TAGS: &'static str = "cron, runs, log, failed, missed";
     const LIMIT: Option<Limit> = Some(HISTORY_LIMIT);
     type Output = Value;
 
@@ -377,7 +354,7 @@ impl TypedTool for RemindMe {
     const GROUP: &'static str = GROUP;
     // A reminder runs an agent later with nobody watching, so it asks like any schedule.
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["reminder", "remind", "alarm", "later", "timer"];
+    const TAGS: &'static str = "reminder, remind, alarm, later, timer";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -408,7 +385,7 @@ impl TypedTool for RemindMe {
                 at.with_timezone(&ctx.timezone).format("%Y-%m-%d %H:%M")
             )));
         }
-        let (channel, chat) = current_chat(ctx).await?;
+        let chat = current_chat(ctx).await?;
         let at_ms = at.timestamp_millis();
         let base = format!(
             "reminder-{}",
@@ -420,30 +397,18 @@ impl TypedTool for RemindMe {
             n += 1;
             name = format!("{base}-{n}");
         }
+        let prompt = format!(
+            "Reminder for the user: {message}. Deliver it as a short reminder; do nothing else."
+        );
+        let (timezone, agent) = (ctx.timezone.name().to_string(), ctx.agent_id.clone());
         let schedule = Schedule {
-            id: 0,
-            name,
-            cron: None,
-            timezone: ctx.timezone.name().to_string(),
-            agent: ctx.agent_id.clone(),
-            prompt: format!(
-                "Reminder for the user: {message}. Deliver it as a short reminder; do nothing else."
-            ),
-            channel,
-            chat,
             // A reminder only talks; anything that asks is refused.
             on_confirmation: OnConfirmation::Deny,
-            allow_tools: Vec::new(),
             catch_up_minutes: 60 * 24,
-            enabled: true,
-            paused: false,
-            source: "chat".into(),
             one_shot_at: Some(at_ms),
             created_by: Some(user),
-            last_fire_at: None,
             next_fire_at: Some(at_ms),
-            created_at: now.timestamp_millis(),
-            updated_at: now.timestamp_millis(),
+            ..Schedule::new(name, timezone, agent, prompt, chat, now.timestamp_millis())
         };
         let local = schedule.local_time(at_ms);
         ctx.store

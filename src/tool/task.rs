@@ -139,7 +139,7 @@ impl TypedTool for AddTask {
     const NAME: &'static str = "add_task";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["todo", "to-do", "reminder", "chore", "create"];
+    const TAGS: &'static str = "todo, to-do, reminder, chore, create";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -160,7 +160,7 @@ impl TypedTool for BatchAddTasks {
     const NAME: &'static str = "batch_add_tasks";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["todo", "many", "multiple", "bulk"];
+    const TAGS: &'static str = "todo, many, multiple, bulk";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -202,7 +202,7 @@ struct ListTasks {
 impl TypedTool for ListTasks {
     const NAME: &'static str = "list_tasks";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["todo", "show", "due", "overdue", "agenda"];
+    const TAGS: &'static str = "todo, show, due, overdue, agenda";
     const LIMIT: Option<Limit> = Some(LIST_LIMIT);
     type Output = Value;
 
@@ -253,7 +253,7 @@ impl TypedTool for CompleteTask {
     const NAME: &'static str = "complete_task";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["todo", "done", "finish", "check off"];
+    const TAGS: &'static str = "todo, done, finish, check off";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -295,7 +295,7 @@ impl TypedTool for UpdateTask {
     const NAME: &'static str = "update_task";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
-    const TAGS: &'static [&'static str] = &["todo", "edit", "change", "reschedule"];
+    const TAGS: &'static str = "todo, edit, change, reschedule";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -354,7 +354,7 @@ impl TypedTool for DeleteTask {
     const NAME: &'static str = "delete_task";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
-    const TAGS: &'static [&'static str] = &["todo", "remove"];
+    const TAGS: &'static str = "todo, remove";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

@@ -31,7 +31,7 @@ struct ToolResult {
 impl TypedTool for ToolResult {
     const NAME: &'static str = "tool_result";
     const GROUP: &'static str = "utilities";
-    const TAGS: &'static [&'static str] = &["earlier", "full", "shortened", "result"];
+    const TAGS: &'static str = "earlier, full, shortened, result";
     type Output = String;
 
     async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {

@@ -197,8 +197,9 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const GROUP: &'static str;
     /// What a call can do at worst; decides confirmations and the permission needed.
     const RISK: Risk = Risk::Safe;
-    /// Extra words `search_tools` matches, never shown to the model.
-    const TAGS: &'static [&'static str] = &[];
+    /// Extra words `search_tools` matches, never shown to the model: comma-separated, so each
+    /// tool's list stays on one line.
+    const TAGS: &'static str = "";
     /// For list tools: the limit parameter, its default and its cap.
     const LIMIT: Option<Limit> = None;
     /// Longest a call may run; `None` uses the runtime's default.
@@ -228,7 +229,7 @@ pub trait StatefulTool: Send + Sync + 'static {
     /// See [`TypedTool::RISK`].
     const RISK: Risk = Risk::Safe;
     /// See [`TypedTool::TAGS`].
-    const TAGS: &'static [&'static str] = &[];
+    const TAGS: &'static str = "";
     /// See [`TypedTool::LIMIT`].
     const LIMIT: Option<Limit> = None;
     /// See [`TypedTool::TIMEOUT`].
@@ -258,7 +259,7 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
     const NAME: &'static str = T::NAME;
     const GROUP: &'static str = T::GROUP;
     const RISK: Risk = T::RISK;
-    const TAGS: &'static [&'static str] = T::TAGS;
+    const TAGS: &'static str = T::TAGS;
     const LIMIT: Option<Limit> = T::LIMIT;
     const TIMEOUT: Option<Duration> = T::TIMEOUT;
     type Args = T;
@@ -322,7 +323,12 @@ fn info<T: StatefulTool>() -> ToolInfo {
     let (description, parameters) = schema::<T::Args>();
     let mut info = ToolInfo::new(T::NAME, T::GROUP, &description, parameters)
         .risk(T::RISK)
-        .tags(T::TAGS);
+        .tags(
+            T::TAGS
+                .split(',')
+                .map(str::trim)
+                .filter(|tag| !tag.is_empty()),
+        );
     if let Some(limit) = T::LIMIT {
         info = info.limit(limit.param, limit.default, limit.max);
         // The bounds come from `LIMIT`, so the schema and the runtime's default and cap are one

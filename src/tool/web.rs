@@ -470,9 +470,7 @@ struct PageArgs {
 impl StatefulTool for FetchWebPage {
     const NAME: &'static str = "fetch_web_page";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "browse", "website", "read", "article", "url", "download", "scrape",
-    ];
+    const TAGS: &'static str = "browse, website, read, article, url, download, scrape";
     const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
     type Args = PageArgs;
     type Output = Value;
@@ -578,7 +576,7 @@ impl StatefulTool for HttpRequest {
     const NAME: &'static str = "http_request";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["api", "rest", "webhook", "post", "curl", "endpoint"];
+    const TAGS: &'static str = "api, rest, webhook, post, curl, endpoint";
     const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
     type Args = RequestArgs;
     type Output = Value;
@@ -667,7 +665,7 @@ impl StatefulTool for JsonApi {
     const NAME: &'static str = "json_api";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Outward;
-    const TAGS: &'static [&'static str] = &["api", "rest", "json", "endpoint", "query"];
+    const TAGS: &'static str = "api, rest, json, endpoint, query";
     const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
     type Args = ApiArgs;
     type Output = Value;

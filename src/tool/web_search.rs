@@ -77,9 +77,7 @@ struct SearchArgs {
 impl StatefulTool for WebSearch {
     const NAME: &'static str = "web_search";
     const GROUP: &'static str = "web";
-    const TAGS: &'static [&'static str] = &[
-        "search", "google", "internet", "find", "lookup", "news", "sources",
-    ];
+    const TAGS: &'static str = "search, google, internet, find, lookup, news, sources";
     const TIMEOUT: Option<Duration> = CALL_TIMEOUT;
     type Args = SearchArgs;
     type Output = Value;

@@ -13,7 +13,7 @@ use hearth_testkit::telegram::{FakeMessage, FakeTelegram};
 use hearth_testkit::{FakeOpenAi, Reply};
 
 use crate::support::{
-    self, HearthProcess, TASK_TOOLS, general_agent, llm_sections, process_harness,
+    self, FREE, HearthProcess, TASK_TOOLS, general_agent, llm_sections, process_harness,
 };
 
 const BOT: &str = "bot@example.org";
@@ -66,7 +66,7 @@ api_url = "{tg}"
 allowed_users = [{OWNER}]
 {extra}
 "#,
-            llm = llm_sections(&llm, false, false),
+            llm = llm_sections(&llm, false, false, FREE),
             imap = mail.imap.url(),
             smtp = mail.smtp.url(),
             tg = tg.api_url(),

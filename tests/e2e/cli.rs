@@ -1,12 +1,13 @@
 //! The `hearth` binary as a user runs it: exit codes, messages, and the terminal chat over a pipe.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use hearth_testkit::{FakeOpenAi, Reply};
 
 use crate::support::{
-    Signal, WAIT, eventually, free_port, pending_pairing, poll, run_cli, signal_child,
+    Signal, WAIT, eventually, free_port, pending_pairing, poll, run_cli, run_cli_async,
+    signal_child,
 };
 
 fn text(bytes: &[u8]) -> String {
@@ -15,6 +16,47 @@ fn text(bytes: &[u8]) -> String {
 
 fn write(dir: &Path, name: &str, content: &str) {
     std::fs::write(dir.join(name), content).expect("write file");
+}
+
+/// `hearth run` in `dir` with only `env` set (and a model API where nothing listens); its
+/// stdout dropped, its stderr as `stderr` says.
+fn spawn_run(dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .arg("run")
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().copied())
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("hearth run starts")
+}
+
+/// How `child` exits, waited for off the runtime's threads.
+async fn exit_status(mut child: Child) -> ExitStatus {
+    tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join")
+}
+
+/// `hearth chat` in `dir` against the model API at `url`, typing `stdin`.
+async fn chat_at(dir: &Path, url: &str, stdin: &str) -> std::process::Output {
+    run_cli_async(dir, &["chat"], &[("OPENAI_BASE_URL", url)], stdin).await
+}
+
+/// A directory with a hearth.toml whose one provider is `llm` as a cloud: its key in `MY_KEY`.
+fn cloud_config(llm: &FakeOpenAi) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
+            llm.base_url()
+        ),
+    );
+    dir
 }
 
 #[cfg(feature = "telegram")]
@@ -182,17 +224,7 @@ async fn chat_over_a_pipe_answers_each_line_once_in_order() {
     llm.push(Reply::text("second answer").streamed(true));
     let dir = tempfile::tempdir().expect("temp dir");
     let url = llm.base_url();
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("OPENAI_BASE_URL", url.as_str())],
-            "hello\n\nhow are you?\n/whoami\n",
-        )
-    })
-    .await
-    .expect("join");
+    let out = chat_at(dir.path(), &url, "hello\n\nhow are you?\n/whoami\n").await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();
@@ -221,20 +253,16 @@ async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
     let here = tempfile::tempdir().expect("one directory");
     let elsewhere = tempfile::tempdir().expect("another directory");
     let home_path = home.path().display().to_string();
-    let vars = [
-        ("HOME", home_path.clone()),
-        ("TZ", "Asia/Tokyo".to_string()),
-        ("OPENAI_BASE_URL", llm.base_url()),
+    let url = llm.base_url();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("TZ", "Asia/Tokyo"),
+        ("OPENAI_BASE_URL", url.as_str()),
     ];
-    let run = move |dir: std::path::PathBuf, args: &'static [&'static str], stdin: &'static str| {
-        let vars = vars.clone();
-        tokio::task::spawn_blocking(move || {
-            let env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            run_cli(&dir, args, &env, stdin)
-        })
-    };
+    let run =
+        async |dir: &Path, args: &[&str], stdin: &str| run_cli_async(dir, args, &env, stdin).await;
 
-    let out = run(here.path().into(), &["check"], "").await.expect("join");
+    let out = run(here.path(), &["check"], "").await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -248,9 +276,7 @@ async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
         "{stdout}"
     );
 
-    let out = run(here.path().into(), &["chat"], "hi\n")
-        .await
-        .expect("join");
+    let out = run(here.path(), &["chat"], "hi\n").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "hello there");
     assert!(home.path().join(".local/share/hearth/hearth.db").exists());
@@ -260,9 +286,7 @@ async fn without_a_configuration_data_follows_the_user_and_time_follows_tz() {
     );
 
     // From another directory the same assistant answers: its database is found.
-    let out = run(elsewhere.path().into(), &["pair", "list"], "")
-        .await
-        .expect("join");
+    let out = run(elsewhere.path(), &["pair", "list"], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("terminal:local"),
@@ -324,18 +348,7 @@ async fn html_501_server() -> (String, tokio::task::JoinHandle<()>) {
 async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
     let (url, server) = html_501_server().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().to_path_buf();
-    let base = url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("OPENAI_BASE_URL", base.as_str())],
-            "hello\n",
-        )
-    })
-    .await
-    .expect("join");
+    let out = chat_at(dir.path(), &url, "hello\n").await;
     server.abort();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -353,26 +366,14 @@ async fn chat_refuses_a_server_that_is_no_model_api_in_one_line() {
 async fn chat_names_a_refused_key_and_an_unreachable_cloud_by_their_cause() {
     let llm = FakeOpenAi::start().await;
     llm.require_api_key("sk-right");
-    let dir = tempfile::tempdir().expect("temp dir");
-    write(
+    let dir = cloud_config(&llm);
+    let out = run_cli_async(
         dir.path(),
-        "hearth.toml",
-        &format!(
-            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
-            llm.base_url()
-        ),
-    );
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("MY_KEY", "sk-wrong-SECRET")],
-            "hello\n",
-        )
-    })
-    .await
-    .expect("join");
+        &["chat"],
+        &[("MY_KEY", "sk-wrong-SECRET")],
+        "hello\n",
+    )
+    .await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -418,18 +419,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     llm.set_responder(|_| Reply::error(400, "model `m` does not exist"));
     let dir = tempfile::tempdir().expect("temp dir");
     let url = llm.base_url();
-    let path = dir.path().to_path_buf();
-    let base = url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("OPENAI_BASE_URL", base.as_str())],
-            "hello\nagain\n",
-        )
-    })
-    .await
-    .expect("join");
+    let out = chat_at(dir.path(), &url, "hello\nagain\n").await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -438,17 +428,7 @@ async fn piped_chat_exits_1_when_every_message_failed_and_0_when_one_was_answere
     );
 
     llm.push(Reply::text("answered"));
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("OPENAI_BASE_URL", url.as_str())],
-            "hello\nagain\n",
-        )
-    })
-    .await
-    .expect("join");
+    let out = chat_at(dir.path(), &url, "hello\nagain\n").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("answered"));
 }
@@ -515,15 +495,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         "agents.toml",
         "[[agent]]\nid = \"general\"\nname = \"General\"\nsystem_prompt = \"Be kind.\"\n",
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hearth run starts");
+    let mut child = spawn_run(dir.path(), &[], Stdio::piped());
 
     let url = format!("http://127.0.0.1:{port}/healthz");
     let response = poll(WAIT, async || reqwest::get(&url).await.ok())
@@ -531,10 +503,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         .expect("/healthz answers");
     assert_eq!(response.status(), 200);
     // `hearth status` reads the same, without curl.
-    let path = dir.path().to_path_buf();
-    let status = tokio::task::spawn_blocking(move || run_cli(&path, &["status"], &[], ""))
-        .await
-        .expect("join");
+    let status = run_cli_async(dir.path(), &["status"], &[], "").await;
     let said = text(&status.stdout);
     assert_eq!(
         status.status.code(),
@@ -590,10 +559,7 @@ async fn run_serves_health_reloads_agents_on_sighup_and_exits_0_on_sigterm() {
         out.1
     );
     // With the daemon gone, `status` says nobody answered, and fails.
-    let path = dir.path().to_path_buf();
-    let status = tokio::task::spawn_blocking(move || run_cli(&path, &["status"], &[], ""))
-        .await
-        .expect("join");
+    let status = run_cli_async(dir.path(), &["status"], &[], "").await;
     assert_eq!(status.status.code(), Some(1));
     assert!(
         text(&status.stderr).contains("no hearth answered"),
@@ -619,22 +585,13 @@ async fn chat_asks_approve_y_n_on_stdin() {
     llm.push(Reply::text("Fine, I will not look."));
     let dir = tempfile::tempdir().expect("temp dir");
     let url = llm.base_url();
-    let path = dir.path().to_path_buf();
     // Autonomy "none" asks before every tool, even a harmless read.
-    let out = tokio::task::spawn_blocking(move || {
-        let env = [
-            ("OPENAI_BASE_URL", url.as_str()),
-            ("HEARTH_TOOLS__AUTONOMY", "none"),
-        ];
-        run_cli(
-            &path,
-            &["chat"],
-            &env,
-            "what time is it?\ny\nand again?\nn\n",
-        )
-    })
-    .await
-    .expect("join");
+    let env = [
+        ("OPENAI_BASE_URL", url.as_str()),
+        ("HEARTH_TOOLS__AUTONOMY", "none"),
+    ];
+    let stdin = "what time is it?\ny\nand again?\nn\n";
+    let out = run_cli_async(dir.path(), &["chat"], &env, stdin).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // Each prompt asks once: its closing question is the y/N line, not printed before it too.
@@ -682,17 +639,11 @@ async fn run_speaks_the_systemd_notify_protocol() {
         "hearth.toml",
         &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("NOTIFY_SOCKET", &socket_path)
-        .env("WATCHDOG_USEC", "200000")
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let env = [
+        ("NOTIFY_SOCKET", socket_path.to_str().expect("a UTF-8 path")),
+        ("WATCHDOG_USEC", "200000"),
+    ];
+    let child = spawn_run(dir.path(), &env, Stdio::null());
     let received = tokio::task::spawn_blocking(move || {
         let mut messages = Vec::new();
         let mut buf = [0u8; 1024];
@@ -737,9 +688,7 @@ async fn run_speaks_the_systemd_notify_protocol() {
     .await
     .expect("join");
     assert!(stopping, "STOPPING=1 was sent");
-    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
-        .await
-        .expect("join");
+    let status = exit_status(child).await;
     assert_eq!(status.code(), Some(0));
 }
 
@@ -752,25 +701,14 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
         "hearth.toml",
         &format!("[daemon]\nhttp_listen = \"127.0.0.1:{port}\"\nshutdown_grace_secs = 1\n"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let child = spawn_run(dir.path(), &[], Stdio::null());
     let url = format!("http://127.0.0.1:{port}/healthz");
     eventually("the daemon to come up", async || {
         reqwest::get(&url).await.is_ok()
     })
     .await;
 
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["backup", "copy.db"], &[], ""))
-        .await
-        .expect("join");
+    let out = run_cli_async(dir.path(), &["backup", "copy.db"], &[], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let copy = hearth::store::Store::connect(&format!(
         "sqlite://{}",
@@ -785,10 +723,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     );
     copy.close().await;
 
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["backup", "copy.db"], &[], ""))
-        .await
-        .expect("join");
+    let out = run_cli_async(dir.path(), &["backup", "copy.db"], &[], "").await;
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -796,9 +731,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     );
 
     signal_child(&child, Signal::TERM);
-    let status = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
-        .await
-        .expect("join");
+    let status = exit_status(child).await;
     assert_eq!(status.code(), Some(0));
 }
 
@@ -809,26 +742,14 @@ async fn secrets_stay_out_of_logs_and_errors() {
         401,
         "Incorrect API key provided: sk-hearth-SECRET-1234",
     ));
-    let dir = tempfile::tempdir().expect("temp dir");
-    write(
+    let dir = cloud_config(&llm);
+    let out = run_cli_async(
         dir.path(),
-        "hearth.toml",
-        &format!(
-            "[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"MY_KEY\"\nmodel = \"m\"\n",
-            llm.base_url()
-        ),
-    );
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        run_cli(
-            &path,
-            &["chat"],
-            &[("MY_KEY", "sk-hearth-SECRET-1234"), ("RUST_LOG", "debug")],
-            "hello\n",
-        )
-    })
-    .await
-    .expect("join");
+        &["chat"],
+        &[("MY_KEY", "sk-hearth-SECRET-1234"), ("RUST_LOG", "debug")],
+        "hello\n",
+    )
+    .await;
     let everything = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(
         everything.contains("refused the credentials"),
@@ -1158,10 +1079,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
             "{provider}\n[[mcp_servers]]\nname = \"homeassistant\"\nurl = \"http://127.0.0.1:{down}/mcp\"\ntimeout_secs = 3\n"
         ),
     );
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
-        .await
-        .expect("join");
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     let line = |start: &str| {
@@ -1189,10 +1107,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
     );
 
     write(dir.path(), "hearth.toml", &provider);
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
-        .await
-        .expect("join");
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
@@ -1218,10 +1133,7 @@ async fn doctor_names_a_nearly_full_disk() {
             llm.base_url()
         ),
     );
-    let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["doctor"], &[], ""))
-        .await
-        .expect("join");
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     let line = stdout
@@ -1256,19 +1168,16 @@ async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
             discord.api_url()
         ),
     );
-    let doctor = |dir: std::path::PathBuf| async move {
-        tokio::task::spawn_blocking(move || {
-            run_cli(
-                &dir,
-                &["doctor"],
-                &[("TG", "123:tg-token"), ("DC", "dc-token")],
-                "",
-            )
-        })
+    let doctor = async |dir: &Path| {
+        run_cli_async(
+            dir,
+            &["doctor"],
+            &[("TG", "123:tg-token"), ("DC", "dc-token")],
+            "",
+        )
         .await
-        .expect("join")
     };
-    let out = doctor(dir.path().to_path_buf()).await;
+    let out = doctor(dir.path()).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(
@@ -1287,7 +1196,7 @@ async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
     // The intent switched off in the Developer Portal, and a token Telegram refuses.
     discord.set_application_flags(0);
     telegram.set_token_valid(false);
-    let out = doctor(dir.path().to_path_buf()).await;
+    let out = doctor(dir.path()).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let intent = stdout

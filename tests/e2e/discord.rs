@@ -12,7 +12,7 @@ use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
 use crate::support::{
-    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+    FREE, HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
 };
 
 const TOKEN: &str = "MTIz.SECRET-discord-token-xyz";
@@ -66,7 +66,7 @@ allowed_users = ["{OWNER}", "{FRIEND}"]
 {extra}
 {telegram}
 "#,
-            llm = llm_sections(&llm, true, stream),
+            llm = llm_sections(&llm, true, stream, FREE),
             dc = dc.api_url(),
         );
         process.write_config(

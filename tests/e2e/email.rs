@@ -11,7 +11,7 @@ use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
 use crate::support::{
-    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+    FREE, HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
 };
 
 const BOT: &str = "bot@example.org";
@@ -59,7 +59,7 @@ allowed_senders = ["{ANN}", "{BOB}"]
 {verification}
 {extra}
 "#,
-            llm = llm_sections(&llm, false, false),
+            llm = llm_sections(&llm, false, false, FREE),
             imap = mail.imap.url(),
             smtp = mail.smtp.url(),
         );

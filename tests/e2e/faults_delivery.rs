@@ -29,6 +29,19 @@ fn four_part_reply() -> String {
     four_paragraphs().join("\n\n")
 }
 
+/// The owner asks, and the model answers with the four-part reply.
+fn ask_for_four_parts(h: &TgHearth) {
+    h.llm.push(Reply::text(four_part_reply()));
+    h.tg.push_text(OWNER, OWNER, "tell me everything");
+}
+
+/// The four parts as the chat shows them when part `twice` (counted from 0) was sent twice.
+fn shown_twice(twice: usize) -> Vec<String> {
+    let mut parts = four_paragraphs();
+    parts.insert(twice, parts[twice].clone());
+    parts
+}
+
 async fn wait_for(h: &TgHearth, n: usize) -> Vec<FakeMessage> {
     let messages = h.tg.wait_for_messages(OWNER, n, WAIT).await;
     assert!(
@@ -103,8 +116,7 @@ async fn a_502_on_the_second_part_resumes_there_and_shows_every_part_once_in_ord
     let mut h = TgHearth::new("pacing = false\n").await;
     h.start().await;
     h.tg.fail_next_containing("sendMessage", "PART-2", 502, None);
-    h.llm.push(Reply::text(four_part_reply()));
-    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    ask_for_four_parts(&h);
     let messages = wait_for(&h, 4).await;
     assert_eq!(
         texts(&messages),
@@ -137,8 +149,7 @@ async fn a_429_on_the_third_part_waits_retry_after_and_resumes_at_the_third() {
     let mut h = TgHearth::new("pacing = false\n").await;
     h.start().await;
     h.tg.fail_next_containing("sendMessage", "PART-3", 429, Some(1));
-    h.llm.push(Reply::text(four_part_reply()));
-    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    ask_for_four_parts(&h);
     let messages = wait_for(&h, 4).await;
     assert_eq!(
         texts(&messages),
@@ -181,8 +192,7 @@ async fn a_sigkill_while_part_3_of_4_hangs_repeats_no_earlier_part() {
     h.start().await;
     // Part 3 reaches a server that never answers and never shows it.
     h.tg.hold_next_containing("sendMessage", "PART-3", false);
-    h.llm.push(Reply::text(four_part_reply()));
-    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    ask_for_four_parts(&h);
     assert_eq!(h.tg.wait_for_held(1, WAIT).await, 1, "{}", tail(&h.logs()));
     assert_eq!(
         texts(&h.tg.messages(OWNER)),
@@ -222,23 +232,15 @@ async fn a_sigkill_after_telegram_took_part_3_shows_only_part_3_twice_flagged_in
     h.start().await;
     // Telegram shows part 3, but its answer never reaches hearth before the kill.
     h.tg.hold_next_containing("sendMessage", "PART-3", true);
-    h.llm.push(Reply::text(four_part_reply()));
-    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    ask_for_four_parts(&h);
     assert_eq!(h.tg.wait_for_held(1, WAIT).await, 1, "{}", tail(&h.logs()));
     assert_eq!(texts(&h.tg.messages(OWNER)), four_paragraphs()[..3]);
     h.kill().await;
     h.start().await;
     let messages = wait_for(&h, 5).await;
-    let p = four_paragraphs();
     assert_eq!(
         texts(&messages),
-        [
-            p[0].clone(),
-            p[1].clone(),
-            p[2].clone(),
-            p[2].clone(),
-            p[3].clone()
-        ],
+        shown_twice(2),
         "only the part in flight shows twice"
     );
     let (parts, in_doubt, _) = stored_parts(&h, "PART-1").await;
@@ -254,19 +256,11 @@ async fn a_reset_after_telegram_took_part_2_retries_it_flagged_in_doubt() {
     let mut h = TgHearth::new("pacing = false\n").await;
     h.start().await;
     h.tg.cut_next_containing("sendMessage", "PART-2");
-    h.llm.push(Reply::text(four_part_reply()));
-    h.tg.push_text(OWNER, OWNER, "tell me everything");
+    ask_for_four_parts(&h);
     let messages = wait_for(&h, 5).await;
-    let p = four_paragraphs();
     assert_eq!(
         texts(&messages),
-        [
-            p[0].clone(),
-            p[1].clone(),
-            p[1].clone(),
-            p[2].clone(),
-            p[3].clone()
-        ],
+        shown_twice(1),
         "only the part whose outcome was unknown shows twice"
     );
     let (parts, in_doubt, status) = stored_parts(&h, "PART-1").await;

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::HearthProcess;
+use crate::support::{HearthProcess, llm_sections};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -58,24 +58,8 @@ impl Api {
         let process = HearthProcess::new("http", "hth_");
         let llm = FakeOpenAi::start().await;
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-price_input_per_mtok = 1.0
-price_output_per_mtok = 2.0
-
-[router]
-agents_file = "agents.toml"
-
-[channels.http]
-max_body_bytes = 4096
-{extra}
-"#,
-            llm = llm.base_url(),
+            "{llm}\n[channels.http]\nmax_body_bytes = 4096\n{extra}\n",
+            llm = llm_sections(&llm, false, true, (1.0, 2.0)),
         );
         process.write_config("http:owner", &config, AGENTS);
         let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
@@ -118,6 +102,23 @@ max_body_bytes = 4096
             .await;
         assert_eq!(status, 202, "{started}");
         started["turn"].as_str().expect("turn").to_string()
+    }
+
+    /// The owner's turn `text` in `conversation` with Idempotency-Key `key`, run to its end:
+    /// all its events (after checking the 202 and that the turn stayed in the conversation).
+    async fn turn_in(&self, key: &str, conversation: &str, text: &str) -> Vec<Sse> {
+        let (status, started) = self
+            .post(
+                &self.owner,
+                "/api/v1/turns",
+                Some(key),
+                json!({ "text": text, "conversation": conversation }),
+            )
+            .await;
+        assert_eq!(status, 202, "{started}");
+        assert_eq!(started["conversation"], conversation);
+        self.events(started["turn"].as_str().expect("turn"), None, None)
+            .await
     }
 
     async fn get(&self, token: &str, path: &str) -> (u16, Value) {
@@ -169,7 +170,8 @@ max_body_bytes = 4096
     }
 }
 
-fn token_of(output: &str) -> String {
+/// The token `hearth token create` printed.
+pub(crate) fn token_of(output: &str) -> String {
     output
         .lines()
         .find(|line| line.starts_with("hth_"))
@@ -177,7 +179,8 @@ fn token_of(output: &str) -> String {
         .to_string()
 }
 
-async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+/// A request's status and its body: JSON, or the text as a JSON string.
+pub(crate) async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
     let response = request.send().await.expect("answers");
     let status = response.status().as_u16();
     let text = response.text().await.unwrap_or_default();
@@ -295,19 +298,7 @@ async fn a_turn_is_answered_once_and_a_retry_with_its_key_gets_the_same_turn() {
     // The conversation goes on when the client names it.
     h.llm.push(Reply::text("And 3 more."));
     let conversation = first["conversation"].as_str().expect("conversation");
-    let (status, next) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("key-2"),
-            json!({ "text": "and today?", "conversation": conversation }),
-        )
-        .await;
-    assert_eq!(status, 202, "{next}");
-    assert_eq!(next["conversation"], conversation);
-    let events = h
-        .events(next["turn"].as_str().expect("turn"), None, None)
-        .await;
+    let events = h.turn_in("key-2", conversation, "and today?").await;
     assert_eq!(events[events.len() - 1].data["text"], "And 3 more.");
     let history = h.llm.last_request().expect("request")["messages"].to_string();
     assert!(history.contains("what have I spent"), "{history}");
@@ -575,17 +566,8 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
         )
         .await;
     assert_eq!(status, 403, "{refused}");
-    let (status, typed) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k4"),
-            json!({ "text": format!("approve {code}"), "conversation": conversation }),
-        )
-        .await;
-    assert_eq!(status, 202, "{typed}");
     let answer = h
-        .events(typed["turn"].as_str().expect("turn"), None, None)
+        .turn_in("k4", conversation, &format!("approve {code}"))
         .await;
     let answer = answer.last().expect("events");
     assert_eq!(answer.event, "turn.completed");
@@ -750,17 +732,8 @@ async fn a_turn_waiting_for_approval_is_cancelled_and_its_code_is_then_no_longer
     );
 
     // The code typed later decides nothing and says why; the model never sees it.
-    let (status, typed) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k2"),
-            json!({ "text": format!("approve {code}"), "conversation": conversation }),
-        )
-        .await;
-    assert_eq!(status, 202, "{typed}");
     let answer = h
-        .events(typed["turn"].as_str().expect("turn"), None, None)
+        .turn_in("k2", conversation, &format!("approve {code}"))
         .await;
     let answer = answer.last().expect("events");
     assert_eq!(answer.event, "turn.completed", "{answer:?}");
@@ -774,18 +747,7 @@ async fn a_turn_waiting_for_approval_is_cancelled_and_its_code_is_then_no_longer
 
     // The conversation goes on as usual.
     h.llm.push(Reply::text("Fine, I left it."));
-    let (status, next) = h
-        .post(
-            &h.owner,
-            "/api/v1/turns",
-            Some("k3"),
-            json!({ "text": "never mind", "conversation": conversation }),
-        )
-        .await;
-    assert_eq!(status, 202, "{next}");
-    let events = h
-        .events(next["turn"].as_str().expect("turn"), None, None)
-        .await;
+    let events = h.turn_in("k3", conversation, "never mind").await;
     let done = events.last().expect("events");
     assert_eq!(
         (done.event.as_str(), &done.data["text"]),

@@ -12,7 +12,8 @@ use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::Value;
 
 use crate::support::{
-    HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, poll, process_harness,
+    FREE, HearthProcess, TASK_TOOLS, general_agent, last_user_text, llm_sections, poll,
+    process_harness,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -62,7 +63,7 @@ allowed_users = ["{owner}", "{friend}"]
             friend = friend.user.user_id,
             bot = bot.user_id,
             url = server.url(),
-            llm = llm_sections(&llm, false, false),
+            llm = llm_sections(&llm, false, false, FREE),
         );
         process.write_config(
             &format!("matrix:{}", owner.user.user_id),

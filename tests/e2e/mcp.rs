@@ -91,6 +91,15 @@ fn last_result(h: &Hearth) -> String {
         .unwrap_or_default()
 }
 
+/// A turn in which the model calls `tool` (call id `id`) with `args` and then answers
+/// `answer`: that answer reaches the user. Returns the tool's result as the model saw it.
+async fn tool_turn(h: &Hearth, id: &str, tool: &str, args: Value, answer: &str) -> String {
+    h.llm.push(Reply::tool_calls(vec![call(id, tool, args)]));
+    h.llm.push(Reply::text(answer));
+    assert_eq!(h.say(&format!("please run {tool}")).await.text, answer);
+    last_result(h)
+}
+
 /// Whether a process runs (a zombie has ended; only its parent has not collected it yet).
 fn running(pid: u64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -259,14 +268,14 @@ async fn outward_tools_need_the_execute_permission_like_built_in_ones() {
     h.config.mcp_servers = vec![stdio_server("fake", "")];
     h.start().await;
     connected(&h, "fake").await;
-    h.llm.push(Reply::tool_calls(vec![call(
+    let result = tool_turn(
+        &h,
         "c1",
         "fake__write_note",
         json!({"key": "k", "text": "t"}),
-    )]));
-    h.llm.push(Reply::text("I may not."));
-    assert_eq!(h.say("save it").await.text, "I may not.");
-    let result = last_result(&h);
+        "I may not.",
+    )
+    .await;
     assert!(
         result.contains("may not use `fake__write_note`") && result.contains("Execute"),
         "{result}"
@@ -280,13 +289,14 @@ async fn the_risk_table_overrides_the_servers_hints() {
     let extra = "[risk]\nwrite_note = \"read\"\n\"who*\" = \"outward\"\n";
     let mut h = hearth_with(vec![stdio_server("fake", extra)], &agents("direct")).await;
     connected(&h, "fake").await;
-    h.llm.push(Reply::tool_calls(vec![call(
+    tool_turn(
+        &h,
         "c1",
         "fake__write_note",
         json!({"key": "k", "text": "t"}),
-    )]));
-    h.llm.push(Reply::text("Saved without asking."));
-    assert_eq!(h.say("save it").await.text, "Saved without asking.");
+        "Saved without asking.",
+    )
+    .await;
     h.llm.push(Reply::tool_calls(vec![call(
         "c2",
         "fake__whoami",
@@ -305,14 +315,14 @@ async fn the_risk_table_overrides_the_servers_hints() {
 async fn invalid_arguments_are_refused_with_the_schema_before_the_server_sees_them() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     connected(&h, "fake").await;
-    h.llm.push(Reply::tool_calls(vec![call(
+    let result = tool_turn(
+        &h,
         "c1",
         "fake__read_note",
         json!({"name": "milk"}),
-    )]));
-    h.llm.push(Reply::text("Let me fix that."));
-    assert_eq!(h.say("read milk").await.text, "Let me fix that.");
-    let result = last_result(&h);
+        "Let me fix that.",
+    )
+    .await;
     assert!(
         result.contains("Invalid arguments for `fake__read_note`")
             && result.contains("\"key\" is a required property")
@@ -341,13 +351,14 @@ async fn the_meta_tools_find_and_use_mcp_tools() {
         "get_tool_help",
         json!({"tool_name": "fake__read_note"}),
     )]));
-    h.llm.push(Reply::tool_calls(vec![call(
+    tool_turn(
+        &h,
         "c3",
         "use_tool",
         json!({"tool_name": "fake__read_note", "arguments": {"key": "eggs"}}),
-    )]));
-    h.llm.push(Reply::text("Nothing about eggs."));
-    assert_eq!(h.say("eggs?").await.text, "Nothing about eggs.");
+        "Nothing about eggs.",
+    )
+    .await;
     let all = results(&h.llm.last_request().expect("request"));
     assert!(
         all[0].contains("fake__read_note") && all[0].contains("fake__write_note"),
@@ -385,14 +396,10 @@ async fn a_server_that_changes_its_tools_has_them_listed_again() {
     h.llm.push(Reply::text("Grown."));
     assert_eq!(h.say("grow").await.text, "Grown.");
     wait_server(&h, "fake", "listing 9 tools", |e| e["tools"] == 9).await;
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c2",
-        "fake__bonus",
-        json!({}),
-    )]));
-    h.llm.push(Reply::text("Got the bonus."));
-    assert_eq!(h.say("bonus").await.text, "Got the bonus.");
-    assert_eq!(last_result(&h), "bonus!");
+    assert_eq!(
+        tool_turn(&h, "c2", "fake__bonus", json!({}), "Got the bonus.").await,
+        "bonus!"
+    );
     h.stop().await;
 }
 
@@ -402,14 +409,14 @@ async fn a_server_that_crashes_mid_call_gives_a_tool_error_and_is_restarted() {
     let before = connected(&h, "fake").await;
     let old_pid = before["pid"].as_u64().expect("pid");
 
-    h.llm.push(Reply::tool_calls(vec![call(
+    let result = tool_turn(
+        &h,
         "c1",
         "fake__crash",
         json!({}),
-    )]));
-    h.llm.push(Reply::text("The notes server crashed."));
-    assert_eq!(h.say("crash it").await.text, "The notes server crashed.");
-    let result = last_result(&h);
+        "The notes server crashed.",
+    )
+    .await;
     assert!(
         result.contains("the MCP server `fake` went away during the call")
             && result.contains("restarting"),
@@ -424,14 +431,17 @@ async fn a_server_that_crashes_mid_call_gives_a_tool_error_and_is_restarted() {
     assert!(!running(old_pid), "the crashed process is gone");
     assert_eq!(after["failed_calls"], 1, "{after}");
 
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c2",
-        "fake__read_note",
-        json!({"key": "milk"}),
-    )]));
-    h.llm.push(Reply::text("Back again."));
-    assert_eq!(h.say("and now?").await.text, "Back again.");
-    assert_eq!(last_result(&h), "no note milk");
+    assert_eq!(
+        tool_turn(
+            &h,
+            "c2",
+            "fake__read_note",
+            json!({"key": "milk"}),
+            "Back again."
+        )
+        .await,
+        "no note milk"
+    );
     h.stop().await;
 }
 
@@ -456,14 +466,10 @@ async fn a_hanging_call_ends_at_timeout_secs_with_a_clear_error() {
     // A slow call does not take the server down.
     let (_, body) = healthz(&h).await;
     assert_eq!(body["mcp_servers"]["fake"]["state"], "connected");
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c2",
-        "fake__read_note",
-        json!({"key": "x"}),
-    )]));
-    h.llm.push(Reply::text("Fine."));
-    assert_eq!(h.say("read x").await.text, "Fine.");
-    assert_eq!(last_result(&h), "no note x");
+    assert_eq!(
+        tool_turn(&h, "c2", "fake__read_note", json!({"key": "x"}), "Fine.").await,
+        "no note x"
+    );
     h.stop().await;
 }
 
@@ -569,13 +575,14 @@ async fn tools_known_from_the_last_run_are_offered_while_the_server_is_down() {
     h.start().await;
     let entry = wait_server(&h, "fake", "failed", |e| e["state"] == "failed").await;
     assert_eq!(entry["tools"], 8, "the kept list: {entry}");
-    h.llm.push(Reply::tool_calls(vec![call(
+    tool_turn(
+        &h,
         "c1",
         "fake__read_note",
         json!({"key": "milk"}),
-    )]));
-    h.llm.push(Reply::text("The notes server is down."));
-    assert_eq!(h.say("milk?").await.text, "The notes server is down.");
+        "The notes server is down.",
+    )
+    .await;
     let offered = h.llm.requests()[0]["tools"].to_string();
     assert!(offered.contains("fake__read_note"), "{offered}");
     let result = last_result(&h);
@@ -593,14 +600,11 @@ async fn no_process_is_left_after_shutdown() {
     let mut h = hearth_with(vec![stdio_server("fake", "")], &agents("direct")).await;
     let entry = connected(&h, "fake").await;
     let server_pid = entry["pid"].as_u64().expect("pid");
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c1",
-        "fake__spawn_helper",
-        json!({}),
-    )]));
-    h.llm.push(Reply::text("Helper started."));
-    assert_eq!(h.say("start a helper").await.text, "Helper started.");
-    let helper_pid: u64 = last_result(&h).trim().parse().expect("the helper's pid");
+    let helper_pid: u64 = tool_turn(&h, "c1", "fake__spawn_helper", json!({}), "Helper started.")
+        .await
+        .trim()
+        .parse()
+        .expect("the helper's pid");
     assert!(running(server_pid) && running(helper_pid));
 
     h.stop().await;
@@ -621,14 +625,9 @@ async fn http_server_tools_work_with_headers_and_a_bearer_token() {
     assert_eq!(entry["transport"], "http");
     assert_eq!(entry["tools"], 8);
 
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c1",
-        "fake__whoami",
-        json!({}),
-    )]));
-    h.llm.push(Reply::text("I see."));
-    assert_eq!(h.say("who?").await.text, "I see.");
-    let whoami: Value = serde_json::from_str(&last_result(&h)).expect("whoami JSON");
+    let whoami: Value =
+        serde_json::from_str(&tool_turn(&h, "c1", "fake__whoami", json!({}), "I see.").await)
+            .expect("whoami JSON");
     assert_eq!(whoami["x_test"], "hello");
     assert_eq!(
         whoami["authorization"].as_str(),
@@ -668,14 +667,14 @@ async fn an_http_server_that_goes_away_is_reported_and_reconnected() {
     fake.stop();
     drop(fake);
 
-    h.llm.push(Reply::tool_calls(vec![call(
+    let result = tool_turn(
+        &h,
         "c1",
         "fake__read_note",
         json!({"key": "a"}),
-    )]));
-    h.llm.push(Reply::text("The server is down."));
-    assert_eq!(h.say("read a").await.text, "The server is down.");
-    let result = last_result(&h);
+        "The server is down.",
+    )
+    .await;
     assert!(result.contains("the MCP server `fake`"), "{result}");
     wait_server(&h, "fake", "failed", |e| e["state"] == "failed").await;
 
@@ -684,14 +683,17 @@ async fn an_http_server_that_goes_away_is_reported_and_reconnected() {
         e["state"] == "connected" && e["restarts"].as_u64().unwrap_or(0) >= 1
     })
     .await;
-    h.llm.push(Reply::tool_calls(vec![call(
-        "c2",
-        "fake__read_note",
-        json!({"key": "a"}),
-    )]));
-    h.llm.push(Reply::text("It is back."));
-    assert_eq!(h.say("read a again").await.text, "It is back.");
-    assert_eq!(last_result(&h), "no note a");
+    assert_eq!(
+        tool_turn(
+            &h,
+            "c2",
+            "fake__read_note",
+            json!({"key": "a"}),
+            "It is back."
+        )
+        .await,
+        "no note a"
+    );
     drop(back);
     h.stop().await;
 }

@@ -13,11 +13,11 @@ use futures::StreamExt;
 use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::HearthProcess;
+use crate::support::{HearthProcess, llm_sections};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-use crate::http::AGENTS;
+use crate::http::{AGENTS, answer, token_of};
 
 /// Open WebUI's default title prompt (`DEFAULT_TITLE_GENERATION_PROMPT_TEMPLATE`), as it sends
 /// it once the chat history is filled in.
@@ -45,6 +45,47 @@ impl Chat {
         Self::build("http:owner", &[], extra).await
     }
 
+    /// A started chat whose approvals go to `owner`'s chat on a fake Telegram (bot token
+    /// `token`), once Telegram is connected.
+    #[cfg(feature = "telegram")]
+    async fn with_telegram_owner(
+        token: &str,
+        owner: i64,
+    ) -> (Self, hearth_testkit::telegram::FakeTelegram) {
+        let tg = hearth_testkit::telegram::FakeTelegram::start(token).await;
+        let extra = format!(
+            "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{owner}]\n",
+            tg.api_url()
+        );
+        let route = format!("telegram:{owner}");
+        let env = [("TG_TOKEN", token), ("HEARTH_DAEMON__APPROVALS_TO", &route)];
+        let mut chat = Self::build(&route, &env, &extra).await;
+        chat.process.start().await;
+        chat.process
+            .wait_for(WAIT, "Telegram connected", async || {
+                let (_, health) = chat.process.healthz().await;
+                (health["channels"]["telegram"]["state"] == "connected").then_some(())
+            })
+            .await;
+        (chat, tg)
+    }
+
+    /// The confirmation prompt, with its buttons, that reached `owner` on Telegram.
+    #[cfg(feature = "telegram")]
+    async fn routed_prompt(
+        &self,
+        tg: &hearth_testkit::telegram::FakeTelegram,
+        owner: i64,
+    ) -> hearth_testkit::telegram::FakeMessage {
+        self.process
+            .wait_for(WAIT, "the routed prompt", async || {
+                tg.messages(owner)
+                    .into_iter()
+                    .find(|m| !m.buttons.is_empty())
+            })
+            .await
+    }
+
     /// A process whose `daemon.owner` is `owner`, with `env` set, `extra` appended to
     /// `[channels.http]`.
     async fn build(owner: &str, env: &[(&'static str, &str)], extra: &str) -> Self {
@@ -55,24 +96,8 @@ impl Chat {
         }
         let llm = FakeOpenAi::start().await;
         let config = format!(
-            r#"
-[[providers]]
-name = "fake"
-kind = "openai"
-base_url = "{llm}"
-model = "fake-model"
-max_retries = 0
-price_input_per_mtok = 1.0
-price_output_per_mtok = 2.0
-
-[router]
-agents_file = "agents.toml"
-
-[channels.http]
-max_body_bytes = 4096
-{extra}
-"#,
-            llm = llm.base_url(),
+            "{llm}\n[channels.http]\nmax_body_bytes = 4096\n{extra}\n",
+            llm = llm_sections(&llm, false, true, (1.0, 2.0)),
         );
         process.write_config(owner, &config, AGENTS);
         let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
@@ -130,24 +155,6 @@ max_body_bytes = 4096
             .expect("messages")
             .clone()
     }
-}
-
-fn token_of(output: &str) -> String {
-    output
-        .lines()
-        .find(|line| line.starts_with("hth_"))
-        .unwrap_or_else(|| panic!("no token printed: {output}"))
-        .to_string()
-}
-
-async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
-    let response = request.send().await.expect("answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 /// The `data:` payloads of a finished SSE body, `[DONE]` as a string.
@@ -794,6 +801,20 @@ async fn read_until<B: AsRef<[u8]> + std::fmt::Debug>(
         .unwrap_or_else(|_| panic!("no {until:?} in time: {body}"));
 }
 
+/// Reads a streamed answer to its end; the `data:` payloads of all of it.
+async fn read_to_end<B: AsRef<[u8]>>(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),
+    body: &mut String,
+) -> Vec<Value> {
+    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("the stream ends")
+    {
+        body.push_str(&String::from_utf8_lossy(bytes.as_ref()));
+    }
+    data_lines(body)
+}
+
 #[tokio::test]
 async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_the_api() {
     let mut chat = Chat::start("confirm_wait_secs = 60").await;
@@ -857,13 +878,7 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
     assert_eq!(status, 200, "{decided}");
 
     read_until(&mut stream, &mut body, "Deleted task 1.").await;
-    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
-        .await
-        .expect("the stream ends")
-    {
-        body.push_str(&String::from_utf8_lossy(&bytes));
-    }
-    let chunks = data_lines(&body);
+    let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
     assert!(text.contains("✅ Approved."), "{text}");
@@ -874,31 +889,8 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
 #[cfg(feature = "telegram")]
 #[tokio::test]
 async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_button() {
-    use hearth_testkit::telegram::FakeTelegram;
-    const TG_TOKEN: &str = "424242:openai-endpoint-test";
     const OWNER: i64 = 4242;
-    let tg = FakeTelegram::start(TG_TOKEN).await;
-    let extra = format!(
-        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
-        tg.api_url()
-    );
-    let route = format!("telegram:{OWNER}");
-    let mut chat = Chat::build(
-        &route,
-        &[
-            ("TG_TOKEN", TG_TOKEN),
-            ("HEARTH_DAEMON__APPROVALS_TO", &route),
-        ],
-        &extra,
-    )
-    .await;
-    chat.process.start().await;
-    chat.process
-        .wait_for(WAIT, "Telegram connected", async || {
-            let (_, health) = chat.process.healthz().await;
-            (health["channels"]["telegram"]["state"] == "connected").then_some(())
-        })
-        .await;
+    let (mut chat, tg) = Chat::with_telegram_owner("424242:openai-endpoint-test", OWNER).await;
     chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "delete_task",
@@ -920,25 +912,12 @@ async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_butt
     read_until(&mut stream, &mut body, "deny ").await;
 
     // The prompt also went to the owner's Telegram chat, with buttons; the owner approves there.
-    let prompt = chat
-        .process
-        .wait_for(WAIT, "the routed prompt", async || {
-            tg.messages(OWNER)
-                .into_iter()
-                .find(|m| !m.buttons.is_empty())
-        })
-        .await;
+    let prompt = chat.routed_prompt(&tg, OWNER).await;
     let approve = prompt.buttons[0][0].1.clone();
     tg.press(OWNER, OWNER, prompt.id, &approve);
 
     read_until(&mut stream, &mut body, "Deleted task 7.").await;
-    while let Some(Ok(bytes)) = tokio::time::timeout(WAIT, stream.next())
-        .await
-        .expect("the stream ends")
-    {
-        body.push_str(&String::from_utf8_lossy(&bytes));
-    }
-    let chunks = data_lines(&body);
+    let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
     assert!(text.contains("✅ Approved."), "{text}");
@@ -1119,31 +1098,8 @@ async fn closing_a_streamed_answer_stops_its_turn_and_the_chat_goes_on() {
 #[cfg(feature = "telegram")]
 #[tokio::test]
 async fn closing_a_stream_waiting_for_approval_cancels_the_turn_and_the_owners_prompt_says_so() {
-    use hearth_testkit::telegram::FakeTelegram;
-    const TG_TOKEN: &str = "424242:openai-endpoint-stop";
     const OWNER: i64 = 4243;
-    let tg = FakeTelegram::start(TG_TOKEN).await;
-    let extra = format!(
-        "confirm_wait_secs = 60\n\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\napi_url = \"{}\"\nallowed_users = [{OWNER}]\n",
-        tg.api_url()
-    );
-    let route = format!("telegram:{OWNER}");
-    let mut chat = Chat::build(
-        &route,
-        &[
-            ("TG_TOKEN", TG_TOKEN),
-            ("HEARTH_DAEMON__APPROVALS_TO", &route),
-        ],
-        &extra,
-    )
-    .await;
-    chat.process.start().await;
-    chat.process
-        .wait_for(WAIT, "Telegram connected", async || {
-            let (_, health) = chat.process.healthz().await;
-            (health["channels"]["telegram"]["state"] == "connected").then_some(())
-        })
-        .await;
+    let (mut chat, tg) = Chat::with_telegram_owner("424242:openai-endpoint-stop", OWNER).await;
     chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
         "c1",
         "delete_task",
@@ -1163,14 +1119,7 @@ async fn closing_a_stream_waiting_for_approval_cancels_the_turn_and_the_owners_p
     let turn = turn_of(&body);
     let shown = streamed_text(&data_lines(&body));
     let code = code_in(&shown);
-    let prompt = chat
-        .process
-        .wait_for(WAIT, "the routed prompt", async || {
-            tg.messages(OWNER)
-                .into_iter()
-                .find(|m| !m.buttons.is_empty())
-        })
-        .await;
+    let prompt = chat.routed_prompt(&tg, OWNER).await;
 
     // Stop while it waits: the turn is cancelled, and the owner's prompt shows it.
     drop(stream);

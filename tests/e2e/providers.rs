@@ -9,8 +9,8 @@ use hearth::config::{ProviderConfig, ProviderKind, Secret};
 use hearth::provider::anthropic::AnthropicProvider;
 use hearth::provider::openai::OpenAiProvider;
 use hearth::provider::{
-    ChatMessage, ChatRequest, ContentPart, Provider, ProviderErrorKind, Providers, StreamEvent,
-    ToolCall, ToolSpec,
+    ChatMessage, ChatRequest, ChatResponse, ContentPart, Provider, ProviderErrorKind, Providers,
+    StreamEvent, ToolCall, ToolSpec,
 };
 use hearth_testkit::{FakeAnthropic, FakeOpenAi, Reply, ToolCallSpec};
 use serde_json::json;
@@ -115,6 +115,27 @@ fn collect_text(rx: &mut mpsc::UnboundedReceiver<StreamEvent>) -> (String, usize
         }
     }
     (text, restarts)
+}
+
+/// A streamed completion of [`conversation`]: the answer, and the text and restarts the stream
+/// showed.
+async fn complete_streamed(client: &dyn Provider) -> (ChatResponse, (String, usize)) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let answer = client
+        .complete(&conversation(true), Some(&tx))
+        .await
+        .expect("answer");
+    (answer, collect_text(&mut rx))
+}
+
+/// The calls of an answer are `want`: the same ids, names and arguments in the same order.
+fn assert_calls(got: &[ToolCall], want: &[ToolCallSpec]) {
+    let got: Vec<_> = got.iter().map(|c| (&c.id, &c.name, &c.arguments)).collect();
+    let want: Vec<_> = want
+        .iter()
+        .map(|c| (&c.id, &c.name, &c.arguments))
+        .collect();
+    assert_eq!(got, want);
 }
 
 #[tokio::test]
@@ -271,13 +292,9 @@ async fn openai_streams_text_and_usage() {
         None,
     )
     .expect("client");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let answer = client
-        .complete(&conversation(true), Some(&tx))
-        .await
-        .expect("answer");
+    let (answer, shown) = complete_streamed(&client).await;
     assert_eq!(answer.text, text);
-    assert_eq!(collect_text(&mut rx), (text.to_string(), 0));
+    assert_eq!(shown, (text.to_string(), 0));
     assert_eq!(
         (answer.usage.input_tokens, answer.usage.output_tokens),
         (21, 13)
@@ -312,24 +329,11 @@ async fn openai_streamed_tool_calls_are_assembled() {
         None,
     )
     .expect("client");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let answer = client
-        .complete(&conversation(true), Some(&tx))
-        .await
-        .expect("answer");
+    let (answer, shown) = complete_streamed(&client).await;
     assert_eq!(answer.text, "Let me do that.");
-    assert_eq!(collect_text(&mut rx).0, "Let me do that.");
+    assert_eq!(shown.0, "Let me do that.");
     assert_eq!(answer.stop_reason.as_deref(), Some("tool_calls"));
-    let got: Vec<(String, String, String)> = answer
-        .tool_calls
-        .into_iter()
-        .map(|c| (c.id, c.name, c.arguments))
-        .collect();
-    let want: Vec<(String, String, String)> = two_calls()
-        .into_iter()
-        .map(|c| (c.id, c.name, c.arguments))
-        .collect();
-    assert_eq!(got, want);
+    assert_calls(&answer.tool_calls, &two_calls());
 }
 
 #[tokio::test]
@@ -348,34 +352,18 @@ async fn anthropic_streams_text_tools_and_usage() {
         None,
     )
     .expect("client");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let answer = client
-        .complete(&conversation(true), Some(&tx))
-        .await
-        .expect("answer");
+    let (answer, shown) = complete_streamed(&client).await;
     assert_eq!(answer.text, "Sure — doing it.");
-    assert_eq!(collect_text(&mut rx).0, "Sure — doing it.");
+    assert_eq!(shown.0, "Sure — doing it.");
     assert_eq!(answer.stop_reason.as_deref(), Some("tool_use"));
     assert_eq!(
         (answer.usage.input_tokens, answer.usage.output_tokens),
         (50, 22)
     );
-    let got: Vec<(String, String, String)> = answer
-        .tool_calls
-        .into_iter()
-        .map(|c| (c.id, c.name, c.arguments))
-        .collect();
-    let want: Vec<(String, String, String)> = two_calls()
-        .into_iter()
-        .map(|c| (c.id, c.name, c.arguments))
-        .collect();
-    assert_eq!(got, want);
+    assert_calls(&answer.tool_calls, &two_calls());
     assert_eq!(server.last_request().expect("request")["stream"], true);
 
-    let answer = client
-        .complete(&conversation(true), Some(&tx))
-        .await
-        .expect("answer");
+    let (answer, _) = complete_streamed(&client).await;
     assert_eq!(
         (answer.text.as_str(), answer.stop_reason.as_deref()),
         ("Just text.", Some("end_turn"))

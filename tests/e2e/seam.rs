@@ -140,6 +140,23 @@ async fn say_and_settle(h: &Hearth, sender: &Sender, text: &str) -> Vec<SentMess
     h.channel.sent()[before..].to_vec()
 }
 
+/// How many confirmations wait for a decision.
+async fn pending(h: &Hearth) -> i64 {
+    h.daemon()
+        .store()
+        .pending_confirmations()
+        .await
+        .expect("count")
+}
+
+/// `text` from `sender` gets no answer, runs nothing and leaves the one request waiting.
+async fn decides_nothing(h: &Hearth, runs: &AtomicUsize, sender: &Sender, text: &str) {
+    let answer = say_and_settle(h, sender, text).await;
+    assert!(answer.is_empty(), "{sender:?} was answered: {answer:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(pending(h).await, 1);
+}
+
 // ----- item 2: the state a channel reports -----
 
 #[tokio::test]
@@ -463,15 +480,7 @@ async fn five_wrong_codes_deny_the_waiting_request_and_say_so() {
         "{}",
         tool_result(&h)
     );
-    assert_eq!(
-        h.daemon()
-            .store()
-            .pending_confirmations()
-            .await
-            .expect("count"),
-        0,
-        "the request still waits"
-    );
+    assert_eq!(pending(&h).await, 0, "the request still waits");
 
     // The right code now finds nothing waiting: it is an ordinary message again.
     h.llm.push(Reply::text("There is nothing waiting."));
@@ -487,16 +496,8 @@ async fn a_code_typed_by_a_stranger_decides_nothing_and_gets_no_answer() {
     start(&mut h).await;
     let prompt = ask(&h).await;
     let code = code_in(&prompt);
-    let answer = say_and_settle(&h, &Sender::new("31337"), &format!("APPROVE {code}")).await;
-    assert!(answer.is_empty(), "a stranger was answered: {answer:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    let pending = h
-        .daemon()
-        .store()
-        .pending_confirmations()
-        .await
-        .expect("count");
-    assert_eq!(pending, 1);
+    let stranger = Sender::new("31337");
+    decides_nothing(&h, &runs, &stranger, &format!("APPROVE {code}")).await;
     h.stop().await;
 }
 
@@ -525,15 +526,7 @@ async fn wrong_codes_from_people_who_cannot_decide_use_up_no_tries() {
     for _ in 0..3 {
         say_and_settle(&h, &Sender::new("31337"), &format!("DENY {wrong}")).await;
     }
-    assert_eq!(
-        h.daemon()
-            .store()
-            .pending_confirmations()
-            .await
-            .expect("count"),
-        1,
-        "the request still waits"
-    );
+    assert_eq!(pending(&h).await, 1, "the request still waits");
     assert!(
         !h.channel
             .sent()
@@ -566,17 +559,8 @@ async fn a_requester_revoked_while_the_prompt_waits_can_no_longer_decide() {
         .set_identity_status("memory", USER, hearth::store::IdentityStatus::Revoked)
         .await
         .expect("revoke");
-    let answer = say_and_settle(&h, &Sender::new(USER), &format!("APPROVE {code}")).await;
-    assert!(answer.is_empty(), "a revoked user was answered: {answer:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        h.daemon()
-            .store()
-            .pending_confirmations()
-            .await
-            .expect("count"),
-        1
-    );
+    let revoked = Sender::new(USER);
+    decides_nothing(&h, &runs, &revoked, &format!("APPROVE {code}")).await;
     // The owner still decides it.
     h.llm.push(Reply::text("Done."));
     h.channel.push_text(CHAT, OWNER, &format!("APPROVE {code}"));
@@ -608,22 +592,8 @@ async fn an_unverified_sender_is_a_stranger_whatever_identity_it_claims() {
     // Nor can it decide the requester's confirmation with the right code.
     let prompt = ask(&h).await;
     let code = code_in(&prompt);
-    let answer = say_and_settle(
-        &h,
-        &Sender::new(USER).unverified(),
-        &format!("APPROVE {code}"),
-    )
-    .await;
-    assert!(answer.is_empty(), "{answer:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        h.daemon()
-            .store()
-            .pending_confirmations()
-            .await
-            .expect("count"),
-        1
-    );
+    let unverified = Sender::new(USER).unverified();
+    decides_nothing(&h, &runs, &unverified, &format!("APPROVE {code}")).await;
 
     // The verified requester still can.
     h.llm.push(Reply::text("Done."));

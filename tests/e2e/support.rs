@@ -464,9 +464,9 @@ pub fn free_port() -> u16 {
 }
 
 /// The sections of a child-process hearth's config that every channel test shares: the fake
-/// LLM as the one provider (`vision` on or off), the agents file beside the config and
-/// streaming on or off.
-pub fn llm_sections(llm: &FakeOpenAi, vision: bool, stream: bool) -> String {
+/// LLM as the one provider (`vision` on or off, `prices` per million input and output tokens),
+/// the agents file beside the config and streaming on or off.
+pub fn llm_sections(llm: &FakeOpenAi, vision: bool, stream: bool, prices: (f64, f64)) -> String {
     format!(
         r#"
 [[providers]]
@@ -476,6 +476,8 @@ base_url = "{llm}"
 model = "fake-model"
 max_retries = 0
 vision = {vision}
+price_input_per_mtok = {input:?}
+price_output_per_mtok = {output:?}
 
 [router]
 agents_file = "agents.toml"
@@ -484,8 +486,13 @@ agents_file = "agents.toml"
 stream = {stream}
 "#,
         llm = llm.base_url(),
+        input = prices.0,
+        output = prices.1,
     )
 }
+
+/// What the fake LLM costs where a test does not count money: nothing, as by default.
+pub const FREE: (f64, f64) = (0.0, 0.0);
 
 /// Gives a channel's harness (a struct with a `process: HearthProcess` field) the child-process
 /// harness's methods: start, stop, logs, healthz, wait_for …
@@ -539,6 +546,25 @@ pub fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> 
     spawn_with_input(&mut hearth_command(dir, args, env), stdin)
         .wait_with_output()
         .expect("hearth finishes")
+}
+
+/// [`run_cli`] from an async test: on a blocking thread, so the fake servers on the test's
+/// runtime go on answering while it runs.
+pub async fn run_cli_async(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_cli(&dir, &args, &env, &stdin)
+    })
+    .await
+    .expect("join")
 }
 
 /// The text of the last user message in an OpenAI request (`""` when there is none; a content

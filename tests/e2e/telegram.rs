@@ -9,7 +9,8 @@ use hearth_testkit::telegram::{BOT_ID, FakeMessage, FakeTelegram, Incoming};
 use hearth_testkit::{FakeOpenAi, Reply};
 
 use crate::support::{
-    HearthProcess, Signal, TASK_TOOLS, general_agent, last_user_text, llm_sections, process_harness,
+    FREE, HearthProcess, Signal, TASK_TOOLS, general_agent, last_user_text, llm_sections,
+    process_harness,
 };
 
 const TOKEN: &str = "123456:SECRET-telegram-token-xyz";
@@ -51,7 +52,7 @@ api_url = "{tg}"
 allowed_users = [{OWNER}, {FRIEND}]
 {extra}
 "#,
-            llm = llm_sections(&llm, true, false),
+            llm = llm_sections(&llm, true, false, FREE),
             tg = tg.api_url(),
         );
         process.write_config(

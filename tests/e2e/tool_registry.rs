@@ -23,7 +23,7 @@ fn registry() -> ToolRegistry {
     let tools = [
         ToolInfo::new("list_things", "tasks", "List the user's things", things)
             .limit("limit", 20, 50)
-            .tags(&["inventory"]),
+            .tags(["inventory"]),
         ToolInfo::new("write_note", "notes", "Write a note", note.clone()).risk(Risk::Write),
         ToolInfo::new("burn_note", "notes", "Destroy a note", note).risk(Risk::Destructive),
     ];

@@ -53,13 +53,15 @@ pub async fn sleep_or_shutdown(shutdown: &CancellationToken, wait: Duration) -> 
 }
 
 /// An error and its causes on one line, joined with `: `, without repeating a cause whose text
-/// its parent already quotes (hyper, reqwest and lettre often do).
+/// its parent already quotes (hyper, reqwest and lettre often do). A full stop that closes a
+/// message before its cause is dropped (serenity's "Error while sending HTTP request.").
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
+            text.truncate(text.trim_end_matches('.').len());
             text.push_str(": ");
             text.push_str(&cause_text);
         }
@@ -105,6 +107,10 @@ mod tests {
     struct Wrapping(#[source] Inner);
 
     #[derive(Debug, thiserror::Error)]
+    #[error("Error while sending HTTP request.")]
+    struct Sentence(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
     #[error("connection refused")]
     struct Inner;
 
@@ -115,5 +121,9 @@ mod tests {
             "sending failed: connection refused"
         );
         assert_eq!(error_chain(&Quoting(Inner)), "outer: connection refused");
+        assert_eq!(
+            error_chain(&Sentence(Inner)),
+            "Error while sending HTTP request: connection refused"
+        );
     }
 }

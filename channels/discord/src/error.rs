@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use hearth_channel::ChannelError;
+use hearth_channel::{ChannelError, error_chain};
 use serenity::Error as SerenityError;
 use serenity::gateway::GatewayError;
 use serenity::http::HttpError;
@@ -44,27 +44,12 @@ fn without_urls(error: SerenityError) -> SerenityError {
     }
 }
 
-/// `error` and its causes, joined with `: `: serenity's "Error while sending HTTP request." says
-/// nothing by itself; the cause (DNS, connection refused, TLS) is what a person needs.
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string().trim_end_matches('.').to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // hyper and reqwest often repeat the inner message in the outer one.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Maps a serenity error; `what` says what was being done ("sending a message").
 pub fn map(what: &str, error: SerenityError) -> ChannelError {
     let error = without_urls(error);
-    let message = format!("discord: {what}: {}", with_causes(&error));
+    // serenity's "Error while sending HTTP request." says nothing by itself; the cause (DNS,
+    // connection refused, TLS) is what a person needs.
+    let message = format!("discord: {what}: {}", error_chain(&error));
     let channel_error = match &error {
         SerenityError::Http(HttpError::UnsuccessfulRequest(response)) => {
             let status = response.status_code.as_u16();
@@ -110,7 +95,7 @@ pub fn map(what: &str, error: SerenityError) -> ChannelError {
 /// Maps an error of a request hearth made itself (interactions, attachments), without its URL.
 pub fn request(what: &str, error: reqwest::Error) -> ChannelError {
     let error = error.without_url();
-    let message = format!("discord: {what}: {}", with_causes(&error));
+    let message = format!("discord: {what}: {}", error_chain(&error));
     let mapped = if error.is_builder() {
         ChannelError::rejected(message)
     } else {

@@ -211,6 +211,23 @@ fn dm(text: &str) -> UserMessage {
     UserMessage::new(DM, USER, text)
 }
 
+/// A first run that gets `text` in the DM (so the DM has a cursor) and then stops: the state it
+/// leaves behind.
+async fn a_run_that_saw(
+    fake: &FakeDiscord,
+    channel: &Arc<DiscordChannel>,
+    text: &str,
+) -> MemoryState {
+    let state = MemoryState::new();
+    let first = RecordingSink::new();
+    let running = start(channel, &first, &state);
+    online(fake, &running).await;
+    fake.send(dm(text));
+    first.wait_text(text, PATIENCE).await;
+    running.stop().await;
+    state
+}
+
 /// How often `text` was offered to the sink.
 fn offered(sink: &RecordingSink, text: &str) -> usize {
     sink.attempts()
@@ -310,13 +327,7 @@ async fn a_message_to_a_user_id_goes_to_the_dm_with_that_user() {
 #[tokio::test]
 async fn messages_sent_while_the_daemon_was_down_arrive_once_after_the_restart() {
     let (fake, channel) = setup().await;
-    let state = MemoryState::new();
-    let first = RecordingSink::new();
-    let running = start(&channel, &first, &state);
-    online(&fake, &running).await;
-    fake.send(dm("before the crash"));
-    first.wait_text("before the crash", PATIENCE).await;
-    running.stop().await;
+    let state = a_run_that_saw(&fake, &channel, "before the crash").await;
 
     // Down: nobody is connected, the messages only go into the channel's history.
     for i in 0..3 {
@@ -669,13 +680,7 @@ async fn an_unreachable_gateway_is_reported_as_reconnecting_not_connecting_forev
 async fn a_backfill_that_meets_502s_tries_again_and_finds_the_gap() {
     let (fake, channel) = setup().await;
     fake.set_heartbeat(Duration::from_millis(300));
-    let state = MemoryState::new();
-    let first = RecordingSink::new();
-    let running = start(&channel, &first, &state);
-    online(&fake, &running).await;
-    fake.send(dm("known chat"));
-    first.wait_text("known chat", PATIENCE).await;
-    running.stop().await;
+    let state = a_run_that_saw(&fake, &channel, "known chat").await;
     fake.send(dm("missed while down"));
     let second = RecordingSink::new();
     let running = start(&channel, &second, &state);
@@ -1306,13 +1311,7 @@ async fn a_press_answer_whose_outcome_is_unknown_is_not_also_posted_in_the_chat(
 #[tokio::test]
 async fn a_history_that_fails_during_ready_keeps_the_cursor_and_reads_the_gap_later() {
     let (fake, channel) = setup().await;
-    let state = MemoryState::new();
-    let first = RecordingSink::new();
-    let running = start(&channel, &first, &state);
-    online(&fake, &running).await;
-    fake.send(dm("known chat"));
-    first.wait_text("known chat", PATIENCE).await;
-    running.stop().await;
+    let state = a_run_that_saw(&fake, &channel, "known chat").await;
     let cursor_before = state.get("discord", "cursors").expect("cursor");
 
     for i in 0..3 {

@@ -45,12 +45,7 @@ fn settings(
 
 impl MatrixHarness {
     async fn start() -> Self {
-        init();
-        let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
-        let bot = server
-            .register(&unique_name("bot"), "bot-password")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (server, bot) = server_and_bot().await;
         let human = Human::register(server, "human")
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -102,6 +97,51 @@ impl MatrixHarness {
             reply_to: message.reply_to.clone(),
         }
     }
+}
+
+/// The shared Synapse and a fresh account for hearth's bot (password `bot-password`).
+async fn server_and_bot() -> (&'static Synapse, Registered) {
+    init();
+    let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
+    let bot = server
+        .register(&unique_name("bot"), "bot-password")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    (server, bot)
+}
+
+/// A short sync, for a client that only needs to catch up.
+fn quick() -> matrix_sdk::config::SyncSettings {
+    matrix_sdk::config::SyncSettings::default().timeout(Duration::from_millis(300))
+}
+
+/// A matrix-sdk session (an Element, say) logged in as `user`, its encryption set up and
+/// synced once. With `cross_signing` it sets up cross-signing for the account.
+async fn session(server: &Synapse, user: &Registered, cross_signing: bool) -> matrix_sdk::Client {
+    let client = matrix_sdk::Client::builder()
+        .homeserver_url(server.url())
+        .with_encryption_settings(matrix_sdk::encryption::EncryptionSettings {
+            auto_enable_cross_signing: cross_signing,
+            ..Default::default()
+        })
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    client
+        .matrix_auth()
+        .login_username(&user.user_id, &user.password)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    client
+        .encryption()
+        .wait_for_e2ee_initialization_tasks()
+        .await;
+    client
+        .sync_once(quick())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    client
 }
 
 async fn harness() -> MatrixHarness {
@@ -500,7 +540,6 @@ async fn a_reply_approve_to_a_prompt_counts_as_its_reaction() {
 /// restart on the same directory it is the same device and still decrypts new messages.
 #[tokio::test]
 async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
-    use matrix_sdk::config::SyncSettings;
     use matrix_sdk::room::MessagesOptions;
     use matrix_sdk::ruma::events::reaction::ReactionEventContent;
     use matrix_sdk::ruma::events::relation::Annotation;
@@ -511,22 +550,7 @@ async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
     let person = Human::register(h.server, "element")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let client = matrix_sdk::Client::builder()
-        .homeserver_url(h.server.url())
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    client
-        .matrix_auth()
-        .login_username(&person.user.user_id, &person.user.password)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
-    client
-        .sync_once(quick())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let client = session(h.server, &person.user, false).await;
 
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let make = || {
@@ -725,41 +749,11 @@ async fn an_encrypted_dm_works_across_a_restart_with_the_same_device() {
 /// account) see hearth's device as verified by its owner; before, it was not.
 #[tokio::test]
 async fn a_recovery_key_cross_signs_hearths_device() {
-    use matrix_sdk::config::SyncSettings;
-    use matrix_sdk::encryption::EncryptionSettings;
     use matrix_sdk::ruma::{OwnedDeviceId, UserId};
 
-    init();
-    let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
-    let bot = server
-        .register(&unique_name("bot"), "bot-password")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (server, bot) = server_and_bot().await;
     // The owner's Element session on hearth's account, which sets up cross-signing and recovery.
-    let element = matrix_sdk::Client::builder()
-        .homeserver_url(server.url())
-        .with_encryption_settings(EncryptionSettings {
-            auto_enable_cross_signing: true,
-            ..Default::default()
-        })
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    element
-        .matrix_auth()
-        .login_username(&bot.user_id, &bot.password)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    element
-        .encryption()
-        .wait_for_e2ee_initialization_tasks()
-        .await;
-    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
-    element
-        .sync_once(quick())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let element = session(server, &bot, true).await;
     let recovery_key = element
         .encryption()
         .recovery()
@@ -1082,41 +1076,15 @@ async fn files_arrive_by_reference_and_are_fetched_only_on_request_within_the_li
 /// are the owner's again.
 #[tokio::test]
 async fn notices_are_ignored_and_unsigned_devices_are_unverified_when_required() {
-    use matrix_sdk::config::SyncSettings;
-    use matrix_sdk::encryption::EncryptionSettings;
     use matrix_sdk::ruma::RoomId;
     use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
 
-    init();
-    let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
-    let bot = server
-        .register(&unique_name("bot"), "bot-password")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (server, bot) = server_and_bot().await;
     let owner = Human::register(server, "owner")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     // The owner's new session (as after a stolen password): not cross-signed.
-    let client = matrix_sdk::Client::builder()
-        .homeserver_url(server.url())
-        .with_encryption_settings(EncryptionSettings {
-            auto_enable_cross_signing: false,
-            ..Default::default()
-        })
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    client
-        .matrix_auth()
-        .login_username(&owner.user.user_id, &owner.user.password)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let quick = || SyncSettings::default().timeout(Duration::from_millis(300));
-    client
-        .sync_once(quick())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let client = session(server, &owner.user, false).await;
 
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut settings = settings(server, &bot, "bot-password", dir.path());
@@ -1220,12 +1188,7 @@ async fn notices_are_ignored_and_unsigned_devices_are_unverified_when_required()
 /// only from the section's `allowed_users`; a stranger's invite is declined.
 #[tokio::test]
 async fn invites_from_the_daemons_identities_are_accepted_and_strangers_declined() {
-    init();
-    let server = Synapse::shared().unwrap_or_else(|e| panic!("Synapse: {e}"));
-    let bot = server
-        .register(&unique_name("bot"), "bot-password")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (server, bot) = server_and_bot().await;
     let paired = Human::register(server, "paired")
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -31,8 +31,7 @@ pub(super) struct Calculate {
 impl TypedTool for Calculate {
     const NAME: &'static str = "calculate";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["math", "calculator", "compute", "arithmetic", "evaluate"];
+    const TAGS: &'static str = "math, calculator, compute, arithmetic, evaluate";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

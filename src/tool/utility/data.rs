@@ -37,7 +37,7 @@ pub(super) struct FormatJson {
 impl TypedTool for FormatJson {
     const NAME: &'static str = "format_json";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["json", "prettify", "minify", "validate", "lint"];
+    const TAGS: &'static str = "json, prettify, minify, validate, lint";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -122,7 +122,7 @@ pub(super) struct ParseCsv {
 impl TypedTool for ParseCsv {
     const NAME: &'static str = "parse_csv";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["csv", "spreadsheet", "table", "tsv", "import"];
+    const TAGS: &'static str = "csv, spreadsheet, table, tsv, import";
     const LIMIT: Option<Limit> = Some(CSV_LIMIT);
     type Output = Value;
 
@@ -243,7 +243,7 @@ pub(super) struct GenerateCsv {
 impl TypedTool for GenerateCsv {
     const NAME: &'static str = "generate_csv";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["csv", "export", "spreadsheet", "table"];
+    const TAGS: &'static str = "csv, export, spreadsheet, table";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

@@ -24,7 +24,7 @@ pub(super) struct GetCurrentDatetime {
 impl TypedTool for GetCurrentDatetime {
     const NAME: &'static str = "get_current_datetime";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["time", "date", "today", "now", "clock", "weekday"];
+    const TAGS: &'static str = "time, date, today, now, clock, weekday";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -56,15 +56,7 @@ pub(super) struct DateDifference {
 impl TypedTool for DateDifference {
     const NAME: &'static str = "date_difference";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "days",
-        "between",
-        "until",
-        "since",
-        "age",
-        "countdown",
-        "duration",
-    ];
+    const TAGS: &'static str = "days, between, until, since, age, countdown, duration";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -136,9 +128,7 @@ pub(super) struct DateAdd {
 impl TypedTool for DateAdd {
     const NAME: &'static str = "date_add";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "plus", "minus", "later", "deadline", "due", "future", "past",
-    ];
+    const TAGS: &'static str = "plus, minus, later, deadline, due, future, past";
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

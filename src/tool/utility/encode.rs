@@ -39,7 +39,7 @@ pub(super) struct HashText {
 impl TypedTool for HashText {
     const NAME: &'static str = "hash_text";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["checksum", "digest", "md5", "sha", "fingerprint"];
+    const TAGS: &'static str = "checksum, digest, md5, sha, fingerprint";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -100,15 +100,7 @@ const BASE64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAF
 impl TypedTool for EncodeDecode {
     const NAME: &'static str = "encode_decode";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "base64",
-        "urlencode",
-        "percent",
-        "hex",
-        "decode",
-        "encode",
-        "escape",
-    ];
+    const TAGS: &'static str = "base64, urlencode, percent, hex, decode, encode, escape";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

@@ -24,7 +24,7 @@ pub(super) struct GenerateUuid {
 impl TypedTool for GenerateUuid {
     const NAME: &'static str = "generate_uuid";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["guid", "identifier", "random", "id"];
+    const TAGS: &'static str = "guid, identifier, random, id";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -86,7 +86,7 @@ pub(super) struct GeneratePassword {
 impl TypedTool for GeneratePassword {
     const NAME: &'static str = "generate_password";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["passphrase", "secret", "random", "security"];
+    const TAGS: &'static str = "passphrase, secret, random, security";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -152,7 +152,7 @@ pub(super) struct RandomNumber {
 impl TypedTool for RandomNumber {
     const NAME: &'static str = "random_number";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["dice", "roll", "random", "pick", "lottery"];
+    const TAGS: &'static str = "dice, roll, random, pick, lottery";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

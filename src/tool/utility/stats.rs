@@ -25,8 +25,7 @@ pub(super) struct Statistics {
 impl TypedTool for Statistics {
     const NAME: &'static str = "statistics";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] =
-        &["average", "mean", "median", "stdev", "variance", "math"];
+    const TAGS: &'static str = "average, mean, median, stdev, variance, math";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

@@ -29,14 +29,7 @@ pub(super) struct TextStats {
 impl TypedTool for TextStats {
     const NAME: &'static str = "text_stats";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "count",
-        "words",
-        "characters",
-        "length",
-        "reading time",
-        "word count",
-    ];
+    const TAGS: &'static str = "count, words, characters, length, reading time, word count";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -131,14 +124,7 @@ pub(super) struct TransformText {
 impl TypedTool for TransformText {
     const NAME: &'static str = "transform_text";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "case",
-        "uppercase",
-        "lowercase",
-        "slug",
-        "capitalize",
-        "convert",
-    ];
+    const TAGS: &'static str = "case, uppercase, lowercase, slug, capitalize, convert";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
@@ -314,7 +300,7 @@ pub(super) struct RegexTest {
 impl TypedTool for RegexTest {
     const NAME: &'static str = "regex_test";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &["regexp", "pattern", "match", "search", "replace"];
+    const TAGS: &'static str = "regexp, pattern, match, search, replace";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {

@@ -239,16 +239,8 @@ pub(super) struct ConvertUnits {
 impl TypedTool for ConvertUnits {
     const NAME: &'static str = "convert_units";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static [&'static str] = &[
-        "convert",
-        "metric",
-        "imperial",
-        "celsius",
-        "fahrenheit",
-        "miles",
-        "kilograms",
-        "bytes",
-    ];
+    const TAGS: &'static str =
+        "convert, metric, imperial, celsius, fahrenheit, miles, kilograms, bytes";
     type Output = Value;
 
     async fn run(self, _: &ToolContext) -> Result<Value, ToolError> {
