@@ -56,10 +56,7 @@ fn child(ca: std::path::PathBuf) {
         // No store yet: building a client reads nothing, so it succeeds (reqwest's own verifier
         // would fail here with "No CA certificates were loaded from the system").
         assert!(!ca.exists());
-        let client = hearth_channel::http_client::builder()
-            .resolve("discord.com", front.addr())
-            .build()
-            .expect("a client is built without reading the store");
+        let client = client_reaching("discord.com", front.addr());
 
         // The first handshake reads the store, finds nothing, and fails saying so.
         let chain = fetch(&client, "https://discord.com/")
@@ -76,15 +73,21 @@ fn child(ca: std::path::PathBuf) {
 
         // Another client shares the verifier, and it checks names: the same certificate under
         // another name is refused.
-        let other = hearth_channel::http_client::builder()
-            .resolve("example.com", front.addr())
-            .build()
-            .expect("a client");
+        let other = client_reaching("example.com", front.addr());
         let chain = fetch(&other, "https://example.com/")
             .await
             .expect_err("the certificate is for discord.com");
         assert!(chain.contains("certificate"), "{chain}");
     });
+}
+
+/// A client from the shared configuration that resolves `host` to `addr`. Building it must
+/// not read the certificate store, so it succeeds even when there is none.
+fn client_reaching(host: &str, addr: std::net::SocketAddr) -> reqwest::Client {
+    hearth_channel::http_client::builder()
+        .resolve(host, addr)
+        .build()
+        .expect("a client is built without reading the store")
 }
 
 /// The body of a GET, or the error's whole cause chain.
