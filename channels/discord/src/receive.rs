@@ -678,12 +678,8 @@ impl<'a> Pump<'a> {
                     self.save_cursors().await;
                     place
                 }
-                Err(ReadError::Gone(error)) => {
-                    self.forget(channel, &error);
-                    return Ok(());
-                }
-                Err(ReadError::Failed(error)) => {
-                    self.gap(channel, after, place, error.to_string());
+                Err(error) => {
+                    self.unread(channel, after, place, error);
                     return Ok(());
                 }
             },
@@ -692,12 +688,8 @@ impl<'a> Pump<'a> {
         loop {
             let page = match self.history(channel, after).await? {
                 Ok(page) => page,
-                Err(ReadError::Gone(error)) => {
-                    self.forget(channel, &error);
-                    return Ok(());
-                }
-                Err(ReadError::Failed(error)) => {
-                    self.gap(channel, after, place, error.to_string());
+                Err(error) => {
+                    self.unread(channel, after, place, error);
                     return Ok(());
                 }
             };
@@ -722,6 +714,15 @@ impl<'a> Pump<'a> {
             if !full {
                 return Ok(());
             }
+        }
+    }
+
+    /// A read of `channel` after `after` that failed: a channel that is gone is no longer
+    /// followed; any other failure leaves the rest as a gap to fill later.
+    fn unread(&mut self, channel: u64, after: u64, place: Place, error: ReadError) {
+        match error {
+            ReadError::Gone(error) => self.forget(channel, &error),
+            ReadError::Failed(error) => self.gap(channel, after, place, error.to_string()),
         }
     }
 
