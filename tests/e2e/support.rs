@@ -635,11 +635,7 @@ impl TestTool {
         info: ToolInfo,
         call: impl Fn(&Value) -> Result<String, ToolError> + Send + Sync + 'static,
     ) -> Arc<dyn Tool> {
-        Arc::new(Self {
-            info,
-            call: Box::new(call),
-            hangs: false,
-        })
+        Arc::new(Self::plain(info, call))
     }
 
     /// A tool that runs `call` and then never returns.
@@ -648,10 +644,20 @@ impl TestTool {
         call: impl Fn(&Value) -> Result<String, ToolError> + Send + Sync + 'static,
     ) -> Arc<dyn Tool> {
         Arc::new(Self {
+            hangs: true,
+            ..Self::plain(info, call)
+        })
+    }
+
+    fn plain(
+        info: ToolInfo,
+        call: impl Fn(&Value) -> Result<String, ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
             info,
             call: Box::new(call),
-            hangs: true,
-        })
+            hangs: false,
+        }
     }
 }
 
