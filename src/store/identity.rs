@@ -3,7 +3,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, StoreResult};
+use super::{Store, StoreError, StoreResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdentityStatus {
@@ -41,6 +41,10 @@ pub struct PairingRequest {
 
 /// The `source` of an identity let in by an email allowlist entry `*@domain`.
 pub const DOMAIN_SOURCE: &str = "domain";
+
+/// Allowlisted senders inserted by one statement: two parameters each, well under the 32,766
+/// SQLite and the 65,535 PostgreSQL take.
+const NEW_IDENTITIES_PER_STATEMENT: usize = 500;
 
 const IDENTITY_SELECT: &str = "SELECT i.id, i.channel, i.platform_user_id, i.user_id, i.display_name, i.status, i.source, u.is_owner
      FROM identities i JOIN users u ON u.id = i.user_id";
@@ -241,6 +245,7 @@ impl Store {
             known.insert(id, (status, source));
         }
         let mut tx = self.begin().await?;
+        let mut new = Vec::new();
         for user in allowed {
             match known.get(user) {
                 Some((status, _)) if status == "allowed" => {}
@@ -251,25 +256,47 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                 }
-                None => {
-                    let user_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO users (is_owner, created_at) VALUES (0, $1) RETURNING id",
-                    )
-                    .bind(now_ms)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    sqlx::query(
-                        "INSERT INTO identities (channel, platform_user_id, user_id, status, source, created_at)
-                         VALUES ($1, $2, $3, 'allowed', 'config', $4)",
-                    )
-                    .bind(channel)
-                    .bind(user)
-                    .bind(user_id)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                None if !new.contains(&user) => new.push(user),
+                None => {}
             }
+        }
+        // New senders in bulk: an allowlist of hundreds took two statements each, most of a
+        // fresh start. Their users are alike (not owners, created now), so which new id goes
+        // with which sender does not matter, and RETURNING's order is not relied on.
+        for chunk in new.chunks(NEW_IDENTITIES_PER_STATEMENT) {
+            let users = vec!["(0, $1)"; chunk.len()].join(", ");
+            let user_ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO users (is_owner, created_at) VALUES {users} RETURNING id"
+            )))
+            .bind(now_ms)
+            .fetch_all(&mut *tx)
+            .await?;
+            if user_ids.len() != chunk.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "{} users inserted for {} new identities",
+                    user_ids.len(),
+                    chunk.len()
+                )));
+            }
+            let rows = (0..chunk.len())
+                .map(|n| {
+                    format!(
+                        "($1, ${}, ${}, 'allowed', 'config', $2)",
+                        3 + 2 * n,
+                        4 + 2 * n
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO identities (channel, platform_user_id, user_id, status, source, created_at) VALUES {rows}"
+            )))
+            .bind(channel)
+            .bind(now_ms);
+            for (user, user_id) in chunk.iter().zip(user_ids) {
+                insert = insert.bind(*user).bind(user_id);
+            }
+            insert.execute(&mut *tx).await?;
         }
         for (user, (status, source)) in &known {
             let from_config = source == "config" || source == "owner";

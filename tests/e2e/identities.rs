@@ -655,3 +655,59 @@ async fn link_merge_and_unlink_on_postgres() {
     );
     store.close().await;
 }
+
+/// A long allowlist: every listed sender, a duplicate included, is let in with a user of its
+/// own, across more rows than one bulk insert takes, and a second sync changes nothing.
+async fn a_long_allowlist_gets_one_user_each(store: &Store) {
+    let mut listed: Vec<String> = (0..1_201).map(|n| format!("{}", 500_000 + n)).collect();
+    listed.push("500007".into());
+    store
+        .allow_identity("telegram", "500003", None, "paired", false, 0)
+        .await
+        .expect("paired before");
+    store
+        .set_identity_status("telegram", "500003", hearth::store::IdentityStatus::Revoked)
+        .await
+        .expect("revoke");
+    for round in 0..2 {
+        store
+            .sync_allowlist("telegram", &listed, &listed, round)
+            .await
+            .expect("sync");
+        let (identities, allowed, users): (i64, i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), SUM(CASE WHEN status = 'allowed' THEN 1 ELSE 0 END), COUNT(DISTINCT user_id)
+             FROM identities WHERE channel = 'telegram'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .expect("count");
+        assert_eq!(
+            (identities, allowed, users),
+            (1_201, 1_201, 1_201),
+            "round {round}"
+        );
+    }
+    let all_users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users")
+        .fetch_one(store.pool())
+        .await
+        .expect("count");
+    assert_eq!(all_users, 1_201, "no user without an identity");
+}
+
+#[tokio::test]
+async fn a_long_allowlist_is_synced_in_bulk() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+    let store = Store::open(&url).await.expect("open");
+    a_long_allowlist_gets_one_user_each(&store).await;
+}
+
+#[tokio::test]
+async fn a_long_allowlist_is_synced_in_bulk_on_postgres() {
+    rustls();
+    let Some((url, _server)) = postgres_url("hearth_allowlist") else {
+        return;
+    };
+    let store = Store::open(&url).await.expect("open");
+    a_long_allowlist_gets_one_user_each(&store).await;
+}
