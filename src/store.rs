@@ -150,6 +150,13 @@ pub enum Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    /// Where transactions and the message path's writes go. For SQLite a pool of one
+    /// connection: SQLite takes one writer at a time, and a writer that finds the file locked
+    /// waits in SQLite's busy handler, which sleeps 1, 2, 5, 10… ms between tries however soon
+    /// the lock is free. With eight connections writing at once that sleep bounded a burst's
+    /// throughput, with both cores half idle. Here writers queue for the connection in turn and
+    /// start the moment it is free. For PostgreSQL the same pool as `pool`.
+    writer: AnyPool,
     backend: Backend,
     /// The SQLite file (none for PostgreSQL and in-memory databases): its lock file sits beside it.
     sqlite_path: Option<std::path::PathBuf>,
@@ -200,16 +207,22 @@ impl Store {
                 .after_release(|conn, _meta| Box::pin(sqlite_connection_is_clean(conn))),
             Backend::Postgres => AnyPoolOptions::new().max_connections(16),
         };
-        let pool = pool_options.connect_with(options).await?;
-        if backend == Backend::Sqlite {
-            // WAL lets readers run beside the one writer; it is a property of the file, so
-            // setting it once per open is enough.
-            sqlx::query("PRAGMA journal_mode = WAL")
-                .execute(&pool)
-                .await?;
-        }
+        let pool = pool_options.clone().connect_with(options.clone()).await?;
+        let writer = match backend {
+            Backend::Sqlite => {
+                // WAL lets readers run beside the one writer; it is a property of the file, so
+                // setting it once per open is enough.
+                sqlx::query("PRAGMA journal_mode = WAL")
+                    .execute(&pool)
+                    .await?;
+                // The same options: an in-memory database is shared by both pools.
+                pool_options.max_connections(1).connect_lazy_with(options)
+            }
+            Backend::Postgres => pool.clone(),
+        };
         Ok(Self {
             pool,
+            writer,
             backend,
             sqlite_path,
             location,
@@ -324,16 +337,23 @@ impl Store {
         &self.pool
     }
 
-    /// Starts a transaction, the one way the store and the tools open one. On SQLite it takes
-    /// the write lock at once (`BEGIN IMMEDIATE`), waiting behind another writer for up to
+    /// The pool for a write outside [`Store::begin`]: one connection that writers take in turn
+    /// on SQLite (see `writer` in [`Store`]). Reads go to [`Store::pool`].
+    pub fn writer(&self) -> &AnyPool {
+        &self.writer
+    }
+
+    /// Starts a transaction, the one way the store and the tools open one, on the
+    /// [`Store::writer`] connection. On SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`), which another process (`hearth chat`, a CLI command) may hold for up to
     /// `busy_timeout`. A plain (deferred) transaction that reads first and writes later instead
     /// fails at once with SQLITE_BUSY_SNAPSHOT when another connection wrote in between, and
     /// no timeout helps: under load that failed whole inbox entries, whose retry then answered
     /// a button press twice or found its confirmation already decided and showed no outcome.
     pub async fn begin(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
         Ok(match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
+            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.writer.begin().await?,
         })
     }
 
@@ -358,6 +378,7 @@ impl Store {
 
     /// Waits for running queries and closes every connection.
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
 }

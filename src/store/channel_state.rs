@@ -28,7 +28,7 @@ impl Store {
         .bind(key)
         .bind(value)
         .bind(now_ms)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }

@@ -348,9 +348,9 @@ pub async fn touch(store: &Store, user: i64, ids: &[i64], now: i64) -> StoreResu
         }
         sql.bind(*id);
     }
-    // RETURNING lets the one builder run the update; the ids themselves are not needed.
-    sql.push(") RETURNING id");
-    let _touched: Vec<(i64,)> = sql.fetch_all(store).await?;
+    sql.push(")");
+    let mut conn = store.writer().acquire().await?;
+    sql.execute_in(&mut conn).await?;
     Ok(())
 }
 

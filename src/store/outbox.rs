@@ -487,7 +487,7 @@ impl Store {
         .bind(platform_message_id)
         .bind(now_ms)
         .bind(id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -509,7 +509,7 @@ impl Store {
             .bind(next_attempt_at)
             .bind(in_doubt)
             .bind(id)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -518,7 +518,7 @@ impl Store {
         sqlx::query("UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2")
             .bind(error)
             .bind(id)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }

@@ -473,7 +473,7 @@ impl Store {
         sqlx::query("UPDATE tool_calls SET status = $1 WHERE id = $2")
             .bind(status.as_str())
             .bind(id)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -486,7 +486,7 @@ impl Store {
         )
             .bind(now_ms)
             .bind(id)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -550,7 +550,7 @@ impl Store {
         .bind(provider)
         .bind(model)
         .bind(turn_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
