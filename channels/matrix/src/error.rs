@@ -9,8 +9,10 @@ use matrix_sdk::ruma::api::error::ErrorKind as ApiKind;
 /// What a step of the adapter can fail with, before it becomes a [`ChannelError`].
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum MatrixError {
-    /// The SDK (the homeserver, the network or the local store) failed `what`.
-    #[error("{what}: {source}")]
+    /// The SDK (the homeserver, the network or the local store) failed `what`. The SDK's
+    /// error is the source, not part of this text: [`MatrixError::kind_error`] adds the whole
+    /// chain of causes once.
+    #[error("{what}")]
     Sdk {
         what: String,
         #[source]
@@ -61,7 +63,7 @@ impl MatrixError {
     /// The kind the daemon acts on: 429 waits, 401/403 on login stop the channel, other 4xx
     /// give up on this request, 5xx and network trouble are retried.
     pub(crate) fn kind_error(&self) -> ChannelError {
-        let message = self.to_string();
+        let message = hearth_channel::error_chain(self);
         match self {
             Self::Sdk { source, .. } => {
                 if let Some(ApiKind::LimitExceeded(data)) = source.client_api_error_kind() {
@@ -97,5 +99,30 @@ impl MatrixError {
 impl From<MatrixError> for ChannelError {
     fn from(error: MatrixError) -> Self {
         error.kind_error()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the socket closed")]
+    struct Closed;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection reset by peer")]
+    struct Reset(#[source] Closed);
+
+    /// What failed, then every cause once: the SDK's error is the source, not repeated text.
+    #[test]
+    fn a_failure_reads_as_what_failed_and_each_cause_once() {
+        let io = std::io::Error::other(Reset(Closed));
+        let error = MatrixError::sdk("syncing", io);
+        assert_eq!(error.to_string(), "syncing");
+        assert_eq!(
+            error.kind_error().message,
+            "syncing: connection reset by peer: the socket closed"
+        );
     }
 }

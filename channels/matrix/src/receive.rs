@@ -186,7 +186,8 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
                     ctx.status
                         .reconnecting("the homeserver no longer knows hearth's session");
                     return Err(ChannelError::transient(format!(
-                        "{error}; logging in again as a new device"
+                        "{}; logging in again as a new device",
+                        hearth_channel::error_chain(&error)
                     )));
                 }
                 let error = error.kind_error();
