@@ -42,20 +42,6 @@ pub fn tags_value(text: &str) -> Value {
     }
 }
 
-/// A transaction for one write whose result a tool reports (`INSERT … RETURNING id`, `DELETE …
-/// RETURNING title`). In autocommit mode SQLite hands back the RETURNING row before the
-/// statement's implicit commit, and sqlx reports that row even when the commit then fails (a full
-/// disk): the tool would tell the user "added" for a row that was never stored. With a
-/// transaction the commit is its own step and its error reaches the model.
-pub async fn write_tx(
-    ctx: &ToolContext,
-) -> Result<sqlx::Transaction<'static, sqlx::Any>, ToolError> {
-    ctx.store
-        .begin()
-        .await
-        .map_err(|err| ToolError::Failed(err.to_string()))
-}
-
 /// A list tool's answer: `{"count": n, "more": bool, "<key>": [views]}`, each row seen through
 /// `view`.
 pub fn listing<R, V: Serialize>(key: &str, listed: Listed<R>, view: impl FnMut(R) -> V) -> Value {
