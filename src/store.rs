@@ -29,6 +29,7 @@ pub mod task;
 mod turn;
 mod usage;
 pub mod user;
+mod writer;
 
 pub use agent::AgentVersion;
 pub use confirmation::{
@@ -49,6 +50,7 @@ pub use turn::{
     message_chars, unfinished_turns,
 };
 pub use usage::{ModelCall, UsageBy, UsageRow};
+pub use writer::{WriteConn, WriteTx};
 
 use std::path::Path;
 use std::str::FromStr;
@@ -150,13 +152,9 @@ pub enum Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
-    /// Where transactions and the message path's writes go. For SQLite a pool of one
-    /// connection: SQLite takes one writer at a time, and a writer that finds the file locked
-    /// waits in SQLite's busy handler, which sleeps 1, 2, 5, 10… ms between tries however soon
-    /// the lock is free. With eight connections writing at once that sleep bounded a burst's
-    /// throughput, with both cores half idle. Here writers queue for the connection in turn and
-    /// start the moment it is free. For PostgreSQL the same pool as `pool`.
-    writer: AnyPool,
+    /// Where transactions and single writes go: on SQLite one connection taken in turn (see
+    /// `store/writer.rs`), on PostgreSQL `pool`.
+    writer: writer::Writer,
     backend: Backend,
     /// The SQLite file (none for PostgreSQL and in-memory databases): its lock file sits beside it.
     sqlite_path: Option<std::path::PathBuf>,
@@ -194,20 +192,14 @@ impl Store {
                 .test_before_acquire(false)
                 .after_connect(|conn, _meta| {
                     Box::pin(async move {
-                        // foreign_keys and busy_timeout are on by default in sqlx's SQLite driver.
-                        // synchronous=NORMAL is safe in WAL mode against process crashes; after
-                        // a power loss the newest transactions may roll back, but platform
-                        // cursors live in this same database and roll back with them, so the
-                        // platform simply redelivers.
-                        conn.execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
-                            .await?;
+                        conn.execute(writer::SQLITE_PRAGMAS).await?;
                         Ok(())
                     })
                 })
                 .after_release(|conn, _meta| Box::pin(sqlite_connection_is_clean(conn))),
             Backend::Postgres => AnyPoolOptions::new().max_connections(16),
         };
-        let pool = pool_options.clone().connect_with(options.clone()).await?;
+        let pool = pool_options.connect_with(options.clone()).await?;
         let writer = match backend {
             Backend::Sqlite => {
                 // WAL lets readers run beside the one writer; it is a property of the file, so
@@ -215,10 +207,10 @@ impl Store {
                 sqlx::query("PRAGMA journal_mode = WAL")
                     .execute(&pool)
                     .await?;
-                // The same options: an in-memory database is shared by both pools.
-                pool_options.max_connections(1).connect_lazy_with(options)
+                // The same options: an in-memory database is shared with the pool.
+                writer::Writer::sqlite(options)
             }
-            Backend::Postgres => pool.clone(),
+            Backend::Postgres => writer::Writer::Postgres(pool.clone()),
         };
         Ok(Self {
             pool,
@@ -272,7 +264,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         if exists > 0 {
-            return Ok(());
+            return tx.rollback().await;
         }
         // sqlx-sqlite's own table, column for column.
         tx.execute(
@@ -337,24 +329,22 @@ impl Store {
         &self.pool
     }
 
-    /// The pool for a write outside [`Store::begin`]: one connection that writers take in turn
-    /// on SQLite (see `writer` in [`Store`]). Reads go to [`Store::pool`].
-    pub fn writer(&self) -> &AnyPool {
-        &self.writer
+    /// A connection for a write outside [`Store::begin`], once it is this caller's turn (on
+    /// SQLite every write of the process goes through one connection): `.execute(&mut *store
+    /// .write().await?)`. Reads go to [`Store::pool`].
+    pub async fn write(&self) -> StoreResult<WriteConn> {
+        self.writer.conn().await
     }
 
-    /// Starts a transaction, the one way the store and the tools open one, on the
-    /// [`Store::writer`] connection. On SQLite it takes the write lock at once (`BEGIN
+    /// Starts a transaction, the one way the store and the tools open one, on the write
+    /// connection (see [`Store::write`]). On SQLite it takes the write lock at once (`BEGIN
     /// IMMEDIATE`), which another process (`hearth chat`, a CLI command) may hold for up to
     /// `busy_timeout`. A plain (deferred) transaction that reads first and writes later instead
     /// fails at once with SQLITE_BUSY_SNAPSHOT when another connection wrote in between, and
     /// no timeout helps: under load that failed whole inbox entries, whose retry then answered
     /// a button press twice or found its confirmation already decided and showed no outcome.
-    pub async fn begin(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
-        Ok(match self.backend {
-            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.writer.begin().await?,
-        })
+    pub async fn begin(&self) -> StoreResult<WriteTx> {
+        self.writer.begin().await
     }
 
     /// Writes a consistent copy of a SQLite database to `path` while others keep using it

@@ -28,7 +28,7 @@ impl Store {
         .bind(key)
         .bind(value)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }

@@ -422,7 +422,7 @@ impl Store {
     pub async fn resume_turn(&self, turn_id: i64) -> StoreResult<()> {
         sqlx::query("UPDATE turns SET status = 'running' WHERE id = $1 AND status = 'suspended'")
             .bind(turn_id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -441,7 +441,7 @@ impl Store {
         .bind(entry.summary)
         .bind(entry.duration_ms)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -479,7 +479,7 @@ impl Store {
             .bind(value)
             .bind(channel)
             .bind(platform_user_id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }

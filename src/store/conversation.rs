@@ -70,7 +70,7 @@ impl Store {
         .bind(&chat.chat_id)
         .bind(thread)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(select))
             .bind(channel)
@@ -104,7 +104,7 @@ impl Store {
             .bind(i64::from(pinned))
             .bind(now_ms)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -120,7 +120,7 @@ impl Store {
         sqlx::query(sql)
             .bind(now_ms)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

@@ -175,7 +175,7 @@ impl Store {
         )
         .bind(now_ms)
         .bind(name)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -196,7 +196,7 @@ impl Store {
             sqlx::query("UPDATE http_tokens SET last_used_at = $1 WHERE name = $2")
                 .bind(now_ms)
                 .bind(&token.name)
-                .execute(self.writer())
+                .execute(&mut *self.write().await?)
                 .await?;
             token.last_used_at = Some(now_ms);
         }
@@ -222,7 +222,7 @@ impl Store {
         .bind(&turn.conversation)
         .bind(&turn.agent)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?
         .rows_affected()
             > 0;
@@ -411,7 +411,7 @@ impl Store {
         .bind(conversation)
         .bind(messages)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -421,7 +421,7 @@ impl Store {
         sqlx::query("UPDATE http_chat_turns SET shown = $1 WHERE turn = $2")
             .bind(shown)
             .bind(turn)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

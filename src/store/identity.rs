@@ -385,7 +385,7 @@ impl Store {
         .bind(status)
         .bind(channel)
         .bind(platform_user_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -403,7 +403,7 @@ impl Store {
         .bind(&request.status)
         .bind(request.created_at)
         .bind(request.expires_at)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -450,7 +450,7 @@ impl Store {
         sqlx::query("UPDATE pairing_requests SET status = $1 WHERE code = $2")
             .bind(status)
             .bind(code)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

@@ -243,7 +243,7 @@ impl Store {
             .bind(error)
             .bind(now_ms)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

@@ -349,7 +349,7 @@ pub async fn touch(store: &Store, user: i64, ids: &[i64], now: i64) -> StoreResu
         sql.bind(*id);
     }
     sql.push(")");
-    let mut conn = store.writer().acquire().await?;
+    let mut conn = store.write().await?;
     sql.execute_in(&mut conn).await?;
     Ok(())
 }

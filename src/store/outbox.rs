@@ -6,10 +6,10 @@
 //! accepts them: a retry or a restart resumes at the first part not yet shown.
 
 use hearth_channel::{MessageRef, OutboundMessage, PlannedPart};
+use sqlx::Row;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
-use super::{Store, StoreResult};
+use super::{Store, StoreResult, WriteTx};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum OutboxKind {
@@ -104,7 +104,7 @@ pub fn chat_key(channel: &str, message: &OutboundMessage) -> String {
 }
 
 pub(super) async fn insert_outbox(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut WriteTx,
     item: &NewOutbox,
     now_ms: i64,
 ) -> StoreResult<i64> {
@@ -132,7 +132,7 @@ pub(super) async fn insert_outbox(
 /// Queues `replies` and marks inbox entry `inbox_id` handled, inside the caller's transaction:
 /// an event's answer and its completion commit together. Returns the replies' outbox ids.
 pub(super) async fn reply_and_finish(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut WriteTx,
     inbox_id: i64,
     replies: &[NewOutbox],
     now_ms: i64,
@@ -487,7 +487,7 @@ impl Store {
         .bind(platform_message_id)
         .bind(now_ms)
         .bind(id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -509,7 +509,7 @@ impl Store {
             .bind(next_attempt_at)
             .bind(in_doubt)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -518,7 +518,7 @@ impl Store {
         sqlx::query("UPDATE outbox SET status = 'failed', attempts = attempts + 1, last_error = $1 WHERE id = $2")
             .bind(error)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

@@ -376,7 +376,7 @@ impl Store {
             .bind(schedule.next_fire_at)
             .bind(now_ms)
             .bind(schedule.id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -443,7 +443,7 @@ impl Store {
         )
         .bind(now_ms)
         .bind(id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -454,7 +454,7 @@ impl Store {
         let done = sqlx::query("UPDATE schedules SET paused = 1, updated_at = $1 WHERE id = $2")
             .bind(now_ms)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -473,7 +473,7 @@ impl Store {
         .bind(next_fire_at)
         .bind(now_ms)
         .bind(id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -509,7 +509,7 @@ impl Store {
             sqlx::query("UPDATE schedules SET enabled = 0, updated_at = $1 WHERE name = $2")
                 .bind(now_ms)
                 .bind(&name)
-                .execute(self.writer())
+                .execute(&mut *self.write().await?)
                 .await?;
             disabled.push(name);
         }
@@ -532,7 +532,7 @@ impl Store {
         .bind(schedule_id)
         .bind(scheduled_for)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         self.schedule_run_at(schedule_id, scheduled_for)
             .await?
@@ -662,7 +662,7 @@ impl Store {
         .bind(i64::from(enabled))
         .bind(now_ms)
         .bind(schedule_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -724,7 +724,7 @@ impl Store {
                 )
                 .bind(inbox_id)
                 .bind(run.id)
-                .execute(self.writer())
+                .execute(&mut *self.write().await?)
                 .await?;
                 run.id
             }
@@ -748,7 +748,7 @@ impl Store {
         )
         .bind(now_ms)
         .bind(run_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -775,7 +775,7 @@ impl Store {
         .bind(error)
         .bind(now_ms)
         .bind(run_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }

@@ -88,7 +88,7 @@ impl Store {
         .bind(narrative)
         .bind(ledger)
         .bind(now_ms)
-        .fetch_one(self.writer())
+        .fetch_one(&mut *self.write().await?)
         .await?)
     }
 

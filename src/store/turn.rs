@@ -1,11 +1,11 @@
 //! Turns, the conversation's messages, and tool calls: stored as they happen so a turn can be
 //! resumed after a restart and no tool with side effects ever runs twice.
 
+use sqlx::Row;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
 use super::outbox::{NewOutbox, reply_and_finish};
-use super::{Store, StoreError, StoreResult, to_i64};
+use super::{Store, StoreError, StoreResult, WriteTx, to_i64};
 use crate::provider::{ChatMessage, ToolCall, Usage};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,7 +199,7 @@ pub fn message_chars(message: &ChatMessage) -> usize {
 }
 
 pub(super) async fn insert_message(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut WriteTx,
     conversation_id: i64,
     session: i64,
     turn_id: i64,
@@ -473,7 +473,7 @@ impl Store {
         sqlx::query("UPDATE tool_calls SET status = $1 WHERE id = $2")
             .bind(status.as_str())
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -486,7 +486,7 @@ impl Store {
         )
             .bind(now_ms)
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -550,7 +550,7 @@ impl Store {
         .bind(provider)
         .bind(model)
         .bind(turn_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }

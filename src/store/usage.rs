@@ -101,7 +101,7 @@ impl Store {
         .bind(to_i64(call.cached_input_tokens))
         .bind(to_i64(call.output_tokens))
         .bind(call.cost_nusd)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -183,7 +183,7 @@ impl Store {
         .bind(day)
         .bind(cap_nusd)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -196,7 +196,7 @@ impl Store {
         )
         .bind(period)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(inserted.rows_affected() == 1)
     }

@@ -162,7 +162,7 @@ impl Store {
             "UPDATE pairing_requests SET status = 'rejected' WHERE code = $1 AND status = 'pending'",
         )
         .bind(code)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(rejected.rows_affected() == 1)
     }
@@ -180,7 +180,7 @@ impl Store {
         .bind(code_hash)
         .bind(now_ms)
         .bind(expires_at)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -194,7 +194,7 @@ impl Store {
         )
         .bind(code_hash)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(used.rows_affected() == 1)
     }
@@ -215,7 +215,7 @@ impl Store {
         .bind(csrf)
         .bind(now_ms)
         .bind(expires_at)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -235,7 +235,7 @@ impl Store {
     pub async fn end_web_session(&self, id_hash: &str) -> StoreResult<()> {
         sqlx::query("DELETE FROM web_sessions WHERE id_hash = $1")
             .bind(id_hash)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }
@@ -270,7 +270,7 @@ impl Store {
         .bind(confirmation_id)
         .bind(action)
         .bind(now_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
