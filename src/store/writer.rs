@@ -279,7 +279,12 @@ mod tests {
             .expect("count")
     }
 
-    const ADD_USER: &str = "INSERT INTO users (is_owner, created_at) VALUES (0, 1)";
+    async fn add_user(conn: &mut sqlx::AnyConnection) {
+        sqlx::query("INSERT INTO users (is_owner, created_at) VALUES (0, 1)")
+            .execute(conn)
+            .await
+            .expect("insert");
+    }
 
     /// Another process waits for SQLite's write lock; a transaction dropped without a commit
     /// must give it back at once, not at this process's next write.
@@ -288,10 +293,7 @@ mod tests {
         let other = Store::connect(&url).await.expect("another process");
         let started = Instant::now();
         let mut tx = other.begin().await.expect("the write lock is free");
-        sqlx::query(ADD_USER)
-            .execute(&mut *tx)
-            .await
-            .expect("insert");
+        add_user(&mut tx).await;
         tx.commit().await.expect("commit");
         assert!(
             started.elapsed() < Duration::from_secs(2),
@@ -307,18 +309,12 @@ mod tests {
         let (store, dir) = temp_store().await;
         {
             let mut tx = store.begin().await.expect("begin");
-            sqlx::query(ADD_USER)
-                .execute(&mut *tx)
-                .await
-                .expect("insert");
+            add_user(&mut tx).await;
         }
         another_process_writes_at_once(&store, &dir).await;
         // And this process writes on.
         let mut tx = store.begin().await.expect("begin again");
-        sqlx::query(ADD_USER)
-            .execute(&mut *tx)
-            .await
-            .expect("insert");
+        add_user(&mut tx).await;
         tx.commit().await.expect("commit");
         assert_eq!(users(&store).await, 2);
     }
@@ -331,10 +327,7 @@ mod tests {
             let store = store.clone();
             async move {
                 let mut tx = store.begin().await.expect("begin");
-                sqlx::query(ADD_USER)
-                    .execute(&mut *tx)
-                    .await
-                    .expect("insert");
+                add_user(&mut tx).await;
                 let _ = begun.send(());
                 std::future::pending::<()>().await;
                 tx.commit().await.expect("never");
@@ -345,10 +338,7 @@ mod tests {
         assert!(task.await.expect_err("aborted").is_cancelled());
         another_process_writes_at_once(&store, &dir).await;
         // And this process writes on, outside a transaction too.
-        sqlx::query(ADD_USER)
-            .execute(&mut *store.write().await.expect("the write connection"))
-            .await
-            .expect("insert");
+        add_user(&mut store.write().await.expect("the write connection")).await;
         assert_eq!(users(&store).await, 2);
     }
 }
