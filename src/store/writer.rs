@@ -57,6 +57,8 @@ pub(super) struct State {
     conn: Option<AnyConnection>,
     /// A transaction on `conn` ended without COMMIT or ROLLBACK.
     unfinished: bool,
+    /// [`Writer::close`] ran: no connection is opened again, as a closed pool opens none.
+    closed: bool,
 }
 
 impl Writer {
@@ -99,6 +101,7 @@ impl Writer {
     pub(super) async fn close(&self) {
         if let Self::Sqlite(writer) = self {
             let mut state = writer.state.lock().await;
+            state.closed = true;
             if let Some(conn) = state.conn.take() {
                 let _ = conn.close().await;
             }
@@ -109,6 +112,9 @@ impl Writer {
 impl SqliteWriter {
     async fn lock(&self) -> StoreResult<OwnedMutexGuard<State>> {
         let mut state = self.state.clone().lock_owned().await;
+        if state.closed {
+            return Err(sqlx::Error::PoolClosed.into());
+        }
         if state.unfinished {
             state.unfinished = false;
             let rolled_back = match state.conn.as_mut() {
@@ -317,6 +323,15 @@ mod tests {
         add_user(&mut tx).await;
         tx.commit().await.expect("commit");
         assert_eq!(users(&store).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_closed_store_writes_nothing() {
+        let (store, _dir) = temp_store().await;
+        add_user(&mut store.write().await.expect("open")).await;
+        store.close().await;
+        assert!(store.write().await.is_err());
+        assert!(store.begin().await.is_err());
     }
 
     #[tokio::test]
