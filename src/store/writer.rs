@@ -273,8 +273,6 @@ impl DerefMut for WriteTx {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
-
     use super::super::Store;
     use super::super::test_support::temp_store;
 
@@ -297,15 +295,10 @@ mod tests {
     async fn another_process_writes_at_once(store: &Store, dir: &tempfile::TempDir) {
         let url = format!("sqlite://{}", dir.path().join("test.db").display());
         let other = Store::connect(&url).await.expect("another process");
-        let started = Instant::now();
+        // A lock still held would fail this after SQLite's 5 s busy timeout.
         let mut tx = other.begin().await.expect("the write lock is free");
         add_user(&mut tx).await;
         tx.commit().await.expect("commit");
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            started.elapsed()
-        );
         other.close().await;
         assert_eq!(users(store).await, 1, "only the other process's row");
     }
