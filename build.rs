@@ -14,12 +14,17 @@ use std::process::Command;
 /// symbol a line, written by `scripts/hot-functions`.
 const HOT_FUNCTIONS: &str = "link/hot-functions.txt";
 
+/// A linker script that only drops the unwinding tables (see `without_unwind_tables`).
+const DISCARD_UNWIND_TABLES: &str = "link/discard-unwind-tables.ld";
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     commit();
     println!("cargo:rerun-if-changed={HOT_FUNCTIONS}");
     println!("cargo:rerun-if-changed=Cargo.lock");
+    println!("cargo:rerun-if-changed={DISCARD_UNWIND_TABLES}");
     println!("cargo:rerun-if-env-changed=HEARTH_KEEP_SYMBOLS");
+    println!("cargo:rerun-if-env-changed=CARGO_PROFILE_RELEASE_PANIC");
     let release = std::env::var("PROFILE").as_deref() == Ok("release");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux");
     if !(release && linux) {
@@ -30,11 +35,37 @@ fn main() {
     // loader reads less at every start. Both lld and GNU ld (2.38+) take the flag; GNU ld packs
     // only when the C library supports it (glibc 2.36+).
     println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    if std::env::var_os("HEARTH_KEEP_SYMBOLS").is_none() {
+    let keep_symbols = std::env::var_os("HEARTH_KEEP_SYMBOLS").is_some();
+    if !keep_symbols {
         println!("cargo:rustc-link-arg-bins=-Wl,--strip-all");
     }
     if linker_is_lld() {
         hot_functions_first();
+        if !keep_symbols {
+            without_unwind_tables();
+        }
+    }
+}
+
+/// Leaves the unwinding tables (`.eh_frame` and its index, 3.1 MB: 8% of the binary) out of
+/// the stripped release binary.
+///
+/// Why they are not needed: the release profile aborts on a panic instead of unwinding, and
+/// neither hearth nor the C code in it (SQLite, aws-lc) throws or cancels threads, so nothing
+/// reads them but a backtrace. A panic still logs its message and its file and line; only
+/// `RUST_BACKTRACE` shows no frames, and in a binary without symbols those frames were bare
+/// addresses. A build that keeps its symbols (`HEARTH_KEEP_SYMBOLS=1`, for profiling and
+/// debugging) keeps the tables too, and a build that unwinds (`panic = "unwind"`) needs them.
+fn without_unwind_tables() {
+    // Cargo.toml's release profile says `abort`; build scripts are not told the profile's
+    // setting (CARGO_CFG_PANIC is the target's default), only an override in the environment.
+    if std::env::var("CARGO_PROFILE_RELEASE_PANIC").is_ok_and(|panic| panic != "abort") {
+        return;
+    }
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let script = Path::new(&manifest).join(DISCARD_UNWIND_TABLES);
+    if script.exists() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
     }
 }
 
