@@ -22,6 +22,7 @@ pub mod memory;
 pub mod note;
 mod outbox;
 pub mod query;
+mod read_pool;
 pub mod schedule;
 mod session;
 mod summary;
@@ -43,6 +44,7 @@ pub use identity::{
 pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};
 pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
+pub use read_pool::{ReadConn, ReadPool};
 pub use session::Abandoned;
 pub use summary::{CoveredCall, HistoryKey, Summary};
 pub use turn::{
@@ -55,8 +57,8 @@ pub use writer::{WriteConn, WriteTx};
 use std::path::Path;
 use std::str::FromStr;
 
+use sqlx::Executor;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, Executor};
 
 /// A store failure. The driver's error is part of the message and deliberately not its
 /// `source`: logs that print the cause chain would otherwise show it twice.
@@ -151,7 +153,8 @@ pub enum Backend {
 /// A handle to the database; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: AnyPool,
+    /// Where reads go (see `store/read_pool.rs`).
+    pool: ReadPool,
     /// Where transactions and single writes go: on SQLite one connection taken in turn (see
     /// `store/writer.rs`), on PostgreSQL `pool`.
     writer: writer::Writer,
@@ -180,37 +183,27 @@ impl Store {
             url: redact_url(&url),
             reason: err.to_string(),
         })?;
-        let pool_options = match backend {
-            Backend::Sqlite => AnyPoolOptions::new()
-                .max_connections(8)
-                // sqlx pings a connection before lending it out, and a SQLite connection is a
-                // thread of this process: each ping was a round trip to that thread before
-                // every statement, a third of the thread switches of a message. A local file
-                // does not go stale like a socket; a connection whose thread died fails the one
-                // statement that meets it, and the ping sqlx still makes when the connection
-                // comes back drops it from the pool.
-                .test_before_acquire(false)
-                .after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        conn.execute(writer::SQLITE_PRAGMAS).await?;
-                        Ok(())
-                    })
-                })
-                .after_release(|conn, _meta| Box::pin(sqlite_connection_is_clean(conn))),
-            Backend::Postgres => AnyPoolOptions::new().max_connections(16),
-        };
-        let pool = pool_options.connect_with(options.clone()).await?;
-        let writer = match backend {
+        let (pool, writer) = match backend {
             Backend::Sqlite => {
-                // WAL lets readers run beside the one writer; it is a property of the file, so
-                // setting it once per open is enough.
-                sqlx::query("PRAGMA journal_mode = WAL")
-                    .execute(&pool)
-                    .await?;
-                // The same options: an in-memory database is shared with the pool.
-                writer::Writer::sqlite(options)
+                // WAL lets readers run beside the one writer. It is a property of the file:
+                // set once per open, before any reader or the writer has opened it.
+                let mut conn = writer::connect_sqlite(&options).await?;
+                conn.execute("PRAGMA journal_mode = WAL").await?;
+                // An in-memory database lives as long as a connection to it, so this one is
+                // the readers' first rather than closed.
+                let pool = ReadPool::sqlite(options.clone(), conn);
+                (pool, writer::Writer::sqlite(options))
             }
-            Backend::Postgres => writer::Writer::Postgres(pool.clone()),
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    .connect_with(options)
+                    .await?;
+                (
+                    ReadPool::postgres(pool.clone()),
+                    writer::Writer::Postgres(pool),
+                )
+            }
         };
         Ok(Self {
             pool,
@@ -236,7 +229,7 @@ impl Store {
             self.create_fresh_sqlite_schema(migrator).await?;
         }
         // Applies what is pending, and checks every applied migration against the binary's.
-        migrator.run(&self.pool).await?;
+        migrator.run(&mut *self.pool.acquire().await?).await?;
         let after = self.applied_migrations().await?;
         Ok(after.saturating_sub(before))
     }
@@ -325,7 +318,8 @@ impl Store {
         self.backend
     }
 
-    pub fn pool(&self) -> &AnyPool {
+    /// Where reads go: `.fetch_all(store.pool())`.
+    pub fn pool(&self) -> &ReadPool {
         &self.pool
     }
 
@@ -370,38 +364,6 @@ impl Store {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
-    }
-}
-
-/// Whether a SQLite connection going back to the pool is outside any transaction, both as
-/// SQLite and as sqlx see it; otherwise the pool closes it and opens a fresh one.
-///
-/// Why: when a COMMIT fails on a full disk (or an I/O error), SQLite rolls the transaction
-/// back by itself. sqlx's rollback on drop then fails ("no transaction is active") and sqlx
-/// keeps counting the transaction as open, so the connection's next `begin` becomes a
-/// SAVEPOINT and a rollback of it (`ROLLBACK TO`) leaves a real transaction open. Such a
-/// connection holds the write lock (everyone else gets "database is locked") and everything
-/// "committed" on it afterwards is lost.
-///
-/// Nearly every release finds sqlx counting no transaction, which costs one atomic load. Only a
-/// connection released with a transaction counted (a dropped transaction whose rollback is
-/// still queued, or the case above) pays a round trip: `BEGIN; ROLLBACK` runs after the queued
-/// rollback and fails inside a transaction, and sqlx's count must then be back at zero.
-async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
-    use sqlx::Connection;
-    if !conn.is_in_transaction() {
-        return Ok(true);
-    }
-    match conn.execute("BEGIN; ROLLBACK").await {
-        Ok(_) if !conn.is_in_transaction() => Ok(true),
-        Ok(_) => {
-            tracing::warn!("closing a database connection whose transaction state went astray");
-            Ok(false)
-        }
-        Err(err) => {
-            tracing::warn!(error = %err, "closing a database connection left inside a transaction");
-            Ok(false)
-        }
     }
 }
 
@@ -723,7 +685,7 @@ mod tests {
         );
         let by_sqlx = Store::connect(&url("sqlx.db")).await.expect("connect");
         SQLITE_MIGRATIONS
-            .run(by_sqlx.pool())
+            .run(&mut *by_sqlx.pool().acquire().await.expect("a connection"))
             .await
             .expect("sqlx migrates");
         let (schema, records) = made(&ours).await;

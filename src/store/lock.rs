@@ -126,12 +126,7 @@ impl Store {
     }
 
     async fn lock_postgres(&self, kind: LockKind) -> Result<ProcessLock, LockError> {
-        let mut conn = self
-            .pool()
-            .acquire()
-            .await
-            .map_err(StoreError::from)?
-            .detach();
+        let mut conn = self.pool.detached().await.map_err(StoreError::from)?;
         let name = format!("hearth pid {}", std::process::id());
         // `SET` takes no bind parameters; set_config does the same with one.
         sqlx::query("SELECT set_config('application_name', $1, false)")

@@ -129,12 +129,20 @@ impl SqliteWriter {
             }
         }
         if state.conn.is_none() {
-            let mut conn = AnyConnection::connect_with(&self.options).await?;
-            conn.execute(SQLITE_PRAGMAS).await?;
-            state.conn = Some(conn);
+            state.conn = Some(connect_sqlite(&self.options).await?);
         }
         Ok(state)
     }
+}
+
+/// Opens a SQLite connection as the store's every connection is opened: with
+/// [`SQLITE_PRAGMAS`].
+pub(super) async fn connect_sqlite(
+    options: &AnyConnectOptions,
+) -> Result<AnyConnection, sqlx::Error> {
+    let mut conn = AnyConnection::connect_with(options).await?;
+    conn.execute(SQLITE_PRAGMAS).await?;
+    Ok(conn)
 }
 
 /// The transaction's hold on the write connection, there until `drop` takes it.
