@@ -405,7 +405,9 @@ impl ToolRegistry {
         let Some(entry) = self.read().get(name).cloned() else {
             return Err(format!("unknown tool `{name}`"));
         };
-        let problems = entry.schema.errors(arguments);
+        let problems = entry
+            .schema
+            .errors(&entry.tool.info().parameters, arguments);
         if problems.is_empty() {
             Ok(())
         } else {
