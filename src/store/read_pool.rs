@@ -19,7 +19,7 @@ use sqlx::Either;
 use sqlx::any::{AnyConnectOptions, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Execute, Executor};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::writer::connect_sqlite;
 
@@ -51,6 +51,10 @@ struct SqliteReaders {
     permits: Arc<Semaphore>,
     /// Connections not lent out, the one given back last at the end.
     idle: Mutex<Vec<Idle>>,
+    /// Woken when a connection goes back to `idle`.
+    given_back: Notify,
+    /// Held while a connection is being opened.
+    opening: tokio::sync::Mutex<()>,
 }
 
 struct Idle {
@@ -83,6 +87,8 @@ impl ReadPool {
                 conn: first,
                 since: Instant::now(),
             }]),
+            given_back: Notify::new(),
+            opening: tokio::sync::Mutex::new(()),
         })))
     }
 
@@ -125,26 +131,50 @@ impl SqliteReaders {
             .acquire_owned()
             .await
             .map_err(|_| sqlx::Error::PoolClosed)?;
-        let reused = {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            // The oldest are first: closed when unused for long (dropping one ends its
-            // thread, which closes the database handle).
-            let stale = idle
-                .iter()
-                .take_while(|i| i.since.elapsed() >= self.idle_timeout)
-                .count();
-            idle.drain(..stale);
-            idle.pop()
-        };
-        let conn = match reused {
-            Some(idle) => idle.conn,
-            None => connect_sqlite(&self.options).await?,
+        let conn = loop {
+            // Enabled before the idle list is looked at, so a connection given back in
+            // between is not missed.
+            let given_back = self.given_back.notified();
+            tokio::pin!(given_back);
+            given_back.as_mut().enable();
+            if let Some(conn) = self.take_idle() {
+                break conn;
+            }
+            // One connection is opened at a time. Opening one takes milliseconds (a thread,
+            // the file, the schema) and a read well under one, so a reader that finds another
+            // opening waits for whichever comes first: a connection given back, or its turn
+            // to open one. At start, when the daemon's tasks all read at once, that was four
+            // connections opened side by side for reads that one could serve in turn.
+            let opening = tokio::select! {
+                () = &mut given_back => continue,
+                opening = self.opening.lock() => opening,
+            };
+            if let Some(conn) = self.take_idle() {
+                break conn;
+            }
+            let busy = SQLITE_READERS as usize - self.permits.available_permits();
+            tracing::debug!(busy, "opening another SQLite connection for reads");
+            let conn = connect_sqlite(&self.options).await?;
+            drop(opening);
+            break conn;
         };
         Ok(ReadConn(Conn::Sqlite {
             conn: Some(conn),
             readers: self,
             _permit: permit,
         }))
+    }
+
+    /// The connection given back last, after closing those unused for `idle_timeout` (the
+    /// oldest are first; dropping one ends its thread, which closes the database handle).
+    fn take_idle(&self) -> Option<AnyConnection> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let stale = idle
+            .iter()
+            .take_while(|i| i.since.elapsed() >= self.idle_timeout)
+            .count();
+        idle.drain(..stale);
+        idle.pop().map(|i| i.conn)
     }
 
     async fn close(&self) {
@@ -166,11 +196,14 @@ impl SqliteReaders {
         if self.permits.is_closed() || conn.is_in_transaction() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push(Idle {
-            conn,
-            since: Instant::now(),
-        });
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        self.given_back.notify_one();
     }
 }
 
@@ -348,6 +381,24 @@ mod tests {
         }
         let open = idle(&pool);
         assert!((2..=8).contains(&open), "{open} connections");
+    }
+
+    /// As at start, when the daemon's tasks all read at once: quick reads wait for the
+    /// connection in use rather than each opening one of their own.
+    #[tokio::test]
+    async fn quick_reads_at_once_open_one_connection_at_a_time() {
+        let (pool, _dir) = pool(SQLITE_IDLE_TIMEOUT).await;
+        let reads = (0..6).map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { one(&pool).await })
+        });
+        for read in futures::future::join_all(reads).await {
+            assert_eq!(read.expect("task"), 1);
+        }
+        // Each opening its own made six; one at a time, reads given back meanwhile serve the
+        // others.
+        let open = idle(&pool);
+        assert!(open <= 3, "{open} connections for six quick reads");
     }
 
     #[tokio::test]
