@@ -229,6 +229,9 @@ impl Store {
             self.create_fresh_sqlite_schema(migrator).await?;
         }
         // Applies what is pending, and checks every applied migration against the binary's.
+        // sqlx's migrator wants a connection of its own and runs its own transactions: one of
+        // the readers' serves (SQLite's file lock keeps its writes in turn with the writer's,
+        // and at start nothing else writes yet).
         migrator.run(&mut *self.pool.acquire().await?).await?;
         let after = self.applied_migrations().await?;
         Ok(after.saturating_sub(before))
@@ -551,8 +554,7 @@ mod tests {
             .insert_inbox("t", &message("0", 1), 1)
             .await
             .expect("insert with space");
-        // One operation at a time, so the pool takes its idle connections in turn: each of
-        // them fails a commit.
+        // Several commits fail on the write connection, one after another.
         disk.fill().expect("fill the disk");
         for n in 0..4 {
             let err = store
@@ -563,8 +565,8 @@ mod tests {
         }
         disk.free().expect("free the disk");
 
-        // On each connection: a transaction that ends in a rollback (the entry is not
-        // pending), then a write.
+        // Then, several times over: a transaction that ends in a rollback (the entry is not
+        // pending), then a write; none finds the connection stuck in a failed transaction.
         for n in 0..4 {
             let none = store
                 .reply_and_finish_inbox(999, &[], 3)
