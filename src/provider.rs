@@ -37,7 +37,9 @@ pub struct ChatRequest {
     pub model: Option<String>,
     pub system: String,
     pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared: a turn sends the same schemas with each of its calls, and every turn of an
+    /// agent with many tools the same meta-tools.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
     /// Ask for a server-sent-event stream; text deltas go to the `events` sender.

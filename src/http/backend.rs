@@ -360,7 +360,7 @@ impl Backend for StoreBackend {
                     _ => None,
                 })
                 .collect(),
-            tools: Vec::new(),
+            tools: Default::default(),
             temperature: None,
             max_tokens: Some(BACKGROUND_MAX_TOKENS),
             stream: false,

@@ -450,7 +450,8 @@ mod tests {
                 name: "look".into(),
                 description: "d".into(),
                 parameters: json!({"type":"object"}),
-            }],
+            }]
+            .into(),
             temperature: Some(0.5),
             ..ChatRequest::default()
         };

@@ -540,7 +540,7 @@ pub fn summary_request(
         model: None,
         system,
         messages: vec![ChatMessage::user(user)],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(0.2),
         max_tokens: Some(SUMMARY_TOKENS),
         stream: false,

@@ -47,9 +47,9 @@ impl Toolbox {
     }
 
     /// The schemas sent to the model.
-    pub fn specs(&self) -> Vec<ToolSpec> {
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
         if self.tools.is_empty() {
-            return Vec::new();
+            return Arc::default();
         }
         if !self.meta {
             return self.tools.iter().map(|t| t.info().spec()).collect();

@@ -4,6 +4,8 @@
 //! (`runtime::tools::Toolbox`, `runtime::calls`) runs them, since they act on the agent's
 //! toolbox rather than on the user's data.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -87,8 +89,31 @@ impl<'de> Deserialize<'de> for Arguments {
 inline_schema!(Arguments, {"type": "object"});
 
 /// The meta-tools as the model sees them; `categories` (each once) are the values `search_tools`
-/// offers for `category`.
-pub fn specs(categories: &[&str]) -> Vec<ToolSpec> {
+/// offers for `category`. Made once per set of categories and shared: every turn of an agent
+/// with many tools sends them, and schemars builds a schema anew on each call (with a
+/// thousand turns in flight, their copies were a tenth of the heap).
+pub fn specs(categories: &[&str]) -> Arc<[ToolSpec]> {
+    /// Agents rarely differ in their categories; a few sets are kept, the oldest dropped first.
+    const KEPT: usize = 8;
+    /// The categories a set was made for, and the schemas made.
+    type Made = (Vec<String>, Arc<[ToolSpec]>);
+    static MADE: Mutex<Vec<Made>> = Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, specs)) = made.iter().find(|(kept, _)| kept.iter().eq(categories)) {
+        return specs.clone();
+    }
+    let specs: Arc<[ToolSpec]> = make_specs(categories).into();
+    if made.len() >= KEPT {
+        made.remove(0);
+    }
+    made.push((
+        categories.iter().map(|c| (*c).to_string()).collect(),
+        specs.clone(),
+    ));
+    specs
+}
+
+fn make_specs(categories: &[&str]) -> Vec<ToolSpec> {
     let spec = |name: &str, (description, parameters): (String, Value)| ToolSpec {
         name: name.into(),
         description,
@@ -223,5 +248,37 @@ mod tests {
         assert!(batch.operations.0[1].0.is_err());
         let err = parse::<BatchUseTool>(json!({"operations": []})).expect_err("empty");
         assert!(err.to_string().contains("must hold 1 to 20 items"), "{err}");
+    }
+
+    /// Each set of categories is made once and shared; another set gets its own enum, and an
+    /// earlier set is found again after others were made.
+    #[test]
+    fn the_schemas_are_made_once_per_set_of_categories() {
+        let first = specs(&["notes", "tasks"]);
+        assert!(Arc::ptr_eq(&first, &specs(&["notes", "tasks"])));
+        let other = specs(&["money"]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        let enum_of = |specs: &[ToolSpec]| {
+            specs
+                .iter()
+                .find(|s| s.name == "search_tools")
+                .expect("search_tools")
+                .parameters["properties"]["category"]["enum"]
+                .clone()
+        };
+        assert_eq!(enum_of(&other), json!(["money"]));
+        assert_eq!(enum_of(&first), json!(["notes", "tasks"]));
+        assert!(Arc::ptr_eq(&first, &specs(&["notes", "tasks"])));
+        // A prefix is another set.
+        assert_eq!(enum_of(&specs(&["notes"])), json!(["notes"]));
+        // More sets than are kept: all are still right.
+        for i in 0..20 {
+            let name = format!("group{i}");
+            assert_eq!(enum_of(&specs(&[name.as_str()])), json!([name]));
+        }
+        assert_eq!(
+            enum_of(&specs(&["notes", "tasks"])),
+            json!(["notes", "tasks"])
+        );
     }
 }

@@ -94,7 +94,8 @@ fn conversation(stream: bool) -> ChatRequest {
             name: "add_task".into(),
             description: "Adds a task".into(),
             parameters: json!({"type": "object", "properties": {"title": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         temperature: Some(0.2),
         max_tokens: None,
         model: None,
