@@ -77,20 +77,21 @@ impl Handler {
             return Ok(());
         };
 
+        // The rarer paths below are boxed: a future is as large as its largest path, and every
+        // conversation in flight holds one (the common path, a message, is 11 KB of 15).
+
         // Decisions carry their own rule (requester or owner), checked before the allowlist so a
         // stranger's press is answered "not yours" rather than with a pairing code.
         if let Some(decision) = crate::confirmation::decision_of(&event) {
-            return self.decide(&entry, &event, channel, decision, cancel).await;
+            return Box::pin(self.decide(&entry, &event, channel, decision, cancel)).await;
         }
         // A reaction with a button's emoji on a prompt (Matrix), or a typed code on a channel
         // without buttons, decides the same way.
         if let Some(decision) = self.reaction_decision(&entry.channel, &event).await? {
-            return self.decide(&entry, &event, channel, decision, cancel).await;
+            return Box::pin(self.decide(&entry, &event, channel, decision, cancel)).await;
         }
         if let Some(attempt) = crate::confirmation::code_attempt_of(&event)
-            && self
-                .typed_code(&entry, &event, channel.clone(), attempt, cancel)
-                .await?
+            && Box::pin(self.typed_code(&entry, &event, channel.clone(), attempt, cancel)).await?
         {
             return Ok(());
         }
@@ -99,7 +100,7 @@ impl Handler {
         if event.sender.id == crate::scheduler::SENDER_ID
             && let Some(run) = store.scheduled_run_for_inbox(id).await?
         {
-            return self.scheduled(&entry, &event, channel, run, cancel).await;
+            return Box::pin(self.scheduled(&entry, &event, channel, run, cancel)).await;
         }
 
         // A sender the platform could not verify (an email that failed the configured

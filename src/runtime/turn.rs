@@ -288,7 +288,10 @@ async fn turn_loop(
         };
         first_step = false;
         if !open.is_empty() {
-            match settle_tool_calls(rt, job, &toolbox, open, tool_calls_used, shutdown).await? {
+            // Boxed, as compaction below: a turn waiting on the model holds its whole future,
+            // which is as large as its largest step.
+            let settled = settle_tool_calls(rt, job, &toolbox, open, tool_calls_used, shutdown);
+            match Box::pin(settled).await? {
                 Settled::Done(used) => {
                     tool_calls_used += used;
                     continue;
@@ -341,7 +344,7 @@ async fn turn_loop(
                 usable = limits.usable,
                 "request too large; compacting first"
             );
-            if let Compacted::Done { .. } = compact(rt, history, agent, None).await? {
+            if let Compacted::Done { .. } = Box::pin(compact(rt, history, agent, None)).await? {
                 continue;
             }
         }
@@ -370,7 +373,9 @@ async fn turn_loop(
                 rt.estimator.reset(job.turn.conversation_id);
                 if !compacted_in_turn {
                     compacted_in_turn = true;
-                    if let Compacted::Done { .. } = compact(rt, history, agent, None).await? {
+                    if let Compacted::Done { .. } =
+                        Box::pin(compact(rt, history, agent, None)).await?
+                    {
                         continue;
                     }
                 }
