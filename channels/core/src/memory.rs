@@ -239,20 +239,7 @@ impl MemoryChannel {
 
     /// Like [`MemoryChannel::push_text`] with a full chat (thread included) and sender.
     pub fn push_text_in(&self, chat: &ChatRef, sender: &Sender, text: &str) -> String {
-        let id = self.next_inbound_id("msg");
-        self.push(Inbound {
-            platform_id: id.clone(),
-            chat: chat.clone(),
-            sender: sender.clone(),
-            kind: InboundKind::Message {
-                text: text.to_owned(),
-                attachments: Vec::new(),
-                message_id: Some(id.clone()),
-                reply_to: None,
-            },
-            reply_context: None,
-        });
-        id
+        self.push_message(chat, sender, text, Vec::new(), None)
     }
 
     /// Queues a message from `sender` in `chat` with these attachments, answering the message
