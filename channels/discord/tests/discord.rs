@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
 use hearth_channel::{
-    Button, Channel, ChannelStatus, ChatRef, ErrorKind, Inbound, InboundKind, MessageRef,
-    OutboundMessage, Sender,
+    Button, Channel, ChannelError, ChannelStatus, ChatRef, ErrorKind, Inbound, InboundKind,
+    MessageRef, OutboundMessage, Sender,
 };
 use hearth_discord::{DiscordChannel, DiscordSettings};
 use hearth_testkit::discord::{BOT_ID, FakeDiscord, UserMessage};
@@ -429,43 +429,40 @@ async fn a_dropped_connection_loses_nothing() {
     }
 }
 
-#[tokio::test]
-async fn intent_refused_4014_fails_the_channel_with_what_to_switch_on() {
+/// The error a run ends with when the gateway closes with `code` on IDENTIFY, and the status
+/// the channel reports then.
+async fn refused_on_identify(code: u16) -> (ChannelError, ChannelStatus) {
     let (fake, channel) = setup().await;
-    fake.close_on_identify(4014);
-    let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
-    let status = running.status.clone();
-    let result = running
-        .returned(PATIENCE)
-        .await
-        .expect("run ended after 4014");
-    let error = result.expect_err("4014 is an error");
-    assert_eq!(error.kind, ErrorKind::Config, "{error}");
-    assert!(error.message.contains("Message Content Intent"), "{error}");
-    assert_eq!(status.current().as_str(), "failed");
-    assert!(
-        status
-            .current()
-            .reason()
-            .is_some_and(|r| r.contains("developer portal")),
-        "{:?}",
-        status.current()
-    );
-}
-
-#[tokio::test]
-async fn token_refused_4004_on_the_gateway_is_an_auth_failure() {
-    let (fake, channel) = setup().await;
-    fake.close_on_identify(4004);
+    fake.close_on_identify(code);
     let running = start(&channel, &RecordingSink::new(), &MemoryState::new());
     let status = running.status.clone();
     let error = running
         .returned(PATIENCE)
         .await
-        .expect("run ended after 4004")
-        .expect_err("4004 is an error");
+        .unwrap_or_else(|| panic!("run ended after {code}"))
+        .expect_err("a refusal is an error");
+    (error, status.current())
+}
+
+#[tokio::test]
+async fn intent_refused_4014_fails_the_channel_with_what_to_switch_on() {
+    let (error, status) = refused_on_identify(4014).await;
+    assert_eq!(error.kind, ErrorKind::Config, "{error}");
+    assert!(error.message.contains("Message Content Intent"), "{error}");
+    assert_eq!(status.as_str(), "failed");
+    assert!(
+        status
+            .reason()
+            .is_some_and(|r| r.contains("developer portal")),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn token_refused_4004_on_the_gateway_is_an_auth_failure() {
+    let (error, status) = refused_on_identify(4004).await;
     assert_eq!(error.kind, ErrorKind::Auth, "{error}");
-    assert_eq!(status.current().as_str(), "failed");
+    assert_eq!(status.as_str(), "failed");
 }
 
 #[tokio::test]

@@ -299,6 +299,23 @@ async fn a_restarted_server_is_reconnected_and_mail_sent_meanwhile_arrives() {
     running.stop().await;
 }
 
+/// Gives the bot's INBOX a UIDVALIDITY `by` above its own and restarts Dovecot, as a server
+/// does after rebuilding its index; returns the new value.
+async fn raise_uidvalidity(h: &EmailHarness, by: u32) -> u32 {
+    let mut servers = h.servers.lock().await;
+    let old = servers
+        .imap
+        .uidvalidity(BOT, PASSWORD, "INBOX")
+        .await
+        .expect("uidvalidity");
+    servers
+        .imap
+        .change_uidvalidity(BOT, "INBOX", old + by)
+        .expect("change");
+    servers.imap.restart().await.expect("restart");
+    old + by
+}
+
 #[tokio::test]
 async fn a_uidvalidity_change_rescans_without_delivering_twice() {
     let h = harness().await;
@@ -309,23 +326,15 @@ async fn a_uidvalidity_change_rescans_without_delivering_twice() {
         .expect("deliver");
     let first = running.sink.wait_text("before the change", PATIENCE).await;
     running.stop().await;
-    {
-        let mut servers = h.servers.lock().await;
-        let old = servers
-            .imap
-            .uidvalidity(BOT, PASSWORD, "INBOX")
-            .await
-            .expect("uidvalidity");
-        servers
-            .imap
-            .change_uidvalidity(BOT, "INBOX", old + 1000)
-            .expect("change");
-        servers.imap.restart().await.expect("restart");
-        assert_eq!(
-            servers.imap.uidvalidity(BOT, PASSWORD, "INBOX").await,
-            Ok(old + 1000)
-        );
-    }
+    let new = raise_uidvalidity(&h, 1000).await;
+    let seen = h
+        .servers
+        .lock()
+        .await
+        .imap
+        .uidvalidity(BOT, PASSWORD, "INBOX")
+        .await;
+    assert_eq!(seen, Ok(new));
     let sink = RecordingSink::new();
     let running = Running::start(h.channel(), sink.clone(), state);
     h.inject_text(&h.chat(), &h.sender(), "after the change")
@@ -616,20 +625,8 @@ async fn a_uidvalidity_change_never_answers_mail_from_before_the_first_start() {
         .wait_text("seen before the change", PATIENCE)
         .await;
     running.stop().await;
-    {
-        // The server rebuilt its index (as with Dovecot's uid list removed).
-        let mut servers = h.servers.lock().await;
-        let old = servers
-            .imap
-            .uidvalidity(BOT, PASSWORD, "INBOX")
-            .await
-            .expect("uidvalidity");
-        servers
-            .imap
-            .change_uidvalidity(BOT, "INBOX", old + 7)
-            .expect("change");
-        servers.imap.restart().await.expect("restart");
-    }
+    // The server rebuilt its index (as with Dovecot's uid list removed).
+    raise_uidvalidity(&h, 7).await;
     let sink = RecordingSink::new();
     let running = Running::start(h.channel(), sink.clone(), state);
     h.inject_text(&h.chat(), &h.sender(), "new after the change")
