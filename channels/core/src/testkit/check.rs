@@ -71,13 +71,31 @@ pub async fn check_failed_delivery_is_offered_again(h: &dyn Harness) {
 /// An event the sink never stored is delivered by the next run (a daemon restart with the same
 /// state): the adapter acknowledges only what is stored.
 pub async fn check_unstored_event_survives_restart(h: &dyn Harness) {
-    let state = MemoryState::new();
     let refusing = RecordingSink::new();
     refusing.fail_next(usize::MAX);
-    let running = Running::start(h.channel(), refusing.clone(), state.clone());
-    let text = unique("never stored before the restart");
+    delivered_by_the_next_run(
+        h,
+        refusing,
+        "never stored before the restart",
+        "was lost: the cursor passed an unstored event",
+    )
+    .await;
+}
+
+/// Runs the channel with `holding` (a sink that keeps what it is offered from being stored),
+/// injects a message, stops the run once the message was offered, and checks that a new run
+/// with the same state delivers it; `lost` ends the message of a failure.
+async fn delivered_by_the_next_run(
+    h: &dyn Harness,
+    holding: RecordingSink,
+    what: &str,
+    lost: &str,
+) {
+    let state = MemoryState::new();
+    let running = Running::start(h.channel(), holding.clone(), state.clone());
+    let text = unique(what);
     inject(h, &h.chat(), &text).await;
-    refusing
+    holding
         .wait_for_attempt(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
         .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
@@ -88,7 +106,7 @@ pub async fn check_unstored_event_survives_restart(h: &dyn Harness) {
         .sink
         .wait_for_event(|e| e.text() == Some(text.as_str()), PATIENCE)
         .await
-        .unwrap_or_else(|| panic!("{text:?} was lost: the cursor passed an unstored event"));
+        .unwrap_or_else(|| panic!("{text:?} {lost}"));
     running.stop().await;
 }
 
@@ -142,25 +160,9 @@ pub async fn check_shutdown_is_prompt(h: &dyn Harness) {
     running.stop().await;
 
     // Blocked in `deliver`.
-    let state = MemoryState::new();
     let stuck = RecordingSink::new();
     stuck.pause();
-    let running = Running::start(h.channel(), stuck.clone(), state.clone());
-    let text = unique("pending at shutdown");
-    inject(h, &h.chat(), &text).await;
-    stuck
-        .wait_for_attempt(|e| e.text() == Some(text.as_str()), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?} was never offered to the sink"));
-    running.stop().await;
-
-    let running = Running::start(h.channel(), RecordingSink::new(), state);
-    running
-        .sink
-        .wait_for_event(|e| e.text() == Some(text.as_str()), PATIENCE)
-        .await
-        .unwrap_or_else(|| panic!("{text:?}, pending at shutdown, was lost"));
-    running.stop().await;
+    delivered_by_the_next_run(h, stuck, "pending at shutdown", "was lost after a shutdown").await;
 }
 
 /// `send` returns a reference in the right chat, and the text is visible on the platform.
