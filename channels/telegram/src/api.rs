@@ -93,12 +93,7 @@ impl Api {
         decode: impl FnOnce(&RawValue) -> Result<T, String>,
     ) -> Result<T, ApiError> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
-        // Only a connection that was never made proves the request did not reach Telegram.
-        let network = |e: reqwest::Error| ApiError::Network {
-            method: method.to_owned(),
-            maybe_delivered: !e.is_connect(),
-            message: chain(&e.without_url(), &self.token),
-        };
+        let network = |e| self.network_error(method, e);
         let response = self
             .http
             .post(url)
@@ -110,6 +105,16 @@ impl Api {
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(network)?;
         decode_answer(method, status, &bytes, decode).map_err(|error| self.scrubbed(error))
+    }
+
+    /// A request to `method` that failed on the way, with this bot's token kept out of the text.
+    fn network_error(&self, method: &str, error: reqwest::Error) -> ApiError {
+        ApiError::Network {
+            method: method.to_owned(),
+            // Only a connection that was never made proves the request did not reach Telegram.
+            maybe_delivered: !error.is_connect(),
+            message: chain(&error.without_url(), &self.token),
+        }
     }
 
     /// `error` with this bot's token scrubbed from its texts.
@@ -138,12 +143,7 @@ impl Api {
     pub(crate) async fn download(&self, file_path: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
         let url = format!("{}/file/bot{}/{file_path}", self.base, self.token);
         let method = "file download";
-        // Only a connection that was never made proves the request did not reach Telegram.
-        let network = |e: reqwest::Error| ApiError::Network {
-            method: method.to_owned(),
-            maybe_delivered: !e.is_connect(),
-            message: chain(&e.without_url(), &self.token),
-        };
+        let network = |e| self.network_error(method, e);
         let response = self
             .http
             .get(url)
