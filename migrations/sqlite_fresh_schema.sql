@@ -1,4 +1,4 @@
--- Made by the test `the_fresh_schema_file_is_the_migrations_replayed` (src/store.rs)
+-- Made by the test `the_fresh_schema_files_are_the_migrations_replayed` (src/store.rs)
 -- from migrations/sqlite: what a new SQLite database is created from. Do not edit;
 -- after adding a migration, run `HEARTH_WRITE_SCHEMA=1 cargo test --lib fresh_schema`.
 

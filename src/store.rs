@@ -163,6 +163,9 @@ pub struct Store {
     sqlite_path: Option<std::path::PathBuf>,
     /// The database as messages name it: the SQLite path or the URL without its password.
     location: String,
+    /// This open created the SQLite file from [`SQLITE_FRESH_DATABASE`]: its migration
+    /// records are dated when [`Store::migrate`] runs.
+    created_from_image: bool,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -174,12 +177,25 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// migration, `HEARTH_WRITE_SCHEMA=1 cargo test --lib fresh_schema` writes it anew.
 const SQLITE_FRESH_SCHEMA: &str = include_str!("../migrations/sqlite_fresh_schema.sql");
 
+/// A new SQLite database file, gzipped: [`SQLITE_FRESH_SCHEMA`] with every migration recorded
+/// (dated [`IMAGE_INSTALLED_ON`]), in WAL mode. A new data directory gets a copy of it, which
+/// SQLite opens without running a statement of the schema: making the same objects by SQL took
+/// 5–8 ms of the first start (each `CREATE` is parsed, then parsed again into the schema), a
+/// quarter of the time to the first answer. The in-memory databases of the tests, and an empty
+/// file (an older hearth made one first), get the schema by SQL. The same test holds it equal
+/// to the migrations and writes it anew.
+const SQLITE_FRESH_DATABASE: &[u8] = include_bytes!("../migrations/sqlite_fresh.db.gz");
+
+/// The `installed_on` of the migration records in [`SQLITE_FRESH_DATABASE`]; the first open
+/// dates them.
+const IMAGE_INSTALLED_ON: &str = "1970-01-01 00:00:00";
+
 impl Store {
     /// Connects to `url` (`sqlite://path`, `postgres://…`). A SQLite file and its directory are
     /// created when missing. Does not migrate; call [`Store::migrate`].
     pub async fn connect(url: &str) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
-        let (backend, url) = normalise_url(url)?;
+        let (backend, url, created_from_image) = normalise_url(url)?;
         let sqlite_path = sqlite_file(&url);
         let location = match &sqlite_path {
             Some(path) => path.display().to_string(),
@@ -217,6 +233,7 @@ impl Store {
             backend,
             sqlite_path,
             location,
+            created_from_image,
         })
     }
 
@@ -230,8 +247,17 @@ impl Store {
     /// Applies the embedded migrations that are not applied yet; returns how many ran.
     pub async fn migrate(&self) -> StoreResult<usize> {
         let migrator = self.migrator();
-        let before = self.applied_migrations().await.unwrap_or(0);
-        if self.backend == Backend::Sqlite {
+        let mut before = self.applied_migrations().await.unwrap_or(0);
+        if self.created_from_image {
+            // The copy's records are of migrations applied now, by the first migrate.
+            let dated = sqlx::query(
+                "UPDATE _sqlx_migrations SET installed_on = CURRENT_TIMESTAMP WHERE installed_on = $1",
+            )
+            .bind(IMAGE_INSTALLED_ON)
+            .execute(&mut *self.write().await?)
+            .await?;
+            before = before.saturating_sub(usize::try_from(dated.rows_affected()).unwrap_or(0));
+        } else if self.backend == Backend::Sqlite {
             self.create_fresh_sqlite_schema(migrator).await?;
         }
         // Applies what is pending, and checks every applied migration against the binary's.
@@ -387,9 +413,50 @@ pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
     builder.create(path)
 }
 
+/// Creates the database file, readable by this user alone (0600), when there is none yet: a
+/// copy of [`SQLITE_FRESH_DATABASE`]; returns whether it did. A file that exists keeps its
+/// content and mode. SQLite gives its `-wal` and `-shm` files the mode of the database.
+///
+/// The copy is written under another name and linked into place, so a second process opening
+/// the path meanwhile finds no file or the whole database, never part of one, and a file it
+/// made first is kept (a link never replaces). Where links cannot be made, an empty file is
+/// created instead and [`Store::migrate`] makes the schema by SQL.
+fn create_database_file(path: &Path) -> std::io::Result<bool> {
+    use std::io::ErrorKind;
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(false);
+    }
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let copy = path.with_file_name(format!(".{name}.new-{}", std::process::id()));
+    // Left by a start of this process id that died while writing it.
+    let _ = std::fs::remove_file(&copy);
+    let written = write_fresh_database(&copy);
+    let linked = written.and_then(|()| std::fs::hard_link(&copy, path));
+    let _ = std::fs::remove_file(&copy);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => Ok(false),
+        // A full disk fails the empty file too, with the error to show.
+        Err(_) => create_private_file(path).map(|()| false),
+    }
+}
+
+/// Writes [`SQLITE_FRESH_DATABASE`], unpacked, to a new file at `path` (0600).
+fn write_fresh_database(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    std::io::copy(
+        &mut flate2::read::GzDecoder::new(SQLITE_FRESH_DATABASE),
+        &mut file,
+    )?;
+    file.sync_all()
+}
+
 /// Creates an empty database file readable by this user alone (0600) when there is none yet.
-/// SQLite gives its `-wal` and `-shm` files the mode of the database, so they follow. A file
-/// that exists keeps its mode.
+/// A file that exists keeps its mode.
 fn create_private_file(path: &Path) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -402,8 +469,9 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Recognises the backend and, for SQLite, makes sure the file can be created.
-fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
+/// Recognises the backend and, for SQLite, creates a missing file; says whether it was made
+/// from [`SQLITE_FRESH_DATABASE`].
+fn normalise_url(url: &str) -> StoreResult<(Backend, String, bool)> {
     if let Some(rest) = url.strip_prefix("sqlite:") {
         let rest = rest.trim_start_matches("//");
         let (path, query) = match rest.split_once('?') {
@@ -416,6 +484,7 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
                 reason: "no database file given".into(),
             });
         }
+        let mut created = false;
         if path != ":memory:"
             && let Some(parent) = Path::new(path)
                 .parent()
@@ -428,10 +497,11 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
             // Only where SQLite would create the file itself (not for a read-only open).
             let creates = query.is_none_or(|q| !q.contains("mode=") || q.contains("mode=rwc"));
             if creates {
-                create_private_file(Path::new(path)).map_err(|error| StoreError::DataDir {
-                    path: path.to_string(),
-                    error,
-                })?;
+                created =
+                    create_database_file(Path::new(path)).map_err(|error| StoreError::DataDir {
+                        path: path.to_string(),
+                        error,
+                    })?;
             }
         }
         let query = match query {
@@ -439,10 +509,10 @@ fn normalise_url(url: &str) -> StoreResult<(Backend, String)> {
             Some(q) => format!("{q}&mode=rwc"),
             None => "mode=rwc".to_string(),
         };
-        return Ok((Backend::Sqlite, format!("sqlite://{path}?{query}")));
+        return Ok((Backend::Sqlite, format!("sqlite://{path}?{query}"), created));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok((Backend::Postgres, url.to_string()));
+        return Ok((Backend::Postgres, url.to_string(), false));
     }
     Err(StoreError::Url {
         url: redact_url(url),
@@ -521,7 +591,7 @@ mod tests {
 
     #[test]
     fn sqlite_urls_get_create_mode_and_bad_urls_are_refused() {
-        let (backend, url) = normalise_url("sqlite:///tmp/hearth-x/h.db").expect("ok");
+        let (backend, url, _) = normalise_url("sqlite:///tmp/hearth-x/h.db").expect("ok");
         assert_eq!(backend, Backend::Sqlite);
         assert_eq!(url, "sqlite:///tmp/hearth-x/h.db?mode=rwc");
         assert!(normalise_url("mysql://x").is_err());
@@ -666,11 +736,31 @@ mod tests {
         assert!(store.known_migrations() >= 1);
     }
 
-    /// The schema and the migration records of a new file made in one transaction, against
+    /// A database at `path` made by sqlx's migrator, migration by migration.
+    async fn replayed_by_sqlx(path: &Path) -> Store {
+        // An empty file, so that no copy is made.
+        std::fs::write(path, b"").expect("an empty file");
+        let store = Store::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        SQLITE_MIGRATIONS
+            .run(&mut *store.pool().acquire().await.expect("a connection"))
+            .await
+            .expect("sqlx migrates");
+        store
+    }
+
+    /// The schema, the migration records and the file's settings of a new database, made from
+    /// the copy (a new file) and by SQL (an empty file, as an older hearth left it), against
     /// what sqlx's migrator makes of the same migrations one by one.
     #[tokio::test]
-    async fn a_fresh_database_in_one_transaction_is_what_sqlx_makes() {
-        async fn made(store: &Store) -> (Vec<(String, String)>, Vec<(i64, String, Vec<u8>)>) {
+    async fn a_fresh_database_is_what_sqlx_makes() {
+        type Made = (
+            Vec<(String, String)>,
+            Vec<(i64, String, Vec<u8>)>,
+            Vec<(String, String)>,
+        );
+        async fn made(store: &Store) -> Made {
             let schema = sqlx::query_as(
                 "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE name <> '_sqlx_migrations' ORDER BY name",
             )
@@ -683,41 +773,82 @@ mod tests {
             .fetch_all(store.pool())
             .await
             .expect("records");
-            (schema, records)
+            let mut settings = Vec::new();
+            for pragma in [
+                "page_size",
+                "auto_vacuum",
+                "encoding",
+                "user_version",
+                "application_id",
+                "journal_mode",
+            ] {
+                let value: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT CAST({pragma} AS TEXT) FROM pragma_{pragma}"
+                )))
+                .fetch_one(store.pool())
+                .await
+                .expect("pragma");
+                settings.push((pragma.to_string(), value));
+            }
+            (schema, records, settings)
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
-        let ours = Store::connect(&url("ours.db")).await.expect("connect");
+        let path = |name: &str| dir.path().join(name);
+        let url = |name: &str| format!("sqlite://{}", path(name).display());
+
+        let copied = Store::connect(&url("copied.db")).await.expect("connect");
+        assert!(copied.created_from_image);
         assert_eq!(
-            ours.migrate().await.expect("migrate"),
-            ours.known_migrations()
+            copied.migrate().await.expect("migrate"),
+            copied.known_migrations()
         );
-        let by_sqlx = Store::connect(&url("sqlx.db")).await.expect("connect");
-        SQLITE_MIGRATIONS
-            .run(&mut *by_sqlx.pool().acquire().await.expect("a connection"))
-            .await
-            .expect("sqlx migrates");
-        let (schema, records) = made(&ours).await;
-        assert_eq!((schema.clone(), records.clone()), made(&by_sqlx).await);
-        assert_eq!(records.len(), ours.known_migrations());
-        assert!(schema.iter().any(|(name, _)| name == "inbox"));
+        std::fs::write(path("by-sql.db"), b"").expect("an empty file");
+        let by_sql = Store::connect(&url("by-sql.db")).await.expect("connect");
+        assert!(!by_sql.created_from_image);
+        assert_eq!(
+            by_sql.migrate().await.expect("migrate"),
+            by_sql.known_migrations()
+        );
+        let by_sqlx = replayed_by_sqlx(&dir.path().join("sqlx.db")).await;
+
+        let expected = made(&by_sqlx).await;
+        assert_eq!(made(&copied).await, expected, "made from the copy");
+        assert_eq!(made(&by_sql).await, expected, "made by SQL");
+        assert_eq!(expected.1.len(), copied.known_migrations());
+        assert!(expected.0.iter().any(|(name, _)| name == "inbox"));
+        // The copy's records are dated by this open, not by the day the copy was made.
+        let undated: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE installed_on = $1")
+                .bind(IMAGE_INSTALLED_ON)
+                .fetch_one(copied.pool())
+                .await
+                .expect("count");
+        assert_eq!(undated, 0);
+        // Nothing is left beside the database but SQLite's own files.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains("copied"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["copied.db", "copied.db-shm", "copied.db-wal"]);
         // A second open leaves it to sqlx, which finds every migration applied and unchanged.
-        assert_eq!(ours.migrate().await.expect("again"), 0);
-        let reopened = Store::open(&url("ours.db")).await.expect("reopen");
-        assert_eq!(reopened.migrate().await.expect("again"), 0);
+        for name in ["copied.db", "by-sql.db"] {
+            let reopened = Store::open(&url(name)).await.expect("reopen");
+            assert!(!reopened.created_from_image);
+            assert_eq!(reopened.migrate().await.expect("again"), 0);
+        }
     }
 
-    /// The file a new database is made from is what the migrations make, statement for
-    /// statement; with `HEARTH_WRITE_SCHEMA=1` the test writes it anew instead.
+    /// The files a new database is made from are what the migrations make: the schema
+    /// statement for statement, and the copy object for object. With `HEARTH_WRITE_SCHEMA=1`
+    /// the test writes both anew instead.
     #[tokio::test]
-    async fn the_fresh_schema_file_is_the_migrations_replayed() {
+    async fn the_fresh_schema_files_are_the_migrations_replayed() {
+        use sqlx::Connection;
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("sqlx.db").display());
-        let by_sqlx = Store::connect(&url).await.expect("connect");
-        SQLITE_MIGRATIONS
-            .run(&mut *by_sqlx.pool().acquire().await.expect("a connection"))
-            .await
-            .expect("sqlx migrates");
+        let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
+        let by_sqlx = replayed_by_sqlx(&dir.path().join("sqlx.db")).await;
         // What SQLite made itself (the FTS index's shadow tables, AUTOINCREMENT's counter
         // table, implicit indexes) is made again by the statements that made it.
         let statements: Vec<String> = sqlx::query_scalar(
@@ -731,23 +862,88 @@ mod tests {
         .await
         .expect("schema");
         let expected = format!(
-            "-- Made by the test `the_fresh_schema_file_is_the_migrations_replayed` (src/store.rs)\n\
+            "-- Made by the test `the_fresh_schema_files_are_the_migrations_replayed` (src/store.rs)\n\
              -- from migrations/sqlite: what a new SQLite database is created from. Do not edit;\n\
              -- after adding a migration, run `HEARTH_WRITE_SCHEMA=1 cargo test --lib fresh_schema`.\n\n{};\n",
             statements.join(";\n\n")
         );
+
+        // The copy: the same database, dated and timed alike whenever it is made, in WAL mode.
+        sqlx::query("UPDATE _sqlx_migrations SET installed_on = $1, execution_time = 0")
+            .bind(IMAGE_INSTALLED_ON)
+            .execute(&mut *by_sqlx.write().await.expect("writer"))
+            .await
+            .expect("dating");
+        by_sqlx
+            .backup_to(&dir.path().join("made.db"))
+            .await
+            .expect("VACUUM INTO");
+        let mut conn = sqlx::AnyConnection::connect(&url("made.db"))
+            .await
+            .expect("open");
+        conn.execute("PRAGMA journal_mode = WAL")
+            .await
+            .expect("WAL");
+        conn.close().await.expect("close");
+        let made = std::fs::read(dir.path().join("made.db")).expect("the copy");
+
         if std::env::var_os("HEARTH_WRITE_SCHEMA").is_some() {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/migrations/sqlite_fresh_schema.sql"
-            );
-            std::fs::write(path, &expected).expect("writing the schema file");
+            let migrations = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+            std::fs::write(format!("{migrations}/sqlite_fresh_schema.sql"), &expected)
+                .expect("writing the schema file");
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            std::io::Write::write_all(&mut gz, &made).expect("gzip");
+            std::fs::write(
+                format!("{migrations}/sqlite_fresh.db.gz"),
+                gz.finish().expect("gzip"),
+            )
+            .expect("writing the copy");
             return;
         }
+        let fix = "run `HEARTH_WRITE_SCHEMA=1 cargo test --lib fresh_schema` and commit the files";
         assert!(
             SQLITE_FRESH_SCHEMA == expected,
-            "migrations/sqlite_fresh_schema.sql is not what the migrations make: run \
-             `HEARTH_WRITE_SCHEMA=1 cargo test --lib fresh_schema` and commit the file"
+            "migrations/sqlite_fresh_schema.sql is not what the migrations make: {fix}"
+        );
+        let mut carried = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(SQLITE_FRESH_DATABASE),
+            &mut carried,
+        )
+        .expect("the carried copy unpacks");
+        std::fs::write(dir.path().join("carried.db"), &carried).expect("write");
+        type Objects = (
+            Vec<(String, String, String, Option<String>)>,
+            Vec<(i64, String, i64, Vec<u8>, String, i64)>,
+            String,
+        );
+        let objects = async |name: &str| -> Objects {
+            let mut conn = sqlx::AnyConnection::connect(&url(name))
+                .await
+                .expect("open");
+            let rows = sqlx::query_as(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .expect("objects");
+            let records = sqlx::query_as(
+                "SELECT version, description, CAST(success AS INTEGER), checksum, CAST(installed_on AS TEXT), execution_time
+                 FROM _sqlx_migrations ORDER BY version",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .expect("records");
+            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(&mut conn)
+                .await
+                .expect("mode");
+            conn.close().await.expect("close");
+            (rows, records, mode)
+        };
+        assert!(
+            objects("carried.db").await == objects("made.db").await,
+            "migrations/sqlite_fresh.db.gz is not what the migrations make: {fix}"
         );
     }
 
