@@ -153,6 +153,11 @@ impl DaemonBuilder {
         let config = Arc::new(self.config);
         let clock = self.clock;
         let role = self.role;
+        // The built-in tools' schemas take a few milliseconds of CPU to make: another thread
+        // makes them while this one waits for the database.
+        let tools = self.tools;
+        let tools =
+            tokio::task::spawn_blocking(|| tools.unwrap_or_else(ToolRegistry::with_builtin));
         let (store, lock) = open_store(&config, role).await?;
         let now = clock.now_ms();
         let channel_names: Vec<String> = self
@@ -175,7 +180,9 @@ impl DaemonBuilder {
         let providers = Providers::from_config(&provider_configs, clock.clone())
             .map_err(StartError::Providers)?;
         let metrics = Arc::new(Metrics::default());
-        let tools = self.tools.unwrap_or_else(ToolRegistry::with_builtin);
+        let tools = tools
+            .await
+            .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()));
         let rt = Arc::new(Runtime::new(
             store.clone(),
             clock.clone(),

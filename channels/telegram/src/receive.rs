@@ -63,7 +63,15 @@ impl TelegramChannel {
         self.api
             .call::<Value>("deleteWebhook", &json!({ "drop_pending_updates": false }))
             .await?;
-        self.set_commands().await;
+        // The menu goes beside the first poll, so a message that waited for the start is not
+        // held up by it.
+        let ((), polled) = tokio::join!(self.set_commands(), self.poll_updates(ctx, me));
+        polled
+    }
+
+    /// Long polling from the stored offset, until the shutdown or an error the supervisor
+    /// must see.
+    async fn poll_updates(&self, ctx: &ChannelContext, me: &Me) -> Result<(), ChannelError> {
         let mut offset = match ctx.state.load(OFFSET_KEY).await {
             Ok(Some(saved)) => saved.trim().parse::<i64>().ok().or_else(|| {
                 warn!(saved = %saved, "stored telegram offset is not a number; starting over");
