@@ -448,10 +448,15 @@ fn write_fresh_database(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path)?;
-    std::io::copy(
+    // Unpacked first and written in one call: a copy through a buffer was 55 writes.
+    let mut unpacked = Vec::with_capacity(512 * 1024);
+    std::io::Read::read_to_end(
         &mut flate2::read::GzDecoder::new(SQLITE_FRESH_DATABASE),
-        &mut file,
+        &mut unpacked,
     )?;
+    std::io::Write::write_all(&mut file, &unpacked)?;
+    // On the disk before it is linked into place: a crash must not leave a database file
+    // whose blocks were never written.
     file.sync_all()
 }
 
