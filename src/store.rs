@@ -734,6 +734,24 @@ mod tests {
         assert_eq!(store.inbox_depth().await.expect("depth"), 450);
     }
 
+    /// SQLite is built with its query planner stability guarantee (`.cargo/config.toml`):
+    /// otherwise every cached read with `LIMIT $n` is parsed and planned again at each use.
+    #[tokio::test]
+    async fn sqlite_plans_do_not_depend_on_bound_values() {
+        let (store, _dir) = test_support::temp_store().await;
+        let built_in: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pragma_compile_options WHERE compile_options = 'ENABLE_QPSG'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .expect("compile options");
+        assert_eq!(
+            built_in, 1,
+            "SQLite without SQLITE_ENABLE_QPSG: build hearth from its directory, where \
+             .cargo/config.toml sets LIBSQLITE3_FLAGS"
+        );
+    }
+
     #[tokio::test]
     async fn migrations_apply_once() {
         let (store, _dir) = test_support::temp_store().await;
