@@ -52,6 +52,17 @@ async fn harness() -> EmailHarness {
 }
 
 impl EmailHarness {
+    /// Each mail in the bot's INBOX with its flags, as Dovecot holds them.
+    async fn inbox_flags(&self) -> Vec<(u32, String)> {
+        self.servers
+            .lock()
+            .await
+            .imap
+            .flags(BOT, PASSWORD, "INBOX")
+            .await
+            .expect("flags")
+    }
+
     async fn deliver(&self, id: String, raw: String) -> Result<(), String> {
         self.servers.lock().await.deliver(&raw).await?;
         self.injected
@@ -192,14 +203,7 @@ async fn a_reply_is_threaded_automatic_and_has_both_parts() {
     assert_eq!(m.text, "Try **pasta**.");
     assert!(m.has_html && m.html_text == "Try pasta.", "{m:?}");
     // The mail was marked read once stored.
-    let flags = h
-        .servers
-        .lock()
-        .await
-        .imap
-        .flags(BOT, PASSWORD, "INBOX")
-        .await
-        .expect("flags");
+    let flags = h.inbox_flags().await;
     assert!(flags.iter().all(|(_, f)| f.contains("\\Seen")), "{flags:?}");
     running.stop().await;
 }
@@ -232,14 +236,7 @@ async fn automatic_mail_is_kept_as_a_notice_and_left_unread() {
             "answerable: {event:?}"
         );
     }
-    let flags = h
-        .servers
-        .lock()
-        .await
-        .imap
-        .flags(BOT, PASSWORD, "INBOX")
-        .await
-        .expect("flags");
+    let flags = h.inbox_flags().await;
     assert!(
         flags.iter().all(|(_, f)| !f.contains("\\Seen")),
         "{flags:?}"
