@@ -8,7 +8,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::split::{Fence, Measure, fence_after};
-use crate::{Capabilities, ChatRef, OutboundMessage, plan, plan_edit, preview_text};
+use crate::{Capabilities, ChatRef, Inbound, OutboundMessage, plan, plan_edit, preview_text};
 
 /// Runs `future` to its end when it never waits (a decoder that is `async` only for the download
 /// it does not reach on the fuzzed path). A future that waits is a broken assumption of the
@@ -130,6 +130,13 @@ fn too_small_for_fences(text: &str, max: usize) -> bool {
         .max()
         .unwrap_or(0);
     markers * 2 + 8 > max
+}
+
+/// Checks that `event` is storable as the daemon's inbox stores it: as JSON, read back the same.
+pub fn check_stored(event: &Inbound) {
+    let stored = serde_json::to_string(event).expect("an event serializes");
+    let loaded: Inbound = serde_json::from_str(&stored).expect("a stored event loads");
+    assert_eq!(&loaded, event, "the stored event loads differently");
 }
 
 /// The length of `text` in `measure`, for adapters whose sent text is the part as it is.

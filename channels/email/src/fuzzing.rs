@@ -50,9 +50,7 @@ fn check_event(event: &Inbound) {
             assert_eq!(part.encode(), source);
         }
     }
-    let stored = serde_json::to_string(event).expect("an event serializes");
-    let loaded: Inbound = serde_json::from_str(&stored).expect("a stored event loads");
-    assert_eq!(&loaded, event, "the stored event loads differently");
+    hearth_channel::fuzzing::check_stored(event);
 }
 
 /// `data` as an `Authentication-Results` value (and an ARC one), and as the header of a mail

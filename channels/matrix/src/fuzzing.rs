@@ -84,9 +84,7 @@ fn take(room: &str, json: &Value) {
         kind,
         reply_context: None,
     };
-    let stored = serde_json::to_string(&event).expect("an event serializes");
-    let loaded: Inbound = serde_json::from_str(&stored).expect("a stored event loads");
-    assert_eq!(loaded, event, "the stored event loads differently");
+    hearth_channel::fuzzing::check_stored(&event);
 }
 
 /// `data` as a reply's Markdown, planned at hearth's Matrix limit: the checks of [`check_plan`],

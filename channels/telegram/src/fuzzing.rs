@@ -71,9 +71,7 @@ fn check_event(update: &Value, event: &Inbound) {
             "the bot's mention is left in"
         );
     }
-    let stored = serde_json::to_string(event).expect("an event serializes");
-    let loaded: Inbound = serde_json::from_str(&stored).expect("a stored event loads");
-    assert_eq!(&loaded, event, "the stored event loads differently");
+    hearth_channel::fuzzing::check_stored(event);
 }
 
 /// `data` as a reply's Markdown, planned at Telegram's limit and rendered: the checks of
