@@ -436,7 +436,8 @@ fn create_database_file(path: &Path) -> std::io::Result<bool> {
     match linked {
         Ok(()) => Ok(true),
         Err(err) if err.kind() == ErrorKind::AlreadyExists => Ok(false),
-        // A full disk fails the empty file too, with the error to show.
+        // No copy (no hard links here, a full disk): an empty file, and the schema by SQL,
+        // whose failure on a full disk then names the cause.
         Err(_) => create_private_file(path).map(|()| false),
     }
 }
