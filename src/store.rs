@@ -430,14 +430,18 @@ fn create_database_file(path: &Path) -> std::io::Result<bool> {
     let copy = path.with_file_name(format!(".{name}.new-{}", std::process::id()));
     // Left by a start of this process id that died while writing it.
     let _ = std::fs::remove_file(&copy);
-    let written = write_fresh_database(&copy);
-    let linked = written.and_then(|()| std::fs::hard_link(&copy, path));
+    // Without a copy (a full disk, no hard links here, something in the way of its name): an
+    // empty private file, and the schema by SQL, whose failure on a full disk names the cause.
+    if write_fresh_database(&copy).is_err() {
+        let _ = std::fs::remove_file(&copy);
+        return create_private_file(path).map(|()| false);
+    }
+    let linked = std::fs::hard_link(&copy, path);
     let _ = std::fs::remove_file(&copy);
     match linked {
         Ok(()) => Ok(true),
+        // Another process made the database first: it is kept.
         Err(err) if err.kind() == ErrorKind::AlreadyExists => Ok(false),
-        // No copy (no hard links here, a full disk): an empty file, and the schema by SQL,
-        // whose failure on a full disk then names the cause.
         Err(_) => create_private_file(path).map(|()| false),
     }
 }
@@ -969,6 +973,34 @@ mod tests {
             objects("carried.db").await == objects("made.db").await,
             "migrations/sqlite_fresh.db.gz is not what the migrations make: {fix}"
         );
+    }
+
+    /// Where the copy cannot be written beside the path (here a directory stands in its way),
+    /// the database is made by SQL instead, as complete, and the obstacle is left alone.
+    #[tokio::test]
+    async fn a_copy_that_cannot_be_written_falls_back_to_the_schema_by_sql() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("hearth.db");
+        let obstacle = dir
+            .path()
+            .join(format!(".hearth.db.new-{}", std::process::id()));
+        std::fs::create_dir(&obstacle).expect("the obstacle");
+        let store = Store::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        assert!(!store.created_from_image);
+        assert_eq!(
+            store.migrate().await.expect("migrate"),
+            store.known_migrations()
+        );
+        assert_eq!(store.inbox_depth().await.expect("a table of the schema"), 0);
+        assert!(obstacle.is_dir());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("file").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 
     /// Two processes that open one new file at once: one creates the schema, the other finds it.
