@@ -119,12 +119,10 @@ impl Store {
     ) -> StoreResult<Option<i64>> {
         let payload = serde_json::to_string(event)?;
         let key = conversation_key(channel, event);
-        // An explicit transaction, because in autocommit mode SQLite hands back the RETURNING
-        // row before the statement's implicit commit, and sqlx reports that row even when the
-        // commit then fails (a full disk, a read-only file): the adapter would acknowledge an
-        // event that was never stored. Here the commit is its own step and its error surfaces.
-        let mut tx = self.begin().await?;
-        let id: Option<i64> = sqlx::query_scalar(
+        // One statement in autocommit, read to its end with `fetch_all` so that a commit that
+        // fails is this call's error (see `Sql::write_returning`): the adapter must never
+        // acknowledge an event that was not stored.
+        let ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO inbox (channel, platform_id, conversation_key, payload, status, received_at)
              VALUES ($1, $2, $3, $4, 'pending', $5)
              ON CONFLICT (channel, platform_id) DO NOTHING
@@ -135,10 +133,9 @@ impl Store {
         .bind(&key)
         .bind(payload)
         .bind(now_ms)
-        .fetch_optional(&mut *tx)
+        .fetch_all(&mut *self.write().await?)
         .await?;
-        tx.commit().await?;
-        Ok(id)
+        Ok(ids.first().copied())
     }
 
     /// Entries of `channels` not yet handled, oldest first: the dispatcher's work after a

@@ -104,22 +104,24 @@ impl Sql {
     }
 
     /// Runs a writing statement with `RETURNING` (`INSERT … RETURNING id`, `DELETE …
-    /// RETURNING title`) in a transaction of its own. In autocommit mode SQLite hands back the
-    /// RETURNING row before the statement's implicit commit, and sqlx reports that row even
-    /// when the commit then fails (a full disk): a tool would tell the user "added" for a row
-    /// that was never stored. With a transaction the commit is its own step and its error is
-    /// returned.
+    /// RETURNING title`) on its own, committed when this returns `Ok`.
+    ///
+    /// In autocommit mode SQLite hands back the RETURNING rows at the statement's first step
+    /// and commits at its last. `fetch_optional` stops after the first row and drops the
+    /// statement, and the commit's error (a full disk) is lost in the reset: a tool would tell
+    /// the user "added" for a row that was never stored. `fetch_all` steps the statement to
+    /// its end, so a failed commit is the call's error; PostgreSQL reports it before it is
+    /// ready for the next query either way. One round trip to the database, where a
+    /// transaction around it took three.
     pub async fn write_returning<R>(self, store: &Store) -> StoreResult<Option<R>>
     where
         R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
     {
         let (sql, arguments) = self.arguments()?;
-        let mut tx = store.begin().await?;
-        let row = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), arguments)
-            .fetch_optional(&mut *tx)
+        let rows = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), arguments)
+            .fetch_all(&mut *store.write().await?)
             .await?;
-        tx.commit().await?;
-        Ok(row)
+        Ok(rows.into_iter().next())
     }
 
     /// Runs a writing statement inside the caller's transaction; the rows it changed.
