@@ -311,9 +311,6 @@ impl Handler {
         let note = (agent.id != routing.previous
             && !crate::store::http::shows_progress(&entry.channel))
         .then(|| switched_note(&agent));
-        store
-            .set_conversation_agent(conversation.id, Some(&agent.id), pinned, now)
-            .await?;
         let vision = rt
             .providers
             .config(&agent.provider)
@@ -328,6 +325,7 @@ impl Handler {
                 conversation.session,
                 Some(identity.user_id),
                 (&agent.id, agents.version(&agent.id)),
+                Some(pinned),
                 &user_message,
                 now,
             )

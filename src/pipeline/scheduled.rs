@@ -100,6 +100,7 @@ impl Handler {
                         conversation.session,
                         owner.as_ref().map(|o| o.user_id),
                         (&agent.id, agents.version(&agent.id)),
+                        None,
                         &user_message,
                         now,
                     )

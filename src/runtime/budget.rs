@@ -88,6 +88,14 @@ pub async fn record(
     payer: &Payer,
     response: &ChatResponse,
 ) -> Result<(), StoreError> {
+    let call = model_call(rt, payer, response);
+    rt.store.record_model_call(&call).await?;
+    recorded(rt, &call).await
+}
+
+/// A model call's record with its cost, for a caller that stores it in a transaction of its
+/// own (a turn's last call, with the turn's end); then [`recorded`].
+pub fn model_call(rt: &Runtime, payer: &Payer, response: &ChatResponse) -> ModelCall {
     let ChatResponse {
         provider,
         model,
@@ -95,7 +103,7 @@ pub async fn record(
         ..
     } = response;
     let cost = cost_nusd(rt.providers.config(provider), usage);
-    record_call(rt, payer, provider, model, usage, cost).await
+    call_record(rt, payer, provider, model, usage, cost)
 }
 
 /// Records a voice message's transcription like a model call (provider `transcription`), at the
@@ -130,10 +138,22 @@ async fn record_call(
     usage: &Usage,
     cost: i64,
 ) -> Result<(), StoreError> {
-    let day = today(rt);
-    let call = ModelCall {
+    let call = call_record(rt, payer, provider, model, usage, cost);
+    rt.store.record_model_call(&call).await?;
+    recorded(rt, &call).await
+}
+
+fn call_record(
+    rt: &Runtime,
+    payer: &Payer,
+    provider: &str,
+    model: &str,
+    usage: &Usage,
+    cost: i64,
+) -> ModelCall {
+    ModelCall {
         at_ms: rt.clock.now_ms(),
-        day: day.clone(),
+        day: today(rt),
         purpose: payer.purpose,
         provider: provider.to_string(),
         model: model.to_string(),
@@ -147,11 +167,21 @@ async fn record_call(
         cached_input_tokens: usage.cached_input_tokens,
         output_tokens: usage.output_tokens,
         cost_nusd: cost,
+    }
+}
+
+/// What follows a stored model call: `/metrics` counts it, and a call that cost something may
+/// pass a cap's warning line.
+pub async fn recorded(rt: &Runtime, call: &ModelCall) -> Result<(), StoreError> {
+    let usage = Usage {
+        input_tokens: call.input_tokens,
+        cached_input_tokens: call.cached_input_tokens,
+        output_tokens: call.output_tokens,
     };
-    rt.store.record_model_call(&call).await?;
-    rt.metrics.model_call(provider, model, usage, cost);
-    if cost > 0 {
-        warn_if_needed(rt, &day, payer.channel.as_deref()).await?;
+    rt.metrics
+        .model_call(&call.provider, &call.model, &usage, call.cost_nusd);
+    if call.cost_nusd > 0 {
+        warn_if_needed(rt, &call.day, call.channel.as_deref()).await?;
     }
     Ok(())
 }

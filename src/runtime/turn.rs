@@ -24,7 +24,8 @@ use super::tools::Toolbox;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderErrorKind};
 use crate::store::{
-    HistoryKey, NewOutbox, OutboxKind, StoreError, ToolCallStatus, Turn, TurnEnd, TurnStatus,
+    HistoryKey, ModelCall, NewOutbox, OutboxKind, StoreError, ToolCallStatus, Turn, TurnEnd,
+    TurnStatus,
 };
 
 /// At most this many stored messages after the latest summary are read for the request; turns
@@ -118,8 +119,8 @@ struct Finish {
     text: String,
     keep: Option<ChatMessage>,
     error: Option<String>,
-    /// The last model call's usage, stored with the turn's end instead of on its own.
-    usage: Option<(crate::provider::Usage, String, String)>,
+    /// The last model call, stored with the turn's end instead of on its own.
+    call: Option<ModelCall>,
 }
 
 /// Where the loop stopped.
@@ -154,7 +155,7 @@ pub async fn run_turn(
                 text,
                 keep,
                 error,
-                usage,
+                call,
             } = *finished;
             let text = match &job.note {
                 Some(note) => format!("{note}\n\n{text}"),
@@ -182,11 +183,14 @@ pub async fn run_turn(
                 session: job.session,
                 replies: vec![reply],
                 error: error.as_deref(),
-                usage: usage.as_ref().map(|(u, p, m)| (u, p.as_str(), m.as_str())),
+                call: call.as_ref(),
             };
             rt.store
                 .finish_turn(&job.turn, end, rt.clock.now_ms())
                 .await?;
+            if let Some(call) = &call {
+                budget::recorded(rt, call).await?;
+            }
             match status {
                 TurnStatus::Done => TurnOutcome::Answered,
                 TurnStatus::Cancelled => TurnOutcome::Cancelled,
@@ -204,7 +208,7 @@ fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
         text,
         keep: None,
         error,
-        usage: None,
+        call: None,
     }))
 }
 
@@ -399,7 +403,7 @@ async fn turn_loop(
             request_chars,
             response.usage.input_tokens,
         );
-        budget::record(rt, &payer, &response).await?;
+        let call = budget::model_call(rt, &payer, &response);
 
         if response.tool_calls.is_empty() {
             // The history keeps what the chat shows: a cut answer, not megabytes of it.
@@ -418,15 +422,16 @@ async fn turn_loop(
                 rt.compactor.want(history, agent);
             }
             let keep = ChatMessage::assistant(answer);
-            let usage = Some((response.usage, response.provider, response.model));
             return Ok(Stop::Finished(Box::new(Finish {
                 status: TurnStatus::Done,
                 text,
                 keep: Some(keep),
                 error: None,
-                usage,
+                call: Some(call),
             })));
         }
+        rt.store.record_model_call(&call).await?;
+        budget::recorded(rt, &call).await?;
         rt.store
             .add_turn_usage(
                 job.turn.id,

@@ -196,6 +196,7 @@ mod tests {
                 conversation.session,
                 None,
                 (agent, version),
+                None,
                 &ChatMessage::user("hi"),
                 n,
             )

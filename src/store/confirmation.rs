@@ -541,6 +541,7 @@ mod tests {
                 conversation.session,
                 None,
                 ("general", Some(1)),
+                None,
                 &ChatMessage::user("delete task 1"),
                 1,
             )

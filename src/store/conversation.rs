@@ -99,14 +99,7 @@ impl Store {
         pinned: bool,
         now_ms: i64,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE conversations SET current_agent = $1, agent_pinned = $2, last_active_at = $3 WHERE id = $4")
-            .bind(agent)
-            .bind(i64::from(pinned))
-            .bind(now_ms)
-            .bind(id)
-            .execute(&mut *self.write().await?)
-            .await?;
-        Ok(())
+        set_agent(&mut *self.write().await?, id, agent, pinned, now_ms).await
     }
 
     /// Starts a new session: the model forgets the history. With `reset_agent`, the
@@ -124,4 +117,25 @@ impl Store {
             .await?;
         Ok(())
     }
+}
+
+/// The one statement behind [`Store::set_conversation_agent`], also run inside
+/// [`Store::start_turn`]'s transaction.
+pub(super) async fn set_agent(
+    conn: &mut sqlx::AnyConnection,
+    id: i64,
+    agent: Option<&str>,
+    pinned: bool,
+    now_ms: i64,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE conversations SET current_agent = $1, agent_pinned = $2, last_active_at = $3 WHERE id = $4",
+    )
+    .bind(agent)
+    .bind(i64::from(pinned))
+    .bind(now_ms)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(())
 }

@@ -5,6 +5,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::outbox::{NewOutbox, reply_and_finish};
+use super::usage::{ModelCall, insert_model_call};
 use super::{Store, StoreError, StoreResult, WriteTx, to_i64};
 use crate::provider::{ChatMessage, ToolCall, Usage};
 
@@ -231,13 +232,19 @@ pub struct TurnEnd<'a> {
     pub session: i64,
     pub replies: Vec<NewOutbox>,
     pub error: Option<&'a str>,
-    /// The last model call's usage (tokens, provider, model), added in the same statement.
-    pub usage: Option<(&'a Usage, &'a str, &'a str)>,
+    /// The turn's last model call: recorded in `model_calls` and added to the turn's counts
+    /// (tokens, provider, model) in the same transaction.
+    pub call: Option<&'a ModelCall>,
 }
 
 impl Store {
     /// Starts the turn answering `inbox_id`, storing the user's message with it. The caller has
     /// checked [`Store::turn_for_inbox`] first: an entry already being worked on resumes its turn.
+    ///
+    /// `routed` is `Some(pinned)` for a message the router sent to `agent`: in the same
+    /// transaction that agent becomes the conversation's (pinned or not, as
+    /// [`Store::set_conversation_agent`] does) and the conversation is active now. A scheduled
+    /// run (`None`) leaves the conversation as it is.
     #[allow(clippy::too_many_arguments)]
     pub async fn start_turn(
         &self,
@@ -246,11 +253,22 @@ impl Store {
         session: i64,
         user_id: Option<i64>,
         agent: (&str, Option<i64>),
+        routed: Option<bool>,
         user_message: &ChatMessage,
         now_ms: i64,
     ) -> StoreResult<Turn> {
         let (agent_id, agent_version) = agent;
         let mut tx = self.begin().await?;
+        if let Some(pinned) = routed {
+            super::conversation::set_agent(
+                &mut tx,
+                conversation_id,
+                Some(agent_id),
+                pinned,
+                now_ms,
+            )
+            .await?;
+        }
         let turn_id: i64 = sqlx::query_scalar(
             "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, agent_version, status, started_at)
              VALUES ($1, $2, $3, $4, $5, 'running', $6) RETURNING id",
@@ -565,13 +583,17 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
         let mut tx = self.begin().await?;
-        let (calls, input, output, provider, model) = match end.usage {
-            Some((usage, provider, model)) => (
+        // The call happened and cost what it cost even when the turn is already finished.
+        if let Some(call) = end.call {
+            insert_model_call(&mut tx, call).await?;
+        }
+        let (calls, input, output, provider, model) = match end.call {
+            Some(call) => (
                 1i64,
-                i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-                i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-                Some(provider),
-                Some(model),
+                i64::try_from(call.input_tokens).unwrap_or(i64::MAX),
+                i64::try_from(call.output_tokens).unwrap_or(i64::MAX),
+                Some(call.provider.as_str()),
+                Some(call.model.as_str()),
             ),
             None => (0, 0, 0, None, None),
         };
@@ -594,6 +616,7 @@ impl Store {
         .await?;
         if updated.rows_affected() == 0 {
             // Already finished (a second resume raced this one): keep the first outcome.
+            tx.commit().await?;
             return Ok(Vec::new());
         }
         if let Some(message) = end.message {

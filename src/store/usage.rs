@@ -81,29 +81,7 @@ fn to_i64(n: u64) -> i64 {
 
 impl Store {
     pub async fn record_model_call(&self, call: &ModelCall) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
-               conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-        )
-        .bind(call.at_ms)
-        .bind(&call.day)
-        .bind(call.purpose)
-        .bind(&call.provider)
-        .bind(&call.model)
-        .bind(call.user_id)
-        .bind(call.agent_id.as_deref())
-        .bind(call.schedule.as_deref())
-        .bind(call.channel.as_deref())
-        .bind(call.conversation_id)
-        .bind(call.turn_id)
-        .bind(to_i64(call.input_tokens))
-        .bind(to_i64(call.cached_input_tokens))
-        .bind(to_i64(call.output_tokens))
-        .bind(call.cost_nusd)
-        .execute(&mut *self.write().await?)
-        .await?;
-        Ok(())
+        insert_model_call(&mut *self.write().await?, call).await
     }
 
     /// What was spent from day `from` to day `to` (both included), in billionths of a USD; only
@@ -200,6 +178,37 @@ impl Store {
         .await?;
         Ok(inserted.rows_affected() == 1)
     }
+}
+
+/// The one insert behind [`Store::record_model_call`], also run inside
+/// [`Store::finish_turn`]'s transaction for a turn's last call.
+pub(super) async fn insert_model_call(
+    conn: &mut sqlx::AnyConnection,
+    call: &ModelCall,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
+           conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(call.at_ms)
+    .bind(&call.day)
+    .bind(call.purpose)
+    .bind(&call.provider)
+    .bind(&call.model)
+    .bind(call.user_id)
+    .bind(call.agent_id.as_deref())
+    .bind(call.schedule.as_deref())
+    .bind(call.channel.as_deref())
+    .bind(call.conversation_id)
+    .bind(call.turn_id)
+    .bind(to_i64(call.input_tokens))
+    .bind(to_i64(call.cached_input_tokens))
+    .bind(to_i64(call.output_tokens))
+    .bind(call.cost_nusd)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]
