@@ -656,3 +656,148 @@ impl Store {
         Ok(ids)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+
+    use super::*;
+    use crate::store::Conversation;
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        let store = Store::open(&url).await.expect("store");
+        (dir, store)
+    }
+
+    /// A stored message in chat `chat` and its conversation.
+    async fn entry(store: &Store, n: i64, chat: &str) -> (i64, Conversation) {
+        let event = Inbound {
+            platform_id: format!("m{n}"),
+            chat: ChatRef::new(chat),
+            sender: Sender::new("user"),
+            kind: InboundKind::Message {
+                text: "hi".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        };
+        let inbox = store
+            .insert_inbox("test", &event, n)
+            .await
+            .expect("inbox")
+            .expect("new");
+        let conversation = store
+            .conversation("test", &event.chat, n)
+            .await
+            .expect("conversation");
+        (inbox, conversation)
+    }
+
+    async fn start(store: &Store, n: i64, chat: &str, routed: Option<bool>) -> Turn {
+        let (inbox, conversation) = entry(store, n, chat).await;
+        store
+            .start_turn(
+                inbox,
+                conversation.id,
+                conversation.session,
+                None,
+                ("finance", None),
+                routed,
+                &ChatMessage::user("hi"),
+                n,
+            )
+            .await
+            .expect("turn")
+    }
+
+    #[tokio::test]
+    async fn a_routed_turn_sets_the_conversations_agent_and_a_scheduled_one_does_not() {
+        let (_dir, store) = store().await;
+        let routed = start(&store, 1, "routed", Some(true)).await;
+        let conversation = store
+            .conversation_by_id(routed.conversation_id)
+            .await
+            .expect("read")
+            .expect("conversation");
+        assert_eq!(conversation.current_agent.as_deref(), Some("finance"));
+        assert!(conversation.agent_pinned);
+        assert_eq!(conversation.last_active_at, 1);
+
+        let scheduled = start(&store, 2, "scheduled", None).await;
+        let conversation = store
+            .conversation_by_id(scheduled.conversation_id)
+            .await
+            .expect("read")
+            .expect("conversation");
+        assert_eq!(conversation.current_agent, None, "left as it was");
+        assert!(!conversation.agent_pinned);
+        store.close().await;
+    }
+
+    fn call(turn: &Turn, input: u64) -> ModelCall {
+        ModelCall {
+            at_ms: 5,
+            day: "2026-11-27".into(),
+            purpose: "turn",
+            provider: "fake".into(),
+            model: "m1".into(),
+            turn_id: Some(turn.id),
+            input_tokens: input,
+            output_tokens: 7,
+            cost_nusd: 100,
+            ..ModelCall::default()
+        }
+    }
+
+    fn end(call: &ModelCall) -> TurnEnd<'_> {
+        TurnEnd {
+            status: TurnStatus::Done,
+            message: None,
+            session: 0,
+            replies: Vec::new(),
+            error: None,
+            call: Some(call),
+        }
+    }
+
+    /// The last model call is stored with the turn's end; when a racing resume finished the
+    /// turn first, the first outcome stays, but the call still counts: it was made and paid.
+    #[tokio::test]
+    async fn the_last_model_call_is_stored_with_the_turns_end_even_after_a_race() {
+        let (_dir, store) = store().await;
+        let turn = start(&store, 1, "chat", Some(false)).await;
+        let first = call(&turn, 40);
+        store
+            .finish_turn(&turn, end(&first), 10)
+            .await
+            .expect("finish");
+        let finished = store.turn(turn.id).await.expect("read").expect("turn");
+        assert_eq!(finished.status, TurnStatus::Done);
+        assert_eq!(
+            (
+                finished.llm_calls,
+                finished.input_tokens,
+                finished.output_tokens
+            ),
+            (1, 40, 7)
+        );
+
+        let late = call(&turn, 1000);
+        store
+            .finish_turn(&turn, end(&late), 11)
+            .await
+            .expect("raced finish");
+        let kept = store.turn(turn.id).await.expect("read").expect("turn");
+        assert_eq!(kept.input_tokens, 40, "the first outcome stays");
+        let spent = store
+            .spent_nusd("2026-11-27", "2026-11-27", None)
+            .await
+            .expect("spent");
+        assert_eq!(spent, 200, "both calls are recorded");
+        store.close().await;
+    }
+}
