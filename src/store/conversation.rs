@@ -51,8 +51,8 @@ impl Store {
         let select = format!(
             "SELECT {COLUMNS} FROM conversations WHERE channel = $1 AND chat_id = $2 AND thread_id = $3"
         );
-        // Known chats (nearly every message) need one query; new ones are inserted first.
-        let found = sqlx::query(sqlx::AssertSqlSafe(select.clone()))
+        // Known chats (nearly every message) need one query, and no write.
+        let found = sqlx::query(sqlx::AssertSqlSafe(select))
             .bind(channel)
             .bind(&chat.chat_id)
             .bind(thread)
@@ -61,24 +61,34 @@ impl Store {
         if let Some(row) = found {
             return from_row(&row);
         }
-        sqlx::query(
+        self.insert_conversation(channel, &chat.chat_id, thread, now_ms)
+            .await
+    }
+
+    /// A new chat's conversation, inserted and read back in one statement. The no-op update
+    /// brings back a row that a racing writer inserted first; `fetch_all` as in
+    /// `Sql::write_returning`, so a failed commit is an error and not a conversation.
+    async fn insert_conversation(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        thread: &str,
+        now_ms: i64,
+    ) -> StoreResult<Conversation> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO conversations (channel, chat_id, thread_id, last_active_at, created_at)
              VALUES ($1, $2, $3, $4, $4)
-             ON CONFLICT (channel, chat_id, thread_id) DO NOTHING",
-        )
+             ON CONFLICT (channel, chat_id, thread_id) DO UPDATE SET channel = excluded.channel
+             RETURNING {COLUMNS}"
+        )))
         .bind(channel)
-        .bind(&chat.chat_id)
+        .bind(chat_id)
         .bind(thread)
         .bind(now_ms)
-        .execute(&mut *self.write().await?)
+        .fetch_all(&mut *self.write().await?)
         .await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(select))
-            .bind(channel)
-            .bind(&chat.chat_id)
-            .bind(thread)
-            .fetch_one(self.pool())
-            .await?;
-        from_row(&row)
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+        from_row(row)
     }
 
     pub async fn conversation_by_id(&self, id: i64) -> StoreResult<Option<Conversation>> {
@@ -138,4 +148,45 @@ pub(super) async fn set_agent(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two starts racing on a new chat: the one that inserts second gets the first one's row,
+    /// unchanged, not an error or a second conversation.
+    #[tokio::test]
+    async fn a_chat_inserted_twice_is_one_conversation() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
+        let store = Store::open(&url).await.expect("store");
+        let first = store
+            .insert_conversation("test", "chat", "", 1)
+            .await
+            .expect("first");
+        store
+            .set_conversation_agent(first.id, Some("finance"), true, 2)
+            .await
+            .expect("agent");
+        let second = store
+            .insert_conversation("test", "chat", "", 3)
+            .await
+            .expect("second");
+        assert_eq!(second.id, first.id);
+        assert_eq!(second.current_agent.as_deref(), Some("finance"));
+        assert_eq!(second.last_active_at, 2, "left as it was");
+        let found = store
+            .conversation("test", &ChatRef::new("chat"), 4)
+            .await
+            .expect("found");
+        assert_eq!(found.id, first.id);
+        let other = store
+            .conversation("test", &ChatRef::new("other"), 5)
+            .await
+            .expect("new");
+        assert_ne!(other.id, first.id);
+        assert_eq!(other.last_active_at, 5);
+        store.close().await;
+    }
 }
