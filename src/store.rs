@@ -6,6 +6,7 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+mod batch;
 pub mod bookmark;
 pub mod calendar;
 mod channel_state;
@@ -33,6 +34,7 @@ pub mod user;
 mod writer;
 
 pub use agent::AgentVersion;
+pub use batch::Batch;
 pub use confirmation::{
     AuditEntry, Confirmation, ConfirmationStatus, DENIED_FOR_WRONG_CODES, WrongCode,
 };
@@ -375,6 +377,17 @@ impl Store {
     /// a button press twice or found its confirmation already decided and showed no outcome.
     pub async fn begin(&self) -> StoreResult<WriteTx> {
         self.writer.begin().await
+    }
+
+    /// An empty [`Batch`] of statements for [`Store::write_batch`].
+    pub fn batch(&self) -> Batch {
+        Batch::new(self.backend)
+    }
+
+    /// Commits the batch's statements together (on SQLite in one round trip); the rows they
+    /// return, in order. An error means none of them took effect.
+    pub async fn write_batch(&self, batch: Batch) -> StoreResult<Vec<sqlx::any::AnyRow>> {
+        batch.run(&self.writer).await
     }
 
     /// Writes a consistent copy of a SQLite database to `path` while others keep using it

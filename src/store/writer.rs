@@ -15,7 +15,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use sqlx::any::AnyConnectOptions;
+use sqlx::any::{AnyArguments, AnyConnectOptions, AnyRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor};
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -93,6 +93,41 @@ impl Writer {
                 }))
             }
             Self::Postgres(pool) => Ok(WriteTx(Tx::Postgres(Some(pool.begin().await?)))),
+        }
+    }
+
+    /// Runs `sql` (`BEGIN IMMEDIATE; …; COMMIT`, from [`super::batch::Batch`]) on SQLite's
+    /// write connection as one query. Marked unfinished first: a statement that fails stops the
+    /// rest with the transaction still open, and a caller dropped on the way leaves it so too;
+    /// it is rolled back at once, or by the next writer.
+    pub(super) async fn sqlite_batch(
+        &self,
+        sql: String,
+        arguments: AnyArguments,
+    ) -> StoreResult<Vec<AnyRow>> {
+        let Self::Sqlite(writer) = self else {
+            unreachable!("a batch runs as one query on SQLite only");
+        };
+        let mut state = writer.lock().await?;
+        state.unfinished = true;
+        let result = sqlx::query_with(sqlx::AssertSqlSafe(sql), arguments)
+            .fetch_all(connection(&mut state))
+            .await;
+        match result {
+            Ok(rows) => {
+                state.unfinished = false;
+                Ok(rows)
+            }
+            Err(err) => {
+                // Nothing of it may stay: roll back now, so that SQLite's write lock is free
+                // for other processes. When there is nothing to roll back (BEGIN failed, or
+                // COMMIT failed and SQLite rolled back itself) this fails, and the next writer
+                // opens a fresh connection, as after any unfinished transaction.
+                if connection(&mut state).execute("ROLLBACK").await.is_ok() {
+                    state.unfinished = false;
+                }
+                Err(err.into())
+            }
         }
     }
 
