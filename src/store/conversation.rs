@@ -129,8 +129,11 @@ impl Store {
     }
 }
 
-/// The one statement behind [`Store::set_conversation_agent`], also run inside
-/// [`Store::start_turn`]'s transaction.
+/// The conversation's agent, whether it is pinned, and when it was last active.
+pub(super) const SET_AGENT: &str = "UPDATE conversations SET current_agent = $1, agent_pinned = $2, last_active_at = $3 WHERE id = $4";
+
+/// [`SET_AGENT`] on `conn`: [`Store::set_conversation_agent`]; [`Store::start_turn`] runs it in
+/// its batch.
 pub(super) async fn set_agent(
     conn: &mut sqlx::AnyConnection,
     id: i64,
@@ -138,15 +141,13 @@ pub(super) async fn set_agent(
     pinned: bool,
     now_ms: i64,
 ) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE conversations SET current_agent = $1, agent_pinned = $2, last_active_at = $3 WHERE id = $4",
-    )
-    .bind(agent)
-    .bind(i64::from(pinned))
-    .bind(now_ms)
-    .bind(id)
-    .execute(conn)
-    .await?;
+    sqlx::query(SET_AGENT)
+        .bind(agent)
+        .bind(i64::from(pinned))
+        .bind(now_ms)
+        .bind(id)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

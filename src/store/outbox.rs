@@ -244,13 +244,16 @@ async fn insert_parts(
     Ok(parts)
 }
 
+const SET_PART_STATUS: &str =
+    "UPDATE outbox_parts SET status = $1 WHERE outbox_id = $2 AND idx = $3";
+
 async fn set_part_status(
     conn: &mut sqlx::AnyConnection,
     id: i64,
     index: usize,
     status: PartStatus,
 ) -> StoreResult<()> {
-    sqlx::query("UPDATE outbox_parts SET status = $1 WHERE outbox_id = $2 AND idx = $3")
+    sqlx::query(SET_PART_STATUS)
         .bind(status.as_str())
         .bind(id)
         .bind(super::to_i64(index))
@@ -348,32 +351,33 @@ impl Store {
         next: Option<usize>,
         now_ms: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "UPDATE outbox_parts SET status = 'sent', platform_message_id = $1, sent_at = $2
-             WHERE outbox_id = $3 AND idx = $4",
-        )
-        .bind(message_id)
-        .bind(now_ms)
-        .bind(id)
-        .bind(super::to_i64(index))
-        .execute(&mut *tx)
-        .await?;
+        // One batch: this runs once per part sent, with a reply's delivery waiting on it.
+        let mut batch = self.batch();
+        batch
+            .push(
+                "UPDATE outbox_parts SET status = 'sent', platform_message_id = $1, sent_at = $2
+                 WHERE outbox_id = $3 AND idx = $4",
+            )
+            .bind(message_id)
+            .bind(now_ms)
+            .bind(id)
+            .bind(super::to_i64(index));
         match next {
-            Some(next) => set_part_status(&mut tx, id, next, PartStatus::Sending).await?,
-            None => {
-                sqlx::query(
+            Some(next) => batch
+                .push(SET_PART_STATUS)
+                .bind(PartStatus::Sending.as_str())
+                .bind(id)
+                .bind(super::to_i64(next)),
+            None => batch
+                .push(
                     "UPDATE outbox SET status = 'sent', platform_message_id = $1, sent_at = $2, attempts = attempts + 1
                      WHERE id = $3",
                 )
                 .bind(message_id)
                 .bind(now_ms)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
+                .bind(id),
+        };
+        self.write_batch(batch).await?;
         Ok(())
     }
 

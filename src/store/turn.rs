@@ -258,39 +258,43 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Turn> {
         let (agent_id, agent_version) = agent;
-        let mut tx = self.begin().await?;
+        // One batch (every message starts a turn): the user's message finds its turn by the
+        // inbox entry, which has at most one.
+        let mut batch = self.batch();
         if let Some(pinned) = routed {
-            super::conversation::set_agent(
-                &mut tx,
-                conversation_id,
-                Some(agent_id),
-                pinned,
-                now_ms,
-            )
-            .await?;
+            batch
+                .push(super::conversation::SET_AGENT)
+                .bind(Some(agent_id))
+                .bind(i64::from(pinned))
+                .bind(now_ms)
+                .bind(conversation_id);
         }
-        let turn_id: i64 = sqlx::query_scalar(
-            "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, agent_version, status, started_at)
-             VALUES ($1, $2, $3, $4, $5, 'running', $6) RETURNING id",
-        )
-        .bind(inbox_id)
-        .bind(conversation_id)
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(agent_version)
-        .bind(now_ms)
-        .fetch_one(&mut *tx)
-        .await?;
-        insert_message(
-            &mut tx,
-            conversation_id,
-            session,
-            turn_id,
-            user_message,
-            now_ms,
-        )
-        .await?;
-        tx.commit().await?;
+        batch
+            .push(
+                "INSERT INTO turns (inbox_id, conversation_id, user_id, agent_id, agent_version, status, started_at)
+                 VALUES ($1, $2, $3, $4, $5, 'running', $6) RETURNING id",
+            )
+            .bind(inbox_id)
+            .bind(conversation_id)
+            .bind(user_id)
+            .bind(agent_id)
+            .bind(agent_version)
+            .bind(now_ms);
+        batch
+            .push(
+                "INSERT INTO messages (conversation_id, session, turn_id, role, body, chars, created_at)
+                 VALUES ($1, $2, (SELECT id FROM turns WHERE inbox_id = $3), $4, $5, $6, $7)",
+            )
+            .bind(conversation_id)
+            .bind(session)
+            .bind(inbox_id)
+            .bind(role(user_message))
+            .bind(serde_json::to_string(user_message)?)
+            .bind(to_i64(message_chars(user_message)))
+            .bind(now_ms);
+        let rows = self.write_batch(batch).await?;
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+        let turn_id: i64 = row.try_get(0)?;
         Ok(Turn {
             id: turn_id,
             inbox_id,
