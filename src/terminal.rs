@@ -396,6 +396,15 @@ impl Channel for TerminalChannel {
         message: &OutboundMessage,
     ) -> Result<(), ChannelError> {
         let text = message.text.trim_end();
+        let mut printed = self.printed();
+        if !printed.is_empty() {
+            // An answer is streaming on the current line (a turn resumed after a decision
+            // answers while that decision's outcome is still on its way here): end the line,
+            // and the answer prints whole below the outcome, as after a model's retry.
+            self.print("\n");
+            printed.clear();
+        }
+        drop(printed);
         let before = self
             .texts
             .lock()
