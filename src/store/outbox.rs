@@ -9,7 +9,7 @@ use hearth_channel::{MessageRef, OutboundMessage, PlannedPart};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, StoreResult, WriteTx};
+use super::{Batch, Store, StoreResult, WriteTx};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum OutboxKind {
@@ -108,11 +108,7 @@ pub(super) async fn insert_outbox(
     item: &NewOutbox,
     now_ms: i64,
 ) -> StoreResult<i64> {
-    let (kind, target) = match &item.kind {
-        OutboxKind::Send => ("send", None),
-        OutboxKind::Edit { target } => ("edit", Some(serde_json::to_string(target)?)),
-        OutboxKind::Outcome { prompt } => ("outcome", Some(prompt.to_string())),
-    };
+    let row = OutboxRow::of(item)?;
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox (inbox_id, seq, channel, chat_key, kind, payload, target, status, next_attempt_at, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8) RETURNING id",
@@ -120,13 +116,65 @@ pub(super) async fn insert_outbox(
     .bind(item.inbox_id)
     .bind(item.seq)
     .bind(&item.channel)
-    .bind(chat_key(&item.channel, &item.message))
-    .bind(kind)
-    .bind(serde_json::to_string(&item.message)?)
-    .bind(target)
+    .bind(row.chat_key)
+    .bind(row.kind)
+    .bind(row.payload)
+    .bind(row.target)
     .bind(now_ms)
     .fetch_one(&mut **tx)
     .await?)
+}
+
+/// Adds `item` to `batch` as [`insert_outbox`] does, but only while turn `turn_id` is running
+/// or suspended (see [`Store::finish_turn`]); its id comes back as a row when it is queued.
+pub(super) fn push_reply_of_turn(
+    batch: &mut Batch,
+    item: &NewOutbox,
+    turn_id: i64,
+    now_ms: i64,
+) -> StoreResult<()> {
+    let row = OutboxRow::of(item)?;
+    batch
+        .push(
+            "INSERT INTO outbox (inbox_id, seq, channel, chat_key, kind, payload, target, status, next_attempt_at, created_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8
+             WHERE EXISTS (SELECT 1 FROM turns WHERE id = $9 AND status IN ('running', 'suspended'))
+             RETURNING id",
+        )
+        .bind(item.inbox_id)
+        .bind(item.seq)
+        .bind(item.channel.as_str())
+        .bind(row.chat_key)
+        .bind(row.kind)
+        .bind(row.payload)
+        .bind(row.target)
+        .bind(now_ms)
+        .bind(turn_id);
+    Ok(())
+}
+
+/// What a new outbox row stores of its item, beside the item's own fields.
+struct OutboxRow {
+    chat_key: String,
+    kind: &'static str,
+    payload: String,
+    target: Option<String>,
+}
+
+impl OutboxRow {
+    fn of(item: &NewOutbox) -> StoreResult<Self> {
+        let (kind, target) = match &item.kind {
+            OutboxKind::Send => ("send", None),
+            OutboxKind::Edit { target } => ("edit", Some(serde_json::to_string(target)?)),
+            OutboxKind::Outcome { prompt } => ("outcome", Some(prompt.to_string())),
+        };
+        Ok(Self {
+            chat_key: chat_key(&item.channel, &item.message),
+            kind,
+            payload: serde_json::to_string(&item.message)?,
+            target,
+        })
+    }
 }
 
 /// Queues `replies` and marks inbox entry `inbox_id` handled, inside the caller's transaction:

@@ -4,8 +4,8 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::outbox::{NewOutbox, reply_and_finish};
-use super::usage::{ModelCall, insert_model_call};
+use super::outbox::{NewOutbox, push_reply_of_turn, reply_and_finish};
+use super::usage::{ModelCall, push_model_call};
 use super::{Store, StoreError, StoreResult, WriteTx, to_i64};
 use crate::provider::{ChatMessage, ToolCall, Usage};
 
@@ -579,18 +579,49 @@ impl Store {
 
     /// Ends a turn in one transaction: the final message joins the history, the replies enter
     /// the outbox, and the inbox entry is done. Either all of it happens or none of it, so a crash
-    /// here means the turn resumes and replies exactly once.
+    /// here means the turn resumes and replies exactly once. Returns the replies' outbox ids;
+    /// none when the turn was already finished (a second resume raced this one), whose first
+    /// outcome stays.
+    ///
+    /// One batch, as every answer ends here: each statement is guarded by the turn still
+    /// being unfinished, and the turn's own update comes last, so all of them see it as it was.
+    /// The last model call is recorded either way: it was made, and it cost what it cost.
     pub async fn finish_turn(
         &self,
         turn: &Turn,
         end: TurnEnd<'_>,
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
-        let mut tx = self.begin().await?;
-        // The call happened and cost what it cost even when the turn is already finished.
+        let mut batch = self.batch();
         if let Some(call) = end.call {
-            insert_model_call(&mut tx, call).await?;
+            push_model_call(&mut batch, call);
         }
+        if let Some(message) = end.message {
+            batch
+                .push(
+                    "INSERT INTO messages (conversation_id, session, turn_id, role, body, chars, created_at)
+                     SELECT $1, $2, $3, $4, $5, $6, $7
+                     WHERE EXISTS (SELECT 1 FROM turns WHERE id = $3 AND status IN ('running', 'suspended'))",
+                )
+                .bind(turn.conversation_id)
+                .bind(end.session)
+                .bind(turn.id)
+                .bind(role(message))
+                .bind(serde_json::to_string(message)?)
+                .bind(to_i64(message_chars(message)))
+                .bind(now_ms);
+        }
+        for reply in &end.replies {
+            push_reply_of_turn(&mut batch, reply, turn.id, now_ms)?;
+        }
+        batch
+            .push(
+                "UPDATE inbox SET status = 'done', processed_at = $1 WHERE id = $2
+                 AND EXISTS (SELECT 1 FROM turns WHERE id = $3 AND status IN ('running', 'suspended'))",
+            )
+            .bind(now_ms)
+            .bind(turn.inbox_id)
+            .bind(turn.id);
         let (calls, input, output, provider, model) = match end.call {
             Some(call) => (
                 1i64,
@@ -601,42 +632,26 @@ impl Store {
             ),
             None => (0, 0, 0, None, None),
         };
-        let updated = sqlx::query(
-            "UPDATE turns SET status = $1, error = $2, finished_at = $3, llm_calls = llm_calls + $5,
-               input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
-               provider = COALESCE($8, provider), model = COALESCE($9, model)
-             WHERE id = $4 AND status IN ('running', 'suspended')",
-        )
-        .bind(end.status.as_str())
-        .bind(end.error)
-        .bind(now_ms)
-        .bind(turn.id)
-        .bind(calls)
-        .bind(input)
-        .bind(output)
-        .bind(provider)
-        .bind(model)
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() == 0 {
-            // Already finished (a second resume raced this one): keep the first outcome.
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        if let Some(message) = end.message {
-            insert_message(
-                &mut tx,
-                turn.conversation_id,
-                end.session,
-                turn.id,
-                message,
-                now_ms,
+        batch
+            .push(
+                "UPDATE turns SET status = $1, error = $2, finished_at = $3, llm_calls = llm_calls + $5,
+                   input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
+                   provider = COALESCE($8, provider), model = COALESCE($9, model)
+                 WHERE id = $4 AND status IN ('running', 'suspended')",
             )
-            .await?;
-        }
-        let ids = reply_and_finish(&mut tx, turn.inbox_id, &end.replies, now_ms).await?;
-        tx.commit().await?;
-        Ok(ids)
+            .bind(end.status.as_str())
+            .bind(end.error)
+            .bind(now_ms)
+            .bind(turn.id)
+            .bind(calls)
+            .bind(input)
+            .bind(output)
+            .bind(provider)
+            .bind(model);
+        let rows = self.write_batch(batch).await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get::<i64, _>(0)?))
+            .collect()
     }
 
     /// Answers an inbox entry without a turn (a chat command, a pairing code): the replies and

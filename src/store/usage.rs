@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreResult};
+use super::{Batch, Store, StoreResult};
 
 /// One model call to record. Days are local dates (`YYYY-MM-DD` in `daemon.timezone`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -81,7 +81,10 @@ fn to_i64(n: u64) -> i64 {
 
 impl Store {
     pub async fn record_model_call(&self, call: &ModelCall) -> StoreResult<()> {
-        insert_model_call(&mut *self.write().await?, call).await
+        let mut batch = self.batch();
+        push_model_call(&mut batch, call);
+        self.write_batch(batch).await?;
+        Ok(())
     }
 
     /// What was spent from day `from` to day `to` (both included), in billionths of a USD; only
@@ -180,35 +183,30 @@ impl Store {
     }
 }
 
-/// The one insert behind [`Store::record_model_call`], also run inside
-/// [`Store::finish_turn`]'s transaction for a turn's last call.
-pub(super) async fn insert_model_call(
-    conn: &mut sqlx::AnyConnection,
-    call: &ModelCall,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
-           conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-    )
-    .bind(call.at_ms)
-    .bind(&call.day)
-    .bind(call.purpose)
-    .bind(&call.provider)
-    .bind(&call.model)
-    .bind(call.user_id)
-    .bind(call.agent_id.as_deref())
-    .bind(call.schedule.as_deref())
-    .bind(call.channel.as_deref())
-    .bind(call.conversation_id)
-    .bind(call.turn_id)
-    .bind(to_i64(call.input_tokens))
-    .bind(to_i64(call.cached_input_tokens))
-    .bind(to_i64(call.output_tokens))
-    .bind(call.cost_nusd)
-    .execute(conn)
-    .await?;
-    Ok(())
+/// Adds `call`'s row to `batch`: [`Store::record_model_call`] on its own, and
+/// [`Store::finish_turn`] with the turn's end.
+pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
+    batch
+        .push(
+            "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
+               conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        )
+        .bind(call.at_ms)
+        .bind(call.day.as_str())
+        .bind(call.purpose)
+        .bind(call.provider.as_str())
+        .bind(call.model.as_str())
+        .bind(call.user_id)
+        .bind(call.agent_id.as_deref())
+        .bind(call.schedule.as_deref())
+        .bind(call.channel.as_deref())
+        .bind(call.conversation_id)
+        .bind(call.turn_id)
+        .bind(to_i64(call.input_tokens))
+        .bind(to_i64(call.cached_input_tokens))
+        .bind(to_i64(call.output_tokens))
+        .bind(call.cost_nusd);
 }
 
 #[cfg(test)]
