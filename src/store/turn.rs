@@ -681,7 +681,7 @@ mod tests {
     use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
 
     use super::*;
-    use crate::store::Conversation;
+    use crate::store::{Conversation, InboxStatus};
 
     async fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -772,28 +772,37 @@ mod tests {
         }
     }
 
-    fn end(call: &ModelCall) -> TurnEnd<'_> {
+    fn end<'a>(turn: &Turn, call: &'a ModelCall, answer: &'a ChatMessage) -> TurnEnd<'a> {
         TurnEnd {
             status: TurnStatus::Done,
-            message: None,
+            message: Some(answer),
             session: 0,
-            replies: Vec::new(),
+            replies: vec![NewOutbox {
+                inbox_id: Some(turn.inbox_id),
+                seq: 0,
+                channel: "test".into(),
+                kind: super::super::OutboxKind::Send,
+                message: hearth_channel::OutboundMessage::text(ChatRef::new("chat"), "answer"),
+            }],
             error: None,
             call: Some(call),
         }
     }
 
-    /// The last model call is stored with the turn's end; when a racing resume finished the
-    /// turn first, the first outcome stays, but the call still counts: it was made and paid.
+    /// What is stored of a turn's end: the answer in the history, the reply in the outbox, the
+    /// inbox entry done. When a racing resume finished the turn first, the first outcome stays
+    /// and nothing of the second is stored but its model call: it was made, and it was paid.
     #[tokio::test]
     async fn the_last_model_call_is_stored_with_the_turns_end_even_after_a_race() {
         let (_dir, store) = store().await;
         let turn = start(&store, 1, "chat", Some(false)).await;
         let first = call(&turn, 40);
-        store
-            .finish_turn(&turn, end(&first), 10)
+        let answer = ChatMessage::assistant("answer");
+        let ids = store
+            .finish_turn(&turn, end(&turn, &first, &answer), 10)
             .await
             .expect("finish");
+        assert_eq!(ids.len(), 1, "the reply is queued");
         let finished = store.turn(turn.id).await.expect("read").expect("turn");
         assert_eq!(finished.status, TurnStatus::Done);
         assert_eq!(
@@ -804,12 +813,30 @@ mod tests {
             ),
             (1, 40, 7)
         );
+        assert_eq!(
+            store.inbox_status(turn.inbox_id).await.expect("status"),
+            Some(InboxStatus::Done)
+        );
+        let history = |store: Store| async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM messages")
+                .fetch_one(store.pool())
+                .await
+                .expect("count")
+        };
+        assert_eq!(
+            history(store.clone()).await,
+            2,
+            "the question and the answer"
+        );
 
         let late = call(&turn, 1000);
-        store
-            .finish_turn(&turn, end(&late), 11)
+        let ids = store
+            .finish_turn(&turn, end(&turn, &late, &answer), 11)
             .await
             .expect("raced finish");
+        assert!(ids.is_empty(), "no second reply");
+        assert_eq!(store.outbox_depth().await.expect("depth"), 1);
+        assert_eq!(history(store.clone()).await, 2, "no second answer");
         let kept = store.turn(turn.id).await.expect("read").expect("turn");
         assert_eq!(kept.input_tokens, 40, "the first outcome stays");
         let spent = store
