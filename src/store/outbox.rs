@@ -250,46 +250,50 @@ async fn parts_of(conn: &mut sqlx::AnyConnection, id: i64) -> StoreResult<Vec<Ou
         .collect()
 }
 
-/// Stores the planned parts of row `id` in one statement, the first marked as being sent
-/// (the caller sends it next), and returns them as stored.
-async fn insert_parts(
-    conn: &mut sqlx::AnyConnection,
-    id: i64,
-    planned: &[String],
-) -> StoreResult<Vec<OutboxPart>> {
-    if planned.is_empty() {
-        return Ok(Vec::new());
+/// Adds to `batch` the planned parts of row `id`, the first marked as being sent (the caller
+/// sends it next), all in one statement, and only if the row can be taken now (pending and due
+/// at `now_ms`) and has no parts yet. Each part stored returns a row.
+fn push_planned_parts(batch: &mut Batch, id: i64, now_ms: i64, planned: &[String]) {
+    let values: Vec<String> = (0..planned.len())
+        .map(|index| {
+            let status = if index == 0 {
+                PartStatus::Sending
+            } else {
+                PartStatus::Pending
+            };
+            format!("($1, {index}, ${}, '{}')", index + 3, status.as_str())
+        })
+        .collect();
+    batch.push(&format!(
+        "INSERT INTO outbox_parts (outbox_id, idx, text, status)
+         SELECT column1, column2, column3, column4 FROM (VALUES {}) AS planned
+         WHERE EXISTS (SELECT 1 FROM outbox WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2)
+         AND NOT EXISTS (SELECT 1 FROM outbox_parts WHERE outbox_id = $1)
+         RETURNING idx",
+        values.join(", ")
+    ));
+    batch.bind(id).bind(now_ms);
+    for text in planned {
+        batch.bind(text.as_str());
     }
-    let mut sql =
-        super::query::Sql::new("INSERT INTO outbox_parts (outbox_id, idx, text, status) VALUES ");
-    let mut parts = Vec::with_capacity(planned.len());
-    for (index, text) in planned.iter().enumerate() {
-        let status = if index == 0 {
-            PartStatus::Sending
-        } else {
-            PartStatus::Pending
-        };
-        if index > 0 {
-            sql.push(", ");
-        }
-        sql.push("(")
-            .bind(id)
-            .push(", ")
-            .bind(super::to_i64(index))
-            .push(", ")
-            .bind(text.clone())
-            .push(", ")
-            .bind(status.as_str())
-            .push(")");
-        parts.push(OutboxPart {
+}
+
+/// The parts [`push_planned_parts`] stores, as stored.
+fn new_parts(planned: &[String]) -> Vec<OutboxPart> {
+    planned
+        .iter()
+        .enumerate()
+        .map(|(index, text)| OutboxPart {
             part: PlannedPart::new(index, planned.len(), text.clone()),
-            status,
+            status: if index == 0 {
+                PartStatus::Sending
+            } else {
+                PartStatus::Pending
+            },
             platform_message_id: None,
             in_doubt: false,
-        });
-    }
-    sql.execute_in(conn).await?;
-    Ok(parts)
+        })
+        .collect()
 }
 
 const SET_PART_STATUS: &str =
@@ -359,31 +363,39 @@ impl Store {
         now_ms: i64,
         planned: &[String],
     ) -> StoreResult<Option<Vec<OutboxPart>>> {
-        let mut tx = self.begin().await?;
-        // Taken, and whether its parts were stored by an earlier attempt, in one statement: the
-        // first delivery of a reply (nearly all of them) then costs this and one insert.
-        let stored_parts: Option<i64> = sqlx::query_scalar(
-            "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2
-             RETURNING (SELECT COUNT(*) FROM outbox_parts WHERE outbox_id = $1)",
-        )
-        .bind(id)
-        .bind(now_ms)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(stored_parts) = stored_parts else {
-            tx.rollback().await?;
+        // The first delivery of a reply (nearly all of them) is one batch: its parts stored
+        // if the row can be taken and has none yet, then the row taken, returning how many
+        // parts it has. Both statements test the row as it was before the batch.
+        let mut batch = self.batch();
+        if !planned.is_empty() {
+            push_planned_parts(&mut batch, id, now_ms, planned);
+        }
+        batch
+            .push(
+                "UPDATE outbox SET status = 'sending' WHERE id = $1 AND status = 'pending' AND next_attempt_at <= $2
+                 RETURNING (SELECT COUNT(*) FROM outbox_parts WHERE outbox_id = $1) AS stored_parts",
+            )
+            .bind(id)
+            .bind(now_ms);
+        let rows = self.write_batch(batch).await?;
+        // Not taken: nothing was stored either.
+        let Some(taken) = rows.last() else {
             return Ok(None);
         };
-        let parts = if stored_parts == 0 {
-            insert_parts(&mut tx, id, planned).await?
-        } else {
-            let mut parts = parts_of(&mut tx, id).await?;
-            if let Some(next) = parts.iter_mut().find(|p| p.status != PartStatus::Sent) {
-                set_part_status(&mut tx, id, next.part.index, PartStatus::Sending).await?;
-                next.status = PartStatus::Sending;
-            }
-            parts
-        };
+        let stored_parts: i64 = taken.try_get("stored_parts")?;
+        if rows.len() > 1 || stored_parts == 0 {
+            // Stored now (the first part marked as being sent), or an edit, which has none.
+            return Ok(Some(new_parts(planned)));
+        }
+        // Parts an earlier attempt stored: resume at the first one not sent. The row is this
+        // lane's now; a death before this commits leaves it `sending` with no part in flight,
+        // which the next start queues again without a doubt.
+        let mut tx = self.begin().await?;
+        let mut parts = parts_of(&mut tx, id).await?;
+        if let Some(next) = parts.iter_mut().find(|p| p.status != PartStatus::Sent) {
+            set_part_status(&mut tx, id, next.part.index, PartStatus::Sending).await?;
+            next.status = PartStatus::Sending;
+        }
         tx.commit().await?;
         Ok(Some(parts))
     }
@@ -629,5 +641,105 @@ impl Store {
             .fetch_one(self.pool())
             .await?,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::ChatRef;
+
+    use super::*;
+
+    fn reply(text: &str) -> NewOutbox {
+        NewOutbox {
+            inbox_id: None,
+            seq: 0,
+            channel: "test".into(),
+            kind: OutboxKind::Send,
+            message: OutboundMessage::text(ChatRef::new("chat"), text),
+        }
+    }
+
+    fn statuses(parts: &[OutboxPart]) -> Vec<PartStatus> {
+        parts.iter().map(|p| p.status).collect()
+    }
+
+    /// A delivery's start as the lanes use it: the first takes the row and stores its parts,
+    /// the first being sent; a second lane, or a row not yet due, gets nothing and stores
+    /// nothing; after a failed part the retry resumes at that part.
+    async fn delivery_starts(store: &Store) {
+        let planned = vec!["one".to_string(), "two".to_string()];
+        let ids = store
+            .enqueue_outbox(&[reply("one two"), reply("later")], 100)
+            .await
+            .expect("enqueue");
+        let (id, later) = (ids[0], ids[1]);
+
+        let parts = store
+            .start_outbox_delivery(id, 100, &planned)
+            .await
+            .expect("start")
+            .expect("taken");
+        assert_eq!(statuses(&parts), [PartStatus::Sending, PartStatus::Pending]);
+        assert_eq!(store.outbox_parts(id).await.expect("parts"), parts);
+        assert!(
+            store
+                .start_outbox_delivery(id, 100, &planned)
+                .await
+                .expect("start again")
+                .is_none(),
+            "another lane has it"
+        );
+
+        store
+            .record_part_sent(id, 0, "m1", Some(1), 101)
+            .await
+            .expect("first part sent");
+        store
+            .retry_part(id, 1, "flood", 200, false)
+            .await
+            .expect("second part waits");
+        assert!(
+            store
+                .start_outbox_delivery(id, 150, &planned)
+                .await
+                .expect("start early")
+                .is_none(),
+            "not due yet"
+        );
+        let resumed = store
+            .start_outbox_delivery(id, 200, &planned)
+            .await
+            .expect("resume")
+            .expect("taken again");
+        assert_eq!(statuses(&resumed), [PartStatus::Sent, PartStatus::Sending]);
+        assert_eq!(resumed[0].platform_message_id.as_deref(), Some("m1"));
+
+        // An edit (nothing planned) has no parts.
+        let edit = store
+            .start_outbox_delivery(later, 300, &[])
+            .await
+            .expect("start")
+            .expect("taken");
+        assert!(edit.is_empty());
+        assert!(store.outbox_parts(later).await.expect("parts").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_sqlite() {
+        let (store, _dir) = super::super::test_support::temp_store().await;
+        delivery_starts(&store).await;
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_postgres() {
+        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+            return;
+        };
+        let url = server.create_database("delivery").expect("create database");
+        let store = Store::open(&url).await.expect("open and migrate");
+        delivery_starts(&store).await;
+        store.close().await;
     }
 }
