@@ -37,6 +37,14 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 const RECORD_RETRY_FIRST: Duration = Duration::from_millis(250);
 const RECORD_RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// A chat's lane while it runs.
+struct Lane {
+    /// The id of the newest row it was given.
+    newest: i64,
+    /// A pass found a row newer than that.
+    missed: bool,
+}
+
 pub struct Delivery {
     pub store: Store,
     pub clock: SharedClock,
@@ -47,9 +55,9 @@ pub struct Delivery {
     pub tracker: TaskTracker,
     /// Cancelled when hearth stops: a lane waiting to record its progress gives up then.
     shutdown: CancellationToken,
-    /// The chats with a lane running, and whether a pass found another row of theirs due
-    /// meanwhile (the lane will not see it: it was read before).
-    in_flight: Mutex<HashMap<String, bool>>,
+    /// The chats with a lane running: the newest row handed to the lane, and whether a pass
+    /// found a newer row of theirs meanwhile (the lane will not see it: it was read before).
+    in_flight: Mutex<HashMap<String, Lane>>,
 }
 
 impl Delivery {
@@ -74,7 +82,7 @@ impl Delivery {
         })
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lane>> {
         self.in_flight
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -107,10 +115,15 @@ impl Delivery {
         let rows = self.store.pending_outbox(BATCH, &names).await?;
         let now = self.clock.now_ms();
         let mut lanes: Vec<(String, VecDeque<(OutboxItem, i64)>)> = Vec::new();
+        // Where each chat's lane is in `lanes`: a backlog has many chats.
+        let mut lane_of: HashMap<String, usize> = HashMap::new();
         for (item, due) in rows {
-            match lanes.iter_mut().find(|(key, _)| *key == item.chat_key) {
-                Some((_, lane)) => lane.push_back((item, due)),
-                None => lanes.push((item.chat_key.clone(), VecDeque::from([(item, due)]))),
+            match lane_of.get(&item.chat_key) {
+                Some(&at) => lanes[at].1.push_back((item, due)),
+                None => {
+                    lane_of.insert(item.chat_key.clone(), lanes.len());
+                    lanes.push((item.chat_key.clone(), VecDeque::from([(item, due)])));
+                }
             }
         }
         let mut wait = IDLE_POLL;
@@ -122,11 +135,20 @@ impl Delivery {
                 ));
                 continue;
             }
-            if let Some(missed) = self.in_flight().get_mut(&key) {
-                *missed = true;
+            let newest = lane.back().map_or(0, |(item, _)| item.id);
+            if let Some(running) = self.in_flight().get_mut(&key) {
+                // Rows the lane has already (still pending until it takes them) are not missed:
+                // a pass for them would find them again, and again.
+                running.missed |= newest > running.newest;
                 continue;
             }
-            self.in_flight().insert(key.clone(), false);
+            self.in_flight().insert(
+                key.clone(),
+                Lane {
+                    newest,
+                    missed: false,
+                },
+            );
             let this = self.clone();
             let span = tracing::info_span!("lane", chat = %key.replace('\u{1f}', ":"));
             self.tracker.spawn(
@@ -136,7 +158,10 @@ impl Delivery {
                     // skipped this chat's newer rows while it ran (rows committed later wake
                     // the worker themselves). One that stopped at a row to retry needs a pass
                     // to time that retry.
-                    let missed = this.in_flight().remove(&key) == Some(true);
+                    let missed = this
+                        .in_flight()
+                        .remove(&key)
+                        .is_some_and(|lane| lane.missed);
                     if missed || !delivered_all {
                         this.wake.notify_one();
                     }
