@@ -88,9 +88,7 @@ pub async fn record(
     payer: &Payer,
     response: &ChatResponse,
 ) -> Result<(), StoreError> {
-    let call = model_call(rt, payer, response);
-    rt.store.record_model_call(&call).await?;
-    recorded(rt, &call).await
+    store_call(rt, &model_call(rt, payer, response)).await
 }
 
 /// A model call's record with its cost, for a caller that stores it in a transaction of its
@@ -119,28 +117,21 @@ pub async fn record_transcription(
         purpose: "transcription",
         ..payer.clone()
     };
-    record_call(
+    let call = call_record(
         rt,
         &payer,
         "transcription",
         &config.model,
         &transcript.usage,
         cost,
-    )
-    .await
+    );
+    store_call(rt, &call).await
 }
 
-async fn record_call(
-    rt: &Runtime,
-    payer: &Payer,
-    provider: &str,
-    model: &str,
-    usage: &Usage,
-    cost: i64,
-) -> Result<(), StoreError> {
-    let call = call_record(rt, payer, provider, model, usage, cost);
-    rt.store.record_model_call(&call).await?;
-    recorded(rt, &call).await
+/// Stores a model call on its own, then [`recorded`].
+pub async fn store_call(rt: &Runtime, call: &ModelCall) -> Result<(), StoreError> {
+    rt.store.record_model_call(call).await?;
+    recorded(rt, call).await
 }
 
 fn call_record(

@@ -430,8 +430,7 @@ async fn turn_loop(
                 call: Some(call),
             })));
         }
-        rt.store.record_model_call(&call).await?;
-        budget::recorded(rt, &call).await?;
+        budget::store_call(rt, &call).await?;
         rt.store
             .add_turn_usage(
                 job.turn.id,
