@@ -27,7 +27,12 @@ pub struct Batch {
     sqlite_arguments: AnyArguments,
     /// PostgreSQL: each statement with its own parameters.
     statements: Vec<(String, AnyArguments)>,
-    /// A bind that failed to encode, reported when the batch runs.
+    /// The statement pushed last: how many values were bound before it, and how many
+    /// parameters it has. Each statement must bind exactly its own, or the values of every
+    /// later one would shift on SQLite.
+    current: Option<(usize, usize)>,
+    /// The first mistake (a value that failed to encode, a statement bound wrong), reported
+    /// when the batch runs.
     error: Option<StoreError>,
 }
 
@@ -38,6 +43,7 @@ impl Batch {
             sqlite_sql: "BEGIN IMMEDIATE;\n".to_string(),
             sqlite_arguments: AnyArguments::default(),
             statements: Vec::new(),
+            current: None,
             error: None,
         }
     }
@@ -45,16 +51,19 @@ impl Batch {
     /// Adds a statement; its parameters are `$1`, `$2`… in the order of the [`Batch::bind`]
     /// calls that follow it.
     pub fn push(&mut self, sql: &str) -> &mut Self {
+        self.check_binds();
+        let (sql, parameters) = match self.backend {
+            Backend::Sqlite => renumber(sql, self.sqlite_arguments.len()),
+            Backend::Postgres => renumber(sql, 0),
+        };
         match self.backend {
             Backend::Sqlite => {
-                let offset = self.sqlite_arguments.len();
-                self.sqlite_sql.push_str(&renumber(sql, offset));
+                self.sqlite_sql.push_str(&sql);
                 self.sqlite_sql.push_str(";\n");
             }
-            Backend::Postgres => self
-                .statements
-                .push((sql.to_string(), AnyArguments::default())),
+            Backend::Postgres => self.statements.push((sql, AnyArguments::default())),
         }
+        self.current = Some((self.bound(), parameters));
         self
     }
 
@@ -63,23 +72,51 @@ impl Batch {
     where
         T: Encode<'q, Any> + Type<Any> + 'q,
     {
-        let arguments = match self.backend {
-            Backend::Sqlite => &mut self.sqlite_arguments,
-            Backend::Postgres => match self.statements.last_mut() {
-                Some((_, arguments)) => arguments,
-                None => panic!("Batch::bind before Batch::push"),
-            },
+        let arguments = match (self.backend, self.statements.last_mut()) {
+            _ if self.current.is_none() => {
+                self.fail("a value bound before any statement");
+                return self;
+            }
+            (Backend::Sqlite, _) => &mut self.sqlite_arguments,
+            (Backend::Postgres, Some((_, arguments))) => arguments,
+            (Backend::Postgres, None) => unreachable!("pushed, so there is a statement"),
         };
-        if let Err(err) = arguments.add(value)
-            && self.error.is_none()
-        {
-            self.error = Some(sqlx::Error::Encode(err).into());
+        if let Err(err) = arguments.add(value) {
+            self.fail(&format!("a value cannot be encoded: {err}"));
         }
         self
     }
 
+    /// Values bound so far: in all (SQLite), or to the last statement (PostgreSQL).
+    fn bound(&self) -> usize {
+        match self.backend {
+            Backend::Sqlite => self.sqlite_arguments.len(),
+            Backend::Postgres => self.statements.last().map_or(0, |(_, a)| a.len()),
+        }
+    }
+
+    /// Records a mistake if the statement pushed last did not bind as many values as it has
+    /// parameters.
+    fn check_binds(&mut self) {
+        if let Some((before, parameters)) = self.current {
+            let bound = self.bound() - before;
+            if bound != parameters {
+                self.fail(&format!(
+                    "a statement with {parameters} parameters was given {bound} values"
+                ));
+            }
+        }
+    }
+
+    fn fail(&mut self, why: &str) {
+        if self.error.is_none() {
+            self.error = Some(sqlx::Error::Protocol(format!("batch: {why}")).into());
+        }
+    }
+
     /// The rows the statements return (`RETURNING`), in order; `Ok` once all are committed.
-    pub(super) async fn run(self, writer: &super::writer::Writer) -> StoreResult<Vec<AnyRow>> {
+    pub(super) async fn run(mut self, writer: &super::writer::Writer) -> StoreResult<Vec<AnyRow>> {
+        self.check_binds();
         if let Some(err) = self.error {
             return Err(err);
         }
@@ -106,12 +143,11 @@ impl Batch {
     }
 }
 
-/// `sql` with every parameter `$N` outside a quoted string or identifier as `$(N + offset)`.
-fn renumber(sql: &str, offset: usize) -> String {
-    if offset == 0 {
-        return sql.to_string();
-    }
+/// `sql` with every parameter `$N` outside a quoted string or identifier as `$(N + offset)`,
+/// and the highest `N`: how many parameters it has.
+fn renumber(sql: &str, offset: usize) -> (String, usize) {
     let mut out = String::with_capacity(sql.len() + 8);
+    let mut highest = 0;
     let mut quote: Option<char> = None;
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
@@ -125,6 +161,7 @@ fn renumber(sql: &str, offset: usize) -> String {
                     digits.push(d);
                 }
                 let n: usize = digits.parse().expect("ascii digits");
+                highest = highest.max(n);
                 out.push('$');
                 out.push_str(&(n + offset).to_string());
                 continue;
@@ -133,7 +170,7 @@ fn renumber(sql: &str, offset: usize) -> String {
         }
         out.push(c);
     }
-    out
+    (out, highest)
 }
 
 #[cfg(test)]
@@ -197,6 +234,39 @@ mod tests {
         assert_eq!(names(store).await, vec!["ann", "bob-after-ann", "dora"]);
     }
 
+    /// A statement bound with too few values would shift every later statement's values on
+    /// SQLite (a missing one is NULL there): the batch is refused whole, saying why.
+    #[tokio::test]
+    async fn a_batch_bound_wrong_is_refused_and_stores_nothing() {
+        let (store, _dir) = temp_store().await;
+        let mut batch = store.batch();
+        batch
+            .push("INSERT INTO users (display_name, is_owner, created_at) VALUES ($1, 0, $2)")
+            .bind("ann");
+        batch
+            .push("INSERT INTO users (display_name, is_owner, created_at) VALUES ($1, 0, 1)")
+            .bind("bob");
+        let Err(err) = store.write_batch(batch).await else {
+            panic!("refused");
+        };
+        assert!(
+            err.to_string()
+                .contains("a statement with 2 parameters was given 1 values"),
+            "{err}"
+        );
+        let mut batch = store.batch();
+        batch.bind(1_i64);
+        let Err(err) = store.write_batch(batch).await else {
+            panic!("refused");
+        };
+        assert!(
+            err.to_string().contains("bound before any statement"),
+            "{err}"
+        );
+        assert!(names(&store).await.is_empty());
+        store.close().await;
+    }
+
     #[tokio::test]
     async fn a_batch_commits_all_its_statements_or_none_on_sqlite() {
         let (store, dir) = temp_store().await;
@@ -232,15 +302,24 @@ mod tests {
 
     #[test]
     fn parameters_are_renumbered_outside_quotes_only() {
-        assert_eq!(renumber("a = $1 AND b = $2", 0), "a = $1 AND b = $2");
+        assert_eq!(
+            renumber("a = $1 AND b = $2", 0),
+            ("a = $1 AND b = $2".to_string(), 2)
+        );
         assert_eq!(
             renumber("a = $1 AND b = $12 AND c = '$1' AND \"$2\" = $3", 4),
-            "a = $5 AND b = $16 AND c = '$1' AND \"$2\" = $7"
+            (
+                "a = $5 AND b = $16 AND c = '$1' AND \"$2\" = $7".to_string(),
+                12
+            )
         );
         assert_eq!(
             renumber("json_extract(x, '$.a') = $1, 'it''s $2'", 1),
-            "json_extract(x, '$.a') = $2, 'it''s $2'"
+            ("json_extract(x, '$.a') = $2, 'it''s $2'".to_string(), 1)
         );
-        assert_eq!(renumber("$ and $x stay", 3), "$ and $x stay");
+        assert_eq!(
+            renumber("$ and $x stay", 3),
+            ("$ and $x stay".to_string(), 0)
+        );
     }
 }
