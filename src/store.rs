@@ -606,6 +606,33 @@ pub(crate) mod test_support {
         let store = Store::open(&url).await.expect("open store");
         (store, dir)
     }
+
+    /// Message `m{n}` ("hi") from `user` in chat `chat` of channel `test`, stored in the inbox,
+    /// and the chat's conversation: what a turn starts from.
+    pub async fn stored_message(store: &Store, n: i64, chat: &str) -> (i64, super::Conversation) {
+        let event = hearth_channel::Inbound {
+            platform_id: format!("m{n}"),
+            chat: hearth_channel::ChatRef::new(chat),
+            sender: hearth_channel::Sender::new("user"),
+            kind: hearth_channel::InboundKind::Message {
+                text: "hi".into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        };
+        let inbox = store
+            .insert_inbox("test", &event, n)
+            .await
+            .expect("inbox")
+            .expect("new");
+        let conversation = store
+            .conversation("test", &event.chat, n)
+            .await
+            .expect("conversation");
+        (inbox, conversation)
+    }
 }
 
 #[cfg(test)]

@@ -149,10 +149,9 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
-
     use super::*;
     use crate::provider::ChatMessage;
+    use crate::store::test_support::stored_message;
 
     fn agents(finance_keywords: &str, general_prompt: &str) -> AgentSet {
         AgentSet::parse(
@@ -168,27 +167,7 @@ mod tests {
 
     /// A turn of `agent` in a fresh conversation, recording `version`.
     async fn turn(store: &Store, n: i64, agent: &str, version: Option<i64>) {
-        let event = Inbound {
-            platform_id: format!("m{n}"),
-            chat: ChatRef::new("chat"),
-            sender: Sender::new("user"),
-            kind: InboundKind::Message {
-                text: "hi".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        };
-        let inbox = store
-            .insert_inbox("test", &event, n)
-            .await
-            .expect("inbox")
-            .expect("new");
-        let conversation = store
-            .conversation("test", &event.chat, n)
-            .await
-            .expect("conversation");
+        let (inbox, conversation) = stored_message(store, n, "chat").await;
         let turn = store
             .start_turn(
                 inbox,

@@ -678,10 +678,11 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
+    use hearth_channel::ChatRef;
 
     use super::*;
-    use crate::store::{Conversation, InboxStatus};
+    use crate::store::InboxStatus;
+    use crate::store::test_support::stored_message;
 
     async fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -690,34 +691,8 @@ mod tests {
         (dir, store)
     }
 
-    /// A stored message in chat `chat` and its conversation.
-    async fn entry(store: &Store, n: i64, chat: &str) -> (i64, Conversation) {
-        let event = Inbound {
-            platform_id: format!("m{n}"),
-            chat: ChatRef::new(chat),
-            sender: Sender::new("user"),
-            kind: InboundKind::Message {
-                text: "hi".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        };
-        let inbox = store
-            .insert_inbox("test", &event, n)
-            .await
-            .expect("inbox")
-            .expect("new");
-        let conversation = store
-            .conversation("test", &event.chat, n)
-            .await
-            .expect("conversation");
-        (inbox, conversation)
-    }
-
     async fn start(store: &Store, n: i64, chat: &str, routed: Option<bool>) -> Turn {
-        let (inbox, conversation) = entry(store, n, chat).await;
+        let (inbox, conversation) = stored_message(store, n, chat).await;
         store
             .start_turn(
                 inbox,
