@@ -607,6 +607,17 @@ pub(crate) mod test_support {
         (store, dir)
     }
 
+    /// A fresh, migrated database `name` on a throwaway PostgreSQL server, and the server,
+    /// which must live as long as it; `None` (the test skips) when PostgreSQL is not installed.
+    pub async fn postgres_store(
+        name: &str,
+    ) -> Option<(Store, hearth_testkit::postgres::TestPostgres)> {
+        let server = hearth_testkit::postgres::TestPostgres::start()?;
+        let url = server.create_database(name).expect("create database");
+        let store = Store::open(&url).await.expect("open and migrate");
+        Some((store, server))
+    }
+
     /// Message `m{n}` ("hi") from `user` in chat `chat` of channel `test`, stored in the inbox,
     /// and the chat's conversation: what a turn starts from.
     pub async fn stored_message(store: &Store, n: i64, chat: &str) -> (i64, super::Conversation) {

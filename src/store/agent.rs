@@ -151,7 +151,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::store::test_support::stored_message;
+    use crate::store::test_support::{postgres_store, stored_message};
 
     fn agents(finance_keywords: &str, general_prompt: &str) -> AgentSet {
         AgentSet::parse(
@@ -196,13 +196,10 @@ mod tests {
     /// The same SQL on PostgreSQL (skipped when it is not installed).
     #[tokio::test]
     async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("hearth_agent_versions").await else {
             return;
         };
-        let url = server
-            .create_database("hearth_agent_versions")
-            .expect("database");
-        check(Store::open(&url).await.expect("store")).await;
+        check(store).await;
     }
 
     async fn check(store: Store) {

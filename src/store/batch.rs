@@ -175,6 +175,7 @@ fn renumber(sql: &str, offset: usize) -> (String, usize) {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::test_support::postgres_store;
     use sqlx::Row;
 
     use super::super::Store;
@@ -291,11 +292,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_commits_all_its_statements_or_none_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("batch").await else {
             return;
         };
-        let url = server.create_database("batch").expect("create database");
-        let store = Store::open(&url).await.expect("open and migrate");
         batch_commits_together(&store).await;
         store.close().await;
     }

@@ -506,6 +506,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::test_support::postgres_store;
     use hearth_channel::{ChatRef, Inbound, InboundKind, OutboundMessage, Sender};
 
     use super::*;
@@ -661,10 +662,9 @@ mod tests {
     /// The same SQL on PostgreSQL (skipped when it is not installed).
     #[tokio::test]
     async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("hearth_routed").await else {
             return;
         };
-        let url = server.create_database("hearth_routed").expect("database");
-        check(Store::open(&url).await.expect("store")).await;
+        check(store).await;
     }
 }

@@ -467,6 +467,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::postgres_store;
 
     fn turn(id: &str, key: &str, body: &str) -> HttpTurnRow {
         HttpTurnRow {
@@ -493,11 +494,10 @@ mod tests {
     /// The same SQL on PostgreSQL (skipped when it is not installed).
     #[tokio::test]
     async fn tokens_turns_and_events_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("hearth_http").await else {
             return;
         };
-        let url = server.create_database("hearth_http").expect("database");
-        check(Store::open(&url).await.expect("store")).await;
+        check(store).await;
     }
 
     async fn check(store: Store) {

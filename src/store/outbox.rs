@@ -646,6 +646,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::test_support::postgres_store;
     use hearth_channel::ChatRef;
 
     use super::*;
@@ -734,11 +735,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("delivery").await else {
             return;
         };
-        let url = server.create_database("delivery").expect("create database");
-        let store = Store::open(&url).await.expect("open and migrate");
         delivery_starts(&store).await;
         store.close().await;
     }

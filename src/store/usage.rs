@@ -212,6 +212,7 @@ pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::postgres_store;
 
     fn call(day: &str, schedule: Option<&str>, cost: i64) -> ModelCall {
         ModelCall {
@@ -239,11 +240,10 @@ mod tests {
     /// The same SQL on PostgreSQL (skipped when it is not installed).
     #[tokio::test]
     async fn sums_by_days_and_schedule_and_groups_on_postgres() {
-        let Some(server) = hearth_testkit::postgres::TestPostgres::start() else {
+        let Some((store, _server)) = postgres_store("hearth_usage").await else {
             return;
         };
-        let url = server.create_database("hearth_usage").expect("database");
-        check(Store::open(&url).await.expect("store")).await;
+        check(store).await;
     }
 
     async fn check(store: Store) {
