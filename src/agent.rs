@@ -493,20 +493,7 @@ system_prompt = "You help."
 
     #[test]
     fn shipped_tool_groups_come_from_the_catalogue() {
-        let groups = [
-            "tasks",
-            "notes",
-            "memory",
-            "expenses",
-            "goals",
-            "calendar",
-            "contacts",
-            "bookmarks",
-            "utilities",
-            "web",
-            "files",
-            "schedules",
-        ];
+        let groups = crate::tool::KNOWN_GROUPS;
         let set = AgentSet::shipped().expect("shipped agents are valid");
         assert_eq!(set.validate_tools(&groups, &[]), Vec::<String>::new());
         let fewer = set.validate_tools(&groups[..3], &[]);

@@ -278,6 +278,29 @@ pub struct ProviderConfig {
     pub price_cached_input_per_mtok: Option<f64>,
 }
 
+impl ProviderConfig {
+    /// A provider as a `[[providers]]` table naming only these four keys reads: every other key
+    /// at its default.
+    pub fn new(name: &str, kind: ProviderKind, base_url: &str, model: &str) -> Self {
+        ProviderConfig {
+            name: name.into(),
+            kind,
+            base_url: base_url.into(),
+            api_key_env: None,
+            model: model.into(),
+            timeout_secs: default_provider_timeout(),
+            max_retries: default_max_retries(),
+            fallbacks: Vec::new(),
+            max_tokens: default_max_tokens(),
+            vision: false,
+            context_window: None,
+            price_input_per_mtok: 0.0,
+            price_output_per_mtok: 0.0,
+            price_cached_input_per_mtok: None,
+        }
+    }
+}
+
 fn default_provider_timeout() -> u64 {
     120
 }

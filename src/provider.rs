@@ -342,21 +342,12 @@ mod tests {
     use crate::clock::SystemClock;
 
     fn config(name: &str, fallbacks: &[&str]) -> ProviderConfig {
+        let model = format!("{name}-model");
         ProviderConfig {
-            name: name.into(),
-            kind: ProviderKind::Openai,
-            base_url: "http://127.0.0.1:9/v1".into(),
-            api_key_env: None,
-            model: format!("{name}-model"),
             timeout_secs: 5,
             max_retries: 0,
             fallbacks: fallbacks.iter().map(|s| s.to_string()).collect(),
-            max_tokens: 100,
-            vision: false,
-            context_window: None,
-            price_input_per_mtok: 0.0,
-            price_output_per_mtok: 0.0,
-            price_cached_input_per_mtok: None,
+            ..ProviderConfig::new(name, ProviderKind::Openai, "http://127.0.0.1:9/v1", &model)
         }
     }
 

@@ -993,6 +993,18 @@ base_url = "http://127.0.0.1:11434/v1"
 model = "llama3.1"
 "#;
 
+    #[test]
+    fn a_new_provider_is_a_table_of_four_keys() {
+        let config = ok(PROVIDER, &[]);
+        let new = ProviderConfig::new(
+            "local",
+            crate::config::ProviderKind::Openai,
+            "http://127.0.0.1:11434/v1",
+            "llama3.1",
+        );
+        assert_eq!(config.providers, vec![new]);
+    }
+
     const EXAMPLE: &str = include_str!("../../data/hearth.example.toml");
     #[cfg(all(
         feature = "telegram",

@@ -21,23 +21,13 @@ pub fn effective_providers_with(
         return (configured.to_vec(), None);
     }
     let model = env("HEARTH_MODEL");
-    let base =
-        |kind, base_url: String, api_key_env: Option<&str>, default_model: &str| ProviderConfig {
-            name: "default".into(),
-            kind,
-            base_url,
+    let base = |kind, base_url: String, api_key_env: Option<&str>, default_model: &str| {
+        let model = model.as_deref().unwrap_or(default_model);
+        ProviderConfig {
             api_key_env: api_key_env.map(str::to_string),
-            model: model.clone().unwrap_or_else(|| default_model.to_string()),
-            timeout_secs: 120,
-            max_retries: 2,
-            fallbacks: Vec::new(),
-            max_tokens: 4096,
-            vision: false,
-            context_window: None,
-            price_input_per_mtok: 0.0,
-            price_output_per_mtok: 0.0,
-            price_cached_input_per_mtok: None,
-        };
+            ..ProviderConfig::new("default", kind, &base_url, model)
+        }
+    };
     // The hint is for a local model server only: a cloud API that cannot be reached gets its
     // real cause (DNS, refused, TLS, 401), not advice to start Ollama.
     let local = env("OPENAI_API_KEY").is_none() && env("ANTHROPIC_API_KEY").is_none();

@@ -395,20 +395,9 @@ mod tests {
 
     fn provider() -> OpenAiProvider {
         let config = ProviderConfig {
-            name: "local".into(),
-            kind: ProviderKind::Openai,
-            base_url: "http://127.0.0.1:9/v1/".into(),
-            api_key_env: None,
-            model: "m".into(),
-            timeout_secs: 5,
-            max_retries: 0,
-            fallbacks: vec![],
             max_tokens: 100,
             vision: true,
-            context_window: None,
-            price_input_per_mtok: 0.0,
-            price_output_per_mtok: 0.0,
-            price_cached_input_per_mtok: None,
+            ..ProviderConfig::new("local", ProviderKind::Openai, "http://127.0.0.1:9/v1/", "m")
         };
         OpenAiProvider::new(&config, None).expect("client builds")
     }

@@ -296,20 +296,9 @@ mod tests {
 
     fn provider(kind: ProviderKind, base_url: &str) -> ProviderConfig {
         ProviderConfig {
-            name: "p".into(),
-            kind,
-            base_url: base_url.into(),
-            api_key_env: None,
-            model: "m".into(),
             timeout_secs: 5,
             max_retries: 0,
-            fallbacks: Vec::new(),
-            max_tokens: 100,
-            vision: false,
-            context_window: None,
-            price_input_per_mtok: 0.0,
-            price_output_per_mtok: 0.0,
-            price_cached_input_per_mtok: None,
+            ..ProviderConfig::new("p", kind, base_url, "m")
         }
     }
 

@@ -406,21 +406,12 @@ mod tests {
     use super::*;
 
     fn priced(input: f64, output: f64, cached: Option<f64>) -> ProviderConfig {
+        let kind = crate::config::ProviderKind::Openai;
         ProviderConfig {
-            name: "p".into(),
-            kind: crate::config::ProviderKind::Openai,
-            base_url: "http://127.0.0.1:9/v1".into(),
-            api_key_env: None,
-            model: "m".into(),
-            timeout_secs: 5,
-            max_retries: 0,
-            fallbacks: Vec::new(),
-            max_tokens: 100,
-            vision: false,
-            context_window: None,
             price_input_per_mtok: input,
             price_output_per_mtok: output,
             price_cached_input_per_mtok: cached,
+            ..ProviderConfig::new("p", kind, "http://127.0.0.1:9/v1", "m")
         }
     }
 

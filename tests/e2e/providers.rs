@@ -24,20 +24,11 @@ fn init() {
 
 fn config(name: &str, kind: ProviderKind, base_url: String) -> ProviderConfig {
     ProviderConfig {
-        name: name.into(),
-        kind,
-        base_url,
-        api_key_env: None,
-        model: format!("{name}-model"),
         timeout_secs: 5,
         max_retries: 0,
-        fallbacks: Vec::new(),
         max_tokens: 256,
         vision: true,
-        context_window: None,
-        price_input_per_mtok: 0.0,
-        price_output_per_mtok: 0.0,
-        price_cached_input_per_mtok: None,
+        ..ProviderConfig::new(name, kind, &base_url, &format!("{name}-model"))
     }
 }
 

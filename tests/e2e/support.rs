@@ -71,20 +71,10 @@ pub fn rustls() {
 
 pub fn provider(name: &str, base_url: &str) -> ProviderConfig {
     ProviderConfig {
-        name: name.into(),
-        kind: ProviderKind::Openai,
-        base_url: base_url.into(),
-        api_key_env: None,
-        model: "fake-model".into(),
         timeout_secs: 10,
         max_retries: 0,
-        fallbacks: Vec::new(),
         max_tokens: 1024,
-        vision: false,
-        context_window: None,
-        price_input_per_mtok: 0.0,
-        price_output_per_mtok: 0.0,
-        price_cached_input_per_mtok: None,
+        ..ProviderConfig::new(name, ProviderKind::Openai, base_url, "fake-model")
     }
 }
 
