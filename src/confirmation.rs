@@ -201,15 +201,7 @@ mod tests {
     }
 
     fn text(text: &str) -> Inbound {
-        Inbound {
-            kind: InboundKind::Message {
-                text: text.into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            ..press("")
-        }
+        Inbound::message("p", ChatRef::new("c"), Sender::new("u"), text)
     }
 
     #[test]

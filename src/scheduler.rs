@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
-use hearth_channel::{ChatRef, Inbound, InboundKind, Sender, SinkError};
+use hearth_channel::{ChatRef, Inbound, Sender, SinkError};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
@@ -99,18 +99,12 @@ impl Schedule {
 
     /// The synthetic inbox entry of the fire at `scheduled_for`.
     pub fn event(&self, scheduled_for: i64) -> Inbound {
-        Inbound {
-            platform_id: format!("schedule:{}:{scheduled_for}", self.id),
-            chat: self.chat.clone(),
-            sender: Sender::new(SENDER_ID).with_name(self.name.clone()),
-            kind: InboundKind::Message {
-                text: self.prompt.clone(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        }
+        Inbound::message(
+            format!("schedule:{}:{scheduled_for}", self.id),
+            self.chat.clone(),
+            Sender::new(SENDER_ID).with_name(self.name.clone()),
+            self.prompt.clone(),
+        )
     }
 }
 

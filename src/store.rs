@@ -621,18 +621,13 @@ pub(crate) mod test_support {
     /// Message `m{n}` ("hi") from `user` in chat `chat` of channel `test`, stored in the inbox,
     /// and the chat's conversation: what a turn starts from.
     pub async fn stored_message(store: &Store, n: i64, chat: &str) -> (i64, super::Conversation) {
-        let event = hearth_channel::Inbound {
-            platform_id: format!("m{n}"),
-            chat: hearth_channel::ChatRef::new(chat),
-            sender: hearth_channel::Sender::new("user"),
-            kind: hearth_channel::InboundKind::Message {
-                text: "hi".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        };
+        use hearth_channel::{ChatRef, Inbound, Sender};
+        let event = Inbound::message(
+            format!("m{n}"),
+            ChatRef::new(chat),
+            Sender::new("user"),
+            "hi",
+        );
         let inbox = store
             .insert_inbox("test", &event, n)
             .await
@@ -668,18 +663,14 @@ mod tests {
     /// stayed invisible to everyone else and was lost, while it held the write lock.
     #[tokio::test]
     async fn a_failed_commit_leaves_no_connection_stuck_in_a_transaction() {
-        use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
-        let message = |id: &str, size: usize| Inbound {
-            platform_id: id.into(),
-            chat: ChatRef::new("chat"),
-            sender: Sender::new("user"),
-            kind: InboundKind::Message {
-                text: "y".repeat(size),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
+        use hearth_channel::{ChatRef, Inbound, Sender};
+        let message = |id: &str, size: usize| {
+            Inbound::message(
+                id,
+                ChatRef::new("chat"),
+                Sender::new("user"),
+                "y".repeat(size),
+            )
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let disk = match hearth_testkit::tmpfs::Tmpfs::mount(dir.path(), 2 * 1024 * 1024) {
@@ -736,19 +727,9 @@ mod tests {
     /// SQLITE_BUSY_SNAPSHOT ("database is locked"), which no busy timeout waits out.
     #[tokio::test]
     async fn transactions_that_read_first_wait_for_other_writers_instead_of_failing() {
-        use hearth_channel::{ChatRef, Inbound, InboundKind, Sender};
-        let message = |id: String| Inbound {
-            platform_id: id,
-            chat: ChatRef::new("chat"),
-            sender: Sender::new("user"),
-            kind: InboundKind::Message {
-                text: "hello".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        };
+        use hearth_channel::{ChatRef, Inbound, Sender};
+        let message =
+            |id: String| Inbound::message(id, ChatRef::new("chat"), Sender::new("user"), "hello");
         let (store, _dir) = test_support::temp_store().await;
         let mut ids = Vec::new();
         for n in 0..200 {

@@ -343,18 +343,12 @@ async fn after_days_of_downtime_only_the_newest_fire_in_the_window_runs() {
 }
 
 fn ordinary_message() -> Inbound {
-    Inbound {
-        platform_id: "m1".into(),
-        chat: ChatRef::new("42"),
-        sender: hearth_channel::Sender::new("7"),
-        kind: hearth_channel::InboundKind::Message {
-            text: "hi".into(),
-            attachments: Vec::new(),
-            message_id: None,
-            reply_to: None,
-        },
-        reply_context: None,
-    }
+    Inbound::message(
+        "m1",
+        ChatRef::new("42"),
+        hearth_channel::Sender::new("7"),
+        "hi",
+    )
 }
 
 fn utc_text(ms: i64) -> String {

@@ -507,7 +507,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use crate::store::test_support::postgres_store;
-    use hearth_channel::{ChatRef, Inbound, InboundKind, OutboundMessage, Sender};
+    use hearth_channel::{ChatRef, Inbound, OutboundMessage, Sender};
 
     use super::*;
     use crate::provider::{ChatMessage, ToolCall};
@@ -517,18 +517,8 @@ mod tests {
     /// its prompt and its copy delivered as message `m-1` in each chat.
     async fn routed_confirmation(store: &Store) -> Confirmation {
         let chat = ChatRef::new("ann@example.org");
-        let event = Inbound {
-            platform_id: "mail-1".into(),
-            chat: chat.clone(),
-            sender: Sender::new("ann@example.org"),
-            kind: InboundKind::Message {
-                text: "delete task 1".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        };
+        let sender = Sender::new("ann@example.org");
+        let event = Inbound::message("mail-1", chat.clone(), sender, "delete task 1");
         let inbox = store
             .insert_inbox("email", &event, 1)
             .await

@@ -263,18 +263,7 @@ mod tests {
     use crate::store::Store;
 
     fn message(platform_id: &str, text: &str) -> Inbound {
-        Inbound {
-            platform_id: platform_id.into(),
-            chat: ChatRef::new("chat"),
-            sender: Sender::new("user"),
-            kind: InboundKind::Message {
-                text: text.into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
-            reply_context: None,
-        }
+        Inbound::message(platform_id, ChatRef::new("chat"), Sender::new("user"), text)
     }
 
     /// The defect: no inbox row was ever deleted or shrunk, so every message (a stranger's

@@ -113,6 +113,27 @@ pub struct Inbound {
 }
 
 impl Inbound {
+    /// A new message of plain text: nothing attached, no platform message id, answering none.
+    pub fn message(
+        platform_id: impl Into<String>,
+        chat: ChatRef,
+        sender: Sender,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            platform_id: platform_id.into(),
+            chat,
+            sender,
+            kind: InboundKind::Message {
+                text: text.into(),
+                attachments: Vec::new(),
+                message_id: None,
+                reply_to: None,
+            },
+            reply_context: None,
+        }
+    }
+
     /// The text of a new message; `None` for every other kind of event.
     pub fn text(&self) -> Option<&str> {
         match &self.kind {

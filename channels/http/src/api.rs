@@ -677,17 +677,15 @@ pub(crate) async fn request_cancel(
     if waiting.is_empty() {
         // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
         // the running turn at once, as in any chat.
+        let chat = chat_of(&record.token, &record.conversation);
         let event = Inbound {
-            platform_id: format!("{}/cancel", record.platform_id),
-            chat: chat_of(&record.token, &record.conversation),
-            sender,
-            kind: InboundKind::Message {
-                text: "/cancel".into(),
-                attachments: Vec::new(),
-                message_id: None,
-                reply_to: None,
-            },
             reply_context: Some(json!({ "turn": record.id, "control": true })),
+            ..Inbound::message(
+                format!("{}/cancel", record.platform_id),
+                chat,
+                sender,
+                "/cancel",
+            )
         };
         deliver(shared, event).await?;
     } else {
