@@ -36,15 +36,17 @@ pub async fn find(store: &Store, user: i64, url: &str) -> StoreResult<Option<Boo
 /// Saves a link; its id. A concurrent save of the same link between [`find`] and this insert
 /// is covered by `ON CONFLICT`: both get the one row.
 pub async fn insert(store: &Store, user: i64, link: &NewBookmark, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO bookmarks (user_id, url, title, description, tags, created_at) VALUES (",
+    let mut sql = Sql::insert(
+        "bookmarks",
+        "user_id, url, title, description, tags, created_at",
     );
-    sql.bind(user).push(", ").bind(link.url.clone()).push(", ");
-    sql.bind(link.title.clone())
-        .push(", ")
-        .bind(link.description.clone());
-    sql.push(", ").bind(link.tags.clone()).push(", ").bind(now);
-    sql.push(") ON CONFLICT (user_id, url) DO UPDATE SET url = excluded.url RETURNING id");
+    sql.value(user)
+        .value(link.url.clone())
+        .value(link.title.clone())
+        .value(link.description.clone())
+        .value(link.tags.clone())
+        .value(now)
+        .push(") ON CONFLICT (user_id, url) DO UPDATE SET url = excluded.url RETURNING id");
     sql.insert_id(store).await
 }
 

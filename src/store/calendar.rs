@@ -31,23 +31,20 @@ pub struct NewEvent {
 
 /// Adds an event; its id.
 pub async fn insert(store: &Store, user: i64, event: &NewEvent, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO calendar_events (user_id, title, start_at, end_at, all_day, location, \
-         description, created_at, updated_at) VALUES (",
+    let mut sql = Sql::insert(
+        "calendar_events",
+        "user_id, title, start_at, end_at, all_day, location, description, created_at, updated_at",
     );
-    sql.bind(user)
-        .push(", ")
-        .bind(event.title.clone())
-        .push(", ");
-    sql.bind(event.start_at)
-        .push(", ")
-        .bind(event.end_at)
-        .push(", ");
-    sql.bind(i64::from(event.all_day))
-        .push(", ")
-        .bind(event.location.clone());
-    sql.push(", ").bind(event.description.clone()).push(", ");
-    sql.bind(now).push(", ").bind(now).push(") RETURNING id");
+    sql.value(user)
+        .value(event.title.clone())
+        .value(event.start_at)
+        .value(event.end_at)
+        .value(i64::from(event.all_day))
+        .value(event.location.clone())
+        .value(event.description.clone())
+        .value(now)
+        .value(now)
+        .push(") RETURNING id");
     sql.insert_id(store).await
 }
 

@@ -31,25 +31,19 @@ pub struct NewContact {
 
 /// Saves a contact; their id.
 pub async fn insert(store: &Store, user: i64, contact: &NewContact, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO contacts (user_id, name, email, phone, birthday, notes, tags, created_at, \
-         updated_at) VALUES (",
+    let mut sql = Sql::insert(
+        "contacts",
+        "user_id, name, email, phone, birthday, notes, tags, created_at, updated_at",
     );
-    sql.bind(user)
-        .push(", ")
-        .bind(contact.name.clone())
-        .push(", ");
-    sql.bind(contact.email.clone())
-        .push(", ")
-        .bind(contact.phone.clone());
-    sql.push(", ").bind(contact.birthday.clone()).push(", ");
-    sql.bind(contact.notes.clone())
-        .push(", ")
-        .bind(contact.tags.clone());
-    sql.push(", ")
-        .bind(now)
-        .push(", ")
-        .bind(now)
+    sql.value(user)
+        .value(contact.name.clone())
+        .value(contact.email.clone())
+        .value(contact.phone.clone())
+        .value(contact.birthday.clone())
+        .value(contact.notes.clone())
+        .value(contact.tags.clone())
+        .value(now)
+        .value(now)
         .push(") RETURNING id");
     sql.insert_id(store).await
 }

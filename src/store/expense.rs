@@ -82,25 +82,21 @@ enum Bound {
 
 /// Records an expense; its id.
 pub async fn insert(store: &Store, user: i64, expense: &NewExpense, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO expenses (user_id, amount_cents, currency, category, description, merchant, tags, spent_on, created_at) VALUES (",
+    let mut sql = Sql::insert(
+        "expenses",
+        "user_id, amount_cents, currency, category, description, merchant, tags, spent_on, \
+         created_at",
     );
-    sql.bind(user)
-        .push(", ")
-        .bind(expense.amount_cents)
-        .push(", ");
-    sql.bind(expense.currency.clone())
-        .push(", ")
-        .bind(expense.category.clone());
-    sql.push(", ")
-        .bind(expense.description.clone())
-        .push(", ")
-        .bind(expense.merchant.clone());
-    sql.push(", ")
-        .bind(expense.tags.clone())
-        .push(", ")
-        .bind(expense.spent_on.clone());
-    sql.push(", ").bind(now).push(") RETURNING id");
+    sql.value(user)
+        .value(expense.amount_cents)
+        .value(expense.currency.clone())
+        .value(expense.category.clone())
+        .value(expense.description.clone())
+        .value(expense.merchant.clone())
+        .value(expense.tags.clone())
+        .value(expense.spent_on.clone())
+        .value(now)
+        .push(") RETURNING id");
     sql.insert_id(store).await
 }
 

@@ -107,17 +107,19 @@ pub struct NewGoal {
 
 /// Creates an active goal; its id.
 pub async fn insert(store: &Store, user: i64, goal: &NewGoal, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO goals (user_id, parent_id, title, description, target_date, status, created_at, updated_at) VALUES (",
+    let mut sql = Sql::insert(
+        "goals",
+        "user_id, parent_id, title, description, target_date, status, created_at, updated_at",
     );
-    sql.bind(user).push(", ").bind(goal.parent_id).push(", ");
-    sql.bind(goal.title.clone())
-        .push(", ")
-        .bind(goal.description.clone());
-    sql.push(", ")
-        .bind(goal.target_date.clone())
-        .push(", 'active', ");
-    sql.bind(now).push(", ").bind(now).push(") RETURNING id");
+    sql.value(user)
+        .value(goal.parent_id)
+        .value(goal.title.clone())
+        .value(goal.description.clone())
+        .value(goal.target_date.clone())
+        .value("active")
+        .value(now)
+        .value(now)
+        .push(") RETURNING id");
     sql.insert_id(store).await
 }
 

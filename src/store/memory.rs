@@ -342,11 +342,8 @@ pub async fn touch(store: &Store, user: i64, ids: &[i64], now: i64) -> StoreResu
     let mut sql = Sql::new("UPDATE memories SET access_count = access_count + 1, last_accessed = ");
     sql.bind(now).push(" WHERE user_id = ").bind(user);
     sql.push(" AND id IN (");
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            sql.push(", ");
-        }
-        sql.bind(*id);
+    for id in ids {
+        sql.value(*id);
     }
     sql.push(")");
     let mut conn = store.write().await?;

@@ -24,17 +24,16 @@ pub async fn insert(
     tags: &str,
     now: i64,
 ) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO notes (user_id, title, content, tags, created_at, updated_at) VALUES (",
+    let mut sql = Sql::insert(
+        "notes",
+        "user_id, title, content, tags, created_at, updated_at",
     );
-    sql.bind(user).push(", ").bind(title.to_string()).push(", ");
-    sql.bind(content.to_string())
-        .push(", ")
-        .bind(tags.to_string());
-    sql.push(", ")
-        .bind(now)
-        .push(", ")
-        .bind(now)
+    sql.value(user)
+        .value(title.to_string())
+        .value(content.to_string())
+        .value(tags.to_string())
+        .value(now)
+        .value(now)
         .push(") RETURNING id");
     sql.insert_id(store).await
 }

@@ -29,6 +29,12 @@ impl Sql {
         }
     }
 
+    /// `INSERT INTO table (columns) VALUES (`: then one [`Sql::value`] a column, in order, and
+    /// the rest of the statement from its `)`.
+    pub fn insert(table: &str, columns: &str) -> Self {
+        Self::new(&format!("INSERT INTO {table} ({columns}) VALUES ("))
+    }
+
     pub fn push(&mut self, sql: &str) -> &mut Self {
         self.sql.push_str(sql);
         self
@@ -45,6 +51,18 @@ impl Sql {
         let n = self.arguments.len();
         self.sql.push_str(&format!("${n}"));
         self
+    }
+
+    /// Binds the next value of a parenthesised list, after a comma unless the list has just
+    /// opened.
+    pub fn value<T>(&mut self, value: T) -> &mut Self
+    where
+        T: Encode<'static, Any> + Type<Any>,
+    {
+        if !self.sql.ends_with('(') {
+            self.sql.push_str(", ");
+        }
+        self.bind(value)
     }
 
     /// `AND (LOWER(a) LIKE … OR LOWER(b) LIKE …)`: `text` anywhere in any of `columns`,

@@ -33,27 +33,23 @@ pub struct NewTask {
 
 /// Adds a pending task; its id.
 pub async fn insert(store: &Store, user: i64, task: &NewTask, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::new(
-        "INSERT INTO tasks (user_id, title, description, priority, priority_rank, category, \
-         due_at, tags, status, created_at, updated_at) VALUES (",
+    let mut sql = Sql::insert(
+        "tasks",
+        "user_id, title, description, priority, priority_rank, category, due_at, tags, status, \
+         created_at, updated_at",
     );
-    sql.bind(user)
-        .push(", ")
-        .bind(task.title.clone())
-        .push(", ");
-    sql.bind(task.description.clone())
-        .push(", ")
-        .bind(task.priority);
-    sql.push(", ")
-        .bind(task.priority_rank)
-        .push(", ")
-        .bind(task.category.clone());
-    sql.push(", ")
-        .bind(task.due_at)
-        .push(", ")
-        .bind(task.tags.clone());
-    sql.push(", 'pending', ").bind(now).push(", ").bind(now);
-    sql.push(") RETURNING id");
+    sql.value(user)
+        .value(task.title.clone())
+        .value(task.description.clone())
+        .value(task.priority)
+        .value(task.priority_rank)
+        .value(task.category.clone())
+        .value(task.due_at)
+        .value(task.tags.clone())
+        .value("pending")
+        .value(now)
+        .value(now)
+        .push(") RETURNING id");
     sql.insert_id(store).await
 }
 
