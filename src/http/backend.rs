@@ -15,9 +15,9 @@ use hearth_http::{
 use crate::confirmation::{Action, button_data};
 use crate::provider::ChatRequest;
 use crate::runtime::Runtime;
-use crate::runtime::budget::{self, Payer};
+use crate::runtime::budget;
 use crate::store::http::HttpTurnRow;
-use crate::store::{IdentityStatus, StoreError};
+use crate::store::{IdentityStatus, Payer, StoreError};
 
 /// The most tokens a background request's answer (a title, tags) may use.
 const BACKGROUND_MAX_TOKENS: u32 = 1000;

@@ -17,12 +17,12 @@ use crate::router::{
     within_sticky,
 };
 use crate::runtime::Runtime;
-use crate::runtime::budget::{self, Payer};
+use crate::runtime::budget;
 use crate::runtime::turn::{ConfirmationPolicy, TurnJob, run_turn};
 use crate::scheduler::ScheduledRun;
 use crate::store::{
     Conversation, Identity, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind,
-    PairingRequest, StoreError,
+    PairingRequest, Payer, StoreError,
 };
 
 /// How long a pairing code stays valid.
@@ -245,36 +245,27 @@ impl Handler {
         }
 
         let agents = rt.agents();
-        match parse_command(text, &agents.set) {
-            Some(Parsed::Command(command)) => {
-                return self
-                    .command(
-                        entry,
-                        event,
-                        identity,
-                        &conversation,
-                        command,
-                        message_id,
-                        dispatcher,
-                    )
-                    .await;
-            }
+        let command = match parse_command(text, &agents.set) {
+            Some(Parsed::Command(command)) => Some(command),
+            // A bare `@finance` switches like `/agent finance`.
             Some(Parsed::Mention { agent, text: rest }) if rest.trim().is_empty() => {
-                // A bare `@finance` switches like `/agent finance`.
-                let command = Command::Agent(Some(agent));
-                return self
-                    .command(
-                        entry,
-                        event,
-                        identity,
-                        &conversation,
-                        command,
-                        message_id,
-                        dispatcher,
-                    )
-                    .await;
+                Some(Command::Agent(Some(agent)))
             }
-            Some(Parsed::Mention { .. }) | None => {}
+            Some(Parsed::Mention { .. }) | None => None,
+        };
+        if let Some(command) = command {
+            let conversation = &conversation;
+            return self
+                .command(
+                    entry,
+                    event,
+                    identity,
+                    conversation,
+                    command,
+                    message_id,
+                    dispatcher,
+                )
+                .await;
         }
 
         let default_agent = rt.config.router.default_agent.clone();

@@ -10,23 +10,10 @@ use hearth_channel::{ChatRef, OutboundMessage};
 use super::Runtime;
 use crate::config::{ProviderConfig, TranscriptionConfig};
 use crate::provider::{ChatResponse, Usage};
-use crate::store::{ModelCall, NewOutbox, OutboxKind, StoreError, UsageBy};
+use crate::store::{ModelCall, NewOutbox, OutboxKind, Payer, StoreError, UsageBy};
 use crate::transcribe::Transcript;
 
 const NANO_PER_USD: f64 = 1e9;
-
-/// Who a model call was made for; the rest of its record comes from the response.
-#[derive(Clone, Debug, Default)]
-pub struct Payer {
-    /// `turn`, `summary` or `transcription`.
-    pub purpose: &'static str,
-    pub user_id: Option<i64>,
-    pub agent_id: Option<String>,
-    pub schedule: Option<String>,
-    pub channel: Option<String>,
-    pub conversation_id: Option<i64>,
-    pub turn_id: Option<i64>,
-}
 
 /// The cost of `usage` at `provider`'s prices, in billionths of a USD.
 pub fn cost_nusd(provider: Option<&ProviderConfig>, usage: &Usage) -> i64 {
@@ -145,15 +132,9 @@ fn call_record(
     ModelCall {
         at_ms: rt.clock.now_ms(),
         day: today(rt),
-        purpose: payer.purpose,
+        payer: payer.clone(),
         provider: provider.to_string(),
         model: model.to_string(),
-        user_id: payer.user_id,
-        agent_id: payer.agent_id.clone(),
-        schedule: payer.schedule.clone(),
-        channel: payer.channel.clone(),
-        conversation_id: payer.conversation_id,
-        turn_id: payer.turn_id,
         input_tokens: usage.input_tokens,
         cached_input_tokens: usage.cached_input_tokens,
         output_tokens: usage.output_tokens,
@@ -172,7 +153,7 @@ pub async fn recorded(rt: &Runtime, call: &ModelCall) -> Result<(), StoreError> 
     rt.metrics
         .model_call(&call.provider, &call.model, &usage, call.cost_nusd);
     if call.cost_nusd > 0 {
-        warn_if_needed(rt, &call.day, call.channel.as_deref()).await?;
+        warn_if_needed(rt, &call.day, call.payer.channel.as_deref()).await?;
     }
     Ok(())
 }

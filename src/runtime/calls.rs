@@ -663,21 +663,26 @@ async fn finish(
         elapsed,
     )
     .await;
+    close_unrun(rt, job, record, status, content).await
+}
+
+/// Stores `content` as the error result of a call that did not run, closing it with `status`.
+pub(super) async fn close_unrun(
+    rt: &Runtime,
+    job: &TurnJob,
+    record: &ToolCallRecord,
+    status: ToolCallStatus,
+    content: String,
+) -> Result<(), StoreError> {
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
         name: record.call.name.clone(),
         content,
         is_error: true,
     };
+    let now = rt.clock.now_ms();
     rt.store
-        .finish_tool_call(
-            &job.turn,
-            job.session,
-            record.id,
-            status,
-            &message,
-            rt.clock.now_ms(),
-        )
+        .finish_tool_call(&job.turn, job.session, record.id, status, &message, now)
         .await
 }
 

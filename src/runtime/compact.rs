@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Runtime;
-use super::budget::{self, Payer};
+use super::budget;
 use super::context::CHARS_PER_TOKEN;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ContentPart};
-use crate::store::{CoveredCall, HistoryKey, StoreError, StoredMessage};
+use crate::store::{CoveredCall, HistoryKey, Payer, StoreError, StoredMessage};
 use crate::tool::Risk;
 
 /// Waits after the first, second and later failed summaries of one history.

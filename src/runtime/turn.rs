@@ -14,8 +14,8 @@ use hearth_channel::{Capabilities, ChatRef, OutboundMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use super::budget::{self, Payer};
-use super::calls::{Settled, cancel_open_calls, settle_tool_calls};
+use super::budget;
+use super::calls::{self, Settled, cancel_open_calls, settle_tool_calls};
 use super::compact::{Compacted, compact};
 use super::context::{self, CHARS_PER_TOKEN, assemble, summary_block};
 use super::preview::{Preview, PreviewSink};
@@ -24,7 +24,7 @@ use super::tools::Toolbox;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderErrorKind};
 use crate::store::{
-    HistoryKey, ModelCall, NewOutbox, OutboxKind, StoreError, ToolCallStatus, Turn, TurnEnd,
+    HistoryKey, ModelCall, NewOutbox, OutboxKind, Payer, StoreError, ToolCallStatus, Turn, TurnEnd,
     TurnStatus,
 };
 
@@ -569,25 +569,11 @@ async fn stop_repeating(
         "turn stopped: the same tool call again and again"
     );
     for record in records {
-        let message = ChatMessage::Tool {
-            call_id: record.call.id.clone(),
-            name: record.call.name.clone(),
-            content: format!(
-                "Not run: `{name}` was asked for {times} times in this turn with the same arguments, so the turn was stopped. \
-                 The result would not change; do not call it again with these arguments. Answer with what you have or ask the user."
-            ),
-            is_error: true,
-        };
-        rt.store
-            .finish_tool_call(
-                &job.turn,
-                job.session,
-                record.id,
-                ToolCallStatus::Skipped,
-                &message,
-                rt.clock.now_ms(),
-            )
-            .await?;
+        let content = format!(
+            "Not run: `{name}` was asked for {times} times in this turn with the same arguments, so the turn was stopped. \
+             The result would not change; do not call it again with these arguments. Answer with what you have or ask the user."
+        );
+        calls::close_unrun(rt, job, &record, ToolCallStatus::Skipped, content).await?;
     }
     rt.metrics.tool_call(name, "repeated");
     let text = format!(

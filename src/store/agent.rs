@@ -188,9 +188,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        check(Store::open(&url).await.expect("store")).await;
+        let (store, _dir) = crate::store::test_support::temp_store().await;
+        check(store).await;
     }
 
     /// The same SQL on PostgreSQL (skipped when it is not installed).

@@ -644,9 +644,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        check(Store::open(&url).await.expect("store")).await;
+        let (store, _dir) = crate::store::test_support::temp_store().await;
+        check(store).await;
     }
 
     /// The same SQL on PostgreSQL (skipped when it is not installed).

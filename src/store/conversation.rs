@@ -159,9 +159,7 @@ mod tests {
     /// unchanged, not an error or a second conversation.
     #[tokio::test]
     async fn a_chat_inserted_twice_is_one_conversation() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        let store = Store::open(&url).await.expect("store");
+        let (store, _dir) = crate::store::test_support::temp_store().await;
         let first = store
             .insert_conversation("test", "chat", "", 1)
             .await

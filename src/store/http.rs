@@ -486,9 +486,8 @@ mod tests {
 
     #[tokio::test]
     async fn tokens_turns_and_events_on_sqlite() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        check(Store::open(&url).await.expect("store")).await;
+        let (store, _dir) = crate::store::test_support::temp_store().await;
+        check(store).await;
     }
 
     /// The same SQL on PostgreSQL (skipped when it is not installed).

@@ -270,9 +270,7 @@ mod tests {
     /// too) was kept whole for good.
     #[tokio::test]
     async fn handled_entries_lose_their_content_after_the_retention_but_still_spot_redelivery() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        let store = Store::open(&url).await.expect("open");
+        let (store, _dir) = crate::store::test_support::temp_store().await;
         let day = 24 * 60 * 60 * 1000;
         let mut old = message("1", &"secret expenses ".repeat(100));
         old.sender = Sender::new("user").with_name("Ada");

@@ -681,15 +681,8 @@ mod tests {
     use hearth_channel::ChatRef;
 
     use super::*;
-    use crate::store::InboxStatus;
-    use crate::store::test_support::stored_message;
-
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        let store = Store::open(&url).await.expect("store");
-        (dir, store)
-    }
+    use crate::store::test_support::{stored_message, temp_store};
+    use crate::store::{InboxStatus, Payer};
 
     async fn start(store: &Store, n: i64, chat: &str, routed: Option<bool>) -> Turn {
         let (inbox, conversation) = stored_message(store, n, chat).await;
@@ -710,7 +703,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_routed_turn_sets_the_conversations_agent_and_a_scheduled_one_does_not() {
-        let (_dir, store) = store().await;
+        let (store, _dir) = temp_store().await;
         let routed = start(&store, 1, "routed", Some(true)).await;
         let conversation = store
             .conversation_by_id(routed.conversation_id)
@@ -736,10 +729,13 @@ mod tests {
         ModelCall {
             at_ms: 5,
             day: "2026-11-27".into(),
-            purpose: "turn",
+            payer: Payer {
+                purpose: "turn",
+                turn_id: Some(turn.id),
+                ..Payer::default()
+            },
             provider: "fake".into(),
             model: "m1".into(),
-            turn_id: Some(turn.id),
             input_tokens: input,
             output_tokens: 7,
             cost_nusd: 100,
@@ -769,7 +765,7 @@ mod tests {
     /// and nothing of the second is stored but its model call: it was made, and it was paid.
     #[tokio::test]
     async fn the_last_model_call_is_stored_with_the_turns_end_even_after_a_race() {
-        let (_dir, store) = store().await;
+        let (store, _dir) = temp_store().await;
         let turn = start(&store, 1, "chat", Some(false)).await;
         let first = call(&turn, 40);
         let answer = ChatMessage::assistant("answer");

@@ -5,21 +5,27 @@ use sqlx::Row;
 
 use super::{Batch, Store, StoreResult};
 
-/// One model call to record. Days are local dates (`YYYY-MM-DD` in `daemon.timezone`).
+/// Who a model call was made for.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ModelCall {
-    pub at_ms: i64,
-    pub day: String,
+pub struct Payer {
     /// `turn`, `summary` or `transcription`.
     pub purpose: &'static str,
-    pub provider: String,
-    pub model: String,
     pub user_id: Option<i64>,
     pub agent_id: Option<String>,
     pub schedule: Option<String>,
     pub channel: Option<String>,
     pub conversation_id: Option<i64>,
     pub turn_id: Option<i64>,
+}
+
+/// One model call to record. Days are local dates (`YYYY-MM-DD` in `daemon.timezone`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelCall {
+    pub at_ms: i64,
+    pub day: String,
+    pub payer: Payer,
+    pub provider: String,
+    pub model: String,
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
     pub output_tokens: u64,
@@ -194,15 +200,15 @@ pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
         )
         .bind(call.at_ms)
         .bind(call.day.as_str())
-        .bind(call.purpose)
+        .bind(call.payer.purpose)
         .bind(call.provider.as_str())
         .bind(call.model.as_str())
-        .bind(call.user_id)
-        .bind(call.agent_id.as_deref())
-        .bind(call.schedule.as_deref())
-        .bind(call.channel.as_deref())
-        .bind(call.conversation_id)
-        .bind(call.turn_id)
+        .bind(call.payer.user_id)
+        .bind(call.payer.agent_id.as_deref())
+        .bind(call.payer.schedule.as_deref())
+        .bind(call.payer.channel.as_deref())
+        .bind(call.payer.conversation_id)
+        .bind(call.payer.turn_id)
         .bind(to_i64(call.input_tokens))
         .bind(to_i64(call.cached_input_tokens))
         .bind(to_i64(call.output_tokens))
@@ -218,11 +224,14 @@ mod tests {
         ModelCall {
             at_ms: 1,
             day: day.into(),
-            purpose: "turn",
+            payer: Payer {
+                purpose: "turn",
+                agent_id: Some("general".into()),
+                schedule: schedule.map(str::to_string),
+                ..Payer::default()
+            },
             provider: "p".into(),
             model: "m".into(),
-            agent_id: Some("general".into()),
-            schedule: schedule.map(str::to_string),
             input_tokens: 10,
             output_tokens: 5,
             cost_nusd: cost,
@@ -232,9 +241,8 @@ mod tests {
 
     #[tokio::test]
     async fn sums_by_days_and_schedule_and_groups() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("hearth.db").display());
-        check(Store::open(&url).await.expect("store")).await;
+        let (store, _dir) = crate::store::test_support::temp_store().await;
+        check(store).await;
     }
 
     /// The same SQL on PostgreSQL (skipped when it is not installed).

@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::TimeZone;
 use hearth::clock::ManualClock;
 use hearth::config::{OnConfirmation, ScheduleConfig};
-use hearth::store::{ModelCall, Store};
+use hearth::store::{ModelCall, Payer, Store};
 use hearth::tool::{Risk, ToolInfo, ToolRegistry};
 use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
@@ -419,10 +419,13 @@ async fn spent(store: &Store, rows: &[(&str, Option<&str>, f64)]) {
             .record_model_call(&ModelCall {
                 at_ms: 1,
                 day: day.to_string(),
-                purpose: "turn",
+                payer: Payer {
+                    purpose: "turn",
+                    schedule: schedule.map(str::to_string),
+                    ..Payer::default()
+                },
                 provider: "fake".into(),
                 model: "fake-model".into(),
-                schedule: schedule.map(str::to_string),
                 cost_nusd: (usd * 1e9) as i64,
                 ..ModelCall::default()
             })
