@@ -607,6 +607,29 @@ pub(crate) mod test_support {
         (store, dir)
     }
 
+    /// Two tests of one check of the store's SQL, `async fn(Store)`: `$sqlite` on a fresh
+    /// SQLite store and `$postgres` on a throwaway PostgreSQL, skipped when that is not
+    /// installed.
+    macro_rules! on_both_backends {
+        ($sqlite:ident, $postgres:ident, $check:ident) => {
+            #[tokio::test]
+            async fn $sqlite() {
+                let (store, _dir) = $crate::store::test_support::temp_store().await;
+                $check(store).await;
+            }
+
+            #[tokio::test]
+            async fn $postgres() {
+                let server = $crate::store::test_support::postgres_store("hearth").await;
+                let Some((store, _server)) = server else {
+                    return;
+                };
+                $check(store).await;
+            }
+        };
+    }
+    pub(crate) use on_both_backends;
+
     /// A fresh, migrated database `name` on a throwaway PostgreSQL server, and the server,
     /// which must live as long as it; `None` (the test skips) when PostgreSQL is not installed.
     pub async fn postgres_store(

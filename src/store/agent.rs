@@ -151,7 +151,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::store::test_support::{postgres_store, stored_message};
+    use crate::store::test_support::{on_both_backends, stored_message};
 
     fn agents(finance_keywords: &str, general_prompt: &str) -> AgentSet {
         AgentSet::parse(
@@ -186,20 +186,11 @@ mod tests {
         assert_eq!(stored.agent_version, version, "read back as stored");
     }
 
-    #[tokio::test]
-    async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not() {
-        let (store, _dir) = crate::store::test_support::temp_store().await;
-        check(store).await;
-    }
-
-    /// The same SQL on PostgreSQL (skipped when it is not installed).
-    #[tokio::test]
-    async fn a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not_on_postgres() {
-        let Some((store, _server)) = postgres_store("hearth_agent_versions").await else {
-            return;
-        };
-        check(store).await;
-    }
+    on_both_backends!(
+        a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not,
+        a_changed_definition_is_a_new_version_and_an_unchanged_one_is_not_on_postgres,
+        check
+    );
 
     async fn check(store: Store) {
         let first = agents("\"spent\", \"paid\"", "Help.");

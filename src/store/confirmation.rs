@@ -506,7 +506,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::test_support::postgres_store;
+    use crate::store::test_support::on_both_backends;
     use hearth_channel::{ChatRef, Inbound, OutboundMessage, Sender};
 
     use super::*;
@@ -642,18 +642,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message() {
-        let (store, _dir) = crate::store::test_support::temp_store().await;
-        check(store).await;
-    }
-
-    /// The same SQL on PostgreSQL (skipped when it is not installed).
-    #[tokio::test]
-    async fn a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message_on_postgres() {
-        let Some((store, _server)) = postgres_store("hearth_routed").await else {
-            return;
-        };
-        check(store).await;
-    }
+    on_both_backends!(
+        a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message,
+        a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message_on_postgres,
+        check
+    );
 }

@@ -467,7 +467,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::postgres_store;
+    use crate::store::test_support::on_both_backends;
 
     fn turn(id: &str, key: &str, body: &str) -> HttpTurnRow {
         HttpTurnRow {
@@ -484,20 +484,11 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn tokens_turns_and_events_on_sqlite() {
-        let (store, _dir) = crate::store::test_support::temp_store().await;
-        check(store).await;
-    }
-
-    /// The same SQL on PostgreSQL (skipped when it is not installed).
-    #[tokio::test]
-    async fn tokens_turns_and_events_on_postgres() {
-        let Some((store, _server)) = postgres_store("hearth_http").await else {
-            return;
-        };
-        check(store).await;
-    }
+    on_both_backends!(
+        tokens_turns_and_events_on_sqlite,
+        tokens_turns_and_events_on_postgres,
+        check
+    );
 
     async fn check(store: Store) {
         // Tokens: one live token per name; revoked ones are replaced; found by hash, used now.

@@ -646,7 +646,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::test_support::postgres_store;
+    use crate::store::test_support::on_both_backends;
     use hearth_channel::ChatRef;
 
     use super::*;
@@ -668,7 +668,7 @@ mod tests {
     /// A delivery's start as the lanes use it: the first takes the row and stores its parts,
     /// the first being sent; a second lane, or a row not yet due, gets nothing and stores
     /// nothing; after a failed part the retry resumes at that part.
-    async fn delivery_starts(store: &Store) {
+    async fn delivery_starts(store: Store) {
         let planned = vec!["one".to_string(), "two".to_string()];
         let ids = store
             .enqueue_outbox(&[reply("one two"), reply("later")], 100)
@@ -724,21 +724,12 @@ mod tests {
             .expect("taken");
         assert!(edit.is_empty());
         assert!(store.outbox_parts(later).await.expect("parts").is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_sqlite() {
-        let (store, _dir) = super::super::test_support::temp_store().await;
-        delivery_starts(&store).await;
         store.close().await;
     }
 
-    #[tokio::test]
-    async fn a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_postgres() {
-        let Some((store, _server)) = postgres_store("delivery").await else {
-            return;
-        };
-        delivery_starts(&store).await;
-        store.close().await;
-    }
+    on_both_backends!(
+        a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_sqlite,
+        a_delivery_starts_once_and_resumes_at_the_part_that_failed_on_postgres,
+        delivery_starts
+    );
 }

@@ -218,7 +218,7 @@ pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::postgres_store;
+    use crate::store::test_support::on_both_backends;
 
     fn call(day: &str, schedule: Option<&str>, cost: i64) -> ModelCall {
         ModelCall {
@@ -239,20 +239,11 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn sums_by_days_and_schedule_and_groups() {
-        let (store, _dir) = crate::store::test_support::temp_store().await;
-        check(store).await;
-    }
-
-    /// The same SQL on PostgreSQL (skipped when it is not installed).
-    #[tokio::test]
-    async fn sums_by_days_and_schedule_and_groups_on_postgres() {
-        let Some((store, _server)) = postgres_store("hearth_usage").await else {
-            return;
-        };
-        check(store).await;
-    }
+    on_both_backends!(
+        sums_by_days_and_schedule_and_groups,
+        sums_by_days_and_schedule_and_groups_on_postgres,
+        check
+    );
 
     async fn check(store: Store) {
         store
