@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -168,6 +168,33 @@ impl Session {
     }
 }
 
+/// A change the owner asked for on the page: a logged-in session's POST from this page's
+/// origin carrying the session's CSRF token (see [`Session::check_post`]).
+pub struct Change {
+    session: Session,
+    /// Whether htmx sent it (see [`from_htmx`]).
+    htmx: bool,
+}
+
+impl FromRequest<WebState> for Change {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &WebState) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let session = Session::from_request_parts(&mut parts, state).await?;
+        let headers = parts.headers.clone();
+        let request = Request::from_parts(parts, body);
+        let axum::Form(form) = axum::Form::<CsrfForm>::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        session
+            .check_post(&headers, form.csrf.as_deref())
+            .map_err(IntoResponse::into_response)?;
+        let htmx = from_htmx(&headers);
+        Ok(Change { session, htmx })
+    }
+}
+
 /// A store failure as the page shows it (the cause goes to the log).
 fn server_error(err: &dyn std::fmt::Display) -> Response {
     tracing::warn!(error = %err, "the owner's page could not read the database");
@@ -253,16 +280,8 @@ struct CsrfForm {
 }
 
 /// Ends this session.
-async fn logout(
-    State(state): State<WebState>,
-    session: Session,
-    headers: HeaderMap,
-    axum::Form(form): axum::Form<CsrfForm>,
-) -> Response {
-    if let Err(refusal) = session.check_post(&headers, form.csrf.as_deref()) {
-        return refusal.into_response();
-    }
-    if let Err(err) = state.rt.store.end_web_session(&session.key).await {
+async fn logout(State(state): State<WebState>, change: Change) -> Response {
+    if let Err(err) = state.rt.store.end_web_session(&change.session.key).await {
         return server_error(&err);
     }
     let mut response = Redirect::to("/login").into_response();

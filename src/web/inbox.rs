@@ -10,17 +10,16 @@
 //! changes, from whatever decided them (a Telegram button, the CLI, expiry); the page's script
 //! then fetches `/inbox/list` again.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use hearth_channel::{ButtonPress, ChatRef, Inbound, InboundKind, Sender};
 
-use super::{Session, WebState, cut, from_htmx, local_time, render, server_error, span};
+use super::{Change, Session, WebState, cut, local_time, render, server_error, span};
 use crate::confirmation::{Action, PAGE_SENDER, button_data};
 use crate::store::ConfirmationStatus;
 
@@ -204,16 +203,11 @@ pub(super) async fn events(State(state): State<WebState>, session: Session) -> R
 }
 
 /// The answer to an Inbox action: the refreshed list for htmx, a redirect for a plain form.
-async fn answer(
-    state: &WebState,
-    session: &Session,
-    headers: &HeaderMap,
-    notice: String,
-) -> Response {
-    if !from_htmx(headers) {
+async fn answer(state: &WebState, change: &Change, notice: String) -> Response {
+    if !change.htmx {
         return Redirect::to("/").into_response();
     }
-    match inbox_list(state, session, Some(notice)).await {
+    match inbox_list(state, &change.session, Some(notice)).await {
         Ok(list) => render(&list),
         Err(response) => response,
     }
@@ -226,14 +220,9 @@ fn random_nonce() -> String {
 /// Approve or Deny from the page: through the resolver, as the owner.
 pub(super) async fn decide_confirmation(
     State(state): State<WebState>,
-    session: Session,
     Path((id, action)): Path<(String, String)>,
-    headers: HeaderMap,
-    axum::Form(form): axum::Form<HashMap<String, String>>,
+    change: Change,
 ) -> Response {
-    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refusal.into_response();
-    }
     let action = match action.as_str() {
         "approve" => Action::Approve,
         "deny" => Action::Deny,
@@ -243,13 +232,7 @@ pub(super) async fn decide_confirmation(
     let confirmation = match store.confirmation(&id).await {
         Ok(Some(c)) => c,
         Ok(None) => {
-            return answer(
-                &state,
-                &session,
-                &headers,
-                "That request is no longer known.".into(),
-            )
-            .await;
+            return answer(&state, &change, "That request is no longer known.".into()).await;
         }
         Err(err) => return server_error(&err),
     };
@@ -260,7 +243,7 @@ pub(super) async fn decide_confirmation(
             confirmation.tool,
             confirmation.status.as_str()
         );
-        return answer(&state, &session, &headers, notice).await;
+        return answer(&state, &change, notice).await;
     }
     let platform_id = format!("web:{}", random_nonce());
     let action_name = crate::confirmation::action_name(action);
@@ -311,20 +294,15 @@ pub(super) async fn decide_confirmation(
             confirmation.tool
         ),
     };
-    answer(&state, &session, &headers, notice).await
+    answer(&state, &change, notice).await
 }
 
 /// Approve or Reject a pairing code, as `hearth pair approve` does.
 pub(super) async fn decide_pairing(
     State(state): State<WebState>,
-    session: Session,
     Path((code, action)): Path<(String, String)>,
-    headers: HeaderMap,
-    axum::Form(form): axum::Form<HashMap<String, String>>,
+    change: Change,
 ) -> Response {
-    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refusal.into_response();
-    }
     let store = &state.rt.store;
     let code = code.to_uppercase();
     let notice = match action.as_str() {
@@ -347,5 +325,5 @@ pub(super) async fn decide_pairing(
         },
         _ => return (StatusCode::NOT_FOUND, "no such action").into_response(),
     };
-    answer(&state, &session, &headers, notice).await
+    answer(&state, &change, notice).await
 }

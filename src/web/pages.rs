@@ -3,10 +3,10 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::{Session, WebState, cut, from_htmx, local_time, render, server_error, span};
+use super::{Change, Session, WebState, cut, local_time, render, server_error, span};
 use crate::provider::{ChatMessage, ContentPart};
 use crate::runtime::budget::usd;
 use crate::scheduler::RunStatus;
@@ -529,14 +529,9 @@ pub(super) async fn schedules(
 /// checks.
 pub(super) async fn schedule_action(
     State(state): State<WebState>,
-    session: Session,
     Path((id, action)): Path<(i64, String)>,
-    headers: HeaderMap,
-    axum::Form(form): axum::Form<HashMap<String, String>>,
+    change: Change,
 ) -> Response {
-    if let Err(refusal) = session.check_post(&headers, form.get("csrf").map(String::as_str)) {
-        return refusal.into_response();
-    }
     let store = &state.rt.store;
     let now = state.now();
     let schedule = match store.schedule_by_id(id).await {
@@ -577,10 +572,10 @@ pub(super) async fn schedule_action(
         Err(err) => return server_error(&err),
     };
     tracing::info!(schedule = %name, %action, "schedule changed on the owner's page");
-    if from_htmx(&headers) {
+    if change.htmx {
         return schedules(
             State(state),
-            session,
+            change.session,
             Query(NoticeQuery {
                 notice: Some(notice),
             }),
