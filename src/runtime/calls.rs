@@ -106,7 +106,6 @@ pub async fn settle_tool_calls(
                     text.into(),
                     "interrupted",
                     &record.call.name,
-                    Duration::ZERO,
                 )
                 .await?;
                 settled += 1;
@@ -139,7 +138,6 @@ pub async fn settle_tool_calls(
                         text,
                         "denied",
                         &c.tool,
-                        Duration::ZERO,
                     )
                     .await?;
                     settled += 1;
@@ -155,7 +153,6 @@ pub async fn settle_tool_calls(
                         text,
                         "error",
                         &record.call.name,
-                        Duration::ZERO,
                     )
                     .await?;
                     settled += 1;
@@ -177,7 +174,6 @@ pub async fn settle_tool_calls(
                 text,
                 "skipped",
                 &record.call.name,
-                Duration::ZERO,
             )
             .await?;
             settled += 1;
@@ -203,7 +199,6 @@ pub async fn settle_tool_calls(
                             too_many_prompts(),
                             "refused",
                             &tool,
-                            Duration::ZERO,
                         )
                         .await?;
                         settled += 1;
@@ -235,7 +230,6 @@ pub async fn settle_tool_calls(
                             text,
                             "denied",
                             &tool,
-                            Duration::ZERO,
                         )
                         .await?;
                         settled += 1;
@@ -390,9 +384,15 @@ async fn refuse(
         refusal.message,
         refusal.outcome,
         &record.call.name,
-        Duration::ZERO,
     )
     .await
+}
+
+/// Counts a call that ran in `/metrics` and writes it to the audit log.
+async fn count_and_audit(rt: &Runtime, job: &TurnJob, ran: &Ran) {
+    rt.metrics.tool_call(&ran.tool, ran.outcome);
+    let (tool, arguments, text) = (&ran.tool, &ran.arguments, &ran.text);
+    audit(rt, job, tool, arguments, ran.outcome, text, ran.elapsed).await;
 }
 
 async fn run_call(
@@ -442,19 +442,11 @@ async fn run_call(
         },
         Action::Batch(operations) => batch(rt, job, toolbox, policy, operations).await,
     };
-    rt.metrics.tool_call(&ran.tool, ran.outcome);
-    let is_batch = matches!(action, Action::Batch(_));
-    if !is_batch {
-        audit(
-            rt,
-            job,
-            &ran.tool,
-            &ran.arguments,
-            ran.outcome,
-            &ran.text,
-            ran.elapsed,
-        )
-        .await;
+    if matches!(action, Action::Batch(_)) {
+        // Each operation was counted and audited as it ran.
+        rt.metrics.tool_call(&ran.tool, ran.outcome);
+    } else {
+        count_and_audit(rt, job, &ran).await;
     }
     let finished = serde_json::json!({
         "id": record.call.id, "tool": record.call.name, "status": ran.status.as_str(),
@@ -580,52 +572,28 @@ async fn batch(
         };
         // As the model wrote them, for the audit of a refused operation.
         let written = arguments.to_string();
-        let prepared = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
+        let admitted = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
+            Ok(prepared) if prepared.risk.needs_confirmation(policy.autonomy) => {
+                let message = format!(
+                    "`{name}` needs the user's approval: call it on its own with use_tool."
+                );
+                return json!({"tool_name": name, "ok": false, "error": message});
+            }
+            Ok(prepared) => {
+                admit(&prepared, policy, &rt.limiter, rt.clock.now_ms(), limits).map(|()| prepared)
+            }
+            Err(refusal) => Err(refusal),
+        };
+        let prepared = match admitted {
             Ok(prepared) => prepared,
             Err(refusal) => {
-                audit(
-                    rt,
-                    job,
-                    &name,
-                    &written,
-                    refusal.outcome,
-                    &refusal.message,
-                    Duration::ZERO,
-                )
-                .await;
+                let (outcome, message) = (refusal.outcome, &refusal.message);
+                audit(rt, job, &name, &written, outcome, message, Duration::ZERO).await;
                 return json!({"tool_name": name, "ok": false, "error": refusal.message});
             }
         };
-        if prepared.risk.needs_confirmation(policy.autonomy) {
-            let message =
-                format!("`{name}` needs the user's approval: call it on its own with use_tool.");
-            return json!({"tool_name": name, "ok": false, "error": message});
-        }
-        if let Err(refusal) = admit(&prepared, policy, &rt.limiter, rt.clock.now_ms(), limits) {
-            audit(
-                rt,
-                job,
-                &name,
-                &written,
-                refusal.outcome,
-                &refusal.message,
-                Duration::ZERO,
-            )
-            .await;
-            return json!({"tool_name": name, "ok": false, "error": refusal.message});
-        }
         let ran = execute(rt, job, &prepared).await;
-        rt.metrics.tool_call(&ran.tool, ran.outcome);
-        audit(
-            rt,
-            job,
-            &ran.tool,
-            &ran.arguments,
-            ran.outcome,
-            &ran.text,
-            ran.elapsed,
-        )
-        .await;
+        count_and_audit(rt, job, &ran).await;
         let ok = ran.status == ToolCallStatus::Done;
         json!({"tool_name": name, "ok": ok, if ok { "result" } else { "error" }: ran.text})
     }))
@@ -641,8 +609,7 @@ async fn batch(
     }
 }
 
-/// Stores a call's final result (and audits calls that never ran).
-#[allow(clippy::too_many_arguments)]
+/// Audits a call that never ran and stores `content` as its error result.
 async fn finish(
     rt: &Runtime,
     job: &TurnJob,
@@ -651,18 +618,9 @@ async fn finish(
     content: String,
     outcome: &'static str,
     tool: &str,
-    elapsed: Duration,
 ) -> Result<(), StoreError> {
-    audit(
-        rt,
-        job,
-        tool,
-        &record.call.arguments,
-        outcome,
-        &content,
-        elapsed,
-    )
-    .await;
+    let arguments = &record.call.arguments;
+    audit(rt, job, tool, arguments, outcome, &content, Duration::ZERO).await;
     close_unrun(rt, job, record, status, content).await
 }
 
@@ -699,7 +657,6 @@ pub async fn cancel_open_calls(rt: &Runtime, job: &TurnJob) -> Result<(), StoreE
             text,
             "cancelled",
             &record.call.name,
-            Duration::ZERO,
         )
         .await?;
     }
