@@ -4,22 +4,20 @@
 use super::query::{Listed, Page, Sql, delete_owned};
 use super::{Store, StoreResult};
 
-/// A stored link; `tags` is the JSON array text it is kept as.
+/// A stored link.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct BookmarkRow {
     pub id: i64,
-    pub url: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub tags: String,
+    #[sqlx(flatten)]
+    pub bookmark: Bookmark,
     pub created_at: i64,
 }
 
 const COLUMNS: &str = "id, url, title, description, tags, created_at";
 
-/// A link to keep, checked by the tool.
-#[derive(Clone, Debug)]
-pub struct NewBookmark {
+/// A link as kept (checked by the tool); `tags` is the JSON array text it is kept as.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Bookmark {
     pub url: String,
     pub title: Option<String>,
     pub description: Option<String>,
@@ -35,7 +33,7 @@ pub async fn find(store: &Store, user: i64, url: &str) -> StoreResult<Option<Boo
 
 /// Saves a link; its id. A concurrent save of the same link between [`find`] and this insert
 /// is covered by `ON CONFLICT`: both get the one row.
-pub async fn insert(store: &Store, user: i64, link: &NewBookmark, now: i64) -> StoreResult<i64> {
+pub async fn insert(store: &Store, user: i64, link: &Bookmark, now: i64) -> StoreResult<i64> {
     let mut sql = Sql::insert(
         "bookmarks",
         "user_id, url, title, description, tags, created_at",

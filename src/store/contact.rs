@@ -4,23 +4,20 @@
 use super::query::{Changes, Listed, Page, Sql, delete_owned, get_owned};
 use super::{Store, StoreResult};
 
-/// A stored contact; `birthday` is `YYYY-MM-DD`, `tags` the JSON array text.
+/// A stored contact.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ContactRow {
     pub id: i64,
-    pub name: String,
-    pub email: Option<String>,
-    pub phone: Option<String>,
-    pub birthday: Option<String>,
-    pub notes: Option<String>,
-    pub tags: String,
+    #[sqlx(flatten)]
+    pub contact: Contact,
 }
 
 const COLUMNS: &str = "id, name, email, phone, birthday, notes, tags";
 
-/// A person to save, checked by the tool.
-#[derive(Clone, Debug)]
-pub struct NewContact {
+/// A person as saved (checked by the tool): `birthday` is `YYYY-MM-DD`, `tags` the JSON array
+/// text.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Contact {
     pub name: String,
     pub email: Option<String>,
     pub phone: Option<String>,
@@ -30,7 +27,7 @@ pub struct NewContact {
 }
 
 /// Saves a contact; their id.
-pub async fn insert(store: &Store, user: i64, contact: &NewContact, now: i64) -> StoreResult<i64> {
+pub async fn insert(store: &Store, user: i64, contact: &Contact, now: i64) -> StoreResult<i64> {
     let mut sql = Sql::insert(
         "contacts",
         "user_id, name, email, phone, birthday, notes, tags, created_at, updated_at",

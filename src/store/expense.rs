@@ -8,20 +8,15 @@ use super::{Store, StoreResult};
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ExpenseRow {
     pub id: i64,
-    pub amount_cents: i64,
-    pub currency: String,
-    pub category: String,
-    pub description: Option<String>,
-    pub merchant: Option<String>,
-    pub tags: String,
-    pub spent_on: String,
+    #[sqlx(flatten)]
+    pub expense: Expense,
 }
 
 const COLUMNS: &str = "id, amount_cents, currency, category, description, merchant, tags, spent_on";
 
-/// An expense to record, checked by the tool.
-#[derive(Clone, Debug)]
-pub struct NewExpense {
+/// An expense as recorded (checked by the tool); `tags` is the JSON array text it is kept as.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Expense {
     pub amount_cents: i64,
     pub currency: String,
     pub category: String,
@@ -81,7 +76,7 @@ enum Bound {
 }
 
 /// Records an expense; its id.
-pub async fn insert(store: &Store, user: i64, expense: &NewExpense, now: i64) -> StoreResult<i64> {
+pub async fn insert(store: &Store, user: i64, expense: &Expense, now: i64) -> StoreResult<i64> {
     let mut sql = Sql::insert(
         "expenses",
         "user_id, amount_cents, currency, category, description, merchant, tags, spent_on, \

@@ -11,7 +11,7 @@ use super::common::{deleted, listing, tags_value, user_id};
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::bookmark::{self as store, BookmarkRow, NewBookmark};
+use crate::store::bookmark::{self as store, Bookmark, BookmarkRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -51,7 +51,7 @@ impl TypedTool for AddBookmark {
         if let Some(row) = store::find(&ctx.store, user, &url).await? {
             return Ok(json!({"already_saved": true, "bookmark": BookmarkView::new(ctx, row)}));
         }
-        let link = NewBookmark {
+        let link = Bookmark {
             url,
             title: text(self.title),
             description: text(self.description),
@@ -144,11 +144,11 @@ impl BookmarkView {
     fn new(ctx: &ToolContext, row: BookmarkRow) -> Self {
         Self {
             id: row.id,
-            url: row.url,
-            tags: tags_value(&row.tags),
             saved: format_local(row.created_at, ctx.timezone),
-            title: row.title,
-            description: row.description,
+            url: row.bookmark.url,
+            tags: tags_value(&row.bookmark.tags),
+            title: row.bookmark.title,
+            description: row.bookmark.description,
         }
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::contact::{self as store, ContactRow, NewContact};
+use crate::store::contact::{self as store, Contact, ContactRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -56,7 +56,7 @@ impl TypedTool for AddContact {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
-        let contact = NewContact {
+        let contact = Contact {
             name: self.name.0,
             email: text(self.email).map(|e| check_email(&e)).transpose()?,
             phone: text(self.phone).map(|p| check_phone(&p)).transpose()?,
@@ -260,14 +260,15 @@ struct ContactView {
 
 impl From<ContactRow> for ContactView {
     fn from(row: ContactRow) -> Self {
+        let contact = row.contact;
         Self {
             id: row.id,
-            name: row.name,
-            tags: tags_value(&row.tags),
-            email: row.email,
-            phone: row.phone,
-            birthday: row.birthday,
-            notes: row.notes,
+            name: contact.name,
+            tags: tags_value(&contact.tags),
+            email: contact.email,
+            phone: contact.phone,
+            birthday: contact.birthday,
+            notes: contact.notes,
         }
     }
 }

@@ -19,7 +19,7 @@ use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::parse_date;
 use super::typed::{Batch, Count, Limit, Unchecked, inline_schema, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::expense::{self as store, Bucket, ExpenseFilter, ExpenseRow, NewExpense};
+use crate::store::expense::{self as store, Bucket, Expense, ExpenseFilter, ExpenseRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -160,7 +160,7 @@ impl AddExpense {
             .iter()
             .filter_map(|t| text(Some(t.clone())))
             .collect();
-        let expense = NewExpense {
+        let expense = Expense {
             amount_cents: self.amount.0,
             currency: self.currency.map_or_else(|| "EUR".into(), |c| c.0),
             category: self.category.name().into(),
@@ -520,25 +520,26 @@ fn date(ctx: &ToolContext, text: &str, name: &'static str) -> Result<NaiveDate, 
 
 /// The tags of a stored expense (written as a JSON array; anything else reads as none).
 fn tags(row: &ExpenseRow) -> Vec<String> {
-    serde_json::from_str(&row.tags).unwrap_or_default()
+    serde_json::from_str(&row.expense.tags).unwrap_or_default()
 }
 
 /// A stored expense as the model sees it; empty fields are left out.
 fn view(row: &ExpenseRow) -> Value {
+    let expense = &row.expense;
     let mut out = json!({
         "id": row.id,
-        "date": row.spent_on,
-        "amount": format_cents(row.amount_cents),
-        "currency": row.currency,
-        "category": row.category,
+        "date": expense.spent_on,
+        "amount": format_cents(expense.amount_cents),
+        "currency": expense.currency,
+        "category": expense.category,
     });
-    if let Some(d) = &row.description {
+    if let Some(d) = &expense.description {
         out["description"] = json!(d);
     }
-    if let Some(m) = &row.merchant {
+    if let Some(m) = &expense.merchant {
         out["merchant"] = json!(m);
     }
-    let tags = tags_value(&row.tags);
+    let tags = tags_value(&expense.tags);
     if tags.as_array().is_some_and(|t| !t.is_empty()) {
         out["tags"] = tags;
     }
@@ -560,14 +561,15 @@ fn csv_field(field: &str) -> String {
 fn to_csv(rows: &[ExpenseRow]) -> String {
     let mut out = String::from("id,date,amount,currency,category,description,merchant,tags\n");
     for row in rows {
+        let expense = &row.expense;
         let fields = [
             row.id.to_string(),
-            row.spent_on.clone(),
-            format_cents(row.amount_cents),
-            row.currency.clone(),
-            row.category.clone(),
-            row.description.clone().unwrap_or_default(),
-            row.merchant.clone().unwrap_or_default(),
+            expense.spent_on.clone(),
+            format_cents(expense.amount_cents),
+            expense.currency.clone(),
+            expense.category.clone(),
+            expense.description.clone().unwrap_or_default(),
+            expense.merchant.clone().unwrap_or_default(),
             tags(row).join(";"),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
