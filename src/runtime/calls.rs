@@ -94,20 +94,13 @@ pub async fn settle_tool_calls(
     let mut runnable: Vec<(ToolCallRecord, Action)> = Vec::new();
 
     for record in open {
+        let name = &record.call.name;
         let approved = match record.status {
             ToolCallStatus::Running => {
                 let text = "This tool call was interrupted: hearth restarted while it was running. It was NOT run again, \
                             so its effect is unknown. Check the current state before trying again.";
-                finish(
-                    rt,
-                    job,
-                    &record,
-                    ToolCallStatus::Interrupted,
-                    text.into(),
-                    "interrupted",
-                    &record.call.name,
-                )
-                .await?;
+                let status = ToolCallStatus::Interrupted;
+                finish(rt, job, &record, status, text.into(), name).await?;
                 settled += 1;
                 continue;
             }
@@ -130,31 +123,13 @@ pub async fn settle_tool_calls(
                     } else {
                         "The user denied this call; it did not run. Do not try it again unless they ask.".to_string()
                     };
-                    finish(
-                        rt,
-                        job,
-                        &record,
-                        ToolCallStatus::Denied,
-                        text,
-                        "denied",
-                        &c.tool,
-                    )
-                    .await?;
+                    finish(rt, job, &record, ToolCallStatus::Denied, text, &c.tool).await?;
                     settled += 1;
                     continue;
                 }
                 None => {
                     let text = "This call's approval request was lost; it did not run.".to_string();
-                    finish(
-                        rt,
-                        job,
-                        &record,
-                        ToolCallStatus::Error,
-                        text,
-                        "error",
-                        &record.call.name,
-                    )
-                    .await?;
+                    finish(rt, job, &record, ToolCallStatus::Error, text, name).await?;
                     settled += 1;
                     continue;
                 }
@@ -166,22 +141,13 @@ pub async fn settle_tool_calls(
             let text = format!(
                 "Not run: this turn reached its limit of {limit} tool calls. Answer with what you have."
             );
-            finish(
-                rt,
-                job,
-                &record,
-                ToolCallStatus::Skipped,
-                text,
-                "skipped",
-                &record.call.name,
-            )
-            .await?;
+            finish(rt, job, &record, ToolCallStatus::Skipped, text, name).await?;
             settled += 1;
             continue;
         }
         match plan(toolbox, &rt.tools, &record, &policy) {
             Err(refusal) => {
-                refuse(rt, job, &record, refusal).await?;
+                refuse(rt, job, &record, name, refusal).await?;
                 settled += 1;
             }
             Ok(Action::Run(prepared))
@@ -189,18 +155,9 @@ pub async fn settle_tool_calls(
             {
                 match unattended_rule(job, &prepared) {
                     Unattended::Ask if prompts >= MAX_PROMPTS_AT_ONCE => {
-                        rt.metrics.tool_call(&prepared.tool.info().name, "refused");
                         let tool = prepared.tool.info().name.clone();
-                        finish(
-                            rt,
-                            job,
-                            &record,
-                            ToolCallStatus::Error,
-                            too_many_prompts(),
-                            "refused",
-                            &tool,
-                        )
-                        .await?;
+                        let refusal = Refusal::refused(too_many_prompts());
+                        refuse(rt, job, &record, &tool, refusal).await?;
                         settled += 1;
                     }
                     Unattended::Ask => {
@@ -211,7 +168,7 @@ pub async fn settle_tool_calls(
                     Unattended::Allow => match admit_call(rt, &prepared, &policy) {
                         Ok(()) => runnable.push((record, Action::Run(prepared))),
                         Err(refusal) => {
-                            refuse(rt, job, &record, refusal).await?;
+                            refuse(rt, job, &record, name, refusal).await?;
                             settled += 1;
                         }
                     },
@@ -222,16 +179,7 @@ pub async fn settle_tool_calls(
                             prepared.tool.info().name
                         );
                         let tool = prepared.tool.info().name.clone();
-                        finish(
-                            rt,
-                            job,
-                            &record,
-                            ToolCallStatus::Denied,
-                            text,
-                            "denied",
-                            &tool,
-                        )
-                        .await?;
+                        finish(rt, job, &record, ToolCallStatus::Denied, text, &tool).await?;
                         settled += 1;
                     }
                 }
@@ -239,7 +187,7 @@ pub async fn settle_tool_calls(
             Ok(Action::Run(prepared)) => match admit_call(rt, &prepared, &policy) {
                 Ok(()) => runnable.push((record, Action::Run(prepared))),
                 Err(refusal) => {
-                    refuse(rt, job, &record, refusal).await?;
+                    refuse(rt, job, &record, name, refusal).await?;
                     settled += 1;
                 }
             },
@@ -368,24 +316,20 @@ fn admit_call(rt: &Runtime, prepared: &Prepared, policy: &UserPolicy) -> Result<
     admit(prepared, policy, &rt.limiter, rt.clock.now_ms(), limits)
 }
 
-/// Stores a refused call's reason as its result, for the model.
+/// Counts and audits a refused call of `tool` and stores the reason as its result, for the
+/// model.
 async fn refuse(
     rt: &Runtime,
     job: &TurnJob,
     record: &ToolCallRecord,
+    tool: &str,
     refusal: Refusal,
 ) -> Result<(), StoreError> {
-    rt.metrics.tool_call(&record.call.name, refusal.outcome);
-    finish(
-        rt,
-        job,
-        record,
-        ToolCallStatus::Error,
-        refusal.message,
-        refusal.outcome,
-        &record.call.name,
-    )
-    .await
+    rt.metrics.tool_call(tool, refusal.outcome);
+    let arguments = &record.call.arguments;
+    let (outcome, message) = (refusal.outcome, &refusal.message);
+    audit(rt, job, tool, arguments, outcome, message, Duration::ZERO).await;
+    close_unrun(rt, job, record, ToolCallStatus::Error, refusal.message).await
 }
 
 /// Counts a call that ran in `/metrics` and writes it to the audit log.
@@ -609,17 +553,17 @@ async fn batch(
     }
 }
 
-/// Audits a call that never ran and stores `content` as its error result.
+/// Audits a call that never ran, its status as the outcome, and stores `content` as its error
+/// result.
 async fn finish(
     rt: &Runtime,
     job: &TurnJob,
     record: &ToolCallRecord,
     status: ToolCallStatus,
     content: String,
-    outcome: &'static str,
     tool: &str,
 ) -> Result<(), StoreError> {
-    let arguments = &record.call.arguments;
+    let (arguments, outcome) = (&record.call.arguments, status.as_str());
     audit(rt, job, tool, arguments, outcome, &content, Duration::ZERO).await;
     close_unrun(rt, job, record, status, content).await
 }
@@ -655,7 +599,6 @@ pub async fn cancel_open_calls(rt: &Runtime, job: &TurnJob) -> Result<(), StoreE
             &record,
             ToolCallStatus::Cancelled,
             text,
-            "cancelled",
             &record.call.name,
         )
         .await?;
