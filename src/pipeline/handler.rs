@@ -312,8 +312,7 @@ impl Handler {
         let turn = store
             .start_turn(
                 entry.id,
-                conversation.id,
-                conversation.session,
+                &conversation,
                 Some(identity.user_id),
                 (&agent.id, agents.version(&agent.id)),
                 Some(pinned),

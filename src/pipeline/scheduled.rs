@@ -96,8 +96,7 @@ impl Handler {
                 store
                     .start_turn(
                         entry.id,
-                        conversation.id,
-                        conversation.session,
+                        &conversation,
                         owner.as_ref().map(|o| o.user_id),
                         (&agent.id, agents.version(&agent.id)),
                         None,

@@ -171,8 +171,7 @@ mod tests {
         let turn = store
             .start_turn(
                 inbox,
-                conversation.id,
-                conversation.session,
+                &conversation,
                 None,
                 (agent, version),
                 None,

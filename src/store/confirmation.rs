@@ -528,8 +528,7 @@ mod tests {
         let turn = store
             .start_turn(
                 inbox,
-                conversation.id,
-                conversation.session,
+                &conversation,
                 None,
                 ("general", Some(1)),
                 None,

@@ -245,12 +245,10 @@ impl Store {
     /// transaction that agent becomes the conversation's (pinned or not, as
     /// [`Store::set_conversation_agent`] does) and the conversation is active now. A scheduled
     /// run (`None`) leaves the conversation as it is.
-    #[allow(clippy::too_many_arguments)]
     pub async fn start_turn(
         &self,
         inbox_id: i64,
-        conversation_id: i64,
-        session: i64,
+        conversation: &super::Conversation,
         user_id: Option<i64>,
         agent: (&str, Option<i64>),
         routed: Option<bool>,
@@ -258,6 +256,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Turn> {
         let (agent_id, agent_version) = agent;
+        let (conversation_id, session) = (conversation.id, conversation.session);
         // One batch (every message starts a turn): the user's message finds its turn by the
         // inbox entry, which has at most one.
         let mut batch = self.batch();
@@ -689,8 +688,7 @@ mod tests {
         store
             .start_turn(
                 inbox,
-                conversation.id,
-                conversation.session,
+                &conversation,
                 None,
                 ("finance", None),
                 routed,
