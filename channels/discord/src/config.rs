@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_channel::{
-    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, SecretSource, check_secret,
-    check_url,
+    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
+    check_secret, check_url,
 };
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +117,7 @@ impl DiscordConfig {
                 .collect::<Result<Vec<u64>, _>>()
         };
         Ok(DiscordSettings {
-            token: token.expose().to_owned(),
+            token,
             api_url: self.api_url.trim_end_matches('/').to_owned(),
             allowed_users: ids("allowed_users", &self.allowed_users)?,
             allowed_roles: ids("allowed_roles", &self.allowed_roles)?,
@@ -180,10 +180,10 @@ impl ChannelConfig for DiscordConfig {
 }
 
 /// What the channel runs on.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct DiscordSettings {
-    /// The bot token. Never logged: `Debug` prints `<redacted>`.
-    pub token: String,
+    /// The bot token.
+    pub token: Secret,
     /// Discord's API, or a proxy / local fake speaking it (without a trailing slash).
     pub api_url: String,
     /// Users allowed everywhere (DMs and server channels).
@@ -205,7 +205,7 @@ impl DiscordSettings {
     /// Settings against Discord itself with the defaults.
     pub fn new(token: impl Into<String>) -> Self {
         Self {
-            token: token.into(),
+            token: Secret::new(token),
             api_url: DEFAULT_API_URL.into(),
             allowed_users: Vec::new(),
             allowed_roles: Vec::new(),
@@ -225,21 +225,6 @@ impl DiscordSettings {
     /// Whether REST goes to Discord itself (serenity's ratelimiter on) rather than to a proxy.
     pub fn is_discord(&self) -> bool {
         self.api_url == DEFAULT_API_URL
-    }
-}
-
-impl std::fmt::Debug for DiscordSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscordSettings")
-            .field("token", &"<redacted>")
-            .field("api_url", &self.api_url)
-            .field("allowed_users", &self.allowed_users)
-            .field("allowed_roles", &self.allowed_roles)
-            .field("channels", &self.channels)
-            .field("request_timeout", &self.request_timeout)
-            .field("ready_patience", &self.ready_patience)
-            .field("queue_capacity", &self.queue_capacity)
-            .finish()
     }
 }
 

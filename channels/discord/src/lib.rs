@@ -106,7 +106,8 @@ impl DiscordChannel {
         settings: DiscordSettings,
         client: reqwest::ClientBuilder,
     ) -> Result<Self, ChannelError> {
-        if settings.token.trim().is_empty() || settings.token.chars().any(char::is_whitespace) {
+        let token = settings.token.expose();
+        if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
             return Err(ChannelError::config(
                 "discord: the bot token is empty or contains spaces",
             ));
@@ -183,11 +184,12 @@ fn build_http(
     client: &reqwest::Client,
     ratelimits: Option<Arc<AtomicU64>>,
 ) -> Http {
-    let builder = HttpBuilder::new(&settings.token).client(client.clone());
+    let builder = HttpBuilder::new(settings.token.expose()).client(client.clone());
     if settings.is_discord() {
         // serenity's HttpBuilder puts "Bot " before a token, its Ratelimiter does not: without
         // it Discord answers every call 401.
-        let mut ratelimiter = Ratelimiter::new(client.clone(), format!("Bot {}", settings.token));
+        let mut ratelimiter =
+            Ratelimiter::new(client.clone(), format!("Bot {}", settings.token.expose()));
         if let Some(count) = ratelimits {
             ratelimiter.set_ratelimit_callback(Box::new(move |info: RatelimitInfo| {
                 debug!(path = %info.path, timeout = ?info.timeout, global = info.global, "discord rate limit");

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_channel::{
-    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, SecretSource, check_secret,
-    check_url,
+    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
+    check_secret, check_url,
 };
 use serde::{Deserialize, Serialize};
 
@@ -78,11 +78,10 @@ impl MatrixConfig {
         settings.allowed_users = self.allowed_users.clone();
         settings.require_verified_devices = self.require_verified_devices;
         if let Some(name) = &self.recovery_key_env {
-            settings.recovery_key = Some(ctx.secret("recovery_key_env", name)?.expose().into());
+            settings.recovery_key = Some(ctx.secret("recovery_key_env", name)?);
         }
         if let Some(name) = &self.store_passphrase_env {
-            settings.store_passphrase =
-                Some(ctx.secret("store_passphrase_env", name)?.expose().into());
+            settings.store_passphrase = Some(ctx.secret("store_passphrase_env", name)?);
         }
         Ok(settings)
     }
@@ -168,20 +167,20 @@ fn check_user(user: &str) -> Result<(), String> {
 }
 
 /// What the channel runs on.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct MatrixSettings {
     /// The homeserver's client API URL.
     pub homeserver: String,
     /// The bot's user id.
     pub user: String,
-    /// The password for the first login. Never logged: `Debug` prints `<redacted>`.
-    pub password: String,
+    /// The password for the first login.
+    pub password: Secret,
     /// Users who may invite hearth into rooms.
     pub allowed_users: Vec<String>,
     /// The recovery key for cross-signing and key backup, if any.
-    pub recovery_key: Option<String>,
+    pub recovery_key: Option<Secret>,
     /// The passphrase of the local store, if any.
-    pub store_passphrase: Option<String>,
+    pub store_passphrase: Option<Secret>,
     /// Whether a sender's device must be cross-signed by its owner to be obeyed.
     pub require_verified_devices: bool,
     /// Where the session and the crypto store live (`<data_dir>/channels/matrix/`).
@@ -206,7 +205,7 @@ impl MatrixSettings {
         Self {
             homeserver: homeserver.into(),
             user: user.into(),
-            password: password.into(),
+            password: Secret::new(password),
             allowed_users: Vec::new(),
             recovery_key: None,
             store_passphrase: None,
@@ -216,29 +215,6 @@ impl MatrixSettings {
             timeline_limit: 50,
             edit_interval: Duration::from_millis(1500),
         }
-    }
-}
-
-impl std::fmt::Debug for MatrixSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MatrixSettings")
-            .field("homeserver", &self.homeserver)
-            .field("user", &self.user)
-            .field("password", &"<redacted>")
-            .field("allowed_users", &self.allowed_users)
-            .field(
-                "recovery_key",
-                &self.recovery_key.as_ref().map(|_| "<redacted>"),
-            )
-            .field(
-                "store_passphrase",
-                &self.store_passphrase.as_ref().map(|_| "<redacted>"),
-            )
-            .field("require_verified_devices", &self.require_verified_devices)
-            .field("data_dir", &self.data_dir)
-            .field("sync_timeout", &self.sync_timeout)
-            .field("timeline_limit", &self.timeline_limit)
-            .finish()
     }
 }
 
@@ -301,8 +277,11 @@ mod tests {
         let settings = config
             .settings(BuildContext::new(&vars, dir.path()))
             .expect("settings");
-        assert_eq!(settings.password, "pw");
-        assert_eq!(settings.store_passphrase.as_deref(), Some("store-secret"));
+        assert_eq!(settings.password.expose(), "pw");
+        assert_eq!(
+            settings.store_passphrase.as_ref().map(Secret::expose),
+            Some("store-secret")
+        );
         assert!(settings.require_verified_devices);
         let shown = format!("{settings:?}");
         assert!(

@@ -98,7 +98,7 @@ pub(crate) async fn run(channel: &MatrixChannel, ctx: ChannelContext) -> Result<
         return Err(ChannelError::protocol("logged in without a user id"));
     };
     if let Some(key) = &channel.settings.recovery_key {
-        recover(&client, key).await;
+        recover(&client, key.expose()).await;
     }
     let Some(mut since) = load(&ctx, SINCE_KEY).await else {
         return stopped(&ctx);

@@ -49,7 +49,13 @@ async fn build(settings: &MatrixSettings, store: &Path) -> Result<Client, Matrix
     Client::builder()
         .homeserver_url(&settings.homeserver)
         .http_client(http)
-        .sqlite_store(store, settings.store_passphrase.as_deref())
+        .sqlite_store(
+            store,
+            settings
+                .store_passphrase
+                .as_ref()
+                .map(hearth_channel::Secret::expose),
+        )
         .with_encryption_settings(EncryptionSettings {
             // Cross-signing comes from the recovery key (which a person holds), not from keys
             // the bot would make up and nobody could verify.
@@ -175,7 +181,7 @@ async fn login(settings: &MatrixSettings, paths: &Paths) -> Result<Client, Matri
     let client = build(settings, &paths.store).await?;
     let response = client
         .matrix_auth()
-        .login_username(&settings.user, &settings.password)
+        .login_username(&settings.user, settings.password.expose())
         .initial_device_display_name(DEVICE_NAME)
         .send()
         .await

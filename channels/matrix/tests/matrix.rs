@@ -347,7 +347,7 @@ async fn a_changed_store_passphrase_fails_the_channel_and_keeps_the_keys() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let start = |passphrase: Option<&str>| {
         let mut settings = settings(h.server, &h.bot, "bot-password", dir.path());
-        settings.store_passphrase = passphrase.map(str::to_owned);
+        settings.store_passphrase = passphrase.map(hearth_channel::Secret::new);
         let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
         let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
         (channel, running)
@@ -764,7 +764,7 @@ async fn a_recovery_key_cross_signs_hearths_device() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let start = |recovery: Option<String>| {
         let mut settings = settings(server, &bot, &bot.password, dir.path());
-        settings.recovery_key = recovery;
+        settings.recovery_key = recovery.map(hearth_channel::Secret::new);
         let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
         let running = Running::start(channel.clone(), RecordingSink::new(), MemoryState::new());
         (channel, running)

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_channel::{
-    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, SecretSource, check_secret,
-    check_url,
+    BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
+    check_secret, check_url,
 };
 use serde::{Deserialize, Serialize};
 
@@ -145,10 +145,7 @@ impl TelegramConfig {
                 .webhook_secret_env
                 .as_deref()
                 .ok_or_else(|| ChannelError::config("webhook mode needs webhook_secret_env"))?;
-            let secret_token = ctx
-                .secret("webhook_secret_env", secret_name)?
-                .expose()
-                .to_string();
+            let secret_token = ctx.secret("webhook_secret_env", secret_name)?;
             settings.mode = Mode::Webhook {
                 listen,
                 url,
@@ -230,10 +227,10 @@ fn number(id: &str, what: &str) -> Result<(), String> {
 }
 
 /// How the channel receives updates and talks to the Bot API.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TelegramSettings {
-    /// The bot token from @BotFather. Never logged: `Debug` prints `<redacted>`.
-    pub token: String,
+    /// The bot token from @BotFather.
+    pub token: Secret,
     /// The Bot API base URL without the `/bot<token>` part: the public server, a self-hosted
     /// Bot API server, or a local fake in tests.
     pub api_url: String,
@@ -251,7 +248,7 @@ impl TelegramSettings {
     /// Settings for long polling against the public Bot API with the defaults.
     pub fn new(token: impl Into<String>) -> Self {
         Self {
-            token: token.into(),
+            token: Secret::new(token),
             api_url: DEFAULT_API_URL.to_owned(),
             mode: Mode::Polling,
             max_document_bytes: 200 * 1024,
@@ -267,21 +264,8 @@ impl TelegramSettings {
     }
 }
 
-impl std::fmt::Debug for TelegramSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelegramSettings")
-            .field("token", &"<redacted>")
-            .field("api_url", &self.api_url)
-            .field("mode", &self.mode)
-            .field("max_document_bytes", &self.max_document_bytes)
-            .field("poll_timeout_secs", &self.poll_timeout_secs)
-            .field("pacing", &self.pacing)
-            .finish()
-    }
-}
-
 /// How updates arrive.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub enum Mode {
     /// `getUpdates` long polling; works behind NAT, the usual choice at home.
     #[default]
@@ -294,22 +278,8 @@ pub enum Mode {
         url: String,
         /// Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; requests without it are
         /// refused. 1–256 characters of `A-Z a-z 0-9 _ -`.
-        secret_token: String,
+        secret_token: Secret,
     },
-}
-
-impl std::fmt::Debug for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Mode::Polling => f.write_str("Polling"),
-            Mode::Webhook { listen, url, .. } => f
-                .debug_struct("Webhook")
-                .field("listen", listen)
-                .field("url", url)
-                .field("secret_token", &"<redacted>")
-                .finish(),
-        }
-    }
 }
 
 /// Limits on outgoing messages and edits. Telegram allows about one message a second per chat
@@ -462,10 +432,10 @@ mod tests {
         let settings = webhook
             .settings(BuildContext::new(&vars, dir))
             .expect("settings");
-        assert_eq!(settings.token, "123:abc");
+        assert_eq!(settings.token.expose(), "123:abc");
         assert_eq!(settings.pacing, Pacing::unlimited());
         match &settings.mode {
-            Mode::Webhook { secret_token, .. } => assert_eq!(secret_token, "hook-secret"),
+            Mode::Webhook { secret_token, .. } => assert_eq!(secret_token.expose(), "hook-secret"),
             Mode::Polling => panic!("webhook mode expected"),
         }
         let channel = webhook
@@ -490,7 +460,7 @@ mod tests {
         settings.mode = Mode::Webhook {
             listen: "127.0.0.1:8443".parse().expect("a literal address"),
             url: "https://example.org/tg".into(),
-            secret_token: "hook-secret".into(),
+            secret_token: Secret::new("hook-secret"),
         };
         let shown = format!("{settings:?}");
         assert!(!shown.contains("SECRET"), "{shown}");

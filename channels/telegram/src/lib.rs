@@ -71,14 +71,11 @@ impl TelegramChannel {
     /// Builds the channel; no network traffic until `run` or a send. Fails with a `Config`
     /// error for an empty token or an API URL that is not http(s).
     pub fn new(settings: TelegramSettings) -> Result<Self, ChannelError> {
-        if settings.token.trim().is_empty() {
+        let token = settings.token.expose();
+        if token.trim().is_empty() {
             return Err(ChannelError::config("telegram: the bot token is empty"));
         }
-        if settings
-            .token
-            .chars()
-            .any(|c| c.is_whitespace() || c == '/')
-        {
+        if token.chars().any(|c| c.is_whitespace() || c == '/') {
             return Err(ChannelError::config(
                 "telegram: the bot token contains spaces or slashes",
             ));
@@ -90,6 +87,7 @@ impl TelegramChannel {
             )));
         }
         if let Mode::Webhook { secret_token, .. } = &settings.mode {
+            let secret_token = secret_token.expose();
             let valid = (1..=256).contains(&secret_token.len())
                 && secret_token
                     .chars()
@@ -100,7 +98,7 @@ impl TelegramChannel {
                 ));
             }
         }
-        let api = Api::new(&settings.api_url, &settings.token).map_err(ChannelError::from)?;
+        let api = Api::new(&settings.api_url, token).map_err(ChannelError::from)?;
         Ok(Self {
             pacer: Pacer::new(settings.pacing.clone()),
             settings,

@@ -48,7 +48,10 @@ pub(crate) async fn run(
             listen,
             url,
             secret_token,
-        } => channel.webhook(&ctx, me, *listen, url, secret_token).await,
+        } => {
+            let secret_token = secret_token.expose();
+            channel.webhook(&ctx, me, *listen, url, secret_token).await
+        }
     };
     if ctx.shutdown.is_cancelled() && result.as_ref().is_err_and(ChannelError::is_temporary) {
         // Errors from requests cut short by the shutdown are not failures.

@@ -724,7 +724,7 @@ async fn webhook_mode_checks_the_secret_and_acknowledges_only_stored_updates() {
     settings.mode = Mode::Webhook {
         listen,
         url: "https://hearth.example.org/telegram".into(),
-        secret_token: "hook_secret-1".into(),
+        secret_token: hearth_channel::Secret::new("hook_secret-1"),
     };
     let channel = Arc::new(TelegramChannel::new(settings).expect("valid"));
     let sink = RecordingSink::new();
