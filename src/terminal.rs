@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::{
     Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format,
-    Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
+    Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -418,13 +418,8 @@ impl Channel for TerminalChannel {
         Ok(())
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        _draft: Option<&MessageRef>,
-        text: &str,
-        _reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        let PreviewUpdate { chat, text, .. } = update;
         let mut printed = self.printed();
         if text.starts_with(printed.as_str()) {
             self.print(&text[printed.len()..]);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hearth_channel::{Channel, ChannelError, ChatRef, MessageRef};
+use hearth_channel::{Channel, ChannelError, MessageRef, PreviewUpdate};
 
 use crate::runtime::preview::PreviewSink;
 
@@ -20,13 +20,7 @@ impl ChannelPreview {
 
 #[async_trait]
 impl PreviewSink for ChannelPreview {
-    async fn show(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
-        self.0.preview(chat, draft, text, reply_to).await
+    async fn show(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        self.0.preview(update).await
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use hearth_channel::{ChannelError, ChatRef, MessageRef, preview_text};
+use hearth_channel::{ChannelError, MessageRef, PreviewUpdate, preview_text};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -21,16 +21,10 @@ use crate::provider::StreamEvent;
 /// channel. The runtime sees this and the channel's capabilities, never the channel.
 #[async_trait]
 pub trait PreviewSink: Send + Sync {
-    /// Shows `text` (everything generated so far) in `chat`: creates the preview when `draft`
-    /// is `None`, otherwise updates the message it returned. The final reply replaces it.
-    /// `reply_to` is the message the reply answers, quoted by the preview.
-    async fn show(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError>;
+    /// Shows the update's text (everything generated so far) in its chat: creates the preview
+    /// when its `draft` is `None`, otherwise updates the message it returned. The final reply
+    /// replaces it.
+    async fn show(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError>;
 }
 
 pub struct Preview {
@@ -103,10 +97,13 @@ impl Preview {
                     let due = last.is_none_or(|at| at.elapsed() >= interval);
                     if !text.trim().is_empty() && text != shown && (due || closed) {
                         let full = preview_text(&format!("{prefix}{text}"), &capabilities);
-                        match sink
-                            .show(&chat, current.as_ref(), &full, reply_to.as_deref())
-                            .await
-                        {
+                        let update = PreviewUpdate {
+                            chat: &chat,
+                            draft: current.as_ref(),
+                            text: &full,
+                            reply_to: reply_to.as_deref(),
+                        };
+                        match sink.show(update).await {
                             Ok(Some(reference)) => current = Some(reference),
                             Ok(None) => {}
                             Err(err) => tracing::debug!(error = %err, "preview update failed"),

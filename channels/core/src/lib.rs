@@ -29,7 +29,7 @@ pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
-    InboundKind, MessageRef, OutboundMessage, Sender,
+    InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use retry::{Backoff, error_chain, sleep_or_shutdown};
@@ -474,23 +474,17 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Shows a reply while it is being generated. `text` is the beginning of what was generated
-    /// so far, cut to one message by the daemon ([`preview_text`]).
-    /// The first call for a `draft` (None) creates the preview; later calls pass the reference
+    /// Shows a reply while it is being generated. `update.text` is the beginning of what was
+    /// generated so far, cut to one message by the daemon ([`preview_text`]).
+    /// The first call (`update.draft` None) creates the preview; later calls pass the reference
     /// it returned. The final reply arrives later through `send` with `replaces` set to it.
     /// Only called when [`Capabilities::preview`] is set.
     ///
-    /// `reply_to` is the message the reply answers: the preview quotes it where the outbound
-    /// plan would quote the first part, since the final reply replaces the preview by an edit,
-    /// and an edit cannot add a quote.
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
-        let _ = (chat, draft, text, reply_to); // no preview by default
+    /// `update.reply_to` is the message the reply answers: the preview quotes it where the
+    /// outbound plan would quote the first part, since the final reply replaces the preview by
+    /// an edit, and an edit cannot add a quote.
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        let _ = update; // no preview by default
         Ok(None)
     }
 

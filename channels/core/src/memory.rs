@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::split::Measure;
 use crate::{
     Attachment, Button, ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef,
-    Format, Inbound, InboundKind, MessageRef, OutboundMessage, Sender,
+    Format, Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
 };
 
 /// A message as the in-memory platform shows it.
@@ -646,13 +646,13 @@ impl Channel for MemoryChannel {
         Ok(())
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        let PreviewUpdate {
+            chat,
+            draft,
+            text,
+            reply_to,
+        } = update;
         let reference = {
             let mut state = self.lock();
             if state.capabilities.preview.is_none() {
@@ -797,13 +797,17 @@ mod tests {
             preview: Some(Duration::from_secs(1)),
             ..Capabilities::default()
         });
+        let here = chat();
         let draft = channel
-            .preview(&chat(), None, "Th", None)
+            .preview(PreviewUpdate::first(&here, "Th"))
             .await
             .expect("preview")
             .expect("a draft");
         channel
-            .preview(&chat(), Some(&draft), "The ans", None)
+            .preview(PreviewUpdate {
+                draft: Some(&draft),
+                ..PreviewUpdate::first(&here, "The ans")
+            })
             .await
             .expect("preview edit");
         let mut reply = OutboundMessage::text(chat(), "The answer.");
@@ -823,7 +827,13 @@ mod tests {
         let mut message = OutboundMessage::text(chat(), "pick");
         message.buttons = vec![Button::new("A", "a")];
         assert!(channel.send(&message).await.is_err());
-        assert!(channel.preview(&chat(), None, "x", None).await.is_err());
+        let here = chat();
+        assert!(
+            channel
+                .preview(PreviewUpdate::first(&here, "x"))
+                .await
+                .is_err()
+        );
         let sent = channel
             .send(&OutboundMessage::text(chat(), "x"))
             .await

@@ -377,6 +377,32 @@ pub struct MessageRef {
     pub message_id: String,
 }
 
+/// One showing of a reply while it is being generated (see [`crate::Channel::preview`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PreviewUpdate<'a> {
+    /// Where the reply goes.
+    pub chat: &'a ChatRef,
+    /// The preview shown so far: `None` on the first call, then the reference that call
+    /// returned.
+    pub draft: Option<&'a MessageRef>,
+    /// The beginning of what was generated so far, cut to one message.
+    pub text: &'a str,
+    /// The message the reply answers, which the preview quotes.
+    pub reply_to: Option<&'a str>,
+}
+
+impl<'a> PreviewUpdate<'a> {
+    /// The first showing of `text` in `chat`, quoting nothing.
+    pub fn first(chat: &'a ChatRef, text: &'a str) -> Self {
+        Self {
+            chat,
+            draft: None,
+            text,
+            reply_to: None,
+        }
+    }
+}
+
 /// The markup a platform shows, which the adapter renders the Markdown of
 /// [`OutboundMessage::text`] into. Named by what it is, not by who uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -61,7 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::{
     Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, ErrorKind, Format,
-    Measure, MessageRef, OutboundMessage,
+    Measure, MessageRef, OutboundMessage, PreviewUpdate,
 };
 use serenity::all::{GuildId, Message, RatelimitInfo, UserId};
 use serenity::http::{Http, HttpBuilder, Ratelimiter};
@@ -408,15 +408,8 @@ impl Channel for DiscordChannel {
         result
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
-        let result =
-            outbound::preview(&self.http, self.deadline(), chat, draft, text, reply_to).await;
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        let result = outbound::preview(&self.http, self.deadline(), update).await;
         self.count_rejection(&result);
         result
     }

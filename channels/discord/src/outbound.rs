@@ -15,7 +15,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use hearth_channel::{ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage};
+use hearth_channel::{
+    ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage, PreviewUpdate,
+};
 use serenity::all::{
     ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions, CreateButton, CreateMessage,
     EditMessage, MessageId, MessageReference, Nonce,
@@ -366,11 +368,14 @@ pub async fn edit(
 pub async fn preview(
     http: &Http,
     deadline: Duration,
-    chat: &ChatRef,
-    draft: Option<&MessageRef>,
-    text: &str,
-    reply_to: Option<&str>,
+    update: PreviewUpdate<'_>,
 ) -> Result<Option<MessageRef>, ChannelError> {
+    let PreviewUpdate {
+        chat,
+        draft,
+        text,
+        reply_to,
+    } = update;
     let message = OutboundMessage {
         reply_to: reply_to.map(str::to_owned),
         ..OutboundMessage::text(chat.clone(), text)

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::{
-    Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, MessageRef,
-    OutboundMessage,
+    Capabilities, Channel, ChannelContext, ChannelError, Format, MessageRef, OutboundMessage,
+    PreviewUpdate,
 };
 use serde_json::json;
 use tokio::sync::watch;
@@ -314,13 +314,8 @@ impl Channel for HttpChannel {
             .await
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        _draft: Option<&MessageRef>,
-        text: &str,
-        _reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        let PreviewUpdate { chat, text, .. } = update;
         let backend = self.shared.backend()?.clone();
         // Turns of one conversation run one at a time: the one generating is its newest
         // running turn.

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use hearth_channel::{
     Attachment, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, Format, Measure,
-    MessageRef, OutboundMessage, ScopedState,
+    MessageRef, OutboundMessage, PreviewUpdate, ScopedState,
 };
 use matrix_sdk::Client;
 use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId};
@@ -204,16 +204,8 @@ impl Channel for MatrixChannel {
         outbound::typing(self, chat).await
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
-        outbound::preview(self, chat, draft, text, reply_to)
-            .await
-            .map(Some)
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        outbound::preview(self, update).await.map(Some)
     }
 
     async fn fetch_attachment(

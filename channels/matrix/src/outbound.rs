@@ -2,7 +2,7 @@
 //! ✅ ❌ reactions on confirmation prompts, typing notices. Sends carry the daemon's delivery
 //! id as the Matrix transaction id, so the homeserver shows a resend after a crash once.
 
-use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage};
+use hearth_channel::{ChannelError, ChatRef, MessageRef, OutboundMessage, PreviewUpdate};
 use matrix_sdk::Room;
 use matrix_sdk::ruma::{OwnedRoomId, OwnedTransactionId, RoomId, UserId};
 use serde_json::Value;
@@ -199,11 +199,14 @@ pub(crate) async fn edit(
 
 pub(crate) async fn preview(
     channel: &MatrixChannel,
-    chat: &ChatRef,
-    draft: Option<&MessageRef>,
-    text: &str,
-    reply_to: Option<&str>,
+    update: PreviewUpdate<'_>,
 ) -> Result<MessageRef, ChannelError> {
+    let PreviewUpdate {
+        chat,
+        draft,
+        text,
+        reply_to,
+    } = update;
     check_length(text)?;
     let room = room(channel, chat).await?;
     let message_id = match draft {

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
-use hearth_channel::{Button, Channel, ChatRef, InboundKind, MessageRef, OutboundMessage, Sender};
+use hearth_channel::{
+    Button, Channel, ChatRef, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
+};
 use hearth_matrix::{MatrixChannel, MatrixSettings};
 use hearth_testkit::matrix::{Human, Registered, SeenMessage, Synapse, unique_name};
 
@@ -1494,8 +1496,9 @@ async fn a_preview_edit_with_an_unknown_outcome_is_retried_not_sent_twice() {
     settings.homeserver = proxy.url();
     let channel = Arc::new(MatrixChannel::new(settings).unwrap_or_else(|e| panic!("{e}")));
     connect_once(&channel).await;
+    let chat = h.chat();
     let preview = channel
-        .preview(&h.chat(), None, "thinking", None)
+        .preview(PreviewUpdate::first(&chat, "thinking"))
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("no preview"));

@@ -34,7 +34,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::{
     ButtonPress, Capabilities, Channel, ChannelContext, ChannelError, ChatRef, CommandInfo,
-    ErrorKind, Format, Measure, MessageRef, OutboundMessage,
+    ErrorKind, Format, Measure, MessageRef, OutboundMessage, PreviewUpdate,
 };
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -243,13 +243,7 @@ impl Channel for TelegramChannel {
         Ok(())
     }
 
-    async fn preview(
-        &self,
-        chat: &ChatRef,
-        draft: Option<&MessageRef>,
-        text: &str,
-        reply_to: Option<&str>,
-    ) -> Result<Option<MessageRef>, ChannelError> {
-        outbound::preview(&self.api, &self.pacer, chat, draft, text, reply_to).await
+    async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
+        outbound::preview(&self.api, &self.pacer, update).await
     }
 }

@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hearth_channel::split::{Measure, head};
-use hearth_channel::{Button, ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage};
+use hearth_channel::{
+    Button, ChannelError, ChatRef, ErrorKind, MessageRef, OutboundMessage, PreviewUpdate,
+};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -79,11 +81,14 @@ pub(crate) async fn edit(
 pub(crate) async fn preview(
     api: &Api,
     pacer: &Pacer,
-    chat: &ChatRef,
-    draft: Option<&MessageRef>,
-    text: &str,
-    reply_to: Option<&str>,
+    update: PreviewUpdate<'_>,
 ) -> Result<Option<MessageRef>, ChannelError> {
+    let PreviewUpdate {
+        chat,
+        draft,
+        text,
+        reply_to,
+    } = update;
     let plain = head(non_empty(text), MAX_MESSAGE_LEN, Measure::Utf16);
     pacer.wait(&chat.chat_id).await;
     match draft {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use hearth_channel::testkit::{Document, Harness, MemoryState, RecordingSink, Running, Shown};
 use hearth_channel::{
     AttachmentKind, Button, Channel, ChannelError, ChannelStatus, ChatRef, ErrorKind, InboundKind,
-    MessageRef, OutboundMessage, Sender,
+    MessageRef, OutboundMessage, PreviewUpdate, Sender,
 };
 use hearth_telegram::{Mode, Pacing, TelegramChannel, TelegramSettings};
 use hearth_testkit::telegram::{BOT_USERNAME, FakeTelegram, Incoming};
@@ -670,13 +670,17 @@ async fn buttons_press_answer_and_decision_edit() {
 #[tokio::test]
 async fn previews_are_edited_and_replaced_by_the_final_reply() {
     let (tg, channel) = setup().await;
+    let chat = private();
     let draft = channel
-        .preview(&private(), None, "Thinking", None)
+        .preview(PreviewUpdate::first(&chat, "Thinking"))
         .await
         .expect("preview")
         .expect("a draft");
     channel
-        .preview(&private(), Some(&draft), "Thinking about **it**", None)
+        .preview(PreviewUpdate {
+            draft: Some(&draft),
+            ..PreviewUpdate::first(&chat, "Thinking about **it**")
+        })
         .await
         .expect("preview update");
     let mut reply = OutboundMessage::text(private(), "Final **answer**");

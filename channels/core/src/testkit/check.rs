@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{Document, Harness, MemoryState, PATIENCE, RecordingSink, Running, Shown};
 use crate::{
     AttachmentKind, Button, Channel, ChannelStatus, ChatRef, ErrorKind, Format, InboundKind,
-    MessageRef, OutboundMessage,
+    MessageRef, OutboundMessage, PreviewUpdate,
 };
 
 /// The longest delivery id the daemon produces (`hearth-` and the largest outbox row id). It is
@@ -574,18 +574,22 @@ pub async fn check_preview_quotes_and_is_replaced(h: &dyn Harness) {
         return;
     }
     let message_id = &incoming_message_id(h, "answer me slowly").await;
+    let chat = h.chat();
+    let first = PreviewUpdate {
+        reply_to: Some(message_id),
+        ..PreviewUpdate::first(&chat, "Thinking")
+    };
     let draft = channel
-        .preview(&h.chat(), None, "Thinking", Some(message_id))
+        .preview(first)
         .await
         .unwrap_or_else(|e| panic!("creating the preview failed: {e}"))
         .expect("a channel with previews returns the preview it created");
     channel
-        .preview(
-            &h.chat(),
-            Some(&draft),
-            "Thinking about it",
-            Some(message_id),
-        )
+        .preview(PreviewUpdate {
+            draft: Some(&draft),
+            text: "Thinking about it",
+            ..first
+        })
         .await
         .unwrap_or_else(|e| panic!("updating the preview failed: {e}"));
     let shown = shown_eventually(h, &h.chat(), "Thinking about it").await;
