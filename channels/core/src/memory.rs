@@ -647,12 +647,8 @@ impl Channel for MemoryChannel {
     }
 
     async fn preview(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError> {
-        let PreviewUpdate {
-            chat,
-            draft,
-            text,
-            reply_to,
-        } = update;
+        let (chat, draft, text) = (update.chat, update.draft, update.text);
+        let reply_to = update.reply_to;
         let reference = {
             let mut state = self.lock();
             if state.capabilities.preview.is_none() {

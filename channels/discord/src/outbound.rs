@@ -370,12 +370,8 @@ pub async fn preview(
     deadline: Duration,
     update: PreviewUpdate<'_>,
 ) -> Result<Option<MessageRef>, ChannelError> {
-    let PreviewUpdate {
-        chat,
-        draft,
-        text,
-        reply_to,
-    } = update;
+    let (chat, draft, text) = (update.chat, update.draft, update.text);
+    let reply_to = update.reply_to;
     let message = OutboundMessage {
         reply_to: reply_to.map(str::to_owned),
         ..OutboundMessage::text(chat.clone(), text)

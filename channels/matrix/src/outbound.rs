@@ -201,12 +201,8 @@ pub(crate) async fn preview(
     channel: &MatrixChannel,
     update: PreviewUpdate<'_>,
 ) -> Result<MessageRef, ChannelError> {
-    let PreviewUpdate {
-        chat,
-        draft,
-        text,
-        reply_to,
-    } = update;
+    let (chat, draft, text) = (update.chat, update.draft, update.text);
+    let reply_to = update.reply_to;
     check_length(text)?;
     let room = room(channel, chat).await?;
     let message_id = match draft {

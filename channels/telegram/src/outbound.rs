@@ -83,12 +83,8 @@ pub(crate) async fn preview(
     pacer: &Pacer,
     update: PreviewUpdate<'_>,
 ) -> Result<Option<MessageRef>, ChannelError> {
-    let PreviewUpdate {
-        chat,
-        draft,
-        text,
-        reply_to,
-    } = update;
+    let (chat, draft, text) = (update.chat, update.draft, update.text);
+    let reply_to = update.reply_to;
     let plain = head(non_empty(text), MAX_MESSAGE_LEN, Measure::Utf16);
     pacer.wait(&chat.chat_id).await;
     match draft {
