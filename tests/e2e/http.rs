@@ -15,8 +15,8 @@ use crate::support::{HearthProcess, llm_sections};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The agents both HTTP test files use (the OpenAI endpoint lists them as models).
-pub(crate) const AGENTS: &str = r#"
+/// The agents of the HTTP channel's tests (the OpenAI endpoint lists them as models).
+const AGENTS: &str = r#"
 [[agent]]
 id = "general"
 name = "General"
@@ -36,12 +36,14 @@ system_prompt = "PROMPT:finance"
 keywords = ["spent", "budget"]
 "#;
 
-struct Api {
-    process: HearthProcess,
-    llm: FakeOpenAi,
-    client: reqwest::Client,
+/// A hearth process with `[channels.http]` against a fake LLM, and a client of its API;
+/// `openai_api.rs` adds the calls of the OpenAI-compatible endpoint.
+pub(crate) struct Api {
+    pub(crate) process: HearthProcess,
+    pub(crate) llm: FakeOpenAi,
+    pub(crate) client: reqwest::Client,
     /// The owner's token (scope admin).
-    owner: String,
+    pub(crate) owner: String,
 }
 
 /// One Server-Sent Event as a client reads it.
@@ -53,15 +55,25 @@ struct Sse {
 }
 
 impl Api {
-    async fn new(extra: &str) -> Self {
+    /// Configured with `extra` appended to `[channels.http]`, not started.
+    pub(crate) async fn new(extra: &str) -> Self {
+        Self::build("http:owner", &[], extra).await
+    }
+
+    /// A process whose `daemon.owner` is `owner`, with `env` set, `extra` appended to
+    /// `[channels.http]`; not started.
+    pub(crate) async fn build(owner: &str, env: &[(&'static str, &str)], extra: &str) -> Self {
         // No token may ever reach a log line: they all start with `hth_`.
-        let process = HearthProcess::new("http", "hth_");
+        let mut process = HearthProcess::new("http", "hth_");
+        for (key, value) in env {
+            process = process.env(key, value);
+        }
         let llm = FakeOpenAi::start().await;
         let config = format!(
             "{llm}\n[channels.http]\nmax_body_bytes = 4096\n{extra}\n",
             llm = llm_sections(&llm, false, true, (1.0, 2.0)),
         );
-        process.write_config("http:owner", &config, AGENTS);
+        process.write_config(owner, &config, AGENTS);
         let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
         Self {
             process,
@@ -71,7 +83,7 @@ impl Api {
         }
     }
 
-    fn create_token(&self, args: &[&str]) -> String {
+    pub(crate) fn create_token(&self, args: &[&str]) -> String {
         let mut all = vec!["token", "create"];
         all.extend_from_slice(args);
         token_of(&self.process.cli(&all))
@@ -171,7 +183,7 @@ impl Api {
 }
 
 /// The token `hearth token create` printed.
-pub(crate) fn token_of(output: &str) -> String {
+fn token_of(output: &str) -> String {
     output
         .lines()
         .find(|line| line.starts_with("hth_"))

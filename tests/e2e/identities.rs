@@ -3,7 +3,7 @@
 //! channel, and `hearth pair link / unlink / list` and `hearth check` on the binary.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 
 use hearth::agent::AgentSet;
@@ -532,24 +532,9 @@ async fn the_terminal_joins_the_owner_listed_in_the_config() {
     )
     .expect("write config");
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(["chat"])
-            .current_dir(&path)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("hearth starts");
-        let mut input = child.stdin.take().expect("stdin");
-        std::io::Write::write_all(&mut input, b"/whoami\n").expect("write stdin");
-        drop(input);
-        child.wait_with_output().expect("hearth finishes")
-    })
-    .await
-    .expect("join");
+    let out = tokio::task::spawn_blocking(move || run_cli(&path, &["chat"], &[], "/whoami\n"))
+        .await
+        .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(

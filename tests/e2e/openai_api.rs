@@ -10,14 +10,13 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use hearth_testkit::{FakeOpenAi, Reply, ToolCallSpec};
+use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{HearthProcess, llm_sections};
+// The HTTP channel's test process; the methods below speak its OpenAI-compatible endpoint.
+use crate::http::{Api as Chat, answer};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-use crate::http::{AGENTS, answer, token_of};
 
 /// Open WebUI's default title prompt (`DEFAULT_TITLE_GENERATION_PROMPT_TEMPLATE`), as it sends
 /// it once the chat history is filled in.
@@ -26,23 +25,11 @@ const TITLE_TASK: &str = "### Task:\nGenerate a concise, 3-5 word title with an 
 /// Open WebUI's default follow-up prompt (`DEFAULT_FOLLOW_UP_GENERATION_PROMPT_TEMPLATE`).
 const FOLLOW_UP_TASK: &str = "### Task:\nSuggest 3-5 relevant follow-up questions or prompts that the user might naturally ask next in this conversation as a **user**, based on the chat history, to help continue or deepen the discussion.\n### Guidelines:\n- Write all follow-up questions from the user's point of view, directed to the assistant.\n- Make questions concise, clear, and directly related to the discussed topic(s).\n- Response must be a JSON array of strings, no extra text or formatting.\n### Output:\nJSON format: { \"follow_ups\": [\"Question 1?\", \"Question 2?\", \"Question 3?\"] }\n### Chat History:\n<chat_history>\nUSER: how much did I spend on groceries?\nASSISTANT: 42 EUR this week.\n</chat_history>";
 
-struct Chat {
-    process: HearthProcess,
-    llm: FakeOpenAi,
-    client: reqwest::Client,
-    /// The owner's token (scope admin).
-    owner: String,
-}
-
 impl Chat {
     async fn start(extra: &str) -> Self {
         let mut chat = Self::new(extra).await;
         chat.process.start().await;
         chat
-    }
-
-    async fn new(extra: &str) -> Self {
-        Self::build("http:owner", &[], extra).await
     }
 
     /// A started chat whose approvals go to `owner`'s chat on a fake Telegram (bot token
@@ -84,35 +71,6 @@ impl Chat {
                     .find(|m| !m.buttons.is_empty())
             })
             .await
-    }
-
-    /// A process whose `daemon.owner` is `owner`, with `env` set, `extra` appended to
-    /// `[channels.http]`.
-    async fn build(owner: &str, env: &[(&'static str, &str)], extra: &str) -> Self {
-        // No token may ever reach a log line: they all start with `hth_`.
-        let mut process = HearthProcess::new("http", "hth_");
-        for (key, value) in env {
-            process = process.env(key, value);
-        }
-        let llm = FakeOpenAi::start().await;
-        let config = format!(
-            "{llm}\n[channels.http]\nmax_body_bytes = 4096\n{extra}\n",
-            llm = llm_sections(&llm, false, true, (1.0, 2.0)),
-        );
-        process.write_config(owner, &config, AGENTS);
-        let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
-        Self {
-            process,
-            llm,
-            client: reqwest::Client::new(),
-            owner,
-        }
-    }
-
-    fn create_token(&self, args: &[&str]) -> String {
-        let mut all = vec!["token", "create"];
-        all.extend_from_slice(args);
-        token_of(&self.process.cli(&all))
     }
 
     fn completions(&self, token: &str) -> reqwest::RequestBuilder {
