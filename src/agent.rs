@@ -495,7 +495,7 @@ system_prompt = "You help."
     fn shipped_tool_groups_come_from_the_catalogue() {
         let groups = crate::tool::KNOWN_GROUPS;
         let set = AgentSet::shipped().expect("shipped agents are valid");
-        assert_eq!(set.validate_tools(&groups, &[]), Vec::<String>::new());
+        assert_eq!(set.validate_tools(groups, &[]), Vec::<String>::new());
         let fewer = set.validate_tools(&groups[..3], &[]);
         assert!(
             fewer

@@ -245,6 +245,7 @@ impl Store {
     /// transaction that agent becomes the conversation's (pinned or not, as
     /// [`Store::set_conversation_agent`] does) and the conversation is active now. A scheduled
     /// run (`None`) leaves the conversation as it is.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start_turn(
         &self,
         inbox_id: i64,
