@@ -143,13 +143,9 @@ fn known_zone(name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use hearth_channel::testkit::env;
 
-    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::*;
 
     #[test]
     fn data_dir_follows_the_xdg_rules() {

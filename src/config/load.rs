@@ -944,18 +944,13 @@ fn describe_found(found: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use hearth_channel::testkit::env;
+
     use super::*;
 
     /// A machine that supplies no defaults: `./data` and UTC.
     fn bare() -> HostDefaults {
         HostDefaults::detect(&HashMap::new(), None)
-    }
-
-    /// An environment holding exactly these variables.
-    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     /// The errors of loading `text`, as (source, key, message).

@@ -130,6 +130,14 @@ pub fn check_secret(key: &str, name: &str, secrets: &dyn SecretSource) -> Option
         .map(|message| ConfigProblem::new(key, message))
 }
 
+/// The problem with the URL `text` at `key`, if it is not an absolute URL with a host and one
+/// of `schemes` (see [`check_url`]).
+pub fn check_url_at(key: &str, text: &str, schemes: &[&str]) -> Option<ConfigProblem> {
+    check_url(text, schemes)
+        .err()
+        .map(|message| ConfigProblem::new(key, message))
+}
+
 /// Checks that `text` is an absolute URL with a host and one of `schemes` (`["http", "https"]`).
 pub fn check_url(text: &str, schemes: &[&str]) -> Result<(), String> {
     let expected = schemes

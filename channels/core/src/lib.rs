@@ -24,6 +24,7 @@ pub mod testkit;
 
 pub use config::{
     BuildContext, ChannelConfig, ConfigProblem, channel_data_dir, check_secret, check_url,
+    check_url_at,
 };
 pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};

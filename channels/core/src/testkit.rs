@@ -40,6 +40,14 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 /// How soon `run` must return after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// An environment holding exactly these variables: a [`SecretSource`](crate::SecretSource)
+/// for config checks and builds.
+pub fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A message as the platform shows it to the people in the chat.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shown {

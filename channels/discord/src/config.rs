@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hearth_channel::{
     BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
-    check_secret, check_url,
+    check_secret, check_url_at,
 };
 use serde::{Deserialize, Serialize};
 
@@ -135,9 +135,7 @@ impl ChannelConfig for DiscordConfig {
     fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
         problems.extend(check_secret("token_env", &self.token_env, secrets));
-        if let Err(message) = check_url(&self.api_url, &["http", "https"]) {
-            problems.push(ConfigProblem::new("api_url", message));
-        }
+        problems.extend(check_url_at("api_url", &self.api_url, &["http", "https"]));
         for (key, list) in [
             ("allowed_users", &self.allowed_users),
             ("allowed_roles", &self.allowed_roles),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hearth_channel::{
     BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
-    check_secret, check_url,
+    check_secret, check_url_at,
 };
 use serde::{Deserialize, Serialize};
 
@@ -92,9 +92,11 @@ impl ChannelConfig for MatrixConfig {
 
     fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
-        if let Err(message) = check_url(&self.homeserver, &["http", "https"]) {
-            problems.push(ConfigProblem::new("homeserver", message));
-        }
+        problems.extend(check_url_at(
+            "homeserver",
+            &self.homeserver,
+            &["http", "https"],
+        ));
         if let Err(message) = check_user(&self.user) {
             problems.push(ConfigProblem::new("user", message));
         }
@@ -220,21 +222,12 @@ impl MatrixSettings {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use hearth_channel::testkit::env;
 
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     fn section(text: &str) -> MatrixConfig {
-        match toml::from_str(text) {
-            Ok(section) => section,
-            Err(err) => panic!("{text}: {err}"),
-        }
+        toml::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
     // Moved from the daemon's placeholder checks; keys are now relative to the section.

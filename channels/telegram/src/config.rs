@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hearth_channel::{
     BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, Secret, SecretSource,
-    check_secret, check_url,
+    check_secret, check_url_at,
 };
 use serde::{Deserialize, Serialize};
 
@@ -162,9 +162,7 @@ impl ChannelConfig for TelegramConfig {
     fn check(&self, secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
         problems.extend(check_secret("token_env", &self.token_env, secrets));
-        if let Err(message) = check_url(&self.api_url, &["http", "https"]) {
-            problems.push(ConfigProblem::new("api_url", message));
-        }
+        problems.extend(check_url_at("api_url", &self.api_url, &["http", "https"]));
         if self.mode == TelegramMode::Webhook {
             match self.webhook_listen.as_deref() {
                 Some(listen) if listen.parse::<SocketAddr>().is_ok() => {}
@@ -179,9 +177,7 @@ impl ChannelConfig for TelegramConfig {
             }
             match self.webhook_url.as_deref() {
                 Some(public) => {
-                    if let Err(message) = check_url(public, &["https"]) {
-                        problems.push(ConfigProblem::new("webhook_url", message));
-                    }
+                    problems.extend(check_url_at("webhook_url", public, &["https"]));
                 }
                 None => problems.push(ConfigProblem::new(
                     "webhook_url",
@@ -317,23 +313,13 @@ impl Pacing {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use hearth_channel::testkit::env;
 
     use super::*;
 
-    /// An environment holding exactly these variables.
-    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     /// The section parsed from TOML text, as `hearth` parses it.
     fn section(text: &str) -> TelegramConfig {
-        match toml::from_str(text) {
-            Ok(section) => section,
-            Err(err) => panic!("{text}: {err}"),
-        }
+        toml::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
     /// Asserts that checking `text` gives exactly one problem, at `key`, mentioning `message`.
