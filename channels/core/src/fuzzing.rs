@@ -175,19 +175,16 @@ pub fn replay(target: &str, check: impl Fn(&[u8])) -> usize {
 mod tests {
     use super::*;
 
-    fn caps(max: usize, measure: Measure) -> Capabilities {
-        Capabilities {
-            max_message_len: Some(max),
-            measure,
-            ..Capabilities::default()
-        }
-    }
-
     #[test]
     fn the_plan_keeps_its_promises_on_fenced_text() {
         let text = format!("intro\n```rust\n{}```\nafter", "let x = 1;\n".repeat(40));
         for measure in [Measure::Chars, Measure::Bytes, Measure::Utf16] {
-            check_plan(&text, &caps(60, measure), as_is(measure));
+            let capabilities = Capabilities {
+                max_message_len: Some(60),
+                measure,
+                ..Default::default()
+            };
+            check_plan(&text, &capabilities, as_is(measure));
         }
     }
 

@@ -276,6 +276,20 @@ pub enum AttachmentKind {
     Document,
 }
 
+impl AttachmentKind {
+    /// The kind of a file of MIME type `mime`, for platforms that only say that: `image/*` an
+    /// image, `audio/*` a voice message, anything else a document.
+    pub fn of_mime(mime: &str) -> Self {
+        if mime.starts_with("image/") {
+            Self::Image
+        } else if mime.starts_with("audio/") {
+            Self::Voice
+        } else {
+            Self::Document
+        }
+    }
+}
+
 /// A message the daemon wants shown.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutboundMessage {

@@ -170,13 +170,7 @@ pub fn message(rules: &Rules, message: &Message) -> Inbound {
                 .content_type
                 .clone()
                 .unwrap_or_else(|| "application/octet-stream".to_owned());
-            let kind = if mime.starts_with("image/") {
-                AttachmentKind::Image
-            } else if mime.starts_with("audio/") {
-                AttachmentKind::Voice
-            } else {
-                AttachmentKind::Document
-            };
+            let kind = AttachmentKind::of_mime(&mime);
             Attachment::remote(kind, mime, attachment.url.clone())
                 .with_name(attachment.filename.clone())
                 .with_size(u64::from(attachment.size))

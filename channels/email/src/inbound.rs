@@ -356,13 +356,7 @@ fn body(message: &Message<'_>, at: &MailAt) -> (String, Vec<Attachment>) {
                 part.contents().len(),
             ),
         };
-        let kind = if mime.starts_with("image/") {
-            AttachmentKind::Image
-        } else if mime.starts_with("audio/") {
-            AttachmentKind::Voice
-        } else {
-            AttachmentKind::Document
-        };
+        let kind = AttachmentKind::of_mime(&mime);
         let Some(section) = sections.get(&id) else {
             continue;
         };
