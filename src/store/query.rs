@@ -297,3 +297,24 @@ fn escape_like(text: &str) -> String {
     }
     escaped
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An INSERT gets one numbered placeholder a value, with commas between them only, and a
+    /// second list in the same statement starts without a comma too.
+    #[test]
+    fn an_insert_numbers_its_values_and_puts_commas_between_them() {
+        let mut sql = Sql::insert("notes", "user_id, title, tags");
+        sql.value(7_i64).value("groceries").value("[]");
+        sql.push(") RETURNING id");
+        assert_eq!(
+            sql.sql,
+            "INSERT INTO notes (user_id, title, tags) VALUES ($1, $2, $3) RETURNING id"
+        );
+        sql.push(" AND id IN (").value(1_i64).value(2_i64).push(")");
+        assert!(sql.sql.ends_with(" AND id IN ($4, $5)"), "{}", sql.sql);
+        assert_eq!(sql.arguments.len(), 5);
+    }
+}
