@@ -1,4 +1,5 @@
-//! Agent definitions: the agents file (DESIGN.md §4), its validation, and the built-in default set.
+//! Agent definitions: the agents file (docs/agents.md; how it routes: docs/architecture.md,
+//! "Routing"), its validation, and the built-in default set.
 //!
 //! An agents file is a list of `[[agent]]` tables. It is parsed and validated as a whole so
 //! `hearth check` can name every problem at once, each with the file, the agent and the field.

@@ -1,5 +1,6 @@
-//! The command line (DESIGN.md §8). Exit codes: 0 ok, 2 bad usage or configuration, 1 a
-//! failure at run time; errors print as one line plus their causes.
+//! The command line (docs/cli.md; the contract: docs/architecture.md, "Contracts"). Exit codes:
+//! 0 ok, 2 bad usage or configuration, 1 a failure at run time; errors print as one line plus
+//! their causes.
 
 mod agents;
 mod chat;

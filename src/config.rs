@@ -2,8 +2,8 @@
 //! environment as `HEARTH_SECTION__KEY`, with secrets given by name (`*_env`) and read from the
 //! environment or `$CREDENTIALS_DIRECTORY`.
 //!
-//! The types here are the user's contract (DESIGN.md §7): keys may be added, never renamed.
-//! Unknown keys are rejected so a typo is an error, not a silently ignored setting.
+//! The types here are the user's contract (docs/architecture.md, "Contracts"): keys may be added,
+//! never renamed. Unknown keys are rejected so a typo is an error, not a silently ignored setting.
 
 mod host;
 mod load;
@@ -369,8 +369,8 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// `[context]`: how long conversations are kept within the model's window (README "Long
-/// conversations and cost").
+/// `[context]`: how long conversations are kept within the model's window
+/// (docs/long-conversations.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextConfig {
@@ -474,7 +474,8 @@ fn default_transcription_timeout() -> u64 {
     60
 }
 
-/// How much hearth may do without asking (DESIGN.md §5): which tools need an Approve first.
+/// How much hearth may do without asking (docs/architecture.md, "Autonomy: what asks first"): which
+/// tools need an Approve first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Autonomy {

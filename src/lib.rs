@@ -1,7 +1,7 @@
 //! hearth: a personal AI assistant daemon.
 //!
-//! The path of a message (DESIGN.md §2): channel adapter -> inbox -> dispatcher -> router ->
-//! agent turn -> outbox -> delivery worker -> channel adapter.
+//! The path of a message (docs/architecture.md, "The path of a message"): channel adapter ->
+//! inbox -> dispatcher -> router -> agent turn -> outbox -> delivery worker -> channel adapter.
 
 pub mod agent;
 pub mod channels;

@@ -1,6 +1,7 @@
-//! The durable path of a message (DESIGN.md §2): the inbox sink channels deliver into, the
-//! dispatcher that runs each conversation's entries in order, the handler that turns an entry
-//! into a reply, and the delivery worker that takes replies from the outbox to the platforms.
+//! The durable path of a message (docs/architecture.md, "The path of a message"): the inbox sink
+//! channels deliver into, the dispatcher that runs each conversation's entries in order, the
+//! handler that turns an entry into a reply, and the delivery worker that takes replies from the
+//! outbox to the platforms.
 
 pub mod confirm;
 pub mod delivery;

@@ -1,4 +1,5 @@
-//! Which agent answers a message (DESIGN.md §4): chat commands, keyword triggers, stickiness.
+//! Which agent answers a message (docs/architecture.md, "Routing"): chat commands, keyword
+//! triggers, stickiness.
 //!
 //! Pure decision logic without I/O. The dispatcher checks the sender, then calls
 //! [`parse_command`] (commands, and a bare `@id` that switches), and only for ordinary text
@@ -18,7 +19,7 @@ use hearth_channel::CommandInfo;
 
 use crate::agent::{AgentDef, AgentSet};
 
-/// A chat command (DESIGN.md §4, step 2).
+/// A chat command (docs/architecture.md, "Routing", step 2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// `/help` (also Telegram's `/start`).

@@ -1,10 +1,11 @@
 //! Scheduled triggers: cron schedules and one-shot reminders that run an agent unattended.
 //!
 //! Schedules live in the database (`schedules`, with their next fire time) and every fire is
-//! recorded in `schedule_runs`. A fire is a synthetic inbox entry (DESIGN.md §2): the prompt as
-//! a message from the sender `schedule` in the schedule's target chat, so the reply takes the
-//! same path as any other (dispatcher, turn, outbox, channel). The turn side asks
-//! [`Store::scheduled_run_for_inbox`] which agent to use and what to do about confirmations.
+//! recorded in `schedule_runs`. A fire is a synthetic inbox entry (docs/architecture.md, "The path
+//! of a message"): the prompt as a message from the sender `schedule` in the schedule's target
+//! chat, so the reply takes the same path as any other (dispatcher, turn, outbox, channel). The
+//! turn side asks [`Store::scheduled_run_for_inbox`] which agent to use and what to do about
+//! confirmations.
 //!
 //! The loop wakes at least once a second (so `hearth schedule run` and a test moving a
 //! `ManualClock` are noticed quickly) and fires every enabled schedule whose time has come.

@@ -1,11 +1,12 @@
 //! One turn: the model and the tools take turns until the model answers in words.
 //!
-//! Every step is stored as it happens (DESIGN.md §2 rule 3): the model's tool requests before any
-//! tool runs, each call marked running before it starts, each result with its message. Running
-//! the loop again on the same turn therefore resumes it: calls that never started run now, a call
-//! that was running when the daemon died is reported to the model as interrupted and is never run
-//! again, and the model is asked again only for what is not stored yet. A call that needs the
-//! user's approval parks the turn until the decision arrives (see [`super::calls`]).
+//! Every step is stored as it happens (docs/architecture.md, "The path of a message", rule 3): the
+//! model's tool requests before any tool runs, each call marked running before it starts, each
+//! result with its message. Running the loop again on the same turn therefore resumes it: calls
+//! that never started run now, a call that was running when the daemon died is reported to the
+//! model as interrupted and is never run again, and the model is asked again only for what is not
+//! stored yet. A call that needs the user's approval parks the turn until the decision arrives (see
+//! [`super::calls`]).
 
 use std::sync::Arc;
 use std::time::Instant;

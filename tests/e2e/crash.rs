@@ -1,7 +1,7 @@
-//! Crash safety under load (DESIGN.md §2): the real binary, the fake Telegram and the fake LLM;
-//! many messages across many chats, some calling a tool with a side effect; SIGKILL at random
-//! moments, restart each time; then every message has its reply, in order per chat, and no side
-//! effect happened twice.
+//! Crash safety under load (docs/architecture.md, "The path of a message"): the real binary, the
+//! fake Telegram and the fake LLM; many messages across many chats, some calling a tool with a side
+//! effect; SIGKILL at random moments, restart each time; then every message has its reply, in order
+//! per chat, and no side effect happened twice.
 //!
 //! The CI size is bounded; `scripts/soak` runs the same check longer (more messages, more kills)
 //! through the ignored `soak` test and the HEARTH_SOAK_* variables.
