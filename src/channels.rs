@@ -5,7 +5,8 @@
 //! `channels!` list below is the one place that names them: it generates both the
 //! [`ChannelsConfig`] fields and [`each`], which walks them all, built into this binary or not;
 //! the config loader parses with it, `hearth check` checks with it and `hearth run` builds with
-//! it ([`build`]). Adding a channel crate is one line in that list (README "Adding a channel").
+//! it ([`build`]). Adding a channel crate is one line in that list (CONTRIBUTING.md,
+//! "Adding a channel").
 
 use std::path::Path;
 use std::sync::Arc;

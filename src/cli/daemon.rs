@@ -45,7 +45,7 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     }
     if channel_count == 0 {
         tracing::warn!(
-            "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see README, Configuration) or talk to it with `hearth chat`"
+            "no channels configured: only schedules and /healthz run, nobody can write to hearth; add a [channels.telegram] section to hearth.toml (see docs/channels.md) or talk to it with `hearth chat`"
         );
     }
     tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));

@@ -796,12 +796,12 @@ fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
     assert!(!dir.path().join("copy.db").exists());
 }
 
-/// The defect, as a new user met it: the README installed the configuration root-owned 0640,
+/// The defect, as a new user met it: the docs installed the configuration root-owned 0640,
 /// the unit runs as a dynamic user, and hearth exited 2 ("Permission denied") every 5 s for
-/// ever. Here the README's own install line places the file, and hearth reads it as an
-/// unprivileged user, as the service would.
+/// ever. Here the install line of docs/operations.md ("Running as a service") places the file,
+/// and hearth reads it as an unprivileged user, as the service would.
 #[test]
-fn the_readmes_service_install_lets_an_unprivileged_user_read_the_configuration() {
+fn the_documented_service_install_lets_an_unprivileged_user_read_the_configuration() {
     let is_root = std::fs::metadata("/proc/self").is_ok_and(|m| {
         use std::os::unix::fs::MetadataExt;
         m.uid() == 0
@@ -809,11 +809,11 @@ fn the_readmes_service_install_lets_an_unprivileged_user_read_the_configuration(
     if !is_root || !Path::new("/usr/bin/setpriv").exists() {
         return eprintln!("skipped: needs root and setpriv to act as another user");
     }
-    let readme = include_str!("../../README.md");
-    let line = readme
+    let operations = include_str!("../../docs/operations.md");
+    let line = operations
         .lines()
         .find(|l| l.contains("install -Dm") && l.contains("/etc/hearth/hearth.toml"))
-        .expect("the README installs the configuration");
+        .expect("docs/operations.md installs the configuration");
     let mode = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("-Dm"))
@@ -872,9 +872,9 @@ fn the_readmes_service_install_lets_an_unprivileged_user_read_the_configuration(
 }
 
 /// The README's command for approving a pairing code against the service's database, run as a
-/// user would: the configuration placed as the README installs it (with the `data_dir` it says
-/// to set), the database made by the service's own unprivileged user in its state directory,
-/// then the command typed as root from another directory with a root's environment.
+/// user would: the configuration placed as docs/operations.md installs it (with the `data_dir`
+/// it says to set), the database made by the service's own unprivileged user in its state
+/// directory, then the command typed as root from another directory with a root's environment.
 #[tokio::test]
 async fn the_readmes_pair_approve_command_reaches_the_services_database() {
     use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,4 @@
-//! Long conversations and spending (README "Long conversations and cost"): compaction keeps a
+//! Long conversations and spending (docs/long-conversations.md): compaction keeps a
 //! 200-turn conversation within a small window without losing an early fact, a failed summary
 //! keeps the history, an overflow is compacted and retried once, a crash mid-compaction loses
 //! nothing; costs follow the reported usage and the prices, and each budget cap stops what it

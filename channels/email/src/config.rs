@@ -223,7 +223,7 @@ pub fn check_address(address: &str) -> Result<(), String> {
 }
 
 /// What `hearth check` (and every start) says in one line when `trust_unverified_from` is on.
-pub const UNVERIFIED_FROM_WARNING: &str = "From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (README \"Email\")";
+pub const UNVERIFIED_FROM_WARNING: &str = "From is believed as written, so anyone can mail as the owner or an allowed sender and be obeyed as them; set require_authentication instead (docs/channels.md, \"Email\")";
 
 /// An `allowed_senders` entry: an address, compared without regard to case, or `*@domain` for
 /// every address at exactly that domain (not its subdomains). Any other `*` pattern is refused
@@ -409,7 +409,7 @@ impl ChannelConfig for EmailConfig {
             }
             (None, false) => problems.push(ConfigProblem::new(
                 "require_authentication",
-                "not set: anyone can write the owner's or an allowed sender's address into From and would be obeyed as them. Set it to the authserv-id your receiving server writes in Authentication-Results (e.g. `mx.example.org`, README \"Email\"), or set trust_unverified_from = true to accept that risk",
+                "not set: anyone can write the owner's or an allowed sender's address into From and would be obeyed as them. Set it to the authserv-id your receiving server writes in Authentication-Results (e.g. `mx.example.org`, docs/channels.md, \"Email\"), or set trust_unverified_from = true to accept that risk",
             )),
             // Accepted; `warnings` says what it means.
             (None, true) => {}

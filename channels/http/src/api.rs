@@ -130,7 +130,7 @@ type ApiResult = Result<Response, ApiError>;
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     let err = ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see the README's HTTP API section",
+        "no such endpoint; see docs/http-api.md",
     );
     if crate::openai::is_openai_path(uri.path()) {
         err.for_openai()
