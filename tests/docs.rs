@@ -2,6 +2,10 @@
 //! file it names exists, and a `#anchor` names a heading of the Markdown file it points into, by
 //! GitHub's rules for heading anchors. A section that moves or a heading that is renamed fails
 //! here, instead of leaving a reader of the repository at a dead link.
+//!
+//! The code cites the docs too: a module header names `docs/architecture.md, "Routing"`, an
+//! error message `docs/http-api.md`. Those citations are checked the same way: the file exists,
+//! and a section named after it is a heading (or a bold lead-in, `**Web search.**`) of it.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -233,6 +237,199 @@ fn broken_links(
         }
     }
     broken
+}
+
+/// The places outside the docs that cite them: the daemon's and the channels' code, the tests,
+/// the example configuration, the unit, the scripts and CI.
+const CITING: &[&str] = &[
+    "src",
+    "channels",
+    "testkit",
+    "tests",
+    "bench/src",
+    "data",
+    "systemd",
+    "scripts",
+    ".ci",
+    "Cargo.toml",
+    "deny.toml",
+    "build.rs",
+];
+
+/// The files under `path` (itself, when it is a file) whose text cites the docs, skipping build
+/// output and this file, whose tests cite pages that do not exist on purpose.
+fn citing_files(root: &Path, path: &Path, found: &mut Vec<PathBuf>) {
+    let full = root.join(path);
+    if full.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&full)
+            .unwrap_or_else(|err| panic!("{} cannot be read: {err}", path.display()))
+            .map(|entry| path.join(entry.expect("a directory entry").file_name()))
+            .collect();
+        entries.sort();
+        for entry in entries {
+            if !entry.ends_with("target") && !entry.ends_with("corpus") {
+                citing_files(root, &entry, found);
+            }
+        }
+    } else if path != Path::new("tests/docs.rs") {
+        found.push(path.to_path_buf());
+    }
+}
+
+/// The text of a citing file as one line of prose: Rust unit-test modules cut off (their test
+/// data names files of a temporary directory), comment markers at line starts dropped, so a
+/// citation broken over two comment lines reads as one.
+fn citing_text(path: &Path, text: &str) -> String {
+    let text = if path.extension().is_some_and(|ext| ext == "rs") {
+        text.split("#[cfg(test)]").next().unwrap_or("")
+    } else {
+        text
+    };
+    text.lines()
+        .map(|line| {
+            let line = line.trim_start();
+            ["//!", "///", "//", "##", "#"]
+                .into_iter()
+                .find_map(|marker| line.strip_prefix(marker))
+                .unwrap_or(line)
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The citations of the docs in a text: each path of a Markdown document at the root,
+/// in `docs/` or in `bench/`, with the section named right after it (`, "Routing"` or
+/// ` ("Running as a service")`), if any.
+fn citations(text: &str) -> Vec<(String, Option<String>)> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let mut found = Vec::new();
+    for start in ["docs/", "bench/", "CONTRIBUTING.md"] {
+        for (at, _) in text.match_indices(start) {
+            if text[..at].chars().next_back().is_some_and(is_path_char) {
+                continue; // part of a longer path, such as tests/docs/
+            }
+            let path: String = text[at..]
+                .chars()
+                .take_while(|c| is_path_char(*c))
+                .collect();
+            let path = path.trim_end_matches('.');
+            if !path.ends_with(".md") {
+                continue;
+            }
+            // A section follows after `,` or `(`: `docs/x.md", …` ends a string instead.
+            let after = text[at + path.len()..].trim_start();
+            let section = after
+                .strip_prefix([',', '('])
+                .map(|rest| rest.trim_start_matches([' ', '(', '\\']))
+                .and_then(|rest| rest.strip_prefix('"'))
+                .and_then(|rest| rest.find(['"', '\\']).map(|end| rest[..end].to_owned()));
+            found.push((path.to_owned(), section));
+        }
+    }
+    found
+}
+
+/// Whether `section` is a heading of the Markdown `page`, or the bold lead-in of a paragraph
+/// or a list item there (`**Web search.**`), as the pages name their smaller parts.
+fn has_section(page: &str, section: &str) -> bool {
+    let wanted = anchor(section);
+    let heading = anchors(page).contains(&wanted);
+    let lead_in = prose(page).iter().any(|(_, line)| {
+        let line = line.trim_start().trim_start_matches("- ");
+        line.strip_prefix("**").is_some_and(|rest| {
+            rest.split("**").next().is_some_and(|bold| {
+                anchor(bold.trim_end_matches('.').trim_end_matches(':')) == wanted
+            })
+        })
+    });
+    heading || lead_in
+}
+
+/// Every citation in `file` (relative to `root`) whose page or section does not exist.
+fn broken_citations(root: &Path, file: &Path, text: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    for (path, section) in citations(&citing_text(file, text)) {
+        let why = match (std::fs::read_to_string(root.join(&path)), &section) {
+            (Err(_), _) => Some(format!("{path} does not exist")),
+            (Ok(page), Some(section)) if !has_section(&page, section) => {
+                Some(format!("{path} has no section \"{section}\""))
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            broken.push(format!("{}: {why}", file.display()));
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_citation_of_the_docs_in_the_code_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for path in CITING {
+        citing_files(root, Path::new(path), &mut files);
+    }
+    let mut cited = 0;
+    let mut broken = Vec::new();
+    for file in &files {
+        // Binary files (fuzz corpora, images) cite nothing.
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        cited += citations(&citing_text(file, &text)).len();
+        broken.extend(broken_citations(root, file, &text));
+    }
+    assert!(
+        cited > 20,
+        "only {cited} citations found: the scan is broken"
+    );
+    assert!(
+        broken.is_empty(),
+        "citations of missing docs:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn citations_name_a_page_and_maybe_a_section() {
+    let rust = "//! Which agent answers (docs/architecture.md, \"Routing\"): commands.\n\
+                //! See the unit (docs/operations.md,\n\
+                //! \"Running as a service\") and CONTRIBUTING.md.\n\
+                #[cfg(test)]\nmod tests { const X: &str = \"docs/c.md\"; }\n";
+    assert_eq!(
+        citations(&citing_text(Path::new("a.rs"), rust)),
+        [
+            (
+                "docs/architecture.md".to_owned(),
+                Some("Routing".to_owned())
+            ),
+            (
+                "docs/operations.md".to_owned(),
+                Some("Running as a service".to_owned())
+            ),
+            ("CONTRIBUTING.md".to_owned(), None),
+        ]
+    );
+    let page = "# Tools\n\n## Groups\n\n**Web search.** It asks …\n\n- **Passwords.** Apps …\n";
+    assert!(has_section(page, "Groups"));
+    assert!(has_section(page, "Web search"));
+    assert!(has_section(page, "Passwords"));
+    assert!(!has_section(page, "Nowhere"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let broken = broken_citations(
+        root,
+        Path::new("src/x.rs"),
+        "//! (docs/architecture.md, \"No such part\"), docs/nothing.md and docs/web.md\n",
+    );
+    assert_eq!(
+        broken,
+        [
+            "src/x.rs: docs/architecture.md has no section \"No such part\"",
+            "src/x.rs: docs/nothing.md does not exist",
+        ]
+    );
 }
 
 #[test]
