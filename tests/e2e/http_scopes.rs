@@ -1,5 +1,9 @@
-//! HTTP tokens and the owner, over real HTTP against the running daemon: rotating an
-//! owner-linked token keeps the owner the owner.
+//! The HTTP tokens' scopes hold where decisions are made, over real HTTP against the running
+//! daemon: a `chat` token linked to the owner decides nobody's request in any form the daemon
+//! reads (typed codes with punctuation or extra words, a quoted first line, a confirmation id
+//! anywhere, an id hidden in the history a chat app sends), and its listing shows only what
+//! its own turns wait for, without ids; a token of scope `approve` still decides.
+//! Rotating an owner-linked token keeps the owner the owner.
 
 use std::time::Duration;
 
@@ -27,6 +31,16 @@ impl Api {
             request = request.header("Idempotency-Key", key);
         }
         answer(request).await
+    }
+
+    async fn complete_as(&self, token: &str, body: Value) -> (u16, Value) {
+        answer(
+            self.client
+                .post(self.process.url("/v1/chat/completions"))
+                .bearer_auth(token)
+                .json(&body),
+        )
+        .await
     }
 
     async fn get_as(&self, token: &str, path: &str) -> (u16, Value) {
@@ -83,6 +97,178 @@ impl Api {
             .find(|c| c["turn"] == turn["turn"])
             .cloned()
             .unwrap_or_else(|| panic!("the guest's request is listed for the owner: {listed}"))
+    }
+}
+
+#[tokio::test]
+async fn a_chat_token_linked_to_the_owner_decides_nothing_and_an_approve_token_does() {
+    let mut h = Api::new("").await;
+    let guest = h.create_token(&["guest", "--scope", "approve"]);
+    let phone = h.create_token(&["phone", "--scope", "chat"]);
+    let laptop = h.create_token(&["laptop", "--scope", "approve"]);
+    for linked in ["http:phone", "http:laptop"] {
+        let out = h.process.cli(&["pair", "link", "http:owner", linked]);
+        assert!(!out.contains("rror"), "{out}");
+    }
+    h.process.start().await;
+    let request = h.guests_waiting_request(&guest).await;
+    let id = request["id"].as_str().expect("id").to_string();
+    let code = request["code"].as_str().expect("code").to_string();
+
+    // The chat token's listing shows none of the guest's requests, though its user (the owner)
+    // may decide them.
+    let (status, listed) = h.get_as(&phone, "/api/v1/confirmations").await;
+    assert_eq!(
+        (status, &listed["confirmations"]),
+        (200, &json!([])),
+        "{listed}"
+    );
+
+    // Every form the daemon reads as a decision is refused, on both endpoints.
+    let forms = [
+        format!("approve {code}."),
+        format!("Approve {code} please"),
+        format!("> quoted\napprove {code}"),
+        format!("ok: approve {id}"),
+        format!("please deny {id} thanks"),
+    ];
+    for (n, text) in forms.iter().enumerate() {
+        let (status, refused) = h
+            .post_as(
+                &phone,
+                "/api/v1/turns",
+                Some(&format!("p{n}")),
+                json!({ "text": text, "conversation": format!("other{n}") }),
+            )
+            .await;
+        assert_eq!(status, 403, "{text}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("scope chat") && m.contains("approve")),
+            "{refused}"
+        );
+        let (status, refused) = h
+            .complete_as(
+                &phone,
+                json!({ "model": "hearth", "messages": [{ "role": "user", "content": text }] }),
+            )
+            .await;
+        assert_eq!(status, 403, "{text}: {refused}");
+        assert_eq!(refused["error"]["code"], "insufficient_permissions");
+    }
+
+    // A decision the HTTP layer does not look for (in the history a chat app sends along to a
+    // new chat) reaches the daemon, which holds the sender to its scope and says so.
+    let (status, answered) = answer(
+        h.client
+            .post(h.process.url("/v1/chat/completions"))
+            .bearer_auth(&phone)
+            .header("X-Hearth-Conversation", "fresh")
+            .json(&json!({ "model": "hearth", "messages": [
+                { "role": "user", "content": format!("ok: approve {id}") },
+                { "role": "assistant", "content": "Noted." },
+                { "role": "user", "content": "thanks" },
+            ] })),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    let text = answered["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content");
+    assert!(
+        text.contains("not decide confirmations") && text.contains("scope approve"),
+        "{text}"
+    );
+    let still = h
+        .pending(&id)
+        .await
+        .expect("the guest's request still waits");
+    assert_eq!(still["status"], "pending");
+    assert_eq!(
+        h.llm.request_count(),
+        1,
+        "only the guest's turn called the model"
+    );
+
+    // A token of scope approve linked to the owner decides it with the id, in any conversation.
+    h.llm.push(Reply::text("Deleted task 1."));
+    let decided = h
+        .turn_until(&laptop, "l1", &format!("ok: approve {id}"), &["completed"])
+        .await;
+    assert!(
+        decided["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Approved by laptop")),
+        "{decided}"
+    );
+    assert!(h.pending(&id).await.is_none(), "decided");
+    h.process.stop().await;
+}
+
+#[tokio::test]
+async fn a_chat_token_lists_only_its_own_waiting_requests_without_ids_and_may_cancel_them() {
+    let mut h = Api::new("").await;
+    let kiosk = h.create_token(&["kiosk", "--scope", "chat"]);
+    h.process.start().await;
+    h.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "k1",
+        "delete_task",
+        r#"{"task_id": 1}"#,
+    )]));
+    let turn = h
+        .turn_until(&kiosk, "k1", "delete task 1", &["awaiting_confirmation"])
+        .await;
+    let (status, listed) = h.get_as(&kiosk, "/api/v1/confirmations").await;
+    assert_eq!(status, 200, "{listed}");
+    let own = &listed["confirmations"][0];
+    assert_eq!(own["turn"], turn["turn"], "{listed}");
+    assert_eq!(own["tool"], "delete_task");
+    assert!(
+        own.get("id").is_none() && own.get("code").is_none(),
+        "{own}"
+    );
+    let id = h.pending_id_of(turn["turn"].as_str().expect("turn")).await;
+    let (status, refused) = h
+        .post_as(
+            &kiosk,
+            &format!("/api/v1/confirmations/{id}"),
+            None,
+            json!({ "decision": "approve" }),
+        )
+        .await;
+    assert_eq!(status, 403, "{refused}");
+
+    // Its own turn it may still cancel: that decides nothing for anyone else.
+    let path = format!("/api/v1/turns/{}", turn["turn"].as_str().expect("turn"));
+    let (status, cancelling) = h
+        .post_as(&kiosk, &format!("{path}/cancel"), None, json!({}))
+        .await;
+    assert_eq!(status, 202, "{cancelling}");
+    let ended = h
+        .process
+        .wait_for(WAIT, "the turn to end", async || {
+            let (_, turn) = h.get_as(&kiosk, &path).await;
+            (turn["state"] == "cancelled").then_some(turn)
+        })
+        .await;
+    assert_eq!(ended["state"], "cancelled");
+    assert!(h.pending(&id).await.is_none(), "its request was cancelled");
+    h.process.stop().await;
+}
+
+impl Api {
+    /// The id of the confirmation the turn `turn` waits for, as the owner's listing shows it.
+    async fn pending_id_of(&self, turn: &str) -> String {
+        let (_, listed) = self.get_as(&self.owner, "/api/v1/confirmations").await;
+        listed["confirmations"]
+            .as_array()
+            .expect("confirmations")
+            .iter()
+            .find(|c| c["turn"] == turn)
+            .and_then(|c| c["id"].as_str())
+            .unwrap_or_else(|| panic!("the turn's request is listed: {listed}"))
+            .to_string()
     }
 }
 
