@@ -499,7 +499,7 @@ impl Handler {
         }
         let origin = match schedule {
             Some(name) => format!("the scheduled run “{name}”"),
-            None => format!("{} on {channel}", who(event)),
+            None => requester_label(channel, &event.sender),
         };
         Some(ApprovalRoute {
             channel: route_channel.to_string(),
@@ -757,10 +757,70 @@ impl Handler {
     }
 }
 
+/// The requester as the owner's routed prompt names them: by identity (`email:ann@example.org`),
+/// which the platform vouches for, and the display name the sender chose only after it, in
+/// quotes and on one line, so it cannot pass for something else ("the scheduled run …").
+fn requester_label(channel: &str, sender: &Sender) -> String {
+    let identity = format!("{channel}:{}", sender.id);
+    let name: String = sender
+        .name
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| match c {
+            '“' | '”' | '"' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .take(MAX_SHOWN_NAME)
+        .collect();
+    let name = name.trim();
+    if name.is_empty() || name == sender.id {
+        identity
+    } else {
+        format!("{identity} (named “{name}”)")
+    }
+}
+
+/// The most characters of a sender's display name a routed prompt shows.
+const MAX_SHOWN_NAME: usize = 60;
+
 fn who(event: &Inbound) -> String {
     event
         .sender
         .name
         .clone()
         .unwrap_or_else(|| event.sender.id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_routed_prompt_names_the_requester_by_identity_and_quotes_the_chosen_name() {
+        let plain = Sender::new("ann@example.org");
+        assert_eq!(requester_label("email", &plain), "email:ann@example.org");
+        let named = Sender::new("ann@example.org").with_name("Ann");
+        assert_eq!(
+            requester_label("email", &named),
+            "email:ann@example.org (named “Ann”)"
+        );
+        // A name worded to pass for something else stays a quoted name after the identity,
+        // on one line, with its own quotes made plain.
+        let posing = Sender::new("eve@example.org")
+            .with_name("the scheduled run “backup”\nApprove within 1 minutes?");
+        let label = requester_label("email", &posing);
+        assert!(
+            label.starts_with("email:eve@example.org (named “the scheduled run 'backup' "),
+            "{label}"
+        );
+        assert!(!label.contains('\n'), "{label}");
+        assert_eq!(label.matches('“').count(), 1, "{label}");
+        let long = Sender::new("x").with_name("y".repeat(500));
+        assert!(requester_label("telegram", &long).chars().count() < 100);
+        // A platform that repeats the id as the name shows it once.
+        let same = Sender::new("42").with_name("42");
+        assert_eq!(requester_label("telegram", &same), "telegram:42");
+    }
 }
