@@ -612,8 +612,9 @@ async fn pick_up_pending(
     }
 }
 
-/// Strips the content of inbox entries handled more than `retention_days` ago, once a minute
-/// after start and then hourly, a batch at a time so no transaction holds the database long.
+/// Strips the content of inbox entries handled more than `retention_days` ago, and the texts
+/// of HTTP turns that ended that long ago, once a minute after start and then hourly, a batch
+/// at a time so no transaction holds the database long.
 async fn strip_old_inbox(
     store: Store,
     clock: SharedClock,
@@ -649,6 +650,31 @@ async fn strip_old_inbox(
                 }
                 Err(err) => {
                     tracing::warn!(error = %err, "stripping old inbox entries failed; will retry");
+                    break;
+                }
+            }
+        }
+        // What HTTP clients' turns said (events with tool results, answers, the transcripts a
+        // chat app sent) is kept as long as the inbox keeps its messages, and no longer.
+        loop {
+            match store
+                .strip_ended_http_turns(clock.now_ms() - retention_ms, BATCH)
+                .await
+            {
+                Ok(stripped) => {
+                    if stripped > 0 {
+                        tracing::info!(
+                            stripped,
+                            retention_days,
+                            "old HTTP turns stripped of their events and texts"
+                        );
+                    }
+                    if stripped < BATCH || shutdown.is_cancelled() {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "stripping old HTTP turns failed; will retry");
                     break;
                 }
             }

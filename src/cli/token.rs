@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use hearth_http::{CHANNEL_NAME, Scope, check_token_name, hash_token, new_token};
 
-use crate::store::{IdentityStatus, Store};
+use crate::store::{Identity, IdentityStatus, Store};
 
 use super::database::open_with_identities;
-use super::{Failure, load_config, usage};
+use super::{Failure, load_agents, load_config, usage};
 
 #[derive(Debug, Subcommand)]
 pub enum TokenAction {
@@ -24,6 +24,11 @@ pub enum TokenAction {
         /// The agents it may use, comma-separated; any when left out.
         #[arg(long, value_delimiter = ',')]
         agents: Vec<String>,
+        /// When http:NAME exists already (a revoked token, or an identity named in
+        /// daemon.owner): make the new token that identity's user again, with all it has.
+        /// Without it, a revoked name starts a fresh user and a live identity is refused.
+        #[arg(long)]
+        same_user: bool,
     },
     /// The tokens, with their scope, agents and when each was last used (the default).
     List,
@@ -40,7 +45,23 @@ pub(super) async fn run(path: Option<PathBuf>, action: TokenAction) -> Result<()
             name,
             scope,
             agents,
-        } => create(&store, &name, &scope, agents, now).await,
+            same_user,
+        } => {
+            let known: Vec<String> = match load_agents(&config) {
+                Ok((set, _)) => set.ids().iter().map(|id| id.to_string()).collect(),
+                Err(err) => {
+                    store.close().await;
+                    return Err(err);
+                }
+            };
+            let asked = Asked {
+                name: &name,
+                scope: &scope,
+                agents,
+                same_user,
+            };
+            create(&store, asked, &known, now).await
+        }
         TokenAction::List => list(&store, now).await,
         TokenAction::Revoke { name } => revoke(&store, &name).await,
     };
@@ -53,40 +74,95 @@ pub(super) async fn run(path: Option<PathBuf>, action: TokenAction) -> Result<()
     result
 }
 
+/// What `hearth token create` was asked for.
+struct Asked<'a> {
+    name: &'a str,
+    scope: &'a str,
+    agents: Vec<String>,
+    same_user: bool,
+}
+
 async fn create(
     store: &Store,
-    name: &str,
-    scope: &str,
-    agents: Vec<String>,
+    asked: Asked<'_>,
+    known_agents: &[String],
     now: i64,
 ) -> Result<(), Failure> {
+    let name = asked.name;
     check_token_name(name).map_err(|message| usage(anyhow::anyhow!(message)))?;
-    let Some(scope) = Scope::parse(scope) else {
+    let Some(scope) = Scope::parse(asked.scope) else {
         return Err(usage(anyhow::anyhow!(
-            "--scope {scope}: expected chat, approve or admin"
+            "--scope {}: expected chat, approve or admin",
+            asked.scope
         )));
     };
-    let agents: Vec<String> = agents
+    let agents: Vec<String> = asked
+        .agents
         .into_iter()
         .map(|a| a.trim().to_string())
         .filter(|a| !a.is_empty())
         .collect();
+    // An agent id that is not in the agents file would make a token that can talk to nothing
+    // (or to an agent added later under that name, which nobody chose).
+    let unknown: Vec<&str> = agents
+        .iter()
+        .filter(|a| !known_agents.contains(a))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(usage(anyhow::anyhow!(
+            "--agents: no agent {} in the agents file (its agents: {}; `hearth agents list` shows them)",
+            unknown.join(", "),
+            known_agents.join(", ")
+        )));
+    }
+    if store
+        .tokens()
+        .await?
+        .iter()
+        .any(|t| t.name == name && t.revoked_at.is_none())
+    {
+        return Err(live_token_exists(name));
+    }
+    // A name whose identity exists belongs to a user already: perhaps the owner (a rotated
+    // token that was linked to them, or an identity in daemon.owner). Saying whose it is, and
+    // doing what was asked, keeps a new token from silently inheriting someone's notes and
+    // rights, or from being cut off from them.
+    let mut note = format!(
+        "Its identity is http:{name} (`hearth pair link telegram:ID http:{name}` makes it yours)."
+    );
+    if let Some(existing) = store.identity(CHANNEL_NAME, name).await? {
+        let whose = whose_user(store, &existing).await?;
+        if asked.same_user {
+            note = format!("Its identity http:{name} is {whose}, as before (--same-user).");
+        } else if existing.status == IdentityStatus::Allowed {
+            return Err(usage(anyhow::anyhow!(
+                "http:{name} exists and belongs to {whose}. `hearth token create {name} --same-user` makes the new token theirs, with all their rights; or pick another name"
+            )));
+        } else {
+            store
+                .move_identity_to_fresh_user(CHANNEL_NAME, name, now)
+                .await?;
+            note = format!(
+                "http:{name} was {whose}; the new token starts a fresh user (`--same-user` would have kept it theirs)."
+            );
+        }
+    }
     let token = new_token();
     if !store
         .create_token(name, &hash_token(&token), scope.as_str(), &agents, now)
         .await?
     {
-        return Err(usage(anyhow::anyhow!(
-            "a token named {name} exists; revoke it first (`hearth token revoke {name}`) or pick another name"
-        )));
+        return Err(live_token_exists(name));
     }
-    // The token's identity: allowed, so its turns are answered; linkable to the owner's user.
+    // The token's identity: allowed, so its turns are answered. Never the owner by this, nor
+    // less of one: `allow_identity` only ever raises the owner flag.
     store
         .allow_identity(CHANNEL_NAME, name, Some(name), "token", false, now)
         .await?;
     println!("{token}");
     eprintln!(
-        "token {name} (scope {}, agents: {}) is shown once: store it now. Its identity is http:{name} (`hearth pair link telegram:ID http:{name}` makes it yours).",
+        "token {name} (scope {}, agents: {}) is shown once: store it now. {note}",
         scope.as_str(),
         if agents.is_empty() {
             "any".to_string()
@@ -95,6 +171,36 @@ async fn create(
         }
     );
     Ok(())
+}
+
+fn live_token_exists(name: &str) -> Failure {
+    usage(anyhow::anyhow!(
+        "a token named {name} exists; revoke it first (`hearth token revoke {name}`) or pick another name"
+    ))
+}
+
+/// Whose user an identity belongs to, for a person reading the CLI: `user #3 (the owner; also
+/// telegram:42, http:phone)`.
+async fn whose_user(store: &Store, identity: &Identity) -> Result<String, Failure> {
+    let others: Vec<String> = store
+        .identities_of_user(identity.user_id)
+        .await?
+        .into_iter()
+        .filter(|i| i.id != identity.id)
+        .map(|i| format!("{}:{}", i.channel, i.platform_user_id))
+        .collect();
+    let mut about = Vec::new();
+    if identity.is_owner {
+        about.push("the owner".to_string());
+    }
+    if !others.is_empty() {
+        about.push(format!("also {}", others.join(", ")));
+    }
+    Ok(if about.is_empty() {
+        format!("user #{}", identity.user_id)
+    } else {
+        format!("user #{} ({})", identity.user_id, about.join("; "))
+    })
 }
 
 async fn list(store: &Store, now: i64) -> Result<(), Failure> {

@@ -368,6 +368,20 @@ pub fn warnings(config: &Config) -> Vec<String> {
             ));
         }
     }
+    // Budget warnings and notes about failed schedules go to the owner's chat; a channel that
+    // shows only answers to its own events (the HTTP API) is none.
+    let owners = config.daemon.owner_identities();
+    if !owners.is_empty()
+        && owners
+            .iter()
+            .all(|(channel, _)| crate::channels::answers_only(channel))
+    {
+        let names: Vec<String> = owners.iter().map(|(c, u)| format!("{c}:{u}")).collect();
+        warnings.push(format!(
+            "daemon.owner: the owner can be reached only as {}, which shows messages only as answers to a client's turns: budget warnings and notes about failed schedules reach nobody. Add the owner's chat identity too (daemon.owner = [\"telegram:ID\", …])",
+            names.join(", ")
+        ));
+    }
     struct Collect(Vec<String>);
     impl EachChannel for Collect {
         fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
@@ -1069,6 +1083,30 @@ mod tests {
         let local = "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n[channels.http]\n";
         let config = load_from_str(local, "hearth.toml", &HashMap::new()).expect("valid");
         assert!(super::warnings(&config).is_empty());
+    }
+
+    #[cfg(all(feature = "http", feature = "telegram"))]
+    #[test]
+    fn an_owner_reachable_only_over_http_is_a_warning() {
+        let config = |owner: &str| {
+            let text = format!(
+                "[daemon]\nowner = {owner}\n[channels.http]\n[channels.telegram]\ntoken_env = \"TG\"\n"
+            );
+            let env = HashMap::from([("TG".to_string(), "123:abc".to_string())]);
+            load_from_str(&text, "hearth.toml", &env).expect("valid")
+        };
+        let only_http = super::warnings(&config(r#"["http:laptop", "http:phone"]"#));
+        assert!(
+            only_http.iter().any(|w| w.starts_with("daemon.owner:")
+                && w.contains("http:laptop, http:phone")
+                && w.contains("budget warnings")),
+            "{only_http:#?}"
+        );
+        let with_chat = super::warnings(&config(r#"["http:laptop", "telegram:42"]"#));
+        assert!(
+            !with_chat.iter().any(|w| w.starts_with("daemon.owner:")),
+            "{with_chat:#?}"
+        );
     }
 
     // Cases of `daemon_values`, on their own because they need the channel built in.

@@ -65,6 +65,7 @@ impl StoreBackend {
                 || found.user_id == Some(d.user_id)
                 || (found.channel == CHANNEL_NAME && found.requester == token)
         });
+        let own = found.channel == CHANNEL_NAME && found.requester == token;
         let turn = store.http_turn_of(found.turn_id).await?;
         Ok(Some(Confirmation {
             approve_data: button_data(&found.id, Action::Approve),
@@ -78,6 +79,7 @@ impl StoreBackend {
             expires_at: found.expires_at,
             turn,
             may_decide,
+            own,
         }))
     }
 }

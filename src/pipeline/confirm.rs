@@ -3,11 +3,12 @@
 //! resuming the turn that waited for it.
 //!
 //! Only the person whose message caused the request (from any of their linked identities), or
-//! the owner, may decide; anyone else is
-//! told it is not theirs (someone else's reaction does nothing at all), and a sender the
-//! platform could not verify never decides. A decision is recorded once (a second press changes
-//! nothing). Where the channel can edit, the prompt is edited to show the outcome; elsewhere the
-//! outcome is a short follow-up message. Channels that acknowledge presses themselves on receipt
+//! the owner, may decide; anyone else is told it is not theirs (someone else's reaction does
+//! nothing at all). A sender the platform could not verify never decides, nor does one its
+//! channel lets only talk ([`Authority::Chat`]: an HTTP token of scope `chat`), whatever form
+//! its decision takes. A decision is recorded once (a second press changes nothing). Where the
+//! channel can edit, the prompt is edited to show the outcome; elsewhere the outcome is a short
+//! follow-up message. Channels that acknowledge presses themselves on receipt
 //! get no `answer_press`: what the daemon has to say goes out as a message instead.
 //!
 //! Typed codes are short enough to type on a phone, bound to the same people as buttons, valid
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_channel::{
-    ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, InboundSink,
+    Authority, ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, InboundSink,
     OutboundMessage, Sender,
 };
 use tokio_util::sync::CancellationToken;
@@ -36,6 +37,10 @@ use crate::store::{
 
 /// Wrong codes a chat may type before its confirmations waiting for a code are denied.
 pub const MAX_WRONG_CODES: i64 = 5;
+
+/// The answer to a decision (a press, a typed code, an id) from a sender its channel lets only
+/// talk ([`Authority::Chat`]).
+pub const CHAT_ONLY: &str = "You may chat from here but not decide confirmations: this client's access is limited to chatting (an HTTP token of scope chat). Decide in your chat app, on the owner's page, or with a token of scope approve.";
 
 /// The sender of expiry events.
 pub const SYSTEM_SENDER: &str = "hearth";
@@ -134,6 +139,15 @@ impl Handler {
             if !self.may_decide(entry, event, &confirmation).await? {
                 tracing::info!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by someone else refused");
                 return refuse("This request isn't yours to decide.", true).await;
+            }
+            // A sender its channel lets only talk decides nothing. Its own waiting request it
+            // may cancel: that stops its own turn and decides nothing for anyone else.
+            let own_cancel = action == Action::Cancel
+                && entry.channel == confirmation.channel
+                && event.sender.id == confirmation.requester;
+            if event.sender.authority != Authority::Full && !own_cancel {
+                tracing::warn!(confirmation = %confirmation.id, by = %event.sender.id, "confirmation decided by a sender that may only chat refused");
+                return refuse(CHAT_ONLY, true).await;
             }
             if now >= confirmation.expires_at {
                 action = Action::Expire;
@@ -485,7 +499,7 @@ impl Handler {
         }
         let origin = match schedule {
             Some(name) => format!("the scheduled run “{name}”"),
-            None => format!("{} on {channel}", who(event)),
+            None => requester_label(channel, &event.sender),
         };
         Some(ApprovalRoute {
             channel: route_channel.to_string(),
@@ -533,6 +547,21 @@ impl Handler {
         cancel: &CancellationToken,
     ) -> Result<bool, StoreError> {
         let store = &self.rt.store;
+        // A sender its channel lets only talk decides nothing, and its codes are no guesses
+        // either (a wrong code counts against the chat's tries, and enough of them deny the
+        // waiting requests). Someone hearth talks to hears why; anyone else's message is an
+        // ordinary one (a stranger's gets the pairing rules).
+        if event.sender.authority != Authority::Full {
+            if !self.may_hear(entry, event).await? {
+                return Ok(false);
+            }
+            tracing::warn!(channel = %entry.channel, by = %event.sender.id, "a code typed by a sender that may only chat refused");
+            let caps = channel.capabilities();
+            return self
+                .refuse(entry, event, channel.as_ref(), &caps, CHAT_ONLY, false)
+                .await
+                .map(|()| true);
+        }
         let chat_id = &event.chat.chat_id;
         let pending = store
             .pending_coded_confirmations(&entry.channel, chat_id)
@@ -728,10 +757,70 @@ impl Handler {
     }
 }
 
+/// The requester as the owner's routed prompt names them: by identity (`email:ann@example.org`),
+/// which the platform vouches for, and the display name the sender chose only after it, in
+/// quotes and on one line, so it cannot pass for something else ("the scheduled run …").
+fn requester_label(channel: &str, sender: &Sender) -> String {
+    let identity = format!("{channel}:{}", sender.id);
+    let name: String = sender
+        .name
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| match c {
+            '“' | '”' | '"' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .take(MAX_SHOWN_NAME)
+        .collect();
+    let name = name.trim();
+    if name.is_empty() || name == sender.id {
+        identity
+    } else {
+        format!("{identity} (named “{name}”)")
+    }
+}
+
+/// The most characters of a sender's display name a routed prompt shows.
+const MAX_SHOWN_NAME: usize = 60;
+
 fn who(event: &Inbound) -> String {
     event
         .sender
         .name
         .clone()
         .unwrap_or_else(|| event.sender.id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_routed_prompt_names_the_requester_by_identity_and_quotes_the_chosen_name() {
+        let plain = Sender::new("ann@example.org");
+        assert_eq!(requester_label("email", &plain), "email:ann@example.org");
+        let named = Sender::new("ann@example.org").with_name("Ann");
+        assert_eq!(
+            requester_label("email", &named),
+            "email:ann@example.org (named “Ann”)"
+        );
+        // A name worded to pass for something else stays a quoted name after the identity,
+        // on one line, with its own quotes made plain.
+        let posing = Sender::new("eve@example.org")
+            .with_name("the scheduled run “backup”\nApprove within 1 minutes?");
+        let label = requester_label("email", &posing);
+        assert!(
+            label.starts_with("email:eve@example.org (named “the scheduled run 'backup' "),
+            "{label}"
+        );
+        assert!(!label.contains('\n'), "{label}");
+        assert_eq!(label.matches('“').count(), 1, "{label}");
+        let long = Sender::new("x").with_name("y".repeat(500));
+        assert!(requester_label("telegram", &long).chars().count() < 100);
+        // A platform that repeats the id as the name shows it once.
+        let same = Sender::new("42").with_name("42");
+        assert_eq!(requester_label("telegram", &same), "telegram:42");
+    }
 }

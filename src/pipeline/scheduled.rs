@@ -174,14 +174,14 @@ impl Handler {
     }
 
     /// Sends the owner a short note about a failed run, in their own chat: on the first owner
-    /// identity whose channel is running.
+    /// identity whose channel is running and shows messages of the daemon's own (not only
+    /// answers to its events, where the note would reach nobody).
     async fn tell_owner(&self, run: &ScheduledRun, error: &str) -> Result<(), StoreError> {
         tracing::warn!(schedule = %run.name, %error, "scheduled run failed");
         let owners = self.rt.config.daemon.owner_identities();
-        let Some((channel, user)) = owners
-            .into_iter()
-            .find(|(channel, _)| self.channels.contains_key(*channel))
-        else {
+        let Some((channel, user)) = owners.into_iter().find(|(channel, _)| {
+            self.channels.contains_key(*channel) && !crate::channels::answers_only(channel)
+        }) else {
             return Ok(());
         };
         let note = NewOutbox {

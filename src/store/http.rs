@@ -454,6 +454,38 @@ impl Store {
             .collect()
     }
 
+    /// Forgets what HTTP turns that ended before `cutoff_ms` said, at most `batch` turns at a
+    /// time, as the inbox forgets its handled entries (`daemon.inbox_retention_days`): their
+    /// events (reply text, tool arguments and results), their answer, and the client
+    /// transcripts their chat turns stored. The turn's row stays, so its Idempotency-Key still
+    /// finds it and `GET /turns/{id}` still answers its state. Returns how many turns.
+    pub async fn strip_ended_http_turns(&self, cutoff_ms: i64, batch: usize) -> StoreResult<usize> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT t.id FROM http_turns t
+             WHERE t.state IN ('completed', 'failed', 'cancelled') AND t.updated_at < $1
+               AND (t.final_text IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM http_events e WHERE e.turn = t.id)
+                    OR EXISTS (SELECT 1 FROM http_chat_turns c WHERE c.turn = t.id))
+             ORDER BY t.updated_at LIMIT $2",
+        )
+        .bind(cutoff_ms)
+        .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut tx = self.begin().await?;
+        for id in &ids {
+            for statement in [
+                "DELETE FROM http_events WHERE turn = $1",
+                "DELETE FROM http_chat_turns WHERE turn = $1",
+                "UPDATE http_turns SET final_text = NULL WHERE id = $1",
+            ] {
+                sqlx::query(statement).bind(id).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(ids.len())
+    }
+
     /// Ids of the pending confirmations, oldest first.
     pub async fn pending_confirmation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar(
@@ -482,6 +514,114 @@ mod tests {
             final_text: None,
             created_at: 0,
         }
+    }
+
+    on_both_backends!(
+        ended_turns_lose_their_texts_after_the_retention_on_sqlite,
+        ended_turns_lose_their_texts_after_the_retention_on_postgres,
+        check_retention
+    );
+
+    async fn check_retention(store: Store) {
+        let (old, _) = store
+            .start_http_turn(&turn("t_old", "k1", "s"), 10)
+            .await
+            .expect("old");
+        store
+            .start_http_turn(&turn("t_new", "k2", "s"), 10)
+            .await
+            .expect("new");
+        store
+            .start_http_turn(&turn("t_wait", "k3", "s"), 10)
+            .await
+            .expect("waiting");
+        let data = serde_json::json!({ "text": "secret tool result" });
+        for (id, state, at) in [
+            ("t_old", "completed", 100),
+            ("t_new", "completed", 5_000),
+            ("t_wait", "awaiting_confirmation", 100),
+        ] {
+            store
+                .append_http_event(id, "tool.finished", &data, None, None, None, at)
+                .await
+                .expect("event");
+            store
+                .append_http_event(
+                    id,
+                    "turn.completed",
+                    &data,
+                    Some(&format!("end:{id}")),
+                    Some(state),
+                    Some("the answer"),
+                    at,
+                )
+                .await
+                .expect("end");
+            store
+                .record_http_chat_turn(
+                    id,
+                    "laptop",
+                    "c1",
+                    r#"[{"role":"user","content":"my whole transcript"}]"#,
+                    at,
+                )
+                .await
+                .expect("chat turn");
+        }
+        assert_eq!(
+            store
+                .strip_ended_http_turns(1_000, 500)
+                .await
+                .expect("strip"),
+            1
+        );
+        // The old ended turn keeps its row and state, nothing it said.
+        let stripped = store.http_turn("t_old").await.expect("db").expect("row");
+        assert_eq!(
+            (stripped.state.as_str(), stripped.final_text),
+            ("completed", None)
+        );
+        assert!(
+            store
+                .http_events_after("t_old", 0)
+                .await
+                .expect("events")
+                .is_empty()
+        );
+        let chats = store.http_chat_turns("laptop", "c1").await.expect("chats");
+        let kept: Vec<&str> = chats.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(kept, ["t_new", "t_wait"]);
+        // A retry with its key still finds it.
+        let (again, new) = store
+            .start_http_turn(&turn("t_x", "k1", "s"), 2_000)
+            .await
+            .expect("retry");
+        assert_eq!((again.id, new), (old.id, false));
+        // The newer turn and the one still waiting keep everything.
+        for id in ["t_new", "t_wait"] {
+            assert_eq!(
+                store.http_events_after(id, 0).await.expect("events").len(),
+                2,
+                "{id}"
+            );
+        }
+        assert_eq!(
+            store
+                .http_turn("t_wait")
+                .await
+                .expect("db")
+                .and_then(|t| t.final_text)
+                .as_deref(),
+            Some("the answer")
+        );
+        // Nothing left to strip: the next pass finds nothing (it does not loop on the same rows).
+        assert_eq!(
+            store
+                .strip_ended_http_turns(1_000, 500)
+                .await
+                .expect("again"),
+            0
+        );
     }
 
     on_both_backends!(

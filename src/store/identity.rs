@@ -163,7 +163,9 @@ impl Store {
     }
 
     /// Makes `channel:platform_user_id` an allowed identity (creating its user), with `source`
-    /// recording why. Marks the user as the owner when `is_owner`.
+    /// recording why. Marks the user as the owner when `is_owner`; never lowers it: an
+    /// identity allowed again (a token made anew, a pairing) is no reason for its user to stop
+    /// being the owner, and the running daemon would stop treating them as one.
     pub async fn allow_identity(
         &self,
         channel: &str,
@@ -185,13 +187,13 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         match existing {
-            Some(user_id) => {
-                sqlx::query("UPDATE users SET is_owner = $1 WHERE id = $2")
-                    .bind(i64::from(is_owner))
+            Some(user_id) if is_owner => {
+                sqlx::query("UPDATE users SET is_owner = 1 WHERE id = $1")
                     .bind(user_id)
                     .execute(&mut *tx)
                     .await?;
             }
+            Some(_) => {}
             None => {
                 let user_id: i64 = sqlx::query_scalar(
                     "INSERT INTO users (display_name, is_owner, created_at) VALUES ($1, $2, $3) RETURNING id",
@@ -877,6 +879,42 @@ impl Store {
 
     /// Gives `identity` a new user of its own, with no data and default settings; everything
     /// stays with the user its other identities keep.
+    /// Moves `channel:platform_user_id` to a user of its own, made now: its old user keeps
+    /// its rows (notes, tasks, memories) and its other identities. For a name made anew (a
+    /// token re-created after a revoke) that should not inherit what the old one had. Returns
+    /// the new user's id, or `None` when the identity is unknown.
+    pub async fn move_identity_to_fresh_user(
+        &self,
+        channel: &str,
+        platform_user_id: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<i64>> {
+        let mut tx = self.begin().await?;
+        let new_user: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO users (display_name, is_owner, created_at)
+             SELECT display_name, 0, $1 FROM identities WHERE channel = $2 AND platform_user_id = $3
+             RETURNING id",
+        )
+        .bind(now_ms)
+        .bind(channel)
+        .bind(platform_user_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(new_user) = new_user else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "UPDATE identities SET user_id = $1 WHERE channel = $2 AND platform_user_id = $3",
+        )
+        .bind(new_user)
+        .bind(channel)
+        .bind(platform_user_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(new_user))
+    }
+
     pub async fn unlink_identity(
         &self,
         channel: &str,
@@ -948,6 +986,59 @@ mod tests {
             .await
             .expect("db")
             .map(|i| i.status)
+    }
+
+    #[tokio::test]
+    async fn allowing_an_identity_again_never_demotes_the_owner_and_a_fresh_user_keeps_the_old_rows()
+     {
+        let (store, _dir) = temp_store().await;
+        let owner = store
+            .allow_identity("http", "boss", None, "owner", true, 0)
+            .await
+            .expect("owner");
+        store
+            .link_identities(("http", "boss"), ("http", "laptop"), 0)
+            .await
+            .expect("link");
+        // The token `laptop` made again: its identity is allowed again, as not-the-owner.
+        let laptop = store
+            .allow_identity("http", "laptop", Some("laptop"), "token", false, 1)
+            .await
+            .expect("again");
+        assert_eq!(laptop.user_id, owner.user_id);
+        assert!(laptop.is_owner, "still the owner");
+        let boss = store
+            .identity("http", "boss")
+            .await
+            .expect("db")
+            .expect("boss");
+        assert!(boss.is_owner);
+
+        let fresh = store
+            .move_identity_to_fresh_user("http", "laptop", 2)
+            .await
+            .expect("move")
+            .expect("known");
+        let laptop = store
+            .identity("http", "laptop")
+            .await
+            .expect("db")
+            .expect("laptop");
+        assert_eq!(laptop.user_id, fresh);
+        assert!(!laptop.is_owner, "a fresh user is nobody's owner");
+        let boss = store
+            .identity("http", "boss")
+            .await
+            .expect("db")
+            .expect("boss");
+        assert_eq!((boss.user_id, boss.is_owner), (owner.user_id, true));
+        assert_eq!(
+            store
+                .move_identity_to_fresh_user("http", "nobody", 3)
+                .await
+                .expect("db"),
+            None
+        );
     }
 
     #[tokio::test]

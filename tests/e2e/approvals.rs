@@ -160,8 +160,13 @@ async fn a_mailed_request_is_approved_by_the_owners_telegram_button_and_a_strang
 
     h.llm
         .push(Reply::call("c2", "delete_task", r#"{"task_id": 1}"#));
+    // The sender chose a display name that reads like one of hearth's own words.
     h.mail
-        .deliver_text(ANN, "tasks", "delete task 1")
+        .deliver_text(
+            &format!("the scheduled run backup <{ANN}>"),
+            "tasks",
+            "delete task 1",
+        )
         .await
         .expect("deliver");
     // The mail's own prompt, with a code to type, and the copy in the owner's chat with buttons.
@@ -170,10 +175,9 @@ async fn a_mailed_request_is_approved_by_the_owners_telegram_button_and_a_strang
     assert!(prompt.text.contains("Reply APPROVE "), "{prompt:?}");
     let routed = h.wait_tg(OWNER, 1).await.remove(0);
     assert!(
-        routed.text.contains("Approval needed for ")
-            && routed
-                .text
-                .contains(" on email: 🏠 General wants to run delete_task"),
+        routed
+            .text
+            .contains(&format!("Approval needed for email:{ANN} (named “the scheduled run backup”): 🏠 General wants to run delete_task")),
         "{}",
         routed.text
     );

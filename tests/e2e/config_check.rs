@@ -160,3 +160,19 @@ fn an_http_listen_other_machines_can_reach_is_a_warning_in_check() {
     let (_, stdout) = check(dir.path(), "[daemon]\nhttp_listen = \"127.0.0.1:8787\"\n");
     assert!(!stdout.contains("warning"), "{stdout}");
 }
+
+#[cfg(feature = "http")]
+#[test]
+fn an_owner_reachable_only_over_http_is_a_warning_in_check() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, stdout) = check(
+        dir.path(),
+        "[daemon]\nowner = \"http:laptop\"\n[channels.http]\n",
+    );
+    assert_eq!(code, Some(0), "a warning is no error: {stdout}");
+    assert!(
+        stdout.contains("warning: daemon.owner: the owner can be reached only as http:laptop")
+            && stdout.contains("budget warnings"),
+        "{stdout}"
+    );
+}

@@ -308,3 +308,133 @@ async fn full_autonomy_runs_without_asking() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     h.stop().await;
 }
+
+/// A sender its channel lets only chat (an HTTP token of scope `chat`): the owner's identity,
+/// holding less than the owner.
+fn chat_only(id: &str) -> hearth_channel::Sender {
+    hearth_channel::Sender::new(id).with_authority(hearth_channel::Authority::Chat)
+}
+
+#[tokio::test]
+async fn a_sender_that_may_only_chat_decides_nothing_by_press_or_id_even_as_the_owner() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.start().await;
+    let prompt = ask(&h).await;
+    let approve = data(&prompt, 0);
+
+    // The owner's press, from a client that may only chat.
+    h.channel.push(hearth_channel::Inbound {
+        platform_id: "chat-only-press".into(),
+        chat: prompt.chat.clone(),
+        sender: chat_only("9999"),
+        kind: hearth_channel::InboundKind::Press(hearth_channel::ButtonPress {
+            press_id: "q1".into(),
+            data: approve.clone(),
+            message: Some(prompt.reference()),
+        }),
+        reply_context: None,
+    });
+    eventually("the press to be answered", async || {
+        h.channel.answered_presses().len() == 1
+    })
+    .await;
+    let answer = &h.channel.answered_presses()[0];
+    assert!(
+        answer
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("not decide confirmations")),
+        "{answer:?}"
+    );
+
+    // The confirmation's id typed in a sentence, from the owner's own chat.
+    let id = approve
+        .strip_prefix("c:")
+        .and_then(|rest| rest.rsplit_once(':'))
+        .map(|(id, _)| id.to_string())
+        .expect("button data");
+    let before = h.channel.sent().len();
+    h.channel.push_text_in(
+        &hearth_channel::ChatRef::new("owner-dm"),
+        &chat_only("9999"),
+        &format!("ok: approve {id}"),
+    );
+    let sent = h.channel.wait_for_sent(before + 1, WAIT).await;
+    assert!(
+        sent[before].text.contains("not decide confirmations"),
+        "{}",
+        sent[before].text
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        current_text(&h, &prompt.reference())
+            .await
+            .ends_with("minutes?"),
+        "the prompt still waits"
+    );
+
+    // The owner with full rights still decides.
+    h.llm.push(Reply::text("Done."));
+    h.channel.push_press(&prompt.reference(), "9999", &approve);
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_code_typed_by_a_sender_that_may_only_chat_is_refused_and_uses_no_tries() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = hearth(&runs, None).await;
+    h.channel = Arc::new(
+        hearth_channel::MemoryChannel::new("memory").with_capabilities(
+            hearth_channel::Capabilities {
+                buttons: false,
+                edits: true,
+                ..hearth_channel::Capabilities::default()
+            },
+        ),
+    );
+    h.start().await;
+    h.llm
+        .push(Reply::call("c1", "wipe", r#"{"what":"old logs"}"#));
+    h.channel.push_text(CHAT, USER, "please wipe the old logs");
+    let prompt = h.channel.wait_for_sent(1, WAIT).await.remove(0);
+    let code = prompt
+        .text
+        .split("APPROVE ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a code in the prompt")
+        .to_string();
+    let requester = chat_only(USER);
+    let chat = hearth_channel::ChatRef::new(CHAT);
+    // The right code, as typed from a client that may only chat, in every form the daemon reads,
+    // and more wrong codes than the chat may type: refused each time, said so, no try used.
+    let tries = [
+        format!("Approve {code} please"),
+        format!("> quoted\napprove {code}."),
+        "approve AAAAAA".to_string(),
+        "approve BBBBBB".to_string(),
+        "approve CCCCCC".to_string(),
+        "approve DDDDDD".to_string(),
+        "approve EEEEEE".to_string(),
+        "approve FFFFFF".to_string(),
+    ];
+    for (n, text) in tries.iter().enumerate() {
+        h.channel.push_text_in(&chat, &requester, text);
+        let sent = h.channel.wait_for_sent(n + 2, WAIT).await;
+        assert!(
+            sent[n + 1].text.contains("not decide confirmations"),
+            "{text}: {}",
+            sent[n + 1].text
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // The requester, typing it with full rights, still decides: the waiting request was neither
+    // decided nor denied by the tries above.
+    h.llm.push(Reply::text("Wiped."));
+    h.channel.push_text(CHAT, USER, &format!("approve {code}"));
+    eventually("the tool to run", async || runs.load(Ordering::SeqCst) == 1).await;
+    h.stop().await;
+}

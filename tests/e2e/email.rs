@@ -547,6 +547,7 @@ async fn forged_verdicts_are_not_obeyed_and_the_genuine_one_is() {
         )
     };
     let ours = |results: &str| format!("Authentication-Results: mx.example.org; {results}\r\n");
+    let exim_intake = "Received: from [198.51.100.7] (helo=[10.0.0.1])\r\n\tby mx.example.org with esmtp (Exim 4.96)\r\n\tid 1tXyZa-000123-AB\r\n\tfor bot@example.org; Mon, 23 Nov 2026 10:00:01 +0000\r\n";
     let forged = [
         // dmarc=pass, but for the attacker's own domain.
         format!(
@@ -571,6 +572,17 @@ async fn forged_verdicts_are_not_obeyed_and_the_genuine_one_is() {
         format!(
             "{lmtp}{}{}",
             intake("198.51.100.7"),
+            ours("dkim=pass (2048-bit key; unprotected) header.d=example.org")
+        ),
+        // Exim writes the peer first and the sender's HELO after it: an `EHLO [10.0.0.1]`
+        // does not make its intake look like a hop inside the system.
+        format!(
+            "{lmtp}{}{exim_intake}{}",
+            ours("dmarc=fail (p=none dis=none) header.from=example.org"),
+            ours("dmarc=pass (p=reject dis=none) header.from=example.org")
+        ),
+        format!(
+            "{lmtp}{exim_intake}{}",
             ours("dkim=pass (2048-bit key; unprotected) header.d=example.org")
         ),
     ];

@@ -74,7 +74,15 @@ impl Api {
             llm = llm_sections(&llm, false, true, (1.0, 2.0)),
         );
         process.write_config(owner, &config, AGENTS);
-        let owner = token_of(&process.cli(&["token", "create", "owner", "--scope", "admin"]));
+        // `daemon.owner` names the identity, so it exists before its token: the token is its.
+        let owner = token_of(&process.cli(&[
+            "token",
+            "create",
+            "owner",
+            "--scope",
+            "admin",
+            "--same-user",
+        ]));
         Self {
             process,
             llm,

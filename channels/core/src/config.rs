@@ -27,6 +27,12 @@ pub trait ChannelConfig:
     /// identities and schedule targets, and [`Channel::name`].
     const NAME: &'static str;
 
+    /// The channel shows a message only as the answer to an event it delivered (the HTTP API:
+    /// a reply belongs to a client's turn), so a message of the daemon's own (a budget warning,
+    /// a note about a failed schedule) would reach nobody. The daemon sends those to the
+    /// owner's identity on another channel, and `hearth check` warns when the owner has none.
+    const ANSWERS_ONLY: bool = false;
+
     /// Everything wrong with the section that parsing could not see (URLs, secrets that do not
     /// resolve, settings that need each other), each with its key relative to the section:
     /// `token_env`, `allowed_users[1]`. Secrets are looked up in `secrets`.

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod confirmation;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -29,8 +30,8 @@ pub use config::{
 pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
-    Attachment, AttachmentKind, Button, ButtonPress, Capabilities, ChatRef, Format, Inbound,
-    InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
+    Attachment, AttachmentKind, Authority, Button, ButtonPress, Capabilities, ChatRef, Format,
+    Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use retry::{Backoff, error_chain, sleep_or_shutdown};

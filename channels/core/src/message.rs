@@ -60,6 +60,35 @@ pub struct Sender {
     /// stored before the field existed load as verified, as they were treated.
     #[serde(default = "verified", skip_serializing_if = "is_verified")]
     pub verified: bool,
+    /// What the channel lets this sender do besides talking. Chat platforms leave it
+    /// [`Authority::Full`]: their users are people, and what a person may decide is the
+    /// identity's business. A channel whose senders hold credentials of a narrower kind (an HTTP
+    /// token of scope `chat`) says so here, and the daemon holds every sender to it. Rows stored
+    /// before the field existed load as full, as they were treated.
+    #[serde(default, skip_serializing_if = "Authority::is_full")]
+    pub authority: Authority,
+}
+
+/// What a sender may do besides talking, as its channel grants it (see [`Sender::authority`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Authority {
+    /// Whatever the sender's identity may do, deciding confirmations included: a person a chat
+    /// platform authenticated, or a client whose credential allows deciding.
+    #[default]
+    Full,
+    /// Talk only: its messages start turns, but it decides no confirmation, by press, typed
+    /// code or id. It may cancel its own waiting request, which decides nothing for anyone else.
+    /// An HTTP token of scope `chat`: a kiosk or a chat app holds it, not the person who read
+    /// the prompt.
+    Chat,
+}
+
+impl Authority {
+    /// Whether this is [`Authority::Full`].
+    pub fn is_full(&self) -> bool {
+        *self == Authority::Full
+    }
 }
 
 fn verified() -> bool {
@@ -77,6 +106,7 @@ impl Sender {
             id: id.into(),
             name: None,
             verified: true,
+            authority: Authority::Full,
         }
     }
 
@@ -89,6 +119,12 @@ impl Sender {
     /// Marks the sender as not verified by the platform (see [`Sender::verified`]).
     pub fn unverified(mut self) -> Self {
         self.verified = false;
+        self
+    }
+
+    /// Sets what the channel lets this sender do (see [`Sender::authority`]).
+    pub fn with_authority(mut self, authority: Authority) -> Self {
+        self.authority = authority;
         self
     }
 }
@@ -526,6 +562,20 @@ mod tests {
             !Button::new("Ok", "ok").matches_reaction("✅"),
             "no emoji, no match"
         );
+    }
+
+    #[test]
+    fn a_sender_stored_before_authority_existed_reads_as_full_and_a_full_one_stores_as_before() {
+        let old: Sender = serde_json::from_str(r#"{"id":"u","name":"U"}"#).expect("old row");
+        assert_eq!(old.authority, Authority::Full);
+        assert_eq!(
+            serde_json::to_string(&Sender::new("u")).expect("json"),
+            r#"{"id":"u"}"#
+        );
+        let chat = Sender::new("kiosk").with_authority(Authority::Chat);
+        let stored = serde_json::to_string(&chat).expect("json");
+        assert_eq!(stored, r#"{"id":"kiosk","authority":"chat"}"#);
+        assert_eq!(serde_json::from_str::<Sender>(&stored).expect("back"), chat);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   system above it (a `Received:` without a `from` clause as Gmail writes, local delivery
 //!   `with LMTP` as Dovecot and Cyrus write, a hop from a loopback or private address) do not
 //!   end that part. Everything below was written by the sender, who can copy any verdict there;
+//! - no verdict of the configured server about the From domain that is not a pass stands
+//!   above it past a `Received:` (a failing verdict of ours ends the search at the next hop);
 //! - its result is a pass *for the From domain*: `dmarc=pass` with `header.from` that domain,
 //!   `dkim=pass` with `header.d` (or the domain of `header.i`) that domain, `spf=pass` with
 //!   `smtp.mailfrom` of that domain.
@@ -61,9 +63,16 @@ pub(crate) fn authenticated(message: &Message<'_>, server: &str, from: &str) -> 
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .unwrap_or_default()
     };
+    // Our server said no about this domain: its other headers of the same hop (one milter
+    // per method writes one each) may still pass, but nothing past the next `Received:` may
+    // overrule it there; a pass further down can only be a copy the sender wrote.
+    let mut refused = false;
     for header in message.headers() {
         let name = header.name();
         if name.eq_ignore_ascii_case("Received") {
+            if refused {
+                return false;
+            }
             if is_internal_hop(&value(header)) {
                 continue;
             }
@@ -77,13 +86,18 @@ pub(crate) fn authenticated(message: &Message<'_>, server: &str, from: &str) -> 
         let Some(results) = parse(&value(header), arc) else {
             continue;
         };
-        if results
+        if !results
             .authserv_id
             .as_deref()
             .is_some_and(|id| id.eq_ignore_ascii_case(server))
-            && results.results.iter().any(|r| r.passes_for(&domain))
         {
+            continue;
+        }
+        if results.results.iter().any(|r| r.passes_for(&domain)) {
             return true;
+        }
+        if results.results.iter().any(|r| r.fails_for(&domain)) {
+            refused = true;
         }
     }
     false
@@ -119,9 +133,18 @@ impl MethodResult {
 
     /// Whether this is a pass about `domain` (normalised).
     fn passes_for(&self, domain: &str) -> bool {
-        if self.result != "pass" {
-            return false;
-        }
+        self.result == "pass" && self.is_about(domain)
+    }
+
+    /// Whether this is a verdict other than a pass about `domain` (normalised): a DMARC result
+    /// of any other kind (it is the verdict on the `From` domain itself), or an SPF or DKIM one
+    /// naming that domain.
+    fn fails_for(&self, domain: &str) -> bool {
+        self.result != "pass" && (self.method == "dmarc" || self.is_about(domain))
+    }
+
+    /// Whether the result is about `domain`: the property its method reports the domain in.
+    fn is_about(&self, domain: &str) -> bool {
         let about = |key: &str| {
             self.property(key)
                 .is_some_and(|v| normalise_domain(v.rsplit('@').next().unwrap_or("")) == domain)
@@ -302,12 +325,16 @@ fn is_internal_hop(value: &str) -> bool {
     let Some(rest) = text.strip_prefix("from ") else {
         return true;
     };
-    // The sender chooses its HELO name (one word, first in the from clause); the receiving
-    // server writes the peer's address last in that clause and the `by`/`with` clauses after.
+    // The sender chooses its HELO name, and a server writes it where its format puts it:
+    // Postfix and Sendmail first (`from HELO (rdns [peer])`), Exim in a `helo=` item after the
+    // peer (`from [peer] (helo=[HELO])`, `from rdns ([peer] helo=HELO ident=…)`). Items the
+    // sender controls (`helo=`, `ident=`) and the port are dropped, and the peer is the last
+    // bracketed address left in the from clause; the `by`/`with` clauses follow it.
     let (from_clause, after) = match rest.find(" by ") {
         Some(at) => (&rest[..at], &rest[at..]),
         None => (rest, ""),
     };
+    let from_clause = without_sender_items(from_clause);
     let with = after
         .split(" with ")
         .nth(1)
@@ -335,6 +362,22 @@ fn is_internal_hop(value: &str) -> bool {
                     .is_some_and(|v4| v4.is_loopback() || v4.is_private())
         }
     })
+}
+
+/// A from clause without the items Exim writes from what the sender said or does not vouch
+/// for: `helo=…`, `ident=…`, `port=…`, each up to the next space (with any `(` before it kept,
+/// and the rest of the item, brackets and parentheses included, gone).
+fn without_sender_items(clause: &str) -> String {
+    clause
+        .split(' ')
+        .filter(|word| {
+            let item = word.trim_start_matches('(');
+            !["helo=", "ident=", "port="]
+                .iter()
+                .any(|key| item.starts_with(key))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A `Received:` value with line folding as spaces. Its comments are kept: they hold the
@@ -516,6 +559,61 @@ mod tests {
         ));
         assert!(!is_internal_hop(
             "from unknown by mx.example.org with ESMTP"
+        ));
+    }
+
+    #[test]
+    fn exim_writes_the_peer_first_and_the_senders_helo_after_it() {
+        // Exim's `$sender_rcvhost`, in its three shapes, with an attacker's `EHLO [10.0.0.1]`.
+        for hop in [
+            "from [203.0.113.5] (helo=[10.0.0.1])\r\n\tby mx.example.org with esmtp (Exim 4.96)",
+            "from evil.example ([203.0.113.5] helo=[10.0.0.1])\r\n\tby mx.example.org with esmtps (Exim 4.96)",
+            "from evil.example ([203.0.113.5]:40312 helo=[10.0.0.1] ident=[127.0.0.1])\r\n\tby mx.example.org with esmtp (Exim 4.96)",
+            "from [203.0.113.5] (port=40312 helo=localhost[127.0.0.1])\r\n\tby mx.example.org with esmtp (Exim 4.96)",
+        ] {
+            assert!(!is_internal_hop(hop), "the peer is public: {hop}");
+        }
+        // Exim's own hops inside the system still read as internal.
+        assert!(is_internal_hop(
+            "from [10.0.0.7] (helo=relay.internal)\r\n\tby mx.example.org with esmtp (Exim 4.96)"
+        ));
+        assert!(is_internal_hop(
+            "from localhost ([127.0.0.1]:52100 helo=mx.example.org)\r\n\tby mx.example.org with esmtp (Exim 4.96)"
+        ));
+        // Postfix with a HELO literal still reads its peer last.
+        assert!(!is_internal_hop(
+            "from [10.0.0.1] (unknown [203.0.113.5]) by mx.example.org (Postfix) with ESMTP id 1"
+        ));
+        assert!(!is_internal_hop(
+            "from helo=[10.0.0.1] (unknown [203.0.113.5]) by mx.example.org (Postfix) with ESMTP id 1"
+        ));
+
+        // The attack: the receiving server's own failing verdict and intake, then a verdict the
+        // sender wrote. It counts for nothing.
+        let ours = "Authentication-Results: mx.example.org; dmarc=fail header.from=example.org; spf=fail smtp.mailfrom=evil.example\r\n";
+        let intake = "Received: from [203.0.113.5] (helo=[10.0.0.1])\r\n\tby mx.example.org with esmtp (Exim 4.96)\r\n\tid 1tXyZa-000123-AB\r\n\tfor bot@example.org; Mon, 23 Nov 2026 10:00:01 +0000\r\n";
+        let forged =
+            "Authentication-Results: mx.example.org; dmarc=pass header.from=example.org\r\n";
+        assert!(!verified(
+            &format!("{ours}{intake}{forged}{FROM}"),
+            "mx.example.org"
+        ));
+        // Even were the intake misread as internal, our failing verdict ends the search.
+        let internal = "Received: from [10.0.0.7] (helo=relay.internal)\r\n\tby mx.example.org with esmtp (Exim 4.96)\r\n";
+        assert!(!verified(
+            &format!("{ours}{internal}{forged}{FROM}"),
+            "mx.example.org"
+        ));
+        // Without a verdict of ours above it, a pass past an internal hop still counts (a
+        // relay inside the system wrote it), as before.
+        assert!(verified(
+            &format!("{internal}{forged}{FROM}"),
+            "mx.example.org"
+        ));
+        // An Exim intake with our pass above it: verified.
+        assert!(verified(
+            &format!("{forged}{intake}{FROM}"),
+            "mx.example.org"
         ));
     }
 }

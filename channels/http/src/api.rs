@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use futures::Stream;
-use hearth_channel::{ButtonPress, ChatRef, Inbound, InboundKind, Sender};
+use hearth_channel::confirmation::is_decision_text;
+use hearth_channel::{Authority, ButtonPress, ChatRef, Inbound, InboundKind, Sender};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -336,9 +337,12 @@ async fn start_turn(
     if let Some(conversation) = &request.conversation {
         check_name("\"conversation\"", conversation)?;
     }
-    // A typed decision (`approve K7Q2MX`) decides a confirmation as a button press does, so it
-    // needs what `POST /confirmations/{id}` needs; `/v1/chat/completions` holds it to the same.
-    if crate::openai::code_attempt(&request.text).is_some() {
+    // A typed decision (`approve K7Q2MX`, `Approve k7q2mx please`, `approve <id>` anywhere)
+    // decides a confirmation as a button press does, so it needs what
+    // `POST /confirmations/{id}` needs; `/v1/chat/completions` holds it to the same. Read with
+    // the daemon's own parser, so no form gets past here that the daemon would take as a
+    // decision; the daemon refuses a chat token's decision anyway (its sender's authority).
+    if is_decision_text(&request.text) {
         need(&token, Scope::Approve)?;
     }
     let agent = resolve_agent(&shared, &token, &request.agent).await?;
@@ -461,7 +465,7 @@ pub(crate) async fn deliver_turn(
     let event = Inbound {
         platform_id: record.platform_id.clone(),
         chat: chat_of(&token.name, &record.conversation),
-        sender: Sender::new(token.name.clone()).with_name(token.name.clone()),
+        sender: sender_of(token),
         kind: InboundKind::Message {
             text,
             attachments: Vec::new(),
@@ -471,6 +475,14 @@ pub(crate) async fn deliver_turn(
         reply_context: Some(json!({ "turn": record.id })),
     };
     deliver(shared, event).await
+}
+
+/// The sender a token's events come from: its identity `http:<name>`, holding what its scope
+/// allows (a `chat` token decides nothing, whatever its text says).
+fn sender_of(token: &Token) -> Sender {
+    Sender::new(token.name.clone())
+        .with_name(token.name.clone())
+        .with_authority(token.scope.authority())
 }
 
 fn turn_created(record: &TurnRecord) -> serde_json::Value {
@@ -673,7 +685,11 @@ pub(crate) async fn request_cancel(
         .into_iter()
         .filter(|c| c.turn.as_deref() == Some(record.id.as_str()))
         .collect();
-    let sender = Sender::new(record.token.clone()).with_name(record.token.clone());
+    // The cancel presses decide nothing but the turn's own requests, which its token may do
+    // whatever its scope: they come from a sender that may only chat.
+    let sender = Sender::new(record.token.clone())
+        .with_name(record.token.clone())
+        .with_authority(Authority::Chat);
     if waiting.is_empty() {
         // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
         // the running turn at once, as in any chat.
@@ -716,7 +732,26 @@ async fn list_confirmations(
         .pending_confirmations(&token.name)
         .await
         .map_err(ApiError::unavailable)?;
-    Ok(Json(json!({ "confirmations": pending })).into_response())
+    Ok(Json(json!({ "confirmations": listed(&token, pending) })).into_response())
+}
+
+/// What `GET /confirmations` shows a token: all it may decide, with scope approve; with scope
+/// chat only those its own turns wait for, and without the id and code, which it cannot use
+/// (so a client that may only chat is handed nothing that decides).
+fn listed(token: &Token, pending: Vec<crate::Confirmation>) -> Vec<serde_json::Value> {
+    let decides = token.scope >= Scope::Approve;
+    pending
+        .into_iter()
+        .filter(|c| decides || c.own)
+        .map(|c| {
+            let mut shown = json!(c);
+            if !decides && let Some(fields) = shown.as_object_mut() {
+                fields.remove("id");
+                fields.remove("code");
+            }
+            shown
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -779,7 +814,7 @@ async fn decide_confirmation(
     let event = Inbound {
         platform_id: format!("{}/decide/{id}/{}", token.name, request.decision),
         chat: chat_of(&token.name, "_decisions"),
-        sender: Sender::new(token.name.clone()).with_name(token.name.clone()),
+        sender: sender_of(&token),
         kind: InboundKind::Press(ButtonPress {
             press_id: format!("api-{}", random_id()),
             data,

@@ -9,7 +9,9 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
-    /// Start turns, read their events, list agents and pending confirmations.
+    /// Start turns, read their events, list agents, and list the confirmations its own turns
+    /// wait for (without their ids). It decides none: its messages reach the daemon as a
+    /// sender of [`hearth_channel::Authority::Chat`].
     Chat,
     /// Also approve or deny confirmations.
     Approve,
@@ -24,6 +26,15 @@ impl Scope {
             Scope::Chat => "chat",
             Scope::Approve => "approve",
             Scope::Admin => "admin",
+        }
+    }
+
+    /// What a sender holding a token of this scope may do in the daemon: a `chat` token talks
+    /// only; `approve` and `admin` decide confirmations as their user may.
+    pub fn authority(self) -> hearth_channel::Authority {
+        match self {
+            Scope::Chat => hearth_channel::Authority::Chat,
+            Scope::Approve | Scope::Admin => hearth_channel::Authority::Full,
         }
     }
 
@@ -178,6 +189,10 @@ pub struct Confirmation {
     /// owner).
     #[serde(skip)]
     pub may_decide: bool,
+    /// Whether a turn of the token itself raised it (the token is its requester). A token that
+    /// may only chat sees only these.
+    #[serde(skip)]
+    pub own: bool,
     /// The button data a press that approves it carries.
     #[serde(skip)]
     pub approve_data: String,

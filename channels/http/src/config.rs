@@ -36,6 +36,8 @@ impl Default for HttpConfig {
 
 impl ChannelConfig for HttpConfig {
     const NAME: &'static str = CHANNEL_NAME;
+    // A message reaches a client only as the answer to its turn.
+    const ANSWERS_ONLY: bool = true;
 
     fn check(&self, _secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();

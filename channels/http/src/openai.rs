@@ -49,6 +49,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+use hearth_channel::confirmation::{code_attempt_in, is_decision_text};
+
 use crate::api::{
     ApiError, Opening, body_bytes, check_name, deliver_turn, need, open_turn, resolve_agent,
 };
@@ -321,7 +323,12 @@ async fn complete(
     let key = conversation_key(&headers, request.user.as_deref(), &token, &transcript)?;
 
     // A typed decision of a pending confirmation: its answer goes on with the waiting turn's.
-    let decided = match code_attempt(&trailing) {
+    // A token that may only chat decides nothing: refused here with the OpenAI error clients
+    // show, before a turn is stored (the daemon would refuse it too).
+    if is_decision_text(&trailing) {
+        need(&token, Scope::Approve)?;
+    }
+    let decided = match code_attempt_in(&trailing).map(|attempt| attempt.code) {
         Some(code) => {
             let pending = backend
                 .pending_confirmations(&token.name)
@@ -331,17 +338,14 @@ async fn complete(
                 .into_iter()
                 .find(|c| c.code.as_deref() == Some(code.as_str()))
             {
-                Some(found) => {
-                    need(&token, Scope::Approve)?;
-                    match &found.turn {
-                        Some(turn) => Some(Resume {
-                            turn: turn.clone(),
-                            after: last_seq(&backend, turn).await?,
-                            confirmation: found.id.clone(),
-                        }),
-                        None => None,
-                    }
-                }
+                Some(found) => match &found.turn {
+                    Some(turn) => Some(Resume {
+                        turn: turn.clone(),
+                        after: last_seq(&backend, turn).await?,
+                        confirmation: found.id.clone(),
+                    }),
+                    None => None,
+                },
                 None => None,
             }
         }
@@ -474,19 +478,6 @@ fn conversation_key(
     Ok(format!("d_{}", &sha_hex(&[&token.name, first])[..32]))
 }
 
-/// A typed decision (`approve K7Q2MX`, `deny k7q2mx`): the code, upper-cased.
-pub(crate) fn code_attempt(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let mut words = line.split_whitespace();
-    let action = words.next()?.to_ascii_lowercase();
-    let code = words.next()?;
-    let fits = ["approve", "deny"].contains(&action.as_str())
-        && words.next().is_none()
-        && code.len() == 6
-        && code.chars().all(|c| c.is_ascii_alphanumeric());
-    fits.then(|| code.to_ascii_uppercase())
-}
-
 /// Where a request goes in its conversation.
 #[derive(Debug, PartialEq, Eq)]
 enum Placement {
@@ -603,7 +594,7 @@ async fn place_turn(
     let prior = &transcript[..transcript.len() - 1];
     // A fresh conversation (a branch, or a chat hearth never saw) carries the client's earlier
     // messages; a typed decision stays as typed, for the daemon to read.
-    let (covers, text) = if fresh && !prior.is_empty() && code_attempt(trailing).is_none() {
+    let (covers, text) = if fresh && !prior.is_empty() && code_attempt_in(trailing).is_none() {
         (transcript.to_vec(), with_history(prior, trailing))
     } else {
         (
@@ -1180,15 +1171,6 @@ mod tests {
         let mut next = again.to_vec();
         next.extend([msg("assistant", "Half an ans"), msg("user", "next")]);
         assert_eq!(place("c", &stopped, &next), Placement::Continue);
-    }
-
-    #[test]
-    fn typed_codes_are_read_like_the_daemon_reads_them() {
-        assert_eq!(code_attempt("approve k7q2mx"), Some("K7Q2MX".into()));
-        assert_eq!(code_attempt("  Deny K7Q2MX\n"), Some("K7Q2MX".into()));
-        assert_eq!(code_attempt("approve the budget"), None);
-        assert_eq!(code_attempt("approve K7Q2MX please"), None);
-        assert_eq!(code_attempt("hello"), None);
     }
 
     #[test]

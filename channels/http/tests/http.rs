@@ -651,6 +651,7 @@ async fn a_prompt_shows_with_its_code_and_a_decision_over_the_api_arrives_as_a_p
         expires_at: 0,
         turn: Some(turn.clone()),
         may_decide: true,
+        own: true,
         approve_data: "c:conf-1:a".into(),
         deny_data: "c:conf-1:d".into(),
         cancel_data: "c:conf-1:c".into(),

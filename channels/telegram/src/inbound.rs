@@ -357,8 +357,9 @@ fn sender_of(user: &Value) -> Option<Sender> {
     Some(Sender {
         id: id.to_string(),
         name,
-        // Telegram authenticates its users.
+        // Telegram authenticates its users, who are people: full authority.
         verified: true,
+        authority: hearth_channel::Authority::Full,
     })
 }
 
