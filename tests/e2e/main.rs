@@ -26,6 +26,8 @@ mod faults_intake;
 mod faults_process;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
+mod http_doors;
 mod identities;
 #[cfg(feature = "matrix")]
 mod matrix;
