@@ -572,6 +572,8 @@ struct StreamState {
     queued: VecDeque<crate::Event>,
     ended: bool,
     appended: tokio::sync::watch::Receiver<u64>,
+    /// Cancelled when the channel stops: the stream then ends.
+    stopping: tokio_util::sync::CancellationToken,
     /// The stream's place among its token's open ones.
     _open: crate::OpenStream,
 }
@@ -583,7 +585,9 @@ fn event_stream(
     open: crate::OpenStream,
 ) -> impl Stream<Item = Result<SseEvent, std::convert::Infallible>> {
     let appended = shared.appended.subscribe();
+    let stopping = shared.stopping();
     let state = StreamState {
+        stopping,
         shared,
         turn,
         after,
@@ -608,7 +612,7 @@ fn event_stream(
             if state.ended {
                 return None;
             }
-            if state.shared.stopping.is_cancelled() {
+            if state.stopping.is_cancelled() {
                 // The last thing this stream sends; the client resumes after the last id.
                 state.ended = true;
                 let bye = SseEvent::default().comment(crate::STOPPING_COMMENT);
@@ -626,7 +630,7 @@ fn event_stream(
                     tokio::select! {
                         _ = state.appended.changed() => {}
                         () = tokio::time::sleep(POLL) => {}
-                        () = state.shared.stopping.cancelled() => {}
+                        () = state.stopping.cancelled() => {}
                     }
                 }
                 Err(err) => {

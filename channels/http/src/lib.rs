@@ -62,12 +62,16 @@ pub(crate) struct Shared {
     pub(crate) limiter: auth::Limiter,
     /// The event streams (turn events, streamed completions) each token has open.
     streams: Mutex<HashMap<String, usize>>,
-    /// Cancelled when the daemon stops: open streams end with a comment saying so, instead of
-    /// holding the stop up (clients resume with `Last-Event-ID`).
-    pub(crate) stopping: CancellationToken,
 }
 
 impl Shared {
+    /// Cancelled when the channel's current run stops (hearth stops): an open stream then ends
+    /// with a comment saying so instead of holding the stop up (clients resume with
+    /// `Last-Event-ID`). Never cancelled while no run is active.
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.ctx().map(|ctx| ctx.shutdown).unwrap_or_default()
+    }
+
     pub(crate) fn ctx(&self) -> Option<ChannelContext> {
         lock(&self.ctx).clone()
     }
@@ -156,7 +160,6 @@ impl HttpChannel {
                 previews: Mutex::new(HashMap::new()),
                 limiter: auth::Limiter::default(),
                 streams: Mutex::new(HashMap::new()),
-                stopping: CancellationToken::new(),
             }),
         }
     }
@@ -223,7 +226,6 @@ impl Channel for HttpChannel {
         status.connected();
         shutdown.cancelled().await;
         *lock(&self.shared.ctx) = None;
-        self.shared.stopping.cancel();
         Ok(())
     }
 

@@ -862,6 +862,8 @@ async fn answer(
 struct Out {
     tx: mpsc::Sender<Piece>,
     shown: String,
+    /// Cancelled when hearth stops: the answer then ends (see `Piece::Stopping`).
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Out {
@@ -907,6 +909,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
     let mut out = Out {
         tx,
         shown: String::new(),
+        stopping: shared.stopping(),
     };
     let mut following = plan.turn.id.clone();
     let mut ended = follow(&shared, &plan.turn, 0, None, plan.confirm_wait, &mut out).await;
@@ -937,7 +940,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
         }
         Ended::Gone => {
             // A stream closed by hearth's own stop is no Stop button.
-            if plan.stop_on_close && out.tx.is_closed() && !shared.stopping.is_cancelled() {
+            if plan.stop_on_close && out.tx.is_closed() && !out.stopping.is_cancelled() {
                 stop_closed(&shared, &following).await;
             }
             return;
@@ -1028,7 +1031,7 @@ async fn follow(
             tokio::select! {
                 _ = appended.changed() => {}
                 () = tokio::time::sleep(pause) => {}
-                () = shared.stopping.cancelled() => return Ended::Stopping,
+                () = out.stopping.cancelled() => return Ended::Stopping,
             }
             continue;
         }
