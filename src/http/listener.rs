@@ -9,7 +9,8 @@
 //!   idle keep-alive), so a flood of those never keeps a real client out;
 //! - when every connection is busy with a request (long event streams), [`HEALTH_RESERVE`]
 //!   more connections are kept for `/healthz`, so the service manager still sees the state;
-//! - on shutdown, open connections get the grace period to finish and are then closed.
+//! - on shutdown, idle connections are closed at once, and those with a request in progress
+//!   get the grace period to finish it.
 //!
 //! Every request on the listener passes the `Host` allowlist here, before any route is chosen
 //! (the review's L3: `/healthz` and the API once answered any `Host`): a foreign name gets 421,
@@ -33,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 use crate::web::auth::HostAllowlist;
 
@@ -91,7 +93,11 @@ pub async fn serve(
             slot,
             header_read_timeout: limits.header_read_timeout,
         };
-        tracker.spawn(connection.serve(shutdown.clone(), force.clone()));
+        tracker.spawn(
+            connection
+                .serve(shutdown.clone(), force.clone())
+                .instrument(tracing::debug_span!("connection", %peer)),
+        );
     }
     // No new connections: the port is free as soon as the loop ends.
     drop(listener);
