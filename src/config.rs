@@ -70,6 +70,12 @@ pub struct DaemonConfig {
     /// Serve the HTTP API (`[channels.http]`) on a `http_listen` other machines can reach; off
     /// by default, so the API is not exposed by a listen address alone.
     pub http_public: bool,
+    /// Seconds a client has to send a request's header on `http_listen`, and that a kept-alive
+    /// connection may stay idle; then the connection is closed.
+    pub http_header_timeout_secs: u64,
+    /// Connections `http_listen` keeps open at once. At the limit a new one replaces the oldest
+    /// without a request in progress; a few more are always kept for `/healthz`.
+    pub http_max_connections: usize,
     /// The owner's identities, `channel:user_id`: one string or a list. They are one user (one
     /// set of tasks, notes, memories …); the owner may decide any confirmation.
     pub owner: Option<Owner>,
@@ -114,6 +120,8 @@ impl Default for DaemonConfig {
             timezone: "UTC".into(),
             http_listen: "127.0.0.1:8787".into(),
             http_public: false,
+            http_header_timeout_secs: 10,
+            http_max_connections: 512,
             owner: None,
             approvals_to: None,
             max_concurrent_conversations: 16,

@@ -72,6 +72,9 @@ const SESSION_ENDED: &str = "the chat session ended before it finished";
 /// How often a chat looks for work the daemon stored for it (a schedule fired into the terminal).
 const CHAT_PICKUP_INTERVAL: Duration = Duration::from_secs(2);
 
+/// The longest the HTTP listener waits for open answers once the daemon stops.
+const HTTP_STOP_LIMIT: Duration = Duration::from_secs(5);
+
 /// A channel to run, with the platform user ids allowed to talk through it.
 struct ChannelEntry {
     channel: Arc<dyn Channel>,
@@ -537,12 +540,8 @@ async fn serve_http(
         channels,
         outbox_wake: workers.outbox_wake.clone(),
         shutdown: workers.shutdown.clone(),
-        hosts: std::sync::Arc::new(crate::web::auth::HostAllowlist::new(
-            addr,
-            local.port(),
-            &rt.config.web.hosts,
-        )),
         throttle: std::sync::Arc::default(),
+        flash: std::sync::Arc::default(),
         started: std::time::Instant::now(),
     }));
     #[cfg(feature = "http")]
@@ -550,19 +549,22 @@ async fn serve_http(
         Some(api) => app.merge(api),
         None => app,
     };
-    // The client's address: the HTTP API slows down addresses that fail to log in.
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let stop = workers.shutdown.clone();
+    let limits = crate::http::listener::Limits {
+        header_read_timeout: Duration::from_secs(rt.config.daemon.http_header_timeout_secs),
+        max_connections: rt.config.daemon.http_max_connections,
+        // The listener stops after the turns' grace period, when event streams have ended
+        // already: what is left are short answers, so systemd's stop timeout is not overrun.
+        grace: Duration::from_secs(rt.config.daemon.shutdown_grace_secs).min(HTTP_STOP_LIMIT),
+    };
+    // Checked by the listener for every request, whatever route it is for.
+    let hosts = Arc::new(crate::web::auth::HostAllowlist::new(
+        addr,
+        local.port(),
+        &rt.config.web.hosts,
+    ));
     workers.tracker.spawn(
-        async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
-            if let Err(err) = served {
-                tracing::error!(error = %err, "HTTP server stopped");
-            }
-        }
-        .instrument(tracing::info_span!("http", %local)),
+        crate::http::listener::serve(listener, app, limits, hosts, workers.shutdown.clone())
+            .instrument(tracing::info_span!("http", %local)),
     );
     Ok(local)
 }

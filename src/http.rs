@@ -8,6 +8,7 @@
 
 #[cfg(feature = "http")]
 pub mod backend;
+pub mod listener;
 
 use std::sync::Arc;
 

@@ -6,19 +6,21 @@
 //! Safety (each point answers a failure of a peer's dashboard, see `auth`): a one-time code
 //! from `hearth web login` instead of a password or a token in a URL; a `SameSite=Strict`,
 //! `HttpOnly` cookie; every change a POST with a CSRF token and a same-origin check; a `Host`
-//! allowlist against DNS rebinding; a strict Content-Security-Policy without inline script; no
-//! URL parameter decides where the page connects (the live updates always come from `/events`).
+//! allowlist against DNS rebinding (checked by the listener for every route on it); a strict
+//! Content-Security-Policy without inline script; no URL parameter decides where the page
+//! connects (the live updates always come from `/events`) or what it says (`Flash`).
 
 pub mod auth;
 mod inbox;
 mod pages;
 pub mod store;
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -32,7 +34,7 @@ use crate::pipeline::Channels;
 use crate::pipeline::dispatcher::Dispatcher;
 use crate::pipeline::sink::InboxSink;
 use crate::runtime::Runtime;
-use auth::{HostAllowlist, LoginThrottle};
+use auth::LoginThrottle;
 
 /// What the pages read and act on; one per daemon, cheap to clone.
 #[derive(Clone)]
@@ -48,9 +50,43 @@ pub struct WebState {
     pub outbox_wake: Arc<Notify>,
     /// Ends the live-update streams, so a stopping daemon does not wait for open pages.
     pub shutdown: CancellationToken,
-    pub hosts: Arc<HostAllowlist>,
     pub throttle: Arc<LoginThrottle>,
+    /// The message a change leaves for the page it redirects to, per session.
+    pub flash: Arc<Flash>,
     pub started: Instant,
+}
+
+/// Messages a change leaves for the next page of the same session (a form POST redirects, and
+/// the page after it says what was done). Kept here rather than in the URL, so no link can put
+/// words of its own on the owner's page.
+#[derive(Debug, Default)]
+pub struct Flash {
+    messages: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// Sessions with a message waiting, at most: a session that never comes back for its message
+/// cannot grow the map.
+const MAX_FLASHES: usize = 64;
+
+impl Flash {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        // Plain strings: a panic elsewhere cannot leave them half-written.
+        self.messages.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leaves `message` for the next page `session` loads.
+    fn leave(&self, session: &Session, message: String) {
+        let mut messages = self.lock();
+        if messages.len() >= MAX_FLASHES && !messages.contains_key(&session.key) {
+            messages.clear();
+        }
+        messages.insert(session.key.clone(), message);
+    }
+
+    /// The message left for `session`, once.
+    fn take(&self, session: &Session) -> Option<String> {
+        self.lock().remove(&session.key)
+    }
 }
 
 impl WebState {
@@ -95,27 +131,19 @@ pub fn router(state: WebState) -> Router {
         .route("/assets/htmx.min.js", get(htmx_js))
         .route("/assets/app.js", get(app_js))
         .route("/assets/style.css", get(style_css))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .route("/favicon.ico", get(favicon))
+        .route("/favicon.svg", get(favicon))
+        // Whatever no route takes (the API keeps its own prefixes): a page, as a browser
+        // expects, not the API's JSON.
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(guard))
         .with_state(state)
 }
 
-/// Every page request: a `Host` outside the allowlist is 421 (DNS rebinding reaches nothing);
-/// every answer carries the security headers.
-async fn guard(State(state): State<WebState>, request: Request, next: Next) -> Response {
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    let mut response = if state.hosts.allows(host) {
-        next.run(request).await
-    } else {
-        (
-            StatusCode::MISDIRECTED_REQUEST,
-            "hearth's page does not answer to this host name; add it to [web] hosts if it is yours",
-        )
-            .into_response()
-    };
+/// Every page answer carries the security headers. (The `Host` allowlist is checked for every
+/// request on the listener, before any route: `crate::http::listener`.)
+async fn guard(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
     auth::security_headers(response.headers_mut());
     response
 }
@@ -233,25 +261,22 @@ struct LoginForm {
     code: String,
 }
 
-/// Exchanges a one-time code for a session cookie; same-origin only, throttled.
+/// Exchanges a one-time code for a session cookie; same-origin only. The code is looked up
+/// first: a right one always works, and only wrong ones are throttled, per client address.
 async fn login(
     State(state): State<WebState>,
+    connected: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     axum::Form(form): axum::Form<LoginForm>,
 ) -> Response {
     if let Err(refusal) = auth::same_origin(&headers) {
         return refusal.into_response();
     }
-    if !state.throttle.open() {
-        let page = LoginPage {
-            error: Some("Too many wrong codes; wait a few minutes."),
-        };
-        return (StatusCode::TOO_MANY_REQUESTS, render(&page)).into_response();
-    }
+    let address = connected.map_or(IpAddr::from([127, 0, 0, 1]), |c| c.0.0.ip());
     let hours = state.rt.config.web.session_hours;
     match auth::exchange_code(&state.rt.store, &form.code, state.now(), hours).await {
         Ok(Some(session)) => {
-            tracing::info!("the owner logged in to the page");
+            tracing::info!(%address, "the owner logged in to the page");
             let cookie =
                 auth::session_cookie(&session.cookie_value, auth::over_tls(&headers), hours);
             let mut response = Redirect::to("/").into_response();
@@ -260,9 +285,24 @@ async fn login(
             }
             response
         }
+        Ok(None) if !state.throttle.open(address) => {
+            let page = LoginPage {
+                error: Some("Too many wrong codes; wait a few minutes."),
+            };
+            (StatusCode::TOO_MANY_REQUESTS, render(&page)).into_response()
+        }
         Ok(None) => {
-            state.throttle.failed();
-            tracing::info!("a login to the page with a wrong, used or expired code was refused");
+            if state.throttle.failed(address) {
+                tracing::warn!(
+                    %address,
+                    "too many wrong codes for the page's login from this address; its wrong codes get 429 for a few minutes (a right code still works)"
+                );
+            } else {
+                tracing::info!(
+                    %address,
+                    "a login to the page with a wrong, used or expired code was refused"
+                );
+            }
             let page = LoginPage {
                 error: Some(
                     "That code is wrong, used or expired. Run `hearth web login` for a new one.",
@@ -317,6 +357,19 @@ async fn app_js() -> Response {
         "text/javascript; charset=utf-8",
         include_bytes!("web/assets/app.js"),
     )
+}
+
+/// The icon browsers ask for: an SVG, which they all take under either name.
+async fn favicon() -> Response {
+    asset("image/svg+xml", include_bytes!("web/assets/favicon.svg"))
+}
+
+#[derive(askama::Template)]
+#[template(path = "not_found.html")]
+struct NotFoundPage;
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, render(&NotFoundPage)).into_response()
 }
 
 async fn style_css() -> Response {

@@ -141,6 +141,24 @@ fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Probl
             ),
         ));
     }
+    if !(1..=300).contains(&daemon.http_header_timeout_secs) {
+        problems.push(Problem::new(
+            "daemon.http_header_timeout_secs",
+            format!(
+                "{} seconds: expected 1 to 300 (a client sends its header in well under a second)",
+                daemon.http_header_timeout_secs
+            ),
+        ));
+    }
+    if !(16..=65_536).contains(&daemon.http_max_connections) {
+        problems.push(Problem::new(
+            "daemon.http_max_connections",
+            format!(
+                "{}: expected 16 to 65536 open connections",
+                daemon.http_max_connections
+            ),
+        ));
+    }
     match &daemon.owner {
         None => {}
         Some(Owner::One(entry)) => {

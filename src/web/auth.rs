@@ -2,16 +2,20 @@
 //!
 //! - **Login:** `hearth web login` (run by the owner on the box) stores the hash of a one-time
 //!   code; the login form exchanges it, once and within [`CODE_TTL_MS`], for a session cookie.
-//!   Wrong codes are throttled per process ([`MAX_FAILED_LOGINS`] per [`FAILED_LOGIN_WINDOW`]).
+//!   The code is looked up first, so a valid one always works; only wrong codes are slowed, per
+//!   client address ([`MAX_FAILED_LOGINS`] per [`FAILED_LOGIN_WINDOW`]), so nobody who can
+//!   reach the port locks the owner out.
 //! - **Cookie:** `HttpOnly; SameSite=Strict; Path=/`, plus `Secure` and the `__Host-` name when
 //!   the page is reached over TLS (a reverse proxy); over plain HTTP (an SSH tunnel) the plain
 //!   name, since browsers refuse `__Host-` cookies without `Secure`. Nothing needs WebCrypto.
-//! - **Host allowlist:** the listen address, `localhost` and `[web] hosts`; anything else is
+//! - **Host allowlist:** the listen address, `localhost`, `[web] hosts` and IP addresses, for
+//!   every route on the listener (checked in `crate::http::listener`); anything else is
 //!   421, so a rebinding DNS name that resolves to 127.0.0.1 reaches nothing.
 //! - **Changes** are POSTs only, each checked for the same origin (`Sec-Fetch-Site`, else
 //!   `Origin`) and for the session's CSRF token (form field `csrf` or header `X-CSRF-Token`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -152,8 +156,10 @@ pub fn over_tls(headers: &HeaderMap) -> bool {
     header_is("x-forwarded-proto", "https") || header_is("origin", "https://")
 }
 
-/// The names the page answers to: the listen address, `localhost`, `127.0.0.1` and `[::1]`
-/// on the listening port, and `[web] hosts` (an entry without a port matches any port).
+/// The names the listener answers to: the listen address, `localhost`, `127.0.0.1` and `[::1]`
+/// on the listening port, `[web] hosts` (an entry without a port matches any port), and any IP
+/// address (a client that connects by address, e.g. from a Docker bridge or the LAN with
+/// `http_public`). A rebinding attack needs a name of its own, so an address is never one.
 #[derive(Clone, Debug)]
 pub struct HostAllowlist {
     exact: Vec<String>,
@@ -198,7 +204,14 @@ impl HostAllowlist {
             }
             _ => host.as_str(),
         };
-        self.any_port.iter().any(|h| h == name)
+        let literal = name
+            .strip_prefix('[')
+            .and_then(|n| n.strip_suffix(']'))
+            .unwrap_or(name);
+        // `1.2.3.4`, `[::1]`: never a name an attacker's DNS can point here.
+        let address = literal.parse::<std::net::IpAddr>().is_ok()
+            && literal.contains(':') == name.starts_with('[');
+        address || self.any_port.iter().any(|h| h == name)
     }
 }
 
@@ -262,33 +275,52 @@ pub fn csrf_matches(expected: &str, given: Option<&str>) -> bool {
             == 0
 }
 
-/// Counts wrong login codes in a sliding window, for the whole process: a guesser gets
-/// [`MAX_FAILED_LOGINS`] tries per window, wherever they come from.
+/// Counts wrong login codes per client address in a sliding window: an address gets
+/// [`MAX_FAILED_LOGINS`] wrong codes per window, then its wrong codes are answered 429. A code
+/// is looked up before this is asked, so a right one works from anywhere; guessing one is
+/// hopeless anyway (about 59 bits, single use, five minutes).
 #[derive(Debug, Default)]
 pub struct LoginThrottle {
-    failures: Mutex<VecDeque<Instant>>,
+    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
 }
 
 impl LoginThrottle {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Instant>> {
-        // A list of instants: a panic elsewhere cannot leave it half-written.
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<Instant>>> {
+        // Lists of instants: a panic elsewhere cannot leave them half-written.
         self.failures.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether another attempt may be made now.
-    pub fn open(&self) -> bool {
-        let mut failures = self.lock();
-        while failures
-            .front()
-            .is_some_and(|at| at.elapsed() >= FAILED_LOGIN_WINDOW)
-        {
-            failures.pop_front();
-        }
-        failures.len() < MAX_FAILED_LOGINS
+    /// Whether `address` may have another wrong code counted now.
+    pub fn open(&self, address: IpAddr) -> bool {
+        self.open_at(address, Instant::now())
     }
 
-    pub fn failed(&self) {
-        self.lock().push_back(Instant::now());
+    fn open_at(&self, address: IpAddr, now: Instant) -> bool {
+        let mut failures = self.lock();
+        failures.retain(|_, times| {
+            while times
+                .front()
+                .is_some_and(|at| now.duration_since(*at) >= FAILED_LOGIN_WINDOW)
+            {
+                times.pop_front();
+            }
+            !times.is_empty()
+        });
+        failures
+            .get(&address)
+            .is_none_or(|times| times.len() < MAX_FAILED_LOGINS)
+    }
+
+    /// Notes a wrong code from `address`; true when that was its last one before the lockout.
+    pub fn failed(&self, address: IpAddr) -> bool {
+        self.failed_at(address, Instant::now())
+    }
+
+    fn failed_at(&self, address: IpAddr, now: Instant) -> bool {
+        let mut failures = self.lock();
+        let times = failures.entry(address).or_default();
+        times.push_back(now);
+        times.len() >= MAX_FAILED_LOGINS
     }
 }
 
@@ -342,6 +374,9 @@ mod tests {
             "hearth.example.org",
             "hearth.example.org:443",
             "box.ts.net:9000",
+            "192.168.1.5:8787",
+            "172.17.0.1",
+            "[fd00::5]:8787",
         ] {
             assert!(hosts.allows(ok), "{ok}");
         }
@@ -352,6 +387,8 @@ mod tests {
             "box.ts.net:9001",
             "",
             "hearth.example.org.evil.example",
+            "192.168.1.5.evil.example:8787",
+            "fd00::5",
         ] {
             assert!(!hosts.allows(refused), "{refused}");
         }
@@ -424,13 +461,22 @@ mod tests {
     }
 
     #[test]
-    fn wrong_codes_are_throttled() {
+    fn wrong_codes_are_throttled_per_address_for_a_window() {
         let throttle = LoginThrottle::default();
-        for _ in 0..MAX_FAILED_LOGINS {
-            assert!(throttle.open());
-            throttle.failed();
+        let guesser: IpAddr = [10, 0, 0, 9].into();
+        let owner: IpAddr = [127, 0, 0, 1].into();
+        let start = Instant::now();
+        for n in 1..=MAX_FAILED_LOGINS {
+            assert!(throttle.open_at(guesser, start));
+            assert_eq!(throttle.failed_at(guesser, start), n == MAX_FAILED_LOGINS);
         }
-        assert!(!throttle.open());
+        assert!(!throttle.open_at(guesser, start));
+        assert!(
+            throttle.open_at(owner, start),
+            "another address is not held"
+        );
+        assert!(throttle.open_at(guesser, start + FAILED_LOGIN_WINDOW));
+        assert!(throttle.lock().is_empty(), "old failures are forgotten");
     }
 
     #[tokio::test]

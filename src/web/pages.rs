@@ -450,19 +450,16 @@ struct SchedulesPage {
     schedules: Vec<ScheduleView>,
 }
 
-#[derive(serde::Deserialize)]
-pub(super) struct NoticeQuery {
-    notice: Option<String>,
-}
-
 /// Runs shown per schedule.
 const RUNS_SHOWN: usize = 5;
 
-pub(super) async fn schedules(
-    State(state): State<WebState>,
-    session: Session,
-    Query(query): Query<NoticeQuery>,
-) -> Response {
+/// The schedules, with the message a change left for this session (see `Flash`).
+pub(super) async fn schedules(State(state): State<WebState>, session: Session) -> Response {
+    let notice = state.flash.take(&session);
+    schedules_page(&state, session, notice).await
+}
+
+async fn schedules_page(state: &WebState, session: Session, notice: Option<String>) -> Response {
     let store = &state.rt.store;
     let list = match store.schedules().await {
         Ok(list) => list,
@@ -520,7 +517,7 @@ pub(super) async fn schedules(
     render(&SchedulesPage {
         csrf: session.csrf,
         active: "schedules",
-        notice: query.notice.map(|n| cut(&n, 200)),
+        notice,
         schedules,
     })
 }
@@ -573,17 +570,10 @@ pub(super) async fn schedule_action(
     };
     tracing::info!(schedule = %name, %action, "schedule changed on the owner's page");
     if change.htmx {
-        return schedules(
-            State(state),
-            change.session,
-            Query(NoticeQuery {
-                notice: Some(notice),
-            }),
-        )
-        .await;
+        return schedules_page(&state, change.session, Some(notice)).await;
     }
-    let notice = percent_encoding::utf8_percent_encode(&notice, percent_encoding::NON_ALPHANUMERIC);
-    Redirect::to(&format!("/schedules?notice={notice}")).into_response()
+    state.flash.leave(&change.session, notice);
+    Redirect::to("/schedules").into_response()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ mod faults_process;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "http")]
+mod http_doors;
+#[cfg(feature = "http")]
 mod http_scopes;
 mod identities;
 #[cfg(feature = "matrix")]

@@ -110,10 +110,17 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
         .await
         .expect("proxied");
     assert_eq!(proxied.status(), 200);
-    // /healthz stays reachable for monitors under any name.
+    // So does /healthz (it tells channel errors and MCP names); by address it is served.
     let health = http
         .get(format!("{base}/healthz"))
         .header(HOST, "monitor.example")
+        .send()
+        .await
+        .expect("healthz");
+    assert_eq!(health.status(), 421);
+    let health = http
+        .get(format!("{base}/healthz"))
+        .header(HOST, "192.0.2.7:8787")
         .send()
         .await
         .expect("healthz");
@@ -271,6 +278,33 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
         .await
         .expect("pause");
     assert_eq!(paused.status(), 303);
+    // What was done is shown by the next page, from the server: the URL carries no text.
+    assert_eq!(paused.headers()[LOCATION], "/schedules");
+    let schedules_page = async |query: &str| {
+        http.get(format!("{base}/schedules{query}"))
+            .header(COOKIE, &session)
+            .send()
+            .await
+            .expect("schedules")
+            .text()
+            .await
+            .expect("body")
+    };
+    let shown = schedules_page("").await;
+    assert!(
+        shown.contains("is paused: it will not run until resumed."),
+        "{shown}"
+    );
+    assert!(
+        !schedules_page("")
+            .await
+            .contains("will not run until resumed"),
+        "shown once"
+    );
+    // A link cannot put its own words on the page (another service on localhost is
+    // same-site, so the cookie goes with such a navigation).
+    let planted = schedules_page("?notice=Run%20hearth-fix.sh%20from%20evil.example").await;
+    assert!(!planted.contains("evil.example"), "{planted}");
     let briefing = store
         .schedule_by_name("briefing")
         .await
@@ -362,5 +396,52 @@ async fn only_presses_the_page_recorded_decide_as_the_owner() {
     let confirmation = store.confirmation(&id).await.expect("read").expect("kept");
     assert_eq!(confirmation.status, ConfirmationStatus::Approved);
     assert_eq!(confirmation.decided_by.as_deref(), Some("web:owner"));
+    h.stop().await;
+}
+
+/// A client whose connections come from `address` (any of 127.0.0.0/8 reaches the daemon).
+fn client_from(address: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .local_address(std::net::IpAddr::from(address))
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn wrong_codes_slow_their_address_and_a_fresh_right_code_always_works() {
+    let mut h = TgHearth::new(WEB_CONFIG).await;
+    h.start().await;
+    let base = h.base_url();
+    let try_code = async |http: &reqwest::Client, code: &str| {
+        http.post(format!("{base}/login"))
+            .header("sec-fetch-site", "same-origin")
+            .form(&[("code", code)])
+            .send()
+            .await
+            .expect("login answers")
+    };
+    // Ten wrong codes from elsewhere, then that address is told to wait.
+    let guesser = client_from([127, 0, 0, 2]);
+    for n in 0..10 {
+        let wrong = try_code(&guesser, &format!("AAAA-BBBB-CCC{n}")).await;
+        assert_eq!(wrong.status(), 401, "wrong code {n}");
+    }
+    assert_eq!(try_code(&guesser, "AAAA-BBBB-DDDD").await.status(), 429);
+
+    // The owner's address is not held, and a fresh right code works.
+    let owner = client_from([127, 0, 0, 1]);
+    assert_eq!(try_code(&owner, "AAAA-BBBB-EEEE").await.status(), 401);
+    let login = try_code(&owner, &login_code(&h)).await;
+    assert_eq!(login.status(), 303, "{:?}", login.text().await);
+    assert!(login.headers().contains_key(SET_COOKIE));
+    // Even from the slowed address (a tunnel or proxy the owner shares), a right code works.
+    let login = try_code(&guesser, &login_code(&h)).await;
+    assert_eq!(login.status(), 303, "{:?}", login.text().await);
+    assert!(
+        h.logs()
+            .contains("too many wrong codes for the page's login from this address"),
+        "the lockout is logged"
+    );
     h.stop().await;
 }

@@ -16,6 +16,7 @@ pub mod fuzzing;
 pub mod http_client;
 mod memory;
 mod message;
+pub mod net;
 pub mod plan;
 mod retry;
 mod secret;

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Extension, Json, Router};
 use futures::Stream;
 use hearth_channel::confirmation::is_decision_text;
@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::auth::{credential_in_query, hash_token, hex};
+use crate::auth::{client_address, credential_in_query, hash_token, hex};
 use crate::backend::{NewEvent, NewTurn, Scope, Started, Token, TurnRecord};
 use crate::{Shared, TERMINAL_EVENTS};
 
@@ -48,7 +48,13 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/confirmations/{id}", post(decide_confirmation))
         .route("/api/v1/agents", get(list_agents))
         .merge(crate::openai::routes())
-        .fallback(not_found)
+        // Unknown paths under the API's prefixes get its JSON 404 (after the token check, so
+        // they say nothing to a client without one); any other path is the daemon's, which
+        // answers it as a web server would.
+        .route("/api", any(not_found))
+        .route("/api/{*rest}", any(not_found))
+        .route("/v1", any(not_found))
+        .route("/v1/{*rest}", any(not_found))
         .layer(middleware::from_fn_with_state(shared.clone(), authenticate))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(shared)
@@ -92,6 +98,13 @@ impl ApiError {
     pub(crate) fn for_openai(mut self) -> Self {
         self.openai = true;
         self
+    }
+
+    /// 429 with `Retry-After`.
+    pub(crate) fn too_many(message: impl Into<String>, wait: Duration) -> Self {
+        let mut err = Self::new(StatusCode::TOO_MANY_REQUESTS, message);
+        err.retry_after = Some(wait);
+        err
     }
 
     pub(crate) fn unavailable(err: impl std::fmt::Display) -> Self {
@@ -146,10 +159,11 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let address = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::from([127, 0, 0, 1]), |info| info.0.ip());
+    let address = client_address(peer, request.headers(), &shared.config.trusted_proxies);
     let query = request.uri().query().map(str::to_owned);
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let openai = crate::openai::is_openai_path(request.uri().path());
@@ -176,15 +190,6 @@ async fn check_token(
             "a token in the URL is refused (URLs end up in logs): send it as `Authorization: Bearer <token>`",
         ));
     }
-    let now = Instant::now();
-    if let Some(wait) = shared.limiter.wait(address, now) {
-        let mut err = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many failed logins from this address; wait and try again",
-        );
-        err.retry_after = Some(wait);
-        return Err(err);
-    }
     let Some(header) = authorization else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -203,13 +208,21 @@ async fn check_token(
             "the Authorization header must be `Bearer <token>`",
         ));
     };
+    // The token is looked up before any throttle: a valid one always gets in, whatever others
+    // sent from its address (a proxy, a tunnel or a rebinding page share one).
     let backend = shared.backend().map_err(ApiError::unavailable)?;
     match backend.authenticate(&hash_token(presented)).await {
-        Ok(Some(token)) => {
-            shared.limiter.succeeded(address);
-            Ok(token)
-        }
+        Ok(Some(token)) => Ok(token),
         Ok(None) => {
+            let now = Instant::now();
+            // Only failures are slowed: an address that failed too often is told to wait, and
+            // its attempts meanwhile are not counted again.
+            if let Some(wait) = shared.limiter.wait(address, now) {
+                return Err(ApiError::too_many(
+                    "too many failed logins from this address; wait and try again",
+                    wait,
+                ));
+            }
             shared.limiter.failed(address, now);
             tracing::info!(%address, "HTTP request with an unknown or revoked token refused");
             Err(ApiError::new(
@@ -557,7 +570,8 @@ async fn turn_events(
                 )
             })?,
     };
-    let stream = event_stream(shared, record.id, after);
+    let open = shared.open_stream(&token.name)?;
+    let stream = event_stream(shared, record.id, after, open);
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response())
@@ -570,21 +584,29 @@ struct StreamState {
     queued: VecDeque<crate::Event>,
     ended: bool,
     appended: tokio::sync::watch::Receiver<u64>,
+    /// Cancelled when the channel stops: the stream then ends.
+    stopping: tokio_util::sync::CancellationToken,
+    /// The stream's place among its token's open ones.
+    _open: crate::OpenStream,
 }
 
 fn event_stream(
     shared: Arc<Shared>,
     turn: String,
     after: i64,
+    open: crate::OpenStream,
 ) -> impl Stream<Item = Result<SseEvent, std::convert::Infallible>> {
     let appended = shared.appended.subscribe();
+    let stopping = shared.stopping();
     let state = StreamState {
+        stopping,
         shared,
         turn,
         after,
         queued: VecDeque::new(),
         ended: false,
         appended,
+        _open: open,
     };
     futures::stream::unfold(state, |mut state| async move {
         loop {
@@ -602,6 +624,12 @@ fn event_stream(
             if state.ended {
                 return None;
             }
+            if state.stopping.is_cancelled() {
+                // The last thing this stream sends; the client resumes after the last id.
+                state.ended = true;
+                let bye = SseEvent::default().comment(crate::STOPPING_COMMENT);
+                return Some((Ok(bye), state));
+            }
             // Marked seen before the query, so an event stored meanwhile wakes the wait below.
             state.appended.borrow_and_update();
             let found = match state.shared.backend() {
@@ -614,6 +642,7 @@ fn event_stream(
                     tokio::select! {
                         _ = state.appended.changed() => {}
                         () = tokio::time::sleep(POLL) => {}
+                        () = state.stopping.cancelled() => {}
                     }
                 }
                 Err(err) => {

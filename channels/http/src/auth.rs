@@ -1,11 +1,13 @@
 //! Tokens: made once, kept only as a SHA-256, given in `Authorization: Bearer` and nowhere
-//! else; failed attempts slow the address they come from.
+//! else; failed attempts slow the address they come from, never a valid token.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::http::HeaderMap;
+use hearth_channel::net::Cidr;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
@@ -49,7 +51,10 @@ const MEMORY: Duration = Duration::from_secs(15 * 60);
 
 /// Failed authentications per client address. After [`FREE_FAILURES`] each further failure
 /// doubles the wait before the address may try again (1 s, 2 s, 4 s … up to 5 minutes);
-/// meanwhile its requests get 429 with `Retry-After`, whatever token they carry.
+/// meanwhile its failing requests get 429 with `Retry-After`. A valid token is looked up first
+/// and never waits: many clients can share an address (a reverse proxy, a tunnel), and one
+/// sending junk must not lock the others out. A success does not clear the record either, so a
+/// holder of one token cannot reset the count between guesses at another.
 #[derive(Default)]
 pub(crate) struct Limiter {
     addresses: Mutex<HashMap<IpAddr, Failures>>,
@@ -86,11 +91,41 @@ impl Limiter {
             failures.blocked_until = Some(now + wait);
         }
     }
+}
 
-    /// A successful authentication clears the address's record.
-    pub(crate) fn succeeded(&self, address: IpAddr) {
-        lock(&self.addresses).remove(&address);
+/// The address a request comes from: its peer; or, when the peer is one of the `trusted`
+/// proxies, the address their `X-Forwarded-For` names. Each proxy appends the address it got
+/// the request from, so the list is read from the right, past the trusted proxies; what a
+/// client wrote itself (on the left) is never believed.
+pub(crate) fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[Cidr]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|range| range.contains(ip));
+    if !is_trusted(peer) {
+        return peer;
     }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let hop = hop.trim();
+        // A bare address, or one with a port (`192.0.2.7:4711`, `[2001:db8::7]:4711`).
+        let Some(ip) = hop
+            .parse::<IpAddr>()
+            .ok()
+            .or_else(|| hop.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()))
+        else {
+            // Not an address (`unknown`, garbage): the last hop that is one stands.
+            break;
+        };
+        client = ip;
+        if !is_trusted(ip) {
+            break;
+        }
+    }
+    client
 }
 
 /// Query parameters that look like a credential: a request carrying one is refused, so that a
@@ -140,8 +175,54 @@ mod tests {
         assert_eq!(limiter.wait(address, start + Duration::from_secs(3)), None);
         let other: IpAddr = [10, 0, 0, 1].into();
         assert_eq!(limiter.wait(other, start), None, "per address");
-        limiter.succeeded(address);
-        assert_eq!(limiter.wait(address, start), None);
+        // Failures are forgotten after a while.
+        let later = start + MEMORY + Duration::from_secs(1);
+        limiter.failed(other, later);
+        assert!(!lock(&limiter.addresses).contains_key(&address));
+    }
+
+    #[test]
+    fn forwarded_for_counts_only_from_trusted_proxies_and_is_read_from_the_right() {
+        let ip = |text: &str| text.parse::<IpAddr>().expect("ip");
+        let trusted: Vec<Cidr> = vec!["172.17.0.0/16".parse().expect("range")];
+        let headers = |values: &[&str]| {
+            let mut map = HeaderMap::new();
+            for value in values {
+                map.append("x-forwarded-for", value.parse().expect("value"));
+            }
+            map
+        };
+        // The client wrote a left part of its own; the proxy appended the real address.
+        let forwarded = headers(&["6.6.6.6, 203.0.113.9"]);
+        assert_eq!(
+            client_address(ip("172.17.0.2"), &forwarded, &trusted),
+            ip("203.0.113.9")
+        );
+        // From a peer that is no trusted proxy, the header is ignored.
+        assert_eq!(
+            client_address(ip("198.51.100.4"), &forwarded, &trusted),
+            ip("198.51.100.4")
+        );
+        // Without trusted proxies (the default) too.
+        assert_eq!(
+            client_address(ip("172.17.0.2"), &forwarded, &[]),
+            ip("172.17.0.2")
+        );
+        // Two proxies in a row, headers split over lines, ports, and garbage.
+        let chain = headers(&["203.0.113.9:4711", "172.17.0.9"]);
+        assert_eq!(
+            client_address(ip("172.17.0.2"), &chain, &trusted),
+            ip("203.0.113.9")
+        );
+        let garbage = headers(&["unknown"]);
+        assert_eq!(
+            client_address(ip("172.17.0.2"), &garbage, &trusted),
+            ip("172.17.0.2")
+        );
+        assert_eq!(
+            client_address(ip("172.17.0.2"), &headers(&[]), &trusted),
+            ip("172.17.0.2")
+        );
     }
 
     #[test]

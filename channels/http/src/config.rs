@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use hearth_channel::net::Cidr;
 use hearth_channel::{
     BuildContext, Channel, ChannelConfig, ChannelError, ConfigProblem, SecretSource,
 };
@@ -23,6 +24,13 @@ pub struct HttpConfig {
     /// its turn asked for before it ends saying the turn waits (the turn itself goes on
     /// waiting until the confirmation expires). 0: end at once.
     pub confirm_wait_secs: u64,
+    /// Event streams (`/turns/{id}/events`, streamed completions) one token may have open at
+    /// once; one more gets 429.
+    pub max_streams_per_token: usize,
+    /// Reverse proxies (address ranges) whose `X-Forwarded-For` names the client: for requests
+    /// from them, the API throttles and logs the address the proxies name. Empty (the
+    /// default): the header is ignored, as anyone could write it.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 impl Default for HttpConfig {
@@ -30,6 +38,8 @@ impl Default for HttpConfig {
         Self {
             max_body_bytes: 1024 * 1024,
             confirm_wait_secs: 120,
+            max_streams_per_token: 16,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -56,6 +66,15 @@ impl ChannelConfig for HttpConfig {
                 format!(
                     "{} seconds: expected at most 3600 (an hour); a client stops listening long before",
                     self.confirm_wait_secs
+                ),
+            ));
+        }
+        if !(1..=1000).contains(&self.max_streams_per_token) {
+            problems.push(ConfigProblem::new(
+                "max_streams_per_token",
+                format!(
+                    "{}: expected 1 to 1000 open event streams per token",
+                    self.max_streams_per_token
                 ),
             ));
         }
@@ -112,14 +131,37 @@ mod tests {
     #[test]
     fn unknown_keys_and_odd_values_are_errors() {
         assert!(toml::from_str::<HttpConfig>("max_body = 3").is_err());
-        let config: HttpConfig =
-            toml::from_str("max_body_bytes = 10\nconfirm_wait_secs = 7200").expect("parses");
+        let config: HttpConfig = toml::from_str(
+            "max_body_bytes = 10\nconfirm_wait_secs = 7200\nmax_streams_per_token = 0",
+        )
+        .expect("parses");
         let keys: Vec<String> = config
             .check(&std::collections::HashMap::<String, String>::new())
             .into_iter()
             .map(|p| p.key)
             .collect();
-        assert_eq!(keys, ["max_body_bytes", "confirm_wait_secs"]);
+        assert_eq!(
+            keys,
+            [
+                "max_body_bytes",
+                "confirm_wait_secs",
+                "max_streams_per_token"
+            ]
+        );
+    }
+
+    #[test]
+    fn trusted_proxies_are_address_ranges() {
+        let config: HttpConfig =
+            toml::from_str("trusted_proxies = [\"172.16.0.0/12\", \"::1/128\"]").expect("parses");
+        assert_eq!(config.trusted_proxies.len(), 2);
+        let err = toml::from_str::<HttpConfig>("trusted_proxies = [\"10.0.0.1\"]")
+            .expect_err("no prefix");
+        assert!(
+            err.to_string()
+                .contains("`10.0.0.1` is not an address range"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ use hearth_channel::{
 };
 use serde_json::json;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Events whose arrival ends a turn's event stream.
 pub const TERMINAL_EVENTS: [&str; 2] = ["turn.completed", "turn.failed"];
@@ -59,9 +60,18 @@ pub(crate) struct Shared {
     /// The reply text each turn's preview showed so far, to send only what is new.
     previews: Mutex<HashMap<String, String>>,
     pub(crate) limiter: auth::Limiter,
+    /// The event streams (turn events, streamed completions) each token has open.
+    streams: Mutex<HashMap<String, usize>>,
 }
 
 impl Shared {
+    /// Cancelled when the channel's current run stops (hearth stops): an open stream then ends
+    /// with a comment saying so instead of holding the stop up (clients resume with
+    /// `Last-Event-ID`). Never cancelled while no run is active.
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.ctx().map(|ctx| ctx.shutdown).unwrap_or_default()
+    }
+
     pub(crate) fn ctx(&self) -> Option<ChannelContext> {
         lock(&self.ctx).clone()
     }
@@ -81,7 +91,55 @@ impl Shared {
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
     }
+
+    /// A place for one more event stream of `token`, held as long as the stream is open; 429
+    /// when the token has `max_streams_per_token` open already.
+    pub(crate) fn open_stream(self: &Arc<Self>, token: &str) -> Result<OpenStream, api::ApiError> {
+        let mut streams = lock(&self.streams);
+        let open = streams.entry(token.to_string()).or_default();
+        if *open >= self.config.max_streams_per_token {
+            tracing::info!(
+                token,
+                open = *open,
+                "an HTTP event stream was refused: the token has its most open"
+            );
+            return Err(api::ApiError::too_many(
+                format!(
+                    "the token `{token}` has {open} event streams open, the most it may ([channels.http] max_streams_per_token); close one and try again"
+                ),
+                Duration::from_secs(1),
+            ));
+        }
+        *open += 1;
+        Ok(OpenStream {
+            shared: self.clone(),
+            token: token.to_string(),
+        })
+    }
 }
+
+/// One open event stream of a token (see [`Shared::open_stream`]); its place is given back
+/// when the stream is dropped.
+pub(crate) struct OpenStream {
+    shared: Arc<Shared>,
+    token: String,
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        let mut streams = lock(&self.shared.streams);
+        if let Some(open) = streams.get_mut(&self.token) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                streams.remove(&self.token);
+            }
+        }
+    }
+}
+
+/// The comment that ends an event stream when hearth stops.
+pub(crate) const STOPPING_COMMENT: &str =
+    "hearth is stopping; reconnect (with Last-Event-ID) to resume";
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these maps leaves them usable.
@@ -101,6 +159,7 @@ impl HttpChannel {
                 appended: watch::Sender::new(0),
                 previews: Mutex::new(HashMap::new()),
                 limiter: auth::Limiter::default(),
+                streams: Mutex::new(HashMap::new()),
             }),
         }
     }

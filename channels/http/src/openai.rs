@@ -352,6 +352,12 @@ async fn complete(
         None => None,
     };
 
+    // Before the turn is placed, so a refused stream starts nothing.
+    let open = if request.stream {
+        Some(shared.open_stream(&token.name)?)
+    } else {
+        None
+    };
     let record = place_turn(&shared, &token, &agent, &key, &transcript, &bytes).await?;
     let reply = Reply {
         id: format!("chatcmpl-{}", record.id),
@@ -363,7 +369,7 @@ async fn complete(
         confirm_wait: Duration::from_secs(shared.config.confirm_wait_secs),
         stop_on_close: reply.stream,
     };
-    Ok(answer(shared, plan, reply).await)
+    Ok(answer(shared, plan, reply, open).await)
 }
 
 /// The sequence number of the last event stored for `turn` (0: none).
@@ -648,6 +654,9 @@ struct Reply {
 enum Piece {
     Text(String),
     End(Usage),
+    /// hearth stops: a stream ends with a comment saying so (its turn goes on after the
+    /// restart, and is not cancelled as if the client had pressed Stop).
+    Stopping,
 }
 
 fn usage_json(usage: &Usage) -> Value {
@@ -684,6 +693,7 @@ impl Reply {
                 events.push(SseEvent::default().data("[DONE]"));
                 events
             }
+            Piece::Stopping => vec![SseEvent::default().comment(crate::STOPPING_COMMENT)],
         }
     }
 
@@ -723,15 +733,17 @@ async fn respond(
     reply: Reply,
     mut pieces: mpsc::Receiver<Piece>,
     shown_on: Option<ShownOn>,
+    open: Option<crate::OpenStream>,
 ) -> Response {
     let created = unix_now();
     if reply.stream {
         let first = reply.chunk(created, json!({ "role": "assistant", "content": "" }), None);
         // The connection pulls the next piece once it took the last: when it pulls the end,
         // everything before was handed to it.
+        // `open` rides along: the stream keeps its token's place until it is dropped.
         let rest = futures::stream::unfold(
-            (pieces, String::new(), shown_on, reply.clone()),
-            move |(mut pieces, mut text, shown_on, reply)| async move {
+            (pieces, String::new(), shown_on, reply.clone(), open),
+            move |(mut pieces, mut text, shown_on, reply, open)| async move {
                 let piece = pieces.recv().await?;
                 match &piece {
                     Piece::Text(more) => text.push_str(more),
@@ -740,9 +752,10 @@ async fn respond(
                             shown_on.record(&text).await;
                         }
                     }
+                    Piece::Stopping => {}
                 }
                 let events = reply.events(created, piece);
-                Some((events, (pieces, text, shown_on, reply)))
+                Some((events, (pieces, text, shown_on, reply, open)))
             },
         );
         let stream = futures::stream::once(async { vec![first] })
@@ -764,6 +777,8 @@ async fn respond(
                     shown_on.record(&text).await;
                 }
             }
+            // A whole answer ends with what it has; the turn goes on after the restart.
+            Piece::Stopping => {}
         }
     }
     reply.completion(created, &text, &usage)
@@ -798,7 +813,7 @@ async fn background(
     let _ = tx.try_send(Piece::Text(completion.text));
     let _ = tx.try_send(Piece::End(completion.usage));
     drop(tx);
-    Ok(respond(reply, rx, None).await)
+    Ok(respond(reply, rx, None, None).await)
 }
 
 /// A confirmation decided by the request's typed code: its turn's answer follows.
@@ -819,20 +834,27 @@ struct Plan {
     stop_on_close: bool,
 }
 
-async fn answer(shared: Arc<Shared>, plan: Plan, reply: Reply) -> Response {
+async fn answer(
+    shared: Arc<Shared>,
+    plan: Plan,
+    reply: Reply,
+    open: Option<crate::OpenStream>,
+) -> Response {
     let shown_on = shared.backend().ok().map(|backend| ShownOn {
         backend: backend.clone(),
         turn: plan.turn.id.clone(),
     });
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(produce(shared, plan, tx));
-    respond(reply, rx, shown_on).await
+    respond(reply, rx, shown_on, open).await
 }
 
 /// The text sent so far and where it goes.
 struct Out {
     tx: mpsc::Sender<Piece>,
     shown: String,
+    /// Cancelled when hearth stops: the answer then ends (see `Piece::Stopping`).
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Out {
@@ -869,6 +891,8 @@ enum Ended {
     Waiting(Usage),
     /// The client went away, or the events could not be read.
     Gone,
+    /// hearth stops.
+    Stopping,
 }
 
 /// Follows the answer's turn (and the turn a typed code resumed) and sends what it says.
@@ -876,6 +900,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
     let mut out = Out {
         tx,
         shown: String::new(),
+        stopping: shared.stopping(),
     };
     let mut following = plan.turn.id.clone();
     let mut ended = follow(&shared, &plan.turn, 0, None, plan.confirm_wait, &mut out).await;
@@ -899,8 +924,14 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
     }
     let usage = match ended {
         Ended::Done(usage) | Ended::Waiting(usage) => usage,
+        Ended::Stopping => {
+            // Nobody may be listening any more: nothing to report.
+            let _ = out.tx.send(Piece::Stopping).await;
+            return;
+        }
         Ended::Gone => {
-            if plan.stop_on_close && out.tx.is_closed() {
+            // A stream closed by hearth's own stop is no Stop button.
+            if plan.stop_on_close && out.tx.is_closed() && !out.stopping.is_cancelled() {
                 stop_closed(&shared, &following).await;
             }
             return;
@@ -991,6 +1022,7 @@ async fn follow(
             tokio::select! {
                 _ = appended.changed() => {}
                 () = tokio::time::sleep(pause) => {}
+                () = out.stopping.cancelled() => return Ended::Stopping,
             }
             continue;
         }
