@@ -274,6 +274,12 @@ fn context_and_budget(config: &Config, unparsed: &[String], problems: &mut Vec<P
             "must be a share of the context window above 0 and at most 1, like 0.6",
         ));
     }
+    if !share(config.context.compact_to) || config.context.compact_to >= config.context.compact_at {
+        problems.push(Problem::new(
+            "context.compact_to",
+            "must be a share of the context window above 0 and below context.compact_at, like 0.35",
+        ));
+    }
     if config.context.keep_turns == 0 {
         problems.push(Problem::new(
             "context.keep_turns",
