@@ -346,23 +346,37 @@ impl Estimator {
     }
 
     /// The server refused a request of `chars` characters for its length, counting `tokens`
-    /// against its limit of `limit` prompt tokens: the calibration is corrected at once.
+    /// against its limit of `limit` prompt tokens: the calibration is corrected at once. A
+    /// refusal without numbers only makes the estimates a sixth larger (the next reports
+    /// correct that again), since a guessed limit kept for good could shrink the window forever.
     pub fn overflowed(
         &self,
         conversation: i64,
         model: &str,
         chars: usize,
-        limit: u64,
+        limit: Option<u64>,
         tokens: Option<u64>,
     ) -> Calibration {
         let mut calibrations = lock(&self.calibrations);
         let calibration = calibrations.entry(model.to_string()).or_default();
-        if let Some(tokens) = tokens.filter(|t| *t > 0 && chars > 0) {
-            calibration.chars_per_token = (chars as f64 / tokens as f64)
-                .clamp(CHARS_PER_TOKEN_RANGE.0, CHARS_PER_TOKEN_RANGE.1);
-            lock(&self.anchors).insert(conversation, Anchor { chars, tokens });
+        match tokens.filter(|t| *t > 0 && chars > 0) {
+            Some(tokens) => {
+                calibration.chars_per_token = (chars as f64 / tokens as f64)
+                    .clamp(CHARS_PER_TOKEN_RANGE.0, CHARS_PER_TOKEN_RANGE.1);
+                lock(&self.anchors).insert(conversation, Anchor { chars, tokens });
+            }
+            None => {
+                lock(&self.anchors).remove(&conversation);
+                if limit.is_none() {
+                    calibration.chars_per_token =
+                        (calibration.chars_per_token * 0.85).max(CHARS_PER_TOKEN_RANGE.0);
+                }
+            }
         }
-        calibration.prompt_limit = Some(calibration.prompt_limit.map_or(limit, |l| l.min(limit)));
+        if let Some(limit) = limit {
+            calibration.prompt_limit =
+                Some(calibration.prompt_limit.map_or(limit, |l| l.min(limit)));
+        }
         *calibration
     }
 
@@ -390,6 +404,20 @@ pub fn overflow_numbers(message: &str) -> Option<(u64, Option<u64>)> {
                 .map(|(_, n)| *n)
         })
     };
+    // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
+    if let Some(at) = lower.find(" tokens > ")
+        && lower[at..].contains("maximum")
+    {
+        let before = numbers
+            .iter()
+            .rev()
+            .find(|(pos, _)| *pos < at)
+            .map(|(_, n)| *n);
+        let after = numbers.iter().find(|(pos, _)| *pos > at).map(|(_, n)| *n);
+        if let (Some(counted), Some(limit)) = (before, after) {
+            return Some((limit, Some(counted)));
+        }
+    }
     let window = near(&[
         "maximum context length",
         "context size",
@@ -730,12 +758,21 @@ mod tests {
         );
         assert_eq!(overflow_numbers("prompt is too long"), None);
         let estimator = Estimator::default();
-        let corrected = estimator.overflowed(1, "p/m", 10_000, 3_000, Some(3_412));
+        assert_eq!(
+            overflow_numbers("prompt is too long: 210000 tokens > 200000 maximum"),
+            Some((200_000, Some(210_000)))
+        );
+        let corrected = estimator.overflowed(1, "p/m", 10_000, Some(3_000), Some(3_412));
         assert_eq!(corrected.prompt_limit, Some(3_000));
         assert!(estimator.estimate(1, "p/m", 10_000) >= 3_412);
         // A larger limit later does not raise it.
-        let again = estimator.overflowed(1, "p/m", 10_000, 5_000, None);
+        let again = estimator.overflowed(1, "p/m", 10_000, Some(5_000), None);
         assert_eq!(again.prompt_limit, Some(3_000));
+        // A refusal without numbers: larger estimates, no limit made up.
+        let before = estimator.estimate(7, "q/m", 8_000);
+        let guessed = estimator.overflowed(7, "q/m", 8_000, None, None);
+        assert_eq!(guessed.prompt_limit, None);
+        assert!(estimator.estimate(7, "q/m", 8_000) > before);
     }
 
     #[test]

@@ -469,13 +469,10 @@ async fn turn_loop(
                 rt.metrics.provider_error(&err.provider);
                 tracing::warn!(turn = job.turn.id, error = %err, "the provider says the request is too long");
                 overflows += 1;
-                let numbers = context::overflow_numbers(&err.message);
-                // Without the server's numbers, its limit is at least below this request.
-                let (limit, counted) =
-                    numbers.unwrap_or((estimate.min(limits.usable) * 85 / 100, None));
-                if counted.is_none() {
-                    rt.estimator.reset(job.turn.conversation_id);
-                }
+                let (limit, counted) = match context::overflow_numbers(&err.message) {
+                    Some((limit, counted)) => (Some(limit), counted),
+                    None => (None, None),
+                };
                 let calibration = rt.estimator.overflowed(
                     job.turn.conversation_id,
                     &limits.model,
