@@ -895,6 +895,26 @@ mod tests {
     }
 
     #[test]
+    fn compact_to_is_a_share_below_compact_at() {
+        one(
+            "[context]\ncompact_to = 0.7\n",
+            &[],
+            "context.compact_to",
+            "below context.compact_at",
+        );
+        one(
+            "[context]\ncompact_at = 0.5\ncompact_to = 0\n",
+            &[],
+            "context.compact_to",
+            "above 0",
+        );
+        let fine = "[context]\ncompact_at = 0.8\ncompact_to = 0.5\n";
+        if let Err(errors) = load_from_str(fine, "hearth.toml", &HashMap::new()) {
+            panic!("{errors}");
+        }
+    }
+
+    #[test]
     fn transcription_prices_are_zero_or_more() {
         let section = |price: &str| {
             format!("[transcription]\nbase_url = \"http://127.0.0.1:9000/v1\"\n{price}\n")
