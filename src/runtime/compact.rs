@@ -722,6 +722,26 @@ mod tests {
     }
 
     #[test]
+    fn up_to_keep_turns_stay_fewer_when_they_do_not_fit_never_none() {
+        use crate::runtime::context::bench::stored;
+        let messages: Vec<StoredMessage> = (1..=8)
+            .flat_map(|turn| {
+                [
+                    stored(turn * 2, turn, ChatMessage::user("x".repeat(100))),
+                    stored(turn * 2 + 1, turn, ChatMessage::assistant("y".repeat(100))),
+                ]
+            })
+            .collect();
+        let turns = group_turns(&messages);
+        assert_eq!(turns.len(), 8);
+        // Each turn is 200 characters: all six fit in 2,000, three in 600, none in 10.
+        assert_eq!(kept_turns(&turns, 6, 2_000), 6);
+        assert_eq!(kept_turns(&turns, 6, 600), 3);
+        assert_eq!(kept_turns(&turns, 6, 10), 1);
+        assert_eq!(kept_turns(&turns, 2, 2_000), 2);
+    }
+
+    #[test]
     fn ids_come_from_json_results() {
         assert_eq!(created_id(r#"{"id": 7, "title": "x"}"#), Some("7".into()));
         assert_eq!(created_id(r#"{"id": "ab-1"}"#), Some("ab-1".into()));
