@@ -428,7 +428,7 @@ CREATE TABLE model_calls (
     cached_input_tokens INTEGER NOT NULL,
     output_tokens       INTEGER NOT NULL,
     cost_nusd           INTEGER NOT NULL
-);
+, cut_short INTEGER NOT NULL DEFAULT 0);
 
 CREATE INDEX model_calls_by_day ON model_calls (day);
 
@@ -538,3 +538,10 @@ CREATE TABLE http_chat_turns (
 );
 
 CREATE INDEX http_chat_turns_by_conversation ON http_chat_turns (token, conversation, seq);
+
+CREATE TABLE model_calibrations (
+    model                  TEXT PRIMARY KEY,
+    chars_per_1000_tokens  INTEGER NOT NULL,
+    prompt_limit           INTEGER,
+    updated_at             INTEGER NOT NULL
+);

@@ -385,7 +385,11 @@ pub struct ContextConfig {
     /// Older turns are summarised once a request would pass this share of the context window
     /// minus the answer's `max_tokens`.
     pub compact_at: f64,
-    /// Turns always kept word for word, however long.
+    /// A compaction brings the request down to this share of the same, so the next one is
+    /// several turns away.
+    pub compact_to: f64,
+    /// Turns kept word for word at most; fewer when they do not fit under `compact_to`, never
+    /// fewer than the latest one.
     pub keep_turns: usize,
     /// The provider (by name) that writes summaries, e.g. a cheaper model; unset: the agent's.
     pub summary_provider: Option<String>,
@@ -397,6 +401,7 @@ impl Default for ContextConfig {
     fn default() -> Self {
         Self {
             compact_at: 0.6,
+            compact_to: 0.35,
             keep_turns: 6,
             summary_provider: None,
             summary_timeout_secs: 60,

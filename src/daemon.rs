@@ -196,6 +196,12 @@ impl DaemonBuilder {
             metrics.clone(),
             provider_hint,
         ));
+        // What earlier runs learned of each model's tokens (README "Long conversations and cost").
+        rt.estimator
+            .load(store.calibrations().await?.iter().map(|row| {
+                let calibration = crate::runtime::context::Calibration::from_row(row);
+                (row.model.clone(), calibration)
+            }));
 
         let channels: Channels = Arc::new(
             self.channels

@@ -72,6 +72,8 @@ pub struct Runtime {
     pub estimator: context::Estimator,
     /// Summaries of older turns: failures and their backoff, those running and those wanted.
     pub compactor: compact::Compactor,
+    /// Agents already logged as offered the meta-tools for their window's sake (logged once).
+    pub(crate) meta_for_window: std::sync::Mutex<std::collections::HashSet<String>>,
     agents: RwLock<Arc<Agents>>,
 }
 
@@ -109,6 +111,7 @@ impl Runtime {
             mcp: std::sync::OnceLock::new(),
             estimator: context::Estimator::default(),
             compactor: compact::Compactor::default(),
+            meta_for_window: Default::default(),
             agents: RwLock::new(Arc::new(agents)),
         }
     }

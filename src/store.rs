@@ -53,7 +53,7 @@ pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
     message_chars, unfinished_turns,
 };
-pub use usage::{ModelCall, Payer, UsageBy, UsageRow};
+pub use usage::{CalibrationRow, ModelCall, Payer, UsageBy, UsageRow};
 pub use writer::{WriteConn, WriteTx};
 
 use std::path::Path;

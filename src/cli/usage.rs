@@ -41,32 +41,43 @@ pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<()
         return Ok(());
     }
     let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0).max(5);
+    // "cut short": calls stopped before their end (a cancel, a closed stream, a timeout after
+    // the first words), counted with estimated tokens.
     println!(
-        "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
-        by, "calls", "tokens in", "tokens out", "cost"
+        "{:width$}  {:>7}  {:>9}  {:>12}  {:>12}  {:>10}",
+        by, "calls", "cut short", "tokens in", "tokens out", "cost"
     );
-    let mut total = (0, 0, 0, 0);
+    let mut total = (0, 0, 0, 0, 0);
     for row in &rows {
         println!(
-            "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
+            "{:width$}  {:>7}  {:>9}  {:>12}  {:>12}  {:>10}",
             row.key,
             row.calls,
+            row.cut_short,
             row.input_tokens,
             row.output_tokens,
             usd(row.cost_nusd)
         );
         total.0 += row.calls;
-        total.1 += row.input_tokens;
-        total.2 += row.output_tokens;
-        total.3 += row.cost_nusd;
+        total.1 += row.cut_short;
+        total.2 += row.input_tokens;
+        total.3 += row.output_tokens;
+        total.4 += row.cost_nusd;
     }
     println!(
-        "{:width$}  {:>7}  {:>12}  {:>12}  {:>10}",
+        "{:width$}  {:>7}  {:>9}  {:>12}  {:>12}  {:>10}",
         "total",
         total.0,
         total.1,
         total.2,
-        usd(total.3)
+        total.3,
+        usd(total.4)
     );
+    if total.1 > 0 {
+        println!(
+            "{} call(s) were cut short (a cancel, a closed stream, a timeout); their tokens are estimated.",
+            total.1
+        );
+    }
     Ok(())
 }

@@ -292,6 +292,12 @@ fn context_and_budget(config: &Config, unparsed: &[String], problems: &mut Vec<P
             "must be a share of the context window above 0 and at most 1, like 0.6",
         ));
     }
+    if !share(config.context.compact_to) || config.context.compact_to >= config.context.compact_at {
+        problems.push(Problem::new(
+            "context.compact_to",
+            "must be a share of the context window above 0 and below context.compact_at, like 0.35",
+        ));
+    }
     if config.context.keep_turns == 0 {
         problems.push(Problem::new(
             "context.keep_turns",
@@ -918,6 +924,26 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:#?}");
         assert_eq!(errors[0].0, key, "{errors:#?}");
         assert!(errors[0].1.contains(message), "{errors:#?}");
+    }
+
+    #[test]
+    fn compact_to_is_a_share_below_compact_at() {
+        one(
+            "[context]\ncompact_to = 0.7\n",
+            &[],
+            "context.compact_to",
+            "below context.compact_at",
+        );
+        one(
+            "[context]\ncompact_at = 0.5\ncompact_to = 0\n",
+            &[],
+            "context.compact_to",
+            "above 0",
+        );
+        let fine = "[context]\ncompact_at = 0.8\ncompact_to = 0.5\n";
+        if let Err(errors) = load_from_str(fine, "hearth.toml", &HashMap::new()) {
+            panic!("{errors}");
+        }
     }
 
     #[test]

@@ -91,6 +91,29 @@ pub fn model_call(rt: &Runtime, payer: &Payer, response: &ChatResponse) -> Model
     call_record(rt, payer, provider, model, usage, cost)
 }
 
+/// The record of a model call cut short (a cancel, a closed stream, shutdown, a timeout after
+/// the first words), with tokens estimated from what was sent and what had arrived: the
+/// provider billed it, so it counts like any other call, marked as cut short.
+pub fn cut_short_call(
+    rt: &Runtime,
+    payer: &Payer,
+    provider: &str,
+    model: &str,
+    input_tokens: u64,
+    output_tokens: u64,
+) -> ModelCall {
+    let usage = Usage {
+        input_tokens,
+        output_tokens,
+        cached_input_tokens: 0,
+    };
+    let cost = cost_nusd(rt.providers.config(provider), &usage);
+    ModelCall {
+        cut_short: true,
+        ..call_record(rt, payer, provider, model, &usage, cost)
+    }
+}
+
 /// Records a voice message's transcription like a model call (provider `transcription`), at the
 /// `[transcription]` prices.
 pub async fn record_transcription(
@@ -139,6 +162,7 @@ fn call_record(
         cached_input_tokens: usage.cached_input_tokens,
         output_tokens: usage.output_tokens,
         cost_nusd: cost,
+        cut_short: false,
     }
 }
 
@@ -328,6 +352,10 @@ pub async fn usage_text(rt: &Runtime, user: Option<i64>) -> Result<String, Store
     ));
     text.push('\n');
     text.push_str(&line("this month", sum(&mut rows.iter())));
+    let cut = rows.iter().map(|r| r.cut_short).sum::<i64>();
+    if cut > 0 {
+        text.push_str(&format!(" ({cut} cut short, tokens estimated)"));
+    }
     let models = rt.store.usage_by(UsageBy::Model, &first, user).await?;
     for row in models.iter().take(5) {
         text.push_str(&format!(

@@ -161,26 +161,31 @@ pub fn summary_block(summary: &Summary) -> String {
     block
 }
 
+/// What a message costs besides its text: its role and the wrapping every API adds (a few
+/// tokens a message), so a history of many short messages is not underestimated.
+const MESSAGE_OVERHEAD_CHARS: usize = 16;
+
 /// Characters a message costs in a request, roughly as the provider counts them.
 pub fn message_chars(message: &ChatMessage) -> usize {
-    match message {
-        ChatMessage::User { content } => content
-            .iter()
-            .map(|part| match part {
-                ContentPart::Text { text } => text.len(),
-                // An image costs about a thousand tokens whatever its file size.
-                ContentPart::Image { .. } => 1_000 * CHARS_PER_TOKEN,
-            })
-            .sum(),
-        ChatMessage::Assistant { text, tool_calls } => {
-            text.len()
-                + tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.len() + 16)
-                    .sum::<usize>()
+    MESSAGE_OVERHEAD_CHARS
+        + match message {
+            ChatMessage::User { content } => content
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text { text } => text.len(),
+                    // An image costs about a thousand tokens whatever its file size.
+                    ContentPart::Image { .. } => 1_000 * CHARS_PER_TOKEN,
+                })
+                .sum(),
+            ChatMessage::Assistant { text, tool_calls } => {
+                text.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.len() + 16)
+                        .sum::<usize>()
+            }
+            ChatMessage::Tool { content, name, .. } => content.len() + name.len() + 16,
         }
-        ChatMessage::Tool { content, name, .. } => content.len() + name.len() + 16,
-    }
 }
 
 /// The size of the previous request of a conversation as sent and as the provider counted it.
@@ -190,28 +195,115 @@ struct Anchor {
     tokens: u64,
 }
 
-/// Token estimates per conversation: the provider's reported prompt tokens of the last call,
-/// plus four characters a token for what was added since. A request that is not a growth of
-/// the last one (after a compaction, a `/new`, a restart) is estimated from its characters
-/// alone until the provider reports again.
+/// What hearth learned about one provider and model from the tokens it reported: how many
+/// characters of a request make a token, and, once the server refused a request for its length
+/// naming its numbers, the most prompt tokens it takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibration {
+    pub chars_per_token: f64,
+    pub prompt_limit: Option<u64>,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self {
+            chars_per_token: CHARS_PER_TOKEN as f64,
+            prompt_limit: None,
+        }
+    }
+}
+
+impl Calibration {
+    /// As stored in `model_calibrations`.
+    pub fn row(&self, model: &str) -> crate::store::CalibrationRow {
+        crate::store::CalibrationRow {
+            model: model.to_string(),
+            chars_per_1000_tokens: (self.chars_per_token * 1_000.0).round() as i64,
+            prompt_limit: self
+                .prompt_limit
+                .map(|l| i64::try_from(l).unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// Read back from `model_calibrations`; a stored ratio out of range is not believed.
+    pub fn from_row(row: &crate::store::CalibrationRow) -> Self {
+        let ratio = row.chars_per_1000_tokens as f64 / 1_000.0;
+        Self {
+            chars_per_token: if (CHARS_PER_TOKEN_RANGE.0..=CHARS_PER_TOKEN_RANGE.1).contains(&ratio)
+            {
+                ratio
+            } else {
+                CHARS_PER_TOKEN as f64
+            },
+            prompt_limit: row
+                .prompt_limit
+                .and_then(|l| u64::try_from(l).ok())
+                .filter(|l| *l > 0),
+        }
+    }
+}
+
+/// Learned characters per token stay in this range: a server that reports a fixed or missing
+/// count must not make every estimate absurd.
+const CHARS_PER_TOKEN_RANGE: (f64, f64) = (1.0, 8.0);
+
+/// Token estimates: per conversation the provider's reported prompt tokens of the last call plus
+/// the characters added since, and per provider and model ([`model_key`]) the characters per
+/// token learned from every report. A request that is not a growth of the last one (after a
+/// compaction, a `/new`, a restart) is estimated from its characters and the learned ratio until
+/// the provider reports again.
 #[derive(Debug, Default)]
 pub struct Estimator {
     anchors: Mutex<HashMap<i64, Anchor>>,
+    calibrations: Mutex<HashMap<String, Calibration>>,
+}
+
+/// The key of a provider and model for [`Estimator`]: `provider/model`.
+pub fn model_key(provider: &str, model: &str) -> String {
+    format!("{provider}/{model}")
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Estimator {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Anchor>> {
-        self.anchors
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// What is known of `model` (its default when nothing was learned yet).
+    pub fn calibration(&self, model: &str) -> Calibration {
+        lock(&self.calibrations)
+            .get(model)
+            .copied()
+            .unwrap_or_default()
     }
 
-    /// Estimated tokens of a request of `chars` characters in `conversation`.
-    pub fn estimate(&self, conversation: i64, chars: usize) -> u64 {
-        let by_chars = (chars / CHARS_PER_TOKEN) as u64;
-        match self.lock().get(&conversation) {
+    /// Characters per token of `model`.
+    pub fn chars_per_token(&self, model: &str) -> f64 {
+        self.calibration(model).chars_per_token
+    }
+
+    /// Tokens of `chars` characters of `model` with no anchor.
+    pub fn tokens_of(&self, model: &str, chars: usize) -> u64 {
+        (chars as f64 / self.chars_per_token(model)).ceil() as u64
+    }
+
+    /// Characters that make `tokens` tokens of `model`.
+    pub fn chars_of(&self, model: &str, tokens: u64) -> usize {
+        (tokens as f64 * self.chars_per_token(model)) as usize
+    }
+
+    /// Calibrations read back from the database at start.
+    pub fn load(&self, entries: impl IntoIterator<Item = (String, Calibration)>) {
+        lock(&self.calibrations).extend(entries);
+    }
+
+    /// Estimated tokens of a request of `chars` characters in `conversation`, sent to `model`.
+    pub fn estimate(&self, conversation: i64, model: &str, chars: usize) -> u64 {
+        let by_chars = self.tokens_of(model, chars);
+        match lock(&self.anchors).get(&conversation) {
             Some(anchor) if chars >= anchor.chars => {
-                let anchored = anchor.tokens + ((chars - anchor.chars) / CHARS_PER_TOKEN) as u64;
+                let anchored = anchor.tokens + self.tokens_of(model, chars - anchor.chars);
                 // A server that reports far fewer tokens than the text can hold (a fixed or
                 // missing count) is not believed below half the characters' estimate.
                 anchored.max(by_chars / 2)
@@ -220,18 +312,190 @@ impl Estimator {
         }
     }
 
-    /// The provider counted `tokens` for a request of `chars` characters.
-    pub fn reported(&self, conversation: i64, chars: usize, tokens: u64) {
-        if tokens > 0 {
-            self.lock().insert(conversation, Anchor { chars, tokens });
+    /// The provider counted `tokens` for a request of `chars` characters to `model`. Returns
+    /// the new calibration when it moved by more than a twentieth (worth storing).
+    pub fn reported(
+        &self,
+        conversation: i64,
+        model: &str,
+        chars: usize,
+        tokens: u64,
+    ) -> Option<Calibration> {
+        if tokens == 0 || chars == 0 {
+            return None;
         }
+        let observed = chars as f64 / tokens as f64;
+        if !(CHARS_PER_TOKEN_RANGE.0..=CHARS_PER_TOKEN_RANGE.1).contains(&observed) {
+            // A fixed or missing count, not the request's: neither anchored nor learned.
+            return None;
+        }
+        lock(&self.anchors).insert(conversation, Anchor { chars, tokens });
+        let mut calibrations = lock(&self.calibrations);
+        let entry = calibrations.entry(model.to_string());
+        let known = matches!(entry, std::collections::hash_map::Entry::Occupied(_));
+        let calibration = entry.or_default();
+        let before = calibration.chars_per_token;
+        // New reports weigh more than old ones, but one odd request does not swing it all.
+        calibration.chars_per_token = if known {
+            before * 0.5 + observed * 0.5
+        } else {
+            observed
+        };
+        let moved = (calibration.chars_per_token - before).abs() / before > 0.05;
+        (moved || !known).then_some(*calibration)
+    }
+
+    /// The server refused a request of `chars` characters for its length, counting `tokens`
+    /// against its limit of `limit` prompt tokens: the calibration is corrected at once. A
+    /// refusal without numbers only makes the estimates a sixth larger (the next reports
+    /// correct that again), since a guessed limit kept for good could shrink the window forever.
+    pub fn overflowed(
+        &self,
+        conversation: i64,
+        model: &str,
+        chars: usize,
+        limit: Option<u64>,
+        tokens: Option<u64>,
+    ) -> Calibration {
+        let mut calibrations = lock(&self.calibrations);
+        let calibration = calibrations.entry(model.to_string()).or_default();
+        match tokens.filter(|t| *t > 0 && chars > 0) {
+            Some(tokens) => {
+                calibration.chars_per_token = (chars as f64 / tokens as f64)
+                    .clamp(CHARS_PER_TOKEN_RANGE.0, CHARS_PER_TOKEN_RANGE.1);
+                lock(&self.anchors).insert(conversation, Anchor { chars, tokens });
+            }
+            None => {
+                lock(&self.anchors).remove(&conversation);
+                if limit.is_none() {
+                    calibration.chars_per_token =
+                        (calibration.chars_per_token * 0.85).max(CHARS_PER_TOKEN_RANGE.0);
+                }
+            }
+        }
+        if let Some(limit) = limit {
+            calibration.prompt_limit =
+                Some(calibration.prompt_limit.map_or(limit, |l| l.min(limit)));
+        }
+        *calibration
     }
 
     /// Forgets the anchor: the next request is not a growth of the last one.
     pub fn reset(&self, conversation: i64) {
-        self.lock().remove(&conversation);
+        lock(&self.anchors).remove(&conversation);
     }
 }
+
+/// The numbers of a "context too long" refusal: the server's limit for the prompt and, when it
+/// says so, the tokens it counted for the refused request. OpenAI: "maximum context length is
+/// 8192 tokens. However, your messages resulted in 9000 tokens" (or "you requested 9000 tokens
+/// (8000 in the messages, 1000 in the completion)"); llama.cpp: "request (9000 tokens) exceeds
+/// the available context size (8192 tokens)"; vLLM: "maximum model length is 8192 tokens.
+/// However, you requested 9000 tokens".
+pub fn overflow_numbers(message: &str) -> Option<(u64, Option<u64>)> {
+    let lower = message.to_lowercase();
+    let numbers: Vec<(usize, u64)> = number_positions(&lower);
+    let near = |phrases: &[&str]| {
+        phrases.iter().find_map(|phrase| {
+            let at = lower.find(phrase)?;
+            numbers
+                .iter()
+                .find(|(pos, _)| *pos >= at && *pos <= at + phrase.len() + 24)
+                .map(|(_, n)| *n)
+        })
+    };
+    // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
+    if let Some(at) = lower.find(" tokens > ")
+        && lower[at..].contains("maximum")
+    {
+        let before = numbers
+            .iter()
+            .rev()
+            .find(|(pos, _)| *pos < at)
+            .map(|(_, n)| *n);
+        let after = numbers.iter().find(|(pos, _)| *pos > at).map(|(_, n)| *n);
+        if let (Some(counted), Some(limit)) = (before, after) {
+            return Some((limit, Some(counted)));
+        }
+    }
+    let window = near(&[
+        "maximum context length",
+        "context size",
+        "maximum model length",
+        "context window",
+        "context length",
+    ])?;
+    let completion = lower
+        .find("in the completion")
+        .and_then(|at| numbers.iter().rev().find(|(pos, _)| *pos < at))
+        .map(|(_, n)| *n);
+    let messages = lower
+        .find("in the messages")
+        .and_then(|at| numbers.iter().rev().find(|(pos, _)| *pos < at))
+        .map(|(_, n)| *n);
+    let counted = messages
+        .or_else(|| near(&["resulted in", "you requested", "request ("]).filter(|n| *n != window));
+    // A server that counts the answer's allowance against its window leaves the prompt less.
+    let limit = window.saturating_sub(completion.unwrap_or(0));
+    (limit > 0).then_some((limit, counted))
+}
+
+/// Each run of digits in `text` (commas inside a number allowed) with where it starts.
+fn number_positions(text: &str) -> Vec<(usize, u64)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let mut digits = String::new();
+    for (at, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        if c.is_ascii_digit() {
+            start.get_or_insert(at);
+            digits.push(c);
+        } else if c == ','
+            && start.is_some()
+            && text[at + 1..].starts_with(|d: char| d.is_ascii_digit())
+        {
+            continue;
+        } else if let Some(begin) = start.take() {
+            if let Ok(n) = digits.parse() {
+                out.push((begin, n));
+            }
+            digits.clear();
+        }
+    }
+    out
+}
+
+/// The messages of a request that leaves out the oldest turns: `dropped` turns of `order` (the
+/// history's turns, oldest first, the current one excluded) are not shown.
+pub fn without_oldest(
+    messages: &[StoredMessage],
+    order: &[i64],
+    dropped: usize,
+) -> Vec<StoredMessage> {
+    let gone = &order[..dropped.min(order.len())];
+    messages
+        .iter()
+        .filter(|m| !m.turn_id.is_some_and(|t| gone.contains(&t)))
+        .cloned()
+        .collect()
+}
+
+/// The turns of `messages` in the order they began, `current` left out: the ones a request may
+/// leave out, oldest first.
+pub fn droppable_turns(messages: &[StoredMessage], current: i64) -> Vec<i64> {
+    let mut order: Vec<i64> = Vec::new();
+    for turn in messages.iter().filter_map(|m| m.turn_id) {
+        if turn != current && !order.contains(&turn) {
+            order.push(turn);
+        }
+    }
+    order
+}
+
+/// The line in the system block of a request that leaves out older turns.
+pub const LEFT_OUT_NOTE: &str = "Earlier turns of this conversation were left out of this request to fit the model's context window; they are stored, and the actions listed here were taken in them.";
 
 /// The context check's cost, for `hearth-context-check` in bench/ (and the histories the tests
 /// build).
@@ -305,14 +569,14 @@ pub mod bench {
     /// `rounds` rounds. Also returns a checksum, so the work is not optimised away.
     pub fn context_check(history: &[StoredMessage], rounds: u32) -> (Duration, u64) {
         let estimator = Estimator::default();
-        estimator.reported(1, 50_000, 12_000);
+        estimator.reported(1, "p/m", 50_000, 12_000);
         let turns = history.iter().filter_map(|m| m.turn_id).max().unwrap_or(0);
         let started = Instant::now();
         let mut sink = 0u64;
         for _ in 0..rounds {
             let messages = assemble(history, turns, &[]);
             let chars: usize = messages.iter().map(message_chars).sum();
-            sink += estimator.estimate(1, chars + 3_000);
+            sink += estimator.estimate(1, "p/m", chars + 3_000);
         }
         (started.elapsed() / rounds.max(1), sink)
     }
@@ -439,18 +703,100 @@ mod tests {
     #[test]
     fn estimates_grow_from_the_reported_tokens_and_reset_after_a_shrink() {
         let estimator = Estimator::default();
-        assert_eq!(estimator.estimate(1, 4_000), 1_000);
-        // The provider counted 1,500 tokens for 4,000 characters (a dense language).
-        estimator.reported(1, 4_000, 1_500);
-        assert_eq!(estimator.estimate(1, 4_400), 1_600);
-        // A compaction shrank the request: characters alone until the next report.
-        assert_eq!(estimator.estimate(1, 2_000), 500);
+        assert_eq!(estimator.estimate(1, "p/m", 4_000), 1_000);
+        // The provider counted 2,000 tokens for 4,000 characters (a dense language): two
+        // characters a token from now on, for this model only.
+        assert!(estimator.reported(1, "p/m", 4_000, 2_000).is_some());
+        assert_eq!(estimator.estimate(1, "p/m", 4_400), 2_200);
+        // A compaction shrank the request: the learned ratio alone until the next report.
+        assert_eq!(estimator.estimate(1, "p/m", 2_000), 1_000);
         estimator.reset(1);
-        assert_eq!(estimator.estimate(1, 4_400), 1_100);
-        assert_eq!(estimator.estimate(2, 400), 100);
+        assert_eq!(estimator.estimate(1, "p/m", 4_400), 2_200);
+        assert_eq!(estimator.estimate(2, "q/m", 400), 100);
+        // The same ratio again moves nothing worth storing.
+        assert!(estimator.reported(1, "p/m", 8_000, 4_000).is_none());
         // A server that always reports 12 prompt tokens is not believed.
-        estimator.reported(3, 40_000, 12);
-        assert_eq!(estimator.estimate(3, 40_400), 5_050);
+        assert!(estimator.reported(3, "r/m", 40_000, 12).is_none());
+        assert_eq!(estimator.estimate(3, "r/m", 40_400), 10_100);
+    }
+
+    #[test]
+    fn calibration_follows_the_reports_within_a_tenth() {
+        let estimator = Estimator::default();
+        // A server counting 3.3 characters a token, requests of varying size.
+        for (n, chars) in [3_000usize, 5_000, 7_000, 9_000, 12_000]
+            .into_iter()
+            .enumerate()
+        {
+            let tokens = (chars as f64 / 3.3) as u64;
+            estimator.reported(n as i64, "p/m", chars, tokens);
+        }
+        let guess = estimator.estimate(99, "p/m", 20_000);
+        let truth = (20_000.0 / 3.3) as u64;
+        assert!(guess.abs_diff(truth) * 10 <= truth, "{guess} vs {truth}");
+        let row = estimator.calibration("p/m").row("p/m");
+        assert_eq!(Calibration::from_row(&row).chars_per_token, 3.3);
+    }
+
+    #[test]
+    fn a_refusal_naming_its_numbers_corrects_at_once() {
+        assert_eq!(
+            overflow_numbers(
+                "This model's maximum context length is 3,000 tokens. However, your messages resulted in 3,412 tokens. Please reduce the length of the messages."
+            ),
+            Some((3_000, Some(3_412)))
+        );
+        assert_eq!(
+            overflow_numbers(
+                "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion)."
+            ),
+            Some((7_192, Some(8_000)))
+        );
+        assert_eq!(
+            overflow_numbers("the request exceeds the available context size (4096 tokens)"),
+            Some((4_096, None))
+        );
+        assert_eq!(overflow_numbers("prompt is too long"), None);
+        let estimator = Estimator::default();
+        assert_eq!(
+            overflow_numbers("prompt is too long: 210000 tokens > 200000 maximum"),
+            Some((200_000, Some(210_000)))
+        );
+        let corrected = estimator.overflowed(1, "p/m", 10_000, Some(3_000), Some(3_412));
+        assert_eq!(corrected.prompt_limit, Some(3_000));
+        assert!(estimator.estimate(1, "p/m", 10_000) >= 3_412);
+        // A larger limit later does not raise it.
+        let again = estimator.overflowed(1, "p/m", 10_000, Some(5_000), None);
+        assert_eq!(again.prompt_limit, Some(3_000));
+        // A refusal without numbers: larger estimates, no limit made up.
+        let before = estimator.estimate(7, "q/m", 8_000);
+        let guessed = estimator.overflowed(7, "q/m", 8_000, None, None);
+        assert_eq!(guessed.prompt_limit, None);
+        assert!(estimator.estimate(7, "q/m", 8_000) > before);
+    }
+
+    #[test]
+    fn the_oldest_turns_leave_the_view_and_the_current_one_stays() {
+        let history = vec![
+            stored(1, 1, ChatMessage::user("first")),
+            stored(2, 1, call("c1")),
+            stored(3, 1, result("c1", "ok")),
+            stored(4, 1, ChatMessage::assistant("did it")),
+            stored(5, 2, ChatMessage::user("second")),
+            stored(6, 2, ChatMessage::assistant("fine")),
+            stored(7, 3, ChatMessage::user("third")),
+        ];
+        let order = droppable_turns(&history, 3);
+        assert_eq!(order, vec![1, 2]);
+        let view = without_oldest(&history, &order, 1);
+        let sent = assemble(&view, 3, &[]);
+        assert_paired(&sent);
+        assert_eq!(sent[0], ChatMessage::user("second"));
+        let all_gone = without_oldest(&history, &order, 5);
+        assert_eq!(
+            assemble(&all_gone, 3, &[]),
+            vec![ChatMessage::user("third")]
+        );
     }
 
     /// The check on a 100-turn history, once, so the bench's code stays working; the number

@@ -5,6 +5,7 @@
 //! that length too) and shows only its beginning up to the channel's message limit: a runaway
 //! answer of megabytes costs neither memory here nor a megabyte-sized request per update.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -31,11 +32,15 @@ pub struct Preview {
     sender: Option<mpsc::UnboundedSender<StreamEvent>>,
     task: Option<tokio::task::JoinHandle<()>>,
     draft: Arc<Mutex<Option<MessageRef>>>,
+    /// Bytes of answer text streamed in so far, every attempt counted: what a call that is cut
+    /// short was billed for.
+    received: Arc<AtomicUsize>,
 }
 
 impl Preview {
     pub fn start(rt: &Runtime, job: &TurnJob) -> Self {
         let draft = Arc::new(Mutex::new(None));
+        let received = Arc::new(AtomicUsize::new(0));
         let interval = match job.capabilities.preview {
             Some(interval) if rt.config.runtime.stream => interval,
             _ => {
@@ -43,6 +48,7 @@ impl Preview {
                     sender: None,
                     task: None,
                     draft,
+                    received,
                 };
             }
         };
@@ -58,6 +64,7 @@ impl Preview {
             .map(|n| format!("{n}\n\n"))
             .unwrap_or_default();
         let shared = draft.clone();
+        let counted = received.clone();
         let task = tokio::spawn(
             async move {
                 let mut text = String::new();
@@ -78,6 +85,9 @@ impl Preview {
                         _ => events.recv().await,
                     };
                     let closed = event.is_none();
+                    if let Some(StreamEvent::Text(delta)) = &event {
+                        counted.fetch_add(delta.len(), Ordering::Relaxed);
+                    }
                     match event {
                         Some(StreamEvent::Restart) => {
                             text.clear();
@@ -123,7 +133,13 @@ impl Preview {
             sender: Some(sender),
             task: Some(task),
             draft,
+            received,
         }
+    }
+
+    /// Bytes of answer text streamed in so far, over every call and attempt of the turn.
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::Relaxed)
     }
 
     pub fn enabled(&self) -> bool {

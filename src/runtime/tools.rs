@@ -42,6 +42,18 @@ impl Toolbox {
         Self { tools, meta }
     }
 
+    /// Offers the meta-tools instead of every schema when the schemas would take more than a
+    /// quarter of a window of `usable_chars` (local models with 4k–8k contexts): the rest of the
+    /// window is the conversation's. True when it switched.
+    pub fn fit_window(&mut self, usable_chars: usize) -> bool {
+        if self.meta || self.tools.is_empty() {
+            return false;
+        }
+        let chars = serde_json::to_string(&self.specs()).map_or(0, |s| s.len());
+        self.meta = chars.saturating_mul(4) > usable_chars;
+        self.meta
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.info().name == name)
     }

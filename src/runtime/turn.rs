@@ -18,7 +18,7 @@ use super::Runtime;
 use super::budget;
 use super::calls::{self, Settled, cancel_open_calls, settle_tool_calls};
 use super::compact::{Compacted, compact};
-use super::context::{self, CHARS_PER_TOKEN, assemble, summary_block};
+use super::context::{self, assemble, summary_block};
 use super::preview::{Preview, PreviewSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
@@ -249,7 +249,23 @@ async fn turn_loop(
             () = shutdown.cancelled() => return Ok(Stop::Shutdown),
         }
     }
-    let toolbox = Toolbox::for_agent(&rt.tools, agent);
+    let mut toolbox = Toolbox::for_agent(&rt.tools, agent);
+    let window = Limits::of(rt, agent);
+    if toolbox.fit_window(rt.estimator.chars_of(&window.model, window.usable)) {
+        let first = rt
+            .meta_for_window
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(agent.id.clone());
+        if first {
+            tracing::info!(
+                agent = %agent.id,
+                tools = toolbox.tools.len(),
+                usable_tokens = window.usable,
+                "the tools' schemas would take more than a quarter of the window: offering search_tools, get_tool_help and use_tool instead"
+            );
+        }
+    }
     let specs = toolbox.specs();
     let mut llm_calls = job.turn.llm_calls;
     let mut tool_calls_used = job.turn.tool_calls;
@@ -269,13 +285,16 @@ async fn turn_loop(
         conversation_id: Some(job.turn.conversation_id),
         turn_id: Some(job.turn.id),
     };
-    let limits = Limits::of(rt, agent);
     // The tools' schemas are sent with every call: counted once.
     let specs_chars = serde_json::to_string(&specs).map_or(0, |s| s.len());
-    // Layer 3 of compaction happens at most once per turn: a second overflow ends the turn.
+    // Compaction inside a turn happens at most once; the request then leaves out what does not
+    // fit instead.
     let mut compacted_in_turn = false;
+    // "Too long" answers from the provider in this turn: each corrects the estimates, and a
+    // third ends the turn, so it never loops.
+    let mut overflows = 0;
 
-    loop {
+    'step: loop {
         if shutdown.is_cancelled() {
             return Ok(Stop::Shutdown);
         }
@@ -321,6 +340,8 @@ async fn turn_loop(
             return Ok(finish(TurnStatus::Failed, line.clone(), Some(line)));
         }
 
+        // Inside the loop: a "too long" answer from the server corrects what fits.
+        let limits = Limits::of(rt, agent);
         let summary = rt.store.latest_summary(history).await?;
         let after = summary.as_ref().map_or(0, |s| s.covers_until);
         let stored = rt
@@ -329,29 +350,93 @@ async fn turn_loop(
             .await?;
         let unfinished = crate::store::unfinished_turns(&stored);
         let user_text = latest_user_text(&stored, job.turn.id);
-        let mut system = system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await;
-        if let Some(summary) = &summary {
-            system.push_str("\n\n");
-            system.push_str(&summary_block(summary));
-        }
-        let messages = assemble(&stored, job.turn.id, &unfinished);
-        let request_chars =
-            system.len() + specs_chars + messages.iter().map(context::message_chars).sum::<usize>();
-        let estimate = rt
-            .estimator
-            .estimate(job.turn.conversation_id, request_chars);
-        if estimate > limits.usable && !compacted_in_turn {
-            // It would not fit: summarise older turns first (never dropping any without one).
-            compacted_in_turn = true;
+        let base = system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await;
+        rt.compactor
+            .note_overhead(history, base.len() + specs_chars);
+        let summary_text = summary.as_ref().map(summary_block);
+        // Turns the request may leave out, oldest first; never the current one.
+        let order = context::droppable_turns(&stored, job.turn.id);
+        let mut dropped = 0usize;
+        let (system, messages, request_chars, estimate) = loop {
+            let view;
+            let shown: &[crate::store::StoredMessage] = if dropped == 0 {
+                &stored
+            } else {
+                view = context::without_oldest(&stored, &order, dropped);
+                &view
+            };
+            let mut system = base.clone();
+            if let Some(block) = &summary_text {
+                system.push_str("\n\n");
+                system.push_str(block);
+            }
+            if dropped > 0 {
+                system.push_str("\n\n");
+                system.push_str(&left_out_block(rt, &limits, &stored, &order[..dropped]));
+            }
+            let messages = assemble(shown, job.turn.id, &unfinished);
+            let chars = system.len()
+                + specs_chars
+                + messages.iter().map(context::message_chars).sum::<usize>();
+            let estimate = rt
+                .estimator
+                .estimate(job.turn.conversation_id, &limits.model, chars);
+            if estimate <= limits.usable {
+                break (system, messages, chars, estimate);
+            }
+            if !compacted_in_turn {
+                // It would not fit: summarise older turns first.
+                compacted_in_turn = true;
+                tracing::info!(
+                    turn = job.turn.id,
+                    estimate,
+                    usable = limits.usable,
+                    "request too large; compacting first"
+                );
+                if let Compacted::Done { .. } = Box::pin(compact(rt, history, agent, None)).await? {
+                    continue 'step;
+                }
+            }
+            if dropped >= order.len() {
+                // The system prompt, the tools and the latest message alone do not fit.
+                tracing::warn!(
+                    turn = job.turn.id,
+                    estimate,
+                    usable = limits.usable,
+                    "the latest message does not fit even alone"
+                );
+                return Ok(finish(
+                    TurnStatus::Failed,
+                    TOO_LONG.to_string(),
+                    Some(format!(
+                        "{estimate} tokens with every earlier turn left out; {} fit",
+                        limits.usable
+                    )),
+                ));
+            }
+            // Leave out the oldest turns that cover the excess (at least one more).
+            let excess = rt
+                .estimator
+                .chars_of(&limits.model, estimate - limits.usable);
+            let mut freed = 0usize;
+            while dropped < order.len() && (freed == 0 || freed < excess) {
+                let turn = order[dropped];
+                freed += stored
+                    .iter()
+                    .filter(|m| m.turn_id == Some(turn))
+                    .map(|m| m.chars.max(1) as usize)
+                    .sum::<usize>();
+                dropped += 1;
+            }
+        };
+        if dropped > 0 {
             tracing::info!(
                 turn = job.turn.id,
+                left_out = dropped,
                 estimate,
                 usable = limits.usable,
-                "request too large; compacting first"
+                "older turns left out of the request to fit the window"
             );
-            if let Compacted::Done { .. } = Box::pin(compact(rt, history, agent, None)).await? {
-                continue;
-            }
         }
         let request = ChatRequest {
             model: None,
@@ -364,10 +449,19 @@ async fn turn_loop(
         };
 
         let call_started = Instant::now();
+        let streamed_before = preview.received();
         let response = tokio::select! {
             response = provider.complete(&request, preview.sender()) => response,
-            () = job.cancel.cancelled() => return Ok(cancelled()),
-            () = shutdown.cancelled() => return Ok(Stop::Shutdown),
+            () = job.cancel.cancelled() => {
+                let streamed = preview.received().saturating_sub(streamed_before);
+                cut_short(rt, &payer, &limits, estimate, streamed).await?;
+                return Ok(cancelled());
+            }
+            () = shutdown.cancelled() => {
+                let streamed = preview.received().saturating_sub(streamed_before);
+                cut_short(rt, &payer, &limits, estimate, streamed).await?;
+                return Ok(Stop::Shutdown);
+            }
         };
         llm_calls += 1;
         let response = match response {
@@ -375,14 +469,21 @@ async fn turn_loop(
             Err(err) if is_context_overflow(&err) => {
                 rt.metrics.provider_error(&err.provider);
                 tracing::warn!(turn = job.turn.id, error = %err, "the provider says the request is too long");
-                rt.estimator.reset(job.turn.conversation_id);
-                if !compacted_in_turn {
-                    compacted_in_turn = true;
-                    if let Compacted::Done { .. } =
-                        Box::pin(compact(rt, history, agent, None)).await?
-                    {
-                        continue;
-                    }
+                overflows += 1;
+                let (limit, counted) = match context::overflow_numbers(&err.message) {
+                    Some((limit, counted)) => (Some(limit), counted),
+                    None => (None, None),
+                };
+                let calibration = rt.estimator.overflowed(
+                    job.turn.conversation_id,
+                    &limits.model,
+                    request_chars,
+                    limit,
+                    counted,
+                );
+                save_calibration(rt, &limits.model, &calibration).await;
+                if overflows < 3 {
+                    continue;
                 }
                 return Ok(finish(
                     TurnStatus::Failed,
@@ -393,17 +494,39 @@ async fn turn_loop(
             Err(err) => {
                 rt.metrics.provider_error(&err.provider);
                 tracing::warn!(turn = job.turn.id, error = %err, "model call failed");
+                // A stream that broke or timed out after its first words was served and billed.
+                let streamed = preview.received().saturating_sub(streamed_before);
+                if streamed > 0
+                    && matches!(
+                        err.kind,
+                        ProviderErrorKind::Timeout | ProviderErrorKind::Network
+                    )
+                {
+                    cut_short(rt, &payer, &limits, estimate, streamed).await?;
+                }
                 let text = provider_error_text(rt, &err);
                 return Ok(finish(TurnStatus::Failed, text, Some(err.to_string())));
             }
         };
         rt.metrics
             .observe_llm(&response.provider, call_started.elapsed());
-        rt.estimator.reported(
+        let answered_by = if response.provider == limits.provider {
+            limits.model.clone()
+        } else {
+            let model = rt
+                .providers
+                .config(&response.provider)
+                .map_or(response.model.as_str(), |c| c.model.as_str());
+            context::model_key(&response.provider, model)
+        };
+        if let Some(calibration) = rt.estimator.reported(
             job.turn.conversation_id,
+            &answered_by,
             request_chars,
             response.usage.input_tokens,
-        );
+        ) {
+            save_calibration(rt, &answered_by, &calibration).await;
+        }
         let call = budget::model_call(rt, &payer, &response);
 
         if response.tool_calls.is_empty() {
@@ -416,10 +539,19 @@ async fn turn_loop(
             };
             // The next request is this one plus the answer and a new message: when it would
             // pass the threshold, older turns are summarised once the reply is on its way.
-            let next = rt
-                .estimator
-                .estimate(job.turn.conversation_id, request_chars + answer.len());
-            if next > limits.compact_at || conversation_tokens(&request) > limits.history {
+            let next = rt.estimator.estimate(
+                job.turn.conversation_id,
+                &limits.model,
+                request_chars + answer.len(),
+            );
+            let conversation = request
+                .messages
+                .iter()
+                .map(context::message_chars)
+                .sum::<usize>();
+            if next > limits.compact_at
+                || rt.estimator.tokens_of(&limits.model, conversation) > limits.history
+            {
                 rt.compactor.want(history, agent);
             }
             let keep = ChatMessage::assistant(answer);
@@ -457,46 +589,133 @@ async fn turn_loop(
 }
 
 /// The sizes that decide when to compact, in tokens, for the agent's provider.
-struct Limits {
-    /// The window less the answer: a request above it cannot work.
-    usable: u64,
+pub(crate) struct Limits {
+    /// The configured provider's name.
+    pub provider: String,
+    /// The provider and model, as [`context::model_key`] names them for the estimates.
+    pub model: String,
+    /// The window less the answer (or less, when the server said so): a request above it
+    /// cannot work.
+    pub usable: u64,
     /// `[context] compact_at` of `usable`: above it, older turns are summarised.
-    compact_at: u64,
+    pub compact_at: u64,
+    /// `[context] compact_to` of `usable`: what a compaction brings the request down to.
+    pub compact_to: u64,
     /// `[runtime] history_tokens`: the conversation part alone above it is summarised too.
-    history: u64,
+    pub history: u64,
 }
 
 impl Limits {
-    fn of(rt: &Runtime, agent: &AgentDef) -> Self {
-        let (window, answer) = match rt.providers.config(&agent.provider) {
-            Some(config) => (
-                crate::provider::context_window(config, Some(agent.model.as_str())),
-                config.max_tokens,
+    pub(crate) fn of(rt: &Runtime, agent: &AgentDef) -> Self {
+        let (window, answer, provider, model) = match rt.providers.config(&agent.provider) {
+            Some(config) => {
+                let model = match agent.model.as_str() {
+                    "default" | "" => config.model.clone(),
+                    model => model.to_string(),
+                };
+                (
+                    crate::provider::context_window(config, Some(agent.model.as_str())),
+                    config.max_tokens,
+                    config.name.clone(),
+                    model,
+                )
+            }
+            None => (
+                crate::provider::UNKNOWN_MODEL_WINDOW,
+                0,
+                agent.provider.clone(),
+                agent.model.clone(),
             ),
-            None => (crate::provider::UNKNOWN_MODEL_WINDOW, 0),
         };
+        let model = context::model_key(&provider, &model);
         // An answer allowance as large as the window leaves room for half of it.
-        let usable = u64::from(window.saturating_sub(answer).max(window / 2));
+        let mut usable = u64::from(window.saturating_sub(answer).max(window / 2));
+        if let Some(limit) = rt.estimator.calibration(&model).prompt_limit {
+            // The server's own limit, with a little room for the estimate's error.
+            usable = usable.min(limit * 97 / 100);
+        }
         Self {
+            provider,
+            model,
             usable,
             compact_at: (usable as f64 * rt.config.context.compact_at) as u64,
+            compact_to: (usable as f64 * rt.config.context.compact_to) as u64,
             history: rt.config.runtime.history_tokens as u64,
         }
     }
 }
 
-/// The conversation part of a request in tokens, at four characters a token.
-fn conversation_tokens(request: &ChatRequest) -> u64 {
-    (request
-        .messages
+/// The system block of a request that leaves out older turns: the note that it does, and the
+/// ledger of the actions taken in them (from the stored messages), within a tenth of the window.
+fn left_out_block(
+    rt: &Runtime,
+    limits: &Limits,
+    stored: &[crate::store::StoredMessage],
+    dropped: &[i64],
+) -> String {
+    let messages: Vec<&crate::store::StoredMessage> = stored
         .iter()
-        .map(context::message_chars)
-        .sum::<usize>()
-        / CHARS_PER_TOKEN) as u64
+        .filter(|m| m.turn_id.is_some_and(|t| dropped.contains(&t)))
+        .collect();
+    let budget = rt.estimator.chars_of(&limits.model, limits.usable / 10);
+    let ledger = super::compact::ledger_of_messages(rt, &messages, budget);
+    let mut block = context::LEFT_OUT_NOTE.to_string();
+    if !ledger.is_empty() {
+        block.push('\n');
+        block.push_str(&ledger);
+    }
+    block
 }
 
-/// What the user reads when even a compacted conversation does not fit.
-const TOO_LONG: &str = "⚠️ This conversation no longer fits the model's context window, even after summarising older turns. Send /new to start afresh (memories, tasks and notes stay).";
+/// Records a model call that was cut short (a cancel, a closed stream, shutdown, a stream that
+/// broke after its first words): the provider served it and bills it, so it counts against
+/// the caps, with tokens estimated from what was sent and what had arrived.
+async fn cut_short(
+    rt: &Runtime,
+    payer: &Payer,
+    limits: &Limits,
+    input_tokens: u64,
+    streamed_chars: usize,
+) -> Result<(), StoreError> {
+    let output_tokens = rt.estimator.tokens_of(&limits.model, streamed_chars);
+    let model = limits
+        .model
+        .strip_prefix(&format!("{}/", limits.provider))
+        .unwrap_or(&limits.model);
+    let call = budget::cut_short_call(
+        rt,
+        payer,
+        &limits.provider,
+        model,
+        input_tokens,
+        output_tokens,
+    );
+    tracing::info!(
+        provider = %limits.provider,
+        input_tokens,
+        output_tokens,
+        "model call cut short; recorded with estimated tokens"
+    );
+    budget::store_call(rt, &call).await
+}
+
+/// Keeps a learned calibration across restarts; a failed write only costs the learning.
+pub(crate) async fn save_calibration(
+    rt: &Runtime,
+    model: &str,
+    calibration: &context::Calibration,
+) {
+    if let Err(err) = rt
+        .store
+        .save_calibration_row(&calibration.row(model), rt.clock.now_ms())
+        .await
+    {
+        tracing::warn!(model, error = %err, "storing the token calibration failed");
+    }
+}
+
+/// What the user reads when the system prompt, the tools and the latest message alone do not fit.
+const TOO_LONG: &str = "⚠️ Your message does not fit the model's context window even with every earlier turn left out: the instructions, the tools and the message alone are too long. Send a shorter message, or /new to start afresh (memories, tasks and notes stay).";
 
 /// Whether a provider refused the request for its length. Providers word it differently:
 /// OpenAI "maximum context length", Anthropic "prompt is too long", llama.cpp "exceeds the

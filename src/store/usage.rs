@@ -31,6 +31,9 @@ pub struct ModelCall {
     pub output_tokens: u64,
     /// Billionths of a USD.
     pub cost_nusd: i64,
+    /// Cut short (a cancel, a closed stream, shutdown, a timeout after the first words): the
+    /// tokens are estimated unless the provider reported them.
+    pub cut_short: bool,
 }
 
 /// How `hearth usage` and `/usage` group the calls.
@@ -79,7 +82,20 @@ pub struct UsageRow {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cost_nusd: i64,
+    /// Of `calls`, those cut short.
+    pub cut_short: i64,
 }
+
+/// What was learned of one provider and model's tokens (`model_calibrations`).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct CalibrationRow {
+    /// `provider/model`.
+    pub model: String,
+    pub chars_per_1000_tokens: i64,
+    pub prompt_limit: Option<i64>,
+}
+
+const CALIBRATION_COLUMNS: &str = "model, chars_per_1000_tokens, prompt_limit";
 
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -129,7 +145,7 @@ impl Store {
         let sql = format!(
             "SELECT {} AS key, CAST(COUNT(*) AS BIGINT) AS calls,
                CAST(SUM(m.input_tokens) AS BIGINT) AS input, CAST(SUM(m.output_tokens) AS BIGINT) AS output,
-               CAST(SUM(m.cost_nusd) AS BIGINT) AS cost
+               CAST(SUM(m.cost_nusd) AS BIGINT) AS cost, CAST(SUM(m.cut_short) AS BIGINT) AS cut_short
              FROM model_calls m LEFT JOIN users u ON u.id = m.user_id
              WHERE m.day >= $1 AND ($2 IS NULL OR m.user_id = $2) GROUP BY 1 ORDER BY {order}",
             by.column()
@@ -147,9 +163,34 @@ impl Store {
                     input_tokens: row.try_get("input")?,
                     output_tokens: row.try_get("output")?,
                     cost_nusd: row.try_get("cost")?,
+                    cut_short: row.try_get("cut_short")?,
                 })
             })
             .collect()
+    }
+
+    /// Every calibration learned so far, read at start.
+    pub async fn calibrations(&self) -> StoreResult<Vec<CalibrationRow>> {
+        let sql = format!("SELECT {CALIBRATION_COLUMNS} FROM model_calibrations");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?)
+    }
+
+    /// Stores what was learned of `row.model`, replacing what was known.
+    pub async fn save_calibration_row(&self, row: &CalibrationRow, now_ms: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO model_calibrations (model, chars_per_1000_tokens, prompt_limit, updated_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (model) DO UPDATE SET chars_per_1000_tokens = $2, prompt_limit = $3, updated_at = $4",
+        )
+        .bind(row.model.as_str())
+        .bind(row.chars_per_1000_tokens)
+        .bind(row.prompt_limit)
+        .bind(now_ms)
+        .execute(&mut *self.write().await?)
+        .await?;
+        Ok(())
     }
 
     /// The owner's cap for `day` set with `/budget`, if any.
@@ -195,8 +236,8 @@ pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
     batch
         .push(
             "INSERT INTO model_calls (at, day, purpose, provider, model, user_id, agent_id, schedule, channel,
-               conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+               conversation_id, turn_id, input_tokens, cached_input_tokens, output_tokens, cost_nusd, cut_short)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
         )
         .bind(call.at_ms)
         .bind(call.day.as_str())
@@ -212,7 +253,8 @@ pub(super) fn push_model_call(batch: &mut Batch, call: &ModelCall) {
         .bind(to_i64(call.input_tokens))
         .bind(to_i64(call.cached_input_tokens))
         .bind(to_i64(call.output_tokens))
-        .bind(call.cost_nusd);
+        .bind(call.cost_nusd)
+        .bind(i64::from(call.cut_short));
 }
 
 #[cfg(test)]
@@ -322,5 +364,25 @@ mod tests {
             store.daily_cap_for("2026-11-26").await.expect("cap"),
             Some(9)
         );
+        // A call cut short is counted and marked.
+        let mut stopped = call("2026-11-26", None, 3);
+        stopped.cut_short = true;
+        store.record_model_call(&stopped).await.expect("insert");
+        let by_day = store
+            .usage_by(UsageBy::Day, "2026-11-26", None)
+            .await
+            .expect("by day");
+        assert_eq!((by_day[0].calls, by_day[0].cut_short), (3, 1));
+        // Calibrations: stored, replaced, read back.
+        let mut row = CalibrationRow {
+            model: "local/llama3.1".into(),
+            chars_per_1000_tokens: 3_500,
+            prompt_limit: None,
+        };
+        store.save_calibration_row(&row, 1).await.expect("save");
+        row.prompt_limit = Some(4_000);
+        row.chars_per_1000_tokens = 3_200;
+        store.save_calibration_row(&row, 2).await.expect("save");
+        assert_eq!(store.calibrations().await.expect("read"), vec![row]);
     }
 }

@@ -8,6 +8,7 @@ mod agent_versions;
 mod approvals;
 mod cli;
 mod commands;
+mod compaction;
 mod config_check;
 mod confirmations;
 mod context;
@@ -44,6 +45,8 @@ mod scheduled_runs;
 #[cfg(feature = "telegram")]
 mod schedules;
 mod seam;
+#[cfg(feature = "http")]
+mod stopped_streams;
 mod supervision;
 // Without the Telegram channel most of the child-process harness has no user left.
 #[cfg_attr(
