@@ -197,6 +197,7 @@ mod tests {
                 message: None,
             }),
             reply_context: None,
+            agent: None,
         }
     }
 
