@@ -708,8 +708,30 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     })
     .await;
 
-    let out = run_cli_async(dir.path(), &["backup", "copy.db"], &[], "").await;
+    // As a user runs it: with the usual umask 022, which left the copy world-readable.
+    let hearth = env!("CARGO_BIN_EXE_hearth");
+    let mut backup = Command::new("sh");
+    backup
+        .args(["-c", "umask 022 && exec \"$0\" backup copy.db", hearth])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    let out = tokio::task::spawn_blocking(move || backup.output().expect("sh runs"))
+        .await
+        .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("copy.db"))
+            .expect("the copy")
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the copy is the owner's alone: {mode:o}"
+        );
+    }
     let copy = hearth::store::Store::connect(&format!(
         "sqlite://{}",
         dir.path().join("copy.db").display()
