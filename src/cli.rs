@@ -66,7 +66,7 @@ pub fn version() -> &'static str {
 #[derive(Debug, Parser)]
 #[command(name = "hearth", version = version(), about = "A personal AI assistant daemon")]
 pub struct Cli {
-    /// Configuration file (default: $HEARTH_CONFIG, ./hearth.toml, then /etc/hearth/hearth.toml; none is fine).
+    /// Configuration file (default: $HEARTH_CONFIG, ./hearth.toml, ~/.config/hearth/hearth.toml, then /etc/hearth/hearth.toml; none is fine).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Log more on stderr: -v info, -vv debug, -vvv trace.

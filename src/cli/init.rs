@@ -3,6 +3,7 @@
 //! `hearth chat` would use as the defaults; piped, it takes its flags and those defaults, so a
 //! script can set hearth up without a prompt.
 
+use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -12,8 +13,12 @@ use crate::config::{ProviderConfig, ProviderKind};
 
 use super::{Failure, usage};
 
-/// Where `hearth init` writes when `--config` does not say.
-const DEFAULT_FILE: &str = "hearth.toml";
+/// Where `hearth init` writes when neither `--config`, `$HEARTH_CONFIG` nor a home directory
+/// says.
+const FALLBACK_FILE: &str = "hearth.toml";
+
+/// The terminal's channel name, as `hearth chat` calls it (its user is [`crate::terminal::LOCAL`]).
+const TERMINAL_CHANNEL: &str = "terminal";
 
 /// The chat channels `init` sets up; the others have more to them (see the example file).
 const CHANNELS: [&str; 3] = ["none", "telegram", "discord"];
@@ -52,8 +57,23 @@ struct Answers {
     channel: Option<(String, String)>,
 }
 
+/// The file `init` writes: `--config`, else `$HEARTH_CONFIG`, else the user's
+/// `$XDG_CONFIG_HOME/hearth/hearth.toml` (`~/.config/hearth/hearth.toml`), which every
+/// directory finds; `./hearth.toml` only for a process with no home.
+fn target_file(explicit: Option<PathBuf>, env: &HashMap<String, String>) -> PathBuf {
+    explicit
+        .or_else(|| {
+            env.get("HEARTH_CONFIG")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| crate::config::user_config_path(env))
+        .unwrap_or_else(|| PathBuf::from(FALLBACK_FILE))
+}
+
 pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> {
-    let path = path.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
+    let env = crate::config::process_env();
+    let path = target_file(path, &env);
     if path.exists() && !args.force {
         return Err(usage(anyhow::anyhow!(
             "{} exists already; `hearth check` checks it, `hearth init --force` replaces it",
@@ -74,6 +94,15 @@ pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> 
     std::fs::write(&path, text)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     println!("wrote {}", path.display());
+    // The search order puts the current directory's file first: one there would hide this one.
+    let local = crate::config::search_paths(&env).into_iter().next();
+    if let Some(local) = local.filter(|l| l.is_file() && !same_file(l, &path)) {
+        println!(
+            "note: {} in this directory is found first here; remove it or run hearth elsewhere to use {}",
+            local.display(),
+            path.display()
+        );
+    }
     if let Some((channel, _)) = &answers.channel {
         println!(
             "the bot token goes in the environment, never in the file: export {}=…",
@@ -82,6 +111,14 @@ pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> 
     }
     println!("checking it:");
     super::check::run(Some(path))
+}
+
+/// Whether two paths name the same file (`./hearth.toml` and its absolute path, say).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// The provider `hearth chat` would use with no configuration, as the starting point.
@@ -258,6 +295,13 @@ fn render(answers: &Answers) -> String {
         text.push_str(&format!(
             "\n[daemon]\nowner = {}\n",
             quoted(&format!("{channel}:{user}"))
+        ));
+    } else {
+        // Without a chat channel the owner is you in `hearth chat`: budget warnings and
+        // failed-run reports then reach someone instead of nobody.
+        text.push_str(&format!(
+            "\n[daemon]\nowner = {}                # you, in `hearth chat`\n",
+            quoted(&format!("{TERMINAL_CHANNEL}:{}", crate::terminal::LOCAL))
         ));
     }
     text

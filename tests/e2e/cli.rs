@@ -975,18 +975,22 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
     );
 }
 
-/// The newcomer's walk as a user takes it: `hearth init` (piped, so from flags), `hearth check`,
-/// `hearth chat`, on a fresh data directory, with a model server speaking OpenAI's API.
+/// The newcomer's walk as a user takes it: `hearth init` (piped, so from flags), then
+/// `hearth check` and `hearth chat` from another directory, on a fresh data directory, with a
+/// model server speaking OpenAI's API. The file init wrote is the user's
+/// (`~/.config/hearth/hearth.toml`), found from anywhere.
 #[tokio::test]
 async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     let llm = FakeOpenAi::start().await;
     llm.push(Reply::text("Hello! How can I help?"));
     let home = tempfile::tempdir().expect("home");
-    let dir = tempfile::tempdir().expect("working directory");
+    let first_dir = tempfile::tempdir().expect("working directory");
+    let elsewhere = tempfile::tempdir().expect("another directory");
     let home_path = home.path().display().to_string();
+    let written = format!("{home_path}/.config/hearth/hearth.toml");
     let url = llm.base_url();
-    let run = |args: Vec<String>, stdin: &'static str| {
-        let dir = dir.path().to_path_buf();
+    let run_in = |dir: &Path, args: Vec<String>, stdin: &'static str| {
+        let dir = dir.to_path_buf();
         let home_path = home_path.clone();
         tokio::task::spawn_blocking(move || {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1003,8 +1007,31 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
+    let run = |args: Vec<String>, stdin: &'static str| run_in(elsewhere.path(), args, stdin);
 
-    let out = run(
+    // Before init, with no server: the error says that no file was found, and where hearth
+    // looked.
+    let out = run_cli_async(
+        elsewhere.path(),
+        &["chat"],
+        &[
+            ("HOME", home_path.as_str()),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+        "hello\n",
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "No configuration file was found (hearth looked for ./hearth.toml, {written}, /etc/hearth/hearth.toml)"
+        )),
+        "{stderr}"
+    );
+
+    let out = run_in(
+        first_dir.path(),
         words(&format!("init --base-url {url} --model walk-model")),
         "",
     )
@@ -1012,8 +1039,15 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("wrote hearth.toml"), "{stdout}");
-    assert!(stdout.contains("configuration OK: hearth.toml"), "{stdout}");
+    assert!(stdout.contains(&format!("wrote {written}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("configuration OK: {written}")),
+        "{stdout}"
+    );
+    assert!(!first_dir.path().join("hearth.toml").exists());
+    // Without a chat channel the owner is the terminal's user: owner notices reach someone.
+    let file = std::fs::read_to_string(&written).expect("the file init wrote");
+    assert!(file.contains("owner = \"terminal:local\""), "{file}");
     assert!(
         stdout.contains(&format!("data dir: {home_path}/.local/share/hearth")),
         "{stdout}"
@@ -1025,6 +1059,18 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
 
     let out = run(words("check"), "").await.expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("configuration OK: {written}")),
+        "found from another directory: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "looked for, in order: ./hearth.toml, {written}, /etc/hearth/hearth.toml"
+        )),
+        "{}",
+        text(&out.stdout)
+    );
 
     let out = run(words("chat"), "hello\n").await.expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
