@@ -799,7 +799,7 @@ fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
         &["pair", "list"][..],
         &["pair", "approve", "ABCD2345"],
         &["backup", "copy.db"],
-        &["schedule", "list"],
+        &["schedule", "run", "brief"],
     ] {
         let out = run_cli(dir.path(), args, &[], "");
         let stderr = text(&out.stderr);

@@ -27,6 +27,11 @@ pub trait ChannelConfig:
     /// identities and schedule targets, and [`Channel::name`].
     const NAME: &'static str;
 
+    /// Whether hearth can send to a chat of this channel unasked: a schedule's answer, an owner
+    /// notice. A channel that only answers its clients' own requests (the HTTP API) says no,
+    /// and a schedule target on it is refused, since nobody would read what it sent.
+    const SENDS_UNASKED: bool = true;
+
     /// Everything wrong with the section that parsing could not see (URLs, secrets that do not
     /// resolve, settings that need each other), each with its key relative to the section:
     /// `token_env`, `allowed_users[1]`. Secrets are looked up in `secrets`.

@@ -36,6 +36,9 @@ impl Default for HttpConfig {
 
 impl ChannelConfig for HttpConfig {
     const NAME: &'static str = CHANNEL_NAME;
+    // Everything it sends belongs to a client's turn or completion; there is no inbox to put
+    // a schedule's answer in.
+    const SENDS_UNASKED: bool = false;
 
     fn check(&self, _secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
