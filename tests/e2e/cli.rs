@@ -1282,3 +1282,31 @@ async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
         "the token is never printed: {stdout}"
     );
 }
+
+/// The walk's M5: a setup without `daemon.owner` (as `hearth init --channel none` made it
+/// before) and a budget. The person at `hearth chat` is the owner there, so the budget warning
+/// comes into the chat instead of a raw WARN line saying it went to nobody.
+#[tokio::test]
+async fn with_no_owner_configured_the_terminal_user_hears_owner_notices_in_the_chat() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("First answer.").usage(600_000, 0));
+    llm.push(Reply::text("Second answer.").usage(10, 0));
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nmax_retries = 0\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 1.0\n\n[budget]\ndaily_usd = 1.0\nwarn_at = 0.5\n",
+            llm.base_url()
+        ),
+    );
+    let out = run_cli_async(dir.path(), &["chat"], &[], "hello one\nhello two\n").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("💸 60% of today's budget of $1.00 is spent"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Second answer."), "{stdout}");
+    assert!(!stderr.contains("for nobody"), "{stderr}");
+}
