@@ -187,6 +187,16 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
+/// Writes `bytes` to stdout; a reader that closed the pipe early (`| head`) is not an error.
+fn write_output(bytes: &[u8]) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 pub(crate) fn usage(error: anyhow::Error) -> Failure {
     Failure { code: 2, error }
 }
@@ -201,8 +211,11 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Status => status::run(cli.config).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "hearth", &mut std::io::stdout());
-            Ok(())
+            // Written to a buffer first: clap_complete panics on a failed write, and a reader
+            // that stops early (`hearth completions bash | head`) is no failure.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "hearth", &mut script);
+            write_output(&script)
         }
         Command::Migrate => database::migrate(cli.config).await,
         Command::Agents { action } => {

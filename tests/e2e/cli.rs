@@ -1122,6 +1122,18 @@ fn version_names_the_commit_and_the_channels_built_in() {
         assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains("schedule"), "{shell}");
     }
+    // A reader that stops early closes the pipe: no panic, exit 0.
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" completions bash | head -1",
+            env!("CARGO_BIN_EXE_hearth"),
+        ])
+        .output()
+        .expect("bash runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "quiet on a closed pipe");
+    assert_eq!(text(&out.stdout).lines().count(), 1);
     let out = run_cli(dir.path(), &["completions", "tcsh"], &[], "");
     assert_eq!(out.status.code(), Some(2), "an unknown shell is bad usage");
     // -v and --log-level reach the log; a level that does not exist is bad usage.
