@@ -8,6 +8,9 @@ use crate::terminal::{LOCAL, TerminalChannel};
 
 use super::{Failure, load_agents, load_config, start_failure, usage};
 
+/// The exit code of a chat ended by Ctrl-C: 128 + SIGINT.
+const INTERRUPTED_EXIT: i32 = 130;
+
 /// How long `hearth chat` waits, after Ctrl-C cancelled the running answer, for it to wind up.
 const CHAT_INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -105,7 +108,13 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
             println!();
         }
         daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
-        return Ok(());
+        // Ended by Ctrl-C: exit 130 (128 + SIGINT) as shells and most CLIs do, so a script can
+        // tell it from a chat that ended at EOF; there is no error to print.
+        use std::io::Write;
+        if let Err(err) = std::io::stdout().flush() {
+            tracing::debug!(error = %err, "flushing the chat's output at Ctrl-C failed");
+        }
+        std::process::exit(INTERRUPTED_EXIT);
     }
     // A script piping lines in learns from the exit code that nothing was answered.
     let outcomes = if interactive {
