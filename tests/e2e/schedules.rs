@@ -398,6 +398,14 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
 async fn a_schedule_for_an_http_client_is_refused_and_a_stored_one_fails_where_it_shows() {
     let mut api = crate::http::Api::new("").await;
     api.process.start().await;
+    // The start log says where the page and the APIs are, for someone who just started it.
+    let logs = api.process.logs();
+    assert!(
+        logs.contains("the owner's page is listening")
+            && logs.contains(&api.process.url("/api/v1"))
+            && logs.contains(&api.process.url("/v1")),
+        "{logs}"
+    );
     let added = api.process.cli(&[
         "schedule",
         "add",
