@@ -1149,7 +1149,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
     let dir = tempfile::tempdir().expect("temp dir");
     let down = free_port();
     let provider = format!(
-        "[daemon]\ntimezone = \"Europe/Berlin\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+        "[daemon]\ntimezone = \"Europe/Berlin\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\n",
         llm.base_url()
     );
     write(
@@ -1189,6 +1189,46 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
     write(dir.path(), "hearth.toml", &provider);
     let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // A model the server does not list is a warning (an alias may still work), with the fix.
+    write(
+        dir.path(),
+        "hearth.toml",
+        &provider.replace("model = \"fake-model\"", "model = \"nosuch\""),
+    );
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let warned = stdout
+        .lines()
+        .find(|l| l.starts_with("warn provider `local`"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        warned.contains(
+            "`nosuch` is not among its 1 model(s) (fake-model) — fix: set model to one of them"
+        ),
+        "{warned}"
+    );
+
+    // A server that is down: one cause and one fix on its line.
+    write(
+        dir.path(),
+        "hearth.toml",
+        &provider.replace(&llm.base_url(), &format!("http://127.0.0.1:{down}/v1")),
+    );
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let failed = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL provider `local`"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(
+        failed,
+        format!(
+            "FAIL provider `local`: cannot connect to 127.0.0.1:{down}: connection refused (nothing listens there) — fix: start the model server there, or correct base_url"
+        )
+    );
 }
 
 /// `hearth doctor` on a data directory whose disk is nearly full (a real 2 MiB tmpfs): the data
