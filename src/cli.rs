@@ -205,7 +205,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run => daemon::run(cli.config).await,
         Command::Chat { agent } => chat::run(cli.config, agent).await,
-        Command::Init(args) => init::run(cli.config, args),
+        Command::Init(args) => init::run(cli.config, args).await,
         Command::Check => check::run(cli.config),
         Command::Doctor => doctor::run(cli.config).await,
         Command::Status => status::run(cli.config).await,

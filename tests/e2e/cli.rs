@@ -982,6 +982,7 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
 #[tokio::test]
 async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     let llm = FakeOpenAi::start().await;
+    llm.set_models(&["walk-model", "other-model"]);
     llm.push(Reply::text("Hello! How can I help?"));
     let home = tempfile::tempdir().expect("home");
     let first_dir = tempfile::tempdir().expect("working directory");
@@ -1045,6 +1046,10 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
         "{stdout}"
     );
     assert!(!first_dir.path().join("hearth.toml").exists());
+    assert!(
+        stdout.ends_with("next: `hearth doctor`, then `hearth chat`\n"),
+        "{stdout}"
+    );
     // Without a chat channel the owner is the terminal's user: owner notices reach someone.
     let file = std::fs::read_to_string(&written).expect("the file init wrote");
     assert!(file.contains("owner = \"terminal:local\""), "{file}");
@@ -1084,6 +1089,19 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("exists already"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A model the server does not list is refused, naming the ones it does.
+    let out = run(
+        words(&format!("init --force --base-url {url} --model nosuch")),
+        "",
+    )
+    .await
+    .expect("join");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("does not list `nosuch`; it offers walk-model, other-model"),
         "{}",
         text(&out.stderr)
     );
@@ -1361,4 +1379,64 @@ async fn with_no_owner_configured_the_terminal_user_hears_owner_notices_in_the_c
     );
     assert!(stdout.contains("Second answer."), "{stdout}");
     assert!(!stderr.contains("for nobody"), "{stderr}");
+}
+
+/// Interactive `hearth init` (in a terminal, here `script`'s): a wrong answer is said with the
+/// reason and a hint and asked again, every earlier answer kept; the model is chosen from the
+/// server's list, and one it does not list is asked again.
+#[tokio::test]
+async fn interactive_init_asks_again_after_a_wrong_answer_and_offers_the_servers_models() {
+    let llm = FakeOpenAi::start().await;
+    llm.set_models(&["walk-model", "other-model"]);
+    let home = tempfile::tempdir().expect("home");
+    let url = llm.base_url();
+    let answers =
+        format!("bogus\nopenai\n{url}\n\nnosuch\nother-model\ntelegram\n@myname\n123456789\n");
+    let mut command = Command::new("script");
+    command
+        .args([
+            "-qec",
+            &format!("{} init", env!("CARGO_BIN_EXE_hearth")),
+            "/dev/null",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("HEARTH_TELEGRAM_TOKEN", "1:t");
+    let mut child = crate::support::spawn_with_input(&mut command, &answers);
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::task::spawn_blocking(move || {
+            let status = child.wait().expect("wait");
+            let mut stdout = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut stdout)
+                .expect("read");
+            (status, stdout)
+        }),
+    )
+    .await
+    .expect("init finished")
+    .expect("join");
+    let (status, stdout) = out;
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("unknown model API `bogus`"), "{stdout}");
+    assert!(
+        stdout.contains("The server offers: walk-model, other-model"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`nosuch` is not one of the server's models"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("@userinfobot"), "{stdout}");
+    assert!(
+        stdout.contains("is not a telegram user id") && stdout.contains("try again"),
+        "{stdout}"
+    );
+    let file =
+        std::fs::read_to_string(home.path().join(".config/hearth/hearth.toml")).expect("written");
+    assert!(file.contains("model = \"other-model\""), "{file}");
+    assert!(file.contains("allowed_users = [\"123456789\"]"), "{file}");
+    assert!(file.contains("owner = \"telegram:123456789\""), "{file}");
 }
