@@ -87,28 +87,28 @@ pub(crate) fn names() -> Vec<&'static str> {
     names.0
 }
 
-/// Whether the channel called `name` shows messages only as answers to its own events
-/// ([`ChannelConfig::ANSWERS_ONLY`]): the daemon's own notices to the owner go elsewhere. False
-/// for a name no built-in channel has.
-pub(crate) fn answers_only(name: &str) -> bool {
+/// Whether hearth can send to the channel called `name` unasked
+/// ([`ChannelConfig::SENDS_UNASKED`]): where it cannot, the daemon's own notices to the owner go
+/// elsewhere. True for a name no built-in channel has.
+pub(crate) fn sends_unasked(name: &str) -> bool {
     struct Find<'a> {
         name: &'a str,
-        answers_only: bool,
+        sends_unasked: bool,
     }
     impl EachChannel for Find<'_> {
         fn built<C: ChannelConfig>(&mut self, _section: &mut Option<C>) {
             if C::NAME == self.name {
-                self.answers_only = C::ANSWERS_ONLY;
+                self.sends_unasked = C::SENDS_UNASKED;
             }
         }
         fn not_built(&mut self, _name: &'static str) {}
     }
     let mut find = Find {
         name,
-        answers_only: false,
+        sends_unasked: true,
     };
     each(&mut ChannelsConfig::default(), &mut find);
-    find.answers_only
+    find.sends_unasked
 }
 
 /// Why a section, owner or target naming the channel `name` cannot be used by this binary.

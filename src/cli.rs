@@ -67,7 +67,7 @@ pub fn version() -> &'static str {
 #[derive(Debug, Parser)]
 #[command(name = "hearth", version = version(), about = "A personal AI assistant daemon")]
 pub struct Cli {
-    /// Configuration file (default: $HEARTH_CONFIG, ./hearth.toml, then /etc/hearth/hearth.toml; none is fine).
+    /// Configuration file (default: $HEARTH_CONFIG, ./hearth.toml, ~/.config/hearth/hearth.toml, then /etc/hearth/hearth.toml; none is fine).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Log more on stderr: -v info, -vv debug, -vvv trace.
@@ -188,6 +188,16 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
+/// Writes `bytes` to stdout; a reader that closed the pipe early (`| head`) is not an error.
+fn write_output(bytes: &[u8]) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 pub(crate) fn usage(error: anyhow::Error) -> Failure {
     Failure { code: 2, error }
 }
@@ -196,14 +206,17 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run => daemon::run(cli.config).await,
         Command::Chat { agent } => chat::run(cli.config, agent).await,
-        Command::Init(args) => init::run(cli.config, args),
+        Command::Init(args) => init::run(cli.config, args).await,
         Command::Check => check::run(cli.config),
         Command::Doctor => doctor::run(cli.config).await,
         Command::Status => status::run(cli.config).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "hearth", &mut std::io::stdout());
-            Ok(())
+            // Written to a buffer first: clap_complete panics on a failed write, and a reader
+            // that stops early (`hearth completions bash | head`) is no failure.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "hearth", &mut script);
+            write_output(&script)
         }
         Command::Migrate => database::migrate(cli.config).await,
         Command::Agents { action } => {

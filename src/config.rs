@@ -10,8 +10,11 @@ mod load;
 mod validate;
 
 pub use hearth_channel::Secret;
-pub use load::{ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str};
-pub use validate::{check_schedule_target, parse_identity, warnings};
+pub use load::{
+    ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str, process_env,
+    search_paths, user_config_path,
+};
+pub use validate::{check_schedule_target, check_unasked_target, parse_identity, warnings};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

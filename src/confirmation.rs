@@ -66,6 +66,7 @@ mod tests {
                 message: None,
             }),
             reply_context: None,
+            agent: None,
         };
         assert_eq!(
             decision_of(&press),

@@ -372,6 +372,32 @@ impl Router {
         }
     }
 
+    /// Like [`Router::decide`] for a message whose client asked for `agent` apart from the
+    /// text ([`hearth_channel::Inbound::agent`]): that agent answers, as if addressed with
+    /// `@agent`, unless the text itself starts with another agent's `@id` (typed by the user,
+    /// which wins). An agent not in the set is ignored and the message routed as usual.
+    pub fn decide_addressed<'t>(
+        &self,
+        text: &'t str,
+        agent: Option<&str>,
+        situation: Situation<'_>,
+    ) -> Routing<'t> {
+        let known = agent.filter(|id| self.agents.iter().any(|a| a.id == *id));
+        let mentioned =
+            split_mention(text).is_some_and(|(id, _)| self.agents.iter().any(|a| a.id == id));
+        let Some(agent) = known.filter(|_| !mentioned) else {
+            return self.decide(text, situation);
+        };
+        let sticky = situation.current_agent.is_some() && (situation.pinned || situation.recent);
+        let previous = situation.current_agent.filter(|_| sticky);
+        Routing {
+            decision: self.fixed(text, agent.to_owned(), Reason::Mention, previous),
+            text,
+            pin: false,
+            previous: previous.unwrap_or(situation.default_agent).to_owned(),
+        }
+    }
+
     /// A decision not made by keywords; the scores are still shown by `hearth route`.
     fn fixed(&self, text: &str, agent: String, reason: Reason, current: Option<&str>) -> Decision {
         Decision {
@@ -850,6 +876,41 @@ mod tests {
         let r = router.decide("I paid", situation(Some("tasks"), false, true));
         assert!(r.switched());
         assert!(explain(&r.decision, &agents).starts_with("→ finance (finance): 1 keyword: paid"));
+    }
+
+    #[test]
+    fn an_agent_asked_for_apart_from_the_text_answers_and_the_text_stays_as_typed() {
+        let agents = set(&[
+            ("general", &[]),
+            ("finance", &["paid"]),
+            ("tasks", &["todo"]),
+        ]);
+        let router = Router::new(&agents);
+        let situation = |current, pinned| Situation {
+            current_agent: current,
+            pinned,
+            recent: true,
+            default_agent: "general",
+        };
+        // The client's agent beats keywords and a pin, and the text is not touched.
+        let r = router.decide_addressed(
+            "I paid a todo",
+            Some("tasks"),
+            situation(Some("finance"), true),
+        );
+        assert_eq!(
+            (r.decision.agent.as_str(), &r.decision.reason, r.text, r.pin),
+            ("tasks", &Reason::Mention, "I paid a todo", false)
+        );
+        assert_eq!(r.previous, "finance");
+        // A known `@id` typed by the user wins over the client's agent.
+        let r = router.decide_addressed("@finance I paid", Some("tasks"), situation(None, false));
+        assert_eq!((r.decision.agent.as_str(), r.text), ("finance", "I paid"));
+        // An agent not in the set (removed since the client listed it) is ignored.
+        let r = router.decide_addressed("I paid", Some("gone"), situation(None, false));
+        assert_eq!((r.decision.agent.as_str(), r.text), ("finance", "I paid"));
+        let r = router.decide_addressed("hello", None, situation(None, false));
+        assert_eq!(r.decision.reason, Reason::Default);
     }
 
     #[test]

@@ -484,6 +484,7 @@ impl TerminalChannel {
                 reply_to: None,
             },
             reply_context: None,
+            agent: None,
         }
     }
 
@@ -514,6 +515,7 @@ impl TerminalChannel {
                 message: None,
             }),
             reply_context: None,
+            agent: None,
         };
         self.deliver(ctx, &event).await
     }

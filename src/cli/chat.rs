@@ -8,11 +8,33 @@ use crate::terminal::{LOCAL, TerminalChannel};
 
 use super::{Failure, load_agents, load_config, start_failure, usage};
 
+/// The exit code of a chat ended by Ctrl-C: 128 + SIGINT.
+const INTERRUPTED_EXIT: i32 = 130;
+
 /// How long `hearth chat` waits, after Ctrl-C cancelled the running answer, for it to wind up.
 const CHAT_INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `No configuration file was found (hearth looked for …).` when none was, for the messages
+/// that come from running on defaults.
+pub(super) fn no_file_note(loaded: &crate::config::LoadedConfig) -> Option<String> {
+    (loaded.path.is_none() && !loaded.searched.is_empty()).then(|| {
+        format!(
+            "No configuration file was found (hearth looked for {}); `hearth init` writes one, or name one with --config.",
+            loaded.searched_list()
+        )
+    })
+}
+
 pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<(), Failure> {
-    let config = load_config(path)?.config;
+    let loaded = load_config(path)?;
+    let no_file = no_file_note(&loaded);
+    let mut config = loaded.config;
+    // With no owner configured, the person at this terminal is the owner (the identity
+    // `.owner` below makes them): owner notices (budget warnings, failed runs) come to this
+    // chat rather than to nobody, as a raw log line.
+    if config.daemon.owner.is_none() {
+        config.daemon.owner = Some(crate::config::Owner::One(format!("terminal:{LOCAL}")));
+    }
     let (agents, _) = load_agents(&config)?;
     if let Some(id) = &agent
         && agents.get(id).is_none()
@@ -25,9 +47,16 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
     // each instead of opening a chat whose every message fails.
     let (providers, hint) = crate::provider::effective_providers(&config.providers);
     let used: Vec<&str> = agents.iter().map(|a| a.provider.as_str()).collect();
-    let hint = hint
-        .as_deref()
-        .map(|h| h.trim_start_matches("⚠️").trim_start());
+    // Without a configuration file the guessed provider is likely not the one meant: say where
+    // hearth looked, so a file written elsewhere (`hearth init` in another directory) is found.
+    let hint = hint.map(|h| {
+        let h = h.trim_start_matches("⚠️").trim_start();
+        match &no_file {
+            Some(note) => format!("{h} {note}"),
+            None => h.to_string(),
+        }
+    });
+    let hint = hint.as_deref();
     let found = crate::provider::probe::check_providers(
         &providers,
         &used,
@@ -79,7 +108,13 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
             println!();
         }
         daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
-        return Ok(());
+        // Ended by Ctrl-C: exit 130 (128 + SIGINT) as shells and most CLIs do, so a script can
+        // tell it from a chat that ended at EOF; there is no error to print.
+        use std::io::Write;
+        if let Err(err) = std::io::stdout().flush() {
+            tracing::debug!(error = %err, "flushing the chat's output at Ctrl-C failed");
+        }
+        std::process::exit(INTERRUPTED_EXIT);
     }
     // A script piping lines in learns from the exit code that nothing was answered.
     let outcomes = if interactive {

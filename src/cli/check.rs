@@ -41,10 +41,10 @@ pub(super) fn run(path: Option<PathBuf>) -> Result<(), Failure> {
             ));
         }
     }
-    let file = loaded
-        .path
-        .as_ref()
-        .map_or("(defaults)".to_string(), |p| p.display().to_string());
+    let file = loaded.path.as_ref().map_or_else(
+        || format!("(defaults: no file at {})", loaded.searched_list()),
+        |p| p.display().to_string(),
+    );
     if !problems.is_empty() {
         let lines: Vec<String> = problems.iter().map(|p| format!("{file}: {p}")).collect();
         return Err(usage(anyhow::anyhow!("{}", lines.join("\n"))));
@@ -81,6 +81,9 @@ pub(super) fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         config.schedules.len(),
         agents.len()
     );
+    if loaded.path.is_some() && !loaded.searched.is_empty() {
+        println!("  looked for, in order: {}", loaded.searched_list());
+    }
     for warning in config::warnings(config)
         .into_iter()
         .chain(super::old_default_database(&loaded))

@@ -50,7 +50,21 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     }
     tokio::spawn(notifier.clone().keep_watchdog(daemon.shutdown_token()));
     if let Some(addr) = daemon.http_addr() {
+        // Where a newcomer goes next: the owner's page (served on this address with or without
+        // an HTTP channel) and, with one, the APIs its clients use.
         tracing::info!(%addr, "health and metrics endpoints listening");
+        tracing::info!(
+            page = %format!("http://{addr}/"),
+            "the owner's page is listening; `hearth web login` prints a code to log in with"
+        );
+        #[cfg(feature = "http")]
+        if config.channels.http.is_some() {
+            tracing::info!(
+                api = %format!("http://{addr}/api/v1"),
+                openai = %format!("http://{addr}/v1"),
+                "the HTTP API and the OpenAI-compatible endpoint are listening; `hearth token create NAME` makes a token"
+            );
+        }
     }
     let shutdown = daemon.stop_token();
     let rt = daemon.runtime().clone();

@@ -22,17 +22,43 @@ pub(super) async fn backup(path: Option<PathBuf>, file: &std::path::Path) -> Res
     let store = Store::connect(&config.daemon.database_url())
         .await
         .context("cannot open the database")?;
+    // The copy holds every message, memory and key, like the database (0600): it is created
+    // empty, readable by this user alone whatever the umask (also as root), before SQLite
+    // fills it (`VACUUM INTO` writes into an empty file and keeps its mode).
+    if let Err(err) = create_private(file) {
+        store.close().await;
+        return Err(anyhow::anyhow!("cannot create {}: {err}", file.display()).into());
+    }
     let result = store
         .backup_to(file)
         .await
         .with_context(|| format!("backup to {} failed", file.display()));
     store.close().await;
+    if result.is_err() {
+        // Nothing half-written is left to be mistaken for a backup; the empty file was ours.
+        if let Err(err) = std::fs::remove_file(file) {
+            tracing::debug!(error = %err, "removing the failed backup's file failed");
+        }
+    }
     result?;
     println!(
         "wrote a consistent copy of the database to {}",
         file.display()
     );
     Ok(())
+}
+
+/// Creates `file` empty with mode 0600; an existing file is an error (never overwritten).
+fn create_private(file: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)?;
+    // The mode given at creation is masked by the umask, which can only take bits away; set it
+    // once more so the copy is 0600 even if it was opened with fewer.
+    created.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
 pub(super) async fn migrate(path: Option<PathBuf>) -> Result<(), Failure> {

@@ -13,11 +13,14 @@ use std::path::{Path, PathBuf};
 
 use super::{Failure, load_config};
 use crate::config::Secret;
+use crate::provider::ProbeFailure;
 use crate::store::Store;
 
 /// One check's outcome.
 struct Line {
     ok: bool,
+    /// Passed, but something may not work as meant (a model the server does not list).
+    warn: bool,
     text: String,
 }
 
@@ -25,6 +28,15 @@ impl Line {
     fn ok(text: impl Into<String>) -> Self {
         Self {
             ok: true,
+            warn: false,
+            text: text.into(),
+        }
+    }
+
+    fn warn(text: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            warn: true,
             text: text.into(),
         }
     }
@@ -32,6 +44,7 @@ impl Line {
     fn failed(text: impl Into<String>) -> Self {
         Self {
             ok: false,
+            warn: false,
             text: text.into(),
         }
     }
@@ -71,7 +84,12 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
 
     let failed = lines.iter().filter(|line| !line.ok).count();
     for line in &lines {
-        println!("{} {}", if line.ok { "ok  " } else { "FAIL" }, line.text);
+        let mark = match (line.ok, line.warn) {
+            (false, _) => "FAIL",
+            (true, true) => "warn",
+            (true, false) => "ok  ",
+        };
+        println!("{mark} {}", line.text);
     }
     if failed == 0 {
         Ok(())
@@ -126,20 +144,51 @@ async fn provider_line(provider: &crate::config::ProviderConfig) -> Line {
     match crate::provider::probe_models(provider, key.as_ref(), crate::provider::PROBE_TIMEOUT)
         .await
     {
-        Ok(answer) => {
-            let listed = if answer.models.contains(&provider.model) {
-                "listed"
-            } else {
-                "not in its list (an alias may still work)"
-            };
-            Line::ok(format!(
-                "provider `{name}` at {}: {} model(s); `{}` {listed}",
-                provider.base_url,
-                answer.models.len(),
-                provider.model
-            ))
-        }
+        Ok(answer) if answer.models.contains(&provider.model) => Line::ok(format!(
+            "provider `{name}` at {}: {} model(s); `{}` listed",
+            provider.base_url,
+            answer.models.len(),
+            provider.model
+        )),
+        // An alias the server resolves is not listed either, so this does not fail.
+        Ok(answer) => Line::warn(format!(
+            "provider `{name}` at {}: `{}` is not among its {} model(s) ({}) — fix: set model to one of them, unless `{}` is an alias the server knows",
+            provider.base_url,
+            provider.model,
+            answer.models.len(),
+            shortlist(&answer.models),
+            provider.model
+        )),
+        // The other failures' messages end with their fix already (the key's variable, the
+        // API root, try again later); an unreachable server's names only the cause.
+        Err(error) if error.kind == ProbeFailure::Unreachable => Line::failed(format!(
+            "{} — fix: start the model server there, or correct base_url",
+            one_cause(&error.message)
+        )),
         Err(error) => Line::failed(error.message),
+    }
+}
+
+/// A probe's message with only its first cause: "cannot connect to H: connection refused
+/// (nothing listens there)" without the transport's own words for the same thing.
+fn one_cause(message: &str) -> &str {
+    const CAUSES: [&str; 3] = [
+        "connection refused (nothing listens there)",
+        "the host name does not resolve (DNS)",
+        "TLS failed",
+    ];
+    CAUSES
+        .iter()
+        .find_map(|cause| message.find(cause).map(|at| &message[..at + cause.len()]))
+        .unwrap_or(message)
+}
+
+/// Up to five model ids, then how many more.
+fn shortlist(models: &[String]) -> String {
+    let shown: Vec<&str> = models.iter().take(5).map(String::as_str).collect();
+    match models.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{}, and {more} more", shown.join(", ")),
     }
 }
 

@@ -3,6 +3,7 @@
 //! `hearth chat` would use as the defaults; piped, it takes its flags and those defaults, so a
 //! script can set hearth up without a prompt.
 
+use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -12,8 +13,12 @@ use crate::config::{ProviderConfig, ProviderKind};
 
 use super::{Failure, usage};
 
-/// Where `hearth init` writes when `--config` does not say.
-const DEFAULT_FILE: &str = "hearth.toml";
+/// Where `hearth init` writes when neither `--config`, `$HEARTH_CONFIG` nor a home directory
+/// says.
+const FALLBACK_FILE: &str = "hearth.toml";
+
+/// The terminal's channel name, as `hearth chat` calls it (its user is [`crate::terminal::LOCAL`]).
+const TERMINAL_CHANNEL: &str = "terminal";
 
 /// The chat channels `init` sets up; the others have more to them (see the example file).
 const CHANNELS: [&str; 3] = ["none", "telegram", "discord"];
@@ -52,8 +57,23 @@ struct Answers {
     channel: Option<(String, String)>,
 }
 
-pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> {
-    let path = path.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
+/// The file `init` writes: `--config`, else `$HEARTH_CONFIG`, else the user's
+/// `$XDG_CONFIG_HOME/hearth/hearth.toml` (`~/.config/hearth/hearth.toml`), which every
+/// directory finds; `./hearth.toml` only for a process with no home.
+fn target_file(explicit: Option<PathBuf>, env: &HashMap<String, String>) -> PathBuf {
+    explicit
+        .or_else(|| {
+            env.get("HEARTH_CONFIG")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| crate::config::user_config_path(env))
+        .unwrap_or_else(|| PathBuf::from(FALLBACK_FILE))
+}
+
+pub(super) async fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> {
+    let env = crate::config::process_env();
+    let path = target_file(path, &env);
     if path.exists() && !args.force {
         return Err(usage(anyhow::anyhow!(
             "{} exists already; `hearth check` checks it, `hearth init --force` replaces it",
@@ -62,9 +82,9 @@ pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> 
     }
     let interactive = std::io::stdin().is_terminal();
     let answers = if interactive {
-        ask(&args)?
+        ask(&args).await?
     } else {
-        from_flags(&args)?
+        from_flags(&args).await?
     };
     let text = render(&answers);
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -74,6 +94,15 @@ pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> 
     std::fs::write(&path, text)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     println!("wrote {}", path.display());
+    // The search order puts the current directory's file first: one there would hide this one.
+    let local = crate::config::search_paths(&env).into_iter().next();
+    if let Some(local) = local.filter(|l| l.is_file() && !same_file(l, &path)) {
+        println!(
+            "note: {} in this directory is found first here; remove it or run hearth elsewhere to use {}",
+            local.display(),
+            path.display()
+        );
+    }
     if let Some((channel, _)) = &answers.channel {
         println!(
             "the bot token goes in the environment, never in the file: export {}=…",
@@ -81,7 +110,51 @@ pub(super) fn run(path: Option<PathBuf>, args: InitArgs) -> Result<(), Failure> 
         );
     }
     println!("checking it:");
-    super::check::run(Some(path))
+    super::check::run(Some(path))?;
+    println!("next: `hearth doctor`, then `hearth chat`");
+    Ok(())
+}
+
+/// How long `init` waits for the model server's list of models.
+const MODELS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The models the server lists (`GET /models` with the key the variable holds), or why it
+/// could not be asked: `init` then says so and takes the model as given.
+async fn server_models(provider: &ProviderConfig) -> Result<Vec<String>, String> {
+    // A key that is not set (yet) is asked without; the server's refusal says what is wrong.
+    let key = provider
+        .api_key_env
+        .as_deref()
+        .and_then(|variable| crate::config::Secret::resolve(variable).ok());
+    crate::provider::probe_models(provider, key.as_ref(), MODELS_TIMEOUT)
+        .await
+        .map(|answer| answer.models)
+        .map_err(|err| err.message)
+}
+
+/// Up to ten model ids, then how many more.
+fn listing(models: &[String]) -> String {
+    let shown: Vec<&str> = models.iter().take(10).map(String::as_str).collect();
+    match models.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{}, and {more} more", shown.join(", ")),
+    }
+}
+
+/// Says that the server's model list could not be read, and why.
+fn unasked_note(provider: &ProviderConfig, why: &str) {
+    println!(
+        "note: could not ask {} for its models ({why}); the model is written as given, and `hearth doctor` asks again once the server runs",
+        provider.base_url
+    );
+}
+
+/// Whether two paths name the same file (`./hearth.toml` and its absolute path, say).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// The provider `hearth chat` would use with no configuration, as the starting point.
@@ -93,7 +166,7 @@ fn guessed_provider() -> ProviderConfig {
         .expect("with nothing configured, one provider is always guessed")
 }
 
-fn from_flags(args: &InitArgs) -> Result<Answers, Failure> {
+async fn from_flags(args: &InitArgs) -> Result<Answers, Failure> {
     let mut provider = guessed_provider();
     if let Some(kind) = &args.kind {
         provider = provider_of_kind(kind)?;
@@ -108,10 +181,31 @@ fn from_flags(args: &InitArgs) -> Result<Answers, Failure> {
         provider.api_key_env = Some(name.clone()).filter(|n| !n.is_empty());
     }
     let channel = channel_answer(args.channel.as_deref().unwrap_or("none"), args.user.clone())?;
+    match server_models(&provider).await {
+        Ok(models) if models.is_empty() || models.contains(&provider.model) => {}
+        // No model asked for: the server's first one rather than a guess it does not have.
+        Ok(models) if args.model.is_none() => {
+            provider.model = models[0].clone();
+            println!(
+                "the server offers {}; using `{}` (--model picks another)",
+                listing(&models),
+                provider.model
+            );
+        }
+        Ok(models) => {
+            return Err(usage(anyhow::anyhow!(
+                "--model: the server at {} does not list `{}`; it offers {}",
+                provider.base_url,
+                provider.model,
+                listing(&models)
+            )));
+        }
+        Err(why) => unasked_note(&provider, &why),
+    }
     Ok(Answers { provider, channel })
 }
 
-fn ask(args: &InitArgs) -> Result<Answers, Failure> {
+async fn ask(args: &InitArgs) -> Result<Answers, Failure> {
     let mut stdin = std::io::stdin().lock();
     let mut question = |text: &str, default: &str| -> Result<String, Failure> {
         if default.is_empty() {
@@ -121,25 +215,35 @@ fn ask(args: &InitArgs) -> Result<Answers, Failure> {
         }
         std::io::stdout().flush()?;
         let mut line = String::new();
-        stdin.read_line(&mut line)?;
+        // End of input: nothing more will come, so stop rather than ask forever.
+        if stdin.read_line(&mut line)? == 0 {
+            return Err(usage(anyhow::anyhow!(
+                "no answer (end of input); nothing was written"
+            )));
+        }
         let line = line.trim();
         Ok(if line.is_empty() { default } else { line }.to_string())
     };
+    // A wrong answer is said with the reason and asked again: every earlier answer stays.
+    let again = |failure: Failure| println!("{} — try again.", failure.error);
     let guessed = guessed_provider();
-    let kind = question(
-        "Model API (openai = any OpenAI-compatible server, anthropic)",
-        args.kind.as_deref().unwrap_or(kind_name(guessed.kind)),
-    )?;
-    let mut provider = if kind == kind_name(guessed.kind) {
-        guessed
-    } else {
-        provider_of_kind(&kind)?
+    let mut provider = loop {
+        let kind = question(
+            "Model API (openai = any OpenAI-compatible server, anthropic)",
+            args.kind.as_deref().unwrap_or(kind_name(guessed.kind)),
+        )?;
+        if kind == kind_name(guessed.kind) {
+            break guessed;
+        }
+        match provider_of_kind(&kind) {
+            Ok(provider) => break provider,
+            Err(failure) => again(failure),
+        }
     };
     provider.base_url = question(
         "Model server URL",
         args.base_url.as_deref().unwrap_or(&provider.base_url),
     )?;
-    provider.model = question("Model", args.model.as_deref().unwrap_or(&provider.model))?;
     let key = question(
         "Variable holding the API key (empty for a local server)",
         args.api_key_env
@@ -148,20 +252,76 @@ fn ask(args: &InitArgs) -> Result<Answers, Failure> {
             .unwrap_or(""),
     )?;
     provider.api_key_env = Some(key).filter(|k| !k.is_empty());
-    let channel = question(
-        "Chat channel (none, telegram, discord)",
-        args.channel.as_deref().unwrap_or("none"),
-    )?;
-    let user = if channel == "none" {
-        None
-    } else {
-        Some(question(
-            &format!("Your {channel} user id"),
-            args.user.as_deref().unwrap_or(""),
-        )?)
+    let models = match server_models(&provider).await {
+        Ok(models) => {
+            println!("The server offers: {}", listing(&models));
+            models
+        }
+        Err(why) => {
+            unasked_note(&provider, &why);
+            Vec::new()
+        }
     };
-    let channel = channel_answer(&channel, user)?;
+    let default_model = args
+        .model
+        .clone()
+        .filter(|m| models.is_empty() || models.contains(m))
+        .or_else(|| {
+            models
+                .contains(&provider.model)
+                .then(|| provider.model.clone())
+        })
+        .or_else(|| models.first().cloned())
+        .unwrap_or_else(|| provider.model.clone());
+    provider.model = loop {
+        let model = question("Model", &default_model)?;
+        if models.is_empty() || models.contains(&model) {
+            break model;
+        }
+        println!(
+            "`{model}` is not one of the server's models ({}) — try again.",
+            listing(&models)
+        );
+    };
+    let channel = loop {
+        let channel = question(
+            "Chat channel (none, telegram, discord)",
+            args.channel.as_deref().unwrap_or("none"),
+        )?;
+        if channel == "none" {
+            break None;
+        }
+        if !CHANNELS.contains(&channel.as_str()) {
+            // Refused for the channel, before any user id is looked at.
+            if let Err(failure) = channel_answer(&channel, None) {
+                again(failure);
+            }
+            continue;
+        }
+        let answer = loop {
+            let user = question(
+                &format!("Your {channel} user id ({})", user_id_hint(&channel)),
+                args.user.as_deref().unwrap_or(""),
+            )?;
+            match channel_answer(&channel, Some(user)) {
+                Ok(answer) => break answer,
+                Err(failure) => again(failure),
+            }
+        };
+        break answer;
+    };
     Ok(Answers { provider, channel })
+}
+
+/// Where to find one's user id on `channel`, for the question that asks it.
+fn user_id_hint(channel: &str) -> &'static str {
+    match channel {
+        "telegram" => "a number: message @userinfobot on Telegram to learn yours",
+        "discord" => {
+            "a number: in Discord turn on Settings → Advanced → Developer Mode, then right-click your name → Copy User ID"
+        }
+        _ => "as the platform shows it",
+    }
 }
 
 fn kind_name(kind: ProviderKind) -> &'static str {
@@ -258,6 +418,13 @@ fn render(answers: &Answers) -> String {
         text.push_str(&format!(
             "\n[daemon]\nowner = {}\n",
             quoted(&format!("{channel}:{user}"))
+        ));
+    } else {
+        // Without a chat channel the owner is you in `hearth chat`: budget warnings and
+        // failed-run reports then reach someone instead of nobody.
+        text.push_str(&format!(
+            "\n[daemon]\nowner = {}                # you, in `hearth chat`\n",
+            quoted(&format!("{TERMINAL_CHANNEL}:{}", crate::terminal::LOCAL))
         ));
     }
     text

@@ -67,7 +67,14 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
         parse_timezone(timezone.as_deref().unwrap_or(&config.daemon.timezone)).map_err(usage)?;
         crate::config::check_schedule_target(target, &config.channels).map_err(usage)?;
     }
-    // Adding records an intention; listing, removing and running read what the daemon keeps.
+    // Before the first start the config's schedules are still worth seeing: listed from the
+    // file, without creating the database.
+    if matches!(action, ScheduleAction::List)
+        && let Some(path) = crate::store::missing_database(&config.daemon.database_url())
+    {
+        return list_unstarted(config, &path);
+    }
+    // Adding records an intention; removing and running read what the daemon keeps.
     if !matches!(action, ScheduleAction::Add { .. }) {
         super::existing_database(config)?;
     }
@@ -115,35 +122,85 @@ async fn list(store: &Store) -> Result<(), Failure> {
         return Ok(());
     }
     for schedule in schedules {
-        let timing = match (&schedule.cron, schedule.one_shot_at) {
-            (Some(cron), _) => cron.clone(),
-            (None, Some(at)) => format!("once at {}", schedule.local_time(at)),
-            (None, None) => "never".into(),
-        };
-        let next = match (schedule.enabled, schedule.next_fire_at) {
-            _ if schedule.paused => "disabled (hearth schedule enable)".to_string(),
-            (false, _) => "inactive".to_string(),
-            (true, Some(at)) => format!("next {}", schedule.local_time(at)),
-            (true, None) => "no next fire".to_string(),
-        };
         let last = match store.schedule_runs(schedule.id, 1).await?.first() {
-            Some(run) => format!(
-                "last {} ({})",
-                run.status.as_str(),
-                schedule.local_time(run.scheduled_for)
-            ),
+            Some(run) => {
+                let at = schedule.local_time(run.scheduled_for);
+                match &run.error {
+                    // A skip over budget, a failure: the note says why.
+                    Some(note) if run.status != RunStatus::Done => {
+                        format!("last {} ({at}): {note}", run.status.as_str())
+                    }
+                    _ => format!("last {} ({at})", run.status.as_str()),
+                }
+            }
             None => "never run".into(),
         };
-        println!(
-            "{}  [{}]  {}  {}  -> {}  agent {}  {next}  {last}",
-            schedule.name,
-            schedule.source,
-            timing,
-            schedule.timezone,
-            schedule.target(),
-            schedule.agent
-        );
+        println!("{}  {last}", line(&schedule));
     }
+    Ok(())
+}
+
+/// A schedule as `list` shows it, up to its last run: name, source, timing (with the cron in
+/// words where it reads as such), timezone, target, agent and next fire.
+fn line(schedule: &Schedule) -> String {
+    let timing = match (&schedule.cron, schedule.one_shot_at) {
+        (Some(cron), _) => match crate::scheduler::timing::describe_cron(cron) {
+            Some(words) => format!("{cron} ({words})"),
+            None => cron.clone(),
+        },
+        (None, Some(at)) => format!("once at {}", schedule.local_time(at)),
+        (None, None) => "never".into(),
+    };
+    let next = match (schedule.enabled, schedule.next_fire_at) {
+        _ if schedule.paused => "disabled (hearth schedule enable)".to_string(),
+        (false, _) => "inactive".to_string(),
+        (true, Some(at)) => format!("next {}", schedule.local_time(at)),
+        (true, None) => "no next fire".to_string(),
+    };
+    format!(
+        "{}  [{}]  {}  {}  -> {}  agent {}  {next}",
+        schedule.name,
+        schedule.source,
+        timing,
+        schedule.timezone,
+        schedule.target(),
+        schedule.agent
+    )
+}
+
+/// `list` before hearth first started: the config's schedules with their next fire times, and
+/// why none has run (there is no database yet, and none is created here).
+fn list_unstarted(config: &Config, database: &std::path::Path) -> Result<(), Failure> {
+    let now = chrono::Utc::now().timestamp_millis();
+    if config.schedules.is_empty() {
+        println!("no schedules; add one with `hearth schedule add` or [[schedules]] in the config");
+    }
+    for entry in &config.schedules {
+        let timezone = entry
+            .timezone
+            .clone()
+            .unwrap_or_else(|| config.daemon.timezone.clone());
+        // The loader checked the target and the cron; a failure here is still said, not hidden.
+        let target = parse_target(&entry.target).map_err(usage)?;
+        let mut schedule = Schedule {
+            cron: Some(entry.cron.trim().to_string()),
+            source: "config".into(),
+            ..Schedule::new(
+                entry.name.clone(),
+                timezone,
+                entry.agent.clone(),
+                entry.prompt.clone(),
+                target,
+                now,
+            )
+        };
+        schedule.next_fire_at = schedule.next_fire_after(now).map_err(usage)?;
+        println!("{}  never run", line(&schedule));
+    }
+    println!(
+        "nothing has run yet: there is no database at {} (hearth creates it on its first start, `hearth run` or `hearth chat`)",
+        database.display()
+    );
     Ok(())
 }
 

@@ -15,9 +15,10 @@ use super::host::HostDefaults;
 use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
 use crate::channels::EachChannel;
 
-/// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
-/// file, in order. When none exists the defaults are used, so `hearth chat` works with no setup.
-const DEFAULT_PATHS: [&str; 2] = ["./hearth.toml", "/etc/hearth/hearth.toml"];
+/// The configuration file of the current directory, looked for first.
+const LOCAL_PATH: &str = "./hearth.toml";
+/// The machine's configuration file (a service's), looked for last.
+const SYSTEM_PATH: &str = "/etc/hearth/hearth.toml";
 
 /// The `source` of errors when no file was found and only defaults and the environment apply.
 const DEFAULTS_ORIGIN: &str = "built-in defaults";
@@ -129,6 +130,57 @@ pub struct LoadedConfig {
     pub path: Option<PathBuf>,
     /// Where the settings with a default from the machine came from.
     pub sources: Sources,
+    /// The files looked for, in order, when neither `--config` nor `$HEARTH_CONFIG` named one
+    /// (empty when one was named), so `hearth check` and a failing `hearth chat` can say where
+    /// hearth looked.
+    pub searched: Vec<PathBuf>,
+}
+
+impl LoadedConfig {
+    /// `./hearth.toml, /home/me/.config/hearth/hearth.toml, /etc/hearth/hearth.toml`: the
+    /// files looked for, for a message.
+    pub fn searched_list(&self) -> String {
+        let paths: Vec<String> = self
+            .searched
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        paths.join(", ")
+    }
+}
+
+/// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
+/// file, in order (DESIGN.md §7): `./hearth.toml`, the user's
+/// `$XDG_CONFIG_HOME/hearth/hearth.toml` (else `~/.config/hearth/hearth.toml`), then
+/// `/etc/hearth/hearth.toml`. When none exists the defaults are used, so `hearth chat` works
+/// with no setup.
+pub fn search_paths(env: &HashMap<String, String>) -> Vec<PathBuf> {
+    let mut paths = vec![PathBuf::from(LOCAL_PATH)];
+    paths.extend(user_config_path(env));
+    paths.push(PathBuf::from(SYSTEM_PATH));
+    paths
+}
+
+/// The user's configuration file, which `hearth init` writes: `$XDG_CONFIG_HOME/hearth/
+/// hearth.toml`, else `$HOME/.config/hearth/hearth.toml` (an empty or relative
+/// `XDG_CONFIG_HOME` is ignored, as the XDG base directory rules say); `None` without a home.
+pub fn user_config_path(env: &HashMap<String, String>) -> Option<PathBuf> {
+    let absolute = |name: &str| {
+        env.get(name)
+            .map(PathBuf::from)
+            .filter(|path| path.is_absolute())
+    };
+    absolute("XDG_CONFIG_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".config")))
+        .map(|base| base.join("hearth").join("hearth.toml"))
+}
+
+/// The process environment as text; variables that are not valid UTF-8 cannot be hearth
+/// settings or secret names, so they are skipped rather than panic as `std::env::vars` would.
+pub fn process_env() -> HashMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 /// Where `daemon.data_dir` and `daemon.timezone` came from, in words `hearth check` prints:
@@ -144,14 +196,10 @@ pub struct Sources {
 /// Finds, reads, overrides from the process environment and checks the configuration.
 ///
 /// The file is `explicit` (`--config`; an error if it does not exist), else `$HEARTH_CONFIG`,
-/// else `./hearth.toml`, else `/etc/hearth/hearth.toml`, else none at all: the defaults.
+/// else the first of [`search_paths`] that exists, else none at all: the defaults.
 pub fn load(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigErrors> {
-    // Variables that are not valid UTF-8 cannot be hearth settings or secret names; skip them
-    // rather than panic as `std::env::vars` would.
-    let env: HashMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let candidates: Vec<PathBuf> = DEFAULT_PATHS.iter().map(PathBuf::from).collect();
+    let env = process_env();
+    let candidates = search_paths(&env);
     let host = HostDefaults::detect(&env, Some(Path::new(ETC)));
     load_with(explicit, &env, &candidates, &host)
 }
@@ -164,12 +212,19 @@ fn load_with(
     candidates: &[PathBuf],
     host: &HostDefaults,
 ) -> Result<LoadedConfig, ConfigErrors> {
+    let named = explicit.is_some() || env.get(CONFIG_VAR).is_some_and(|p| !p.is_empty());
+    let searched = if named {
+        Vec::new()
+    } else {
+        candidates.to_vec()
+    };
     let Some(path) = find_file(explicit, env, candidates)? else {
         let (config, sources) = read("", DEFAULTS_ORIGIN, env, host)?;
         return Ok(LoadedConfig {
             config,
             path: None,
             sources,
+            searched,
         });
     };
     let origin = path.display().to_string();
@@ -180,6 +235,7 @@ fn load_with(
         config,
         path: Some(path),
         sources,
+        searched,
     })
 }
 
@@ -1681,6 +1737,44 @@ allowed_users = [1, "x"]
             load_with(None, &none, std::slice::from_ref(&absent), &bare()).expect("defaults");
         assert_eq!(loaded.path, None);
         assert_eq!(loaded.config, Config::default());
+    }
+
+    #[test]
+    fn the_users_config_dir_is_searched_after_the_current_directory() {
+        let paths = search_paths(&env(&[("HOME", "/home/me")]));
+        assert_eq!(
+            paths,
+            [
+                PathBuf::from("./hearth.toml"),
+                PathBuf::from("/home/me/.config/hearth/hearth.toml"),
+                PathBuf::from("/etc/hearth/hearth.toml"),
+            ]
+        );
+        let xdg = env(&[("HOME", "/home/me"), ("XDG_CONFIG_HOME", "/x/conf")]);
+        assert_eq!(
+            user_config_path(&xdg),
+            Some(PathBuf::from("/x/conf/hearth/hearth.toml"))
+        );
+        // An empty or relative XDG_CONFIG_HOME is ignored, as the XDG rules say.
+        let relative = env(&[("HOME", "/home/me"), ("XDG_CONFIG_HOME", "conf")]);
+        assert_eq!(
+            user_config_path(&relative),
+            Some(PathBuf::from("/home/me/.config/hearth/hearth.toml"))
+        );
+        assert_eq!(user_config_path(&env(&[])), None);
+        assert_eq!(search_paths(&env(&[])).len(), 2);
+
+        // What was searched is kept for the messages; a named file searched nothing.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let absent = dir.path().join("absent.toml");
+        let loaded =
+            load_with(None, &env(&[]), std::slice::from_ref(&absent), &bare()).expect("defaults");
+        assert_eq!(loaded.searched_list(), absent.display().to_string());
+        let named = dir.path().join("named.toml");
+        std::fs::write(&named, "").expect("write");
+        let vars = env(&[("HEARTH_CONFIG", named.to_str().expect("utf-8 temp path"))]);
+        let loaded = load_with(None, &vars, &[absent], &bare()).expect("named");
+        assert!(loaded.searched.is_empty());
     }
 
     #[test]

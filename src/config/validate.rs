@@ -398,7 +398,7 @@ pub fn warnings(config: &Config) -> Vec<String> {
     if !owners.is_empty()
         && owners
             .iter()
-            .all(|(channel, _)| crate::channels::answers_only(channel))
+            .all(|(channel, _)| !crate::channels::sends_unasked(channel))
     {
         let names: Vec<String> = owners.iter().map(|(c, u)| format!("{c}:{u}")).collect();
         warnings.push(format!(
@@ -439,6 +439,8 @@ struct Platform {
     configured: bool,
     user_id: fn(&str) -> Result<(), String>,
     chat_id: fn(&str) -> Result<(), String>,
+    /// [`ChannelConfig::SENDS_UNASKED`]: a schedule can send here.
+    sends_unasked: bool,
 }
 
 impl Platforms {
@@ -471,6 +473,7 @@ impl EachChannel for CheckChannels<'_> {
             configured: section.is_some(),
             user_id: C::check_user_id,
             chat_id: C::check_chat_id,
+            sends_unasked: C::SENDS_UNASKED,
         });
     }
 
@@ -847,6 +850,7 @@ fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), St
         return Err(format!("`{text}` has no chat id after `{channel}:`"));
     }
     if let Some(platform) = platform {
+        unasked(text, platform, platforms)?;
         (platform.chat_id)(chat)?;
     }
     if !configured && !failed.iter().any(|c| c == channel) {
@@ -855,6 +859,50 @@ fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), St
         ));
     }
     Ok(())
+}
+
+/// Whether a schedule may send to `channel:chat` unasked: a channel that only answers its
+/// clients' own requests is refused, naming the configured channels that can receive. Channels
+/// this build does not know (a test's own) are not its business and pass.
+pub fn check_unasked_target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
+    let (platforms, _) = self::channels(channels, &HashMap::new());
+    let channel = text.split_once(':').map_or(text, |(channel, _)| channel);
+    match platforms.get(channel) {
+        Some(platform) => unasked(text, platform, &platforms),
+        None => Ok(()),
+    }
+}
+
+/// [`check_unasked_target`] for a channel crate built in.
+fn unasked(text: &str, platform: &Platform, platforms: &Platforms) -> Result<(), String> {
+    if platform.sends_unasked {
+        return Ok(());
+    }
+    let receivers: Vec<&str> = platforms
+        .built
+        .iter()
+        .filter(|p| p.sends_unasked && p.configured)
+        .map(|p| p.name)
+        .collect();
+    let choice = if receivers.is_empty() {
+        let built: Vec<&str> = platforms
+            .built
+            .iter()
+            .filter(|p| p.sends_unasked)
+            .map(|p| p.name)
+            .collect();
+        format!(
+            "no channel configured here can: add a section for one of {}",
+            built.join(", ")
+        )
+    } else {
+        format!("send to one of the configured {}", receivers.join(", "))
+    };
+    Err(format!(
+        "`{text}`: the {} channel only answers its clients' own requests, so a schedule's answer sent there would reach nobody; {choice} (e.g. `{}:<chat id>`)",
+        platform.name,
+        receivers.first().copied().unwrap_or("telegram")
+    ))
 }
 
 /// A cron expression in the `cron` crate's dialect: seconds first, then minute, hour, day of
@@ -1610,6 +1658,27 @@ mod tests {
             &[],
             "channels.telegram.token_env",
             "expected a string",
+        );
+    }
+
+    #[cfg(all(feature = "telegram", feature = "http"))]
+    #[test]
+    fn a_schedule_target_on_the_http_channel_is_refused_naming_who_can_receive() {
+        // The HTTP channel configured, the target well formed: still nobody would read it.
+        let text = format!("[channels.http]\n{}", schedule("target = \"http:laptop\""));
+        one(
+            &text,
+            &[("TG", "t")],
+            "schedules[0].target",
+            "only answers its clients' own requests, so a schedule's answer sent there would reach nobody; send to one of the configured telegram",
+        );
+        // With no channel that can receive, the message says which to add.
+        let channels = crate::config::ChannelsConfig::default();
+        let message = super::check_schedule_target("http:laptop", &channels).expect_err("refused");
+        assert!(
+            message.contains("no channel configured here can: add a section for one of")
+                && message.contains("telegram"),
+            "{message}"
         );
     }
 

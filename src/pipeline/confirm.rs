@@ -58,6 +58,7 @@ pub fn expiry_event(id: &str, chat: ChatRef) -> Inbound {
             message: None,
         }),
         reply_context: None,
+        agent: None,
     }
 }
 

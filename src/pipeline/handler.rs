@@ -269,8 +269,9 @@ impl Handler {
         }
 
         let default_agent = rt.config.router.default_agent.clone();
-        let routing = agents.router.decide(
+        let routing = agents.router.decide_addressed(
             text,
+            event.agent.as_deref(),
             Situation {
                 current_agent: conversation.current_agent.as_deref(),
                 pinned: conversation.agent_pinned,
@@ -283,7 +284,9 @@ impl Handler {
             },
         );
         tracing::debug!(agent = %routing.decision.agent, reason = ?routing.decision.reason, "routed");
-        let content = if routing.decision.reason == Reason::Mention {
+        // A typed `@id` is left out of what the agent reads; an agent the client asked for
+        // apart from the text leaves the text (and its files) as they are.
+        let content = if routing.decision.reason == Reason::Mention && routing.text != text {
             user_content(routing.text, &[])
         } else {
             content

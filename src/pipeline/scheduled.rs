@@ -49,6 +49,26 @@ impl Handler {
         let store = &rt.store;
         let now = rt.clock.now_ms();
         store.start_schedule_run(run.run_id, now).await?;
+        // A target checked when it was added can still be one nobody reads (an `http:` target
+        // stored before such targets were refused): the run fails, saying why, rather than
+        // being reported done while its answer is dropped.
+        let target = format!("{}:{}", entry.channel, event.chat.chat_id);
+        if let Err(reason) = crate::config::check_unasked_target(&target, &rt.config.channels) {
+            let error = format!("its answer could not be delivered: {reason}");
+            rt.metrics.schedule_run(&run.name, "failed");
+            store
+                .finish_schedule_run(run.run_id, false, Some(&error), now)
+                .await?;
+            self.tell_owner(&run, &error).await?;
+            return store
+                .finish_inbox(
+                    entry.id,
+                    crate::store::InboxStatus::Failed,
+                    Some(&error),
+                    now,
+                )
+                .await;
+        }
         // Over a [budget] cap a run that has not begun is skipped with a note, not run.
         if store.turn_for_inbox(entry.id).await?.is_none()
             && let Some(note) = crate::runtime::budget::cap_reached(rt, Some(&run.name)).await?
@@ -180,7 +200,7 @@ impl Handler {
         tracing::warn!(schedule = %run.name, %error, "scheduled run failed");
         let owners = self.rt.config.daemon.owner_identities();
         let Some((channel, user)) = owners.into_iter().find(|(channel, _)| {
-            self.channels.contains_key(*channel) && !crate::channels::answers_only(channel)
+            self.channels.contains_key(*channel) && crate::channels::sends_unasked(channel)
         }) else {
             return Ok(());
         };

@@ -258,7 +258,7 @@ fn percent(spent: i64, cap: i64) -> String {
 /// (there it would reach nobody). The outbox sends it with the turn's reply.
 async fn tell_owner(rt: &Runtime, channel: Option<&str>, text: String) -> Result<(), StoreError> {
     let mut owners = rt.config.daemon.owner_identities();
-    owners.retain(|(owner_channel, _)| !crate::channels::answers_only(owner_channel));
+    owners.retain(|(owner_channel, _)| crate::channels::sends_unasked(owner_channel));
     owners.sort_by_key(|(owner_channel, _)| Some(*owner_channel) != channel);
     let Some((owner_channel, user)) = owners.first() else {
         tracing::warn!(%text, "budget warning for nobody: daemon.owner names no identity on a chat channel (hearth check says more)");

@@ -91,6 +91,58 @@ pub fn parse_timezone(name: &str) -> Result<Tz, String> {
     })
 }
 
+/// The usual shapes of a daily cron expression in words, for `hearth schedule list`:
+/// `0 30 7 * * Mon-Fri` is "weekdays at 07:30", `0 0 8 * * *` "every day at 08:00",
+/// `0 0 9 * * Sat,Sun` "Saturdays and Sundays at 09:00". Anything else (steps, several hours,
+/// days of the month, numbered weekdays, whose numbering readers get wrong) is `None`: the
+/// expression itself is then shown alone.
+pub fn describe_cron(expression: &str) -> Option<String> {
+    let fields: Vec<&str> = expression.split_whitespace().collect();
+    let [second, minute, hour, day, month, weekday, rest @ ..] = fields.as_slice() else {
+        return None;
+    };
+    let any = |field: &str| field == "*" || field == "?";
+    if *second != "0" || !any(day) || !any(month) || !rest.iter().all(|year| any(year)) {
+        return None;
+    }
+    let minute: u32 = minute.parse().ok().filter(|m| *m < 60)?;
+    let hour: u32 = hour.parse().ok().filter(|h| *h < 24)?;
+    let days = if any(weekday) {
+        "every day".to_string()
+    } else if weekday.eq_ignore_ascii_case("mon-fri") {
+        "weekdays".to_string()
+    } else {
+        let names: Vec<&str> = weekday
+            .split(',')
+            .map(day_name)
+            .collect::<Option<Vec<_>>>()?;
+        match names.as_slice() {
+            [one] => (*one).to_string(),
+            [first @ .., last] => format!("{} and {last}", first.join(", ")),
+            [] => return None,
+        }
+    };
+    Some(format!("{days} at {hour:02}:{minute:02}"))
+}
+
+/// `Mon` (any case, or `Monday`) as "Mondays".
+fn day_name(word: &str) -> Option<&'static str> {
+    let word = word.to_ascii_lowercase();
+    let names = [
+        ("mon", "Mondays"),
+        ("tue", "Tuesdays"),
+        ("wed", "Wednesdays"),
+        ("thu", "Thursdays"),
+        ("fri", "Fridays"),
+        ("sat", "Saturdays"),
+        ("sun", "Sundays"),
+    ];
+    names
+        .iter()
+        .find(|(short, _)| word.len() >= 3 && word.starts_with(short))
+        .map(|(_, name)| *name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +318,34 @@ mod tests {
         assert!(!err.contains('\n'), "{err}");
         assert!(parse_timezone("Europe/Berln").is_err());
         assert!(parse_timezone("UTC").is_ok());
+    }
+
+    #[test]
+    fn daily_expressions_read_in_words_and_others_do_not() {
+        assert_eq!(
+            describe_cron("0 30 7 * * Mon-Fri").as_deref(),
+            Some("weekdays at 07:30")
+        );
+        assert_eq!(
+            describe_cron("0 0 8 * * *").as_deref(),
+            Some("every day at 08:00")
+        );
+        assert_eq!(
+            describe_cron("0 5 21 * * Sat,sun").as_deref(),
+            Some("Saturdays and Sundays at 21:05")
+        );
+        assert_eq!(
+            describe_cron("0 0 9 * * Mon,Wed,Fri").as_deref(),
+            Some("Mondays, Wednesdays and Fridays at 09:00")
+        );
+        for other in [
+            "0 */5 * * * *",
+            "0 0 8 1 * *",
+            "0 0 8 * * 1-5",
+            "0 0 8,20 * * *",
+            "x",
+        ] {
+            assert_eq!(describe_cron(other), None, "{other}");
+        }
     }
 }

@@ -105,6 +105,7 @@ pub fn stripped(event: &Inbound) -> Inbound {
         sender,
         kind,
         reply_context: None,
+        agent: None,
     }
 }
 

@@ -266,6 +266,7 @@ pub(super) async fn decide_confirmation(
             message: None,
         }),
         reply_context: None,
+        agent: None,
     };
     if let Err(err) = state.sink.store_event(&confirmation.channel, event).await {
         return server_error(&err);

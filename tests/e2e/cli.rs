@@ -708,8 +708,30 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     })
     .await;
 
-    let out = run_cli_async(dir.path(), &["backup", "copy.db"], &[], "").await;
+    // As a user runs it: with the usual umask 022, which left the copy world-readable.
+    let hearth = env!("CARGO_BIN_EXE_hearth");
+    let mut backup = Command::new("sh");
+    backup
+        .args(["-c", "umask 022 && exec \"$0\" backup copy.db", hearth])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    let out = tokio::task::spawn_blocking(move || backup.output().expect("sh runs"))
+        .await
+        .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("copy.db"))
+            .expect("the copy")
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the copy is the owner's alone: {mode:o}"
+        );
+    }
     let copy = hearth::store::Store::connect(&format!(
         "sqlite://{}",
         dir.path().join("copy.db").display()
@@ -777,7 +799,7 @@ fn commands_that_read_stored_data_refuse_a_database_that_does_not_exist() {
         &["pair", "list"][..],
         &["pair", "approve", "ABCD2345"],
         &["backup", "copy.db"],
-        &["schedule", "list"],
+        &["schedule", "run", "brief"],
     ] {
         let out = run_cli(dir.path(), args, &[], "");
         let stderr = text(&out.stderr);
@@ -953,18 +975,23 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
     );
 }
 
-/// The newcomer's walk as a user takes it: `hearth init` (piped, so from flags), `hearth check`,
-/// `hearth chat`, on a fresh data directory, with a model server speaking OpenAI's API.
+/// The newcomer's walk as a user takes it: `hearth init` (piped, so from flags), then
+/// `hearth check` and `hearth chat` from another directory, on a fresh data directory, with a
+/// model server speaking OpenAI's API. The file init wrote is the user's
+/// (`~/.config/hearth/hearth.toml`), found from anywhere.
 #[tokio::test]
 async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     let llm = FakeOpenAi::start().await;
+    llm.set_models(&["walk-model", "other-model"]);
     llm.push(Reply::text("Hello! How can I help?"));
     let home = tempfile::tempdir().expect("home");
-    let dir = tempfile::tempdir().expect("working directory");
+    let first_dir = tempfile::tempdir().expect("working directory");
+    let elsewhere = tempfile::tempdir().expect("another directory");
     let home_path = home.path().display().to_string();
+    let written = format!("{home_path}/.config/hearth/hearth.toml");
     let url = llm.base_url();
-    let run = |args: Vec<String>, stdin: &'static str| {
-        let dir = dir.path().to_path_buf();
+    let run_in = |dir: &Path, args: Vec<String>, stdin: &'static str| {
+        let dir = dir.to_path_buf();
         let home_path = home_path.clone();
         tokio::task::spawn_blocking(move || {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -981,8 +1008,31 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
+    let run = |args: Vec<String>, stdin: &'static str| run_in(elsewhere.path(), args, stdin);
 
-    let out = run(
+    // Before init, with no server: the error says that no file was found, and where hearth
+    // looked.
+    let out = run_cli_async(
+        elsewhere.path(),
+        &["chat"],
+        &[
+            ("HOME", home_path.as_str()),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+        "hello\n",
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "No configuration file was found (hearth looked for ./hearth.toml, {written}, /etc/hearth/hearth.toml)"
+        )),
+        "{stderr}"
+    );
+
+    let out = run_in(
+        first_dir.path(),
         words(&format!("init --base-url {url} --model walk-model")),
         "",
     )
@@ -990,8 +1040,19 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     .expect("join");
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("wrote hearth.toml"), "{stdout}");
-    assert!(stdout.contains("configuration OK: hearth.toml"), "{stdout}");
+    assert!(stdout.contains(&format!("wrote {written}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("configuration OK: {written}")),
+        "{stdout}"
+    );
+    assert!(!first_dir.path().join("hearth.toml").exists());
+    assert!(
+        stdout.ends_with("next: `hearth doctor`, then `hearth chat`\n"),
+        "{stdout}"
+    );
+    // Without a chat channel the owner is the terminal's user: owner notices reach someone.
+    let file = std::fs::read_to_string(&written).expect("the file init wrote");
+    assert!(file.contains("owner = \"terminal:local\""), "{file}");
     assert!(
         stdout.contains(&format!("data dir: {home_path}/.local/share/hearth")),
         "{stdout}"
@@ -1003,6 +1064,18 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
 
     let out = run(words("check"), "").await.expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("configuration OK: {written}")),
+        "found from another directory: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "looked for, in order: ./hearth.toml, {written}, /etc/hearth/hearth.toml"
+        )),
+        "{}",
+        text(&out.stdout)
+    );
 
     let out = run(words("chat"), "hello\n").await.expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -1016,6 +1089,19 @@ async fn init_then_check_then_chat_on_a_fresh_data_directory() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("exists already"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A model the server does not list is refused, naming the ones it does.
+    let out = run(
+        words(&format!("init --force --base-url {url} --model nosuch")),
+        "",
+    )
+    .await
+    .expect("join");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("does not list `nosuch`; it offers walk-model, other-model"),
         "{}",
         text(&out.stderr)
     );
@@ -1054,6 +1140,18 @@ fn version_names_the_commit_and_the_channels_built_in() {
         assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains("schedule"), "{shell}");
     }
+    // A reader that stops early closes the pipe: no panic, exit 0.
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" completions bash | head -1",
+            env!("CARGO_BIN_EXE_hearth"),
+        ])
+        .output()
+        .expect("bash runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "quiet on a closed pipe");
+    assert_eq!(text(&out.stdout).lines().count(), 1);
     let out = run_cli(dir.path(), &["completions", "tcsh"], &[], "");
     assert_eq!(out.status.code(), Some(2), "an unknown shell is bad usage");
     // -v and --log-level reach the log; a level that does not exist is bad usage.
@@ -1069,7 +1167,7 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
     let dir = tempfile::tempdir().expect("temp dir");
     let down = free_port();
     let provider = format!(
-        "[daemon]\ntimezone = \"Europe/Berlin\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+        "[daemon]\ntimezone = \"Europe/Berlin\"\n\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\n",
         llm.base_url()
     );
     write(
@@ -1109,6 +1207,46 @@ async fn doctor_checks_each_server_and_names_the_one_that_is_down() {
     write(dir.path(), "hearth.toml", &provider);
     let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // A model the server does not list is a warning (an alias may still work), with the fix.
+    write(
+        dir.path(),
+        "hearth.toml",
+        &provider.replace("model = \"fake-model\"", "model = \"nosuch\""),
+    );
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let warned = stdout
+        .lines()
+        .find(|l| l.starts_with("warn provider `local`"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        warned.contains(
+            "`nosuch` is not among its 1 model(s) (fake-model) — fix: set model to one of them"
+        ),
+        "{warned}"
+    );
+
+    // A server that is down: one cause and one fix on its line.
+    write(
+        dir.path(),
+        "hearth.toml",
+        &provider.replace(&llm.base_url(), &format!("http://127.0.0.1:{down}/v1")),
+    );
+    let out = run_cli_async(dir.path(), &["doctor"], &[], "").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let failed = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL provider `local`"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(
+        failed,
+        format!(
+            "FAIL provider `local`: cannot connect to 127.0.0.1:{down}: connection refused (nothing listens there) — fix: start the model server there, or correct base_url"
+        )
+    );
 }
 
 /// `hearth doctor` on a data directory whose disk is nearly full (a real 2 MiB tmpfs): the data
@@ -1213,4 +1351,92 @@ async fn doctor_asks_each_chat_platform_and_names_what_to_fix() {
         !stdout.contains("tg-token"),
         "the token is never printed: {stdout}"
     );
+}
+
+/// The walk's M5: a setup without `daemon.owner` (as `hearth init --channel none` made it
+/// before) and a budget. The person at `hearth chat` is the owner there, so the budget warning
+/// comes into the chat instead of a raw WARN line saying it went to nobody.
+#[tokio::test]
+async fn with_no_owner_configured_the_terminal_user_hears_owner_notices_in_the_chat() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(Reply::text("First answer.").usage(600_000, 0));
+    llm.push(Reply::text("Second answer.").usage(10, 0));
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(
+        dir.path(),
+        "hearth.toml",
+        &format!(
+            "[[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nmax_retries = 0\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 1.0\n\n[budget]\ndaily_usd = 1.0\nwarn_at = 0.5\n",
+            llm.base_url()
+        ),
+    );
+    let out = run_cli_async(dir.path(), &["chat"], &[], "hello one\nhello two\n").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("💸 60% of today's budget of $1.00 is spent"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Second answer."), "{stdout}");
+    assert!(!stderr.contains("for nobody"), "{stderr}");
+}
+
+/// Interactive `hearth init` (in a terminal, here `script`'s): a wrong answer is said with the
+/// reason and a hint and asked again, every earlier answer kept; the model is chosen from the
+/// server's list, and one it does not list is asked again.
+#[tokio::test]
+async fn interactive_init_asks_again_after_a_wrong_answer_and_offers_the_servers_models() {
+    let llm = FakeOpenAi::start().await;
+    llm.set_models(&["walk-model", "other-model"]);
+    let home = tempfile::tempdir().expect("home");
+    let url = llm.base_url();
+    let answers =
+        format!("bogus\nopenai\n{url}\n\nnosuch\nother-model\ntelegram\n@myname\n123456789\n");
+    let mut command = Command::new("script");
+    command
+        .args([
+            "-qec",
+            &format!("{} init", env!("CARGO_BIN_EXE_hearth")),
+            "/dev/null",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .env("HEARTH_TELEGRAM_TOKEN", "1:t");
+    let mut child = crate::support::spawn_with_input(&mut command, &answers);
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::task::spawn_blocking(move || {
+            let status = child.wait().expect("wait");
+            let mut stdout = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut stdout)
+                .expect("read");
+            (status, stdout)
+        }),
+    )
+    .await
+    .expect("init finished")
+    .expect("join");
+    let (status, stdout) = out;
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("unknown model API `bogus`"), "{stdout}");
+    assert!(
+        stdout.contains("The server offers: walk-model, other-model"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`nosuch` is not one of the server's models"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("@userinfobot"), "{stdout}");
+    assert!(
+        stdout.contains("is not a telegram user id") && stdout.contains("try again"),
+        "{stdout}"
+    );
+    let file =
+        std::fs::read_to_string(home.path().join(".config/hearth/hearth.toml")).expect("written");
+    assert!(file.contains("model = \"other-model\""), "{file}");
+    assert!(file.contains("allowed_users = [\"123456789\"]"), "{file}");
+    assert!(file.contains("owner = \"telegram:123456789\""), "{file}");
 }

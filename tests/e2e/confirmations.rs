@@ -334,6 +334,7 @@ async fn a_sender_that_may_only_chat_decides_nothing_by_press_or_id_even_as_the_
             message: Some(prompt.reference()),
         }),
         reply_context: None,
+        agent: None,
     });
     eventually("the press to be answered", async || {
         h.channel.answered_presses().len() == 1

@@ -482,6 +482,70 @@ async fn events_resume_with_last_event_id_across_a_sigkill() {
     h.process.stop().await;
 }
 
+/// The walk's M4: a turn killed while its answer streamed resumes after the restart, and the
+/// resumed model call's first delta says `"reset": true`, so a client that appends deltas
+/// shows the answer once, not its first words twice.
+#[tokio::test]
+async fn a_turn_resumed_after_a_crash_starts_its_streamed_answer_over_with_reset() {
+    let mut h = Api::new("").await;
+    h.process.start().await;
+    h.llm.push(
+        Reply::text("part0 part1 part2 part3 part4 part5 part6 part7")
+            .delta_chars(6)
+            .pace(Duration::from_millis(700)),
+    );
+    let turn = h.start_turn("k1", "tell me slowly").await;
+    // Killed once the answer has begun to show.
+    let before = h.events(&turn, None, Some(2)).await;
+    assert_eq!(
+        (before[0].event.as_str(), before[1].event.as_str()),
+        ("agent.selected", "text.delta"),
+        "{before:?}"
+    );
+    h.process.kill().await;
+
+    h.llm
+        .push(Reply::text("part0 part1 part2 done").delta_chars(6));
+    h.process.start().await;
+    let all = h.events(&turn, None, None).await;
+    let done = all.last().expect("events");
+    assert_eq!(done.event, "turn.completed", "{all:?}");
+    assert_eq!(done.data["text"], "part0 part1 part2 done");
+    let last_before = all
+        .iter()
+        .filter(|e| e.event == "text.delta" && e.id <= before[1].id)
+        .count();
+    assert!(last_before >= 1, "{all:?}");
+    // The deltas written by the resumed call: the first starts the reply over.
+    let resumed: Vec<&Sse> = all
+        .iter()
+        .filter(|e| e.event == "text.delta")
+        .skip_while(|e| e.data["reset"] != true)
+        .collect();
+    let Some(first) = resumed.first() else {
+        panic!("no delta says reset: {all:?}\n{}", h.process.logs());
+    };
+    assert!(
+        first.data["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("part0")),
+        "{all:?}"
+    );
+    // A client that appends deltas, and starts over on reset, shows the answer once.
+    let mut shown = String::new();
+    for event in all.iter().filter(|e| e.event == "text.delta") {
+        if event.data["reset"] == true {
+            shown.clear();
+        }
+        shown.push_str(event.data["text"].as_str().unwrap_or_default());
+    }
+    assert!(
+        "part0 part1 part2 done".starts_with(&shown) && shown.starts_with("part0"),
+        "{shown:?}: {all:?}"
+    );
+    h.process.stop().await;
+}
+
 #[tokio::test]
 async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     let mut h = Api::new("[tools]\nconfirmation_timeout_secs = 4\n").await;

@@ -945,6 +945,100 @@ async fn an_approval_not_given_in_time_ends_the_answer_and_a_later_approve_code_
     chat.process.stop().await;
 }
 
+/// Open WebUI with model `hearth/<agent>`: the typed `approve CODE` decides (the agent rides
+/// beside the text, so the daemon reads the code as typed), at once rather than when the
+/// confirmation expires, and the approval line and the answer are two paragraphs.
+#[tokio::test]
+async fn a_typed_code_approves_in_a_chat_with_an_agent_model_through_the_official_client() {
+    let python = match hearth_testkit::python::openai_python() {
+        Ok(python) => python,
+        Err(err) => panic!("the openai Python client is needed: {err}"),
+    };
+    let mut chat = Chat::start("confirm_wait_secs = 2").await;
+    let webui = chat.create_token(&["webui", "--scope", "approve"]);
+    chat.llm.push(Reply::tool_calls(vec![ToolCallSpec::new(
+        "c1",
+        "delete_task",
+        r#"{"task_id": 3}"#,
+    )]));
+    chat.llm.push(Reply::text("Deleted task 3."));
+    let script = chat.process.dir.path().join("approve.py");
+    std::fs::write(
+        &script,
+        r#"
+import json, sys, time
+import openai
+
+base_url, key = sys.argv[1], sys.argv[2]
+# The confirmation itself expires after 10 minutes: a client still waiting after 60 s failed.
+client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=60)
+headers = {"X-OpenWebUI-Chat-Id": "chat-with-an-agent-model"}
+ask = {"role": "user", "content": "delete task 3"}
+first = client.chat.completions.create(
+    model="hearth/general", messages=[ask], extra_headers=headers
+)
+waited = first.choices[0].message.content
+code = waited.split("approve ", 1)[1][:6]
+started = time.monotonic()
+text = ""
+for chunk in client.chat.completions.create(
+    model="hearth/general",
+    messages=[ask, {"role": "assistant", "content": waited},
+              {"role": "user", "content": "approve " + code}],
+    stream=True, extra_headers=headers,
+):
+    for choice in chunk.choices:
+        text += choice.delta.content or ""
+print(json.dumps({"waited": waited, "code": code, "approved": text,
+                  "seconds": time.monotonic() - started}))
+"#,
+    )
+    .expect("script");
+    let base_url = chat.process.url("/v1");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .args([&base_url, &webui])
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("python runs");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        chat.process.logs()
+    );
+    let out: Value = serde_json::from_slice(&output.stdout).expect("the script's JSON");
+    let waited = out["waited"].as_str().expect("waited");
+    assert!(waited.contains("Needs approval: `delete_task("), "{waited}");
+    assert!(waited.contains("Still waiting for approval"), "{waited}");
+    let approved = out["approved"].as_str().expect("approved");
+    assert!(
+        approved.starts_with("✅ Approved by webui"),
+        "the typed code decided: {approved}\n{}",
+        chat.process.logs()
+    );
+    assert!(
+        approved.ends_with("\n\nDeleted task 3."),
+        "the answer is a paragraph of its own: {approved:?}"
+    );
+    assert!(
+        out["seconds"].as_f64().is_some_and(|s| s < 30.0),
+        "answered at once, not when the confirmation expired: {out}"
+    );
+    // The model heard the request and the tool's result, never the code as a message.
+    let code = out["code"].as_str().expect("code");
+    let requests = chat.llm.wait_for_requests(2, WAIT).await;
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for request in &requests {
+        let messages = request["messages"].as_array().expect("messages");
+        assert!(!all_text(messages).contains(code), "{messages:?}");
+    }
+    chat.process.stop().await;
+}
+
 impl Chat {
     /// The native API's view of a turn: its state, and its events' kinds and data.
     async fn turn_state(&self, turn: &str) -> Value {

@@ -482,6 +482,7 @@ fn photo_message(id: &str) -> hearth_channel::Inbound {
             reply_to: None,
         },
         reply_context: None,
+        agent: None,
     }
 }
 
@@ -552,6 +553,7 @@ fn voice_message(id: &str) -> hearth_channel::Inbound {
             reply_to: None,
         },
         reply_context: None,
+        agent: None,
     }
 }
 

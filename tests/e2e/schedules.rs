@@ -50,14 +50,35 @@ fn config_dir() -> tempfile::TempDir {
 #[test]
 fn schedule_cli_adds_lists_runs_and_removes() {
     let dir = config_dir();
-    // Before the database exists there is nothing to list: said, not created empty.
+    // Before the first start the config's schedules are listed with their next fire, and the
+    // list says why nothing has run; no empty database is created for it.
     let list = hearth(dir.path(), &["schedule", "list"]);
-    assert_eq!(list.status.code(), Some(2), "{}", err(&list));
-    assert!(err(&list).contains("no database at"), "{}", err(&list));
+    assert_eq!(list.status.code(), Some(0), "{}", err(&list));
+    let text = out(&list);
+    assert!(
+        text.contains("morning-briefing  [config]  0 30 7 * * Mon-Fri (weekdays at 07:30)  Europe/Berlin  -> telegram:42"),
+        "{text}"
+    );
+    assert!(
+        text.contains("next ") && text.contains(" 07:30 CE") && text.contains("never run"),
+        "{text}"
+    );
+    let database = dir.path().join("data").join("hearth.db");
+    assert!(
+        text.contains(&format!(
+            "nothing has run yet: there is no database at {}",
+            database.display()
+        )),
+        "{text}"
+    );
     assert!(
         !dir.path().join("data").exists(),
         "an empty database was created"
     );
+    // Running one needs the daemon's database: refused, naming it.
+    let run = hearth(dir.path(), &["schedule", "run", "morning-briefing"]);
+    assert_eq!(run.status.code(), Some(2), "{}", err(&run));
+    assert!(err(&run).contains("no database at"), "{}", err(&run));
     let migrate = hearth(dir.path(), &["migrate"]);
     assert_eq!(migrate.status.code(), Some(0), "{}", err(&migrate));
     let list = hearth(dir.path(), &["schedule", "list"]);
@@ -65,7 +86,7 @@ fn schedule_cli_adds_lists_runs_and_removes() {
     let text = out(&list);
     assert!(text.contains("morning-briefing  [config]"), "{text}");
     assert!(
-        text.contains("0 30 7 * * Mon-Fri  Europe/Berlin  -> telegram:42"),
+        text.contains("0 30 7 * * Mon-Fri (weekdays at 07:30)  Europe/Berlin  -> telegram:42"),
         "{text}"
     );
     assert!(
@@ -104,7 +125,7 @@ fn schedule_cli_adds_lists_runs_and_removes() {
 
     let text = out(&hearth(dir.path(), &["schedule"]));
     assert!(
-        text.contains("weekly-review  [chat]  0 0 18 * * Fri  America/New_York"),
+        text.contains("weekly-review  [chat]  0 0 18 * * Fri (Fridays at 18:00)  America/New_York"),
         "{text}"
     );
 
@@ -366,4 +387,76 @@ async fn a_reminder_asked_for_in_chat_arrives_when_its_time_comes() {
         .expect("kept for its history");
     assert!(!after.enabled, "a reminder fires once");
     h.stop().await;
+}
+
+/// The walk's M2: someone with only the HTTP API (`hearth init --channel none`) adds a schedule
+/// for `http:laptop`. It is refused, naming what can receive; one stored before such targets
+/// were refused fails when it fires (in `schedule list` and `/metrics`) instead of being
+/// reported done while its answer is dropped.
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn a_schedule_for_an_http_client_is_refused_and_a_stored_one_fails_where_it_shows() {
+    let mut api = crate::http::Api::new("").await;
+    api.process.start().await;
+    // The start log says where the page and the APIs are, for someone who just started it.
+    let logs = api.process.logs();
+    assert!(
+        logs.contains("the owner's page is listening")
+            && logs.contains(&api.process.url("/api/v1"))
+            && logs.contains(&api.process.url("/v1")),
+        "{logs}"
+    );
+    let added = api.process.cli(&[
+        "schedule",
+        "add",
+        "brief",
+        "--cron",
+        "0 30 7 * * Mon-Fri",
+        "--prompt",
+        "Give me my briefing",
+        "--target",
+        "http:laptop",
+    ]);
+    assert!(
+        added.contains("would reach nobody")
+            && added.contains("no channel configured here can: add a section for one of")
+            && added.contains("telegram"),
+        "{added}"
+    );
+    assert!(!api.process.cli(&["schedule", "list"]).contains("brief"));
+
+    let database = api.process.dir.path().join("data").join("hearth.db");
+    let store = hearth::store::Store::connect(&format!("sqlite://{}", database.display()))
+        .await
+        .expect("the database opens");
+    sqlx::query(
+        "INSERT INTO schedules (name, cron, timezone, agent, prompt, channel, chat_id, source,
+             next_fire_at, created_at, updated_at)
+         VALUES ('brief', '0 30 7 * * Mon-Fri', 'UTC', 'general', 'Give me my briefing', 'http',
+             'laptop', 'chat', 4102444800000, 0, 0)",
+    )
+    .execute(store.pool())
+    .await
+    .expect("a schedule stored by an older hearth");
+    store.close().await;
+
+    let ran = api.process.cli(&["schedule", "run", "brief"]);
+    assert!(ran.contains("brief"), "{ran}");
+    let listed = api
+        .process
+        .wait_for(WAIT, "the run to fail", async || {
+            let listed = api.process.cli(&["schedule", "list"]);
+            listed.contains("failed").then_some(listed)
+        })
+        .await;
+    assert!(listed.contains("could not be delivered"), "{listed}");
+    let (_, metrics) = api.process.get("/metrics").await;
+    assert!(
+        metrics.contains(r#"hearth_schedule_runs_total{schedule="brief",outcome="failed"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"outcome="done""#), "{metrics}");
+    // Nothing was asked of the model for an answer nobody would read.
+    assert!(api.llm.requests().is_empty());
+    api.process.stop().await;
 }

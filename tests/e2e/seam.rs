@@ -623,6 +623,7 @@ async fn an_unverified_press_is_refused() {
             message: Some(prompt.reference()),
         }),
         reply_context: None,
+        agent: None,
     });
     eventually("the press to be answered", async || {
         !h.channel.answered_presses().is_empty()
@@ -695,6 +696,7 @@ async fn the_reply_context_comes_back_on_every_answer() {
             reply_to: None,
         },
         reply_context: Some(context.clone()),
+        agent: None,
     };
 
     // A plain reply.

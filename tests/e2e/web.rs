@@ -360,6 +360,7 @@ async fn only_presses_the_page_recorded_decide_as_the_owner() {
             message: None,
         }),
         reply_context: None,
+        agent: None,
     };
 
     // Nothing recorded; recorded as Deny but pressed as Approve.

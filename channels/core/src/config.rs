@@ -27,11 +27,12 @@ pub trait ChannelConfig:
     /// identities and schedule targets, and [`Channel::name`].
     const NAME: &'static str;
 
-    /// The channel shows a message only as the answer to an event it delivered (the HTTP API:
-    /// a reply belongs to a client's turn), so a message of the daemon's own (a budget warning,
-    /// a note about a failed schedule) would reach nobody. The daemon sends those to the
+    /// Whether hearth can send to a chat of this channel unasked: a schedule's answer, an owner
+    /// notice (a budget warning, a note about a failed schedule). A channel that shows a message
+    /// only as the answer to an event it delivered (the HTTP API: a reply belongs to a client's
+    /// turn) says no: a schedule target on it is refused, the daemon sends owner notices to the
     /// owner's identity on another channel, and `hearth check` warns when the owner has none.
-    const ANSWERS_ONLY: bool = false;
+    const SENDS_UNASKED: bool = true;
 
     /// Everything wrong with the section that parsing could not see (URLs, secrets that do not
     /// resolve, settings that need each other), each with its key relative to the section:

@@ -189,6 +189,7 @@ mod tests {
                 message: None,
             }),
             reply_context: None,
+            agent: None,
         }
     }
 

@@ -588,6 +588,7 @@ mod tests {
                 text: "t".into(),
             },
             reply_context: None,
+            agent: None,
         };
         ctx.sink.deliver(event).await.expect("delivered");
         ctx.state.save("offset", "7").await.expect("saved");

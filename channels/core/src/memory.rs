@@ -264,6 +264,7 @@ impl MemoryChannel {
                 reply_to: reply_to.map(str::to_owned),
             },
             reply_context: None,
+            agent: None,
         });
         id
     }
@@ -280,6 +281,7 @@ impl MemoryChannel {
                 emoji: emoji.to_owned(),
             },
             reply_context: None,
+            agent: None,
         });
         id
     }
@@ -303,6 +305,7 @@ impl MemoryChannel {
                 text: text.to_owned(),
             },
             reply_context: None,
+            agent: None,
         });
         id
     }
@@ -321,6 +324,7 @@ impl MemoryChannel {
                 message: Some(message.clone()),
             }),
             reply_context: None,
+            agent: None,
         });
         id
     }

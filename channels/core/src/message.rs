@@ -146,6 +146,12 @@ pub struct Inbound {
     /// their outcomes), so the adapter can thread them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_context: Option<serde_json::Value>,
+    /// The agent the client asked for, apart from the text (the HTTP API's `agent`, an
+    /// OpenAI client's model `hearth/<agent>`); `None`: the router chooses. Kept out of the text
+    /// so the daemon reads what the user typed (`approve K7Q2MX`, `/new`) as typed. Rows stored
+    /// before this field existed load with `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Inbound {
@@ -167,7 +173,14 @@ impl Inbound {
                 reply_to: None,
             },
             reply_context: None,
+            agent: None,
         }
+    }
+
+    /// The same event addressed to `agent` (see [`Inbound::agent`]).
+    pub fn for_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
     }
 
     /// The text of a new message; `None` for every other kind of event.

@@ -32,6 +32,7 @@ fn private(platform_id: &str, kind: InboundKind) -> Inbound {
         sender: Sender::new("42"),
         kind,
         reply_context: None,
+        agent: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn a_stored_message_with_attachments_loads() {
             reply_to: Some("54".into()),
         },
         reply_context: None,
+        agent: None,
     };
     assert_eq!(inbound("inbound_message"), expected);
 }
@@ -113,6 +115,7 @@ fn a_stored_reaction_loads() {
             emoji: "✅".into(),
         },
         reply_context: None,
+        agent: None,
     };
     assert_eq!(inbound("inbound_reaction"), expected);
 }

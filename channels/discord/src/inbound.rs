@@ -147,6 +147,7 @@ impl Rules {
                 text: self.clean_text(content),
             },
             reply_context: None,
+            agent: None,
         })
     }
 }
@@ -191,6 +192,7 @@ pub fn message(rules: &Rules, message: &Message) -> Inbound {
                 .map(|id| id.to_string()),
         },
         reply_context: None,
+        agent: None,
     }
 }
 
@@ -214,6 +216,7 @@ pub fn press(interaction: &ComponentInteraction) -> Inbound {
             }),
         }),
         reply_context: None,
+        agent: None,
     }
 }
 

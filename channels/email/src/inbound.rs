@@ -126,6 +126,7 @@ impl Reader {
                 reason: "unreadable in time".into(),
             },
             reply_context: None,
+            agent: None,
         })
     }
 
@@ -215,6 +216,7 @@ impl Reader {
             sender,
             kind,
             reply_context: Some(reply_context),
+            agent: None,
         })
     }
 

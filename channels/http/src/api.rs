@@ -470,22 +470,21 @@ pub(crate) async fn deliver_turn(
     record: &TurnRecord,
     text: &str,
 ) -> Result<(), ApiError> {
-    let text = if record.agent == "auto" {
-        text.to_string()
-    } else {
-        format!("@{} {}", record.agent, text)
-    };
     let event = Inbound {
         platform_id: record.platform_id.clone(),
         chat: chat_of(&token.name, &record.conversation),
         sender: sender_of(token),
         kind: InboundKind::Message {
-            text,
+            text: text.to_string(),
             attachments: Vec::new(),
             message_id: Some(record.id.clone()),
             reply_to: None,
         },
         reply_context: Some(json!({ "turn": record.id })),
+        // The agent travels beside the text, so the daemon reads what the user typed as
+        // typed: `approve K7Q2MX` with model `hearth/tasks` is a decision, not a message to
+        // the agent.
+        agent: (record.agent != "auto").then(|| record.agent.clone()),
     };
     deliver(shared, event).await
 }
@@ -745,6 +744,7 @@ pub(crate) async fn request_cancel(
                     message: None,
                 }),
                 reply_context: Some(json!({ "control": true })),
+                agent: None,
             };
             deliver(shared, event).await?;
         }
@@ -850,6 +850,7 @@ async fn decide_confirmation(
             message: None,
         }),
         reply_context: Some(json!({ "control": true })),
+        agent: None,
     };
     deliver(&shared, event).await?;
     // The decision is stored by the daemon's resolver; answer with it once it is.

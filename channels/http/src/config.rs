@@ -46,8 +46,9 @@ impl Default for HttpConfig {
 
 impl ChannelConfig for HttpConfig {
     const NAME: &'static str = CHANNEL_NAME;
-    // A message reaches a client only as the answer to its turn.
-    const ANSWERS_ONLY: bool = true;
+    // Everything it sends belongs to a client's turn or completion: there is no inbox to put a
+    // schedule's answer or an owner notice in.
+    const SENDS_UNASKED: bool = false;
 
     fn check(&self, _secrets: &dyn SecretSource) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();

@@ -385,10 +385,16 @@ impl Channel for HttpChannel {
         else {
             return Ok(None);
         };
+        // The first preview of a turn this process has shown nothing of: if the turn's stored
+        // events end in text, an earlier process was writing it when it stopped (a crash), and
+        // the resumed model call starts its reply over, so clients must drop what they have.
+        let resumed = !lock(&self.shared.previews).contains_key(&turn)
+            && self.shared.ends_in_text(&turn).await?;
         let delta = {
             let mut previews = lock(&self.shared.previews);
             let shown = previews.entry(turn.clone()).or_default();
             let delta = match text.strip_prefix(shown.as_str()) {
+                Some(_) if resumed => json!({ "text": text, "reset": true }),
                 Some(rest) => json!({ "text": rest }),
                 // The preview was rewritten (a new model call): start over.
                 None => json!({ "text": text, "reset": true }),
@@ -426,6 +432,23 @@ impl Channel for HttpChannel {
 }
 
 impl Shared {
+    /// Whether the last event stored for `turn` is a `text.delta`.
+    async fn ends_in_text(&self, turn: &str) -> Result<bool, ChannelError> {
+        let backend = self.backend()?;
+        let (mut after, mut last_kind) = (0, None);
+        loop {
+            let events = backend
+                .events_after(turn, after)
+                .await
+                .map_err(|err| ChannelError::transient(err.0))?;
+            let Some(last) = events.last() else {
+                return Ok(last_kind.as_deref() == Some("text.delta"));
+            };
+            after = last.seq;
+            last_kind = Some(last.kind.clone());
+        }
+    }
+
     async fn turn_record(&self, turn: &str) -> Result<TurnRecord, ChannelError> {
         self.backend()?
             .turn(turn)

@@ -343,6 +343,7 @@ async fn complete(
                         turn: turn.clone(),
                         after: last_seq(&backend, turn).await?,
                         confirmation: found.id.clone(),
+                        code: code.clone(),
                     }),
                     None => None,
                 },
@@ -822,6 +823,8 @@ struct Resume {
     /// The last event of that turn seen before the code was delivered.
     after: i64,
     confirmation: String,
+    /// Its code as typed (upper-cased): told again if the decision does not come in time.
+    code: String,
 }
 
 struct Plan {
@@ -869,6 +872,9 @@ impl Out {
 
     /// Sends `text` as a paragraph of its own.
     async fn paragraph(&mut self, text: &str) -> bool {
+        if text.is_empty() {
+            return true;
+        }
         if !self.shown.is_empty() && !self.shown.ends_with("\n\n") {
             let separator = if self.shown.ends_with('\n') {
                 "\n"
@@ -904,6 +910,9 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
     };
     let mut following = plan.turn.id.clone();
     let mut ended = follow(&shared, &plan.turn, 0, None, plan.confirm_wait, &mut out).await;
+    // The typed code's own turn ended; the waiting turn goes on once the daemon decided. If it
+    // did not take the code (a typing mistake it read as a message, a token that may not
+    // decide), the answer still ends within `confirm_wait_secs`, saying that it waits.
     if let (Ended::Done(_), Some(resume)) = (&ended, &plan.resume) {
         let waiting = match shared.backend() {
             Ok(backend) => backend.turn(&resume.turn).await.ok().flatten(),
@@ -915,7 +924,7 @@ async fn produce(shared: Arc<Shared>, plan: Plan, tx: mpsc::Sender<Piece>) {
                 &shared,
                 &waiting,
                 resume.after,
-                Some(&resume.confirmation),
+                Some(resume),
                 plan.confirm_wait,
                 &mut out,
             )
@@ -970,23 +979,27 @@ fn usage_of(data: &Value) -> Usage {
 }
 
 /// Sends the events of `turn` after `after` as text until it ends or waits too long for a
-/// confirmation; the decision of `skip_decided` is not told again.
+/// confirmation. For a turn `resumed` by a typed code, the wait for its decision counts from
+/// now, and the decision is not told again (the code's own turn told it).
 async fn follow(
     shared: &Shared,
     turn: &TurnRecord,
     mut after: i64,
-    skip_decided: Option<&str>,
+    resumed: Option<&Resume>,
     confirm_wait: Duration,
     out: &mut Out,
 ) -> Ended {
+    let skip_decided = resumed.map(|r| r.confirmation.as_str());
     let Ok(backend) = shared.backend().cloned() else {
         return Ended::Gone;
     };
     let mut appended = shared.appended.subscribe();
     // The text of the current model call, as shown so far.
     let mut draft = String::new();
-    // The code and deadline of a confirmation the turn waits for.
-    let mut waiting: Option<(String, Instant)> = None;
+    // The code and deadline of a confirmation the turn waits for: the resumed turn's
+    // confirmation.required was before `after`, so without this it would wait unbounded.
+    let mut waiting: Option<(String, Instant)> =
+        resumed.map(|r| (r.code.clone(), Instant::now() + confirm_wait));
     loop {
         appended.borrow_and_update();
         let events = match backend.events_after(&turn.id, after).await {
@@ -1039,6 +1052,9 @@ async fn follow(
                         format!("{draft}{text}")
                     };
                     let sent = match now.strip_prefix(draft.as_str()) {
+                        // The first words of a model call after an approval line or another
+                        // call's text: a paragraph of their own, not glued to it.
+                        Some(more) if draft.is_empty() => out.paragraph(more).await,
                         Some(more) => out.text(more).await,
                         // A new model call rewrote the preview: its text is a new paragraph.
                         None => out.paragraph(&now).await,

@@ -83,6 +83,7 @@ fn take(room: &str, json: &Value) {
         sender: Sender::new(sender),
         kind,
         reply_context: None,
+        agent: None,
     };
     hearth_channel::fuzzing::check_stored(&event);
 }

@@ -148,6 +148,7 @@ pub(crate) async fn convert(
             sender: who.clone(),
             kind,
             reply_context: None,
+            agent: None,
         }))
     };
     let content = &json["content"];

@@ -111,6 +111,7 @@ impl Mapper<'_> {
                     text,
                 },
                 reply_context: None,
+                agent: None,
             }));
         }
         debug!(update_id, "update of a kind hearth does not handle skipped");
@@ -147,6 +148,7 @@ impl Mapper<'_> {
                     .map(|id| id.to_string()),
             },
             reply_context: None,
+            agent: None,
         }))
     }
 
@@ -324,6 +326,7 @@ fn press(platform_id: String, query: &Value) -> Option<Inbound> {
             message: message_ref,
         }),
         reply_context: None,
+        agent: None,
     })
 }
 
