@@ -398,21 +398,47 @@ async fn turn_loop(
                 }
             }
             if dropped >= order.len() {
-                // The system prompt, the tools and the latest message alone do not fit.
+                // Every earlier turn is left out. "Start afresh" is the answer only when the
+                // system prompt, the tools and the latest message alone do not fit. When it is
+                // this turn's own tool calls and results that pass the estimate (a hundred calls
+                // in one answer), the request goes as it is and the model server judges it: a
+                // "too long" answer corrects the estimates, and a third ends the turn.
+                let latest_chars: usize = stored
+                    .iter()
+                    .filter(|m| {
+                        m.turn_id == Some(job.turn.id)
+                            && matches!(m.message, ChatMessage::User { .. })
+                    })
+                    .map(|m| context::message_chars(&m.message))
+                    .sum();
+                let alone = rt.estimator.estimate(
+                    job.turn.conversation_id,
+                    &limits.model,
+                    base.len() + specs_chars + latest_chars,
+                );
+                if alone > limits.usable {
+                    tracing::warn!(
+                        turn = job.turn.id,
+                        estimate = alone,
+                        usable = limits.usable,
+                        "the latest message does not fit even alone"
+                    );
+                    return Ok(finish(
+                        TurnStatus::Failed,
+                        TOO_LONG.to_string(),
+                        Some(format!(
+                            "{alone} tokens for the system prompt, the tools and the latest message; {} fit",
+                            limits.usable
+                        )),
+                    ));
+                }
                 tracing::warn!(
                     turn = job.turn.id,
                     estimate,
                     usable = limits.usable,
-                    "the latest message does not fit even alone"
+                    "this turn's own tool calls and results pass the window's estimate; sending the request for the model server to judge"
                 );
-                return Ok(finish(
-                    TurnStatus::Failed,
-                    TOO_LONG.to_string(),
-                    Some(format!(
-                        "{estimate} tokens with every earlier turn left out; {} fit",
-                        limits.usable
-                    )),
-                ));
+                break (system, messages, chars, estimate);
             }
             // Leave out the oldest turns that cover the excess (at least one more).
             let excess = rt
