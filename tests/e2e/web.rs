@@ -328,6 +328,114 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
     h.stop().await;
 }
 
+/// Approve and Deny from a plain form (no script): the redirect to the Inbox carries no text,
+/// and the Inbox then says, once, what was done; the URL cannot put words there.
+#[tokio::test]
+async fn deciding_on_the_page_says_what_happened() {
+    use hearth_testkit::Reply;
+
+    use crate::telegram::OWNER;
+
+    let mut h = TgHearth::new(WEB_CONFIG).await;
+    h.start().await;
+    let base = h.base_url();
+    let http = client();
+    let login = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", login_code(&h).as_str())])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()[SET_COOKIE].to_str().expect("cookie");
+    let session = cookie.split(';').next().expect("pair").to_string();
+    let inbox = async |query: &str| {
+        http.get(format!("{base}/{query}"))
+            .header(COOKIE, &session)
+            .send()
+            .await
+            .expect("inbox")
+            .text()
+            .await
+            .expect("body")
+    };
+    let store = database(&h).await;
+    let pending = async || {
+        store
+            .pending_confirmation_list(chrono::Utc::now().timestamp_millis())
+            .await
+            .expect("read")
+    };
+
+    let mut decided_ids = Vec::new();
+    for (n, action, said) in [
+        (1, "approve", "Approved delete_task"),
+        (2, "deny", "Denied delete_task"),
+    ] {
+        h.llm.push(Reply::call(
+            format!("c{n}"),
+            "delete_task",
+            format!(r#"{{"task_id": {n}}}"#),
+        ));
+        h.tg.push_text(OWNER, OWNER, &format!("delete task {n}"));
+        h.wait(OWNER, 2 * n - 1).await;
+        let id = pending().await.first().expect("a confirmation").id.clone();
+        h.llm.push(Reply::text("Done."));
+        let page = inbox("").await;
+        let decided = http
+            .post(format!("{base}/inbox/confirmations/{id}/{action}"))
+            .header(COOKIE, &session)
+            .header("sec-fetch-site", "same-origin")
+            .form(&[("csrf", csrf_of(&page).as_str())])
+            .send()
+            .await
+            .expect("decide");
+        assert_eq!(decided.status(), 303);
+        assert_eq!(decided.headers()[LOCATION], "/", "no text in the URL");
+        let shown = inbox("").await;
+        assert!(shown.contains(said), "{action}: {shown}");
+        assert!(
+            shown.contains("telegram:"),
+            "where the turn goes on: {shown}"
+        );
+        assert!(!shown.contains('`'), "no Markdown on a page: {shown}");
+        assert!(!inbox("").await.contains(said), "shown once");
+        h.wait(OWNER, 2 * n).await;
+        assert!(pending().await.is_empty());
+        decided_ids.push(id);
+    }
+    // Deny on one approved already (a second tab, a stale page): nothing changes, and it says so.
+    let page = inbox("").await;
+    let again = http
+        .post(format!(
+            "{base}/inbox/confirmations/{}/deny",
+            decided_ids[0]
+        ))
+        .header(COOKIE, &session)
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf_of(&page).as_str())])
+        .send()
+        .await
+        .expect("decide again");
+    assert_eq!(again.status(), 303);
+    let shown = inbox("").await;
+    assert!(
+        shown.contains("delete_task was already approved; nothing was changed."),
+        "{shown}"
+    );
+    let first = store
+        .confirmation(&decided_ids[0])
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(first.status, hearth::store::ConfirmationStatus::Approved);
+    let planted = inbox("?notice=Approved%20everything").await;
+    assert!(!planted.contains("Approved everything"), "{planted}");
+    store.close().await;
+    h.stop().await;
+}
+
 /// A press that claims to come from the page decides only when the page recorded it first: the
 /// page's sender id from a chat, or a recorded decision pressed as another action, decides
 /// nothing; the recorded one decides as the owner.

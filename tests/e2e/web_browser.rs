@@ -220,8 +220,9 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         "the approved request to leave",
     )
     .await;
-    until_text(&browser, ".notice", "the outcome", |t| {
-        t.contains("approved")
+    // The page says what happened, beside the list.
+    until_text(&browser, "#inbox-notice", "the outcome", |t| {
+        t.contains("Approved delete_task")
     })
     .await;
 
@@ -237,6 +238,9 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         "the new request to appear",
     )
     .await;
+    // The live refresh of the list left the notice of the last decision in place.
+    let notice = text_of(&browser, "#inbox-notice").await;
+    assert!(notice.contains("Approved delete_task"), "{notice}");
     h.llm.push(Reply::text("There was no task 2."));
     let approve = second.buttons[0][0].1.clone();
     h.tg.press(OWNER, OWNER, second.id, &approve);
