@@ -169,6 +169,8 @@ pub(super) async fn status(State(state): State<WebState>, session: Session) -> R
 
 pub struct ConversationView {
     pub id: i64,
+    /// The first message, shortened to one line; the chat where there is none.
+    pub title: String,
     pub chat: String,
     pub agent: String,
     pub last_active: String,
@@ -208,6 +210,19 @@ fn visible_text(message: &ChatMessage) -> String {
         ChatMessage::Assistant { text, .. } => text.clone(),
         ChatMessage::Tool { content, .. } => content.clone(),
     }
+}
+
+/// How long a conversation's title may be, in characters.
+const TITLE_CHARS: usize = 60;
+
+/// A conversation's title from the stored body of its first message: the visible text on one
+/// line (whitespace runs folded), cut to `max` characters. None when the body cannot be read or
+/// has no text (an image alone shows as its type).
+fn title_of(body: &str, max: usize) -> Option<String> {
+    let message = serde_json::from_str::<ChatMessage>(body).ok()?;
+    let text = visible_text(&message);
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!line.is_empty()).then(|| cut(&line, max))
 }
 
 fn chat_label(channel: &str, chat_id: &str, thread_id: &str) -> String {
@@ -278,6 +293,11 @@ pub(super) async fn conversations(
             .into_iter()
             .map(|c| ConversationView {
                 id: c.id,
+                title: c
+                    .first_message
+                    .as_deref()
+                    .and_then(|body| title_of(body, TITLE_CHARS))
+                    .unwrap_or_else(|| "(no message yet)".into()),
                 chat: chat_label(&c.channel, &c.chat_id, &c.thread_id),
                 agent: c.current_agent.unwrap_or_else(|| "-".into()),
                 last_active: local_time(c.last_active_at, tz),
@@ -817,6 +837,26 @@ fn route_result(state: &WebState, text: &str) -> RouteResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_is_the_first_message_on_one_short_line() {
+        let body = |text: &str| {
+            serde_json::to_string(&ChatMessage::User {
+                content: vec![ContentPart::Text { text: text.into() }],
+            })
+            .expect("json")
+        };
+        assert_eq!(
+            title_of(&body("what is  on\nmy calendar?"), 60).as_deref(),
+            Some("what is on my calendar?")
+        );
+        assert_eq!(
+            title_of(&body("remember the zucchini recipe from grandma"), 12).as_deref(),
+            Some("remember the…")
+        );
+        assert_eq!(title_of(&body("  \n "), 60), None, "nothing to show");
+        assert_eq!(title_of("not json", 60), None, "an unreadable body");
+    }
 
     #[test]
     fn sizes_read_in_units() {

@@ -329,7 +329,8 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
 }
 
 /// Approve and Deny from a plain form (no script): the redirect to the Inbox carries no text,
-/// and the Inbox then says, once, what was done; the URL cannot put words there.
+/// and the Inbox then says, once, what was done; the URL cannot put words there. The
+/// conversation is listed by its first message.
 #[tokio::test]
 async fn deciding_on_the_page_says_what_happened() {
     use hearth_testkit::Reply;
@@ -430,6 +431,13 @@ async fn deciding_on_the_page_says_what_happened() {
         .expect("read")
         .expect("kept");
     assert_eq!(first.status, hearth::store::ConfirmationStatus::Approved);
+    // The conversation is titled by its first message, the chat under it.
+    let conversations = inbox("conversations").await;
+    assert!(
+        conversations.contains(">delete task 1</a>")
+            && conversations.contains(&format!("telegram:{OWNER}")),
+        "{conversations}"
+    );
     let planted = inbox("?notice=Approved%20everything").await;
     assert!(!planted.contains("Approved everything"), "{planted}");
     store.close().await;
