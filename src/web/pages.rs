@@ -766,7 +766,7 @@ pub(super) async fn agents(
             } else {
                 tools.join(", ")
             },
-            model: format!("{} / {}", agent.provider, agent.model),
+            model: model_used(&state, agent),
             versions,
         });
     }
@@ -786,6 +786,26 @@ pub(super) async fn agents(
         agents: views,
         routed,
     })
+}
+
+/// The provider and model a turn of `agent` uses, resolved as the runtime does
+/// (`runtime::turn::Limits::of`): provider "default" is the first configured one, model
+/// "default" (or none) that provider's model.
+fn model_used(state: &WebState, agent: &crate::agent::AgentDef) -> String {
+    match state.rt.providers.config(&agent.provider) {
+        Some(config) => {
+            let model = match agent.model.as_str() {
+                "default" | "" => config.model.as_str(),
+                model => model,
+            };
+            format!("{} / {model}", config.name)
+        }
+        // The config check refuses such an agent at start; said plainly should it get here.
+        None => format!(
+            "{} / {} (no provider of that name is configured)",
+            agent.provider, agent.model
+        ),
+    }
 }
 
 #[derive(askama::Template)]

@@ -330,7 +330,7 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
 
 /// Approve and Deny from a plain form (no script): the redirect to the Inbox carries no text,
 /// and the Inbox then says, once, what was done; the URL cannot put words there. The
-/// conversation is listed by its first message.
+/// conversation is listed by its first message; the Agents page names the model used.
 #[tokio::test]
 async fn deciding_on_the_page_says_what_happened() {
     use hearth_testkit::Reply;
@@ -437,6 +437,12 @@ async fn deciding_on_the_page_says_what_happened() {
         conversations.contains(">delete task 1</a>")
             && conversations.contains(&format!("telegram:{OWNER}")),
         "{conversations}"
+    );
+    // The Agents page names the model a turn uses, not the "default" the agent file says.
+    let agents = inbox("agents").await;
+    assert!(
+        agents.contains("<dd>fake / fake-model</dd>") && !agents.contains("default / default"),
+        "{agents}"
     );
     let planted = inbox("?notice=Approved%20everything").await;
     assert!(!planted.contains("Approved everything"), "{planted}");
