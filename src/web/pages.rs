@@ -605,7 +605,9 @@ pub struct UsageTable {
 }
 
 pub struct UsageView {
-    pub key: String,
+    /// The key cut after each `/` (a model's `provider/model`), so a narrow screen breaks it
+    /// there and not inside a word.
+    pub key_parts: Vec<String>,
     pub calls: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
@@ -624,6 +626,68 @@ struct UsagePage {
     total_tokens: i64,
     total_cost: String,
     tables: Vec<UsageTable>,
+    chart: CostChart,
+}
+
+/// One day's bar in the cost chart, in the SVG's units (each day 10 wide, 100 high).
+pub struct Bar {
+    pub x: u32,
+    pub y: u32,
+    pub height: u32,
+    pub day: String,
+    pub cost: String,
+}
+
+/// Cost per day as an inline SVG (no script, nothing fetched: the page's CSP allows neither).
+pub struct CostChart {
+    pub width: u32,
+    pub bars: Vec<Bar>,
+    pub first: String,
+    pub last: String,
+    pub highest: String,
+}
+
+/// The bars for every day from `from` through `days` days, a day without calls at zero;
+/// `costs` are (`YYYY-MM-DD`, nano-USD). The highest day fills the height; a day that cost
+/// anything shows at least a sliver.
+fn cost_chart(costs: &[(String, i64)], from: chrono::NaiveDate, days: u32) -> CostChart {
+    let by_day: HashMap<&str, i64> = costs.iter().map(|(d, c)| (d.as_str(), *c)).collect();
+    let max = costs.iter().map(|(_, c)| *c).max().unwrap_or(0).max(0);
+    let mut bars = Vec::with_capacity(days as usize);
+    for n in 0..days {
+        let Some(date) = from.checked_add_days(chrono::Days::new(u64::from(n))) else {
+            break;
+        };
+        let day = date.format("%Y-%m-%d").to_string();
+        let cost = by_day.get(day.as_str()).copied().unwrap_or(0).max(0);
+        let height = if max == 0 || cost == 0 {
+            0
+        } else {
+            // 1..=100; the ratio of two non-negative i64 fits f64 well enough for a picture.
+            ((cost as f64 / max as f64) * 100.0)
+                .round()
+                .clamp(1.0, 100.0) as u32
+        };
+        bars.push(Bar {
+            x: n * 10 + 1,
+            y: 100 - height,
+            height,
+            cost: usd(cost),
+            day,
+        });
+    }
+    CostChart {
+        width: (bars.len() as u32).max(1) * 10,
+        first: bars.first().map(|b| b.day.clone()).unwrap_or_default(),
+        last: bars.last().map(|b| b.day.clone()).unwrap_or_default(),
+        highest: usd(max),
+        bars,
+    }
+}
+
+/// `provider/model` as `["provider/", "model"]`.
+fn key_parts(key: &str) -> Vec<String> {
+    key.split_inclusive('/').map(str::to_string).collect()
 }
 
 #[derive(serde::Deserialize)]
@@ -641,9 +705,8 @@ pub(super) async fn usage(
     let days = query.days.unwrap_or(30).clamp(1, 366);
     let tz = state.timezone();
     let today = chrono::Utc::now().with_timezone(&tz).date_naive();
-    let from = (today - chrono::Days::new(u64::from(days - 1)))
-        .format("%Y-%m-%d")
-        .to_string();
+    let first_day = today - chrono::Days::new(u64::from(days - 1));
+    let from = first_day.format("%Y-%m-%d").to_string();
     let groups = [
         (UsageBy::Day, "day"),
         (UsageBy::Agent, "agent"),
@@ -652,6 +715,7 @@ pub(super) async fn usage(
         (UsageBy::Model, "model"),
     ];
     let mut tables = Vec::with_capacity(groups.len());
+    let mut daily = Vec::new();
     let (mut total_calls, mut total_tokens, mut total_nusd) = (0, 0, 0);
     for (group, by) in groups {
         let rows = match state.rt.store.usage_by(group, &from, None).await {
@@ -663,6 +727,7 @@ pub(super) async fn usage(
                 total_calls += row.calls;
                 total_tokens += row.input_tokens + row.output_tokens;
                 total_nusd += row.cost_nusd;
+                daily.push((row.key.clone(), row.cost_nusd));
             }
         }
         tables.push(UsageTable {
@@ -670,7 +735,7 @@ pub(super) async fn usage(
             rows: rows
                 .into_iter()
                 .map(|row| UsageView {
-                    key: row.key,
+                    key_parts: key_parts(&row.key),
                     calls: row.calls,
                     input_tokens: row.input_tokens,
                     output_tokens: row.output_tokens,
@@ -689,6 +754,7 @@ pub(super) async fn usage(
         total_tokens,
         total_cost: usd(total_nusd),
         tables,
+        chart: cost_chart(&daily, first_day, days),
     })
 }
 
@@ -876,6 +942,34 @@ mod tests {
         );
         assert_eq!(title_of(&body("  \n "), 60), None, "nothing to show");
         assert_eq!(title_of("not json", 60), None, "an unreadable body");
+    }
+
+    #[test]
+    fn the_chart_has_a_bar_per_day_and_the_dearest_fills_it() {
+        let from = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("date");
+        let costs = vec![
+            ("2026-11-27".to_string(), 2_000_000_000),
+            ("2026-11-29".to_string(), 10_000),
+        ];
+        let chart = cost_chart(&costs, from, 3);
+        let heights: Vec<u32> = chart.bars.iter().map(|b| b.height).collect();
+        assert_eq!(
+            heights,
+            [100, 0, 1],
+            "a day without calls is empty, a cheap one shows"
+        );
+        assert_eq!(chart.bars[1].day, "2026-11-28");
+        assert_eq!(
+            (chart.first.as_str(), chart.last.as_str()),
+            ("2026-11-27", "2026-11-29")
+        );
+        assert_eq!(chart.width, 30);
+        assert_eq!(chart.bars[0].y, 0);
+        let empty = cost_chart(&[], from, 1);
+        assert_eq!(empty.bars.len(), 1);
+        assert_eq!(empty.bars[0].height, 0);
+        assert_eq!(key_parts("fake/fake-model"), ["fake/", "fake-model"]);
+        assert_eq!(key_parts("briefing"), ["briefing"]);
     }
 
     #[test]

@@ -444,6 +444,12 @@ async fn deciding_on_the_page_says_what_happened() {
         agents.contains("<dd>fake / fake-model</dd>") && !agents.contains("default / default"),
         "{agents}"
     );
+    // Usage: the cost per day as inline SVG bars (no style attribute: the CSP allows none),
+    // a model's key breakable at its slash.
+    let usage = inbox("usage?days=7").await;
+    assert_eq!(usage.matches("<rect ").count(), 7, "{usage}");
+    assert!(usage.contains("fake/<wbr>fake-model"), "{usage}");
+    assert!(!usage.contains("style="), "{usage}");
     let planted = inbox("?notice=Approved%20everything").await;
     assert!(!planted.contains("Approved everything"), "{planted}");
     store.close().await;

@@ -326,6 +326,44 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     })
     .await;
     screenshots(&browser, "usage").await;
+    // On a 390 px phone nothing sticks out sideways, and the cost chart is there.
+    browser
+        .set_window_size(PHONE.0, PHONE.1)
+        .await
+        .expect("window size");
+    let widths = poll(WAIT, async || {
+        let widths = browser
+            .execute(
+                "return [document.documentElement.scrollWidth, window.innerWidth];",
+                vec![],
+            )
+            .await
+            .ok()?;
+        let inner = widths.get(1)?.as_u64()?;
+        (inner <= u64::from(PHONE.0)).then_some(widths)
+    })
+    .await
+    .expect("the phone-sized window");
+    let scroll = widths[0].as_u64().expect("scrollWidth");
+    std::fs::write(
+        screenshot_dir().join("usage-390.png"),
+        browser.screenshot().await.expect("screenshot"),
+    )
+    .expect("save screenshot");
+    assert!(
+        scroll <= u64::from(PHONE.0),
+        "the Usage page is {scroll} px wide on a {} px phone (window {widths})",
+        PHONE.0
+    );
+    let bars = browser
+        .find_all(Locator::Css("figure.chart svg rect"))
+        .await
+        .expect("bars");
+    assert_eq!(bars.len(), 30, "a bar for each of the 30 days");
+    browser
+        .set_window_size(DESKTOP.0, DESKTOP.1)
+        .await
+        .expect("window size");
     browser.goto(&format!("{base}/agents")).await.expect("goto");
     let route = browser
         .wait()
