@@ -48,7 +48,7 @@ fn csrf_of(page: &str) -> String {
     page[start..].split('"').next().expect("token").to_string()
 }
 
-async fn database(h: &TgHearth) -> Store {
+pub(crate) async fn database(h: &TgHearth) -> Store {
     let path = h.dir.path().join("data").join("hearth.db");
     Store::open(&format!("sqlite://{}", path.display()))
         .await

@@ -319,7 +319,29 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     .await;
     screenshots(&browser, "conversation").await;
 
-    // Usage, Agents (with the routing box) and Status.
+    // Usage, Agents (with the routing box) and Status. Two earlier days that cost something
+    // (the fake model is free), for bars in the chart.
+    let store = crate::web::database(&h).await;
+    for (days_ago, cost_nusd) in [(3, 40_000_000), (1, 15_000_000)] {
+        let day = chrono::Utc::now().date_naive() - chrono::Days::new(days_ago);
+        let call = hearth::store::ModelCall {
+            at_ms: chrono::Utc::now().timestamp_millis() - days_ago as i64 * 86_400_000,
+            day: day.format("%Y-%m-%d").to_string(),
+            payer: hearth::store::Payer {
+                purpose: "turn",
+                agent_id: Some("finance".into()),
+                ..Default::default()
+            },
+            provider: "fake".into(),
+            model: "fake-model".into(),
+            input_tokens: 1200,
+            output_tokens: 300,
+            cost_nusd,
+            ..Default::default()
+        };
+        store.record_model_call(&call).await.expect("record a call");
+    }
+    store.close().await;
     browser.goto(&format!("{base}/usage")).await.expect("goto");
     until_text(&browser, "main", "the usage tables", |t| {
         t.contains("By model")
@@ -360,6 +382,20 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         .await
         .expect("bars");
     assert_eq!(bars.len(), 30, "a bar for each of the 30 days");
+    let mut heights = Vec::new();
+    for bar in bars {
+        heights.push(
+            bar.attr("height")
+                .await
+                .expect("height")
+                .unwrap_or_default(),
+        );
+    }
+    assert_eq!(
+        heights[26], "100",
+        "the dearest day fills the chart: {heights:?}"
+    );
+    assert_eq!(heights[28], "38", "{heights:?}");
     browser
         .set_window_size(DESKTOP.0, DESKTOP.1)
         .await
