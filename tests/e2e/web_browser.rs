@@ -3,7 +3,8 @@
 //! Bot API. Logs in with a code from `hearth web login`, approves a confirmation raised by a
 //! Telegram message and sees the turn resume in Telegram and the prompt show the outcome, sees a
 //! confirmation approved in Telegram leave the open page by itself, approves a pairing request,
-//! runs a schedule now, finds an old message, tries the routing box; and saves screenshots of
+//! runs a schedule now, finds an old message, checks that Usage fits a 390 px phone with its
+//! cost chart, tries the routing box; and saves screenshots of
 //! every page, phone-sized and desktop, under the target directory's `tmp/web-screenshots`.
 
 use std::path::PathBuf;
