@@ -58,6 +58,8 @@ pub struct InboxList {
 struct InboxPage {
     csrf: String,
     active: &'static str,
+    /// What the last change of this session did (see `Flash`), above the list.
+    notice: Option<String>,
     list: String,
 }
 
@@ -122,6 +124,7 @@ async fn inbox_list(
 }
 
 pub(super) async fn page(State(state): State<WebState>, session: Session) -> Response {
+    let notice = state.flash.take(&session);
     let list = match inbox_list(&state, &session, None).await {
         Ok(list) => list,
         Err(response) => return response,
@@ -133,6 +136,7 @@ pub(super) async fn page(State(state): State<WebState>, session: Session) -> Res
     render(&InboxPage {
         csrf: session.csrf,
         active: "inbox",
+        notice,
         list,
     })
 }
@@ -202,9 +206,12 @@ pub(super) async fn events(State(state): State<WebState>, session: Session) -> R
         .into_response()
 }
 
-/// The answer to an Inbox action: the refreshed list for htmx, a redirect for a plain form.
+/// The answer to an Inbox action: for htmx the refreshed list with the notice of what was done
+/// beside it (out of band, so the live refresh of the list does not wipe it); for a plain form a
+/// redirect to the Inbox, which shows the notice once (kept server-side, see `Flash`).
 async fn answer(state: &WebState, change: &Change, notice: String) -> Response {
     if !change.htmx {
+        state.flash.leave(&change.session, notice);
         return Redirect::to("/").into_response();
     }
     match inbox_list(state, &change.session, Some(notice)).await {
@@ -238,10 +245,15 @@ pub(super) async fn decide_confirmation(
     };
     if confirmation.status != ConfirmationStatus::Pending || confirmation.expires_at <= state.now()
     {
+        let status = match confirmation.status {
+            // Pending but past its time: the expiry sweep has not marked it yet.
+            ConfirmationStatus::Pending => ConfirmationStatus::Expired,
+            status => status,
+        };
         let notice = format!(
-            "`{}` was already {}.",
+            "{} was already {}; nothing was changed.",
             confirmation.tool,
-            confirmation.status.as_str()
+            status.as_str()
         );
         return answer(&state, &change, notice).await;
     }
@@ -284,15 +296,33 @@ pub(super) async fn decide_confirmation(
         }
     }
     let notice = match decided {
-        Some(status) => format!(
-            "`{}` {}; the conversation in {} goes on.",
+        Some(ConfirmationStatus::Approved) => format!(
+            "Approved {} ({}); the turn goes on in {}:{}.",
             confirmation.tool,
-            status.as_str(),
-            confirmation.channel
+            cut(&confirmation.summary, 120),
+            confirmation.channel,
+            confirmation.chat_id
+        ),
+        Some(ConfirmationStatus::Denied) => format!(
+            "Denied {} ({}); the turn goes on without it in {}:{}.",
+            confirmation.tool,
+            cut(&confirmation.summary, 120),
+            confirmation.channel,
+            confirmation.chat_id
+        ),
+        Some(status) => format!(
+            "{} was {} before your decision arrived; nothing was changed.",
+            confirmation.tool,
+            status.as_str()
         ),
         None => format!(
-            "Sent: `{}` will be decided when the conversation's queue reaches it.",
-            confirmation.tool
+            "Sent: {} will be {} when the conversation's queue reaches it.",
+            confirmation.tool,
+            if matches!(action, Action::Approve) {
+                "approved"
+            } else {
+                "denied"
+            }
         ),
     };
     answer(&state, &change, notice).await

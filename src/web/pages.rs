@@ -169,6 +169,8 @@ pub(super) async fn status(State(state): State<WebState>, session: Session) -> R
 
 pub struct ConversationView {
     pub id: i64,
+    /// The first message, shortened to one line; the chat where there is none.
+    pub title: String,
     pub chat: String,
     pub agent: String,
     pub last_active: String,
@@ -208,6 +210,19 @@ fn visible_text(message: &ChatMessage) -> String {
         ChatMessage::Assistant { text, .. } => text.clone(),
         ChatMessage::Tool { content, .. } => content.clone(),
     }
+}
+
+/// How long a conversation's title may be, in characters.
+const TITLE_CHARS: usize = 60;
+
+/// A conversation's title from the stored body of its first message: the visible text on one
+/// line (whitespace runs folded), cut to `max` characters. None when the body cannot be read or
+/// has no text (an image alone shows as its type).
+fn title_of(body: &str, max: usize) -> Option<String> {
+    let message = serde_json::from_str::<ChatMessage>(body).ok()?;
+    let text = visible_text(&message);
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!line.is_empty()).then(|| cut(&line, max))
 }
 
 fn chat_label(channel: &str, chat_id: &str, thread_id: &str) -> String {
@@ -278,6 +293,11 @@ pub(super) async fn conversations(
             .into_iter()
             .map(|c| ConversationView {
                 id: c.id,
+                title: c
+                    .first_message
+                    .as_deref()
+                    .and_then(|body| title_of(body, TITLE_CHARS))
+                    .unwrap_or_else(|| "(no message yet)".into()),
                 chat: chat_label(&c.channel, &c.chat_id, &c.thread_id),
                 agent: c.current_agent.unwrap_or_else(|| "-".into()),
                 last_active: local_time(c.last_active_at, tz),
@@ -585,7 +605,9 @@ pub struct UsageTable {
 }
 
 pub struct UsageView {
-    pub key: String,
+    /// The key cut after each `/` (a model's `provider/model`), so a narrow screen breaks it
+    /// there and not inside a word.
+    pub key_parts: Vec<String>,
     pub calls: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
@@ -604,6 +626,68 @@ struct UsagePage {
     total_tokens: i64,
     total_cost: String,
     tables: Vec<UsageTable>,
+    chart: CostChart,
+}
+
+/// One day's bar in the cost chart, in the SVG's units (each day 10 wide, 100 high).
+pub struct Bar {
+    pub x: u32,
+    pub y: u32,
+    pub height: u32,
+    pub day: String,
+    pub cost: String,
+}
+
+/// Cost per day as an inline SVG (no script, nothing fetched: the page's CSP allows neither).
+pub struct CostChart {
+    pub width: u32,
+    pub bars: Vec<Bar>,
+    pub first: String,
+    pub last: String,
+    pub highest: String,
+}
+
+/// The bars for every day from `from` through `days` days, a day without calls at zero;
+/// `costs` are (`YYYY-MM-DD`, nano-USD). The highest day fills the height; a day that cost
+/// anything shows at least a sliver.
+fn cost_chart(costs: &[(String, i64)], from: chrono::NaiveDate, days: u32) -> CostChart {
+    let by_day: HashMap<&str, i64> = costs.iter().map(|(d, c)| (d.as_str(), *c)).collect();
+    let max = costs.iter().map(|(_, c)| *c).max().unwrap_or(0).max(0);
+    let mut bars = Vec::with_capacity(days as usize);
+    for n in 0..days {
+        let Some(date) = from.checked_add_days(chrono::Days::new(u64::from(n))) else {
+            break;
+        };
+        let day = date.format("%Y-%m-%d").to_string();
+        let cost = by_day.get(day.as_str()).copied().unwrap_or(0).max(0);
+        let height = if max == 0 || cost == 0 {
+            0
+        } else {
+            // 1..=100; the ratio of two non-negative i64 fits f64 well enough for a picture.
+            ((cost as f64 / max as f64) * 100.0)
+                .round()
+                .clamp(1.0, 100.0) as u32
+        };
+        bars.push(Bar {
+            x: n * 10 + 1,
+            y: 100 - height,
+            height,
+            cost: usd(cost),
+            day,
+        });
+    }
+    CostChart {
+        width: (bars.len() as u32).max(1) * 10,
+        first: bars.first().map(|b| b.day.clone()).unwrap_or_default(),
+        last: bars.last().map(|b| b.day.clone()).unwrap_or_default(),
+        highest: usd(max),
+        bars,
+    }
+}
+
+/// `provider/model` as `["provider/", "model"]`.
+fn key_parts(key: &str) -> Vec<String> {
+    key.split_inclusive('/').map(str::to_string).collect()
 }
 
 #[derive(serde::Deserialize)]
@@ -621,9 +705,8 @@ pub(super) async fn usage(
     let days = query.days.unwrap_or(30).clamp(1, 366);
     let tz = state.timezone();
     let today = chrono::Utc::now().with_timezone(&tz).date_naive();
-    let from = (today - chrono::Days::new(u64::from(days - 1)))
-        .format("%Y-%m-%d")
-        .to_string();
+    let first_day = today - chrono::Days::new(u64::from(days - 1));
+    let from = first_day.format("%Y-%m-%d").to_string();
     let groups = [
         (UsageBy::Day, "day"),
         (UsageBy::Agent, "agent"),
@@ -632,6 +715,7 @@ pub(super) async fn usage(
         (UsageBy::Model, "model"),
     ];
     let mut tables = Vec::with_capacity(groups.len());
+    let mut daily = Vec::new();
     let (mut total_calls, mut total_tokens, mut total_nusd) = (0, 0, 0);
     for (group, by) in groups {
         let rows = match state.rt.store.usage_by(group, &from, None).await {
@@ -643,6 +727,7 @@ pub(super) async fn usage(
                 total_calls += row.calls;
                 total_tokens += row.input_tokens + row.output_tokens;
                 total_nusd += row.cost_nusd;
+                daily.push((row.key.clone(), row.cost_nusd));
             }
         }
         tables.push(UsageTable {
@@ -650,7 +735,7 @@ pub(super) async fn usage(
             rows: rows
                 .into_iter()
                 .map(|row| UsageView {
-                    key: row.key,
+                    key_parts: key_parts(&row.key),
                     calls: row.calls,
                     input_tokens: row.input_tokens,
                     output_tokens: row.output_tokens,
@@ -669,6 +754,7 @@ pub(super) async fn usage(
         total_tokens,
         total_cost: usd(total_nusd),
         tables,
+        chart: cost_chart(&daily, first_day, days),
     })
 }
 
@@ -746,7 +832,7 @@ pub(super) async fn agents(
             } else {
                 tools.join(", ")
             },
-            model: format!("{} / {}", agent.provider, agent.model),
+            model: model_used(&state, agent),
             versions,
         });
     }
@@ -766,6 +852,26 @@ pub(super) async fn agents(
         agents: views,
         routed,
     })
+}
+
+/// The provider and model a turn of `agent` uses, resolved as the runtime does
+/// (`runtime::turn::Limits::of`): provider "default" is the first configured one, model
+/// "default" (or none) that provider's model.
+fn model_used(state: &WebState, agent: &crate::agent::AgentDef) -> String {
+    match state.rt.providers.config(&agent.provider) {
+        Some(config) => {
+            let model = match agent.model.as_str() {
+                "default" | "" => config.model.as_str(),
+                model => model,
+            };
+            format!("{} / {model}", config.name)
+        }
+        // The config check refuses such an agent at start; said plainly should it get here.
+        None => format!(
+            "{} / {} (no provider of that name is configured)",
+            agent.provider, agent.model
+        ),
+    }
 }
 
 #[derive(askama::Template)]
@@ -817,6 +923,54 @@ fn route_result(state: &WebState, text: &str) -> RouteResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_is_the_first_message_on_one_short_line() {
+        let body = |text: &str| {
+            serde_json::to_string(&ChatMessage::User {
+                content: vec![ContentPart::Text { text: text.into() }],
+            })
+            .expect("json")
+        };
+        assert_eq!(
+            title_of(&body("what is  on\nmy calendar?"), 60).as_deref(),
+            Some("what is on my calendar?")
+        );
+        assert_eq!(
+            title_of(&body("remember the zucchini recipe from grandma"), 12).as_deref(),
+            Some("remember the…")
+        );
+        assert_eq!(title_of(&body("  \n "), 60), None, "nothing to show");
+        assert_eq!(title_of("not json", 60), None, "an unreadable body");
+    }
+
+    #[test]
+    fn the_chart_has_a_bar_per_day_and_the_dearest_fills_it() {
+        let from = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("date");
+        let costs = vec![
+            ("2026-11-27".to_string(), 2_000_000_000),
+            ("2026-11-29".to_string(), 10_000),
+        ];
+        let chart = cost_chart(&costs, from, 3);
+        let heights: Vec<u32> = chart.bars.iter().map(|b| b.height).collect();
+        assert_eq!(
+            heights,
+            [100, 0, 1],
+            "a day without calls is empty, a cheap one shows"
+        );
+        assert_eq!(chart.bars[1].day, "2026-11-28");
+        assert_eq!(
+            (chart.first.as_str(), chart.last.as_str()),
+            ("2026-11-27", "2026-11-29")
+        );
+        assert_eq!(chart.width, 30);
+        assert_eq!(chart.bars[0].y, 0);
+        let empty = cost_chart(&[], from, 1);
+        assert_eq!(empty.bars.len(), 1);
+        assert_eq!(empty.bars[0].height, 0);
+        assert_eq!(key_parts("fake/fake-model"), ["fake/", "fake-model"]);
+        assert_eq!(key_parts("briefing"), ["briefing"]);
+    }
 
     #[test]
     fn sizes_read_in_units() {

@@ -37,6 +37,8 @@ pub struct ConversationRow {
     pub current_agent: Option<String>,
     pub last_active_at: i64,
     pub messages: i64,
+    /// The stored body (JSON) of the first user message kept, which titles the conversation.
+    pub first_message: Option<String>,
 }
 
 /// A stored message with what the transcript shows next to it.
@@ -312,7 +314,9 @@ impl Store {
     pub async fn conversation_list(&self, limit: i64) -> StoreResult<Vec<ConversationRow>> {
         let rows = sqlx::query(
             "SELECT c.id, c.channel, c.chat_id, c.thread_id, c.current_agent, c.last_active_at,
-                    (SELECT CAST(COUNT(*) AS BIGINT) FROM messages m WHERE m.conversation_id = c.id) AS n
+                    (SELECT CAST(COUNT(*) AS BIGINT) FROM messages m WHERE m.conversation_id = c.id) AS n,
+                    (SELECT m.body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user'
+                     ORDER BY m.id LIMIT 1) AS first_body
              FROM conversations c ORDER BY c.last_active_at DESC, c.id DESC LIMIT $1",
         )
         .bind(limit)
@@ -328,6 +332,7 @@ impl Store {
                     current_agent: row.try_get("current_agent")?,
                     last_active_at: row.try_get("last_active_at")?,
                     messages: row.try_get("n")?,
+                    first_message: row.try_get("first_body")?,
                 })
             })
             .collect()

@@ -48,7 +48,7 @@ fn csrf_of(page: &str) -> String {
     page[start..].split('"').next().expect("token").to_string()
 }
 
-async fn database(h: &TgHearth) -> Store {
+pub(crate) async fn database(h: &TgHearth) -> Store {
     let path = h.dir.path().join("data").join("hearth.db");
     Store::open(&format!("sqlite://{}", path.display()))
         .await
@@ -324,6 +324,134 @@ async fn the_page_is_only_for_the_owner_with_a_fresh_code_and_same_origin_posts(
     assert_eq!(after.status(), 303);
     let out = h.cli(&["web", "logout"]);
     assert!(out.contains("--all"), "{out}");
+    store.close().await;
+    h.stop().await;
+}
+
+/// Approve and Deny from a plain form (no script): the redirect to the Inbox carries no text,
+/// and the Inbox then says, once, what was done; the URL cannot put words there. The
+/// conversation is listed by its first message; the Agents page names the model used.
+#[tokio::test]
+async fn deciding_on_the_page_says_what_happened() {
+    use hearth_testkit::Reply;
+
+    use crate::telegram::OWNER;
+
+    let mut h = TgHearth::new(WEB_CONFIG).await;
+    h.start().await;
+    let base = h.base_url();
+    let http = client();
+    let login = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", login_code(&h).as_str())])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()[SET_COOKIE].to_str().expect("cookie");
+    let session = cookie.split(';').next().expect("pair").to_string();
+    let inbox = async |query: &str| {
+        http.get(format!("{base}/{query}"))
+            .header(COOKIE, &session)
+            .send()
+            .await
+            .expect("inbox")
+            .text()
+            .await
+            .expect("body")
+    };
+    let store = database(&h).await;
+    let pending = async || {
+        store
+            .pending_confirmation_list(chrono::Utc::now().timestamp_millis())
+            .await
+            .expect("read")
+    };
+
+    let mut decided_ids = Vec::new();
+    for (n, action, said) in [
+        (1, "approve", "Approved delete_task"),
+        (2, "deny", "Denied delete_task"),
+    ] {
+        h.llm.push(Reply::call(
+            format!("c{n}"),
+            "delete_task",
+            format!(r#"{{"task_id": {n}}}"#),
+        ));
+        h.tg.push_text(OWNER, OWNER, &format!("delete task {n}"));
+        h.wait(OWNER, 2 * n - 1).await;
+        let id = pending().await.first().expect("a confirmation").id.clone();
+        h.llm.push(Reply::text("Done."));
+        let page = inbox("").await;
+        let decided = http
+            .post(format!("{base}/inbox/confirmations/{id}/{action}"))
+            .header(COOKIE, &session)
+            .header("sec-fetch-site", "same-origin")
+            .form(&[("csrf", csrf_of(&page).as_str())])
+            .send()
+            .await
+            .expect("decide");
+        assert_eq!(decided.status(), 303);
+        assert_eq!(decided.headers()[LOCATION], "/", "no text in the URL");
+        let shown = inbox("").await;
+        assert!(shown.contains(said), "{action}: {shown}");
+        assert!(
+            shown.contains("telegram:"),
+            "where the turn goes on: {shown}"
+        );
+        assert!(!shown.contains('`'), "no Markdown on a page: {shown}");
+        assert!(!inbox("").await.contains(said), "shown once");
+        h.wait(OWNER, 2 * n).await;
+        assert!(pending().await.is_empty());
+        decided_ids.push(id);
+    }
+    // Deny on one approved already (a second tab, a stale page): nothing changes, and it says so.
+    let page = inbox("").await;
+    let again = http
+        .post(format!(
+            "{base}/inbox/confirmations/{}/deny",
+            decided_ids[0]
+        ))
+        .header(COOKIE, &session)
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf_of(&page).as_str())])
+        .send()
+        .await
+        .expect("decide again");
+    assert_eq!(again.status(), 303);
+    let shown = inbox("").await;
+    assert!(
+        shown.contains("delete_task was already approved; nothing was changed."),
+        "{shown}"
+    );
+    let first = store
+        .confirmation(&decided_ids[0])
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(first.status, hearth::store::ConfirmationStatus::Approved);
+    // The conversation is titled by its first message, the chat under it.
+    let conversations = inbox("conversations").await;
+    assert!(
+        conversations.contains(">delete task 1</a>")
+            && conversations.contains(&format!("telegram:{OWNER}")),
+        "{conversations}"
+    );
+    // The Agents page names the model a turn uses, not the "default" the agent file says.
+    let agents = inbox("agents").await;
+    assert!(
+        agents.contains("<dd>fake / fake-model</dd>") && !agents.contains("default / default"),
+        "{agents}"
+    );
+    // Usage: the cost per day as inline SVG bars (no style attribute: the CSP allows none),
+    // a model's key breakable at its slash.
+    let usage = inbox("usage?days=7").await;
+    assert_eq!(usage.matches("<rect ").count(), 7, "{usage}");
+    assert!(usage.contains("fake/<wbr>fake-model"), "{usage}");
+    assert!(!usage.contains("style="), "{usage}");
+    let planted = inbox("?notice=Approved%20everything").await;
+    assert!(!planted.contains("Approved everything"), "{planted}");
     store.close().await;
     h.stop().await;
 }

@@ -3,7 +3,8 @@
 //! Bot API. Logs in with a code from `hearth web login`, approves a confirmation raised by a
 //! Telegram message and sees the turn resume in Telegram and the prompt show the outcome, sees a
 //! confirmation approved in Telegram leave the open page by itself, approves a pairing request,
-//! runs a schedule now, finds an old message, tries the routing box; and saves screenshots of
+//! runs a schedule now, finds an old message, checks that Usage fits a 390 px phone with its
+//! cost chart, tries the routing box; and saves screenshots of
 //! every page, phone-sized and desktop, under the target directory's `tmp/web-screenshots`.
 
 use std::path::PathBuf;
@@ -220,8 +221,9 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         "the approved request to leave",
     )
     .await;
-    until_text(&browser, ".notice", "the outcome", |t| {
-        t.contains("approved")
+    // The page says what happened, beside the list.
+    until_text(&browser, "#inbox-notice", "the outcome", |t| {
+        t.contains("Approved delete_task")
     })
     .await;
 
@@ -237,6 +239,9 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         "the new request to appear",
     )
     .await;
+    // The live refresh of the list left the notice of the last decision in place.
+    let notice = text_of(&browser, "#inbox-notice").await;
+    assert!(notice.contains("Approved delete_task"), "{notice}");
     h.llm.push(Reply::text("There was no task 2."));
     let approve = second.buttons[0][0].1.clone();
     h.tg.press(OWNER, OWNER, second.id, &approve);
@@ -315,13 +320,87 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     .await;
     screenshots(&browser, "conversation").await;
 
-    // Usage, Agents (with the routing box) and Status.
+    // Usage, Agents (with the routing box) and Status. Two earlier days that cost something
+    // (the fake model is free), for bars in the chart.
+    let store = crate::web::database(&h).await;
+    for (days_ago, cost_nusd) in [(3, 40_000_000), (1, 15_000_000)] {
+        let day = chrono::Utc::now().date_naive() - chrono::Days::new(days_ago);
+        let call = hearth::store::ModelCall {
+            at_ms: chrono::Utc::now().timestamp_millis() - days_ago as i64 * 86_400_000,
+            day: day.format("%Y-%m-%d").to_string(),
+            payer: hearth::store::Payer {
+                purpose: "turn",
+                agent_id: Some("finance".into()),
+                ..Default::default()
+            },
+            provider: "fake".into(),
+            model: "fake-model".into(),
+            input_tokens: 1200,
+            output_tokens: 300,
+            cost_nusd,
+            ..Default::default()
+        };
+        store.record_model_call(&call).await.expect("record a call");
+    }
+    store.close().await;
     browser.goto(&format!("{base}/usage")).await.expect("goto");
     until_text(&browser, "main", "the usage tables", |t| {
         t.contains("By model")
     })
     .await;
     screenshots(&browser, "usage").await;
+    // On a 390 px phone nothing sticks out sideways, and the cost chart is there.
+    browser
+        .set_window_size(PHONE.0, PHONE.1)
+        .await
+        .expect("window size");
+    let widths = poll(WAIT, async || {
+        let widths = browser
+            .execute(
+                "return [document.documentElement.scrollWidth, window.innerWidth];",
+                vec![],
+            )
+            .await
+            .ok()?;
+        let inner = widths.get(1)?.as_u64()?;
+        (inner <= u64::from(PHONE.0)).then_some(widths)
+    })
+    .await
+    .expect("the phone-sized window");
+    let scroll = widths[0].as_u64().expect("scrollWidth");
+    std::fs::write(
+        screenshot_dir().join("usage-390.png"),
+        browser.screenshot().await.expect("screenshot"),
+    )
+    .expect("save screenshot");
+    assert!(
+        scroll <= u64::from(PHONE.0),
+        "the Usage page is {scroll} px wide on a {} px phone (window {widths})",
+        PHONE.0
+    );
+    let bars = browser
+        .find_all(Locator::Css("figure.chart svg rect"))
+        .await
+        .expect("bars");
+    assert_eq!(bars.len(), 30, "a bar for each of the 30 days");
+    let mut heights = Vec::new();
+    for bar in bars {
+        heights.push(
+            bar.attr("height")
+                .await
+                .expect("height")
+                .unwrap_or_default(),
+        );
+    }
+    assert_eq!(
+        heights[26], "100",
+        "the dearest day fills the chart: {heights:?}"
+    );
+    assert_eq!(heights[28], "38", "{heights:?}");
+    browser
+        .set_window_size(DESKTOP.0, DESKTOP.1)
+        .await
+        .expect("window size");
     browser.goto(&format!("{base}/agents")).await.expect("goto");
     let route = browser
         .wait()
