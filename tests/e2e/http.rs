@@ -621,6 +621,19 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     );
     assert_eq!(rest[0].data["decision"], "approved");
     assert_eq!(rest[1].data["tool"], "delete_task");
+    // The arguments are JSON a client reads, not a string of JSON.
+    assert_eq!(
+        rest[1].data["arguments"],
+        json!({ "task_id": 1 }),
+        "{rest:?}"
+    );
+    // The turn names the agent that answered, beside the `auto` it was asked for.
+    let (_, done) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(
+        (&done["agent"], &done["requested_agent"]),
+        (&json!("general"), &json!("auto")),
+        "{done}"
+    );
 
     // A code typed as a later turn of the same conversation decides too (the path email uses),
     // and that turn answers with the outcome.
