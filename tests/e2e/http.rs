@@ -891,3 +891,46 @@ async fn closing_the_event_stream_does_not_cancel_and_a_reconnect_gets_the_rest(
     );
     h.process.stop().await;
 }
+
+#[tokio::test]
+async fn usage_by_user_counts_a_linked_identitys_calls_as_its_persons() {
+    let mut h = Api::new("").await;
+    let laptop = h.create_token(&["laptop", "--scope", "chat"]);
+    h.process.start().await;
+    for (token, key) in [(&h.owner, "k-owner"), (&laptop, "k-laptop")] {
+        h.llm.push(Reply::text("Hello."));
+        let (status, started) = h
+            .post(
+                token,
+                "/api/v1/turns",
+                Some(key),
+                json!({ "text": "hello" }),
+            )
+            .await;
+        assert_eq!(status, 202, "{started}");
+        let turn = started["turn"].as_str().expect("turn");
+        let events = h.events(turn, None, None).await;
+        assert_eq!(kinds(&events).last().copied(), Some("turn.completed"));
+    }
+    h.process.stop().await;
+    let before = h.process.cli(&["usage", "--by", "user"]);
+    assert!(
+        before.contains("user #"),
+        "two people before the link:\n{before}"
+    );
+    let linked = h
+        .process
+        .cli(&["pair", "link", "http:owner", "http:laptop"]);
+    assert!(!linked.contains("rror"), "{linked}");
+    let after = h.process.cli(&["usage", "--by", "user"]);
+    // One person, both calls: none left under the user the link emptied.
+    assert!(
+        !after.contains("user #"),
+        "before:\n{before}\nafter:\n{after}"
+    );
+    let rows: Vec<&str> = after
+        .lines()
+        .filter(|l| !l.starts_with("total") && l.split_whitespace().nth(1) == Some("2"))
+        .collect();
+    assert_eq!(rows.len(), 1, "before:\n{before}\nafter:\n{after}");
+}
