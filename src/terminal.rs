@@ -213,6 +213,24 @@ fn split_question(prompt: &str) -> (&str, &str) {
     }
 }
 
+/// A prompt's body without its fenced arguments block: the y/N line names the call with its
+/// arguments (`delete_task {"id":3}`), so they show once, and a terminal shows no Markdown
+/// fences. A body with an unclosed fence is shown as it is.
+fn without_arguments_block(body: &str) -> String {
+    let Some((before, rest)) = body.split_once("```") else {
+        return body.to_string();
+    };
+    let Some((_, after)) = rest.split_once("```") else {
+        return body.to_string();
+    };
+    let (before, after) = (before.trim_end(), after.trim_start());
+    match (before.is_empty(), after.is_empty()) {
+        (_, true) => before.to_string(),
+        (true, false) => after.to_string(),
+        (false, false) => format!("{before}\n{after}"),
+    }
+}
+
 /// The input loop's state: what is being answered, what waits, what is being asked.
 #[derive(Default)]
 struct Session {
@@ -346,10 +364,12 @@ impl Channel for TerminalChannel {
         let text = message.text.trim_end();
         // A prompt's closing question is asked by the y/N line, not printed here as well.
         let (shown, ask) = if message.buttons.is_empty() {
-            (text, "")
+            (std::borrow::Cow::Borrowed(text), "")
         } else {
-            split_question(text)
+            let (body, ask) = split_question(text);
+            (std::borrow::Cow::Owned(without_arguments_block(body)), ask)
         };
+        let shown = shown.as_ref();
         let question = (!message.buttons.is_empty()).then(|| Question {
             number: self.asked.fetch_add(1, Ordering::Relaxed) + 1,
             label: question_label(text),
@@ -552,6 +572,22 @@ mod tests {
             split_question("Run it.\nNow."),
             ("Run it.\nNow.", "Approve?")
         );
+    }
+
+    #[test]
+    fn a_prompt_shows_its_arguments_once_without_fences() {
+        let prompt = "🔐 🏠 General wants to run `delete_task`. This deletes data.\n```\n{\n  \"id\": 3\n}\n```\nApprove within 5 minutes?";
+        let (body, _) = split_question(prompt);
+        assert_eq!(
+            without_arguments_block(body),
+            "🔐 🏠 General wants to run `delete_task`. This deletes data."
+        );
+        // Text after the block stays; an unclosed fence is shown as it is.
+        assert_eq!(
+            without_arguments_block("Run:\n```\n{}\n```\nSure?"),
+            "Run:\nSure?"
+        );
+        assert_eq!(without_arguments_block("Run:\n```\n{"), "Run:\n```\n{");
     }
 
     #[test]

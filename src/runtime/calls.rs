@@ -355,9 +355,7 @@ async fn run_call(
             &job.channel_name,
             job.turn.id,
             "tool.started",
-            serde_json::json!({
-                "id": record.call.id, "tool": record.call.name, "arguments": record.call.arguments,
-            }),
+            shown_call(&record.call),
             Some("running"),
             None,
             rt.clock.now_ms(),
@@ -392,10 +390,12 @@ async fn run_call(
     } else {
         count_and_audit(rt, job, &ran).await;
     }
-    let finished = serde_json::json!({
-        "id": record.call.id, "tool": record.call.name, "status": ran.status.as_str(),
-        "result": truncate(&ran.text, 2_000),
-    });
+    let mut finished = shown_call(&record.call);
+    if let Some(fields) = finished.as_object_mut() {
+        fields.remove("arguments");
+        fields.insert("status".into(), ran.status.as_str().into());
+        fields.insert("result".into(), truncate(&ran.text, 2_000).into());
+    }
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
         name: record.call.name.clone(),
@@ -424,6 +424,27 @@ async fn run_call(
         )
         .await;
     Ok(())
+}
+
+/// A call as a turn's client sees it in `tool.started`/`tool.finished`: the tool that runs and
+/// its arguments as JSON. A `use_tool` call names the real tool (with `"via": "use_tool"`), so a
+/// client sees `delete_task` as the confirmation and `/metrics` do; arguments the model wrote
+/// as something other than JSON stay the string it wrote.
+fn shown_call(call: &crate::provider::ToolCall) -> Value {
+    let arguments = serde_json::from_str::<Value>(&call.arguments)
+        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    if call.name == "use_tool"
+        && let Some(inner) = arguments.get("tool_name").and_then(Value::as_str)
+    {
+        let inner_arguments = arguments
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}));
+        return serde_json::json!({
+            "id": call.id, "tool": inner, "via": "use_tool", "arguments": inner_arguments,
+        });
+    }
+    serde_json::json!({ "id": call.id, "tool": call.name, "arguments": arguments })
 }
 
 fn quick(tool: &str, text: String) -> Ran {
@@ -788,4 +809,45 @@ async fn request_confirmation(
     )
     .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolCall;
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn a_client_sees_the_real_tool_behind_use_tool_and_arguments_as_json() {
+        let shown = shown_call(&call(
+            "use_tool",
+            r#"{"tool_name":"delete_task","arguments":{"task_id":1}}"#,
+        ));
+        assert_eq!(
+            shown,
+            json!({"id": "c1", "tool": "delete_task", "via": "use_tool", "arguments": {"task_id": 1}})
+        );
+        let direct = shown_call(&call("delete_task", r#"{"task_id":2}"#));
+        assert_eq!(
+            direct,
+            json!({"id": "c1", "tool": "delete_task", "arguments": {"task_id": 2}})
+        );
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_stay_the_text_the_model_wrote() {
+        let shown = shown_call(&call("delete_task", "task_id=1"));
+        assert_eq!(shown["arguments"], "task_id=1");
+        // A use_tool call that names no tool is shown as the call it is.
+        let shown = shown_call(&call("use_tool", r#"{"arguments":{}}"#));
+        assert_eq!(shown["tool"], "use_tool");
+        assert!(shown.get("via").is_none());
+    }
 }

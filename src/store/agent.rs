@@ -41,6 +41,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let mut versions = HashMap::new();
+        // Logged once after the commit, as one line: a first start stores every agent's first
+        // version, and a line each would bury the start log.
+        let mut stored = Vec::new();
         for (position, agent) in agents.iter().enumerate() {
             let definition = definition_json(agent)?;
             sqlx::query(
@@ -98,10 +101,13 @@ impl Store {
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
-            tracing::info!(agent = %agent.id, version, %changes, "new agent version");
+            stored.push(format!("{} v{version} ({changes})", agent.id));
             versions.insert(agent.id.clone(), version);
         }
         tx.commit().await?;
+        if !stored.is_empty() {
+            tracing::info!(agents = %stored.join(", "), "new agent versions");
+        }
         Ok(versions)
     }
 

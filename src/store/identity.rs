@@ -500,6 +500,9 @@ const USER_ROWS: &[UserRows] = &[
     rows("turns", "user_id", None),
     rows("confirmations", "user_id", None),
     rows("tool_audit", "user_id", None),
+    // No foreign key (usage outlives deleted users), but `hearth usage --by user` counts a
+    // linked identity's earlier calls as its person's.
+    rows("model_calls", "user_id", None),
 ];
 
 /// Settings of a user row a merge reconciles: the kept user's value wins, an unset one is taken

@@ -41,6 +41,15 @@ async fn an_edited_agent_reloaded_with_sighup_is_version_2_and_the_next_turn_run
     assert!(lines[0].trim_start().starts_with("v1 "), "{history}");
     assert!(lines[0].contains("1 turn"), "{history}");
     assert!(lines[0].ends_with("first version"), "{history}");
+    // The first start logs the agents' first versions once, as one line.
+    let logs = h.logs();
+    assert_eq!(logs.matches("new agent version").count(), 1, "{logs}");
+    assert!(
+        logs.lines().any(|l| l.contains("new agent versions")
+            && l.contains("general v1 (first version)")
+            && l.contains("finance v1 (first version)")),
+        "{logs}"
+    );
 
     // Unchanged agents file, SIGHUP: no new version.
     h.signal(Signal::HUP);

@@ -531,6 +531,9 @@ async fn two_confirmations_in_one_turn_are_numbered_and_named() {
         "{stdout}"
     );
     assert!(stdout.ends_with("Done asking.\n"), "{stdout}");
+    // The arguments show once, on the y/N line, and no Markdown fence reaches the terminal.
+    assert!(!stdout.contains("```"), "{stdout}");
+    assert_eq!(stdout.matches("6 * 7").count(), 1, "{stdout}");
     // The tools' results, by call: the approved one ran, the denied one did not (its result
     // says so instead of 42). Looked up by call id: the time itself may well contain "42".
     let request = &llm.requests()[1];

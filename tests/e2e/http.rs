@@ -621,6 +621,19 @@ async fn a_confirmation_is_approved_over_the_api_and_another_expires() {
     );
     assert_eq!(rest[0].data["decision"], "approved");
     assert_eq!(rest[1].data["tool"], "delete_task");
+    // The arguments are JSON a client reads, not a string of JSON.
+    assert_eq!(
+        rest[1].data["arguments"],
+        json!({ "task_id": 1 }),
+        "{rest:?}"
+    );
+    // The turn names the agent that answered, beside the `auto` it was asked for.
+    let (_, done) = h.get(&h.owner, &format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(
+        (&done["agent"], &done["requested_agent"]),
+        (&json!("general"), &json!("auto")),
+        "{done}"
+    );
 
     // A code typed as a later turn of the same conversation decides too (the path email uses),
     // and that turn answers with the outcome.
@@ -877,4 +890,47 @@ async fn closing_the_event_stream_does_not_cancel_and_a_reconnect_gets_the_rest(
         ("turn.completed", &json!(text))
     );
     h.process.stop().await;
+}
+
+#[tokio::test]
+async fn usage_by_user_counts_a_linked_identitys_calls_as_its_persons() {
+    let mut h = Api::new("").await;
+    let laptop = h.create_token(&["laptop", "--scope", "chat"]);
+    h.process.start().await;
+    for (token, key) in [(&h.owner, "k-owner"), (&laptop, "k-laptop")] {
+        h.llm.push(Reply::text("Hello."));
+        let (status, started) = h
+            .post(
+                token,
+                "/api/v1/turns",
+                Some(key),
+                json!({ "text": "hello" }),
+            )
+            .await;
+        assert_eq!(status, 202, "{started}");
+        let turn = started["turn"].as_str().expect("turn");
+        let events = h.events(turn, None, None).await;
+        assert_eq!(kinds(&events).last().copied(), Some("turn.completed"));
+    }
+    h.process.stop().await;
+    let before = h.process.cli(&["usage", "--by", "user"]);
+    assert!(
+        before.contains("user #"),
+        "two people before the link:\n{before}"
+    );
+    let linked = h
+        .process
+        .cli(&["pair", "link", "http:owner", "http:laptop"]);
+    assert!(!linked.contains("rror"), "{linked}");
+    let after = h.process.cli(&["usage", "--by", "user"]);
+    // One person, both calls: none left under the user the link emptied.
+    assert!(
+        !after.contains("user #"),
+        "before:\n{before}\nafter:\n{after}"
+    );
+    let rows: Vec<&str> = after
+        .lines()
+        .filter(|l| !l.starts_with("total") && l.split_whitespace().nth(1) == Some("2"))
+        .collect();
+    assert_eq!(rows.len(), 1, "before:\n{before}\nafter:\n{after}");
 }

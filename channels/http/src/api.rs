@@ -535,10 +535,19 @@ async fn get_turn(
     Path(id): Path<String>,
 ) -> ApiResult {
     let record = own_turn(&shared, &token, &id).await?;
+    // `agent` is the agent that answered once one was chosen (keyword routing picks it for
+    // `auto`); `requested_agent` is what the client asked for.
+    let backend = shared.backend().map_err(ApiError::unavailable)?;
+    let answered = backend
+        .outcome(&record.platform_id)
+        .await
+        .map_err(ApiError::unavailable)?
+        .and_then(|outcome| outcome.agent);
     Ok(Json(json!({
         "turn": record.id,
         "conversation": record.conversation,
-        "agent": record.agent,
+        "agent": answered.as_deref().unwrap_or(&record.agent),
+        "requested_agent": record.agent,
         "state": record.state,
         "text": record.final_text,
         "created_at": record.created_at,
