@@ -55,19 +55,7 @@ impl Handler {
         let target = format!("{}:{}", entry.channel, event.chat.chat_id);
         if let Err(reason) = crate::config::check_unasked_target(&target, &rt.config.channels) {
             let error = format!("its answer could not be delivered: {reason}");
-            rt.metrics.schedule_run(&run.name, "failed");
-            store
-                .finish_schedule_run(run.run_id, false, Some(&error), now)
-                .await?;
-            self.tell_owner(&run, &error).await?;
-            return store
-                .finish_inbox(
-                    entry.id,
-                    crate::store::InboxStatus::Failed,
-                    Some(&error),
-                    now,
-                )
-                .await;
+            return self.fail_unstarted(entry, &run, &error).await;
         }
         // Over a [budget] cap a run that has not begun is skipped with a note, not run.
         if store.turn_for_inbox(entry.id).await?.is_none()
@@ -90,18 +78,7 @@ impl Handler {
             .cloned()
         else {
             let error = format!("no agent `{}` in the agents file", run.agent);
-            store
-                .finish_schedule_run(run.run_id, false, Some(&error), now)
-                .await?;
-            self.tell_owner(&run, &error).await?;
-            return store
-                .finish_inbox(
-                    entry.id,
-                    crate::store::InboxStatus::Failed,
-                    Some(&error),
-                    now,
-                )
-                .await;
+            return self.fail_unstarted(entry, &run, &error).await;
         };
         let text = match &event.kind {
             InboundKind::Message { text, .. } => text.clone(),
@@ -178,6 +155,31 @@ impl Handler {
             // Still going: it ends when the turn resumes.
             TurnOutcome::Suspended | TurnOutcome::AwaitingConfirmation => Ok(()),
         }
+    }
+
+    /// A run that fails before its turn begins: counted, stored with the reason, told to the
+    /// owner, and its inbox entry closed as failed.
+    async fn fail_unstarted(
+        &self,
+        entry: &InboxEntry,
+        run: &ScheduledRun,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let now = self.rt.clock.now_ms();
+        self.rt.metrics.schedule_run(&run.name, "failed");
+        store
+            .finish_schedule_run(run.run_id, false, Some(error), now)
+            .await?;
+        self.tell_owner(run, error).await?;
+        store
+            .finish_inbox(
+                entry.id,
+                crate::store::InboxStatus::Failed,
+                Some(error),
+                now,
+            )
+            .await
     }
 
     /// The owner's identity (`daemon.owner`) the run acts as: the one on the run's own channel
