@@ -28,6 +28,7 @@ pub mod schedule;
 mod session;
 mod summary;
 pub mod task;
+mod text_enum;
 mod turn;
 mod usage;
 pub mod user;
@@ -49,6 +50,8 @@ pub use outbox::{NewOutbox, OutboxItem, OutboxKind, OutboxPart, PartStatus};
 pub use read_pool::{ReadConn, ReadPool};
 pub use session::Abandoned;
 pub use summary::{CoveredCall, HistoryKey, Summary};
+pub use text_enum::UnknownState;
+pub(crate) use text_enum::text_enum;
 pub use turn::{
     StoredMessage, ToolCallRecord, ToolCallStatus, Turn, TurnEnd, TurnOutcomes, TurnStatus,
     message_chars, unfinished_turns,

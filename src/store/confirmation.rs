@@ -5,33 +5,15 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::outbox::{NewOutbox, insert_outbox, reply_and_finish};
-use super::{Store, StoreResult};
+use super::{Store, StoreResult, text_enum};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfirmationStatus {
-    Pending,
-    Approved,
-    Denied,
-    Expired,
-}
-
-impl ConfirmationStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "approved" => Self::Approved,
-            "denied" => Self::Denied,
-            "expired" => Self::Expired,
-            _ => Self::Pending,
-        }
+text_enum! {
+    /// Where a confirmation stands.
+    pub enum ConfirmationStatus {
+        Pending = "pending",
+        Approved = "approved",
+        Denied = "denied",
+        Expired = "expired",
     }
 }
 
@@ -98,7 +80,7 @@ fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
         tool: row.try_get("tool")?,
         summary: row.try_get("summary")?,
         prompt_outbox_id: row.try_get("prompt_outbox_id")?,
-        status: ConfirmationStatus::parse(&status),
+        status: ConfirmationStatus::parse(&status).map_err(|e| sqlx::Error::Decode(e.into()))?,
         decided_by: row.try_get("decided_by")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
