@@ -15,6 +15,7 @@ use hearth::daemon::{Daemon, DaemonBuilder};
 use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 use hearth_channel::{MemoryChannel, SentMessage};
 use hearth_testkit::FakeOpenAi;
+pub use hearth_testkit::net::free_port;
 pub use rustix::process::Signal;
 use serde_json::Value;
 
@@ -448,16 +449,6 @@ pub fn signal_child(child: &Child, signal: Signal) {
         .and_then(rustix::process::Pid::from_raw)
         .expect("a child's pid");
     rustix::process::kill_process(pid, signal).expect("signal the child");
-}
-
-/// A port nobody listens on right now (bound and released: another test may take it first,
-/// which the start then reports).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 /// The sections of a child-process hearth's config that every channel test shares: the fake
