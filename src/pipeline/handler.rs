@@ -644,8 +644,8 @@ impl Handler {
                 );
                 attachment.text = Some(format!(
                     "[{name} was not downloaded: it is larger than the {} left of the {} allowed per message (daemon.max_attachment_bytes)]",
-                    human_bytes(left),
-                    human_bytes(limit)
+                    crate::text::bytes(left),
+                    crate::text::bytes(limit)
                 ));
                 out.push(attachment);
                 continue;
@@ -827,15 +827,6 @@ pub fn is_text_mime(mime: &str) -> bool {
         || ["json", "csv", "markdown", "xml", "yaml", "toml"]
             .iter()
             .any(|t| mime.contains(t))
-}
-
-/// `20 MB`, `512 KB`, `80 bytes`: sizes as a person reads them.
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1_000_000.0),
-        b if b >= 1_000 => format!("{:.0} KB", b as f64 / 1_000.0),
-        b => format!("{b} bytes"),
-    }
 }
 
 /// Standard base64 (as adapters encode attachments), or `None` when it is not.

@@ -31,6 +31,7 @@ use super::turn::Limits;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ContentPart};
 use crate::store::{CoveredCall, HistoryKey, Payer, StoreError, StoredMessage};
+use crate::text::clip;
 use crate::tool::Risk;
 
 /// Waits after the first, second and later failed summaries of one history.
@@ -589,14 +590,6 @@ pub fn render_ledger(ledger_json: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(max).collect();
-    format!("{head}…")
 }
 
 /// One turn as plain text for the summariser: tool calls become lines, so the summary request
