@@ -6,6 +6,7 @@ use std::time::Duration;
 use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::Channels;
@@ -36,6 +37,8 @@ pub struct Handler {
     /// Woken whenever replies are committed to the outbox.
     pub outbox: Arc<tokio::sync::Notify>,
     pub shutdown: CancellationToken,
+    /// The daemon's background tasks, which shutdown waits for: the compactions a turn asks for.
+    pub tasks: TaskTracker,
 }
 
 impl Handler {
@@ -406,7 +409,7 @@ impl Handler {
         }
         self.outbox.notify_one();
         // Summaries of older turns, once the reply is on its way.
-        crate::runtime::compact::start_wanted(&self.rt);
+        crate::runtime::compact::start_wanted(&self.rt, &self.tasks, &self.shutdown);
         result.map(|_| ())
     }
 
