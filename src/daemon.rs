@@ -339,6 +339,7 @@ impl Workers {
             channels: channels.clone(),
             outbox: outbox_wake.clone(),
             shutdown: shutdown.clone(),
+            tasks: tracker.clone(),
         });
         let health = Health::default();
         let dispatcher = Dispatcher::new(

@@ -3,6 +3,7 @@
 //! handler that turns an entry into a reply, and the delivery worker that takes replies from the
 //! outbox to the platforms.
 
+mod attachments;
 pub mod confirm;
 pub mod delivery;
 pub mod dispatcher;

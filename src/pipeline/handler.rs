@@ -1,14 +1,15 @@
 //! Turns one inbox entry into its reply: who is asking, which command or agent, and the turn.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
+use hearth_channel::{Channel, Inbound, InboundKind, OutboundMessage};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::Channels;
+use super::attachments;
 use super::dispatcher::Dispatcher;
 use super::preview::ChannelPreview;
 use crate::provider::{ChatMessage, ContentPart};
@@ -30,12 +31,29 @@ const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
 /// Codes one unknown sender can get per day; after that they hear nothing.
 const PAIRING_CODES_PER_DAY: usize = 3;
 
+/// A message from an allowed sender being handled: what arrived, from whom, on which channel,
+/// and what stops its turn.
+struct Incoming<'a> {
+    entry: &'a InboxEntry,
+    event: &'a Inbound,
+    identity: &'a Identity,
+    channel: Arc<dyn Channel>,
+    /// The platform id of the message, quoted by the reply.
+    message_id: Option<String>,
+    /// Cancelled by `/cancel` or shutdown.
+    cancel: &'a CancellationToken,
+    /// Asked by `/cancel` which turn to stop.
+    dispatcher: &'a Dispatcher,
+}
+
 pub struct Handler {
     pub rt: Arc<Runtime>,
     pub channels: Channels,
     /// Woken whenever replies are committed to the outbox.
     pub outbox: Arc<tokio::sync::Notify>,
     pub shutdown: CancellationToken,
+    /// The daemon's background tasks, which shutdown waits for: the compactions a turn asks for.
+    pub tasks: TaskTracker,
 }
 
 impl Handler {
@@ -126,14 +144,12 @@ impl Handler {
         match &event.kind {
             InboundKind::Message {
                 text,
-                attachments,
+                attachments: files,
                 message_id,
                 ..
             } => {
                 // Files are fetched only now, from someone hearth serves.
-                let attachments = self
-                    .fetch_attachments(id, channel.as_ref(), attachments)
-                    .await?;
+                let files = attachments::fetch(&self.rt, id, channel.as_ref(), files).await?;
                 // Voice is turned into text once, before the turn starts (a resumed turn has it).
                 let payer = Payer {
                     purpose: "transcription",
@@ -141,28 +157,27 @@ impl Handler {
                     channel: Some(entry.channel.clone()),
                     ..Payer::default()
                 };
-                let (text, attachments) =
-                    match self.transcribe_voice(id, text, &attachments, &payer).await {
-                        Ok(transcribed) => transcribed,
-                        Err(answer) => {
-                            return self
-                                .reply(&entry, &event, message_id.clone(), &answer)
-                                .await;
-                        }
-                    };
-                let content = user_content(&text, &attachments);
-                self.message(
-                    &entry,
-                    &event,
-                    &identity,
+                let transcribed =
+                    attachments::transcribe_voice(&self.rt, id, text, &files, &payer).await;
+                let (text, files) = match transcribed {
+                    Ok(transcribed) => transcribed,
+                    Err(answer) => {
+                        return self
+                            .reply(&entry, &event, message_id.clone(), &answer)
+                            .await;
+                    }
+                };
+                let content = attachments::user_content(&text, &files);
+                let incoming = Incoming {
+                    entry: &entry,
+                    event: &event,
+                    identity: &identity,
                     channel,
-                    &text,
-                    content,
-                    message_id.clone(),
+                    message_id: message_id.clone(),
                     cancel,
                     dispatcher,
-                )
-                .await
+                };
+                self.message(&incoming, &text, content).await
             }
             InboundKind::Press(press) => {
                 // No confirmation is waiting for this button (anymore). A channel that
@@ -183,19 +198,15 @@ impl Handler {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A message from an allowed sender: a resumed turn, a command, or a new turn of the agent
+    /// it is routed to.
     async fn message(
         &self,
-        entry: &InboxEntry,
-        event: &Inbound,
-        identity: &Identity,
-        channel: Arc<dyn Channel>,
+        incoming: &Incoming<'_>,
         text: &str,
         content: Vec<ContentPart>,
-        message_id: Option<String>,
-        cancel: &CancellationToken,
-        dispatcher: &Dispatcher,
     ) -> Result<(), StoreError> {
+        let (entry, event) = (incoming.entry, incoming.event);
         let rt = &self.rt;
         let store = &rt.store;
         let now = rt.clock.now_ms();
@@ -217,10 +228,8 @@ impl Handler {
                 .cloned();
             let Some(agent) = agent else {
                 return self
-                    .reply(
-                        entry,
-                        event,
-                        message_id,
+                    .answer(
+                        incoming,
                         "⚠️ The agent of this conversation no longer exists.",
                     )
                     .await;
@@ -230,18 +239,8 @@ impl Handler {
                 turn = turn.id,
                 "resuming an interrupted turn"
             );
-            let job = self.job(
-                entry,
-                event,
-                &conversation,
-                turn,
-                agent,
-                &channel,
-                message_id,
-                None,
-                cancel,
-            );
-            return self.run(job, channel, None).await;
+            let job = self.job(incoming, &conversation, turn, agent, None);
+            return self.run(job, incoming.channel.clone(), None).await;
         }
 
         let agents = rt.agents();
@@ -254,18 +253,7 @@ impl Handler {
             Some(Parsed::Mention { .. }) | None => None,
         };
         if let Some(command) = command {
-            let conversation = &conversation;
-            return self
-                .command(
-                    entry,
-                    event,
-                    identity,
-                    conversation,
-                    command,
-                    message_id,
-                    dispatcher,
-                )
-                .await;
+            return self.command(incoming, &conversation, command).await;
         }
 
         let default_agent = rt.config.router.default_agent.clone();
@@ -287,7 +275,7 @@ impl Handler {
         // A typed `@id` is left out of what the agent reads; an agent the client asked for
         // apart from the text leaves the text (and its files) as they are.
         let content = if routing.decision.reason == Reason::Mention && routing.text != text {
-            user_content(routing.text, &[])
+            attachments::user_content(routing.text, &[])
         } else {
             content
         };
@@ -300,7 +288,7 @@ impl Handler {
             let text = format!(
                 "⚠️ No agent `{agent_id}` and no default agent `{default_agent}` in the agents file."
             );
-            return self.reply(entry, event, message_id, &text).await;
+            return self.answer(incoming, &text).await;
         };
         let note = (agent.id != routing.previous
             && !crate::store::http::shows_progress(&entry.channel))
@@ -310,13 +298,13 @@ impl Handler {
             .config(&agent.provider)
             .is_some_and(|p| p.vision);
         let user_message = ChatMessage::User {
-            content: for_model(content, vision),
+            content: attachments::for_model(content, vision),
         };
         let turn = store
             .start_turn(
                 entry.id,
                 &conversation,
-                Some(identity.user_id),
+                Some(incoming.identity.user_id),
                 (&agent.id, agents.version(&agent.id)),
                 Some(pinned),
                 &user_message,
@@ -343,46 +331,33 @@ impl Handler {
                 rt.clock.now_ms(),
             )
             .await;
-        let job = self.job(
-            entry,
-            event,
-            &conversation,
-            turn,
-            agent,
-            &channel,
-            message_id,
-            note,
-            cancel,
-        );
-        self.run(job, channel, None).await
+        let job = self.job(incoming, &conversation, turn, agent, note);
+        self.run(job, incoming.channel.clone(), None).await
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The turn that answers `incoming` in `conversation`.
     fn job(
         &self,
-        entry: &InboxEntry,
-        event: &Inbound,
+        incoming: &Incoming<'_>,
         conversation: &Conversation,
         turn: crate::store::Turn,
         agent: crate::agent::AgentDef,
-        channel: &Arc<dyn Channel>,
-        reply_to: Option<String>,
         note: Option<String>,
-        cancel: &CancellationToken,
     ) -> TurnJob {
+        let (entry, event) = (incoming.entry, incoming.event);
         TurnJob {
             turn,
             session: conversation.session,
             agent,
             channel_name: entry.channel.clone(),
-            capabilities: channel.capabilities(),
-            preview: ChannelPreview::of(channel),
+            capabilities: incoming.channel.capabilities(),
+            preview: ChannelPreview::of(&incoming.channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
-            reply_to,
+            reply_to: incoming.message_id.clone(),
             reply_context: event.reply_context.clone(),
             note,
-            cancel: cancel.clone(),
+            cancel: incoming.cancel.clone(),
             confirmation: ConfirmationPolicy::Ask,
             approvals_route: self.approvals_route(&entry.channel, event, None),
             schedule: None,
@@ -406,7 +381,7 @@ impl Handler {
         }
         self.outbox.notify_one();
         // Summaries of older turns, once the reply is on its way.
-        crate::runtime::compact::start_wanted(&self.rt);
+        crate::runtime::compact::start_wanted(&self.rt, &self.tasks, &self.shutdown);
         result.map(|_| ())
     }
 
@@ -440,17 +415,14 @@ impl Handler {
         stop
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A chat command (`/help`, `/agent`, `/cancel` …), answered in one message.
     async fn command(
         &self,
-        entry: &InboxEntry,
-        event: &Inbound,
-        identity: &Identity,
+        incoming: &Incoming<'_>,
         conversation: &Conversation,
         command: Command,
-        message_id: Option<String>,
-        dispatcher: &Dispatcher,
     ) -> Result<(), StoreError> {
+        let (entry, event, identity) = (incoming.entry, incoming.event, incoming.identity);
         let rt = &self.rt;
         let store = &rt.store;
         let now = rt.clock.now_ms();
@@ -541,7 +513,7 @@ impl Handler {
                 )
             }
             Command::Cancel => {
-                if dispatcher.took_cancel(entry.id) {
+                if incoming.dispatcher.took_cancel(entry.id) {
                     // The stopped turn already says "Cancelled"; one message is enough.
                     return store
                         .finish_inbox(entry.id, InboxStatus::Done, None, now)
@@ -551,11 +523,10 @@ impl Handler {
             }
             Command::Usage => {
                 let whose = (!identity.is_owner).then_some(identity.user_id);
-                crate::runtime::budget::usage_text(rt, whose).await?
+                budget::usage_text(rt, whose).await?
             }
             Command::Budget(amount) if identity.is_owner => {
-                crate::runtime::budget::budget_command(rt, amount.as_deref().unwrap_or_default())
-                    .await?
+                budget::budget_command(rt, amount.as_deref().unwrap_or_default()).await?
             }
             Command::Budget(_) => {
                 "Only the owner sees and sets the budget; /usage shows what you used.".to_string()
@@ -573,7 +544,14 @@ impl Handler {
                 format!("Unknown command /{name}. Send /help to see what I understand.")
             }
         };
-        self.reply(entry, event, message_id, &text).await
+        self.answer(incoming, &text).await
+    }
+
+    /// Answers the message with one reply quoting it, and marks the entry done.
+    async fn answer(&self, incoming: &Incoming<'_>, text: &str) -> Result<(), StoreError> {
+        let reply_to = incoming.message_id.clone();
+        self.reply(incoming.entry, incoming.event, reply_to, text)
+            .await
     }
 
     /// Answers the entry with one message and marks it done, in one transaction.
@@ -601,144 +579,6 @@ impl Handler {
             .await?;
         self.outbox.notify_one();
         Ok(())
-    }
-
-    /// Downloads the attachments the adapter left on the platform ([`Attachment::source`]), now
-    /// that the sender is known to be allowed: images and voice notes as data, text documents
-    /// as text. All files of the message share `daemon.max_attachment_bytes`; one that does not
-    /// fit, or cannot be had, becomes a note the model reads instead. A turn that already
-    /// started (resumed after a restart) has its content: nothing is fetched again.
-    async fn fetch_attachments(
-        &self,
-        inbox_id: i64,
-        channel: &dyn Channel,
-        attachments: &[Attachment],
-    ) -> Result<Vec<Attachment>, StoreError> {
-        let wanted = |a: &Attachment| {
-            a.source.is_some()
-                && a.data_base64.is_none()
-                && a.text.is_none()
-                && (a.kind != AttachmentKind::Document || is_text_mime(&a.mime))
-        };
-        if !attachments.iter().any(wanted)
-            || self.rt.store.turn_for_inbox(inbox_id).await?.is_some()
-        {
-            return Ok(attachments.to_vec());
-        }
-        let limit = self.rt.config.daemon.max_attachment_bytes;
-        let mut left = limit;
-        let mut out = Vec::with_capacity(attachments.len());
-        for attachment in attachments {
-            let mut attachment = attachment.clone();
-            if !wanted(&attachment) {
-                out.push(attachment);
-                continue;
-            }
-            let name = attachment.name.clone().unwrap_or_else(|| "the file".into());
-            if attachment.size.is_some_and(|size| size > left) {
-                tracing::info!(
-                    inbox_id,
-                    size = attachment.size,
-                    left,
-                    "attachment over the per-message limit not downloaded"
-                );
-                attachment.text = Some(format!(
-                    "[{name} was not downloaded: it is larger than the {} left of the {} allowed per message (daemon.max_attachment_bytes)]",
-                    human_bytes(left),
-                    human_bytes(limit)
-                ));
-                out.push(attachment);
-                continue;
-            }
-            match fetch_with_retries(channel, &attachment, left).await {
-                Ok(bytes) => {
-                    left = left.saturating_sub(bytes.len() as u64);
-                    match attachment.kind {
-                        AttachmentKind::Document => {
-                            attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
-                        }
-                        AttachmentKind::Image | AttachmentKind::Voice => {
-                            use base64::Engine;
-                            attachment.data_base64 =
-                                Some(base64::engine::general_purpose::STANDARD.encode(&bytes));
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(inbox_id, error = %err, "attachment could not be downloaded");
-                    attachment.text =
-                        Some(format!("[{name} could not be downloaded: {}]", err.message));
-                }
-            }
-            out.push(attachment);
-        }
-        Ok(out)
-    }
-
-    /// Replaces voice notes by their transcript (`[transcription]`), or explains that voice is
-    /// not set up. Returns the text to route on and the attachments with transcripts filled in.
-    async fn transcribe_voice(
-        &self,
-        inbox_id: i64,
-        text: &str,
-        attachments: &[hearth_channel::Attachment],
-        payer: &Payer,
-    ) -> Result<(String, Vec<hearth_channel::Attachment>), String> {
-        let voice = attachments
-            .iter()
-            .any(|a| a.kind == hearth_channel::AttachmentKind::Voice && a.text.is_none());
-        // A turn that already started has the transcript; never transcribe twice.
-        let started = voice
-            && self
-                .rt
-                .store
-                .turn_for_inbox(inbox_id)
-                .await
-                .map_or(true, |t| t.is_some());
-        if !voice || started {
-            return Ok((text.to_string(), attachments.to_vec()));
-        }
-        let Some(config) = &self.rt.config.transcription else {
-            return Err("🎤 Voice messages are not set up here, so I cannot listen to this one. Please write it \
-                        instead (the owner can enable voice with a [transcription] section in hearth.toml)."
-                .into());
-        };
-        let mut text = text.to_string();
-        let mut out = Vec::with_capacity(attachments.len());
-        for attachment in attachments {
-            let mut attachment = attachment.clone();
-            if attachment.kind == hearth_channel::AttachmentKind::Voice && attachment.text.is_none()
-            {
-                let Some(data) = attachment.data_base64.take() else {
-                    return Err(
-                        "🎤 I could not download this voice message; please try again.".into(),
-                    );
-                };
-                let audio = base64_decode(&data)
-                    .ok_or("🎤 This voice message arrived damaged; please try again.")?;
-                let transcript = crate::transcribe::transcribe(config, audio, &attachment.mime)
-                    .await
-                    .map_err(|reason| {
-                        format!("🎤 I could not transcribe your voice message: {reason}.")
-                    })?;
-                if let Err(err) =
-                    budget::record_transcription(&self.rt, payer, config, &transcript).await
-                {
-                    // The words arrived and are used; only their price is not on record.
-                    tracing::warn!(inbox = inbox_id, error = %err, "transcription cost not recorded");
-                }
-                let transcript = transcript.text;
-                if text.trim().is_empty() {
-                    // The transcript is the message.
-                    text = transcript;
-                    continue;
-                }
-                attachment.name = Some("voice message (transcribed)".into());
-                attachment.text = Some(transcript);
-            }
-            out.push(attachment);
-        }
-        Ok((text, out))
     }
 
     /// An unknown sender gets one pairing code (a few per day at most) and nothing else.
@@ -799,105 +639,12 @@ impl Handler {
     }
 }
 
-/// Downloads one attachment, trying a temporary failure (a network blip) twice more.
-async fn fetch_with_retries(
-    channel: &dyn Channel,
-    attachment: &Attachment,
-    max_bytes: u64,
-) -> Result<Vec<u8>, hearth_channel::ChannelError> {
-    let mut wait = Duration::from_millis(500);
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match channel.fetch_attachment(attachment, max_bytes).await {
-            Err(err) if err.is_temporary() && tries < 3 => {
-                tokio::time::sleep(err.retry_after().unwrap_or(wait)).await;
-                wait *= 2;
-            }
-            result => return result,
-        }
-    }
-}
-
-/// Whether a document of this type is read as text for the model (other documents are only
-/// named: their bytes would mean nothing to it).
-pub fn is_text_mime(mime: &str) -> bool {
-    let mime = mime.to_ascii_lowercase();
-    mime.starts_with("text/")
-        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
-            .iter()
-            .any(|t| mime.contains(t))
-}
-
-/// `20 MB`, `512 KB`, `80 bytes`: sizes as a person reads them.
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1_000_000.0),
-        b if b >= 1_000 => format!("{:.0} KB", b as f64 / 1_000.0),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// Standard base64 (as adapters encode attachments), or `None` when it is not.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .ok()
-}
-
-/// Eight characters from an alphabet without look-alikes (no 0/O, 1/I/L).
+/// Eight characters from the confirmation codes' alphabet, which has no look-alikes (no 0/O,
+/// 1/I/L): the owner types it from what the stranger sends.
 pub fn pairing_code() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    use hearth_channel::confirmation::CODE_ALPHABET;
     let mut rng = rand::rng();
     (0..8)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .map(|_| char::from(CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())]))
         .collect()
-}
-
-/// Replaces images by a short note when the agent's model cannot see them (`vision = false`).
-fn for_model(content: Vec<ContentPart>, vision: bool) -> Vec<ContentPart> {
-    if vision {
-        return content;
-    }
-    content
-        .into_iter()
-        .map(|part| match part {
-            ContentPart::Image { mime, .. } => ContentPart::Text {
-                text: format!(
-                    "\n[an image ({mime}) was attached, but this model cannot see images]"
-                ),
-            },
-            text => text,
-        })
-        .collect()
-}
-
-/// The user's message as the model sees it: the text, plus text documents inline and a note for
-/// attachments the model cannot read.
-fn user_content(text: &str, attachments: &[hearth_channel::Attachment]) -> Vec<ContentPart> {
-    let mut parts = vec![ContentPart::Text {
-        text: text.to_string(),
-    }];
-    for attachment in attachments {
-        let name = attachment.name.as_deref().unwrap_or("attachment");
-        match (&attachment.text, &attachment.data_base64, attachment.kind) {
-            (Some(body), _, _) => parts.push(ContentPart::Text {
-                text: format!("\n[{name}]\n{body}"),
-            }),
-            (None, Some(data), hearth_channel::AttachmentKind::Image) => {
-                parts.push(ContentPart::Image {
-                    mime: attachment.mime.clone(),
-                    data_base64: data.clone(),
-                })
-            }
-            _ => parts.push(ContentPart::Text {
-                text: format!(
-                    "\n[{name} ({}) attached; its content is not available]",
-                    attachment.mime
-                ),
-            }),
-        }
-    }
-    parts
 }

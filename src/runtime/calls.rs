@@ -29,6 +29,7 @@ use crate::store::{
     AuditEntry, Confirmation, ConfirmationStatus, NewOutbox, OutboxKind, StoreError,
     ToolCallRecord, ToolCallStatus,
 };
+use crate::text::clip;
 use crate::tool::meta::{self, Operation};
 use crate::tool::typed::Each;
 use crate::tool::{Risk, ToolContext, ToolError};
@@ -394,7 +395,7 @@ async fn run_call(
     if let Some(fields) = finished.as_object_mut() {
         fields.remove("arguments");
         fields.insert("status".into(), ran.status.as_str().into());
-        fields.insert("result".into(), truncate(&ran.text, 2_000).into());
+        fields.insert("result".into(), clip(&ran.text, 2_000).into());
     }
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
@@ -642,20 +643,13 @@ async fn audit(
         turn_id: Some(job.turn.id),
         agent_id: &job.agent.id,
         tool,
-        arguments: &truncate(arguments, 2_000),
+        arguments: &clip(arguments, 2_000),
         outcome,
-        summary: &truncate(result, 200),
+        summary: &clip(result, 200),
         duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
     };
     if let Err(err) = rt.store.audit(&entry, rt.clock.now_ms()).await {
         tracing::error!(error = %err, tool, "writing the tool audit log failed");
-    }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 
@@ -718,7 +712,7 @@ async fn request_confirmation(
         job.agent.emoji,
         job.agent.name,
         info.name,
-        truncate(&arguments, 1_500)
+        clip(&arguments, 1_500)
     );
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {
@@ -782,7 +776,7 @@ async fn request_confirmation(
         summary: format!(
             "{}({})",
             info.name,
-            truncate(&prepared.arguments.to_string(), 300)
+            clip(&prepared.arguments.to_string(), 300)
         ),
         prompt_outbox_id: None,
         status: ConfirmationStatus::Pending,

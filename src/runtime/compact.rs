@@ -24,6 +24,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::Runtime;
 use super::budget;
@@ -31,6 +34,7 @@ use super::turn::Limits;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ContentPart};
 use crate::store::{CoveredCall, HistoryKey, Payer, StoreError, StoredMessage};
+use crate::text::clip;
 use crate::tool::Risk;
 
 /// Waits after the first, second and later failed summaries of one history.
@@ -136,17 +140,28 @@ impl Compactor {
     }
 }
 
-/// Starts the compactions finished turns asked for, in the background: called once the turn's
-/// reply is in the outbox, so a summary never delays an answer. A crash while one runs loses
-/// nothing: the summary is stored in one insert at its end.
-pub fn start_wanted(rt: &Arc<Runtime>) {
+/// Starts the compactions finished turns asked for, in the background on `tasks`: called once
+/// the turn's reply is in the outbox, so a summary never delays an answer. Shutdown waits for
+/// them, but does not wait for a model's answer: a compaction still running is dropped then,
+/// which loses nothing, as a crash would not (the summary is stored in one insert at its end).
+pub fn start_wanted(rt: &Arc<Runtime>, tasks: &TaskTracker, shutdown: &CancellationToken) {
     for (key, agent) in rt.compactor.take_wanted() {
         let rt = rt.clone();
-        tokio::spawn(async move {
-            if let Err(err) = compact(&rt, key, &agent, None).await {
-                tracing::warn!(conversation = key.conversation_id, error = %err, "compaction failed");
+        let shutdown = shutdown.clone();
+        let span = tracing::info_span!("compaction", conversation = key.conversation_id);
+        tasks.spawn(
+            async move {
+                tokio::select! {
+                    compacted = compact(&rt, key, &agent, None) => {
+                        if let Err(err) = compacted {
+                            tracing::warn!(error = %err, "compaction failed");
+                        }
+                    }
+                    () = shutdown.cancelled() => {}
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 
@@ -589,14 +604,6 @@ pub fn render_ledger(ledger_json: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(max).collect();
-    format!("{head}…")
 }
 
 /// One turn as plain text for the summariser: tool calls become lines, so the summary request

@@ -23,7 +23,10 @@ use super::preview::{Preview, PreviewSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
 use crate::agent::AgentDef;
-use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderErrorKind};
+use crate::provider::{
+    ChatMessage, ChatRequest, ChatResponse, ProviderError, ProviderErrorKind, SharedProvider,
+    ToolSpec,
+};
 use crate::store::{
     HistoryKey, ModelCall, NewOutbox, OutboxKind, Payer, StoreError, ToolCallStatus, Turn, TurnEnd,
     TurnStatus,
@@ -220,322 +223,532 @@ async fn turn_loop(
     preview: &Preview,
     shutdown: &CancellationToken,
 ) -> Result<Stop, StoreError> {
+    // A step goes on with its value, starts the loop over, or ends the turn.
+    macro_rules! step {
+        ($next:expr) => {
+            match $next {
+                Next::Go(value) => value,
+                Next::Again => continue,
+                Next::Stop(stop) => return Ok(stop),
+            }
+        };
+    }
     let agent = &job.agent;
     let Some(provider) = rt
         .providers
         .chain(&agent.provider, Some(agent.model.as_str()))
     else {
-        let text = format!(
-            "⚠️ The agent `{}` uses the provider `{}`, which is not configured. Add it to [[providers]] in hearth.toml or change the agent.",
-            agent.id, agent.provider
-        );
-        return Ok(finish(
-            TurnStatus::Failed,
-            text,
-            Some("provider not configured".into()),
-        ));
+        return Ok(provider_missing(agent));
     };
-    // On a fresh install no tool list is kept yet: the first turn would be offered none of
-    // the MCP servers' tools while they start. It waits for them (each up to its start
-    // timeout) instead.
-    if let Some(mcp) = rt.mcp.get() {
-        tokio::select! {
-            () = mcp.first_start() => {}
-            () = job.cancel.cancelled() => {
-                // A resumed turn may have calls waiting: they end as cancelled, not open.
-                cancel_open_calls(rt, job).await?;
-                return Ok(cancelled());
-            }
-            () = shutdown.cancelled() => return Ok(Stop::Shutdown),
-        }
+    if let Some(stop) = wait_for_mcp(rt, job, shutdown).await? {
+        return Ok(stop);
     }
-    let mut toolbox = Toolbox::for_agent(&rt.tools, agent);
-    let window = Limits::of(rt, agent);
-    if toolbox.fit_window(rt.estimator.chars_of(&window.model, window.usable)) {
-        let first = rt
-            .meta_for_window
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(agent.id.clone());
-        if first {
-            tracing::info!(
-                agent = %agent.id,
-                tools = toolbox.tools.len(),
-                usable_tokens = window.usable,
-                "the tools' schemas would take more than a quarter of the window: offering search_tools, get_tool_help and use_tool instead"
-            );
+    let mut steps = Steps::new(rt, job, preview, shutdown, provider);
+    loop {
+        step!(steps.interrupted().await?);
+        step!(steps.settle_calls().await?);
+        step!(steps.check_caps().await?);
+        let history = steps.read_history().await?;
+        let request = step!(steps.fit_request(&history).await?);
+        let response = step!(steps.call_model(&history.limits, &request).await?);
+        let call = steps.account(&history.limits, &request, &response).await;
+        if response.tool_calls.is_empty() {
+            return Ok(steps.answer(&history.limits, &request, response, call));
         }
+        step!(steps.store_tool_request(response, call).await?);
     }
-    let specs = toolbox.specs();
-    let mut llm_calls = job.turn.llm_calls;
-    let mut tool_calls_used = job.turn.tool_calls;
-    let mut first_step = true;
-    let history = HistoryKey {
-        conversation_id: job.turn.conversation_id,
-        session: job.session,
-        user_id: job.turn.user_id,
-    };
-    let schedule = job.schedule.clone();
-    let payer = Payer {
-        purpose: "turn",
-        user_id: job.turn.user_id,
-        agent_id: Some(agent.id.clone()),
-        schedule: schedule.clone(),
-        channel: Some(job.channel_name.clone()),
-        conversation_id: Some(job.turn.conversation_id),
-        turn_id: Some(job.turn.id),
-    };
-    // The tools' schemas are sent with every call: counted once.
-    let specs_chars = serde_json::to_string(&specs).map_or(0, |s| s.len());
-    // Compaction inside a turn happens at most once; the request then leaves out what does not
-    // fit instead.
-    let mut compacted_in_turn = false;
-    // "Too long" answers from the provider in this turn: each corrects the estimates, and a
-    // third ends the turn, so it never loops.
-    let mut overflows = 0;
+}
 
-    'step: loop {
-        if shutdown.is_cancelled() {
-            return Ok(Stop::Shutdown);
-        }
-        if job.cancel.is_cancelled() {
+/// What a step of the turn loop says to do next.
+enum Next<T> {
+    /// Go on with this value.
+    Go(T),
+    /// Start the loop over: calls were settled, the history compacted, or a "too long" answer
+    /// corrected the estimates.
+    Again,
+    /// The turn ends, waits for a decision, or is suspended.
+    Stop(Stop),
+}
+
+/// The answer of a turn whose agent names a provider that is not configured.
+fn provider_missing(agent: &AgentDef) -> Stop {
+    let text = format!(
+        "⚠️ The agent `{}` uses the provider `{}`, which is not configured. Add it to [[providers]] in hearth.toml or change the agent.",
+        agent.id, agent.provider
+    );
+    finish(
+        TurnStatus::Failed,
+        text,
+        Some("provider not configured".into()),
+    )
+}
+
+/// On a fresh install no tool list is kept yet: the first turn would be offered none of the MCP
+/// servers' tools while they start. It waits for them (each up to its start timeout) instead.
+async fn wait_for_mcp(
+    rt: &Runtime,
+    job: &TurnJob,
+    shutdown: &CancellationToken,
+) -> Result<Option<Stop>, StoreError> {
+    let Some(mcp) = rt.mcp.get() else {
+        return Ok(None);
+    };
+    tokio::select! {
+        () = mcp.first_start() => Ok(None),
+        () = job.cancel.cancelled() => {
+            // A resumed turn may have calls waiting: they end as cancelled, not open.
             cancel_open_calls(rt, job).await?;
-            return Ok(cancelled());
+            Ok(Some(cancelled()))
         }
+        () = shutdown.cancelled() => Ok(Some(Stop::Shutdown)),
+    }
+}
 
-        // Settle tool calls first: after a restart or a decision they may be waiting from before.
+/// One turn's loop: what stays the same from step to step, and what the steps count.
+struct Steps<'a> {
+    rt: &'a Runtime,
+    job: &'a TurnJob,
+    preview: &'a Preview,
+    shutdown: &'a CancellationToken,
+    provider: SharedProvider,
+    toolbox: Toolbox,
+    specs: Arc<[ToolSpec]>,
+    /// The tools' schemas are sent with every call: counted once.
+    specs_chars: usize,
+    /// The conversation's history, as the store keys it.
+    key: HistoryKey,
+    payer: Payer,
+    llm_calls: i64,
+    tool_calls_used: i64,
+    first_step: bool,
+    /// Compaction inside a turn happens at most once; the request then leaves out what does not
+    /// fit instead.
+    compacted_in_turn: bool,
+    /// "Too long" answers from the provider in this turn: each corrects the estimates, and a
+    /// third ends the turn, so it never loops.
+    overflows: u32,
+}
+
+/// The history a request is made from, read afresh at each step.
+struct History {
+    /// Inside the loop: a "too long" answer from the server corrects what fits.
+    limits: Limits,
+    /// The stored messages after the latest summary.
+    stored: Vec<crate::store::StoredMessage>,
+    unfinished: Vec<i64>,
+    /// The system prompt without the summary.
+    base: String,
+    summary: Option<String>,
+    /// Turns the request may leave out, oldest first; never the current one.
+    order: Vec<i64>,
+}
+
+/// A request to the model and what it is estimated to take.
+struct Request {
+    chat: ChatRequest,
+    /// Its characters, the tools' schemas included.
+    chars: usize,
+    /// Its tokens, as estimated.
+    estimate: u64,
+}
+
+impl<'a> Steps<'a> {
+    fn new(
+        rt: &'a Runtime,
+        job: &'a TurnJob,
+        preview: &'a Preview,
+        shutdown: &'a CancellationToken,
+        provider: SharedProvider,
+    ) -> Self {
+        let agent = &job.agent;
+        let mut toolbox = Toolbox::for_agent(&rt.tools, agent);
+        let window = Limits::of(rt, agent);
+        if toolbox.fit_window(rt.estimator.chars_of(&window.model, window.usable)) {
+            let first = rt
+                .meta_for_window
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(agent.id.clone());
+            if first {
+                tracing::info!(
+                    agent = %agent.id,
+                    tools = toolbox.tools.len(),
+                    usable_tokens = window.usable,
+                    "the tools' schemas would take more than a quarter of the window: offering search_tools, get_tool_help and use_tool instead"
+                );
+            }
+        }
+        let specs = toolbox.specs();
+        let specs_chars = serde_json::to_string(&specs).map_or(0, |s| s.len());
+        Self {
+            rt,
+            job,
+            preview,
+            shutdown,
+            provider,
+            toolbox,
+            specs,
+            specs_chars,
+            key: HistoryKey {
+                conversation_id: job.turn.conversation_id,
+                session: job.session,
+                user_id: job.turn.user_id,
+            },
+            payer: Payer {
+                purpose: "turn",
+                user_id: job.turn.user_id,
+                agent_id: Some(agent.id.clone()),
+                schedule: job.schedule.clone(),
+                channel: Some(job.channel_name.clone()),
+                conversation_id: Some(job.turn.conversation_id),
+                turn_id: Some(job.turn.id),
+            },
+            llm_calls: job.turn.llm_calls,
+            tool_calls_used: job.turn.tool_calls,
+            first_step: true,
+            compacted_in_turn: false,
+            overflows: 0,
+        }
+    }
+
+    /// Stops at shutdown or `/cancel`.
+    async fn interrupted(&self) -> Result<Next<()>, StoreError> {
+        if self.shutdown.is_cancelled() {
+            return Ok(Next::Stop(Stop::Shutdown));
+        }
+        if self.job.cancel.is_cancelled() {
+            cancel_open_calls(self.rt, self.job).await?;
+            return Ok(Next::Stop(cancelled()));
+        }
+        Ok(Next::Go(()))
+    }
+
+    /// Settles tool calls first: after a restart or a decision they may be waiting from before.
+    async fn settle_calls(&mut self) -> Result<Next<()>, StoreError> {
+        let (rt, job) = (self.rt, self.job);
         // A turn that just started has none yet: skip the query on its first step.
-        let open = if first_step && job.turn.fresh {
+        let open = if self.first_step && job.turn.fresh {
             Vec::new()
         } else {
             rt.store.open_tool_calls(job.turn.id).await?
         };
-        first_step = false;
-        if !open.is_empty() {
-            // Boxed, as compaction below: a turn waiting on the model holds its whole future,
-            // which is as large as its largest step.
-            let settled = settle_tool_calls(rt, job, &toolbox, open, tool_calls_used, shutdown);
-            match Box::pin(settled).await? {
-                Settled::Done(used) => {
-                    tool_calls_used += used;
-                    continue;
-                }
-                Settled::Waiting => return Ok(Stop::Waiting),
-                Settled::Shutdown => return Ok(Stop::Shutdown),
-            }
+        self.first_step = false;
+        if open.is_empty() {
+            return Ok(Next::Go(()));
         }
+        // Boxed, as compaction: a turn waiting on the model holds its whole future, which is as
+        // large as its largest step.
+        let settled = settle_tool_calls(
+            rt,
+            job,
+            &self.toolbox,
+            open,
+            self.tool_calls_used,
+            self.shutdown,
+        );
+        Ok(match Box::pin(settled).await? {
+            Settled::Done(used) => {
+                self.tool_calls_used += used;
+                Next::Again
+            }
+            Settled::Waiting => Next::Stop(Stop::Waiting),
+            Settled::Shutdown => Next::Stop(Stop::Shutdown),
+        })
+    }
 
-        if llm_calls >= i64::from(agent.max_turns) {
+    /// Ends the turn at the agent's step limit or a spending cap.
+    async fn check_caps(&self) -> Result<Next<()>, StoreError> {
+        let agent = &self.job.agent;
+        if self.llm_calls >= i64::from(agent.max_turns) {
             let text = format!(
-                "I stopped after {llm_calls} steps without finishing (this agent's limit is {}). Ask me to continue if you want me to go on.",
-                agent.max_turns
+                "I stopped after {} steps without finishing (this agent's limit is {}). Ask me to continue if you want me to go on.",
+                self.llm_calls, agent.max_turns
             );
-            return Ok(finish(
+            return Ok(Next::Stop(finish(
                 TurnStatus::Done,
                 text,
                 Some("max turns reached".into()),
-            ));
+            )));
         }
-        if let Some(line) = budget::cap_reached(rt, schedule.as_deref()).await? {
-            return Ok(finish(TurnStatus::Failed, line.clone(), Some(line)));
+        if let Some(line) = budget::cap_reached(self.rt, self.job.schedule.as_deref()).await? {
+            return Ok(Next::Stop(finish(
+                TurnStatus::Failed,
+                line.clone(),
+                Some(line),
+            )));
         }
+        Ok(Next::Go(()))
+    }
 
-        // Inside the loop: a "too long" answer from the server corrects what fits.
-        let limits = Limits::of(rt, agent);
-        let summary = rt.store.latest_summary(history).await?;
+    /// The latest summary, the messages after it and the system prompt.
+    async fn read_history(&self) -> Result<History, StoreError> {
+        let (rt, job) = (self.rt, self.job);
+        let limits = Limits::of(rt, &job.agent);
+        let summary = rt.store.latest_summary(self.key).await?;
         let after = summary.as_ref().map_or(0, |s| s.covers_until);
         let stored = rt
             .store
-            .messages_after(history, after, HISTORY_ROWS)
+            .messages_after(self.key, after, HISTORY_ROWS)
             .await?;
         let unfinished = crate::store::unfinished_turns(&stored);
         let user_text = latest_user_text(&stored, job.turn.id);
-        let base = system_prompt(rt, agent, &toolbox, job.turn.user_id, &user_text).await;
+        let base = system_prompt(rt, &job.agent, &self.toolbox, job.turn.user_id, &user_text).await;
         rt.compactor
-            .note_overhead(history, base.len() + specs_chars);
-        let summary_text = summary.as_ref().map(summary_block);
-        // Turns the request may leave out, oldest first; never the current one.
+            .note_overhead(self.key, base.len() + self.specs_chars);
         let order = context::droppable_turns(&stored, job.turn.id);
+        Ok(History {
+            limits,
+            summary: summary.as_ref().map(summary_block),
+            order,
+            stored,
+            unfinished,
+            base,
+        })
+    }
+
+    /// The request that fits the window: compacted once if it would not, then without the
+    /// oldest turns that do not fit.
+    async fn fit_request(&mut self, history: &History) -> Result<Next<Request>, StoreError> {
+        let (rt, job, limits) = (self.rt, self.job, &history.limits);
         let mut dropped = 0usize;
-        let (system, messages, request_chars, estimate) = loop {
-            let view;
-            let shown: &[crate::store::StoredMessage] = if dropped == 0 {
-                &stored
-            } else {
-                view = context::without_oldest(&stored, &order, dropped);
-                &view
-            };
-            let mut system = base.clone();
-            if let Some(block) = &summary_text {
-                system.push_str("\n\n");
-                system.push_str(block);
+        let request = loop {
+            let request = self.request(history, dropped);
+            if request.estimate <= limits.usable {
+                break request;
             }
-            if dropped > 0 {
-                system.push_str("\n\n");
-                system.push_str(&left_out_block(rt, &limits, &stored, &order[..dropped]));
-            }
-            let messages = assemble(shown, job.turn.id, &unfinished);
-            let chars = system.len()
-                + specs_chars
-                + messages.iter().map(context::message_chars).sum::<usize>();
-            let estimate = rt
-                .estimator
-                .estimate(job.turn.conversation_id, &limits.model, chars);
-            if estimate <= limits.usable {
-                break (system, messages, chars, estimate);
-            }
-            if !compacted_in_turn {
+            if !self.compacted_in_turn {
                 // It would not fit: summarise older turns first.
-                compacted_in_turn = true;
+                self.compacted_in_turn = true;
                 tracing::info!(
                     turn = job.turn.id,
-                    estimate,
+                    estimate = request.estimate,
                     usable = limits.usable,
                     "request too large; compacting first"
                 );
-                if let Compacted::Done { .. } = Box::pin(compact(rt, history, agent, None)).await? {
-                    continue 'step;
+                let compacted = compact(rt, self.key, &job.agent, None);
+                if let Compacted::Done { .. } = Box::pin(compacted).await? {
+                    return Ok(Next::Again);
                 }
             }
-            if dropped >= order.len() {
+            if dropped >= history.order.len() {
                 // Every earlier turn is left out. "Start afresh" is the answer only when the
                 // system prompt, the tools and the latest message alone do not fit. When it is
                 // this turn's own tool calls and results that pass the estimate (a hundred calls
                 // in one answer), the request goes as it is and the model server judges it: a
                 // "too long" answer corrects the estimates, and a third ends the turn.
-                let latest_chars: usize = stored
-                    .iter()
-                    .filter(|m| {
-                        m.turn_id == Some(job.turn.id)
-                            && matches!(m.message, ChatMessage::User { .. })
-                    })
-                    .map(|m| context::message_chars(&m.message))
-                    .sum();
-                let alone = rt.estimator.estimate(
-                    job.turn.conversation_id,
-                    &limits.model,
-                    base.len() + specs_chars + latest_chars,
-                );
-                if alone > limits.usable {
-                    tracing::warn!(
-                        turn = job.turn.id,
-                        estimate = alone,
-                        usable = limits.usable,
-                        "the latest message does not fit even alone"
-                    );
-                    return Ok(finish(
-                        TurnStatus::Failed,
-                        TOO_LONG.to_string(),
-                        Some(format!(
-                            "{alone} tokens for the system prompt, the tools and the latest message; {} fit",
-                            limits.usable
-                        )),
-                    ));
+                if let Some(stop) = self.too_long_alone(history) {
+                    return Ok(Next::Stop(stop));
                 }
                 tracing::warn!(
                     turn = job.turn.id,
-                    estimate,
+                    estimate = request.estimate,
                     usable = limits.usable,
                     "this turn's own tool calls and results pass the window's estimate; sending the request for the model server to judge"
                 );
-                break (system, messages, chars, estimate);
+                break request;
             }
-            // Leave out the oldest turns that cover the excess (at least one more).
-            let excess = rt
-                .estimator
-                .chars_of(&limits.model, estimate - limits.usable);
-            let mut freed = 0usize;
-            while dropped < order.len() && (freed == 0 || freed < excess) {
-                let turn = order[dropped];
-                freed += stored
-                    .iter()
-                    .filter(|m| m.turn_id == Some(turn))
-                    .map(|m| m.chars.max(1) as usize)
-                    .sum::<usize>();
-                dropped += 1;
-            }
+            dropped = self.leave_out_more(history, dropped, request.estimate);
         };
         if dropped > 0 {
             tracing::info!(
                 turn = job.turn.id,
                 left_out = dropped,
-                estimate,
+                estimate = request.estimate,
                 usable = limits.usable,
                 "older turns left out of the request to fit the window"
             );
         }
-        let request = ChatRequest {
-            model: None,
-            system,
-            messages,
-            tools: specs.clone(),
-            temperature: agent.temperature,
-            max_tokens: None,
-            stream: preview.enabled(),
-        };
+        Ok(Next::Go(request))
+    }
 
+    /// The request of the history without its `dropped` oldest turns.
+    fn request(&self, history: &History, dropped: usize) -> Request {
+        let (rt, job, limits) = (self.rt, self.job, &history.limits);
+        let view;
+        let shown: &[crate::store::StoredMessage] = if dropped == 0 {
+            &history.stored
+        } else {
+            view = context::without_oldest(&history.stored, &history.order, dropped);
+            &view
+        };
+        let mut system = history.base.clone();
+        if let Some(block) = &history.summary {
+            system.push_str("\n\n");
+            system.push_str(block);
+        }
+        if dropped > 0 {
+            system.push_str("\n\n");
+            system.push_str(&left_out_block(
+                rt,
+                limits,
+                &history.stored,
+                &history.order[..dropped],
+            ));
+        }
+        let messages = assemble(shown, job.turn.id, &history.unfinished);
+        let chars = system.len()
+            + self.specs_chars
+            + messages.iter().map(context::message_chars).sum::<usize>();
+        let estimate = rt
+            .estimator
+            .estimate(job.turn.conversation_id, &limits.model, chars);
+        Request {
+            chat: ChatRequest {
+                model: None,
+                system,
+                messages,
+                tools: self.specs.clone(),
+                temperature: job.agent.temperature,
+                max_tokens: None,
+                stream: self.preview.enabled(),
+            },
+            chars,
+            estimate,
+        }
+    }
+
+    /// Ends the turn when the system prompt, the tools and the latest message alone pass the
+    /// window.
+    fn too_long_alone(&self, history: &History) -> Option<Stop> {
+        let (rt, job, limits) = (self.rt, self.job, &history.limits);
+        let latest_chars: usize = history
+            .stored
+            .iter()
+            .filter(|m| {
+                m.turn_id == Some(job.turn.id) && matches!(m.message, ChatMessage::User { .. })
+            })
+            .map(|m| context::message_chars(&m.message))
+            .sum();
+        let alone = rt.estimator.estimate(
+            job.turn.conversation_id,
+            &limits.model,
+            history.base.len() + self.specs_chars + latest_chars,
+        );
+        if alone <= limits.usable {
+            return None;
+        }
+        tracing::warn!(
+            turn = job.turn.id,
+            estimate = alone,
+            usable = limits.usable,
+            "the latest message does not fit even alone"
+        );
+        Some(finish(
+            TurnStatus::Failed,
+            TOO_LONG.to_string(),
+            Some(format!(
+                "{alone} tokens for the system prompt, the tools and the latest message; {} fit",
+                limits.usable
+            )),
+        ))
+    }
+
+    /// How many of the oldest turns to leave out, after `dropped`, to cover the excess of
+    /// `estimate` (at least one more).
+    fn leave_out_more(&self, history: &History, mut dropped: usize, estimate: u64) -> usize {
+        let limits = &history.limits;
+        let excess = self
+            .rt
+            .estimator
+            .chars_of(&limits.model, estimate - limits.usable);
+        let mut freed = 0usize;
+        while dropped < history.order.len() && (freed == 0 || freed < excess) {
+            let turn = history.order[dropped];
+            freed += history
+                .stored
+                .iter()
+                .filter(|m| m.turn_id == Some(turn))
+                .map(|m| m.chars.max(1) as usize)
+                .sum::<usize>();
+            dropped += 1;
+        }
+        dropped
+    }
+
+    /// Asks the model. A cut-short call (cancel, shutdown, a stream broken after its first
+    /// words) is billed; a "too long" answer corrects the estimates and starts over.
+    async fn call_model(
+        &mut self,
+        limits: &Limits,
+        request: &Request,
+    ) -> Result<Next<ChatResponse>, StoreError> {
+        let (rt, job, preview) = (self.rt, self.job, self.preview);
         let call_started = Instant::now();
         let streamed_before = preview.received();
         let response = tokio::select! {
-            response = provider.complete(&request, preview.sender()) => response,
+            response = self.provider.complete(&request.chat, preview.sender()) => response,
             () = job.cancel.cancelled() => {
                 let streamed = preview.received().saturating_sub(streamed_before);
-                cut_short(rt, &payer, &limits, estimate, streamed).await?;
-                return Ok(cancelled());
+                cut_short(rt, &self.payer, limits, request.estimate, streamed).await?;
+                return Ok(Next::Stop(cancelled()));
             }
-            () = shutdown.cancelled() => {
+            () = self.shutdown.cancelled() => {
                 let streamed = preview.received().saturating_sub(streamed_before);
-                cut_short(rt, &payer, &limits, estimate, streamed).await?;
-                return Ok(Stop::Shutdown);
+                cut_short(rt, &self.payer, limits, request.estimate, streamed).await?;
+                return Ok(Next::Stop(Stop::Shutdown));
             }
         };
-        llm_calls += 1;
-        let response = match response {
-            Ok(response) => response,
-            Err(err) if is_context_overflow(&err) => {
-                rt.metrics.provider_error(&err.provider);
-                tracing::warn!(turn = job.turn.id, error = %err, "the provider says the request is too long");
-                overflows += 1;
-                let (limit, counted) = match context::overflow_numbers(&err.message) {
-                    Some((limit, counted)) => (Some(limit), counted),
-                    None => (None, None),
-                };
-                let calibration = rt.estimator.overflowed(
-                    job.turn.conversation_id,
-                    &limits.model,
-                    request_chars,
-                    limit,
-                    counted,
-                );
-                save_calibration(rt, &limits.model, &calibration).await;
-                if overflows < 3 {
-                    continue;
-                }
-                return Ok(finish(
-                    TurnStatus::Failed,
-                    TOO_LONG.to_string(),
-                    Some(err.to_string()),
-                ));
+        self.llm_calls += 1;
+        let err = match response {
+            Ok(response) => {
+                rt.metrics
+                    .observe_llm(&response.provider, call_started.elapsed());
+                return Ok(Next::Go(response));
             }
-            Err(err) => {
-                rt.metrics.provider_error(&err.provider);
-                tracing::warn!(turn = job.turn.id, error = %err, "model call failed");
-                // A stream that broke or timed out after its first words was served and billed.
-                let streamed = preview.received().saturating_sub(streamed_before);
-                if streamed > 0
-                    && matches!(
-                        err.kind,
-                        ProviderErrorKind::Timeout | ProviderErrorKind::Network
-                    )
-                {
-                    cut_short(rt, &payer, &limits, estimate, streamed).await?;
-                }
-                let text = provider_error_text(rt, &err);
-                return Ok(finish(TurnStatus::Failed, text, Some(err.to_string())));
-            }
+            Err(err) => err,
         };
-        rt.metrics
-            .observe_llm(&response.provider, call_started.elapsed());
+        rt.metrics.provider_error(&err.provider);
+        if is_context_overflow(&err) {
+            tracing::warn!(turn = job.turn.id, error = %err, "the provider says the request is too long");
+            self.overflows += 1;
+            let (limit, counted) = match context::overflow_numbers(&err.message) {
+                Some((limit, counted)) => (Some(limit), counted),
+                None => (None, None),
+            };
+            let calibration = rt.estimator.overflowed(
+                job.turn.conversation_id,
+                &limits.model,
+                request.chars,
+                limit,
+                counted,
+            );
+            save_calibration(rt, &limits.model, &calibration).await;
+            if self.overflows < 3 {
+                return Ok(Next::Again);
+            }
+            return Ok(Next::Stop(finish(
+                TurnStatus::Failed,
+                TOO_LONG.to_string(),
+                Some(err.to_string()),
+            )));
+        }
+        tracing::warn!(turn = job.turn.id, error = %err, "model call failed");
+        // A stream that broke or timed out after its first words was served and billed.
+        let streamed = preview.received().saturating_sub(streamed_before);
+        if streamed > 0
+            && matches!(
+                err.kind,
+                ProviderErrorKind::Timeout | ProviderErrorKind::Network
+            )
+        {
+            cut_short(rt, &self.payer, limits, request.estimate, streamed).await?;
+        }
+        let text = provider_error_text(rt, &err);
+        Ok(Next::Stop(finish(
+            TurnStatus::Failed,
+            text,
+            Some(err.to_string()),
+        )))
+    }
+
+    /// What the answered call teaches the estimates, and the call as it is billed.
+    async fn account(
+        &self,
+        limits: &Limits,
+        request: &Request,
+        response: &ChatResponse,
+    ) -> ModelCall {
+        let rt = self.rt;
         let answered_by = if response.provider == limits.provider {
             limits.model.clone()
         } else {
@@ -546,49 +759,68 @@ async fn turn_loop(
             context::model_key(&response.provider, model)
         };
         if let Some(calibration) = rt.estimator.reported(
-            job.turn.conversation_id,
+            self.job.turn.conversation_id,
             &answered_by,
-            request_chars,
+            request.chars,
             response.usage.input_tokens,
         ) {
             save_calibration(rt, &answered_by, &calibration).await;
         }
-        let call = budget::model_call(rt, &payer, &response);
+        budget::model_call(rt, &self.payer, response)
+    }
 
-        if response.tool_calls.is_empty() {
-            // The history keeps what the chat shows: a cut answer, not megabytes of it.
-            let answer = cap_reply(response.text, rt.config.daemon.max_reply_chars);
-            let text = if answer.trim().is_empty() {
-                "(The model returned an empty answer.)".to_string()
-            } else {
-                answer.clone()
-            };
-            // The next request is this one plus the answer and a new message: when it would
-            // pass the threshold, older turns are summarised once the reply is on its way.
-            let next = rt.estimator.estimate(
-                job.turn.conversation_id,
-                &limits.model,
-                request_chars + answer.len(),
-            );
-            let conversation = request
-                .messages
-                .iter()
-                .map(context::message_chars)
-                .sum::<usize>();
-            if next > limits.compact_at
-                || rt.estimator.tokens_of(&limits.model, conversation) > limits.history
-            {
-                rt.compactor.want(history, agent);
-            }
-            let keep = ChatMessage::assistant(answer);
-            return Ok(Stop::Finished(Box::new(Finish {
-                status: TurnStatus::Done,
-                text,
-                keep: Some(keep),
-                error: None,
-                call: Some(call),
-            })));
+    /// The model answered in words: the turn ends with its answer, and older turns are
+    /// summarised later when the next request would pass the threshold.
+    fn answer(
+        &self,
+        limits: &Limits,
+        request: &Request,
+        response: ChatResponse,
+        call: ModelCall,
+    ) -> Stop {
+        let rt = self.rt;
+        // The history keeps what the chat shows: a cut answer, not megabytes of it.
+        let answer = cap_reply(response.text, rt.config.daemon.max_reply_chars);
+        let text = if answer.trim().is_empty() {
+            "(The model returned an empty answer.)".to_string()
+        } else {
+            answer.clone()
+        };
+        // The next request is this one plus the answer and a new message: when it would pass
+        // the threshold, older turns are summarised once the reply is on its way.
+        let next = rt.estimator.estimate(
+            self.job.turn.conversation_id,
+            &limits.model,
+            request.chars + answer.len(),
+        );
+        let conversation = request
+            .chat
+            .messages
+            .iter()
+            .map(context::message_chars)
+            .sum::<usize>();
+        if next > limits.compact_at
+            || rt.estimator.tokens_of(&limits.model, conversation) > limits.history
+        {
+            rt.compactor.want(self.key, &self.job.agent);
         }
+        Stop::Finished(Box::new(Finish {
+            status: TurnStatus::Done,
+            text,
+            keep: Some(ChatMessage::assistant(answer)),
+            error: None,
+            call: Some(call),
+        }))
+    }
+
+    /// Stores the model's tool request (its calls run at the next step), unless it repeats a
+    /// call too often.
+    async fn store_tool_request(
+        &self,
+        response: ChatResponse,
+        call: ModelCall,
+    ) -> Result<Next<()>, StoreError> {
+        let (rt, job) = (self.rt, self.job);
         budget::store_call(rt, &call).await?;
         rt.store
             .add_turn_usage(
@@ -598,7 +830,6 @@ async fn turn_loop(
                 &response.model,
             )
             .await?;
-
         let repeated = repeated_call(rt, job.turn.id, &response.tool_calls).await?;
         let request_message = ChatMessage::Assistant {
             text: response.text,
@@ -609,8 +840,11 @@ async fn turn_loop(
             .record_tool_request(&job.turn, job.session, &request_message, rt.clock.now_ms())
             .await?;
         if let Some((name, times)) = repeated {
-            return stop_repeating(rt, job, records, &name, times).await;
+            return Ok(Next::Stop(
+                stop_repeating(rt, job, records, &name, times).await?,
+            ));
         }
+        Ok(Next::Go(()))
     }
 }
 

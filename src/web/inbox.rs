@@ -19,9 +19,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use hearth_channel::{ButtonPress, ChatRef, Inbound, InboundKind, Sender};
 
-use super::{Change, Session, WebState, cut, local_time, render, server_error, span};
+use super::{Change, Session, WebState, local_time, render, server_error, span};
 use crate::confirmation::{Action, PAGE_SENDER, button_data};
 use crate::store::ConfirmationStatus;
+use crate::text::clip;
 
 /// What a pending confirmation looks like on the page.
 pub struct ConfirmationView {
@@ -69,7 +70,7 @@ fn shown_arguments(arguments: &str) -> String {
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or_else(|| arguments.to_string());
-    cut(&pretty, 2000)
+    clip(&pretty, 2000)
 }
 
 async fn inbox_list(
@@ -93,7 +94,7 @@ async fn inbox_list(
             where_: format!("{}:{}", c.channel, c.chat_id),
             agent: c.agent_id,
             tool: c.tool,
-            summary: cut(&c.summary, 500),
+            summary: clip(&c.summary, 500),
             arguments: shown_arguments(&c.arguments),
             asked: local_time(c.created_at, tz),
             expires_in: span(c.expires_at - now),
@@ -299,14 +300,14 @@ pub(super) async fn decide_confirmation(
         Some(ConfirmationStatus::Approved) => format!(
             "Approved {} ({}); the turn goes on in {}:{}.",
             confirmation.tool,
-            cut(&confirmation.summary, 120),
+            clip(&confirmation.summary, 120),
             confirmation.channel,
             confirmation.chat_id
         ),
         Some(ConfirmationStatus::Denied) => format!(
             "Denied {} ({}); the turn goes on without it in {}:{}.",
             confirmation.tool,
-            cut(&confirmation.summary, 120),
+            clip(&confirmation.summary, 120),
             confirmation.channel,
             confirmation.chat_id
         ),

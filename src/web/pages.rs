@@ -6,11 +6,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::{Change, Session, WebState, cut, local_time, render, server_error, span};
+use super::{Change, Session, WebState, local_time, render, server_error, span};
 use crate::provider::{ChatMessage, ContentPart};
 use crate::runtime::budget::usd;
 use crate::scheduler::RunStatus;
 use crate::store::{Backend, UsageBy};
+use crate::text::clip;
 
 // ---------------------------------------------------------------------------------------------
 // Status
@@ -52,25 +53,10 @@ struct StatusPage {
     pending_confirmations: i64,
 }
 
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 /// The free space of the file system that holds `path`.
 fn disk_free(path: &std::path::Path) -> String {
     match rustix::fs::statvfs(path) {
-        Ok(stat) => bytes(stat.f_bavail.saturating_mul(stat.f_frsize)),
+        Ok(stat) => crate::text::bytes(stat.f_bavail.saturating_mul(stat.f_frsize)),
         Err(err) => format!("unknown ({err})"),
     }
 }
@@ -131,7 +117,7 @@ pub(super) async fn status(State(state): State<WebState>, session: Session) -> R
             Ok(main) => {
                 let wal =
                     std::fs::metadata(format!("{}-wal", store.location())).map_or(0, |m| m.len());
-                bytes(main.len() + wal)
+                crate::text::bytes(main.len() + wal)
             }
             Err(_) => "unknown".into(),
         },
@@ -222,7 +208,7 @@ fn title_of(body: &str, max: usize) -> Option<String> {
     let message = serde_json::from_str::<ChatMessage>(body).ok()?;
     let text = visible_text(&message);
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    (!line.is_empty()).then(|| cut(&line, max))
+    (!line.is_empty()).then(|| clip(&line, max))
 }
 
 fn chat_label(channel: &str, chat_id: &str, thread_id: &str) -> String {
@@ -379,7 +365,7 @@ pub(super) async fn conversation(
         };
         calls_of.entry(call.message_id).or_default().push(CallView {
             name: call.name,
-            arguments: cut(&call.arguments, 600),
+            arguments: clip(&call.arguments, 600),
             status: call.status,
             confirmation,
         });
@@ -399,7 +385,7 @@ pub(super) async fn conversation(
                     };
                     let text = match &message {
                         ChatMessage::Tool { name, .. } => {
-                            format!("{name}: {}", cut(&visible_text(&message), 1500))
+                            format!("{name}: {}", clip(&visible_text(&message), 1500))
                         }
                         _ => visible_text(&message),
                     };
@@ -808,7 +794,7 @@ pub(super) async fn agents(
                 .map(|v| VersionView {
                     version: v.version,
                     at: local_time(v.created_at, tz),
-                    changes: cut(&v.changes, 300),
+                    changes: clip(&v.changes, 300),
                     turns: v.turns,
                 })
                 .collect(),
@@ -901,7 +887,7 @@ pub(super) async fn route(
 
 /// What the router decides for `text` in a new conversation, as `hearth route` prints it.
 fn route_result(state: &WebState, text: &str) -> RouteResult {
-    let text = cut(text.trim(), 2000);
+    let text = clip(text.trim(), 2000);
     let agents = state.rt.agents();
     let report = if text.is_empty() {
         String::new()
@@ -970,12 +956,5 @@ mod tests {
         assert_eq!(empty.bars[0].height, 0);
         assert_eq!(key_parts("fake/fake-model"), ["fake/", "fake-model"]);
         assert_eq!(key_parts("briefing"), ["briefing"]);
-    }
-
-    #[test]
-    fn sizes_read_in_units() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(2048), "2.0 KB");
-        assert_eq!(bytes(5 * 1024 * 1024 * 1024), "5.0 GB");
     }
 }

@@ -41,7 +41,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+
+use crate::net::{Served, local_listener};
 
 /// The fake bot's user id (and its application id).
 pub const BOT_ID: u64 = 900_000_000_000_000_001;
@@ -254,7 +255,8 @@ impl Shared {
 /// A running fake Discord. Stops when dropped.
 pub struct FakeDiscord {
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
+    /// Held for its drop, which stops the fake.
+    _served: Served,
 }
 
 impl std::fmt::Debug for FakeDiscord {
@@ -262,12 +264,6 @@ impl std::fmt::Debug for FakeDiscord {
         f.debug_struct("FakeDiscord")
             .field("addr", &self.shared.addr)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for FakeDiscord {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -309,12 +305,8 @@ impl FakeDiscord {
     /// every 45 s, as on Discord; tests of dead connections shorten it with
     /// [`FakeDiscord::set_heartbeat`].
     pub async fn start(token: &str) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a free port on 127.0.0.1");
-        let addr = listener
-            .local_addr()
-            .expect("bound listener has an address");
+        // Bound first: the gateway URL the fake hands out names its own address.
+        let (listener, addr) = local_listener().await;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 token: token.to_owned(),
@@ -353,11 +345,10 @@ impl FakeDiscord {
             .route("/gateway", get(websocket))
             .route("/attachments/{name}", get(attachment))
             .with_state(shared.clone());
-        let task = tokio::spawn(async move {
-            // Serving only ends when the task is aborted.
-            let _ = axum::serve(listener, app).await;
-        });
-        Self { shared, task }
+        Self {
+            shared,
+            _served: Served::on(listener, app),
+        }
     }
 
     /// Where the fake listens (plain HTTP and the gateway).

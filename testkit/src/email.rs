@@ -28,13 +28,6 @@ pub const CACHE_DIR: &str = "/var/tmp/hearth-cache/email";
 /// One install at a time within a test binary.
 static INSTALL: Mutex<()> = Mutex::new(());
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"))
-}
-
 fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -145,7 +138,7 @@ impl Dovecot {
             .map_err(|e| format!("tempdir: {e}"))?;
         let mut server = Self {
             dir,
-            port: free_port(),
+            port: crate::net::free_port(),
             child: None,
             users: users
                 .iter()
@@ -647,7 +640,7 @@ impl SmtpSink {
         std::fs::create_dir_all(dir.path().join("mail")).map_err(|e| format!("mail dir: {e}"))?;
         let mut sink = Self {
             dir,
-            port: free_port(),
+            port: crate::net::free_port(),
             child: None,
             python,
             user: user.to_owned(),

@@ -6,7 +6,9 @@
 //!   ([`discord`]), a real Synapse ([`matrix`]), real Dovecot and aiosmtpd ([`email`]);
 //! - Python client libraries in cached venvs ([`python`]: the official `openai` client);
 //! - a fake MCP server ([`mcp`]), a throwaway PostgreSQL ([`postgres`]), a TLS front that lets a
-//!   fake answer on a real host name ([`tls`]), a small tmpfs to fill ([`tmpfs`]).
+//!   fake answer on a real host name ([`tls`]), a small tmpfs to fill ([`tmpfs`]);
+//! - one way to serve a fake on a port, and one to reserve a port for a server started as
+//!   another process ([`net`]).
 //!
 //! [`FakeOpenAi`] answers `POST /v1/chat/completions` like an OpenAI-compatible server and
 //! [`FakeAnthropic`] answers `POST /v1/messages` like Anthropic's Messages API, both as plain
@@ -37,6 +39,7 @@ pub mod discord;
 pub mod email;
 pub mod matrix;
 pub mod mcp;
+pub mod net;
 mod openai;
 pub mod postgres;
 pub mod python;

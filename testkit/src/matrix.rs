@@ -9,11 +9,13 @@
 //! static is never dropped.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::net::free_port;
 
 /// Where the venv is cached between runs.
 pub const CACHE_DIR: &str = "/var/tmp/hearth-cache/matrix";
@@ -106,13 +108,6 @@ fn install() -> Result<PathBuf, String> {
     } else {
         Err("Synapse was installed but does not import".into())
     }
-}
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }
 
 fn config(dir: &Path, port: u16) -> String {
@@ -214,11 +209,11 @@ impl Synapse {
         let dir = std::env::temp_dir().join(format!(
             "hearth-synapse-{}-{}",
             std::process::id(),
-            free_port()?
+            free_port()
         ));
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let port = free_port()?;
+        let port = free_port();
         let write = |name: &str, text: &str| {
             std::fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))
         };
@@ -771,7 +766,8 @@ pub struct Proxy {
     url: String,
     seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     faults: std::sync::Arc<std::sync::Mutex<Vec<(String, u16, usize)>>>,
-    task: tokio::task::JoinHandle<()>,
+    /// Held for its drop, which stops the proxy.
+    _served: crate::net::Served,
 }
 
 #[derive(Clone)]
@@ -785,13 +781,6 @@ struct ProxyState {
 impl Proxy {
     /// A proxy on a free local port passing everything to `upstream` (e.g. [`Synapse::url`]).
     pub async fn start(upstream: &str) -> Result<Self, String> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("proxy: {e}"))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| format!("proxy: {e}"))?
-            .port();
         let state = ProxyState {
             upstream: upstream.trim_end_matches('/').to_owned(),
             http: reqwest::Client::new(),
@@ -800,15 +789,12 @@ impl Proxy {
         };
         let (seen, faults) = (state.seen.clone(), state.faults.clone());
         let app = axum::Router::new().fallback(forward).with_state(state);
-        let task = tokio::spawn(async move {
-            // Ends when the test drops the proxy (the task is aborted).
-            let _ = axum::serve(listener, app).await;
-        });
+        let served = crate::net::Served::start(app).await;
         Ok(Self {
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{}", served.addr()),
             seen,
             faults,
-            task,
+            _served: served,
         })
     }
 
@@ -841,12 +827,6 @@ impl Proxy {
     /// client cannot know (an outcome-unknown failure).
     pub fn lose_answer_next(&self, part: &str, times: usize) {
         lock(&self.faults).push((part.to_owned(), 1, times));
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

@@ -48,7 +48,7 @@ impl TestPostgres {
                 return None;
             }
         }
-        let port = free_port()?;
+        let port = crate::net::free_port();
         let server = Self {
             dir: dir.clone(),
             bin,
@@ -191,14 +191,6 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-fn free_port() -> Option<u16> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()
-        .map(|a| a.port())
 }
 
 fn unique() -> u128 {

@@ -8,7 +8,6 @@
 //! [`FakeSearch::set_results`]; every request is recorded. It stops when dropped.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
@@ -17,7 +16,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
+
+use crate::net::Served;
 
 /// One result as both APIs list it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,14 +91,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A running fake search service on 127.0.0.1.
 pub struct FakeSearch {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    task: JoinHandle<()>,
-}
-
-impl Drop for FakeSearch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    served: Served,
 }
 
 impl FakeSearch {
@@ -108,22 +101,15 @@ impl FakeSearch {
             .route("/search", get(searxng))
             .route("/res/v1/web/search", get(brave))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a free port on 127.0.0.1");
-        let addr = listener
-            .local_addr()
-            .expect("bound listener has an address");
-        let task = tokio::spawn(async move {
-            // Ends when the task is aborted; an accept error shows as connection errors.
-            let _ = axum::serve(listener, app).await;
-        });
-        Self { shared, addr, task }
+        Self {
+            shared,
+            served: Served::start(app).await,
+        }
     }
 
     /// `http://127.0.0.1:PORT`: the `base_url` for either backend.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.served.addr())
     }
 
     /// The results answered whenever the script is empty.

@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -14,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use crate::net::Served;
 use crate::reply::{Reply, ReplyBody};
 
 /// A request refused the way the real API would refuse it.
@@ -98,15 +97,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// [`crate::FakeAnthropic`]. Stops when dropped.
 pub struct FakeLlm<A: Api> {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    task: JoinHandle<()>,
+    served: Served,
     api: PhantomData<A>,
-}
-
-impl<A: Api> Drop for FakeLlm<A> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl<A: Api> FakeLlm<A> {
@@ -126,28 +118,16 @@ impl<A: Api> FakeLlm<A> {
             .route(A::PATH, post(handle::<A>))
             .route("/v1/models", get(list_models::<A>))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a free port on 127.0.0.1");
-        let addr = listener
-            .local_addr()
-            .expect("bound listener has an address");
-        let task = tokio::spawn(async move {
-            // Serving only ends when the task is aborted; an accept error ends the fake early
-            // and the test then fails on connection errors, which is visible enough.
-            let _ = axum::serve(listener, app).await;
-        });
         Self {
             shared,
-            addr,
-            task,
+            served: Served::start(app).await,
             api: PhantomData,
         }
     }
 
     /// The base URL to configure a provider with.
     pub fn base_url(&self) -> String {
-        format!("http://{}{}", self.addr, A::BASE_SUFFIX)
+        format!("http://{}{}", self.served.addr(), A::BASE_SUFFIX)
     }
 
     /// Queues a reply; queued replies are used in order, one per request.

@@ -23,7 +23,6 @@
 //! The server stops when the value is dropped.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -34,7 +33,8 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+
+use crate::net::Served;
 
 /// The fake bot's user id.
 pub const BOT_ID: i64 = 777_000;
@@ -279,21 +279,14 @@ impl Shared {
 /// A running fake Bot API server. Stops when dropped.
 pub struct FakeTelegram {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    task: JoinHandle<()>,
+    served: Served,
 }
 
 impl std::fmt::Debug for FakeTelegram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FakeTelegram")
-            .field("addr", &self.addr)
+            .field("addr", &self.served.addr())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for FakeTelegram {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -310,22 +303,15 @@ impl FakeTelegram {
             changed: watch::channel(0).0,
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a free port on 127.0.0.1");
-        let addr = listener
-            .local_addr()
-            .expect("bound listener has an address");
-        let task = tokio::spawn(async move {
-            // Serving only ends when the task is aborted.
-            let _ = axum::serve(listener, app).await;
-        });
-        Self { shared, addr, task }
+        Self {
+            shared,
+            served: Served::start(app).await,
+        }
     }
 
     /// The Bot API base URL (`http://127.0.0.1:PORT`), without `/bot<token>`.
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.served.addr())
     }
 
     /// Queues a private-chat text from `user` (chat id = user id when `chat` is the user).

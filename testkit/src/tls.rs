@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
@@ -47,12 +47,7 @@ impl TlsFront {
             .with_single_cert(certs, key)
             .expect("the fixture key fits its certificate");
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a free port on 127.0.0.1");
-        let addr = listener
-            .local_addr()
-            .expect("bound listener has an address");
+        let (listener, addr) = crate::net::local_listener().await;
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();

@@ -6,8 +6,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use hearth_testkit::{FakeOpenAi, Reply};
 
 use crate::support::{
-    Signal, WAIT, eventually, free_port, pending_pairing, poll, run_cli, run_cli_async,
-    signal_child,
+    Signal, WAIT, eventually, free_port, hearth_binary, hearth_command, pending_pairing, poll,
+    run_cli, run_cli_async, signal_child,
 };
 
 fn text(bytes: &[u8]) -> String {
@@ -21,11 +21,7 @@ fn write(dir: &Path, name: &str, content: &str) {
 /// `hearth run` in `dir` with only `env` set (and a model API where nothing listens); its
 /// stdout dropped, its stderr as `stderr` says.
 fn spawn_run(dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir)
-        .env_clear()
-        .envs(env.iter().copied())
+    hearth_command(dir, &["run"], env)
         .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -709,7 +705,7 @@ async fn backup_copies_the_database_while_the_daemon_runs() {
     .await;
 
     // As a user runs it: with the usual umask 022, which left the copy world-readable.
-    let hearth = env!("CARGO_BIN_EXE_hearth");
+    let hearth = hearth_binary();
     let mut backup = Command::new("sh");
     backup
         .args(["-c", "umask 022 && exec \"$0\" backup copy.db", hearth])
@@ -865,7 +861,7 @@ fn the_documented_service_install_lets_an_unprivileged_user_read_the_configurati
     assert!(status.success());
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_hearth"))
+        .arg(hearth_binary())
         .arg("--config")
         .arg(&installed)
         .arg("check")
@@ -939,7 +935,7 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
     // The service makes its database, as its own user, in its working directory.
     let service = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_hearth"))
+        .arg(hearth_binary())
         .arg("--config")
         .arg(&config)
         .arg("migrate")
@@ -960,13 +956,7 @@ async fn the_readmes_pair_approve_command_reaches_the_services_database() {
         .replace("CODE", "QWER2345");
     let words: Vec<&str> = typed.split_whitespace().collect();
     assert_eq!(&words[..2], ["sudo", "hearth"], "{typed}");
-    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(&words[2..])
-        .current_dir("/")
-        .env_clear()
-        .env("HOME", "/root")
-        .output()
-        .expect("hearth runs");
+    let out = run_cli_async(Path::new("/"), &words[2..], &[("HOME", "/root")], "").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("approved telegram:777"),
@@ -1145,7 +1135,7 @@ fn version_names_the_commit_and_the_channels_built_in() {
         .args([
             "-c",
             "set -o pipefail; \"$0\" completions bash | head -1",
-            env!("CARGO_BIN_EXE_hearth"),
+            hearth_binary(),
         ])
         .output()
         .expect("bash runs");
@@ -1394,11 +1384,7 @@ async fn interactive_init_asks_again_after_a_wrong_answer_and_offers_the_servers
         format!("bogus\nopenai\n{url}\n\nnosuch\nother-model\ntelegram\n@myname\n123456789\n");
     let mut command = Command::new("script");
     command
-        .args([
-            "-qec",
-            &format!("{} init", env!("CARGO_BIN_EXE_hearth")),
-            "/dev/null",
-        ])
+        .args(["-qec", &format!("{} init", hearth_binary()), "/dev/null"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home.path())

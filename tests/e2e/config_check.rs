@@ -6,6 +6,8 @@ use std::path::Path;
 
 use hearth::config::{ConfigErrors, load};
 
+use crate::support::run_cli;
+
 fn write(dir: &Path, text: &str) -> std::path::PathBuf {
     let path = dir.join("hearth.toml");
     std::fs::write(&path, text).expect("write the config file");
@@ -135,12 +137,7 @@ fn a_valid_file_loads_and_reports_its_path() {
 /// `hearth check` on `text` as the whole configuration: its exit code and standard output.
 fn check(dir: &Path, text: &str) -> (Option<i32>, String) {
     write(dir, text);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["--config", "hearth.toml", "check"])
-        .current_dir(dir)
-        .env_clear()
-        .output()
-        .expect("hearth check runs");
+    let out = run_cli(dir, &["--config", "hearth.toml", "check"], &[], "");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

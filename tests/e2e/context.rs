@@ -5,7 +5,7 @@
 //! should and nothing else.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use hearth::tool::{Risk, ToolInfo, ToolRegistry};
 use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
 
-use crate::support::{CHAT, Hearth, TestTool, USER, WAIT};
+use crate::support::{CHAT, Hearth, TestTool, USER, WAIT, hearth_command, run_cli_async};
 
 /// What the summariser's instructions start with; the fake answers those requests as one.
 pub(crate) const SUMMARY_MARK: &str = "You keep the record of a long conversation";
@@ -646,11 +646,7 @@ struct Chat {
 
 impl Chat {
     fn start(dir: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .arg("chat")
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+        let mut child = hearth_command(dir, &["chat"], &[])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -769,13 +765,13 @@ async fn a_crash_in_the_middle_of_a_compaction_loses_nothing() {
     store.close().await;
 
     // `hearth usage` reads the same records; a wrong --by is a usage error.
-    let usage = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["usage", "--days", "7", "--by", "model"])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .output()
-        .expect("hearth usage");
+    let usage = run_cli_async(
+        dir.path(),
+        &["usage", "--days", "7", "--by", "model"],
+        &[],
+        "",
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&usage.stdout);
     assert_eq!(
         usage.status.code(),
@@ -787,13 +783,7 @@ async fn a_crash_in_the_middle_of_a_compaction_loses_nothing() {
         stdout.contains("fake/m") && stdout.contains("total"),
         "{stdout}"
     );
-    let wrong = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(["usage", "--by", "colour"])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .output()
-        .expect("hearth usage");
+    let wrong = run_cli_async(dir.path(), &["usage", "--by", "colour"], &[], "").await;
     assert_eq!(wrong.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("day, agent, schedule, user, model"));
 }

@@ -5,14 +5,16 @@
 //! `hearth mcp list` / `hearth check` / SIGKILL behaviour of the binary.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use hearth::config::McpServerConfig;
 use hearth_testkit::mcp::{FakeMcpHttp, mcp_fake_path};
 use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::{Value, json};
 
-use crate::support::{Hearth, USER, WAIT, eventually, free_port, general_agent, poll};
+use crate::support::{
+    Hearth, USER, WAIT, eventually, free_port, general_agent, hearth_command, poll,
+};
 
 /// The agent of these tests: the fake server's tools, called directly or through the meta tools.
 fn agents(mode: &str) -> String {
@@ -706,12 +708,7 @@ fn write(dir: &Path, name: &str, content: &str) {
 }
 
 fn hearth_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().copied())
+    hearth_command(dir, args, env)
         .stdin(Stdio::null())
         .output()
         .expect("hearth runs")
@@ -889,16 +886,15 @@ async fn the_server_dies_with_hearth_even_on_sigkill() {
             fake_entry("fake")
         ),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let mut child = hearth_command(
+        dir.path(),
+        &["run"],
+        &[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("hearth run starts");
     let url = format!("http://127.0.0.1:{port}/healthz");
     let pid = poll(WAIT, async || {
         let body = reqwest::get(&url).await.ok()?.json::<Value>().await.ok()?;

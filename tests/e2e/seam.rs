@@ -20,8 +20,8 @@ use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
 
 use crate::support::{
-    CHAT, Hearth, TestTool, USER, WAIT, eventually, free_port, general_agent, last_tool_result,
-    poll, postgres_url,
+    CHAT, Hearth, TestTool, USER, WAIT, eventually, free_port, general_agent, hearth_command,
+    last_tool_result, poll, postgres_url,
 };
 
 /// The owner's id on the memory channel.
@@ -272,16 +272,19 @@ allowed_users = [42]
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-        .arg("run")
-        .current_dir(dir.path())
-        .env_clear()
-        .env("TG_TOKEN", "123456:TOKEN")
-        .env("NOTIFY_SOCKET", &socket_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("hearth run starts");
+    let notify_socket = socket_path.display().to_string();
+    let mut child = hearth_command(
+        dir.path(),
+        &["run"],
+        &[
+            ("TG_TOKEN", "123456:TOKEN"),
+            ("NOTIFY_SOCKET", &notify_socket),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("hearth run starts");
 
     // While getMe hangs, /healthz answers "connecting" and systemd hears no READY=1.
     let url = format!("http://127.0.0.1:{port}/healthz");

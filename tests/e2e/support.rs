@@ -15,6 +15,7 @@ use hearth::daemon::{Daemon, DaemonBuilder};
 use hearth::tool::{Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
 use hearth_channel::{MemoryChannel, SentMessage};
 use hearth_testkit::FakeOpenAi;
+pub use hearth_testkit::net::free_port;
 pub use rustix::process::Signal;
 use serde_json::Value;
 
@@ -222,6 +223,13 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// The `hearth` binary under test. Tests start it through [`HearthProcess`], [`hearth_command`]
+/// or [`run_cli`]; the path itself only for one run under another program (`setpriv`, `sh`,
+/// `script`) that must be given it.
+pub fn hearth_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_hearth")
+}
+
 /// A started `hearth run` child process in a directory of its own, as a user runs it: its
 /// config and agents files are written there, its stderr goes to one log file per start, it is
 /// stopped with SIGTERM (and must exit 0 without ever logging `secret`) or killed with SIGKILL.
@@ -289,7 +297,7 @@ impl HearthProcess {
     pub async fn start_until(&mut self, state: &str) {
         self.runs += 1;
         let log = std::fs::File::create(self.log_path(self.runs)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        let child = Command::new(hearth_binary())
             .arg("run")
             .current_dir(self.dir.path())
             .env_clear()
@@ -313,7 +321,7 @@ impl HearthProcess {
     /// Runs `hearth ARGS` to the end in the process's directory, with its environment: what it
     /// printed, stdout then stderr.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        let out = Command::new(hearth_binary())
             .args(args)
             .current_dir(self.dir.path())
             .env_clear()
@@ -443,16 +451,6 @@ pub fn signal_child(child: &Child, signal: Signal) {
     rustix::process::kill_process(pid, signal).expect("signal the child");
 }
 
-/// A port nobody listens on right now (bound and released: another test may take it first,
-/// which the start then reports).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// The sections of a child-process hearth's config that every channel test shares: the fake
 /// LLM as the one provider (`vision` on or off, `prices` per million input and output tokens),
 /// the agents file beside the config and streaming on or off.
@@ -506,7 +504,7 @@ pub(crate) use process_harness;
 
 /// `hearth ARGS` in `dir` with a clean environment (but `PATH`, plus `env`), not started.
 pub fn hearth_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    let mut command = Command::new(hearth_binary());
     command
         .args(args)
         .current_dir(dir)
