@@ -7,6 +7,7 @@
 
 mod host;
 mod load;
+mod mcp;
 mod validate;
 
 pub use hearth_channel::Secret;
@@ -14,9 +15,9 @@ pub use load::{
     ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str, process_env,
     search_paths, user_config_path,
 };
+pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
 pub use validate::{check_schedule_target, check_unasked_target, parse_identity, warnings};
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -508,6 +509,23 @@ pub enum Autonomy {
     Full,
 }
 
+/// The tool families an agent's `tool_groups` may name; an MCP server may not take one of these
+/// names for its own group.
+pub const KNOWN_GROUPS: &[&str] = &[
+    "tasks",
+    "notes",
+    "memory",
+    "expenses",
+    "goals",
+    "calendar",
+    "contacts",
+    "bookmarks",
+    "utilities",
+    "web",
+    "files",
+    "schedules",
+];
+
 /// The tool catalogue: its limits, the file workspace, web access and confirmations.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -633,81 +651,4 @@ pub struct ScheduleConfig {
 
 fn default_catch_up_minutes() -> u64 {
     60
-}
-
-/// How risky an MCP tool is, as the user declares it in `[[mcp_servers]] risk`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum McpRisk {
-    /// Only reads; never asks.
-    Read,
-    /// Changes the user's data; asks at autonomy `low` and below.
-    Write,
-    /// Deletes; asks at the default autonomy.
-    Destructive,
-    /// Acts on the world outside hearth; asks at the default autonomy.
-    Outward,
-}
-
-/// One `[[mcp_servers]]` entry: a Model Context Protocol server whose tools agents may use,
-/// either a program hearth starts (`command`, spoken to over stdin/stdout) or a streamable HTTP
-/// endpoint (`url`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// Unique; its tools are named `<name>__<tool>` and form the tool group `<name>`.
-    pub name: String,
-    /// `false` keeps the entry without starting the server.
-    #[serde(default = "default_true")]
-    pub enabled: bool,
-    /// A stdio server: the program to start.
-    #[serde(default)]
-    pub command: Option<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Environment variables for the program (not secrets: they are shown by `hearth check`).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Secret environment variables: variable name -> the name of the environment variable (or
-    /// credential) holding its value.
-    #[serde(default)]
-    pub secrets_env: BTreeMap<String, String>,
-    /// Working directory of the program; default: hearth's own.
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    /// A streamable HTTP server: its endpoint, `http://` or `https://`.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Extra HTTP headers sent with every request (not secrets).
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Secret HTTP headers: header name -> the name of the environment variable (or credential)
-    /// holding its value.
-    #[serde(default)]
-    pub headers_env: BTreeMap<String, String>,
-    /// Sends `Authorization: Bearer <token>` with the token from this variable or credential.
-    #[serde(default)]
-    pub bearer_token_env: Option<String>,
-    /// Seconds to start and initialize the server, to list its tools, and for one tool call.
-    #[serde(default = "default_mcp_timeout")]
-    pub timeout_secs: u64,
-    /// Tool name patterns (`*` matches anything) to offer; empty offers every tool.
-    #[serde(default)]
-    pub enabled_tools: Vec<String>,
-    /// Tool name patterns never offered, even when `enabled_tools` matches them.
-    #[serde(default)]
-    pub disabled_tools: Vec<String>,
-    /// Tool name pattern -> risk. Unlisted tools are `read` when the server marks them read-only
-    /// (`readOnlyHint`) and `outward` (asks first) otherwise. An exact name beats a pattern, a
-    /// longer pattern a shorter one.
-    #[serde(default)]
-    pub risk: BTreeMap<String, McpRisk>,
-}
-
-fn default_mcp_timeout() -> u64 {
-    30
-}
-
-fn default_true() -> bool {
-    true
 }

@@ -23,6 +23,7 @@ pub mod scheduler;
 pub mod store;
 pub mod systemd;
 pub mod terminal;
+pub mod time;
 pub mod tool;
 pub mod transcribe;
 pub mod web;

@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::config::ScheduleConfig;
 use crate::store::{Store, StoreError};
-use timing::{CronExpr, parse_timezone};
+use crate::time::parse_timezone;
+use timing::CronExpr;
 
 pub(crate) use crate::store::schedule::on_confirmation_str;
 pub use crate::store::schedule::{RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduledRun};

@@ -7,9 +7,10 @@ use clap::Subcommand;
 use super::Failure;
 use crate::agent::AgentSet;
 use crate::config::Config;
-use crate::scheduler::timing::{CronExpr, parse_timezone};
+use crate::scheduler::timing::CronExpr;
 use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
 use crate::store::Store;
+use crate::time::parse_timezone;
 
 #[derive(Debug, Subcommand)]
 pub enum ScheduleAction {

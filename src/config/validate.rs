@@ -67,7 +67,7 @@ pub(super) fn validate(
     }
     for (index, host) in config.tools.allowed_private_hosts.iter().enumerate() {
         if host.trim().is_empty()
-            || host.contains('/') && host.parse::<crate::tool::net::Cidr>().is_err()
+            || host.contains('/') && host.parse::<hearth_channel::net::Cidr>().is_err()
         {
             problems.push(Problem::new(
                 format!("tools.allowed_private_hosts[{index}]"),
@@ -541,7 +541,7 @@ fn mcp_servers(
     for (n, server) in servers.iter().enumerate() {
         let i = indexes.get(n).copied().unwrap_or(n);
         let key = |field: &str| format!("mcp_servers[{i}].{field}");
-        if let Err(message) = crate::tool::mcp::check_server_name(&server.name) {
+        if let Err(message) = super::check_server_name(&server.name) {
             problems.push(Problem::new(key("name"), message));
         } else if !seen.insert(server.name.as_str()) {
             problems.push(Problem::new(
