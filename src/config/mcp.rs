@@ -1,18 +1,30 @@
 //! `[[mcp_servers]]`: Model Context Protocol servers whose tools hearth offers to agents, and
 //! what makes a server's name usable as a tool group and a tool-name prefix.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
+use hearth_channel::check_url;
 use serde::{Deserialize, Serialize};
+use toml::Value;
 
-use super::KNOWN_GROUPS;
+use super::load::Parse;
+use super::{Checks, KNOWN_GROUPS, Section};
 
 /// Separates the server's name from the tool's in hearth's tool names (`ha__turn_on`).
 pub const MCP_SEPARATOR: &str = "__";
 
 /// Longest server name: leaves room for the tool's own name within the 64 characters.
 const SERVER_NAME_MAX: usize = 24;
+
+/// Headers the MCP transport sets itself; a configured one would clash.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
 
 /// Checks a server name for `hearth check`: it names the tool group and prefixes tool names.
 pub fn check_server_name(name: &str) -> Result<(), String> {
@@ -115,6 +127,155 @@ fn default_mcp_timeout() -> u64 {
 
 fn default_true() -> bool {
     true
+}
+
+impl Section for Vec<McpServerConfig> {
+    fn parse(value: Value, parse: &mut Parse<'_>) -> Option<Self> {
+        parse.array(value)
+    }
+
+    fn check(&self, checks: &mut Checks<'_>) {
+        let mut seen = HashSet::new();
+        for (i, server) in self.iter().enumerate() {
+            let key = |field: &str| format!("[{i}].{field}");
+            if let Err(message) = check_server_name(&server.name) {
+                checks.problem(&key("name"), message);
+            } else if !seen.insert(server.name.as_str()) {
+                checks.problem(
+                    &key("name"),
+                    format!("duplicate MCP server name `{}`", server.name),
+                );
+            }
+            if server.timeout_secs == 0 {
+                checks.problem(&key("timeout_secs"), "must be greater than 0");
+            }
+            // Only the keys of the server's own kind make sense; the others would be ignored.
+            let stdio_keys = [
+                ("args", !server.args.is_empty()),
+                ("env", !server.env.is_empty()),
+                ("secrets_env", !server.secrets_env.is_empty()),
+                ("cwd", server.cwd.is_some()),
+            ];
+            let http_keys = [
+                ("headers", !server.headers.is_empty()),
+                ("headers_env", !server.headers_env.is_empty()),
+                ("bearer_token_env", server.bearer_token_env.is_some()),
+            ];
+            match (&server.command, &server.url) {
+                (Some(_), Some(_)) => checks.problem(&key("url"),
+                    "give either `command` (a program hearth starts) or `url` (an HTTP server), not both",
+                ),
+                (None, None) => checks.problem(&key("command"),
+                    "missing: give `command` (a program hearth starts) or `url` (an HTTP server)",
+                ),
+                (Some(command), None) => {
+                    if command.trim().is_empty() {
+                        checks.problem(&key("command"), "must not be empty");
+                    }
+                    for (field, set) in http_keys {
+                        if set {
+                            checks.problem(&key(field),
+                                "only applies to an HTTP server (`url`), not to a `command`",
+                            );
+                        }
+                    }
+                }
+                (None, Some(address)) => {
+                    if let Err(message) = check_url(address, &["http", "https"]) {
+                        checks.problem(&key("url"), message);
+                    }
+                    for (field, set) in stdio_keys {
+                        if set {
+                            checks.problem(&key(field),
+                                "only applies to a program hearth starts (`command`), not to a `url`",
+                            );
+                        }
+                    }
+                }
+            }
+            if let Some(cwd) = &server.cwd
+                && !cwd.is_dir()
+            {
+                checks.problem(&key("cwd"), format!("{} is not a directory", cwd.display()));
+            }
+            for name in server.env.keys().chain(server.secrets_env.keys()) {
+                if name.is_empty() || name.contains(['=', '\0']) {
+                    checks.problem(
+                        &key("env"),
+                        format!("{name:?} is not an environment variable name"),
+                    );
+                }
+            }
+            for (name, secret_name) in &server.secrets_env {
+                checks.secret(&format!("{}.{name}", key("secrets_env")), secret_name);
+            }
+            for name in server.headers.keys().chain(server.headers_env.keys()) {
+                if RESERVED_HEADERS
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(name))
+                {
+                    checks.problem(
+                        &key("headers"),
+                        format!("{name} is set by hearth itself for the MCP protocol"),
+                    );
+                } else if server.bearer_token_env.is_some()
+                    && name.eq_ignore_ascii_case("authorization")
+                {
+                    checks.problem(
+                        &key("headers"),
+                        "Authorization is set by `bearer_token_env`; give one or the other",
+                    );
+                }
+            }
+            for (name, value) in &server.headers {
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    checks.problem(
+                        &key("headers"),
+                        format!("{name:?} is not an HTTP header name"),
+                    );
+                }
+                if http::HeaderValue::from_str(value).is_err() {
+                    checks.problem(
+                        &format!("{}.{name}", key("headers")),
+                        "is not a valid HTTP header value (no line breaks or control characters)",
+                    );
+                }
+            }
+            for (name, secret_name) in &server.headers_env {
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    checks.problem(
+                        &key("headers_env"),
+                        format!("{name:?} is not an HTTP header name"),
+                    );
+                }
+                checks.secret(&format!("{}.{name}", key("headers_env")), secret_name);
+            }
+            if let Some(name) = &server.bearer_token_env {
+                checks.secret(&key("bearer_token_env"), name);
+            }
+            for (field, patterns) in [
+                ("enabled_tools", &server.enabled_tools),
+                ("disabled_tools", &server.disabled_tools),
+            ] {
+                for (j, pattern) in patterns.iter().enumerate() {
+                    if pattern.trim().is_empty() {
+                        checks.problem(
+                            &format!("{}[{j}]", key(field)),
+                            "must not be empty (use \"*\" for every tool)",
+                        );
+                    }
+                }
+            }
+            for pattern in server.risk.keys() {
+                if pattern.trim().is_empty() {
+                    checks.problem(
+                        &key("risk"),
+                        "a tool pattern must not be empty (use \"*\" for every tool)",
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
