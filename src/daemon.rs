@@ -212,10 +212,11 @@ impl DaemonBuilder {
         warn_unusable_approvals_route(&config, &channels);
         let workers = Workers::spawn(&rt, channels.clone(), role, &channel_names).await?;
         let statuses = spawn_channels(&self.channels, &workers, &config).await;
-        let http_addr = if self.http && !config.daemon.http_listen.is_empty() {
-            Some(serve_http(&config.daemon.http_listen, &rt, &workers, channels.clone()).await?)
-        } else {
-            None
+        let http_addr = match config.daemon.http_listen {
+            Some(addr) if self.http => {
+                Some(serve_http(addr, &rt, &workers, channels.clone()).await?)
+            }
+            _ => None,
         };
         tracing::info!(
             channels = channels.len(),
@@ -397,7 +398,7 @@ impl Workers {
                 crate::scheduler::sync_config(
                     store,
                     &config.schedules,
-                    &config.daemon.timezone,
+                    config.daemon.timezone,
                     now,
                 )
                 .await
@@ -506,7 +507,7 @@ async fn spawn_channels(
 /// Listens on `addr` and serves `/healthz`, `/metrics` and the HTTP API until shutdown; returns
 /// the address it listens on (port 0 picks one).
 async fn serve_http(
-    addr: &str,
+    addr: SocketAddr,
     rt: &Arc<Runtime>,
     workers: &Workers,
     channels: Channels,
@@ -565,7 +566,7 @@ async fn serve_http(
     };
     // Checked by the listener for every request, whatever route it is for.
     let hosts = Arc::new(crate::web::auth::HostAllowlist::new(
-        addr,
+        &addr.to_string(),
         local.port(),
         &rt.config.web.hosts,
     ));

@@ -24,6 +24,7 @@ pub mod store;
 pub mod systemd;
 pub mod terminal;
 pub mod text;
+pub mod time;
 pub mod tool;
 pub mod transcribe;
 pub mod web;

@@ -97,7 +97,7 @@ impl Runtime {
         metrics: Arc<Metrics>,
         provider_hint: Option<String>,
     ) -> Self {
-        let timezone = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let timezone = config.daemon.timezone;
         Self {
             store,
             clock,

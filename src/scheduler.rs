@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::config::ScheduleConfig;
 use crate::store::{Store, StoreError};
-use timing::{CronExpr, parse_timezone};
+use crate::time::parse_timezone;
+use timing::CronExpr;
 
 pub(crate) use crate::store::schedule::on_confirmation_str;
 pub use crate::store::schedule::{RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduledRun};
@@ -159,7 +160,7 @@ pub trait FireSink: Send + Sync {
 pub async fn sync_config(
     store: &Store,
     configs: &[ScheduleConfig],
-    default_timezone: &str,
+    default_timezone: Tz,
     now: i64,
 ) -> Result<(), SchedulerError> {
     let mut keep = Vec::new();
@@ -179,7 +180,7 @@ pub async fn sync_config(
 async fn sync_one(
     store: &Store,
     config: &ScheduleConfig,
-    default_timezone: &str,
+    default_timezone: Tz,
     now: i64,
 ) -> Result<(), SchedulerError> {
     let invalid = |reason: String| SchedulerError::Invalid {
@@ -188,9 +189,9 @@ async fn sync_one(
     };
     let timezone = config
         .timezone
-        .clone()
-        .unwrap_or_else(|| default_timezone.to_string());
-    parse_timezone(&timezone).map_err(invalid)?;
+        .unwrap_or(default_timezone)
+        .name()
+        .to_string();
     CronExpr::parse(&config.cron).map_err(invalid)?;
     let target = parse_target(&config.target).map_err(invalid)?;
     let existing = store.schedule_by_name(&config.name).await?;

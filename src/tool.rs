@@ -56,20 +56,7 @@ use crate::provider::ToolSpec;
 use crate::store::Store;
 
 /// The tool families an agent's `tool_groups` may name.
-pub const KNOWN_GROUPS: &[&str] = &[
-    "tasks",
-    "notes",
-    "memory",
-    "expenses",
-    "goals",
-    "calendar",
-    "contacts",
-    "bookmarks",
-    "utilities",
-    "web",
-    "files",
-    "schedules",
-];
+pub use crate::config::KNOWN_GROUPS;
 
 /// The meta-tools (see `runtime::tools::Toolbox`): a few schemas instead of a hundred. Their
 /// names are reserved; no tool may take one.

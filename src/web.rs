@@ -95,12 +95,7 @@ impl WebState {
     }
 
     fn timezone(&self) -> chrono_tz::Tz {
-        self.rt
-            .config
-            .daemon
-            .timezone
-            .parse()
-            .unwrap_or(chrono_tz::UTC)
+        self.rt.config.daemon.timezone
     }
 }
 

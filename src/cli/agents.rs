@@ -104,7 +104,7 @@ async fn history(config: &Config, id: &str) -> Result<(), Failure> {
             "there is no agent `{id}` in the database (agents seen: {known})"
         )));
     }
-    let timezone: chrono_tz::Tz = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let timezone = config.daemon.timezone;
     print!("{}", history_report(id, &versions, timezone));
     Ok(())
 }

@@ -7,9 +7,10 @@ use clap::Subcommand;
 use super::Failure;
 use crate::agent::AgentSet;
 use crate::config::Config;
-use crate::scheduler::timing::{CronExpr, parse_timezone};
+use crate::scheduler::timing::CronExpr;
 use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
 use crate::store::Store;
+use crate::time::parse_timezone;
 
 #[derive(Debug, Subcommand)]
 pub enum ScheduleAction {
@@ -64,7 +65,10 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
     } = &action
     {
         CronExpr::parse(cron).map_err(usage)?;
-        parse_timezone(timezone.as_deref().unwrap_or(&config.daemon.timezone)).map_err(usage)?;
+        timezone
+            .as_deref()
+            .map_or(Ok(config.daemon.timezone), parse_timezone)
+            .map_err(usage)?;
         crate::config::check_schedule_target(target, &config.channels).map_err(usage)?;
     }
     // Before the first start the config's schedules are still worth seeing: listed from the
@@ -84,7 +88,7 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
     let now = chrono::Utc::now().timestamp_millis();
     // The config's schedules are in the table once the daemon ran; sync here too so they can be
     // listed and run before that.
-    sync_config(&store, &config.schedules, &config.daemon.timezone, now).await?;
+    sync_config(&store, &config.schedules, config.daemon.timezone, now).await?;
     let result = match action {
         ScheduleAction::List => list(&store).await,
         ScheduleAction::Add {
@@ -103,7 +107,7 @@ pub async fn run(config: &Config, action: ScheduleAction) -> Result<(), Failure>
                     "there is no agent `{agent}`; see `hearth agents`"
                 )));
             }
-            let timezone = timezone.unwrap_or_else(|| config.daemon.timezone.clone());
+            let timezone = timezone.unwrap_or_else(|| config.daemon.timezone.name().to_string());
             add(&store, name, cron, prompt, &target, agent, timezone, now).await
         }
         ScheduleAction::Remove { name } => remove(&store, &name).await,
@@ -178,8 +182,9 @@ fn list_unstarted(config: &Config, database: &std::path::Path) -> Result<(), Fai
     for entry in &config.schedules {
         let timezone = entry
             .timezone
-            .clone()
-            .unwrap_or_else(|| config.daemon.timezone.clone());
+            .unwrap_or(config.daemon.timezone)
+            .name()
+            .to_string();
         // The loader checked the target and the cron; a failure here is still said, not hidden.
         let target = parse_target(&entry.target).map_err(usage)?;
         let mut schedule = Schedule {

@@ -14,12 +14,11 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     let config = load_config(path)?.config;
-    let listen = config.daemon.http_listen.trim();
-    if listen.is_empty() {
+    let Some(listen) = config.daemon.http_listen else {
         return Err(usage(anyhow::anyhow!(
             "daemon.http_listen is \"\", so the daemon serves no /healthz to ask"
         )));
-    }
+    };
     let url = format!("http://{listen}/healthz");
     let client = hearth_channel::http_client::builder()
         .timeout(TIMEOUT)
@@ -36,7 +35,7 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
         .json()
         .await
         .map_err(|err| anyhow::anyhow!("{url} answered {code} without hearth's JSON: {err}"))?;
-    print!("{}", describe(listen, &body));
+    print!("{}", describe(&listen.to_string(), &body));
     // 503 is what a monitor acts on; the command says so with its exit code too.
     if code.is_success() {
         Ok(())

@@ -22,7 +22,7 @@ pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<()
     }
     let config = load_config(path)?.config;
     existing_database(&config)?;
-    let timezone: chrono_tz::Tz = config.daemon.timezone.parse().unwrap_or(chrono_tz::UTC);
+    let timezone = config.daemon.timezone;
     let today = chrono::Utc::now().with_timezone(&timezone).date_naive();
     let from = today - chrono::Days::new(u64::from(days - 1));
     let from = from.format("%Y-%m-%d").to_string();

@@ -39,16 +39,19 @@ pub(super) async fn run(path: Option<PathBuf>, action: WebAction) -> Result<(), 
     let result = match action {
         WebAction::Login => auth::mint_login_code(&store, now).await.map(|code| {
             println!("{code}");
-            let listen = &config.daemon.http_listen;
-            if listen.is_empty() {
-                eprintln!(
+            match config.daemon.http_listen {
+                None => eprintln!(
                     "note: daemon.http_listen is empty, so the page is off; set it (e.g. 127.0.0.1:8787) and restart hearth"
-                );
-            } else {
-                let shown = listen.replace("0.0.0.0", "127.0.0.1").replace("[::]", "[::1]");
-                eprintln!(
-                    "open http://{shown}/ and type this code; it works once, within 5 minutes"
-                );
+                ),
+                Some(listen) => {
+                    let shown = listen
+                        .to_string()
+                        .replace("0.0.0.0", "127.0.0.1")
+                        .replace("[::]", "[::1]");
+                    eprintln!(
+                        "open http://{shown}/ and type this code; it works once, within 5 minutes"
+                    );
+                }
             }
         }),
         WebAction::Logout { .. } => store.end_all_web_sessions().await.map(|ended| {

@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use chrono_tz::Tz;
+
 /// Where the data lives when neither `$XDG_DATA_HOME` nor `$HOME` says: the current directory,
 /// as before there was a better default (the tests and a bare `env -i hearth chat` rely on it).
 const FALLBACK_DATA_DIR: &str = "./data";
@@ -24,7 +26,7 @@ pub struct Found<T> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostDefaults {
     pub data_dir: Found<PathBuf>,
-    pub timezone: Found<String>,
+    pub timezone: Found<Tz>,
 }
 
 impl HostDefaults {
@@ -73,7 +75,7 @@ fn data_dir(env: &HashMap<String, String>) -> Found<PathBuf> {
     }
 }
 
-fn timezone(env: &HashMap<String, String>, etc: Option<&Path>) -> Found<String> {
+fn timezone(env: &HashMap<String, String>, etc: Option<&Path>) -> Found<Tz> {
     let mut unusable = String::new();
     if let Some(tz) = env.get("TZ").filter(|tz| !tz.is_empty()) {
         // `:Europe/Berlin` and `:/etc/localtime` are glibc's forms; a path may name the zone.
@@ -118,7 +120,7 @@ fn timezone(env: &HashMap<String, String>, etc: Option<&Path>) -> Found<String> 
         }
     }
     Found {
-        value: "UTC".into(),
+        value: chrono_tz::UTC,
         from: format!(
             "nothing names the local zone (no $TZ, /etc/localtime or /etc/timezone){unusable}: set daemon.timezone"
         ),
@@ -127,7 +129,7 @@ fn timezone(env: &HashMap<String, String>, etc: Option<&Path>) -> Found<String> 
 
 /// The zone a path into a zoneinfo directory names: `/usr/share/zoneinfo/Europe/Berlin` (the
 /// usual target of `/etc/localtime`), also under `posix/` or `right/`.
-fn zone_in_path(path: &Path) -> Option<String> {
+fn zone_in_path(path: &Path) -> Option<Tz> {
     let text = path.to_str()?;
     let (_, zone) = text.rsplit_once("zoneinfo/")?;
     let zone = zone
@@ -137,8 +139,8 @@ fn zone_in_path(path: &Path) -> Option<String> {
     known_zone(zone)
 }
 
-fn known_zone(name: &str) -> Option<String> {
-    name.parse::<chrono_tz::Tz>().ok().map(|_| name.to_string())
+fn known_zone(name: &str) -> Option<Tz> {
+    name.parse::<Tz>().ok()
 }
 
 #[cfg(test)]
@@ -174,7 +176,7 @@ mod tests {
             "/usr/share/zoneinfo/Europe/Berlin",
         ] {
             let found = timezone(&env(&[("TZ", tz)]), None);
-            assert_eq!(found.value, "Europe/Berlin", "{tz}");
+            assert_eq!(found.value.name(), "Europe/Berlin", "{tz}");
             assert_eq!(found.from, "$TZ");
         }
     }
@@ -183,7 +185,7 @@ mod tests {
     fn timezone_from_the_localtime_link_then_the_timezone_file_then_utc_with_a_note() {
         let etc = tempfile::tempdir().expect("temp dir");
         let found = timezone(&env(&[("TZ", "Mars/Olympus")]), Some(etc.path()));
-        assert_eq!(found.value, "UTC");
+        assert_eq!(found.value, chrono_tz::UTC);
         assert!(
             found.from.contains("set daemon.timezone") && found.from.contains("Mars/Olympus"),
             "{}",
@@ -192,7 +194,7 @@ mod tests {
 
         std::fs::write(etc.path().join("timezone"), "Asia/Tokyo\n").expect("write");
         let found = timezone(&env(&[]), Some(etc.path()));
-        assert_eq!(found.value, "Asia/Tokyo");
+        assert_eq!(found.value.name(), "Asia/Tokyo");
         assert!(found.from.ends_with("/timezone"), "{}", found.from);
 
         std::os::unix::fs::symlink(
@@ -201,7 +203,7 @@ mod tests {
         )
         .expect("symlink");
         let found = timezone(&env(&[("TZ", ":/etc/localtime")]), Some(etc.path()));
-        assert_eq!(found.value, "America/New_York");
+        assert_eq!(found.value.name(), "America/New_York");
         assert!(found.from.ends_with("/localtime"), "{}", found.from);
     }
 }

@@ -6,14 +6,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use hearth_channel::ChannelConfig;
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::{Table, Value};
 
 use super::host::HostDefaults;
-use super::{Config, McpServerConfig, ProviderConfig, ScheduleConfig, validate};
-use crate::channels::EachChannel;
+use super::{Config, validate};
 
 /// The configuration file of the current directory, looked for first.
 const LOCAL_PATH: &str = "./hearth.toml";
@@ -300,13 +298,16 @@ fn read(
 
     let given = Given::of(&table);
     let mut problems = Vec::new();
-    let (mut config, failed) = parse_sections(table, &mut problems);
+    let (mut config, parsed) = parse_sections(table, &mut problems);
     let sources = given.apply_defaults(&mut config, host, |key| source_of(key, origin, &overrides));
-    // A key whose value was refused was read as its default; what validation says about that
+    let mut checked = Vec::new();
+    config.check_sections(env, &parsed, &mut checked);
+    checked.extend(validate::across_sections(&config, &parsed));
+    // A key whose value was refused was read as its default; what the checks say about that
     // default is not news.
     let refused: Vec<String> = problems.iter().map(|p| p.key.clone()).collect();
     problems.extend(
-        validate::validate(&config, env, &failed)
+        checked
             .into_iter()
             .filter(|p| !refused.iter().any(|key| is_within(&p.key, key))),
     );
@@ -367,7 +368,7 @@ impl Given {
             sources.data_dir = format!("default: {}", host.data_dir.from);
         }
         if !self.timezone {
-            config.daemon.timezone = host.timezone.value.clone();
+            config.daemon.timezone = host.timezone.value;
             sources.timezone = format!("default: {}", host.timezone.from);
         }
         let data_dir = &config.daemon.data_dir;
@@ -593,168 +594,106 @@ fn source_of(key: &str, origin: &str, overrides: &[Override]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Sections
 
-const TOP_KEYS: &[&str] = &[
-    "daemon",
-    "providers",
-    "router",
-    "runtime",
-    "tools",
-    "context",
-    "budget",
-    "web",
-    "transcription",
-    "channels",
-    "schedules",
-    "mcp_servers",
-];
-
-/// Sections present in the file that failed to parse. References to them (a fallback naming the
-/// provider, a schedule sending to the channel) are not reported again as dangling.
+/// What parsing leaves for the checks of array sections and references: where each parsed
+/// entry sits in the file, and which entries were there but failed to parse.
 #[derive(Debug, Default)]
-pub(super) struct Failed {
-    pub providers: Vec<String>,
-    pub channels: Vec<String>,
-    /// For each parsed `mcp_servers` entry, its index in the file (entries that failed to
-    /// parse are left out of the config, so the two can differ).
-    pub mcp_server_indexes: Vec<usize>,
+pub(super) struct Parsed {
+    /// For each array of tables: the file's index of each entry that parsed (entries that failed
+    /// are left out of the config, so the two can differ).
+    indexes: HashMap<&'static str, Vec<usize>>,
+    /// For each section: the names of its entries (providers by `name`, channels by theirs) that
+    /// failed to parse. References to them are not reported again as dangling.
+    failed: HashMap<&'static str, Vec<String>>,
 }
 
-/// Deserializes each section, and each element of `providers` and `schedules`, on its own so
-/// that a mistake in one does not hide a mistake in another. A section that fails keeps its
-/// default.
-fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Failed) {
-    let mut config = Config::default();
-    let mut failed = Failed::default();
-    for (name, value) in table {
-        match name.as_str() {
-            "daemon" => {
-                if let Some(daemon) = section(value, "daemon", problems) {
-                    config.daemon = daemon;
-                }
-            }
-            "router" => {
-                if let Some(router) = section(value, "router", problems) {
-                    config.router = router;
-                }
-            }
-            "runtime" => {
-                if let Some(runtime) = section(value, "runtime", problems) {
-                    config.runtime = runtime;
-                }
-            }
-            "tools" => {
-                if let Some(tools) = section(value, "tools", problems) {
-                    config.tools = tools;
-                }
-            }
-            "transcription" => {
-                config.transcription = section(value, "transcription", problems);
-            }
-            "context" => {
-                if let Some(context) = section(value, "context", problems) {
-                    config.context = context;
-                }
-            }
-            "budget" => {
-                if let Some(budget) = section(value, "budget", problems) {
-                    config.budget = budget;
-                }
-            }
-            "web" => {
-                if let Some(web) = section(value, "web", problems) {
-                    config.web = web;
-                }
-            }
-            "providers" => {
-                config.providers =
-                    elements::<ProviderConfig>(value, "providers", problems, |raw| {
-                        if let Some(name) = raw.get("name").and_then(Value::as_str) {
-                            failed.providers.push(name.to_string());
-                        }
-                    });
-            }
-            "schedules" => {
-                config.schedules = elements::<ScheduleConfig>(value, "schedules", problems, |_| {});
-            }
-            "mcp_servers" => {
-                let Value::Array(items) = value else {
-                    problems.push(wrong_kind(
-                        "mcp_servers",
-                        "an array of tables (`[[mcp_servers]]`)",
-                        &value,
-                    ));
-                    continue;
-                };
-                for (i, item) in items.into_iter().enumerate() {
-                    let key = format!("mcp_servers[{i}]");
-                    if let Some(server) = section::<McpServerConfig>(item, &key, problems) {
-                        config.mcp_servers.push(server);
-                        failed.mcp_server_indexes.push(i);
-                    }
-                }
-            }
-            "channels" => {
-                let Value::Table(channels) = value else {
-                    problems.push(wrong_kind("channels", "a table", &value));
-                    continue;
-                };
-                for (channel, value) in channels {
-                    let key = format!("channels.{channel}");
-                    let mut crate_section = ChannelSection {
-                        name: &channel,
-                        key: &key,
-                        value: Some(value),
-                        problems,
-                        parsed: false,
-                    };
-                    crate::channels::each(&mut config.channels, &mut crate_section);
-                    let parsed = match crate_section.value {
-                        // A channel crate of this name took the section.
-                        None => crate_section.parsed,
-                        Some(_) => {
-                            let known = crate::channels::names();
-                            problems.push(unknown_key(&key, &channel, &known));
-                            true
-                        }
-                    };
-                    if !parsed {
-                        failed.channels.push(channel);
-                    }
-                }
-            }
-            _ => problems.push(unknown_key(&name, &name, TOP_KEYS)),
-        }
+impl Parsed {
+    pub fn indexes(&self, section: &str) -> &[usize] {
+        self.indexes.get(section).map_or(&[], Vec::as_slice)
     }
-    (config, failed)
+
+    pub fn failed(&self, section: &str) -> &[String] {
+        self.failed.get(section).map_or(&[], Vec::as_slice)
+    }
 }
 
-/// `[channels.<name>]` parsed into the section type of the channel crate called `name`, or
-/// refused when that crate is not built in; left alone (`value` kept) for any other name.
-struct ChannelSection<'a> {
-    name: &'a str,
-    key: &'a str,
-    value: Option<Value>,
+/// Reading one top-level section: where its problems go, and what the checks will need to
+/// know of it.
+pub(super) struct Parse<'a> {
+    /// The section's key, set by `Config::parse_section`.
+    pub key: &'static str,
     problems: &'a mut Vec<Problem>,
-    /// Once a channel of this name took `value`: whether the section parsed.
-    parsed: bool,
+    parsed: &'a mut Parsed,
 }
 
-impl EachChannel for ChannelSection<'_> {
-    fn built<C: ChannelConfig>(&mut self, slot: &mut Option<C>) {
-        if C::NAME == self.name
-            && let Some(value) = self.value.take()
-        {
-            *slot = section(value, self.key, self.problems);
-            self.parsed = slot.is_some();
-        }
+impl Parse<'_> {
+    /// The section as one table, read by serde.
+    pub fn table<T: DeserializeOwned>(&mut self, value: Value) -> Option<T> {
+        self.table_at(value, self.key)
     }
 
-    fn not_built(&mut self, name: &'static str) {
-        if name == self.name && self.value.take().is_some() {
-            let reason = crate::channels::not_built(name);
-            self.problems.push(Problem::new(self.key, reason));
+    /// A table inside the section, at its full key.
+    pub fn table_at<T: DeserializeOwned>(&mut self, value: Value, key: &str) -> Option<T> {
+        section(value, key, self.problems)
+    }
+
+    /// The section as an array of tables (`[[providers]]`), each entry read on its own so that
+    /// a mistake in one does not hide a mistake in another.
+    pub fn array<T: DeserializeOwned>(&mut self, value: Value) -> Option<Vec<T>> {
+        let key = self.key;
+        let Value::Array(items) = value else {
+            self.problem(wrong_kind(
+                key,
+                &format!("an array of tables (`[[{key}]]`)"),
+                &value,
+            ));
+            return Some(Vec::new());
+        };
+        let mut entries = Vec::new();
+        let mut indexes = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let name = item.get("name").and_then(Value::as_str).map(str::to_string);
+            match section(item, &format!("{key}[{i}]"), self.problems) {
+                Some(entry) => {
+                    entries.push(entry);
+                    indexes.push(i);
+                }
+                None => {
+                    if let Some(name) = name {
+                        self.failed(name);
+                    }
+                }
+            }
+        }
+        self.parsed.indexes.insert(key, indexes);
+        Some(entries)
+    }
+
+    pub fn problem(&mut self, problem: Problem) {
+        self.problems.push(problem);
+    }
+
+    /// An entry of the section, called `name`, that was there but failed to parse.
+    pub fn failed(&mut self, name: String) {
+        self.parsed.failed.entry(self.key).or_default().push(name);
+    }
+}
+
+/// Deserializes each section on its own (see `Config::parse_section`) so that a mistake in one
+/// does not hide a mistake in another. A section that fails keeps its default.
+fn parse_sections(table: Table, problems: &mut Vec<Problem>) -> (Config, Parsed) {
+    let mut config = Config::default();
+    let mut parsed = Parsed::default();
+    for (name, value) in table {
+        let mut parse = Parse {
+            key: "",
+            problems: &mut *problems,
+            parsed: &mut parsed,
+        };
+        if !config.parse_section(&name, value, &mut parse) {
+            problems.push(unknown_key(&name, &name, Config::KEYS));
         }
     }
+    (config, parsed)
 }
 
 /// Deserializes one section, recording every problem inside it with its full key.
@@ -852,33 +791,6 @@ fn remove_path(value: &mut Value, path: &[String]) -> Option<String> {
     table.remove(last).map(|_| last.clone())
 }
 
-/// Deserializes each element of an array of tables on its own; `on_failure` sees the raw
-/// element of each one that fails.
-fn elements<T: DeserializeOwned>(
-    value: Value,
-    key: &str,
-    problems: &mut Vec<Problem>,
-    mut on_failure: impl FnMut(&Value),
-) -> Vec<T> {
-    let Value::Array(items) = value else {
-        problems.push(wrong_kind(
-            key,
-            &format!("an array of tables (`[[{key}]]`)"),
-            &value,
-        ));
-        return Vec::new();
-    };
-    let mut parsed = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let raw = item.clone();
-        match section(item, &format!("{key}[{i}]"), problems) {
-            Some(element) => parsed.push(element),
-            None => on_failure(&raw),
-        }
-    }
-    parsed
-}
-
 /// Whether `key` is `outer` or a key inside it.
 fn is_within(key: &str, outer: &str) -> bool {
     key.strip_prefix(outer)
@@ -892,7 +804,7 @@ fn push_dotted(key: &mut String, segment: &str) {
     key.push_str(segment);
 }
 
-fn unknown_key(key: &str, name: &str, expected: &[&str]) -> Problem {
+pub(super) fn unknown_key(key: &str, name: &str, expected: &[&str]) -> Problem {
     let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
     Problem::new(
         key,
@@ -903,7 +815,7 @@ fn unknown_key(key: &str, name: &str, expected: &[&str]) -> Problem {
     )
 }
 
-fn wrong_kind(key: &str, expected: &str, found: &Value) -> Problem {
+pub(super) fn wrong_kind(key: &str, expected: &str, found: &Value) -> Problem {
     Problem::new(
         key,
         format!("expected {expected}, found {}", value_kind(found)),
@@ -1047,7 +959,7 @@ model = "llama3.1"
     #[test]
     fn a_new_provider_is_a_table_of_four_keys() {
         let config = ok(PROVIDER, &[]);
-        let new = ProviderConfig::new(
+        let new = crate::config::ProviderConfig::new(
             "local",
             crate::config::ProviderKind::Openai,
             "http://127.0.0.1:11434/v1",
@@ -1096,7 +1008,7 @@ model = "llama3.1"
             config.router.agents_file,
             PathBuf::from("/home/me/.local/share/hearth/agents.toml")
         );
-        assert_eq!(config.daemon.timezone, "Asia/Tokyo");
+        assert_eq!(config.daemon.timezone.name(), "Asia/Tokyo");
         assert!(
             sources
                 .data_dir
@@ -1119,7 +1031,7 @@ model = "llama3.1"
         )
         .expect("valid");
         assert_eq!(config.daemon.data_dir, PathBuf::from("/srv/hearth"));
-        assert_eq!(config.daemon.timezone, "Europe/Berlin");
+        assert_eq!(config.daemon.timezone.name(), "Europe/Berlin");
         assert_eq!(
             sources.data_dir,
             "daemon.data_dir from environment HEARTH_DAEMON__DATA_DIR"
@@ -1548,7 +1460,7 @@ allowed_users = [1, "x"]
     #[test]
     fn override_segments_are_case_insensitive() {
         let config = ok("", &[("HEARTH_daemon__Timezone", "Europe/Paris")]);
-        assert_eq!(config.daemon.timezone, "Europe/Paris");
+        assert_eq!(config.daemon.timezone.name(), "Europe/Paris");
     }
 
     #[cfg(feature = "telegram")]
@@ -1565,7 +1477,7 @@ allowed_users = [1, "x"]
         let config = ok("", &vars);
         assert_eq!(config.daemon.shutdown_grace_secs, 5);
         assert!(!config.runtime.stream);
-        assert_eq!(config.daemon.http_listen, "");
+        assert_eq!(config.daemon.http_listen, None);
         assert_eq!(
             config.channels.telegram.expect("telegram").allowed_users,
             [1, 2]
@@ -1720,18 +1632,18 @@ allowed_users = [1, "x"]
         let loaded =
             load_with(Some(&explicit), &env_named, &candidates, &bare()).expect("explicit");
         assert_eq!(loaded.path.as_deref(), Some(explicit.as_path()));
-        assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
+        assert_eq!(loaded.config.daemon.timezone.name(), "Europe/Berlin");
 
         let loaded = load_with(None, &env_named, &candidates, &bare()).expect("named");
         assert_eq!(loaded.path.as_deref(), Some(named.as_path()));
 
         let loaded = load_with(None, &none, &candidates, &bare()).expect("first candidate");
         assert_eq!(loaded.path.as_deref(), Some(first.as_path()));
-        assert_eq!(loaded.config.daemon.timezone, "Asia/Tokyo");
+        assert_eq!(loaded.config.daemon.timezone.name(), "Asia/Tokyo");
 
         let loaded =
             load_with(None, &none, &[absent.clone(), second.clone()], &bare()).expect("second");
-        assert_eq!(loaded.config.daemon.timezone, "America/New_York");
+        assert_eq!(loaded.config.daemon.timezone.name(), "America/New_York");
 
         let loaded =
             load_with(None, &none, std::slice::from_ref(&absent), &bare()).expect("defaults");

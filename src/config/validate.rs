@@ -1,164 +1,48 @@
-//! Checks of what a well-formed configuration means: timezones exist, URLs parse and use the
-//! documented schemes, names are unique, fallbacks and secrets resolve, cron expressions parse.
-//! Every problem is collected; none stops the others from being found.
+//! Checks that span sections: an owner or an approvals chat on a configured channel, a
+//! schedule's target, a summary provider that exists, the HTTP API on a listener that may serve
+//! it. Each section checks its own values beside its type ([`super::Section`]); what is here
+//! needs two of them at once.
 
-use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
-use std::str::FromStr;
+use std::collections::HashSet;
 
-use hearth_channel::{ChannelConfig, check_secret, check_url as url};
+use hearth_channel::ChannelConfig;
 
-use super::load::{Failed, Problem};
-use super::{
-    ChannelsConfig, Config, DaemonConfig, McpServerConfig, Owner, ProviderConfig, ScheduleConfig,
-};
+use super::load::{Parsed, Problem};
+use super::{ChannelsConfig, Config, DaemonConfig, Owner};
 use crate::channels::EachChannel;
 
 /// The channel an identity may belong to besides the chat channels: `hearth chat`.
 const TERMINAL: &str = "terminal";
 
-/// Headers the MCP transport sets itself; a configured one would clash.
-const RESERVED_HEADERS: &[&str] = &[
-    "accept",
-    "content-type",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "last-event-id",
-];
-
-/// All semantic problems of `config`. `env` is where secrets are looked up; `failed` lists
-/// sections that failed to parse, which references may still name without a second, misleading
-/// error.
-pub(super) fn validate(
-    config: &Config,
-    env: &HashMap<String, String>,
-    failed: &Failed,
-) -> Vec<Problem> {
+/// The problems of `config` that involve more than one section. `parsed` lists entries that
+/// failed to parse, which references may still name without a second, misleading error.
+pub(super) fn across_sections(config: &Config, parsed: &Parsed) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let (platforms, channel_problems) = channels(&config.channels, env);
-    daemon(&config.daemon, &platforms, &mut problems);
-    providers(&config.providers, env, &failed.providers, &mut problems);
-    if config.router.default_agent.trim().is_empty() {
-        problems.push(Problem::new("router.default_agent", "must not be empty"));
-    }
-    if config.runtime.tool_timeout_secs == 0 {
+    let platforms = channels(&config.channels);
+    owner(&config.daemon, &platforms, &mut problems);
+    if let Some(name) = &config.context.summary_provider
+        && !config.providers.iter().any(|p| p.name == *name)
+        && !parsed.failed("providers").contains(name)
+    {
         problems.push(Problem::new(
-            "runtime.tool_timeout_secs",
-            "must be greater than 0",
+            "context.summary_provider",
+            format!("unknown provider `{name}`: no [[providers]] has this name"),
         ));
     }
-    for (key, value) in [
-        (
-            "tools.confirmation_timeout_secs",
-            config.tools.confirmation_timeout_secs,
-        ),
-        (
-            "tools.per_user_tool_calls_per_minute",
-            u64::from(config.tools.per_user_tool_calls_per_minute),
-        ),
-        (
-            "tools.global_calls_per_minute",
-            u64::from(config.tools.global_calls_per_minute),
-        ),
-    ] {
-        if value == 0 {
-            problems.push(Problem::new(key, "must be greater than 0"));
-        }
-    }
-    for (index, host) in config.tools.allowed_private_hosts.iter().enumerate() {
-        if host.trim().is_empty()
-            || host.contains('/') && host.parse::<crate::tool::net::Cidr>().is_err()
-        {
-            problems.push(Problem::new(
-                format!("tools.allowed_private_hosts[{index}]"),
-                format!("{host:?} is not a host name, address or CIDR range like 10.0.0.0/8"),
-            ));
-        }
-    }
-    if let Some(search) = &config.tools.web_search {
-        web_search(search, env, &mut problems);
-    }
-    if let Some(transcription) = &config.transcription {
-        if let Err(message) = url(&transcription.base_url, &["http", "https"]) {
-            problems.push(Problem::new("transcription.base_url", message));
-        }
-        if let Some(name) = &transcription.api_key_env {
-            secret("transcription.api_key_env", name, env, &mut problems);
-        }
-        let prices = [
-            ("price_per_minute", transcription.price_per_minute),
-            ("price_input_per_mtok", transcription.price_input_per_mtok),
-            ("price_output_per_mtok", transcription.price_output_per_mtok),
-        ];
-        for (field, price) in prices {
-            if !(price.is_finite() && price >= 0.0) {
-                problems.push(Problem::new(
-                    format!("transcription.{field}"),
-                    "must be a price in USD, 0 or more",
-                ));
-            }
-        }
-    }
-    context_and_budget(config, &failed.providers, &mut problems);
     #[cfg(feature = "http")]
     http_api(config, &mut problems);
-    problems.extend(channel_problems);
-    schedules(
-        &config.schedules,
-        &platforms,
-        &failed.channels,
-        &mut problems,
-    );
-    mcp_servers(
-        &config.mcp_servers,
-        &failed.mcp_server_indexes,
-        env,
-        &mut problems,
-    );
+    let indexes = parsed.indexes("schedules");
+    for (n, schedule) in config.schedules.iter().enumerate() {
+        if let Err(message) = target(&schedule.target, &platforms, parsed.failed("channels")) {
+            let i = indexes.get(n).copied().unwrap_or(n);
+            problems.push(Problem::new(format!("schedules[{i}].target"), message));
+        }
+    }
     problems
 }
 
-fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Problem>) {
-    if let Err(message) = timezone(&daemon.timezone) {
-        problems.push(Problem::new("daemon.timezone", message));
-    }
-    if let Some(url) = &daemon.database_url {
-        // `sqlite:` also admits sqlx's `sqlite::memory:` and `sqlite:relative.db` forms.
-        let known = ["sqlite:", "postgres://", "postgresql://"];
-        if !known.iter().any(|scheme| url.starts_with(scheme)) {
-            problems.push(Problem::new(
-                "daemon.database_url",
-                format!("`{url}` is not a database URL: expected `sqlite://…` or `postgres://…`"),
-            ));
-        }
-    }
-    if !daemon.http_listen.is_empty() && daemon.http_listen.parse::<SocketAddr>().is_err() {
-        problems.push(Problem::new(
-            "daemon.http_listen",
-            format!(
-                "`{}` is not a socket address: expected an IP and port like `127.0.0.1:8787`, or \"\" to disable the HTTP server",
-                daemon.http_listen
-            ),
-        ));
-    }
-    if !(1..=300).contains(&daemon.http_header_timeout_secs) {
-        problems.push(Problem::new(
-            "daemon.http_header_timeout_secs",
-            format!(
-                "{} seconds: expected 1 to 300 (a client sends its header in well under a second)",
-                daemon.http_header_timeout_secs
-            ),
-        ));
-    }
-    if !(16..=65_536).contains(&daemon.http_max_connections) {
-        problems.push(Problem::new(
-            "daemon.http_max_connections",
-            format!(
-                "{}: expected 16 to 65536 open connections",
-                daemon.http_max_connections
-            ),
-        ));
-    }
+/// `daemon.owner` and `daemon.approvals_to`: identities on channels this binary has.
+fn owner(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Problem>) {
     match &daemon.owner {
         None => {}
         Some(Owner::One(entry)) => {
@@ -183,168 +67,6 @@ fn daemon(daemon: &DaemonConfig, platforms: &Platforms, problems: &mut Vec<Probl
     {
         problems.push(Problem::new("daemon.approvals_to", message));
     }
-    if daemon.max_concurrent_conversations == 0 {
-        problems.push(Problem::new(
-            "daemon.max_concurrent_conversations",
-            "must be greater than 0, or no conversation could ever run",
-        ));
-    }
-    if daemon.inbox_retention_days == 0 {
-        problems.push(Problem::new(
-            "daemon.inbox_retention_days",
-            "must be at least 1: a message must keep its content until it has been answered and a little after",
-        ));
-    }
-    if daemon.max_reply_chars < super::MIN_MAX_REPLY_CHARS {
-        problems.push(Problem::new(
-            "daemon.max_reply_chars",
-            format!(
-                "must be at least {}: a reply needs room for a sentence and the note saying it was cut",
-                super::MIN_MAX_REPLY_CHARS
-            ),
-        ));
-    }
-}
-
-fn providers(
-    providers: &[ProviderConfig],
-    env: &HashMap<String, String>,
-    unparsed: &[String],
-    problems: &mut Vec<Problem>,
-) {
-    let mut seen = HashSet::new();
-    for (i, provider) in providers.iter().enumerate() {
-        let key = |field: &str| format!("providers[{i}].{field}");
-        if provider.name.trim().is_empty() {
-            problems.push(Problem::new(key("name"), "must not be empty"));
-        } else if !seen.insert(provider.name.as_str()) {
-            problems.push(Problem::new(
-                key("name"),
-                format!("duplicate provider name `{}`", provider.name),
-            ));
-        }
-        if let Err(message) = url(&provider.base_url, &["http", "https"]) {
-            problems.push(Problem::new(key("base_url"), message));
-        }
-        if provider.model.trim().is_empty() {
-            problems.push(Problem::new(key("model"), "must not be empty"));
-        }
-        if provider.timeout_secs == 0 {
-            problems.push(Problem::new(key("timeout_secs"), "must be greater than 0"));
-        }
-        if provider.max_tokens == 0 {
-            problems.push(Problem::new(key("max_tokens"), "must be greater than 0"));
-        }
-        for fallback in &provider.fallbacks {
-            if *fallback == provider.name {
-                problems.push(Problem::new(
-                    key("fallbacks"),
-                    format!("provider `{fallback}` cannot be its own fallback"),
-                ));
-            } else if !providers.iter().any(|p| p.name == *fallback) && !unparsed.contains(fallback)
-            {
-                problems.push(Problem::new(
-                    key("fallbacks"),
-                    format!("unknown provider `{fallback}`: no [[providers]] has this name"),
-                ));
-            }
-        }
-        if let Some(name) = &provider.api_key_env {
-            secret(&key("api_key_env"), name, env, problems);
-        }
-        if provider.context_window == Some(0) {
-            problems.push(Problem::new(
-                key("context_window"),
-                "must be greater than 0",
-            ));
-        }
-        let prices = [
-            ("price_input_per_mtok", Some(provider.price_input_per_mtok)),
-            (
-                "price_output_per_mtok",
-                Some(provider.price_output_per_mtok),
-            ),
-            (
-                "price_cached_input_per_mtok",
-                provider.price_cached_input_per_mtok,
-            ),
-        ];
-        for (field, price) in prices {
-            if let Some(price) = price
-                && !(price.is_finite() && price >= 0.0)
-            {
-                problems.push(Problem::new(
-                    key(field),
-                    "must be a price in USD per million tokens, 0 or more",
-                ));
-            }
-        }
-    }
-}
-
-/// `[context]` and `[budget]`: shares between 0 and 1, caps above 0, a summary provider that
-/// exists.
-fn context_and_budget(config: &Config, unparsed: &[String], problems: &mut Vec<Problem>) {
-    let share = |value: f64| value.is_finite() && value > 0.0 && value <= 1.0;
-    if !share(config.context.compact_at) {
-        problems.push(Problem::new(
-            "context.compact_at",
-            "must be a share of the context window above 0 and at most 1, like 0.6",
-        ));
-    }
-    if !share(config.context.compact_to) || config.context.compact_to >= config.context.compact_at {
-        problems.push(Problem::new(
-            "context.compact_to",
-            "must be a share of the context window above 0 and below context.compact_at, like 0.35",
-        ));
-    }
-    if config.context.keep_turns == 0 {
-        problems.push(Problem::new(
-            "context.keep_turns",
-            "must be at least 1: the latest turn is always kept",
-        ));
-    }
-    if config.context.summary_timeout_secs == 0 {
-        problems.push(Problem::new(
-            "context.summary_timeout_secs",
-            "must be greater than 0",
-        ));
-    }
-    if let Some(name) = &config.context.summary_provider
-        && !config.providers.iter().any(|p| p.name == *name)
-        && !unparsed.contains(name)
-    {
-        problems.push(Problem::new(
-            "context.summary_provider",
-            format!("unknown provider `{name}`: no [[providers]] has this name"),
-        ));
-    }
-    if !share(config.budget.warn_at) {
-        problems.push(Problem::new(
-            "budget.warn_at",
-            "must be a share of the cap above 0 and at most 1, like 0.8",
-        ));
-    }
-    for (key, cap) in [
-        ("budget.daily_usd", config.budget.daily_usd),
-        ("budget.monthly_usd", config.budget.monthly_usd),
-        (
-            "budget.schedule_daily_usd",
-            config.budget.schedule_daily_usd,
-        ),
-    ] {
-        if let Some(cap) = cap
-            && !(cap.is_finite() && cap >= 0.0)
-        {
-            problems.push(Problem::new(key, "must be an amount in USD, 0 or more"));
-        }
-    }
-    if config.runtime.max_repeated_calls == 0 {
-        problems.push(Problem::new(
-            "runtime.max_repeated_calls",
-            "must be at least 1",
-        ));
-    }
 }
 
 /// `[channels.http]` is served on `daemon.http_listen`: there must be one, and one other
@@ -354,16 +76,14 @@ fn http_api(config: &Config, problems: &mut Vec<Problem>) {
     if config.channels.http.is_none() {
         return;
     }
-    let listen = config.daemon.http_listen.trim();
-    if listen.is_empty() {
+    let Some(listen) = config.daemon.http_listen else {
         problems.push(Problem::new(
             "channels.http",
             "the HTTP API is served on daemon.http_listen, which is \"\": set it (e.g. \"127.0.0.1:8787\") or remove [channels.http]",
         ));
-    } else if let Ok(addr) = SocketAddr::from_str(listen)
-        && !addr.ip().is_loopback()
-        && !config.daemon.http_public
-    {
+        return;
+    };
+    if !listen.ip().is_loopback() && !config.daemon.http_public {
         problems.push(Problem::new(
             "daemon.http_public",
             format!(
@@ -377,10 +97,8 @@ fn http_api(config: &Config, problems: &mut Vec<Problem>) {
 /// key: `hearth check` prints them, `hearth run` logs them at start.
 pub fn warnings(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
-    let listen = config.daemon.http_listen.trim();
-    if !listen.is_empty()
-        && let Ok(addr) = SocketAddr::from_str(listen)
-        && !addr.ip().is_loopback()
+    if let Some(listen) = config.daemon.http_listen
+        && !listen.ip().is_loopback()
     {
         warnings.push(format!(
             "daemon.http_listen: {listen} is reachable from other machines, and /healthz and /metrics have no login; keep it on 127.0.0.1 and reach it through an SSH tunnel or a reverse proxy with TLS"
@@ -449,26 +167,12 @@ impl Platforms {
     }
 }
 
-/// Each channel crate's own checks of its section, with the keys put under `channels.<name>`.
-struct CheckChannels<'a> {
-    #[allow(dead_code, reason = "only read for a channel crate built in")]
-    env: &'a HashMap<String, String>,
-    problems: Vec<Problem>,
-    platforms: Platforms,
-}
+/// What the owner and schedule target checks need to know of each channel crate.
+struct Walk(Platforms);
 
-impl EachChannel for CheckChannels<'_> {
+impl EachChannel for Walk {
     fn built<C: ChannelConfig>(&mut self, section: &mut Option<C>) {
-        if let Some(section) = section {
-            for problem in section.check(self.env) {
-                let mut key = format!("channels.{}", C::NAME);
-                if !problem.key.is_empty() {
-                    key = format!("{key}.{}", problem.key);
-                }
-                self.problems.push(Problem::new(key, problem.message));
-            }
-        }
-        self.platforms.built.push(Platform {
+        self.0.built.push(Platform {
             name: C::NAME,
             configured: section.is_some(),
             user_id: C::check_user_id,
@@ -478,269 +182,16 @@ impl EachChannel for CheckChannels<'_> {
     }
 
     fn not_built(&mut self, name: &'static str) {
-        self.platforms.not_built.push(name);
+        self.0.not_built.push(name);
     }
 }
 
-/// The problems of the channel sections, and what the other checks need to know of them.
-fn channels(channels: &ChannelsConfig, env: &HashMap<String, String>) -> (Platforms, Vec<Problem>) {
-    let mut check = CheckChannels {
-        env,
-        problems: Vec::new(),
-        platforms: Platforms::default(),
-    };
-    // The walk hands out the sections mutably (the loader fills them); checking reads a copy.
-    crate::channels::each(&mut channels.clone(), &mut check);
-    (check.platforms, check.problems)
-}
-
-fn schedules(
-    schedules: &[ScheduleConfig],
-    platforms: &Platforms,
-    failed_channels: &[String],
-    problems: &mut Vec<Problem>,
-) {
-    let mut seen = HashSet::new();
-    for (i, schedule) in schedules.iter().enumerate() {
-        let key = |field: &str| format!("schedules[{i}].{field}");
-        if schedule.name.trim().is_empty() {
-            problems.push(Problem::new(key("name"), "must not be empty"));
-        } else if !seen.insert(schedule.name.as_str()) {
-            problems.push(Problem::new(
-                key("name"),
-                format!("duplicate schedule name `{}`", schedule.name),
-            ));
-        }
-        if let Err(message) = cron_expression(&schedule.cron) {
-            problems.push(Problem::new(key("cron"), message));
-        }
-        if let Some(Err(message)) = schedule.timezone.as_deref().map(timezone) {
-            problems.push(Problem::new(key("timezone"), message));
-        }
-        if schedule.agent.trim().is_empty() {
-            problems.push(Problem::new(key("agent"), "must not be empty"));
-        }
-        if schedule.prompt.trim().is_empty() {
-            problems.push(Problem::new(key("prompt"), "must not be empty"));
-        }
-        if let Err(message) = target(&schedule.target, platforms, failed_channels) {
-            problems.push(Problem::new(key("target"), message));
-        }
-    }
-}
-
-/// `indexes` gives each server's position in the file (entries that did not parse are missing
-/// from `servers`).
-fn mcp_servers(
-    servers: &[McpServerConfig],
-    indexes: &[usize],
-    env: &HashMap<String, String>,
-    problems: &mut Vec<Problem>,
-) {
-    let mut seen = HashSet::new();
-    for (n, server) in servers.iter().enumerate() {
-        let i = indexes.get(n).copied().unwrap_or(n);
-        let key = |field: &str| format!("mcp_servers[{i}].{field}");
-        if let Err(message) = crate::tool::mcp::check_server_name(&server.name) {
-            problems.push(Problem::new(key("name"), message));
-        } else if !seen.insert(server.name.as_str()) {
-            problems.push(Problem::new(
-                key("name"),
-                format!("duplicate MCP server name `{}`", server.name),
-            ));
-        }
-        if server.timeout_secs == 0 {
-            problems.push(Problem::new(key("timeout_secs"), "must be greater than 0"));
-        }
-        // Only the keys of the server's own kind make sense; the others would be ignored.
-        let stdio_keys = [
-            ("args", !server.args.is_empty()),
-            ("env", !server.env.is_empty()),
-            ("secrets_env", !server.secrets_env.is_empty()),
-            ("cwd", server.cwd.is_some()),
-        ];
-        let http_keys = [
-            ("headers", !server.headers.is_empty()),
-            ("headers_env", !server.headers_env.is_empty()),
-            ("bearer_token_env", server.bearer_token_env.is_some()),
-        ];
-        match (&server.command, &server.url) {
-            (Some(_), Some(_)) => problems.push(Problem::new(
-                key("url"),
-                "give either `command` (a program hearth starts) or `url` (an HTTP server), not both",
-            )),
-            (None, None) => problems.push(Problem::new(
-                key("command"),
-                "missing: give `command` (a program hearth starts) or `url` (an HTTP server)",
-            )),
-            (Some(command), None) => {
-                if command.trim().is_empty() {
-                    problems.push(Problem::new(key("command"), "must not be empty"));
-                }
-                for (field, set) in http_keys {
-                    if set {
-                        problems.push(Problem::new(
-                            key(field),
-                            "only applies to an HTTP server (`url`), not to a `command`",
-                        ));
-                    }
-                }
-            }
-            (None, Some(address)) => {
-                if let Err(message) = url(address, &["http", "https"]) {
-                    problems.push(Problem::new(key("url"), message));
-                }
-                for (field, set) in stdio_keys {
-                    if set {
-                        problems.push(Problem::new(
-                            key(field),
-                            "only applies to a program hearth starts (`command`), not to a `url`",
-                        ));
-                    }
-                }
-            }
-        }
-        if let Some(cwd) = &server.cwd
-            && !cwd.is_dir()
-        {
-            problems.push(Problem::new(
-                key("cwd"),
-                format!("{} is not a directory", cwd.display()),
-            ));
-        }
-        for name in server.env.keys().chain(server.secrets_env.keys()) {
-            if name.is_empty() || name.contains(['=', '\0']) {
-                problems.push(Problem::new(
-                    key("env"),
-                    format!("{name:?} is not an environment variable name"),
-                ));
-            }
-        }
-        for (name, secret_name) in &server.secrets_env {
-            secret(
-                &format!("{}.{name}", key("secrets_env")),
-                secret_name,
-                env,
-                problems,
-            );
-        }
-        for name in server.headers.keys().chain(server.headers_env.keys()) {
-            if RESERVED_HEADERS
-                .iter()
-                .any(|r| r.eq_ignore_ascii_case(name))
-            {
-                problems.push(Problem::new(
-                    key("headers"),
-                    format!("{name} is set by hearth itself for the MCP protocol"),
-                ));
-            } else if server.bearer_token_env.is_some()
-                && name.eq_ignore_ascii_case("authorization")
-            {
-                problems.push(Problem::new(
-                    key("headers"),
-                    "Authorization is set by `bearer_token_env`; give one or the other",
-                ));
-            }
-        }
-        for (name, value) in &server.headers {
-            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                problems.push(Problem::new(
-                    key("headers"),
-                    format!("{name:?} is not an HTTP header name"),
-                ));
-            }
-            if http::HeaderValue::from_str(value).is_err() {
-                problems.push(Problem::new(
-                    format!("{}.{name}", key("headers")),
-                    "is not a valid HTTP header value (no line breaks or control characters)",
-                ));
-            }
-        }
-        for (name, secret_name) in &server.headers_env {
-            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                problems.push(Problem::new(
-                    key("headers_env"),
-                    format!("{name:?} is not an HTTP header name"),
-                ));
-            }
-            secret(
-                &format!("{}.{name}", key("headers_env")),
-                secret_name,
-                env,
-                problems,
-            );
-        }
-        if let Some(name) = &server.bearer_token_env {
-            secret(&key("bearer_token_env"), name, env, problems);
-        }
-        for (field, patterns) in [
-            ("enabled_tools", &server.enabled_tools),
-            ("disabled_tools", &server.disabled_tools),
-        ] {
-            for (j, pattern) in patterns.iter().enumerate() {
-                if pattern.trim().is_empty() {
-                    problems.push(Problem::new(
-                        format!("{}[{j}]", key(field)),
-                        "must not be empty (use \"*\" for every tool)",
-                    ));
-                }
-            }
-        }
-        for pattern in server.risk.keys() {
-            if pattern.trim().is_empty() {
-                problems.push(Problem::new(
-                    key("risk"),
-                    "a tool pattern must not be empty (use \"*\" for every tool)",
-                ));
-            }
-        }
-    }
-}
-
-/// Records a problem when the secret named by a `*_env` key cannot be found.
-fn web_search(
-    search: &crate::config::WebSearchConfig,
-    env: &HashMap<String, String>,
-    problems: &mut Vec<Problem>,
-) {
-    use crate::config::{MAX_SEARCH_RESULTS, SearchBackend};
-    match search.base_url() {
-        Some(base) => {
-            if let Err(message) = url(base, &["http", "https"]) {
-                problems.push(Problem::new("tools.web_search.base_url", message));
-            }
-        }
-        None => problems.push(Problem::new(
-            "tools.web_search.base_url",
-            "SearXNG needs the instance's address, e.g. `http://127.0.0.1:8888`",
-        )),
-    }
-    match (search.backend, &search.api_key_env) {
-        (SearchBackend::Brave, Some(name)) => {
-            secret("tools.web_search.api_key_env", name, env, problems);
-        }
-        (SearchBackend::Brave, None) => problems.push(Problem::new(
-            "tools.web_search.api_key_env",
-            "Brave Search needs a subscription token: name the variable that holds it",
-        )),
-        (SearchBackend::Searxng, Some(_)) => problems.push(Problem::new(
-            "tools.web_search.api_key_env",
-            "SearXNG takes no API key; remove it (or use backend = \"brave\")",
-        )),
-        (SearchBackend::Searxng, None) => {}
-    }
-    if !(1..=MAX_SEARCH_RESULTS).contains(&search.max_results) {
-        problems.push(Problem::new(
-            "tools.web_search.max_results",
-            format!("must be between 1 and {MAX_SEARCH_RESULTS}"),
-        ));
-    }
-}
-
-fn secret(key: &str, name: &str, env: &HashMap<String, String>, problems: &mut Vec<Problem>) {
-    if let Some(problem) = check_secret(key, name, env) {
-        problems.push(Problem::new(problem.key, problem.message));
-    }
+/// The channel crates of this build, and which of them `channels` configures.
+fn channels(channels: &ChannelsConfig) -> Platforms {
+    let mut walk = Walk(Platforms::default());
+    // The walk hands out the sections mutably (the loader fills them); this reads a copy.
+    crate::channels::each(&mut channels.clone(), &mut walk);
+    walk.0
 }
 
 /// `daemon.approvals_to`: an identity of the owner on a configured channel, the chat routed
@@ -769,17 +220,10 @@ fn approvals_to(text: &str, daemon: &DaemonConfig, platforms: &Platforms) -> Res
     Ok(())
 }
 
-fn timezone(name: &str) -> Result<(), String> {
-    name.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
-        format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
-    })
-}
-
 /// Splits `channel:user_id` (an `owner` entry, an identity given to `hearth pair`) into its
 /// parts: the channel must be known and the id look like one of that channel's ids.
 pub fn parse_identity(text: &str) -> Result<(&str, &str), String> {
-    let (platforms, _) = channels(&ChannelsConfig::default(), &HashMap::new());
-    identity(text, &platforms)
+    identity(text, &channels(&ChannelsConfig::default()))
 }
 
 /// [`parse_identity`] with the channel crates of this build already walked.
@@ -815,8 +259,7 @@ fn identity<'t>(text: &'t str, platforms: &Platforms) -> Result<(&'t str, &'t st
 /// the file and the command line accept the same targets.
 pub fn check_schedule_target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
     // Only which channels exist matters here; their sections were checked when loaded.
-    let (platforms, _) = self::channels(channels, &HashMap::new());
-    target(text, &platforms, &[])
+    target(text, &self::channels(channels), &[])
 }
 
 /// `channel:chat` for a schedule: the channel must be configured, or nothing could be sent.
@@ -865,7 +308,7 @@ fn target(text: &str, platforms: &Platforms, failed: &[String]) -> Result<(), St
 /// clients' own requests is refused, naming the configured channels that can receive. Channels
 /// this build does not know (a test's own) are not its business and pass.
 pub fn check_unasked_target(text: &str, channels: &ChannelsConfig) -> Result<(), String> {
-    let (platforms, _) = self::channels(channels, &HashMap::new());
+    let platforms = self::channels(channels);
     let channel = text.split_once(':').map_or(text, |(channel, _)| channel);
     match platforms.get(channel) {
         Some(platform) => unasked(text, platform, &platforms),
@@ -903,45 +346,6 @@ fn unasked(text: &str, platform: &Platform, platforms: &Platforms) -> Result<(),
         platform.name,
         receivers.first().copied().unwrap_or("telegram")
     ))
-}
-
-/// A cron expression in the `cron` crate's dialect: seconds first, then minute, hour, day of
-/// month, month, day of week and an optional year.
-fn cron_expression(expression: &str) -> Result<(), String> {
-    match cron::Schedule::from_str(expression) {
-        Ok(_) => Ok(()),
-        Err(err) => {
-            // The usual mistake is a five-field crontab line; say how to fix it.
-            let hint = if expression.split_whitespace().count() == 5 {
-                format!(" (the seconds field comes first: try `0 {expression}`)")
-            } else {
-                " (fields: second minute hour day-of-month month day-of-week [year])".to_string()
-            };
-            Err(format!(
-                "invalid cron expression `{expression}`: {}{hint}",
-                cron_reason(&err.to_string())
-            ))
-        }
-    }
-}
-
-/// The cron crate's message in one line. Its parser renders errors as the expression, a line
-/// with a caret under the failing column, then the reason (often empty).
-fn cron_reason(message: &str) -> String {
-    let lines: Vec<&str> = message.lines().collect();
-    match lines.as_slice() {
-        [_, caret, reason @ ..] if caret.trim() == "^" => {
-            let column = caret.find('^').map_or(1, |i| i + 1);
-            let reason = reason.join(" ");
-            let reason = reason.trim();
-            if reason.is_empty() {
-                format!("cannot parse at column {column}")
-            } else {
-                format!("{reason} (at column {column})")
-            }
-        }
-        _ => lines.join(" "),
-    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn config(name: &str, cron: &str) -> ScheduleConfig {
     ScheduleConfig {
         name: name.into(),
         cron: cron.into(),
-        timezone: Some("Europe/Berlin".into()),
+        timezone: Some(chrono_tz::Europe::Berlin),
         agent: "general".into(),
         prompt: format!("prompt of {name}"),
         target: "telegram:42".into(),
@@ -85,7 +85,7 @@ fn config(name: &str, cron: &str) -> ScheduleConfig {
 
 impl Setup {
     async fn sync(&self, configs: &[ScheduleConfig]) {
-        sync_config(&self.store, configs, "UTC", self.clock.now_ms())
+        sync_config(&self.store, configs, chrono_tz::UTC, self.clock.now_ms())
             .await
             .expect("sync");
     }

@@ -15,7 +15,7 @@ use std::str::FromStr;
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use crate::tool::time::resolve_local;
+use crate::time::resolve_local;
 
 /// A parsed cron expression.
 #[derive(Clone, Debug)]
@@ -84,13 +84,6 @@ impl CronExpr {
     }
 }
 
-/// Parses an IANA timezone name, with an error that gives an example.
-pub fn parse_timezone(name: &str) -> Result<Tz, String> {
-    name.trim().parse::<Tz>().map_err(|_| {
-        format!("unknown timezone `{name}`: expected an IANA name like `Europe/Berlin` or `UTC`")
-    })
-}
-
 /// The usual shapes of a daily cron expression in words, for `hearth schedule list`:
 /// `0 30 7 * * Mon-Fri` is "weekdays at 07:30", `0 0 8 * * *` "every day at 08:00",
 /// `0 0 9 * * Sat,Sun` "Saturdays and Sundays at 09:00". Anything else (steps, several hours,
@@ -146,6 +139,7 @@ fn day_name(word: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::parse_timezone;
     use chrono::NaiveDate;
 
     fn tz(name: &str) -> Tz {

@@ -26,48 +26,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::{KNOWN_GROUPS, Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
-use crate::config::{McpRisk, McpServerConfig};
+use super::{Risk, Tool, ToolContext, ToolError, ToolInfo, ToolRegistry};
+use crate::config::{MCP_SEPARATOR, McpRisk, McpServerConfig};
 use crate::metrics::Metrics;
 
 pub use process::{EXEC_ARG, exec_main, use_exec_wrapper};
 pub use server::McpServerHealth;
 use server::Server;
 
-/// Separates the server's name from the tool's in hearth's tool names.
-const SEPARATOR: &str = "__";
-
-/// Longest server name: leaves room for the tool's own name within the 64 characters.
-const SERVER_NAME_MAX: usize = 24;
-
 /// Longest tool description kept; some servers put whole manuals there.
 const DESCRIPTION_MAX: usize = 2_000;
-
-/// Checks a server name for `hearth check`: it names the tool group and prefixes tool names.
-pub fn check_server_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if name.trim().is_empty() {
-        return Err("must not be empty".into());
-    }
-    if !valid || name.contains(SEPARATOR) || name.ends_with('_') {
-        return Err(format!(
-            "`{name}` is not a valid server name: use lowercase letters, digits and single `_`, starting with a letter (it becomes the tool group and the prefix `{name}__` of its tools)"
-        ));
-    }
-    if name.len() > SERVER_NAME_MAX {
-        return Err(format!(
-            "`{name}` is too long: at most {SERVER_NAME_MAX} characters, so its tools' names fit in 64"
-        ));
-    }
-    if KNOWN_GROUPS.contains(&name) {
-        return Err(format!(
-            "`{name}` is the name of a built-in tool group; choose another name"
-        ));
-    }
-    Ok(())
-}
 
 /// `*` matches any run of characters, everything else itself.
 fn glob(pattern: &str, name: &str) -> bool {
@@ -134,7 +102,7 @@ fn hearth_name(server: &str, tool: &str) -> String {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let mut name = format!("{server}{SEPARATOR}{cleaned}");
+    let mut name = format!("{server}{MCP_SEPARATOR}{cleaned}");
     name.truncate(64);
     name
 }
@@ -405,15 +373,5 @@ mod tests {
         let long = hearth_name("server", &"x".repeat(100));
         assert_eq!(long.len(), 64);
         assert!(super::super::valid_tool_name(&long));
-    }
-
-    #[test]
-    fn server_names_must_make_valid_groups_and_prefixes() {
-        assert!(check_server_name("homeassistant").is_ok());
-        assert!(check_server_name("git_2").is_ok());
-        for bad in ["", "Home", "2fa", "a__b", "trailing_", "with-dash", "tasks"] {
-            assert!(check_server_name(bad).is_err(), "{bad:?}");
-        }
-        assert!(check_server_name(&"a".repeat(25)).is_err());
     }
 }

@@ -16,8 +16,9 @@ use super::time::parse_datetime;
 use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::config::OnConfirmation;
-use crate::scheduler::timing::{CronExpr, parse_timezone};
+use crate::scheduler::timing::CronExpr;
 use crate::scheduler::{Schedule, on_confirmation_str, parse_target};
+use crate::time::parse_timezone;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![

@@ -5,6 +5,8 @@ use chrono::{
 };
 use chrono_tz::Tz;
 
+use crate::time::resolve_local;
+
 /// Reads a point in time: RFC 3339 (`2026-11-21T09:30:00+01:00`), `YYYY-MM-DD HH:MM[:SS]` or
 /// `YYYY-MM-DDTHH:MM` in `tz`, `YYYY-MM-DD` (midnight in `tz`), `now`, `today`, `tomorrow`,
 /// `yesterday` (midnight), and `in N minutes|hours|days|weeks`.
@@ -67,19 +69,6 @@ fn bad(text: &str) -> String {
     format!(
         "cannot read {text:?} as a date/time; use YYYY-MM-DD, YYYY-MM-DD HH:MM, RFC 3339, today, tomorrow, or 'in 20 minutes'"
     )
-}
-
-/// A local wall-clock time as an instant: an ambiguous time (autumn) is the first occurrence, a
-/// time that does not exist (spring) the first valid instant after it.
-pub fn resolve_local(local: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {
-    match tz.from_local_datetime(&local) {
-        LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
-        LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),
-        LocalResult::None => (1..=180)
-            .map(|m| local + Duration::minutes(m))
-            .find_map(|later| tz.from_local_datetime(&later).earliest())
-            .map(|t| t.with_timezone(&Utc)),
-    }
 }
 
 fn local_midnight(date: NaiveDate, tz: Tz) -> Result<DateTime<Utc>, String> {

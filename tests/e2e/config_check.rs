@@ -131,7 +131,7 @@ fn a_valid_file_loads_and_reports_its_path() {
     );
     let loaded = load(Some(&path)).expect("valid config");
     assert_eq!(loaded.path.as_deref(), Some(path.as_path()));
-    assert_eq!(loaded.config.daemon.timezone, "Europe/Berlin");
+    assert_eq!(loaded.config.daemon.timezone, chrono_tz::Europe::Berlin);
 }
 
 /// `hearth check` on `text` as the whole configuration: its exit code and standard output.

@@ -410,7 +410,7 @@ fn schedule(name: &str) -> ScheduleConfig {
     ScheduleConfig {
         name: name.into(),
         cron: "0 0 9 * * *".into(),
-        timezone: Some("UTC".into()),
+        timezone: Some(chrono_tz::UTC),
         agent: "general".into(),
         prompt: format!("PROMPT of {name}"),
         target: format!("memory:{CHAT}"),

@@ -41,7 +41,7 @@ impl TwoChannels {
         let llm = FakeOpenAi::start().await;
         let mut config = Config::default();
         config.daemon.data_dir = dir.path().to_path_buf();
-        config.daemon.http_listen = String::new();
+        config.daemon.http_listen = None;
         config.daemon.owner = owner;
         config.runtime.stream = false;
         config.providers = vec![provider("fake", &llm.base_url())];

@@ -32,7 +32,7 @@ fn schedule(on_confirmation: OnConfirmation, allow_tools: &[&str]) -> ScheduleCo
     ScheduleConfig {
         name: "nightly-cleanup".into(),
         cron: "0 0 9 * * *".into(),
-        timezone: Some("UTC".into()),
+        timezone: Some(chrono_tz::UTC),
         agent: "janitor".into(),
         prompt: "Clean up the old files.".into(),
         target: format!("memory:{CHAT}"),

@@ -100,7 +100,7 @@ impl Hearth {
         let llm = FakeOpenAi::start().await;
         let mut config = Config::default();
         config.daemon.data_dir = dir.path().to_path_buf();
-        config.daemon.http_listen = "127.0.0.1:0".into();
+        config.daemon.http_listen = Some(([127, 0, 0, 1], 0).into());
         config.router.agents_file = dir.path().join("no-such-agents.toml");
         config.runtime.stream = false;
         // Restart tests stop the daemon in the middle of a turn: suspend it at once.

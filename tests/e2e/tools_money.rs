@@ -30,7 +30,7 @@ async fn hearth() -> Hearth {
         .with_agents(AGENTS)
         .with_clock(ManualClock::new(now));
     h.config.tools.autonomy = hearth::config::Autonomy::Full;
-    h.config.daemon.timezone = "Europe/Berlin".into();
+    h.config.daemon.timezone = chrono_tz::Europe::Berlin;
     h.start().await;
     h
 }

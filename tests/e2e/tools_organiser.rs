@@ -24,7 +24,7 @@ async fn organiser(clock: Option<std::sync::Arc<ManualClock>>, timezone: &str) -
         h = h.with_clock(clock);
     }
     h.config.tools.autonomy = hearth::config::Autonomy::Full;
-    h.config.daemon.timezone = timezone.into();
+    h.config.daemon.timezone = timezone.parse().expect("a zone");
     h.start().await;
     h
 }

@@ -66,7 +66,7 @@ async fn date_tools_use_the_users_timezone() {
         .single()
         .expect("valid");
     let mut h = hearth().await.with_clock(ManualClock::new(now));
-    h.config.daemon.timezone = "America/New_York".into();
+    h.config.daemon.timezone = chrono_tz::America::New_York;
     h.start().await;
     h.llm.push(Reply::tool_calls(vec![
         ToolCallSpec::new("c1", "get_current_datetime", "{}"),

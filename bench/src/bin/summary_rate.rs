@@ -42,7 +42,7 @@ async fn run(window: u64) -> anyhow::Result<(usize, usize, u64)> {
     });
     let mut config = Config::default();
     config.daemon.data_dir = dir.path().to_path_buf();
-    config.daemon.http_listen = String::new();
+    config.daemon.http_listen = None;
     config.router.agents_file = dir.path().join("no-such-agents.toml");
     config.runtime.stream = false;
     config.providers = vec![ProviderConfig {

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::GROUP;
-use crate::tool::time::{parse_datetime, resolve_local};
+use crate::time::resolve_local;
+use crate::tool::time::parse_datetime;
 use crate::tool::{ToolContext, ToolError, TypedTool};
 
 const TIMEZONE_PARAM: &str = "IANA timezone such as Europe/Berlin; default: the user's";
