@@ -242,9 +242,7 @@ pub struct FakeMcpHttp {
 impl FakeMcpHttp {
     /// Listens on `127.0.0.1:0`.
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local port");
+        let (listener, _) = crate::net::local_listener().await;
         Self::serve(listener).await
     }
 
