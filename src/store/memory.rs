@@ -6,10 +6,21 @@
 use sqlx::AnyConnection;
 
 use super::query::{Sql, delete_owned, escape_like};
-use super::{Backend, Store, StoreResult};
+use super::{Backend, Store, StoreResult, text_enum};
 
-/// The kinds of memory, the first being the default.
-pub const KINDS: &[&str] = &["fact", "preference", "event", "skill"];
+// A plain comment: the tools take it as an argument, and a doc comment would become the
+// description of every field that uses it.
+text_enum! {
+    // What a memory is; `fact` when not said.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    pub enum MemoryKind {
+        Fact = "fact",
+        Preference = "preference",
+        Event = "event",
+        Skill = "skill",
+    }
+}
 
 /// Columns of `memories` (aliased `m`) as [`Memory`] reads them.
 const COLUMNS: &str = "m.id, m.content, m.kind, m.importance, m.tags, m.access_count, \
@@ -23,7 +34,7 @@ pub const CANDIDATES: i64 = 200;
 pub struct Memory {
     pub id: i64,
     pub content: String,
-    pub kind: String,
+    pub kind: MemoryKind,
     pub importance: f64,
     #[sqlx(try_from = "String")]
     pub tags: StoredTags,
@@ -81,7 +92,7 @@ pub fn tag_pattern(tag: &str) -> String {
 pub struct NewMemory {
     pub content: String,
     /// `None` when not given: `fact` for a new memory, unchanged for a known one.
-    pub kind: Option<String>,
+    pub kind: Option<MemoryKind>,
     pub importance: f64,
     pub tags: Vec<String>,
     /// Most tags a memory keeps when a repeat merges its tags into the stored ones.
@@ -115,7 +126,7 @@ async fn save(
                 "UPDATE memories SET kind = $1, importance = $2, tags = $3, updated_at = $4 \
                  WHERE id = $5 RETURNING id",
             )
-            .bind(new.kind.as_deref().unwrap_or(&old.kind))
+            .bind(new.kind.unwrap_or(old.kind))
             .bind(old.importance.max(new.importance))
             .bind(tags.encode())
             .bind(now)
@@ -131,7 +142,7 @@ async fn save(
             )
             .bind(user)
             .bind(&new.content)
-            .bind(new.kind.as_deref().unwrap_or(KINDS[0]))
+            .bind(new.kind.unwrap_or(MemoryKind::Fact))
             .bind(new.importance)
             .bind(StoredTags(new.tags.clone()).encode())
             .bind(now)
@@ -159,15 +170,15 @@ async fn fetch(conn: &mut AnyConnection, user: i64, id: i64) -> StoreResult<Opti
 /// Narrowing a search or a list to one kind or one tag.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    pub kind: Option<String>,
+    pub kind: Option<MemoryKind>,
     pub tag: Option<String>,
 }
 
 impl Filter {
     /// Appends the `AND …` clauses for this filter to `sql`.
     fn apply(&self, sql: &mut Sql) {
-        if let Some(kind) = &self.kind {
-            sql.push(" AND m.kind = ").bind(kind.clone());
+        if let Some(kind) = self.kind {
+            sql.push(" AND m.kind = ").bind(kind);
         }
         if let Some(tag) = &self.tag {
             sql.push(" AND m.tags LIKE ")
@@ -246,7 +257,7 @@ pub enum Order {
 /// How many memories of one kind a user has.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct KindTotals {
-    pub kind: String,
+    pub kind: MemoryKind,
     pub n: i64,
     /// The sum of their importance.
     pub importance: f64,

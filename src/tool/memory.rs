@@ -23,7 +23,7 @@ use self::search::{described, search, search_words};
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty, inline_schema};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::memory::{Filter, KINDS, Match, Memory, NewMemory, Order};
+use crate::store::memory::{Filter, Match, Memory, MemoryKind as Kind, NewMemory, Order};
 use crate::store::{Store, StoreError};
 
 const GROUP: &str = "memory";
@@ -76,7 +76,7 @@ fn memory_json(memory: &Memory, ctx: &ToolContext) -> Value {
     let mut value = json!({
         "id": memory.id,
         "content": memory.content,
-        "type": memory.kind,
+        "type": memory.kind.as_str(),
         "importance": memory.importance,
         "tags": memory.tags,
         "saved": format_local(memory.created_at, ctx.timezone),
@@ -95,23 +95,6 @@ fn saved_json(memory: &Memory, known: bool, ctx: &ToolContext) -> Value {
         "saved"
     });
     value
-}
-
-/// The kinds of memory ([`KINDS`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-enum Kind {
-    Fact,
-    Preference,
-    Event,
-    Skill,
-}
-
-impl Kind {
-    /// Its name as stored: the variants are declared in [`KINDS`]' order.
-    fn name(self) -> String {
-        KINDS[self as usize].to_string()
-    }
 }
 
 /// A memory's content: one statement, trimmed, not blank, at most [`MAX_CONTENT`] characters.
@@ -219,7 +202,7 @@ impl Remember {
     fn memory(self) -> NewMemory {
         NewMemory {
             content: self.content.0,
-            kind: self.kind.map(Kind::name),
+            kind: self.kind,
             importance: self.importance.map_or(DEFAULT_IMPORTANCE, |i| i.0),
             tags: self.tags.0,
             max_tags: MAX_TAGS,
@@ -321,10 +304,7 @@ fn filter(kind: Option<Kind>, tag_filter: Option<String>) -> Result<Filter, Tool
         }
         None => None,
     };
-    Ok(Filter {
-        kind: kind.map(Kind::name),
-        tag,
-    })
+    Ok(Filter { kind, tag })
 }
 
 /// Search the user's memories by words, best matches first (relevance, importance and
@@ -514,7 +494,7 @@ impl TypedTool for MemoryStats {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user_id = user(ctx)?;
         let mut by_type = serde_json::Map::new();
-        for kind in KINDS {
+        for kind in Kind::ALL {
             by_type.insert(kind.to_string(), json!(0));
         }
         let (mut total, mut importance_sum, mut recalls) = (0i64, 0.0f64, 0i64);
@@ -522,7 +502,7 @@ impl TypedTool for MemoryStats {
             importance_sum += kind.importance;
             recalls += kind.recalls;
             total += kind.n;
-            by_type.insert(kind.kind, json!(kind.n));
+            by_type.insert(kind.kind.to_string(), json!(kind.n));
         }
         let mut result = json!({
             "total": total,
@@ -619,8 +599,8 @@ fn prompt_line(memory: &Memory) -> String {
     let date = chrono::DateTime::from_timestamp_millis(memory.created_at)
         .map(|t| t.format("%Y-%m-%d").to_string());
     let label = match date {
-        Some(date) if memory.kind == "event" => format!("event, {date}"),
-        _ => memory.kind.clone(),
+        Some(date) if memory.kind == Kind::Event => format!("event, {date}"),
+        _ => memory.kind.to_string(),
     };
     format!("- [{label}] {content} (#{})\n", memory.id)
 }
