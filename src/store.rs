@@ -32,6 +32,7 @@ mod text_enum;
 mod turn;
 mod usage;
 pub mod user;
+mod web;
 mod writer;
 
 pub use agent::AgentVersion;
@@ -41,8 +42,8 @@ pub use confirmation::{
 };
 pub use conversation::Conversation;
 pub use identity::{
-    Identity, IdentityStatus, LinkError, LinkOutcome, Merge, PairingRequest, UnlinkOutcome,
-    UserSummary, configured_owners,
+    Identity, IdentityStatus, LinkError, LinkOutcome, Merge, PairingRequest, PairingStatus,
+    UnlinkOutcome, UserSummary, configured_owners,
 };
 pub use inbox::{InboxEntry, InboxStatus};
 pub use lock::{LockError, LockKind, ProcessLock};
@@ -57,6 +58,9 @@ pub use turn::{
     message_chars, unfinished_turns,
 };
 pub use usage::{CalibrationRow, ModelCall, Payer, UsageBy, UsageRow};
+pub use web::{
+    ConversationRow, PendingConfirmation, RunCost, SearchHit, ToolCallRow, TranscriptRow,
+};
 pub use writer::{WriteConn, WriteTx};
 
 use std::path::Path;

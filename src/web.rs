@@ -13,7 +13,6 @@
 pub mod auth;
 mod inbox;
 mod pages;
-pub mod store;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

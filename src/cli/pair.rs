@@ -146,14 +146,11 @@ async fn list_users(store: &Store) -> Result<(), Failure> {
             println!("  user #{} ({})", user.id, about.join(", "));
         }
         for identity in &user.identities {
-            let status = match identity.status {
-                crate::store::IdentityStatus::Allowed => "allowed",
-                crate::store::IdentityStatus::Revoked => "revoked",
-            };
             println!(
-                "    {}:{}  {status} ({})",
+                "    {}:{}  {} ({})",
                 identity.channel,
                 printable(&identity.platform_user_id),
+                identity.status,
                 identity.source
             );
         }
@@ -257,7 +254,7 @@ async fn set_user_setting(
 }
 
 async fn approve(store: &Store, code: &str, now: i64) -> Result<(), Failure> {
-    // The same approval as the page's Inbox (src/web/store.rs).
+    // The same approval as the page's Inbox (src/store/identity.rs).
     let request = store
         .approve_pairing(code, now)
         .await?

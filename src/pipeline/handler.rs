@@ -23,7 +23,7 @@ use crate::runtime::turn::{ConfirmationPolicy, TurnJob, run_turn};
 use crate::scheduler::ScheduledRun;
 use crate::store::{
     Conversation, Identity, IdentityStatus, InboxEntry, InboxStatus, NewOutbox, OutboxKind,
-    PairingRequest, Payer, StoreError,
+    PairingRequest, PairingStatus, Payer, StoreError,
 };
 
 /// How long a pairing code stays valid.
@@ -596,9 +596,7 @@ impl Handler {
         let recent = store
             .pairings_of(&entry.channel, &event.sender.id, now - 24 * 60 * 60 * 1000)
             .await?;
-        let has_open = recent
-            .iter()
-            .any(|p| p.status == "pending" && p.expires_at > now);
+        let has_open = recent.iter().any(|p| p.is_open(now));
         let is_message = matches!(event.kind, InboundKind::Message { .. });
         if has_open || recent.len() >= PAIRING_CODES_PER_DAY || !is_message {
             tracing::info!(channel = %entry.channel, sender = %event.sender.id, "message from an unknown sender ignored");
@@ -614,7 +612,7 @@ impl Handler {
                 platform_user_id: event.sender.id.clone(),
                 display_name: event.sender.name.clone(),
                 chat_id: event.chat.chat_id.clone(),
-                status: "pending".into(),
+                status: PairingStatus::Pending,
                 created_at: now,
                 expires_at: now + PAIRING_TTL_MS,
             })

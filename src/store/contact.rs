@@ -26,51 +26,112 @@ pub struct Contact {
     pub tags: String,
 }
 
-/// Saves a contact; their id.
-pub async fn insert(store: &Store, user: i64, contact: &Contact, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::insert(
-        "contacts",
-        "user_id, name, email, phone, birthday, notes, tags, created_at, updated_at",
-    );
-    sql.value(user)
-        .value(contact.name.clone())
-        .value(contact.email.clone())
-        .value(contact.phone.clone())
-        .value(contact.birthday.clone())
-        .value(contact.notes.clone())
-        .value(contact.tags.clone())
-        .value(now)
-        .value(now)
-        .push(") RETURNING id");
-    sql.insert_id(store).await
+/// What an update changes; a field left `None` stays as it is, `Some(None)` clears it.
+#[derive(Clone, Debug, Default)]
+pub struct ContactPatch {
+    pub name: Option<String>,
+    pub email: Option<Option<String>>,
+    pub phone: Option<Option<String>>,
+    /// `YYYY-MM-DD`.
+    pub birthday: Option<Option<String>>,
+    pub notes: Option<Option<String>>,
+    /// The JSON array text, replacing the tags.
+    pub tags: Option<String>,
 }
 
-/// The user's contacts that match, alphabetically.
-pub async fn list(store: &Store, user: i64, page: &Page) -> StoreResult<Listed<ContactRow>> {
-    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM contacts WHERE user_id = "));
-    sql.bind(user);
-    page.filter(&mut sql, &["name", "email", "phone", "notes"]);
-    page.fetch(sql, "LOWER(name), id", store).await
+impl ContactPatch {
+    pub fn is_empty(&self) -> bool {
+        let Self {
+            name,
+            email,
+            phone,
+            birthday,
+            notes,
+            tags,
+        } = self;
+        name.is_none()
+            && email.is_none()
+            && phone.is_none()
+            && birthday.is_none()
+            && notes.is_none()
+            && tags.is_none()
+    }
 }
 
-/// One of the user's contacts; none when it does not exist or is another user's.
-pub async fn get(store: &Store, user: i64, id: i64) -> StoreResult<Option<ContactRow>> {
-    get_owned(store, ("contacts", COLUMNS), id, user).await
-}
+impl Store {
+    /// Saves a contact; their id.
+    pub async fn insert_contact(&self, user: i64, contact: &Contact, now: i64) -> StoreResult<i64> {
+        let mut sql = Sql::insert(
+            "contacts",
+            "user_id, name, email, phone, birthday, notes, tags, created_at, updated_at",
+        );
+        sql.value(user)
+            .value(contact.name.clone())
+            .value(contact.email.clone())
+            .value(contact.phone.clone())
+            .value(contact.birthday.clone())
+            .value(contact.notes.clone())
+            .value(contact.tags.clone())
+            .value(now)
+            .value(now)
+            .push(") RETURNING id");
+        sql.insert_id(self).await
+    }
 
-/// The user's contacts with a birthday: id, name and birthday.
-pub async fn with_birthdays(store: &Store, user: i64) -> StoreResult<Vec<(i64, String, String)>> {
-    let mut sql = Sql::new("SELECT id, name, birthday FROM contacts WHERE user_id = ");
-    sql.bind(user).push(" AND birthday IS NOT NULL");
-    sql.fetch_all(store).await
-}
+    /// The user's contacts that match, alphabetically.
+    pub async fn list_contacts(&self, user: i64, page: &Page) -> StoreResult<Listed<ContactRow>> {
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM contacts WHERE user_id = "));
+        sql.bind(user);
+        page.filter(&mut sql, &["name", "email", "phone", "notes"]);
+        page.fetch(sql, "LOWER(name), id", self).await
+    }
 
-/// The columns an update changes; run with [`Changes::apply`].
-pub fn changes() -> Changes {
-    Changes::new("contacts")
-}
+    /// One of the user's contacts; none when it does not exist or is another user's.
+    pub async fn contact(&self, user: i64, id: i64) -> StoreResult<Option<ContactRow>> {
+        get_owned(self, ("contacts", COLUMNS), id, user).await
+    }
 
-/// Deletes the user's contact; their name, or none when no such contact is the user's.
-pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
-    delete_owned(store, "contacts", "name", id, user).await
+    /// The user's contacts with a birthday: id, name and birthday.
+    pub async fn contact_birthdays(&self, user: i64) -> StoreResult<Vec<(i64, String, String)>> {
+        let mut sql = Sql::new("SELECT id, name, birthday FROM contacts WHERE user_id = ");
+        sql.bind(user).push(" AND birthday IS NOT NULL");
+        sql.fetch_all(self).await
+    }
+
+    /// Changes the user's contact as `patch` says, updated at `now`; false when no such
+    /// contact is the user's.
+    pub async fn update_contact(
+        &self,
+        user: i64,
+        id: i64,
+        patch: ContactPatch,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let mut changes = Changes::new("contacts");
+        if let Some(name) = patch.name {
+            changes.set("name", name);
+        }
+        if let Some(email) = patch.email {
+            changes.set("email", email);
+        }
+        if let Some(phone) = patch.phone {
+            changes.set("phone", phone);
+        }
+        if let Some(birthday) = patch.birthday {
+            changes.set("birthday", birthday);
+        }
+        if let Some(notes) = patch.notes {
+            changes.set("notes", notes);
+        }
+        if let Some(tags) = patch.tags {
+            changes.set("tags", tags);
+        }
+        changes.set("updated_at", now);
+        changes.apply(self, id, user).await
+    }
+
+    /// Deletes the user's contact; their name, or none when no such contact is the user's.
+    pub async fn delete_contact(&self, user: i64, id: i64) -> StoreResult<Option<String>> {
+        delete_owned(self, "contacts", "name", id, user).await
+    }
 }

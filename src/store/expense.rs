@@ -75,46 +75,7 @@ enum Bound {
     Int(i64),
 }
 
-/// Records an expense; its id.
-pub async fn insert(store: &Store, user: i64, expense: &Expense, now: i64) -> StoreResult<i64> {
-    let mut sql = Sql::insert(
-        "expenses",
-        "user_id, amount_cents, currency, category, description, merchant, tags, spent_on, \
-         created_at",
-    );
-    sql.value(user)
-        .value(expense.amount_cents)
-        .value(expense.currency.clone())
-        .value(expense.category.clone())
-        .value(expense.description.clone())
-        .value(expense.merchant.clone())
-        .value(expense.tags.clone())
-        .value(expense.spent_on.clone())
-        .value(now)
-        .push(") RETURNING id");
-    sql.insert_id(store).await
-}
-
-/// At most `limit` of the user's expenses that match, newest or oldest first (by date, then
-/// by id).
-pub async fn find(
-    store: &Store,
-    user: i64,
-    filter: &ExpenseFilter,
-    newest_first: bool,
-    limit: i64,
-) -> StoreResult<Vec<ExpenseRow>> {
-    let mut sql = filter.query(&format!("SELECT {COLUMNS}"), user);
-    sql.push(if newest_first {
-        " ORDER BY spent_on DESC, id DESC LIMIT "
-    } else {
-        " ORDER BY spent_on, id LIMIT "
-    })
-    .bind(limit);
-    sql.fetch_all(store).await
-}
-
-/// What [`totals`] groups by.
+/// What [`Store::expense_totals`] groups by.
 #[derive(Clone, Copy, Debug)]
 pub enum Bucket {
     Category,
@@ -131,32 +92,73 @@ pub struct Total {
     pub total: i64,
 }
 
-/// Totals per currency and bucket: by currency, then largest total first (categories) or in
-/// order (months).
-pub async fn totals(
-    store: &Store,
-    user: i64,
-    filter: &ExpenseFilter,
-    by: Bucket,
-) -> StoreResult<Vec<Total>> {
-    let (bucket, order) = match by {
-        Bucket::Category => ("category", "currency, total DESC, category"),
-        Bucket::Month => ("SUBSTR(spent_on, 1, 7)", "currency, bucket"),
-    };
-    let mut sql = filter.query(
-        &format!(
-            "SELECT currency, {bucket} AS bucket, COUNT(*) AS n, CAST(SUM(amount_cents) AS BIGINT) AS total"
-        ),
-        user,
-    );
-    sql.push(&format!(" GROUP BY currency, {bucket} ORDER BY {order}"));
-    sql.fetch_all(store).await
-}
+impl Store {
+    /// Records an expense; its id.
+    pub async fn insert_expense(&self, user: i64, expense: &Expense, now: i64) -> StoreResult<i64> {
+        let mut sql = Sql::insert(
+            "expenses",
+            "user_id, amount_cents, currency, category, description, merchant, tags, spent_on, \
+             created_at",
+        );
+        sql.value(user)
+            .value(expense.amount_cents)
+            .value(expense.currency.clone())
+            .value(expense.category.clone())
+            .value(expense.description.clone())
+            .value(expense.merchant.clone())
+            .value(expense.tags.clone())
+            .value(expense.spent_on.clone())
+            .value(now)
+            .push(") RETURNING id");
+        sql.insert_id(self).await
+    }
 
-/// Deletes the user's expense; what it was, or none when no such expense is the user's.
-pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<ExpenseRow>> {
-    let mut sql = Sql::new("DELETE FROM expenses WHERE id = ");
-    sql.bind(id).push(" AND user_id = ").bind(user);
-    sql.push(&format!(" RETURNING {COLUMNS}"));
-    sql.write_returning(store).await
+    /// At most `limit` of the user's expenses that match, newest or oldest first (by date, then
+    /// by id).
+    pub async fn find_expenses(
+        &self,
+        user: i64,
+        filter: &ExpenseFilter,
+        newest_first: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<ExpenseRow>> {
+        let mut sql = filter.query(&format!("SELECT {COLUMNS}"), user);
+        sql.push(if newest_first {
+            " ORDER BY spent_on DESC, id DESC LIMIT "
+        } else {
+            " ORDER BY spent_on, id LIMIT "
+        })
+        .bind(limit);
+        sql.fetch_all(self).await
+    }
+
+    /// Totals per currency and bucket: by currency, then largest total first (categories) or in
+    /// order (months).
+    pub async fn expense_totals(
+        &self,
+        user: i64,
+        filter: &ExpenseFilter,
+        by: Bucket,
+    ) -> StoreResult<Vec<Total>> {
+        let (bucket, order) = match by {
+            Bucket::Category => ("category", "currency, total DESC, category"),
+            Bucket::Month => ("SUBSTR(spent_on, 1, 7)", "currency, bucket"),
+        };
+        let mut sql = filter.query(
+            &format!(
+                "SELECT currency, {bucket} AS bucket, COUNT(*) AS n, CAST(SUM(amount_cents) AS BIGINT) AS total"
+            ),
+            user,
+        );
+        sql.push(&format!(" GROUP BY currency, {bucket} ORDER BY {order}"));
+        sql.fetch_all(self).await
+    }
+
+    /// Deletes the user's expense; what it was, or none when no such expense is the user's.
+    pub async fn delete_expense(&self, user: i64, id: i64) -> StoreResult<Option<ExpenseRow>> {
+        let mut sql = Sql::new("DELETE FROM expenses WHERE id = ");
+        sql.bind(id).push(" AND user_id = ").bind(user);
+        sql.push(&format!(" RETURNING {COLUMNS}"));
+        sql.write_returning(self).await
+    }
 }

@@ -1,14 +1,25 @@
 //! Who may talk to hearth: users, their platform identities, and pairing codes for strangers.
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use hearth_channel::{ChatRef, OutboundMessage};
 
-use super::{Store, StoreError, StoreResult};
+use super::{NewOutbox, OutboxKind, Store, StoreError, StoreResult, text_enum};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdentityStatus {
-    Allowed,
-    Revoked,
+text_enum! {
+    /// Whether an identity may talk to hearth.
+    pub enum IdentityStatus {
+        Allowed = "allowed",
+        Revoked = "revoked",
+    }
+}
+
+text_enum! {
+    /// Where a pairing code stands.
+    pub enum PairingStatus {
+        /// Handed to the sender, waiting for the owner (until it expires).
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
+    }
 }
 
 /// A platform account known to hearth.
@@ -26,17 +37,53 @@ pub struct Identity {
     pub is_owner: bool,
 }
 
+/// The columns an [`Identity`] is read from, with its user's `is_owner`.
+#[derive(sqlx::FromRow)]
+struct IdentityRow {
+    id: i64,
+    channel: String,
+    platform_user_id: String,
+    user_id: i64,
+    display_name: Option<String>,
+    status: IdentityStatus,
+    source: String,
+    /// 0 or 1: the column is an integer on both backends.
+    is_owner: i64,
+}
+
+impl From<IdentityRow> for Identity {
+    fn from(row: IdentityRow) -> Self {
+        Self {
+            id: row.id,
+            channel: row.channel,
+            platform_user_id: row.platform_user_id,
+            user_id: row.user_id,
+            display_name: row.display_name,
+            status: row.status,
+            source: row.source,
+            is_owner: row.is_owner != 0,
+        }
+    }
+}
+
 /// A code handed to an unknown sender, waiting for `hearth pair approve`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct PairingRequest {
     pub code: String,
     pub channel: String,
     pub platform_user_id: String,
     pub display_name: Option<String>,
     pub chat_id: String,
-    pub status: String,
+    pub status: PairingStatus,
     pub created_at: i64,
     pub expires_at: i64,
+}
+
+impl PairingRequest {
+    /// Still waiting for the owner at `now_ms`: pending and not expired.
+    pub fn is_open(&self, now_ms: i64) -> bool {
+        self.status == PairingStatus::Pending && self.expires_at > now_ms
+    }
 }
 
 /// The `source` of an identity let in by an email allowlist entry `*@domain`.
@@ -68,51 +115,20 @@ pub fn configured_owners(daemon: &crate::config::DaemonConfig) -> Vec<(String, S
     owners
 }
 
-fn identity_from_row(row: &AnyRow) -> StoreResult<Identity> {
-    let status: String = row.try_get("status")?;
-    Ok(Identity {
-        id: row.try_get("id")?,
-        channel: row.try_get("channel")?,
-        platform_user_id: row.try_get("platform_user_id")?,
-        user_id: row.try_get("user_id")?,
-        display_name: row.try_get("display_name")?,
-        status: if status == "allowed" {
-            IdentityStatus::Allowed
-        } else {
-            IdentityStatus::Revoked
-        },
-        source: row.try_get("source")?,
-        is_owner: row.try_get::<i64, _>("is_owner")? != 0,
-    })
-}
-
-fn pairing_from_row(row: &AnyRow) -> StoreResult<PairingRequest> {
-    Ok(PairingRequest {
-        code: row.try_get("code")?,
-        channel: row.try_get("channel")?,
-        platform_user_id: row.try_get("platform_user_id")?,
-        display_name: row.try_get("display_name")?,
-        chat_id: row.try_get("chat_id")?,
-        status: row.try_get("status")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-    })
-}
-
 impl Store {
     pub async fn identity(
         &self,
         channel: &str,
         platform_user_id: &str,
     ) -> StoreResult<Option<Identity>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let row: Option<IdentityRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "{IDENTITY_SELECT} WHERE i.channel = $1 AND i.platform_user_id = $2"
         )))
         .bind(channel)
         .bind(platform_user_id)
         .fetch_optional(self.pool())
         .await?;
-        row.as_ref().map(identity_from_row).transpose()
+        Ok(row.map(Identity::from))
     }
 
     /// The identity of `platform_user_id`, or, for an address nobody listed whose domain an
@@ -154,12 +170,12 @@ impl Store {
     }
 
     pub async fn identities(&self) -> StoreResult<Vec<Identity>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<IdentityRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "{IDENTITY_SELECT} ORDER BY i.id"
         )))
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(identity_from_row).collect()
+        Ok(rows.into_iter().map(Identity::from).collect())
     }
 
     /// Makes `channel:platform_user_id` an allowed identity (creating its user), with `source`
@@ -233,24 +249,21 @@ impl Store {
         keep: &[String],
         now_ms: i64,
     ) -> StoreResult<()> {
-        let rows = sqlx::query(
+        let rows: Vec<(String, IdentityStatus, String)> = sqlx::query_as(
             "SELECT platform_user_id, status, source FROM identities WHERE channel = $1",
         )
         .bind(channel)
         .fetch_all(self.pool())
         .await?;
-        let mut known = std::collections::HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let id: String = row.try_get("platform_user_id")?;
-            let status: String = row.try_get("status")?;
-            let source: String = row.try_get("source")?;
-            known.insert(id, (status, source));
-        }
+        let known: std::collections::HashMap<String, (IdentityStatus, String)> = rows
+            .into_iter()
+            .map(|(id, status, source)| (id, (status, source)))
+            .collect();
         let mut tx = self.begin().await?;
         let mut new = Vec::new();
         for user in allowed {
             match known.get(user) {
-                Some((status, _)) if status == "allowed" => {}
+                Some((IdentityStatus::Allowed, _)) => {}
                 Some(_) => {
                     sqlx::query("UPDATE identities SET status = 'allowed', source = 'config' WHERE channel = $1 AND platform_user_id = $2")
                         .bind(channel)
@@ -314,9 +327,9 @@ impl Store {
             } else {
                 None
             };
-            let new_status = match (wanted, status.as_str()) {
-                (Some(false), "allowed") => "revoked",
-                (Some(true), "revoked") => "allowed",
+            let new_status = match (wanted, status) {
+                (Some(false), IdentityStatus::Allowed) => IdentityStatus::Revoked,
+                (Some(true), IdentityStatus::Revoked) => IdentityStatus::Allowed,
                 _ => continue,
             };
             sqlx::query(
@@ -377,10 +390,6 @@ impl Store {
         platform_user_id: &str,
         status: IdentityStatus,
     ) -> StoreResult<bool> {
-        let status = match status {
-            IdentityStatus::Allowed => "allowed",
-            IdentityStatus::Revoked => "revoked",
-        };
         let done = sqlx::query(
             "UPDATE identities SET status = $1 WHERE channel = $2 AND platform_user_id = $3",
         )
@@ -402,7 +411,7 @@ impl Store {
         .bind(&request.platform_user_id)
         .bind(&request.display_name)
         .bind(&request.chat_id)
-        .bind(&request.status)
+        .bind(request.status)
         .bind(request.created_at)
         .bind(request.expires_at)
         .execute(&mut *self.write().await?)
@@ -417,7 +426,7 @@ impl Store {
         platform_user_id: &str,
         since_ms: i64,
     ) -> StoreResult<Vec<PairingRequest>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT * FROM pairing_requests WHERE channel = $1 AND platform_user_id = $2 AND created_at >= $3
              ORDER BY created_at DESC",
         )
@@ -425,36 +434,98 @@ impl Store {
         .bind(platform_user_id)
         .bind(since_ms)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(pairing_from_row).collect()
+        .await?)
     }
 
     /// Pending requests that have not expired.
     pub async fn open_pairings(&self, now_ms: i64) -> StoreResult<Vec<PairingRequest>> {
-        let rows = sqlx::query(
-            "SELECT * FROM pairing_requests WHERE status = 'pending' AND expires_at > $1 ORDER BY created_at",
+        Ok(sqlx::query_as(
+            "SELECT * FROM pairing_requests WHERE status = $1 AND expires_at > $2 ORDER BY created_at",
         )
+        .bind(PairingStatus::Pending)
         .bind(now_ms)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(pairing_from_row).collect()
+        .await?)
     }
 
     pub async fn pairing(&self, code: &str) -> StoreResult<Option<PairingRequest>> {
-        let row = sqlx::query("SELECT * FROM pairing_requests WHERE code = $1")
-            .bind(code)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(pairing_from_row).transpose()
+        Ok(
+            sqlx::query_as("SELECT * FROM pairing_requests WHERE code = $1")
+                .bind(code)
+                .fetch_optional(self.pool())
+                .await?,
+        )
     }
 
-    pub async fn set_pairing_status(&self, code: &str, status: &str) -> StoreResult<()> {
+    pub async fn set_pairing_status(&self, code: &str, status: PairingStatus) -> StoreResult<()> {
         sqlx::query("UPDATE pairing_requests SET status = $1 WHERE code = $2")
             .bind(status)
             .bind(code)
             .execute(&mut *self.write().await?)
             .await?;
         Ok(())
+    }
+}
+
+/// The welcome a newly approved sender gets.
+pub const PAIRING_WELCOME: &str = "✅ You are approved. Say hello!";
+
+impl Store {
+    /// Approves a pending pairing code: the sender's identity is allowed and told so. The one
+    /// way a code is approved, from `hearth pair approve` and from the page's Inbox. The inner
+    /// `Err` says, for the person approving, why the code cannot be approved.
+    pub async fn approve_pairing(
+        &self,
+        code: &str,
+        now_ms: i64,
+    ) -> StoreResult<Result<PairingRequest, String>> {
+        let request = match self.pairing(code).await? {
+            Some(r) if r.is_open(now_ms) => r,
+            Some(r) if r.status == PairingStatus::Pending => {
+                return Ok(Err(format!(
+                    "the code {code} has expired; the sender can write again for a new one"
+                )));
+            }
+            Some(_) => return Ok(Err(format!("the code {code} was already used"))),
+            None => {
+                return Ok(Err(format!(
+                    "no pairing code {code}; see `hearth pair list`"
+                )));
+            }
+        };
+        self.allow_identity(
+            &request.channel,
+            &request.platform_user_id,
+            request.display_name.as_deref(),
+            "paired",
+            false,
+            now_ms,
+        )
+        .await?;
+        self.set_pairing_status(code, PairingStatus::Approved)
+            .await?;
+        let welcome = NewOutbox {
+            inbox_id: None,
+            seq: 0,
+            channel: request.channel.clone(),
+            kind: OutboxKind::Send,
+            message: OutboundMessage::text(ChatRef::new(request.chat_id.clone()), PAIRING_WELCOME),
+        };
+        self.enqueue_outbox(&[welcome], now_ms).await?;
+        Ok(Ok(request))
+    }
+
+    /// Rejects a pending pairing code: the sender stays a stranger (a later message gets a new
+    /// code, within the usual rate limits). False when the code was not pending.
+    pub async fn reject_pairing(&self, code: &str) -> StoreResult<bool> {
+        let rejected =
+            sqlx::query("UPDATE pairing_requests SET status = $1 WHERE code = $2 AND status = $3")
+                .bind(PairingStatus::Rejected)
+                .bind(code)
+                .bind(PairingStatus::Pending)
+                .execute(&mut *self.write().await?)
+                .await?;
+        Ok(rejected.rows_affected() == 1)
     }
 }
 
@@ -505,9 +576,28 @@ const USER_ROWS: &[UserRows] = &[
     rows("model_calls", "user_id", None),
 ];
 
-/// Settings of a user row a merge reconciles: the kept user's value wins, an unset one is taken
-/// from the merged user.
-const USER_SETTINGS: &[&str] = &["permission", "autonomy", "timezone"];
+/// A user row as a merge reconciles it.
+#[derive(sqlx::FromRow)]
+struct UserSettings {
+    id: i64,
+    display_name: Option<String>,
+    is_owner: i64,
+    permission: Option<String>,
+    autonomy: Option<String>,
+    timezone: Option<String>,
+}
+
+impl UserSettings {
+    /// The settings a merge reconciles, by column: the kept user's value wins, an unset one is
+    /// taken from the merged user.
+    fn reconciled(&self) -> [(&'static str, &Option<String>); 3] {
+        [
+            ("permission", &self.permission),
+            ("autonomy", &self.autonomy),
+            ("timezone", &self.timezone),
+        ]
+    }
+}
 
 /// Why two identities cannot be linked, or one unlinked.
 #[derive(Debug, thiserror::Error)]
@@ -634,16 +724,14 @@ async fn identity_row(
     conn: &mut sqlx::AnyConnection,
     channel: &str,
     platform_user_id: &str,
-) -> StoreResult<Option<(i64, String)>> {
-    let row = sqlx::query(
+) -> StoreResult<Option<(i64, IdentityStatus)>> {
+    Ok(sqlx::query_as(
         "SELECT user_id, status FROM identities WHERE channel = $1 AND platform_user_id = $2",
     )
     .bind(channel)
     .bind(platform_user_id)
     .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|row| Ok((row.try_get("user_id")?, row.try_get("status")?)))
-        .transpose()
+    .await?)
 }
 
 /// Moves everything of user `from` to user `into` and deletes `from`, inside a transaction.
@@ -682,17 +770,14 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
             merge.moved.push(((*label).to_string(), moved));
         }
     }
-    let others = sqlx::query(
+    let others: Vec<(String, String)> = sqlx::query_as(
         "SELECT channel, platform_user_id FROM identities WHERE user_id = $1 ORDER BY id",
     )
     .bind(from)
     .fetch_all(&mut *conn)
     .await?;
-    for row in &others {
-        merge.identities.push(name(
-            &row.try_get::<String, _>("channel")?,
-            &row.try_get::<String, _>("platform_user_id")?,
-        ));
+    for (channel, platform_user_id) in &others {
+        merge.identities.push(name(channel, platform_user_id));
     }
     sqlx::query("UPDATE identities SET user_id = $1 WHERE user_id = $2")
         .bind(into)
@@ -701,7 +786,7 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
         .await?;
 
     // Settings: the kept user's win; unset ones come from the merged user. Owner if either was.
-    let settings = sqlx::query(
+    let settings: Vec<UserSettings> = sqlx::query_as(
         "SELECT id, display_name, is_owner, permission, autonomy, timezone FROM users WHERE id = $1 OR id = $2",
     )
     .bind(into)
@@ -710,8 +795,7 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
     .await?;
     let (mut kept, mut merged) = (None, None);
     for row in settings {
-        let id: i64 = row.try_get("id")?;
-        if id == into {
+        if row.id == into {
             kept = Some(row);
         } else {
             merged = Some(row);
@@ -722,9 +806,7 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
             "user #{into} or #{from} vanished during a merge"
         )));
     };
-    for setting in USER_SETTINGS {
-        let ours: Option<String> = kept.try_get(*setting)?;
-        let theirs: Option<String> = merged.try_get(*setting)?;
+    for ((setting, ours), (_, theirs)) in kept.reconciled().into_iter().zip(merged.reconciled()) {
         match (ours, theirs) {
             (Some(ours), Some(theirs)) if ours != theirs => merge.settings.push(format!(
                 "kept {setting} `{ours}` (user #{from} had `{theirs}`)"
@@ -733,7 +815,7 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "UPDATE users SET {setting} = $1 WHERE id = $2"
                 )))
-                .bind(&theirs)
+                .bind(theirs)
                 .bind(into)
                 .execute(&mut *conn)
                 .await?;
@@ -744,8 +826,7 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
             _ => {}
         }
     }
-    let merged_owner = merged.try_get::<i64, _>("is_owner")? != 0;
-    if merged_owner && kept.try_get::<i64, _>("is_owner")? == 0 {
+    if merged.is_owner != 0 && kept.is_owner == 0 {
         sqlx::query("UPDATE users SET is_owner = 1 WHERE id = $1")
             .bind(into)
             .execute(&mut *conn)
@@ -754,8 +835,8 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
             .settings
             .push(format!("user #{into} is the owner now (user #{from} was)"));
     }
-    if kept.try_get::<Option<String>, _>("display_name")?.is_none()
-        && let Some(display) = merged.try_get::<Option<String>, _>("display_name")?
+    if kept.display_name.is_none()
+        && let Some(display) = merged.display_name
     {
         sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
             .bind(display)
@@ -773,31 +854,31 @@ async fn merge_users(conn: &mut sqlx::AnyConnection, into: i64, from: i64) -> St
 impl Store {
     /// Every identity of user `user_id`, oldest first.
     pub async fn identities_of_user(&self, user_id: i64) -> StoreResult<Vec<Identity>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<IdentityRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "{IDENTITY_SELECT} WHERE i.user_id = $1 ORDER BY i.id"
         )))
         .bind(user_id)
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(identity_from_row).collect()
+        Ok(rows.into_iter().map(Identity::from).collect())
     }
 
     /// Every user with its identities, in the order users were created.
     pub async fn users(&self) -> StoreResult<Vec<UserSummary>> {
-        let users = sqlx::query("SELECT id, is_owner, permission, autonomy FROM users ORDER BY id")
-            .fetch_all(self.pool())
-            .await?;
+        let users: Vec<(i64, i64, Option<String>, Option<String>)> =
+            sqlx::query_as("SELECT id, is_owner, permission, autonomy FROM users ORDER BY id")
+                .fetch_all(self.pool())
+                .await?;
         let mut identities = self.identities().await?;
         let mut summaries = Vec::with_capacity(users.len());
-        for row in &users {
-            let id: i64 = row.try_get("id")?;
+        for (id, is_owner, permission, autonomy) in users {
             let (mine, rest) = identities.into_iter().partition(|i| i.user_id == id);
             identities = rest;
             summaries.push(UserSummary {
                 id,
-                is_owner: row.try_get::<i64, _>("is_owner")? != 0,
-                permission: row.try_get("permission")?,
-                autonomy: row.try_get("autonomy")?,
+                is_owner: is_owner != 0,
+                permission,
+                autonomy,
                 identities: mine,
             });
         }
@@ -830,7 +911,7 @@ impl Store {
             (None, Some(b_row)) => (b_row, b_name, a, a_name, None),
         };
         let (user_id, kept_status) = kept;
-        if kept_status != "allowed" {
+        if kept_status != IdentityStatus::Allowed {
             return Err(LinkError::Revoked(kept_name));
         }
         let mut outcome = LinkOutcome {
@@ -857,7 +938,7 @@ impl Store {
                 outcome.created = true;
             }
             Some((joiner_user, joiner_status)) => {
-                if joiner_status != "allowed" {
+                if joiner_status != IdentityStatus::Allowed {
                     outcome.allowed_again = true;
                     sqlx::query(
                         "UPDATE identities SET status = 'allowed', source = 'linked' WHERE channel = $1 AND platform_user_id = $2",
@@ -929,7 +1010,7 @@ impl Store {
         let Some((old_user, _)) = identity_row(&mut tx, channel, platform_user_id).await? else {
             return Err(LinkError::Unknown(identity_name));
         };
-        let others = sqlx::query(
+        let others: Vec<(String, String)> = sqlx::query_as(
             "SELECT channel, platform_user_id FROM identities WHERE user_id = $1 AND NOT (channel = $2 AND platform_user_id = $3) ORDER BY id",
         )
         .bind(old_user)
@@ -940,13 +1021,10 @@ impl Store {
         if others.is_empty() {
             return Err(LinkError::NotLinked(identity_name));
         }
-        let mut remaining = Vec::with_capacity(others.len());
-        for row in &others {
-            remaining.push(name(
-                &row.try_get::<String, _>("channel")?,
-                &row.try_get::<String, _>("platform_user_id")?,
-            ));
-        }
+        let remaining = others
+            .iter()
+            .map(|(channel, platform_user_id)| name(channel, platform_user_id))
+            .collect();
         let new_user: i64 = sqlx::query_scalar(
             "INSERT INTO users (display_name, is_owner, created_at)
              SELECT display_name, 0, $1 FROM identities WHERE channel = $2 AND platform_user_id = $3
@@ -1446,7 +1524,7 @@ mod link_tests {
     #[tokio::test]
     async fn the_merge_knows_every_table_that_points_at_users() {
         let (store, _dir) = temp_store().await;
-        let rows = sqlx::query(
+        let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT m.name AS tbl, f.\"from\" AS col FROM sqlite_master m, pragma_foreign_key_list(m.name) f
              WHERE m.type = 'table' AND f.\"table\" = 'users' ORDER BY m.name, f.\"from\"",
         )
@@ -1454,9 +1532,7 @@ mod link_tests {
         .await
         .expect("schema");
         let mut missing = Vec::new();
-        for row in &rows {
-            let table: String = row.try_get("tbl").expect("name");
-            let column: String = row.try_get("col").expect("column");
+        for (table, column) in &rows {
             let known = table == "identities"
                 || USER_ROWS
                     .iter()

@@ -5,11 +5,22 @@
 
 use sqlx::AnyConnection;
 
-use super::query::{Sql, delete_owned};
-use super::{Backend, Store, StoreResult};
+use super::query::{Sql, delete_owned, escape_like};
+use super::{Backend, Store, StoreResult, text_enum};
 
-/// The kinds of memory, the first being the default.
-pub const KINDS: &[&str] = &["fact", "preference", "event", "skill"];
+// A plain comment: the tools take it as an argument, and a doc comment would become the
+// description of every field that uses it.
+text_enum! {
+    // What a memory is; `fact` when not said.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    pub enum MemoryKind {
+        Fact = "fact",
+        Preference = "preference",
+        Event = "event",
+        Skill = "skill",
+    }
+}
 
 /// Columns of `memories` (aliased `m`) as [`Memory`] reads them.
 const COLUMNS: &str = "m.id, m.content, m.kind, m.importance, m.tags, m.access_count, \
@@ -23,7 +34,7 @@ pub const CANDIDATES: i64 = 200;
 pub struct Memory {
     pub id: i64,
     pub content: String,
-    pub kind: String,
+    pub kind: MemoryKind,
     pub importance: f64,
     #[sqlx(try_from = "String")]
     pub tags: StoredTags,
@@ -73,14 +84,7 @@ impl StoredTags {
 
 /// The `LIKE` pattern (with `ESCAPE '\'`) that finds memories carrying `tag`.
 pub fn tag_pattern(tag: &str) -> String {
-    let mut escaped = String::with_capacity(tag.len() + 4);
-    for c in tag.chars() {
-        if matches!(c, '\\' | '%' | '_') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    format!("%,{escaped},%")
+    format!("%,{},%", escape_like(tag))
 }
 
 /// A memory to save, checked by the tool.
@@ -88,28 +92,11 @@ pub fn tag_pattern(tag: &str) -> String {
 pub struct NewMemory {
     pub content: String,
     /// `None` when not given: `fact` for a new memory, unchanged for a known one.
-    pub kind: Option<String>,
+    pub kind: Option<MemoryKind>,
     pub importance: f64,
     pub tags: Vec<String>,
     /// Most tags a memory keeps when a repeat merges its tags into the stored ones.
     pub max_tags: usize,
-}
-
-/// Saves every one of `news` for `user`, all or none; a memory with the same content (ignoring
-/// case) is updated instead of added. Each stored memory, and whether it was already there.
-pub async fn save_all(
-    store: &Store,
-    user: i64,
-    news: &[NewMemory],
-    now: i64,
-) -> StoreResult<Vec<(Memory, bool)>> {
-    let mut tx = store.begin().await?;
-    let mut saved = Vec::with_capacity(news.len());
-    for new in news {
-        saved.push(save(&mut tx, user, new, now).await?);
-    }
-    tx.commit().await?;
-    Ok(saved)
 }
 
 async fn save(
@@ -139,7 +126,7 @@ async fn save(
                 "UPDATE memories SET kind = $1, importance = $2, tags = $3, updated_at = $4 \
                  WHERE id = $5 RETURNING id",
             )
-            .bind(new.kind.as_deref().unwrap_or(&old.kind))
+            .bind(new.kind.unwrap_or(old.kind))
             .bind(old.importance.max(new.importance))
             .bind(tags.encode())
             .bind(now)
@@ -155,7 +142,7 @@ async fn save(
             )
             .bind(user)
             .bind(&new.content)
-            .bind(new.kind.as_deref().unwrap_or(KINDS[0]))
+            .bind(new.kind.unwrap_or(MemoryKind::Fact))
             .bind(new.importance)
             .bind(StoredTags(new.tags.clone()).encode())
             .bind(now)
@@ -180,50 +167,18 @@ async fn fetch(conn: &mut AnyConnection, user: i64, id: i64) -> StoreResult<Opti
     .await?)
 }
 
-/// Deletes the user's memory `id`; its content, or none when no such memory is the user's.
-pub async fn delete(store: &Store, user: i64, id: i64) -> StoreResult<Option<String>> {
-    delete_owned(store, "memories", "content", id, user).await
-}
-
-/// Sets the importance of the user's memory `id` to `importance(current)`, in one transaction.
-/// The memory as it was, and the new importance; none when no such memory is the user's.
-pub async fn reweigh(
-    store: &Store,
-    user: i64,
-    id: i64,
-    importance: impl FnOnce(f64) -> f64,
-    now: i64,
-) -> StoreResult<Option<(Memory, f64)>> {
-    let mut tx = store.begin().await?;
-    let Some(before) = fetch(&mut tx, user, id).await? else {
-        return Ok(None);
-    };
-    let after = importance(before.importance);
-    sqlx::query(
-        "UPDATE memories SET importance = $1, updated_at = $2 WHERE id = $3 AND user_id = $4",
-    )
-    .bind(after)
-    .bind(now)
-    .bind(id)
-    .bind(user)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Some((before, after)))
-}
-
 /// Narrowing a search or a list to one kind or one tag.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    pub kind: Option<String>,
+    pub kind: Option<MemoryKind>,
     pub tag: Option<String>,
 }
 
 impl Filter {
     /// Appends the `AND …` clauses for this filter to `sql`.
     fn apply(&self, sql: &mut Sql) {
-        if let Some(kind) = &self.kind {
-            sql.push(" AND m.kind = ").bind(kind.clone());
+        if let Some(kind) = self.kind {
+            sql.push(" AND m.kind = ").bind(kind);
         }
         if let Some(tag) = &self.tag {
             sql.push(" AND m.tags LIKE ")
@@ -246,48 +201,6 @@ pub struct Hit {
     #[sqlx(flatten)]
     pub memory: Memory,
     pub relevance: f64,
-}
-
-/// The user's [`CANDIDATES`] memories best matching `words` by text alone. Words hold only
-/// letters and digits (the tool's `search_words`).
-pub async fn search(
-    store: &Store,
-    user: i64,
-    words: &[String],
-    mode: Match,
-    filter: &Filter,
-) -> StoreResult<Vec<Hit>> {
-    if words.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut sql = match store.backend() {
-        Backend::Sqlite => {
-            // Content counts double a tag hit.
-            let mut sql = Sql::new(&format!(
-                "SELECT {COLUMNS}, -bm25(memories_fts, 1.0, 0.5) AS relevance \
-                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-                 WHERE memories_fts MATCH "
-            ));
-            sql.bind(fts5_query(words, mode));
-            sql
-        }
-        Backend::Postgres => {
-            // The tsvector expression is the one indexed in migrations/postgres/0004_memory.sql.
-            let mut sql = Sql::new(&format!(
-                "SELECT {COLUMNS}, \
-                 ts_rank(to_tsvector('simple', m.content || ' ' || m.tags), q)::float8 AS relevance \
-                 FROM memories m, to_tsquery('simple', "
-            ));
-            sql.bind(ts_query(words, mode))
-                .push(") q WHERE to_tsvector('simple', m.content || ' ' || m.tags) @@ q");
-            sql
-        }
-    };
-    sql.push(" AND m.user_id = ").bind(user);
-    filter.apply(&mut sql);
-    sql.push(" ORDER BY relevance DESC, m.id DESC LIMIT ")
-        .bind(CANDIDATES);
-    sql.fetch_all(store).await
 }
 
 /// Whether a word is searched as a prefix: short ones would match too much.
@@ -334,62 +247,17 @@ pub fn ts_query(words: &[String], mode: Match) -> String {
         .join(joiner)
 }
 
-/// Counts a recall of the memories `ids`: one more access each, last accessed now.
-pub async fn touch(store: &Store, user: i64, ids: &[i64], now: i64) -> StoreResult<()> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let mut sql = Sql::new("UPDATE memories SET access_count = access_count + 1, last_accessed = ");
-    sql.bind(now).push(" WHERE user_id = ").bind(user);
-    sql.push(" AND id IN (");
-    for id in ids {
-        sql.value(*id);
-    }
-    sql.push(")");
-    let mut conn = store.write().await?;
-    sql.execute_in(&mut conn).await?;
-    Ok(())
-}
-
-/// In which order [`list`] gives memories.
+/// In which order [`Store::list_memories`] gives memories.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Order {
     Newest,
     Importance,
 }
 
-/// The user's memories matching `filter`, at most `limit` in `order`, and how many match.
-pub async fn list(
-    store: &Store,
-    user: i64,
-    filter: &Filter,
-    order: Order,
-    limit: i64,
-) -> StoreResult<(i64, Vec<Memory>)> {
-    let mut count = Sql::new("SELECT COUNT(*) FROM memories m WHERE m.user_id = ");
-    count.bind(user);
-    filter.apply(&mut count);
-    let (total,): (i64,) = count
-        .fetch_optional(store)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    let mut list = Sql::new(&format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.user_id = "
-    ));
-    list.bind(user);
-    filter.apply(&mut list);
-    list.push(match order {
-        Order::Newest => " ORDER BY m.created_at DESC, m.id DESC",
-        Order::Importance => " ORDER BY m.importance DESC, m.created_at DESC, m.id DESC",
-    });
-    list.push(" LIMIT ").bind(limit);
-    Ok((total, list.fetch_all(store).await?))
-}
-
 /// How many memories of one kind a user has.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct KindTotals {
-    pub kind: String,
+    pub kind: MemoryKind,
     pub n: i64,
     /// The sum of their importance.
     pub importance: f64,
@@ -397,56 +265,198 @@ pub struct KindTotals {
     pub recalls: i64,
 }
 
-/// The user's memories counted by kind.
-pub async fn totals(store: &Store, user: i64) -> StoreResult<Vec<KindTotals>> {
-    Ok(sqlx::query_as(
-        // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot read: cast back.
-        "SELECT kind, COUNT(*) AS n, SUM(importance) AS importance, \
-         CAST(SUM(access_count) AS BIGINT) AS recalls \
-         FROM memories WHERE user_id = $1 GROUP BY kind",
-    )
-    .bind(user)
-    .fetch_all(store.pool())
-    .await?)
-}
+impl Store {
+    /// Saves every one of `news` for `user`, all or none; a memory with the same content (ignoring
+    /// case) is updated instead of added. Each stored memory, and whether it was already there.
+    pub async fn save_memories(
+        &self,
+        user: i64,
+        news: &[NewMemory],
+        now: i64,
+    ) -> StoreResult<Vec<(Memory, bool)>> {
+        let mut tx = self.begin().await?;
+        let mut saved = Vec::with_capacity(news.len());
+        for new in news {
+            saved.push(save(&mut tx, user, new, now).await?);
+        }
+        tx.commit().await?;
+        Ok(saved)
+    }
 
-/// The user's oldest and newest memories (by when they were saved); none when there are none.
-pub async fn oldest_and_newest(store: &Store, user: i64) -> StoreResult<Option<(Memory, Memory)>> {
-    let mut ends = Vec::with_capacity(2);
-    for order in ["ASC", "DESC"] {
-        let memory: Option<Memory> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 \
-             ORDER BY m.created_at {order}, m.id {order} LIMIT 1"
+    /// Deletes the user's memory `id`; its content, or none when no such memory is the user's.
+    pub async fn delete_memory(&self, user: i64, id: i64) -> StoreResult<Option<String>> {
+        delete_owned(self, "memories", "content", id, user).await
+    }
+
+    /// Sets the importance of the user's memory `id` to `importance(current)`, in one transaction.
+    /// The memory as it was, and the new importance; none when no such memory is the user's.
+    pub async fn reweigh_memory(
+        &self,
+        user: i64,
+        id: i64,
+        importance: impl FnOnce(f64) -> f64,
+        now: i64,
+    ) -> StoreResult<Option<(Memory, f64)>> {
+        let mut tx = self.begin().await?;
+        let Some(before) = fetch(&mut tx, user, id).await? else {
+            return Ok(None);
+        };
+        let after = importance(before.importance);
+        sqlx::query(
+            "UPDATE memories SET importance = $1, updated_at = $2 WHERE id = $3 AND user_id = $4",
+        )
+        .bind(after)
+        .bind(now)
+        .bind(id)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some((before, after)))
+    }
+
+    /// The user's [`CANDIDATES`] memories best matching `words` by text alone. Words hold only
+    /// letters and digits (the tool's `search_words`).
+    pub async fn search_memories(
+        &self,
+        user: i64,
+        words: &[String],
+        mode: Match,
+        filter: &Filter,
+    ) -> StoreResult<Vec<Hit>> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = match self.backend() {
+            Backend::Sqlite => {
+                // Content counts double a tag hit.
+                let mut sql = Sql::new(&format!(
+                    "SELECT {COLUMNS}, -bm25(memories_fts, 1.0, 0.5) AS relevance \
+                     FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                     WHERE memories_fts MATCH "
+                ));
+                sql.bind(fts5_query(words, mode));
+                sql
+            }
+            Backend::Postgres => {
+                // The tsvector expression is the one indexed in migrations/postgres/0004_memory.sql.
+                let mut sql = Sql::new(&format!(
+                    "SELECT {COLUMNS}, \
+                     ts_rank(to_tsvector('simple', m.content || ' ' || m.tags), q)::float8 AS relevance \
+                     FROM memories m, to_tsquery('simple', "
+                ));
+                sql.bind(ts_query(words, mode))
+                    .push(") q WHERE to_tsvector('simple', m.content || ' ' || m.tags) @@ q");
+                sql
+            }
+        };
+        sql.push(" AND m.user_id = ").bind(user);
+        filter.apply(&mut sql);
+        sql.push(" ORDER BY relevance DESC, m.id DESC LIMIT ")
+            .bind(CANDIDATES);
+        sql.fetch_all(self).await
+    }
+
+    /// Counts a recall of the memories `ids`: one more access each, last accessed now.
+    pub async fn touch_memories(&self, user: i64, ids: &[i64], now: i64) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut sql =
+            Sql::new("UPDATE memories SET access_count = access_count + 1, last_accessed = ");
+        sql.bind(now).push(" WHERE user_id = ").bind(user);
+        sql.push(" AND id IN (");
+        for id in ids {
+            sql.value(*id);
+        }
+        sql.push(")");
+        let mut conn = self.write().await?;
+        sql.execute_in(&mut conn).await?;
+        Ok(())
+    }
+
+    /// The user's memories matching `filter`, at most `limit` in `order`, and how many match.
+    pub async fn list_memories(
+        &self,
+        user: i64,
+        filter: &Filter,
+        order: Order,
+        limit: i64,
+    ) -> StoreResult<(i64, Vec<Memory>)> {
+        let mut count = Sql::new("SELECT COUNT(*) FROM memories m WHERE m.user_id = ");
+        count.bind(user);
+        filter.apply(&mut count);
+        let (total,): (i64,) = count
+            .fetch_optional(self)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
+        let mut list = Sql::new(&format!(
+            "SELECT {COLUMNS} FROM memories m WHERE m.user_id = "
+        ));
+        list.bind(user);
+        filter.apply(&mut list);
+        list.push(match order {
+            Order::Newest => " ORDER BY m.created_at DESC, m.id DESC",
+            Order::Importance => " ORDER BY m.importance DESC, m.created_at DESC, m.id DESC",
+        });
+        list.push(" LIMIT ").bind(limit);
+        Ok((total, list.fetch_all(self).await?))
+    }
+
+    /// The user's memories counted by kind.
+    pub async fn memory_totals(&self, user: i64) -> StoreResult<Vec<KindTotals>> {
+        Ok(sqlx::query_as(
+            // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot read: cast back.
+            "SELECT kind, COUNT(*) AS n, SUM(importance) AS importance, \
+             CAST(SUM(access_count) AS BIGINT) AS recalls \
+             FROM memories WHERE user_id = $1 GROUP BY kind",
+        )
+        .bind(user)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// The user's oldest and newest memories (by when they were saved); none when there are none.
+    pub async fn oldest_and_newest_memories(
+        &self,
+        user: i64,
+    ) -> StoreResult<Option<(Memory, Memory)>> {
+        let mut ends = Vec::with_capacity(2);
+        for order in ["ASC", "DESC"] {
+            let memory: Option<Memory> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 \
+                 ORDER BY m.created_at {order}, m.id {order} LIMIT 1"
+            )))
+            .bind(user)
+            .fetch_optional(self.pool())
+            .await?;
+            ends.push(memory);
+        }
+        Ok(match (ends.remove(0), ends.remove(0)) {
+            (Some(oldest), Some(newest)) => Some((oldest, newest)),
+            _ => None,
+        })
+    }
+
+    /// The user's profile: preferences and facts of at least `importance`, most important first, at
+    /// most `limit`.
+    pub async fn memory_profile(
+        &self,
+        user: i64,
+        importance: f64,
+        limit: i64,
+    ) -> StoreResult<Vec<Memory>> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 AND m.importance >= $2 \
+             AND m.kind IN ('preference', 'fact') \
+             ORDER BY m.importance DESC, m.updated_at DESC, m.id DESC LIMIT $3"
         )))
         .bind(user)
-        .fetch_optional(store.pool())
-        .await?;
-        ends.push(memory);
+        .bind(importance)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?)
     }
-    Ok(match (ends.remove(0), ends.remove(0)) {
-        (Some(oldest), Some(newest)) => Some((oldest, newest)),
-        _ => None,
-    })
-}
-
-/// The user's profile: preferences and facts of at least `importance`, most important first, at
-/// most `limit`.
-pub async fn profile(
-    store: &Store,
-    user: i64,
-    importance: f64,
-    limit: i64,
-) -> StoreResult<Vec<Memory>> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.user_id = $1 AND m.importance >= $2 \
-         AND m.kind IN ('preference', 'fact') \
-         ORDER BY m.importance DESC, m.updated_at DESC, m.id DESC LIMIT $3"
-    )))
-    .bind(user)
-    .bind(importance)
-    .bind(limit)
-    .fetch_all(store.pool())
-    .await?)
 }
 
 #[cfg(test)]

@@ -287,7 +287,8 @@ pub fn like_pattern(text: &str) -> String {
     format!("%{}%", escape_like(&text.trim().to_lowercase()))
 }
 
-fn escape_like(text: &str) -> String {
+/// `text` with `%`, `_` and `\\` taken literally in a `LIKE … ESCAPE '\\'` pattern.
+pub(super) fn escape_like(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '%' | '_' | '\\') {
@@ -301,6 +302,12 @@ fn escape_like(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn like_patterns_match_wildcards_literally() {
+        assert_eq!(like_pattern(" 50%_Off\\ "), "%50\\%\\_off\\\\%");
+        assert_eq!(like_pattern("plain"), "%plain%");
+    }
 
     /// An INSERT gets one numbered placeholder a value, with commas between them only, and a
     /// second list in the same statement starts without a comma too.

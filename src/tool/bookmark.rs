@@ -11,7 +11,7 @@ use super::common::{deleted, listing, tags_value, user_id};
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::bookmark::{self as store, Bookmark, BookmarkRow};
+use crate::store::bookmark::{Bookmark, BookmarkRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -48,7 +48,7 @@ impl TypedTool for AddBookmark {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
         let url = check_url(&self.url.0)?;
-        if let Some(row) = store::find(&ctx.store, user, &url).await? {
+        if let Some(row) = ctx.store.bookmark_of_url(user, &url).await? {
             return Ok(json!({"already_saved": true, "bookmark": BookmarkView::new(ctx, row)}));
         }
         let link = Bookmark {
@@ -57,7 +57,10 @@ impl TypedTool for AddBookmark {
             description: text(self.description),
             tags: self.tags.to_json(),
         };
-        let id = store::insert(&ctx.store, user, &link, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_bookmark(user, &link, ctx.clock.now_ms())
+            .await?;
         Ok(json!({"id": id, "url": link.url, "title": link.title, "tags": self.tags.0}))
     }
 }
@@ -83,7 +86,7 @@ impl TypedTool for ListBookmarks {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
-        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let listed = ctx.store.list_bookmarks(user_id(ctx)?, &page).await?;
         Ok(listing("bookmarks", listed, |row| {
             BookmarkView::new(ctx, row)
         }))
@@ -107,7 +110,7 @@ impl TypedTool for DeleteBookmark {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.bookmark_id);
-        let url = store::delete(&ctx.store, user, id).await?;
+        let url = ctx.store.delete_bookmark(user, id).await?;
         deleted("bookmark", id, "url", url)
     }
 }

@@ -14,7 +14,7 @@ use super::common::{bad_date, deleted, not_found, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime, week_range};
 use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::calendar::{self as store, EventRow, NewEvent};
+use crate::store::calendar::{EventPatch, EventRow, NewEvent};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -72,7 +72,10 @@ impl TypedTool for AddCalendarEvent {
             location: text(self.location),
             description: text(self.description),
         };
-        let id = store::insert(&ctx.store, user, &event, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_event(user, &event, ctx.clock.now_ms())
+            .await?;
         let event = EventView::new(ctx, fetch(ctx, user, id).await?);
         Ok(json!({"id": id, "event": event}))
     }
@@ -170,7 +173,10 @@ impl TypedTool for ListCalendarEvents {
         let user = user_id(ctx)?;
         let (from, to) = self.range(ctx)?;
         let limit = LIST_LIMIT.of(self.limit);
-        let listed = store::overlapping(&ctx.store, user, (ms(from), ms(to)), limit).await?;
+        let listed = ctx
+            .store
+            .events_overlapping(user, (ms(from), ms(to)), limit)
+            .await?;
         let events: Vec<EventView> = listed
             .rows
             .into_iter()
@@ -222,34 +228,30 @@ impl TypedTool for UpdateCalendarEvent {
         let old = fetch(ctx, user, id).await?;
         let old_all_day = old.all_day != 0;
         let all_day = self.all_day.unwrap_or(old_all_day);
-        let mut changes = store::changes();
-        if let Some(title) = self.title {
-            changes.set("title", title.0);
-        }
         let times_change = self.start.is_some()
             || self.end.is_some()
             || self.duration_minutes.is_some()
             || all_day != old_all_day;
-        if times_change {
+        let times = if times_change {
             let times = Times::new(self.start, self.end, self.duration_minutes)?;
             let (start, end) = times.resolve(ctx, all_day, Some((old.start_at, old.end_at)))?;
-            changes.set("start_at", start);
-            changes.set("end_at", end);
-            changes.set("all_day", i64::from(all_day));
-        }
-        if let Some(location) = self.location {
-            changes.set("location", text(Some(location)));
-        }
-        if let Some(description) = self.description {
-            changes.set("description", text(Some(description)));
-        }
-        if changes.is_empty() {
+            Some((start, end, all_day))
+        } else {
+            None
+        };
+        let patch = EventPatch {
+            title: self.title.map(|title| title.0),
+            times,
+            location: self.location.map(|location| text(Some(location))),
+            description: self.description.map(|description| text(Some(description))),
+        };
+        if patch.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "nothing to change: give at least one of title, start, end, duration_minutes, location, description, all_day".into(),
             ));
         }
-        changes.set("updated_at", ctx.clock.now_ms());
-        if !changes.apply(&ctx.store, id, user).await? {
+        let now = ctx.clock.now_ms();
+        if !ctx.store.update_event(user, id, patch, now).await? {
             return Err(not_found("event", id));
         }
         let event = EventView::new(ctx, fetch(ctx, user, id).await?);
@@ -274,7 +276,7 @@ impl TypedTool for DeleteCalendarEvent {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.event_id);
-        let title = store::delete(&ctx.store, user, id).await?;
+        let title = ctx.store.delete_event(user, id).await?;
         deleted("event", id, "title", title)
     }
 }
@@ -326,7 +328,8 @@ impl EventView {
 }
 
 async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<EventRow, ToolError> {
-    store::get(&ctx.store, user, id)
+    ctx.store
+        .event(user, id)
         .await?
         .ok_or_else(|| not_found("event", id))
 }

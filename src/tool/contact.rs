@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::typed::{Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::contact::{self as store, Contact, ContactRow};
+use crate::store::contact::{Contact, ContactPatch, ContactRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -66,7 +66,10 @@ impl TypedTool for AddContact {
             notes: text(self.notes),
             tags: self.tags.to_json(),
         };
-        let id = store::insert(&ctx.store, user, &contact, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_contact(user, &contact, ctx.clock.now_ms())
+            .await?;
         Ok(json!({"id": id, "contact": fetch(ctx, user, id).await?}))
     }
 }
@@ -92,7 +95,7 @@ impl TypedTool for ListContacts {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
-        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let listed = ctx.store.list_contacts(user_id(ctx)?, &page).await?;
         Ok(listing("contacts", listed, ContactView::from))
     }
 }
@@ -127,42 +130,33 @@ impl TypedTool for UpdateContact {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.contact_id);
-        let mut changes = store::changes();
-        if let Some(name) = self.name {
-            changes.set("name", name.0);
-        }
-        if let Some(email) = self.email {
-            changes.set(
-                "email",
-                text(Some(email)).map(|e| check_email(&e)).transpose()?,
-            );
-        }
-        if let Some(phone) = self.phone {
-            changes.set(
-                "phone",
-                text(Some(phone)).map(|p| check_phone(&p)).transpose()?,
-            );
-        }
-        if let Some(birthday) = self.birthday {
-            let birthday = text(Some(birthday))
+        let email = self
+            .email
+            .map(|email| text(Some(email)).map(|e| check_email(&e)).transpose());
+        let phone = self
+            .phone
+            .map(|phone| text(Some(phone)).map(|p| check_phone(&p)).transpose());
+        let birthday = self.birthday.map(|birthday| {
+            text(Some(birthday))
                 .map(|b| check_birthday(&b, today(ctx)).map(|d| d.to_string()))
-                .transpose()?;
-            changes.set("birthday", birthday);
-        }
-        if let Some(notes) = self.notes {
-            changes.set("notes", text(Some(notes)));
-        }
-        if let Some(tags) = self.tags {
-            changes.set("tags", tags.to_json());
-        }
-        if changes.is_empty() {
+                .transpose()
+        });
+        let patch = ContactPatch {
+            name: self.name.map(|name| name.0),
+            email: email.transpose()?,
+            phone: phone.transpose()?,
+            birthday: birthday.transpose()?,
+            notes: self.notes.map(|notes| text(Some(notes))),
+            tags: self.tags.map(|tags| tags.to_json()),
+        };
+        if patch.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "nothing to change: give at least one of name, email, phone, birthday, notes, tags"
                     .into(),
             ));
         }
-        changes.set("updated_at", ctx.clock.now_ms());
-        if !changes.apply(&ctx.store, id, user).await? {
+        let now = ctx.clock.now_ms();
+        if !ctx.store.update_contact(user, id, patch, now).await? {
             return Err(not_found("contact", id));
         }
         Ok(json!({"updated": id, "contact": fetch(ctx, user, id).await?}))
@@ -186,7 +180,7 @@ impl TypedTool for DeleteContact {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.contact_id);
-        let name = store::delete(&ctx.store, user, id).await?;
+        let name = ctx.store.delete_contact(user, id).await?;
         deleted("contact", id, "name", name)
     }
 }
@@ -211,7 +205,7 @@ impl TypedTool for UpcomingBirthdays {
         let days = self.days.unwrap_or(30).clamp(1, MAX_DAYS);
         let today = today(ctx);
         let mut upcoming = Vec::new();
-        for (id, name, text) in store::with_birthdays(&ctx.store, user_id(ctx)?).await? {
+        for (id, name, text) in ctx.store.contact_birthdays(user_id(ctx)?).await? {
             // Rows are validated on the way in; one that does not parse is skipped, not fatal.
             let Ok(birthday) = NaiveDate::parse_from_str(&text, "%Y-%m-%d") else {
                 continue;
@@ -274,7 +268,8 @@ impl From<ContactRow> for ContactView {
 }
 
 async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<ContactView, ToolError> {
-    store::get(&ctx.store, user, id)
+    ctx.store
+        .contact(user, id)
         .await?
         .map(ContactView::from)
         .ok_or_else(|| not_found("contact", id))

@@ -19,7 +19,7 @@ use super::common::{bad_date, not_found, tags_value, user_id};
 use super::time::parse_date;
 use super::typed::{Batch, Count, Limit, Unchecked, inline_schema, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::expense::{self as store, Bucket, Expense, ExpenseFilter, ExpenseRow};
+use crate::store::expense::{Bucket, Expense, ExpenseFilter, ExpenseRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -169,7 +169,10 @@ impl AddExpense {
             tags: Value::from(tags).to_string(),
             spent_on: spent_on.format("%Y-%m-%d").to_string(),
         };
-        let id = store::insert(&ctx.store, user, &expense, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_expense(user, &expense, ctx.clock.now_ms())
+            .await?;
         let recorded = format!(
             "{} {} {} on {}",
             format_cents(expense.amount_cents),
@@ -266,7 +269,10 @@ impl TypedTool for ListExpenses {
         }
         .read(ctx)?;
         let limit = LIST_LIMIT.of(self.limit);
-        let rows = store::find(&ctx.store, user_id(ctx)?, &filter, true, limit).await?;
+        let rows = ctx
+            .store
+            .find_expenses(user_id(ctx)?, &filter, true, limit)
+            .await?;
         let expenses: Vec<Value> = rows.iter().map(view).collect();
         Ok(json!({"count": expenses.len(), "expenses": expenses}))
     }
@@ -313,8 +319,14 @@ impl TypedTool for ExpenseSummary {
             search: None,
         }
         .read(ctx)?;
-        let by_category = store::totals(&ctx.store, user, &filter, Bucket::Category).await?;
-        let by_month = store::totals(&ctx.store, user, &filter, Bucket::Month).await?;
+        let by_category = ctx
+            .store
+            .expense_totals(user, &filter, Bucket::Category)
+            .await?;
+        let by_month = ctx
+            .store
+            .expense_totals(user, &filter, Bucket::Month)
+            .await?;
         let mut currencies: BTreeMap<String, CurrencyTotals> = BTreeMap::new();
         for row in by_category {
             let entry = currencies.entry(row.currency).or_default();
@@ -399,8 +411,10 @@ impl TypedTool for ExportExpenses {
             search: self.search,
         }
         .read(ctx)?;
-        let mut rows =
-            store::find(&ctx.store, user_id(ctx)?, &filter, false, MAX_EXPORT + 1).await?;
+        let mut rows = ctx
+            .store
+            .find_expenses(user_id(ctx)?, &filter, false, MAX_EXPORT + 1)
+            .await?;
         let truncated = rows.len() as i64 > MAX_EXPORT;
         rows.truncate(MAX_EXPORT as usize);
         let mut out = json!({"count": rows.len()});
@@ -440,7 +454,7 @@ impl TypedTool for DeleteExpense {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let id = self.expense_id;
-        match store::delete(&ctx.store, user_id(ctx)?, id).await? {
+        match ctx.store.delete_expense(user_id(ctx)?, id).await? {
             Some(row) => Ok(json!({"deleted": view(&row)})),
             None => Err(not_found("expense", id)),
         }
@@ -583,7 +597,6 @@ fn to_csv(rows: &[ExpenseRow]) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use sqlx::Row;
 
     /// A context whose clock reads 2026-03-10 20:00 UTC.
     async fn context() -> (ToolContext, tempfile::TempDir) {
@@ -669,21 +682,19 @@ mod tests {
         )
         .await;
         assert_eq!(out["recorded"], "19.99 EUR food on 2026-03-11");
-        let row = sqlx::query(
-            "SELECT amount_cents, currency, category, spent_on, tags FROM expenses WHERE id = $1",
+        let row: Expense = sqlx::query_as(
+            "SELECT amount_cents, currency, category, description, merchant, tags, spent_on
+             FROM expenses WHERE id = $1",
         )
         .bind(out["id"].as_i64().expect("id"))
         .fetch_one(ctx.store.pool())
         .await
         .expect("row");
-        assert_eq!(row.try_get::<i64, _>("amount_cents").expect("c"), 1999);
-        assert_eq!(row.try_get::<String, _>("currency").expect("c"), "EUR");
-        assert_eq!(row.try_get::<String, _>("category").expect("c"), "food");
-        assert_eq!(
-            row.try_get::<String, _>("spent_on").expect("c"),
-            "2026-03-11"
-        );
-        assert_eq!(row.try_get::<String, _>("tags").expect("c"), "[]");
+        assert_eq!(row.amount_cents, 1999);
+        assert_eq!(row.currency, "EUR");
+        assert_eq!(row.category, "food");
+        assert_eq!(row.spent_on, "2026-03-11");
+        assert_eq!(row.tags, "[]");
 
         let out = ok(
             &ctx,

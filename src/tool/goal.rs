@@ -23,7 +23,9 @@ use super::common::{bad_date, user_id};
 use super::time::{format_local, parse_date};
 use super::typed::{Count, Limit, NonEmpty, Patch, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::goal::{self as store, GoalFilter, GoalRow as Goal, NewGoal, StepRow as Step};
+use crate::store::goal::{
+    GoalFilter, GoalPatch, GoalRow as Goal, GoalStatus as Status, NewGoal, StepRow as Step,
+};
 
 const GROUP: &str = "goals";
 /// Most steps one `decompose_goal` call adds.
@@ -43,24 +45,6 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
         typed::<GetGoalDetails>(),
         typed::<GoalStats>(),
     ]
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-enum Status {
-    Active,
-    Completed,
-    Abandoned,
-}
-
-impl Status {
-    fn name(self) -> &'static str {
-        match self {
-            Status::Active => "active",
-            Status::Completed => "completed",
-            Status::Abandoned => "abandoned",
-        }
-    }
 }
 
 // `list_goals` also takes `all`.
@@ -109,7 +93,10 @@ impl TypedTool for CreateGoal {
             description: text(self.description),
             target_date: target,
         };
-        let id = store::insert(&ctx.store, user, &new, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_goal(user, &new, ctx.clock.now_ms())
+            .await?;
         let goal = goal(ctx, user, id).await?;
         Ok(json!({"created": goal.json(ctx)}))
     }
@@ -150,12 +137,12 @@ impl TypedTool for ListGoals {
             ));
         }
         let filter = GoalFilter {
-            status: status.map(Status::name),
+            status,
             parent: self.parent_goal_id,
             top_level,
         };
         let limit = Some(LIST_LIMIT.of(self.limit));
-        let goals = store::list(&ctx.store, user_id(ctx)?, filter, limit).await?;
+        let goals = ctx.store.list_goals(user_id(ctx)?, filter, limit).await?;
         let goals: Vec<Value> = goals.iter().map(|g| g.json(ctx)).collect();
         Ok(json!({"count": goals.len(), "goals": goals}))
     }
@@ -211,9 +198,7 @@ impl TypedTool for UpdateGoal {
             Patch::Clear => None,
             Patch::Set(day) => text(Some(day)).map(|d| target_date(ctx, &d)).transpose()?,
         };
-        let status = self
-            .status
-            .map_or(current.status.clone(), |s| s.name().into());
+        let status = self.status.unwrap_or(current.status);
         let parent = match self.parent_goal_id {
             Patch::Keep => current.parent_id,
             Patch::Clear => None,
@@ -225,21 +210,20 @@ impl TypedTool for UpdateGoal {
             }
         };
         let now = ctx.clock.now_ms();
-        let completed_at = match (status.as_str(), current.status.as_str()) {
-            ("completed", "completed") => current.completed_at,
-            ("completed", _) => Some(now),
+        let completed_at = match (status, current.status) {
+            (Status::Completed, Status::Completed) => current.completed_at,
+            (Status::Completed, _) => Some(now),
             _ => None,
         };
-        let mut changes = store::changes();
-        changes
-            .set("title", title)
-            .set("description", description)
-            .set("target_date", target)
-            .set("status", status)
-            .set("parent_id", parent)
-            .set("completed_at", completed_at)
-            .set("updated_at", now);
-        if !changes.apply(&ctx.store, id, user).await? {
+        let patch = GoalPatch {
+            title,
+            description,
+            target_date: target,
+            status,
+            parent_id: parent,
+            completed_at,
+        };
+        if !ctx.store.update_goal(user, id, patch, now).await? {
             return Err(not_found(id));
         }
         let goal = goal(ctx, user, id).await?;
@@ -315,14 +299,17 @@ impl TypedTool for DecomposeGoal {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.goal_id);
         let current = goal(ctx, user, id).await?;
-        if current.status != "active" {
+        if current.status != Status::Active {
             return Err(ToolError::Failed(format!(
                 "goal {id} is {}; set its status to active before adding steps",
                 current.status
             )));
         }
         let now = ctx.clock.now_ms();
-        let added = store::add_steps(&ctx.store, user, id, &self.steps.0, now).await?;
+        let added = ctx
+            .store
+            .add_goal_steps(user, id, &self.steps.0, now)
+            .await?;
         let steps: Vec<Value> = added
             .into_iter()
             .zip(self.steps.0)
@@ -356,12 +343,12 @@ impl TypedTool for GetNextActions {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user = user_id(ctx)?;
         let active = GoalFilter {
-            status: Some("active"),
+            status: Some(Status::Active),
             ..GoalFilter::default()
         };
-        let goals = store::list(&ctx.store, user, active, None).await?;
+        let goals = ctx.store.list_goals(user, active, None).await?;
         // The first open step of each active goal, in one query rather than one per goal.
-        let open = store::open_steps(&ctx.store, user).await?;
+        let open = ctx.store.open_goal_steps(user).await?;
         let mut first_open = std::collections::HashMap::new();
         for step in open {
             first_open.entry(step.goal_id).or_insert(step);
@@ -424,10 +411,10 @@ impl TypedTool for CompleteGoalStep {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, step_id) = (user_id(ctx)?, self.step_id);
         let complete_goal = self.complete_goal.unwrap_or(false);
-        let Some(step) = store::step(&ctx.store, user, step_id).await? else {
+        let Some(step) = ctx.store.goal_step(user, step_id).await? else {
             return Err(ToolError::Failed(format!("step {step_id} not found")));
         };
-        let others_open = store::other_open_steps(&ctx.store, &step).await?;
+        let others_open = ctx.store.other_open_goal_steps(&step).await?;
         if complete_goal && others_open > 0 {
             return Err(invalid(format!(
                 "goal {} still has {others_open} other open step(s); complete them first, or set the goal's status with update_goal. Nothing was changed",
@@ -435,9 +422,13 @@ impl TypedTool for CompleteGoalStep {
             )));
         }
         let already = step.done != 0;
-        store::complete_step(&ctx.store, &step, complete_goal, ctx.clock.now_ms()).await?;
+        ctx.store
+            .complete_goal_step(&step, complete_goal, ctx.clock.now_ms())
+            .await?;
         let goal = goal(ctx, user, step.goal_id).await?;
-        let next = store::steps(&ctx.store, goal.id)
+        let next = ctx
+            .store
+            .goal_steps(goal.id)
             .await?
             .into_iter()
             .find(|s| s.done == 0)
@@ -447,7 +438,7 @@ impl TypedTool for CompleteGoalStep {
             "step": step.title,
             "goal_id": goal.id,
             "goal": goal.title,
-            "goal_status": goal.status,
+            "goal_status": goal.status.as_str(),
             "progress": goal.progress(),
             "steps_done": goal.steps_done,
             "steps_total": goal.steps_total,
@@ -455,7 +446,7 @@ impl TypedTool for CompleteGoalStep {
         });
         if already {
             out["note"] = json!("this step was already done");
-        } else if goal.status == "active" && goal.steps_done == goal.steps_total {
+        } else if goal.status == Status::Active && goal.steps_done == goal.steps_total {
             out["note"] = json!(
                 "all steps are done; the goal stays active until marked completed (update_goal status=completed)"
             );
@@ -481,19 +472,19 @@ impl TypedTool for GetGoalDetails {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.goal_id);
         let goal = goal(ctx, user, id).await?;
-        let steps = store::steps(&ctx.store, id).await?;
+        let steps = ctx.store.goal_steps(id).await?;
         let children = GoalFilter {
             parent: Some(id),
             ..GoalFilter::default()
         };
-        let subs = store::list(&ctx.store, user, children, None).await?;
+        let subs = ctx.store.list_goals(user, children, None).await?;
         let sub_goals: Vec<Value> = subs
             .iter()
-            .map(|g| json!({"id": g.id, "title": g.title, "status": g.status, "progress": g.progress()}))
+            .map(|g| json!({"id": g.id, "title": g.title, "status": g.status.as_str(), "progress": g.progress()}))
             .collect();
         let mut out = goal.json(ctx);
         if let Some(parent_id) = goal.parent_id
-            && let Some(parent) = store::get(&ctx.store, user, parent_id).await?
+            && let Some(parent) = ctx.store.goal(user, parent_id).await?
         {
             out["parent"] = json!({"id": parent.id, "title": parent.title});
         }
@@ -515,8 +506,11 @@ impl TypedTool for GoalStats {
     type Output = Value;
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let goals = store::list(&ctx.store, user_id(ctx)?, GoalFilter::default(), None).await?;
-        let count = |status: &str| goals.iter().filter(|g| g.status == status).count();
+        let goals = ctx
+            .store
+            .list_goals(user_id(ctx)?, GoalFilter::default(), None)
+            .await?;
+        let count = |status: Status| goals.iter().filter(|g| g.status == status).count();
         let today = today(ctx);
         let overdue: Vec<Value> = goals
             .iter()
@@ -528,15 +522,15 @@ impl TypedTool for GoalStats {
             .collect();
         let open_in_active: i64 = goals
             .iter()
-            .filter(|g| g.status == "active")
+            .filter(|g| g.status == Status::Active)
             .map(|g| g.steps_total - g.steps_done)
             .sum();
         Ok(json!({
             "goals": {
                 "total": goals.len(),
-                "active": count("active"),
-                "completed": count("completed"),
-                "abandoned": count("abandoned"),
+                "active": count(Status::Active),
+                "completed": count(Status::Completed),
+                "abandoned": count(Status::Abandoned),
             },
             "steps": {
                 "done": goals.iter().map(|g| g.steps_done).sum::<i64>(),
@@ -572,7 +566,7 @@ impl Goal {
     fn progress(&self) -> i64 {
         if self.steps_total > 0 {
             (self.steps_done * 100 + self.steps_total / 2) / self.steps_total
-        } else if self.status == "completed" {
+        } else if self.status == Status::Completed {
             100
         } else {
             0
@@ -586,14 +580,14 @@ impl Goal {
     }
 
     fn overdue(&self, today: NaiveDate) -> bool {
-        self.status == "active" && self.target().is_some_and(|d| d < today)
+        self.status == Status::Active && self.target().is_some_and(|d| d < today)
     }
 
     fn json(&self, ctx: &ToolContext) -> Value {
         let mut map = Map::new();
         map.insert("id".into(), json!(self.id));
         map.insert("title".into(), json!(self.title));
-        map.insert("status".into(), json!(self.status));
+        map.insert("status".into(), json!(self.status.as_str()));
         if let Some(d) = &self.description {
             map.insert("description".into(), json!(d));
         }
@@ -621,9 +615,7 @@ impl Goal {
 }
 
 async fn goal(ctx: &ToolContext, user: i64, id: i64) -> Result<Goal, ToolError> {
-    store::get(&ctx.store, user, id)
-        .await?
-        .ok_or_else(|| not_found(id))
+    ctx.store.goal(user, id).await?.ok_or_else(|| not_found(id))
 }
 
 /// Checks that `parent` is one of the user's goals and that making it the parent of `goal`
@@ -648,7 +640,7 @@ async fn check_parent(
                 goal.unwrap_or_default()
             )));
         }
-        current = match store::parent_of(&ctx.store, user, id).await? {
+        current = match ctx.store.goal_parent(user, id).await? {
             Some(up) => up,
             None if id == parent => {
                 return Err(invalid(format!("parent goal {parent} not found")));

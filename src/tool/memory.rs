@@ -23,7 +23,7 @@ use self::search::{described, search, search_words};
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty, inline_schema};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::memory::{self as store, Filter, KINDS, Match, Memory, NewMemory, Order};
+use crate::store::memory::{Filter, Match, Memory, MemoryKind as Kind, NewMemory, Order};
 use crate::store::{Store, StoreError};
 
 const GROUP: &str = "memory";
@@ -76,7 +76,7 @@ fn memory_json(memory: &Memory, ctx: &ToolContext) -> Value {
     let mut value = json!({
         "id": memory.id,
         "content": memory.content,
-        "type": memory.kind,
+        "type": memory.kind.as_str(),
         "importance": memory.importance,
         "tags": memory.tags,
         "saved": format_local(memory.created_at, ctx.timezone),
@@ -95,23 +95,6 @@ fn saved_json(memory: &Memory, known: bool, ctx: &ToolContext) -> Value {
         "saved"
     });
     value
-}
-
-/// The kinds of memory ([`KINDS`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-enum Kind {
-    Fact,
-    Preference,
-    Event,
-    Skill,
-}
-
-impl Kind {
-    /// Its name as stored: the variants are declared in [`KINDS`]' order.
-    fn name(self) -> String {
-        KINDS[self as usize].to_string()
-    }
 }
 
 /// A memory's content: one statement, trimmed, not blank, at most [`MAX_CONTENT`] characters.
@@ -219,7 +202,7 @@ impl Remember {
     fn memory(self) -> NewMemory {
         NewMemory {
             content: self.content.0,
-            kind: self.kind.map(Kind::name),
+            kind: self.kind,
             importance: self.importance.map_or(DEFAULT_IMPORTANCE, |i| i.0),
             tags: self.tags.0,
             max_tags: MAX_TAGS,
@@ -229,7 +212,10 @@ impl Remember {
 
 /// Saves `news`, all or none, and answers with each as saved.
 async fn save(ctx: &ToolContext, news: &[NewMemory]) -> Result<Vec<Value>, ToolError> {
-    let saved = store::save_all(&ctx.store, user(ctx)?, news, ctx.clock.now_ms()).await?;
+    let saved = ctx
+        .store
+        .save_memories(user(ctx)?, news, ctx.clock.now_ms())
+        .await?;
     Ok(saved
         .iter()
         .map(|(memory, known)| saved_json(memory, *known, ctx))
@@ -318,10 +304,7 @@ fn filter(kind: Option<Kind>, tag_filter: Option<String>) -> Result<Filter, Tool
         }
         None => None,
     };
-    Ok(Filter {
-        kind: kind.map(Kind::name),
-        tag,
-    })
+    Ok(Filter { kind, tag })
 }
 
 /// Search the user's memories by words, best matches first (relevance, importance and
@@ -367,7 +350,7 @@ impl TypedTool for Recall {
             found = search(db, user_id, &words, mode, &filter, limit, now).await?;
         }
         let ids: Vec<i64> = found.iter().map(|m| m.id).collect();
-        store::touch(db, user_id, &ids, now).await?;
+        db.touch_memories(user_id, &ids, now).await?;
         let memories: Vec<Value> = found.iter().map(|m| memory_json(m, ctx)).collect();
         let mut result = json!({
             "query_words": words,
@@ -399,7 +382,9 @@ impl TypedTool for Forget {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let id = self.memory_id;
-        let content = store::delete(&ctx.store, user(ctx)?, id)
+        let content = ctx
+            .store
+            .delete_memory(user(ctx)?, id)
             .await?
             .ok_or_else(|| not_found(id))?;
         Ok(json!({"forgotten": id, "content": content}))
@@ -444,7 +429,10 @@ impl TypedTool for ListMemories {
             Sort::Importance => Order::Importance,
         };
         let limit = LIST_LIMIT.of(self.limit);
-        let (total, listed) = store::list(&ctx.store, user_id, &filter, order, limit).await?;
+        let (total, listed) = ctx
+            .store
+            .list_memories(user_id, &filter, order, limit)
+            .await?;
         let memories: Vec<Value> = listed.iter().map(|m| memory_json(m, ctx)).collect();
         Ok(json!({"count": memories.len(), "total": total, "memories": memories}))
     }
@@ -477,10 +465,11 @@ impl TypedTool for BoostMemory {
             )));
         }
         let reweigh = |before: f64| round2((before + amount).clamp(0.0, 1.0));
-        let (before, importance) =
-            store::reweigh(&ctx.store, user(ctx)?, id, reweigh, ctx.clock.now_ms())
-                .await?
-                .ok_or_else(|| not_found(id))?;
+        let (before, importance) = ctx
+            .store
+            .reweigh_memory(user(ctx)?, id, reweigh, ctx.clock.now_ms())
+            .await?
+            .ok_or_else(|| not_found(id))?;
         Ok(json!({
             "id": id,
             "content": before.content,
@@ -505,15 +494,15 @@ impl TypedTool for MemoryStats {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let user_id = user(ctx)?;
         let mut by_type = serde_json::Map::new();
-        for kind in KINDS {
+        for kind in Kind::ALL {
             by_type.insert(kind.to_string(), json!(0));
         }
         let (mut total, mut importance_sum, mut recalls) = (0i64, 0.0f64, 0i64);
-        for kind in store::totals(&ctx.store, user_id).await? {
+        for kind in ctx.store.memory_totals(user_id).await? {
             importance_sum += kind.importance;
             recalls += kind.recalls;
             total += kind.n;
-            by_type.insert(kind.kind, json!(kind.n));
+            by_type.insert(kind.kind.to_string(), json!(kind.n));
         }
         let mut result = json!({
             "total": total,
@@ -524,7 +513,7 @@ impl TypedTool for MemoryStats {
             let average = importance_sum / total as f64;
             result["average_importance"] = json!(round2(average));
         }
-        if let Some((oldest, newest)) = store::oldest_and_newest(&ctx.store, user_id).await? {
+        if let Some((oldest, newest)) = ctx.store.oldest_and_newest_memories(user_id).await? {
             for (key, memory) in [("oldest", oldest), ("newest", newest)] {
                 result[key] = json!({
                     "id": memory.id,
@@ -548,7 +537,9 @@ pub async fn prompt_context(
     query: &str,
     now_ms: i64,
 ) -> Result<Option<String>, StoreError> {
-    let profile = store::profile(store, user_id, PROFILE_IMPORTANCE, PROFILE_MAX).await?;
+    let profile = store
+        .memory_profile(user_id, PROFILE_IMPORTANCE, PROFILE_MAX)
+        .await?;
 
     let words = search_words(query);
     // Enough to fill the section after leaving out what the profile already shows.
@@ -608,8 +599,8 @@ fn prompt_line(memory: &Memory) -> String {
     let date = chrono::DateTime::from_timestamp_millis(memory.created_at)
         .map(|t| t.format("%Y-%m-%d").to_string());
     let label = match date {
-        Some(date) if memory.kind == "event" => format!("event, {date}"),
-        _ => memory.kind.clone(),
+        Some(date) if memory.kind == Kind::Event => format!("event, {date}"),
+        _ => memory.kind.to_string(),
     };
     format!("- [{label}] {content} (#{})\n", memory.id)
 }

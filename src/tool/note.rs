@@ -11,7 +11,7 @@ use super::common::{deleted, listing, not_found, tags_value, user_id};
 use super::time::format_local;
 use super::typed::{Batch, Count, Limit, NonBlank, NonEmpty, Tags};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::note::{self as store, NoteRow};
+use crate::store::note::{NotePatch, NoteRow};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -44,15 +44,10 @@ impl AddNote {
     async fn add(self, ctx: &ToolContext, user: i64) -> Result<Value, ToolError> {
         let (title, tags) = (self.title.0, self.tags);
         let now = ctx.clock.now_ms();
-        let id = store::insert(
-            &ctx.store,
-            user,
-            &title,
-            &self.content.0,
-            &tags.to_json(),
-            now,
-        )
-        .await?;
+        let id = ctx
+            .store
+            .insert_note(user, &title, &self.content.0, &tags.to_json(), now)
+            .await?;
         Ok(json!({"id": id, "title": title, "tags": tags.0}))
     }
 }
@@ -118,7 +113,7 @@ impl TypedTool for ListNotes {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let page = LIST_LIMIT.page(self.search, self.tag, self.limit);
-        let listed = store::list(&ctx.store, user_id(ctx)?, &page).await?;
+        let listed = ctx.store.list_notes(user_id(ctx)?, &page).await?;
         Ok(listing("notes", listed, |row| NoteView::new(ctx, row)))
     }
 }
@@ -144,26 +139,23 @@ impl TypedTool for UpdateNote {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.note_id);
-        let mut changes = store::changes();
-        if let Some(title) = self.title {
-            changes.set("title", title.0);
-        }
-        if let Some(content) = self.content {
-            changes.set("content", content.0);
-        }
-        if let Some(tags) = self.tags {
-            changes.set("tags", tags.to_json());
-        }
-        if changes.is_empty() {
+        let patch = NotePatch {
+            title: self.title.map(|title| title.0),
+            content: self.content.map(|content| content.0),
+            tags: self.tags.map(|tags| tags.to_json()),
+        };
+        if patch.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "nothing to change: give at least one of title, content, tags".into(),
             ));
         }
-        changes.set("updated_at", ctx.clock.now_ms());
-        if !changes.apply(&ctx.store, id, user).await? {
+        let now = ctx.clock.now_ms();
+        if !ctx.store.update_note(user, id, patch, now).await? {
             return Err(not_found("note", id));
         }
-        let note = store::get(&ctx.store, user, id)
+        let note = ctx
+            .store
+            .note(user, id)
             .await?
             .ok_or_else(|| not_found("note", id))?;
         Ok(json!({"updated": id, "note": NoteView::new(ctx, note)}))
@@ -187,7 +179,7 @@ impl TypedTool for DeleteNote {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.note_id);
-        let title = store::delete(&ctx.store, user, id).await?;
+        let title = ctx.store.delete_note(user, id).await?;
         deleted("note", id, "title", title)
     }
 }

@@ -13,7 +13,10 @@ use super::common::{bad_date, deleted, not_found, tags_value, user_id};
 use super::time::{day_range, format_local, parse_date, parse_datetime};
 use super::typed::{Batch, Count, Limit, NonEmpty, Tags, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
-use crate::store::task::{self as store, NewTask, Statuses, TaskFilter, TaskRow};
+use crate::store::task::{
+    NewTask, Statuses, TaskFilter, TaskPatch, TaskPriority as Priority, TaskRow,
+    TaskStatus as Status,
+};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -29,51 +32,6 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 const MAX_BATCH: usize = 50;
 const GROUP: &str = "tasks";
 const LIST_LIMIT: Limit = Limit::new(20, 50);
-
-// Plain comments on these enums: a doc comment would become the description of every field
-// that uses them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-enum Priority {
-    Low,
-    Medium,
-    High,
-    Urgent,
-}
-
-impl Priority {
-    fn name(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Medium => "medium",
-            Priority::High => "high",
-            Priority::Urgent => "urgent",
-        }
-    }
-
-    /// Sorts where the names would not: low 1 … urgent 4.
-    fn rank(self) -> i64 {
-        self as i64 + 1
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-enum Status {
-    Pending,
-    InProgress,
-    Done,
-}
-
-impl Status {
-    fn name(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::InProgress => "in_progress",
-            Status::Done => "done",
-        }
-    }
-}
 
 // `list_tasks` also takes `all`.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
@@ -114,22 +72,24 @@ impl AddTask {
         let task = NewTask {
             title: self.title.0,
             description: text(self.description),
-            priority: priority.name(),
-            priority_rank: priority.rank(),
+            priority,
             category: text(self.category),
             due_at,
             tags: self.tags.to_json(),
         };
-        let id = store::insert(&ctx.store, user, &task, ctx.clock.now_ms()).await?;
+        let id = ctx
+            .store
+            .insert_task(user, &task, ctx.clock.now_ms())
+            .await?;
         let row = TaskRow {
             id,
             title: task.title,
             description: task.description,
-            priority: task.priority.into(),
+            priority: task.priority,
             category: task.category,
             due_at: task.due_at,
             tags: task.tags,
-            status: "pending".into(),
+            status: Status::Pending,
         };
         Ok((id, row))
     }
@@ -218,20 +178,20 @@ impl TypedTool for ListTasks {
         let statuses = match self.status {
             None => Statuses::Open,
             Some(ListStatus::All) => Statuses::All,
-            Some(ListStatus::Pending) => Statuses::Only(Status::Pending.name()),
-            Some(ListStatus::InProgress) => Statuses::Only(Status::InProgress.name()),
-            Some(ListStatus::Done) => Statuses::Only(Status::Done.name()),
+            Some(ListStatus::Pending) => Statuses::Only(Status::Pending),
+            Some(ListStatus::InProgress) => Statuses::Only(Status::InProgress),
+            Some(ListStatus::Done) => Statuses::Only(Status::Done),
         };
         let filter = TaskFilter {
             statuses,
-            priority: self.priority.map(Priority::name),
+            priority: self.priority,
             category: text(self.category).map(|c| c.to_lowercase()),
             due_before: time(self.due_before, "due_before")?,
             due_after: time(self.due_after, "due_after")?,
             overdue_at: (self.overdue == Some(true)).then(|| now.timestamp_millis()),
             page: LIST_LIMIT.page(self.search, self.tag, self.limit),
         };
-        let listed = store::list(&ctx.store, user, &filter).await?;
+        let listed = ctx.store.list_tasks(user, &filter).await?;
         let tasks: Vec<TaskView> = listed
             .rows
             .into_iter()
@@ -259,10 +219,14 @@ impl TypedTool for CompleteTask {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.task_id);
         let task = fetch(ctx, user, id).await?;
-        if task.status == Status::Done.name() {
+        if task.status == Status::Done {
             return Ok(json!({"id": id, "already_done": true, "task": TaskView::new(ctx, task)}));
         }
-        if !store::complete(&ctx.store, user, id, ctx.clock.now_ms()).await? {
+        if !ctx
+            .store
+            .complete_task(user, id, ctx.clock.now_ms())
+            .await?
+        {
             return Err(not_found("task", id));
         }
         let task = fetch(ctx, user, id).await?;
@@ -300,41 +264,30 @@ impl TypedTool for UpdateTask {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.task_id);
-        let mut changes = store::changes();
-        if let Some(title) = self.title {
-            changes.set("title", title.0);
-        }
-        if let Some(description) = self.description {
-            changes.set("description", text(Some(description)));
-        }
-        if let Some(priority) = self.priority {
-            changes.set("priority", priority.name());
-            changes.set("priority_rank", priority.rank());
-        }
-        if let Some(category) = self.category {
-            changes.set("category", text(Some(category)));
-        }
-        if let Some(due) = self.due {
-            let due_at = text(Some(due))
-                .map(|due| parse_due(&due, ctx.timezone, ctx.clock.now()))
-                .transpose()?;
-            changes.set("due_at", due_at);
-        }
-        if let Some(tags) = self.tags {
-            changes.set("tags", tags.to_json());
-        }
-        if let Some(status) = self.status {
-            changes.set("status", status.name());
-            let completed = (status == Status::Done).then(|| ctx.clock.now_ms());
-            changes.set("completed_at", completed);
-        }
-        if changes.is_empty() {
+        let due_at = self
+            .due
+            .map(|due| {
+                text(Some(due))
+                    .map(|due| parse_due(&due, ctx.timezone, ctx.clock.now()))
+                    .transpose()
+            })
+            .transpose()?;
+        let patch = TaskPatch {
+            title: self.title.map(|title| title.0),
+            description: self.description.map(|d| text(Some(d))),
+            priority: self.priority,
+            category: self.category.map(|c| text(Some(c))),
+            due_at,
+            tags: self.tags.map(|tags| tags.to_json()),
+            status: self.status,
+        };
+        if patch.is_empty() {
             return Err(ToolError::InvalidArguments(
                 "nothing to change: give at least one of title, description, priority, category, due, tags, status".into(),
             ));
         }
-        changes.set("updated_at", ctx.clock.now_ms());
-        if !changes.apply(&ctx.store, id, user).await? {
+        let now = ctx.clock.now_ms();
+        if !ctx.store.update_task(user, id, patch, now).await? {
             return Err(not_found("task", id));
         }
         let task = fetch(ctx, user, id).await?;
@@ -359,7 +312,7 @@ impl TypedTool for DeleteTask {
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let (user, id) = (user_id(ctx)?, self.task_id);
-        let title = store::delete(&ctx.store, user, id).await?;
+        let title = ctx.store.delete_task(user, id).await?;
         deleted("task", id, "title", title)
     }
 }
@@ -369,8 +322,8 @@ impl TypedTool for DeleteTask {
 struct TaskView {
     id: i64,
     title: String,
-    priority: String,
-    status: String,
+    priority: &'static str,
+    status: &'static str,
     tags: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<String>,
@@ -385,23 +338,26 @@ struct TaskView {
 impl TaskView {
     fn new(ctx: &ToolContext, task: TaskRow) -> Self {
         let now = ctx.clock.now_ms();
-        let late = task.due_at.map(|due| due < now && task.status != "done");
+        let late = task
+            .due_at
+            .map(|due| due < now && task.status != Status::Done);
         Self {
             id: task.id,
             title: task.title,
-            priority: task.priority,
+            priority: task.priority.as_str(),
             tags: tags_value(&task.tags),
             description: task.description,
             category: task.category,
             due: task.due_at.map(|due| format_local(due, ctx.timezone)),
             overdue: late,
-            status: task.status,
+            status: task.status.as_str(),
         }
     }
 }
 
 async fn fetch(ctx: &ToolContext, user: i64, id: i64) -> Result<TaskRow, ToolError> {
-    store::get(&ctx.store, user, id)
+    ctx.store
+        .task(user, id)
         .await?
         .ok_or_else(|| not_found("task", id))
 }

@@ -358,10 +358,10 @@ pub(super) async fn conversation(
     };
     let mut calls_of: HashMap<i64, Vec<CallView>> = HashMap::new();
     for call in calls {
-        let confirmation = match call.confirmation {
-            Some((status, Some(by))) => format!("{status} by {by}"),
-            Some((status, None)) => status,
-            None => String::new(),
+        let confirmation = match (call.confirmation, call.decided_by) {
+            (Some(status), Some(by)) => format!("{status} by {by}"),
+            (Some(status), None) => status,
+            (None, _) => String::new(),
         };
         calls_of.entry(call.message_id).or_default().push(CallView {
             name: call.name,

@@ -676,7 +676,7 @@ pub async fn pending_pairing(url: &str, code: &str, user: &str, name: &str) {
             platform_user_id: user.into(),
             display_name: Some(name.into()),
             chat_id: user.into(),
-            status: "pending".into(),
+            status: hearth::store::PairingStatus::Pending,
             created_at: now,
             expires_at: now + 3_600_000,
         })

@@ -15,10 +15,10 @@
 //! text score (FTS5 `bm25`, PostgreSQL `ts_rank`) and `recency = 0.25 + 0.75 * 0.5^(age / 30 d)`,
 //! age counted from when the memory was last saved or recalled. The floor of 0.25 keeps an old,
 //! important fact (a birthday) findable a year later. The engine returns its best
-//! [`CANDIDATES`](store::CANDIDATES) hits by text alone (`store::memory`); those are re-ranked
+//! [`CANDIDATES`](crate::store::memory::CANDIDATES) hits by text alone (`store::memory`); those are re-ranked
 //! here.
 
-use crate::store::memory::{self as store, Filter, Hit, Match, Memory};
+use crate::store::memory::{Filter, Hit, Match, Memory};
 use crate::store::{Store, StoreResult};
 
 /// Recency halves every 30 days.
@@ -81,7 +81,7 @@ pub fn score(relevance: f64, memory: &Memory, now_ms: i64) -> f64 {
 }
 
 /// The user's memories matching `words`, best first, at most `limit`: the engine's best
-/// [`CANDIDATES`](store::CANDIDATES) by text, ranked here by [`score`].
+/// [`CANDIDATES`](crate::store::memory::CANDIDATES) by text, ranked here by [`score`].
 pub async fn search(
     store: &Store,
     user_id: i64,
@@ -91,7 +91,7 @@ pub async fn search(
     limit: usize,
     now_ms: i64,
 ) -> StoreResult<Vec<Memory>> {
-    let hits = store::search(store, user_id, words, mode, filter).await?;
+    let hits = store.search_memories(user_id, words, mode, filter).await?;
     let mut scored: Vec<(f64, Memory)> = hits
         .into_iter()
         .map(|Hit { memory, relevance }| (score(relevance, &memory, now_ms), memory))

@@ -1,16 +1,12 @@
-//! What the page reads and writes in the database: login codes, sessions, the decisions made
-//! on the page, and the read-only views the pages show (pending confirmations, transcripts,
-//! the search, a schedule run's cost).
+//! The owner's page in the database: its login codes, sessions and the decisions made on it
+//! (`web_login_codes`, `web_sessions`, `web_decisions`), and the read-only views the page shows
+//! (pending confirmations, transcripts, the search, a schedule run's cost).
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
-use hearth_channel::{ChatRef, OutboundMessage};
-
-use crate::store::{NewOutbox, OutboxKind, PairingRequest, Store, StoreResult};
+use super::query::like_pattern;
+use super::{Store, StoreResult};
 
 /// A pending confirmation as the Inbox shows it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct PendingConfirmation {
     pub id: String,
     pub channel: String,
@@ -28,7 +24,7 @@ pub struct PendingConfirmation {
 }
 
 /// A conversation in the list.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ConversationRow {
     pub id: i64,
     pub channel: String,
@@ -42,7 +38,7 @@ pub struct ConversationRow {
 }
 
 /// A stored message with what the transcript shows next to it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct TranscriptRow {
     pub id: i64,
     pub session: i64,
@@ -53,18 +49,21 @@ pub struct TranscriptRow {
 }
 
 /// A tool call with the confirmation that guarded it, if one did.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ToolCallRow {
     pub message_id: i64,
     pub call_id: String,
     pub name: String,
     pub arguments: String,
     pub status: String,
-    pub confirmation: Option<(String, Option<String>)>,
+    /// The confirmation's status, when one was asked.
+    pub confirmation: Option<String>,
+    /// Who decided the confirmation, when someone did.
+    pub decided_by: Option<String>,
 }
 
 /// A message the search found.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct SearchHit {
     pub conversation_id: i64,
     pub channel: String,
@@ -75,100 +74,14 @@ pub struct SearchHit {
 }
 
 /// Tokens and cost of one schedule run's turn.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct RunCost {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cost_nusd: i64,
 }
 
-/// `%`, `_` and `\` stand for themselves in a LIKE pattern (with `ESCAPE '\'`).
-fn like_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn confirmation_from_row(row: &AnyRow) -> StoreResult<PendingConfirmation> {
-    Ok(PendingConfirmation {
-        id: row.try_get("id")?,
-        channel: row.try_get("channel")?,
-        chat_id: row.try_get("chat_id")?,
-        requester: row.try_get("requester")?,
-        requester_name: row.try_get("requester_name")?,
-        agent_id: row.try_get("agent_id")?,
-        tool: row.try_get("tool")?,
-        summary: row.try_get("summary")?,
-        arguments: row.try_get("arguments")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-    })
-}
-
-/// The welcome a newly approved sender gets.
-pub const PAIRING_WELCOME: &str = "✅ You are approved. Say hello!";
-
 impl Store {
-    /// Approves a pending pairing code: the sender's identity is allowed and told so. The one
-    /// way a code is approved, from `hearth pair approve` and from the page's Inbox. The inner
-    /// `Err` says, for the person approving, why the code cannot be approved.
-    pub async fn approve_pairing(
-        &self,
-        code: &str,
-        now_ms: i64,
-    ) -> StoreResult<Result<PairingRequest, String>> {
-        let request = match self.pairing(code).await? {
-            Some(r) if r.status == "pending" && r.expires_at > now_ms => r,
-            Some(r) if r.status == "pending" => {
-                return Ok(Err(format!(
-                    "the code {code} has expired; the sender can write again for a new one"
-                )));
-            }
-            Some(_) => return Ok(Err(format!("the code {code} was already used"))),
-            None => {
-                return Ok(Err(format!(
-                    "no pairing code {code}; see `hearth pair list`"
-                )));
-            }
-        };
-        self.allow_identity(
-            &request.channel,
-            &request.platform_user_id,
-            request.display_name.as_deref(),
-            "paired",
-            false,
-            now_ms,
-        )
-        .await?;
-        self.set_pairing_status(code, "approved").await?;
-        let welcome = NewOutbox {
-            inbox_id: None,
-            seq: 0,
-            channel: request.channel.clone(),
-            kind: OutboxKind::Send,
-            message: OutboundMessage::text(ChatRef::new(request.chat_id.clone()), PAIRING_WELCOME),
-        };
-        self.enqueue_outbox(&[welcome], now_ms).await?;
-        Ok(Ok(request))
-    }
-
-    /// Rejects a pending pairing code: the sender stays a stranger (a later message gets a new
-    /// code, within the usual rate limits). False when the code was not pending.
-    pub async fn reject_pairing(&self, code: &str) -> StoreResult<bool> {
-        let rejected = sqlx::query(
-            "UPDATE pairing_requests SET status = 'rejected' WHERE code = $1 AND status = 'pending'",
-        )
-        .bind(code)
-        .execute(&mut *self.write().await?)
-        .await?;
-        Ok(rejected.rows_affected() == 1)
-    }
-
     /// Stores a login code's hash, valid until `expires_at`.
     pub async fn add_web_login_code(
         &self,
@@ -279,13 +192,12 @@ impl Store {
 
     /// The confirmation id and action the page recorded for an event's platform id.
     pub async fn web_decision(&self, platform_id: &str) -> StoreResult<Option<(String, String)>> {
-        let row =
-            sqlx::query("SELECT confirmation_id, action FROM web_decisions WHERE platform_id = $1")
-                .bind(platform_id)
-                .fetch_optional(self.pool())
-                .await?;
-        row.map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-            .transpose()
+        Ok(sqlx::query_as(
+            "SELECT confirmation_id, action FROM web_decisions WHERE platform_id = $1",
+        )
+        .bind(platform_id)
+        .fetch_optional(self.pool())
+        .await?)
     }
 
     /// Confirmations waiting for an answer and not yet expired, oldest first, with the agent
@@ -294,7 +206,7 @@ impl Store {
         &self,
         now_ms: i64,
     ) -> StoreResult<Vec<PendingConfirmation>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT c.id, c.channel, c.chat_id, c.requester, i.display_name AS requester_name,
                     t.agent_id, c.tool, c.summary, tc.arguments, c.created_at, c.expires_at
              FROM confirmations c
@@ -306,36 +218,21 @@ impl Store {
         )
         .bind(now_ms)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(confirmation_from_row).collect()
+        .await?)
     }
 
     /// Conversations, the most recently active first.
     pub async fn conversation_list(&self, limit: i64) -> StoreResult<Vec<ConversationRow>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT c.id, c.channel, c.chat_id, c.thread_id, c.current_agent, c.last_active_at,
-                    (SELECT CAST(COUNT(*) AS BIGINT) FROM messages m WHERE m.conversation_id = c.id) AS n,
+                    (SELECT CAST(COUNT(*) AS BIGINT) FROM messages m WHERE m.conversation_id = c.id) AS messages,
                     (SELECT m.body FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user'
-                     ORDER BY m.id LIMIT 1) AS first_body
+                     ORDER BY m.id LIMIT 1) AS first_message
              FROM conversations c ORDER BY c.last_active_at DESC, c.id DESC LIMIT $1",
         )
         .bind(limit)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ConversationRow {
-                    id: row.try_get("id")?,
-                    channel: row.try_get("channel")?,
-                    chat_id: row.try_get("chat_id")?,
-                    thread_id: row.try_get("thread_id")?,
-                    current_agent: row.try_get("current_agent")?,
-                    last_active_at: row.try_get("last_active_at")?,
-                    messages: row.try_get("n")?,
-                    first_message: row.try_get("first_body")?,
-                })
-            })
-            .collect()
+        .await?)
     }
 
     /// The last `limit` messages of a conversation (every session), oldest first.
@@ -344,7 +241,7 @@ impl Store {
         conversation_id: i64,
         limit: i64,
     ) -> StoreResult<Vec<TranscriptRow>> {
-        let rows = sqlx::query(
+        let mut messages: Vec<TranscriptRow> = sqlx::query_as(
             "SELECT m.id, m.session, m.turn_id, t.agent_id, m.body, m.created_at
              FROM messages m LEFT JOIN turns t ON t.id = m.turn_id
              WHERE m.conversation_id = $1 ORDER BY m.id DESC LIMIT $2",
@@ -353,19 +250,6 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        let mut messages = rows
-            .iter()
-            .map(|row| {
-                Ok(TranscriptRow {
-                    id: row.try_get("id")?,
-                    session: row.try_get("session")?,
-                    turn_id: row.try_get("turn_id")?,
-                    agent_id: row.try_get("agent_id")?,
-                    body: row.try_get("body")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
         messages.reverse();
         Ok(messages)
     }
@@ -375,7 +259,7 @@ impl Store {
         &self,
         conversation_id: i64,
     ) -> StoreResult<Vec<ToolCallRow>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT tc.message_id, tc.call_id, tc.name, tc.arguments, tc.status,
                     c.status AS confirmation, c.decided_by
              FROM tool_calls tc JOIN turns t ON t.id = tc.turn_id
@@ -384,80 +268,40 @@ impl Store {
         )
         .bind(conversation_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let confirmation: Option<String> = row.try_get("confirmation")?;
-                let decided_by: Option<String> = row.try_get("decided_by")?;
-                Ok(ToolCallRow {
-                    message_id: row.try_get("message_id")?,
-                    call_id: row.try_get("call_id")?,
-                    name: row.try_get("name")?,
-                    arguments: row.try_get("arguments")?,
-                    status: row.try_get("status")?,
-                    confirmation: confirmation.map(|status| (status, decided_by)),
-                })
-            })
-            .collect()
+        .await?)
     }
 
     /// Messages whose stored text contains `text` (case-insensitive), newest first. A LIKE
     /// search, the same on SQLite and PostgreSQL; the caller checks each hit's visible text,
     /// since the stored body is JSON.
     pub async fn search_messages(&self, text: &str, limit: i64) -> StoreResult<Vec<SearchHit>> {
-        let pattern = format!("%{}%", like_escape(&text.to_lowercase()));
-        let rows = sqlx::query(
-            "SELECT m.conversation_id, c.channel, c.chat_id, m.id, m.body, m.created_at
+        Ok(sqlx::query_as(
+            "SELECT m.conversation_id, c.channel, c.chat_id, m.id AS message_id, m.body, m.created_at
              FROM messages m JOIN conversations c ON c.id = m.conversation_id
              WHERE LOWER(m.body) LIKE $1 ESCAPE '\\' ORDER BY m.id DESC LIMIT $2",
         )
-        .bind(pattern)
+        .bind(like_pattern(text))
         .bind(limit)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(SearchHit {
-                    conversation_id: row.try_get(0)?,
-                    channel: row.try_get(1)?,
-                    chat_id: row.try_get(2)?,
-                    message_id: row.try_get(3)?,
-                    body: row.try_get(4)?,
-                    created_at: row.try_get(5)?,
-                })
-            })
-            .collect()
+        .await?)
     }
 
     /// Tokens and cost of the turn that handled an inbox entry (a schedule run's).
     pub async fn inbox_cost(&self, inbox_id: i64) -> StoreResult<RunCost> {
-        let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(m.input_tokens), 0) AS BIGINT),
-                    CAST(COALESCE(SUM(m.output_tokens), 0) AS BIGINT),
-                    CAST(COALESCE(SUM(m.cost_nusd), 0) AS BIGINT)
+        Ok(sqlx::query_as(
+            "SELECT CAST(COALESCE(SUM(m.input_tokens), 0) AS BIGINT) AS input_tokens,
+                    CAST(COALESCE(SUM(m.output_tokens), 0) AS BIGINT) AS output_tokens,
+                    CAST(COALESCE(SUM(m.cost_nusd), 0) AS BIGINT) AS cost_nusd
              FROM model_calls m JOIN turns t ON t.id = m.turn_id WHERE t.inbox_id = $1",
         )
         .bind(inbox_id)
         .fetch_one(self.pool())
-        .await?;
-        Ok(RunCost {
-            input_tokens: row.try_get(0)?,
-            output_tokens: row.try_get(1)?,
-            cost_nusd: row.try_get(2)?,
-        })
+        .await?)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn like_patterns_match_wildcards_literally() {
-        assert_eq!(like_escape("50%_off\\"), "50\\%\\_off\\\\");
-        assert_eq!(like_escape("plain"), "plain");
-    }
-
     #[tokio::test]
     async fn a_login_code_works_once_and_not_after_it_expired() {
         let (store, _dir) = crate::store::test_support::temp_store().await;
