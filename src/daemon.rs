@@ -339,10 +339,11 @@ impl Workers {
             channels: channels.clone(),
             outbox: outbox_wake.clone(),
             shutdown: shutdown.clone(),
+            answers: Default::default(),
         });
         let health = Health::default();
         let dispatcher = Dispatcher::new(
-            handler,
+            handler.clone(),
             config.daemon.max_concurrent_conversations,
             tracker.clone(),
             shutdown.clone(),
@@ -381,6 +382,7 @@ impl Workers {
             outbox_wake.clone(),
             tracker.clone(),
             shutdown.clone(),
+            handler,
         );
         tracker.spawn(delivery.run().instrument(tracing::info_span!("delivery")));
 

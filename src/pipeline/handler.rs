@@ -36,6 +36,8 @@ pub struct Handler {
     /// Woken whenever replies are committed to the outbox.
     pub outbox: Arc<tokio::sync::Notify>,
     pub shutdown: CancellationToken,
+    /// Scheduled runs' answers the delivery worker has yet to report on.
+    pub answers: super::AnswersOnTheirWay,
 }
 
 impl Handler {
