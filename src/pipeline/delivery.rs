@@ -64,6 +64,7 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         clock: SharedClock,
