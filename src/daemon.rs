@@ -341,10 +341,11 @@ impl Workers {
             outbox: outbox_wake.clone(),
             shutdown: shutdown.clone(),
             tasks: tracker.clone(),
+            answers: Default::default(),
         });
         let health = Health::default();
         let dispatcher = Dispatcher::new(
-            handler,
+            handler.clone(),
             config.daemon.max_concurrent_conversations,
             tracker.clone(),
             shutdown.clone(),
@@ -383,6 +384,7 @@ impl Workers {
             outbox_wake.clone(),
             tracker.clone(),
             shutdown.clone(),
+            handler,
         );
         tracker.spawn(delivery.run().instrument(tracing::info_span!("delivery")));
 

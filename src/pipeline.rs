@@ -17,5 +17,7 @@ use std::sync::Arc;
 
 use hearth_channel::Channel;
 
+pub use scheduled::AnswersOnTheirWay;
+
 /// The configured channels by name.
 pub type Channels = Arc<HashMap<String, Arc<dyn Channel>>>;

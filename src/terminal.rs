@@ -4,10 +4,12 @@
 //! still coming waits until that answer was printed, so a script can pipe lines in and get
 //! exactly one reply per line. Input is read all the time, though, so `/cancel` typed during a
 //! slow answer stops it at once rather than after it finished. Replies stream as they are
-//! generated. A tool that needs approval prints its prompt numbered (`[1] …`) without the
-//! question it ends with, and asks that question once, as the y/N line:
-//! `[1] delete_task {"id":3} — Approve within 10 minutes? [y/N]`; several prompts of one turn are
-//! asked one after the other. End of input stops the chat once the last reply is out.
+//! generated; on a terminal its echo is off meanwhile, so what is typed does not land inside the
+//! streamed line (a cancelled answer ends its line, then says so), and a line typed ahead is
+//! shown after the `›` when its turn comes. A tool that needs approval prints its prompt
+//! numbered (`[1] …`) without the question it ends with, and asks that question once, as the
+//! y/N line: `[1] delete_task {"id":3} — Approve within 10 minutes? [y/N]`; several prompts of
+//! one turn are asked one after the other. End of input stops the chat once the last reply is out.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
@@ -61,6 +63,52 @@ pub struct TerminalChannel {
     /// Cancelled after end of input, once the last reply was printed.
     finished: CancellationToken,
     interactive: bool,
+    /// The terminal's settings at the start (when there is one), to turn echo off and back.
+    echo: Echo,
+}
+
+/// The terminal's echo of what is typed. The kernel echoes each key at the cursor, which while
+/// an answer streams is inside the answer's line: echo is turned off then (keys still reach the
+/// line that Enter sends) and on again for the `›` prompt, the y/N questions and at the end.
+#[derive(Debug)]
+struct Echo {
+    /// The settings found at the start; `None` when input is not a terminal.
+    original: Option<rustix::termios::Termios>,
+}
+
+impl Echo {
+    fn new(interactive: bool) -> Self {
+        let original = interactive
+            .then(|| rustix::termios::tcgetattr(std::io::stdin()))
+            .and_then(Result::ok);
+        Self { original }
+    }
+
+    /// Whether there is an echo to turn off: input is a terminal.
+    fn available(&self) -> bool {
+        self.original.is_some()
+    }
+
+    /// Turns the echo on (as found at the start) or off.
+    fn set(&self, on: bool) {
+        let Some(original) = &self.original else {
+            return;
+        };
+        let mut settings = original.clone();
+        if !on {
+            settings
+                .local_modes
+                .remove(rustix::termios::LocalModes::ECHO | rustix::termios::LocalModes::ECHONL);
+        }
+        if let Err(err) = rustix::termios::tcsetattr(
+            std::io::stdin(),
+            rustix::termios::OptionalActions::Now,
+            &settings,
+        ) {
+            // Typing then shows inside the answer, as it did before: untidy, nothing lost.
+            tracing::debug!(error = %err, "cannot change the terminal's echo");
+        }
+    }
 }
 
 impl Default for TerminalChannel {
@@ -72,6 +120,7 @@ impl Default for TerminalChannel {
 impl TerminalChannel {
     pub fn new() -> Self {
         let (shown_tx, shown_rx) = mpsc::unbounded_channel();
+        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
         Self {
             printed: Mutex::new(String::new()),
             texts: Mutex::new(HashMap::new()),
@@ -81,8 +130,15 @@ impl TerminalChannel {
             shown_rx: tokio::sync::Mutex::new(shown_rx),
             lines: tokio::sync::Mutex::new(None),
             finished: CancellationToken::new(),
-            interactive: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
+            interactive,
+            echo: Echo::new(interactive),
         }
+    }
+
+    /// Gives the terminal its echo back; `hearth chat` calls it before it exits, whatever way
+    /// it ends (a Ctrl-C exit does not wait for the channel to stop).
+    pub fn restore_echo(&self) {
+        self.echo.set(true);
     }
 
     /// Cancelled when input ended and everything was answered.
@@ -238,7 +294,7 @@ struct Session {
     waiting: Option<String>,
     /// Lines read while an answer was coming, in order (trimmed; empty ones too, since the
     /// answer to a question that comes up meanwhile may be "no" by Enter).
-    queue: VecDeque<String>,
+    queue: VecDeque<Typed>,
     /// Prompts not yet asked.
     questions: VecDeque<Question>,
     /// The prompt whose y/N answer the next line is.
@@ -246,8 +302,17 @@ struct Session {
     end_of_input: bool,
     /// Whether the `›` prompt is on screen.
     prompted: bool,
+    /// Whether the terminal's echo is off (an answer is streaming).
+    quiet: bool,
     session: i64,
     count: u64,
+}
+
+/// A line of input, and whether it was typed unseen (the echo was off while an answer
+/// streamed): such a line is shown when it is used, where it does not cut into an answer.
+struct Typed {
+    text: String,
+    unseen: bool,
 }
 
 impl Session {
@@ -279,84 +344,10 @@ impl Channel for TerminalChannel {
         let mut lines_slot = self.lines.lock().await;
         let lines = lines_slot.get_or_insert_with(read_stdin);
         let mut shown = self.shown_rx.lock().await;
-        let mut s = Session {
-            session: chrono::Utc::now().timestamp_millis(),
-            ..Session::default()
-        };
-        if self.interactive {
-            self.print("hearth chat: type a message, /help for commands, /cancel to stop an answer, Ctrl-D to leave.\n");
-        }
-        loop {
-            // Whatever can happen without new input happens first.
-            if s.asking.is_none()
-                && let Some(question) = s.questions.pop_front()
-            {
-                self.print(&format!(
-                    "[{}] {} — {} [y/N] ",
-                    question.number, question.label, question.ask
-                ));
-                s.asking = Some(question);
-                // Lines typed (or piped) ahead are read in order: the next one is the answer.
-                if let Some(line) = s.queue.pop_front() {
-                    if !self.on_line(&ctx, &mut s, line).await {
-                        return Ok(());
-                    }
-                    continue;
-                }
-                if s.end_of_input {
-                    // Nobody is left to answer: no.
-                    if !self.answer(&ctx, &mut s, false).await {
-                        return Ok(());
-                    }
-                    continue;
-                }
-            }
-            if s.asking.is_none() && s.waiting.is_none() {
-                if let Some(text) = s.queue.pop_front() {
-                    // An empty line typed ahead was kept only in case a question came first.
-                    if !text.is_empty() && !self.send_line(&ctx, &mut s, text).await {
-                        return Ok(());
-                    }
-                    continue;
-                }
-                if s.end_of_input {
-                    self.finished.cancel();
-                    return Ok(());
-                }
-                if !s.prompted {
-                    self.prompt();
-                    s.prompted = true;
-                }
-            }
-            tokio::select! {
-                line = lines.recv(), if !s.end_of_input => match line {
-                    None => {
-                        s.end_of_input = true;
-                        if s.asking.is_some() && !self.answer(&ctx, &mut s, false).await {
-                            return Ok(());
-                        }
-                    }
-                    Some(Err(err)) => {
-                        return Err(ChannelError::transient(format!("reading stdin failed: {err}")));
-                    }
-                    Some(Ok(line)) => {
-                        if !self.on_line(&ctx, &mut s, line).await {
-                            return Ok(());
-                        }
-                    }
-                },
-                Some(event) = shown.recv() => match event {
-                    Shown::Reply { reply_to } => {
-                        if reply_to.is_some() && reply_to == s.waiting {
-                            s.waiting = None;
-                            s.prompted = false;
-                        }
-                    }
-                    Shown::Question(question) => s.questions.push_back(question),
-                },
-                () = ctx.shutdown.cancelled() => return Ok(()),
-            }
-        }
+        let result = self.converse(&ctx, lines, &mut shown).await;
+        // However the chat ends, the terminal echoes again.
+        self.echo.set(true);
+        result
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<MessageRef, ChannelError> {
@@ -458,15 +449,119 @@ impl Channel for TerminalChannel {
 }
 
 impl TerminalChannel {
+    /// The input loop: reads lines, sends messages and answers, until input ends (and the last
+    /// reply was printed) or hearth stops.
+    async fn converse(
+        &self,
+        ctx: &ChannelContext,
+        lines: &mut mpsc::Receiver<std::io::Result<String>>,
+        shown: &mut mpsc::UnboundedReceiver<Shown>,
+    ) -> Result<(), ChannelError> {
+        let mut s = Session {
+            session: chrono::Utc::now().timestamp_millis(),
+            ..Session::default()
+        };
+        if self.interactive {
+            self.print("hearth chat: type a message, /help for commands, /cancel to stop an answer, Ctrl-D to leave.\n");
+        }
+        loop {
+            // Whatever can happen without new input happens first.
+            if s.asking.is_none()
+                && let Some(question) = s.questions.pop_front()
+            {
+                self.print(&format!(
+                    "[{}] {} — {} [y/N] ",
+                    question.number, question.label, question.ask
+                ));
+                s.asking = Some(question);
+                // Lines typed (or piped) ahead are read in order: the next one is the answer.
+                if let Some(line) = s.queue.pop_front() {
+                    if !self.on_line(ctx, &mut s, line).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                if s.end_of_input {
+                    // Nobody is left to answer: no.
+                    if !self.answer(ctx, &mut s, false).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+            if s.asking.is_none() && s.waiting.is_none() {
+                if let Some(line) = s.queue.pop_front() {
+                    // An empty line typed ahead was kept only in case a question came first.
+                    if line.text.is_empty() {
+                        continue;
+                    }
+                    if line.unseen {
+                        self.print(&format!("› {}\n", line.text));
+                    }
+                    if !self.send_line(ctx, &mut s, line.text).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                if s.end_of_input {
+                    self.finished.cancel();
+                    return Ok(());
+                }
+                if !s.prompted {
+                    self.prompt();
+                    s.prompted = true;
+                }
+            }
+            // Echo only while a person is asked to type: at the prompt and for a question.
+            let quiet = self.echo.available() && s.waiting.is_some() && s.asking.is_none();
+            if quiet != s.quiet {
+                self.echo.set(!quiet);
+                s.quiet = quiet;
+            }
+            tokio::select! {
+                line = lines.recv(), if !s.end_of_input => match line {
+                    None => {
+                        s.end_of_input = true;
+                        if s.asking.is_some() && !self.answer(ctx, &mut s, false).await {
+                            return Ok(());
+                        }
+                    }
+                    Some(Err(err)) => {
+                        return Err(ChannelError::transient(format!("reading stdin failed: {err}")));
+                    }
+                    Some(Ok(text)) => {
+                        let line = Typed { text, unseen: s.quiet };
+                        if !self.on_line(ctx, &mut s, line).await {
+                            return Ok(());
+                        }
+                    }
+                },
+                Some(event) = shown.recv() => match event {
+                    Shown::Reply { reply_to } => {
+                        if reply_to.is_some() && reply_to == s.waiting {
+                            s.waiting = None;
+                            s.prompted = false;
+                        }
+                    }
+                    Shown::Question(question) => s.questions.push_back(question),
+                },
+                () = ctx.shutdown.cancelled() => return Ok(()),
+            }
+        }
+    }
+
     /// One line of input: the answer to the question asked, `/cancel` for the running answer,
     /// or a message (sent now, or queued behind the answer being printed). False on shutdown.
-    async fn on_line(&self, ctx: &ChannelContext, s: &mut Session, line: String) -> bool {
+    async fn on_line(&self, ctx: &ChannelContext, s: &mut Session, line: Typed) -> bool {
         if s.asking.is_some() {
-            let answer = line.trim();
+            let answer = line.text.trim();
+            if line.unseen {
+                self.print(&format!("{answer}\n"));
+            }
             let yes = answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes");
             return self.answer(ctx, s, yes).await;
         }
-        let text = line.trim();
+        let text = line.text.trim();
         if text.is_empty() && s.waiting.is_none() {
             s.prompted = false;
             return true;
@@ -475,10 +570,14 @@ impl TerminalChannel {
             // Not queued: stored now, so the dispatcher stops the running turn at once. Its
             // "Cancelled" is the answer being waited for; this line gets no reply of its own
             // (or "Nothing is running" if the answer won the race, printed and not waited for).
+            // Typed unseen, it is not shown: the answer's own line ends with "Cancelled".
             let event = self.message(s, text);
             return self.deliver(ctx, &event).await;
         }
-        s.queue.push_back(text.to_string());
+        s.queue.push_back(Typed {
+            text: text.to_string(),
+            unseen: line.unseen,
+        });
         true
     }
 

@@ -80,7 +80,7 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
     let daemon = DaemonBuilder::new(config)
         .role(Role::Chat)
         .agents(agents)
-        .channel(terminal, &[LOCAL.to_string()])
+        .channel(terminal.clone(), &[LOCAL.to_string()])
         .owner("terminal", LOCAL)
         .without_http()
         .start()
@@ -108,6 +108,8 @@ pub(super) async fn run(path: Option<PathBuf>, agent: Option<String>) -> Result<
             println!();
         }
         daemon.stop_within(CHAT_INTERRUPT_GRACE).await;
+        // The channel gives the echo back as it stops, unless the grace ran out first.
+        terminal.restore_echo();
         // Ended by Ctrl-C: exit 130 (128 + SIGINT) as shells and most CLIs do, so a script can
         // tell it from a chat that ended at EOF; there is no error to print.
         use std::io::Write;

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::Channels;
+use super::handler::Handler;
 use crate::clock::SharedClock;
 use crate::metrics::Metrics;
 use crate::store::{OutboxItem, OutboxKind, OutboxPart, PartStatus, Store};
@@ -55,12 +56,15 @@ pub struct Delivery {
     pub tracker: TaskTracker,
     /// Cancelled when hearth stops: a lane waiting to record its progress gives up then.
     shutdown: CancellationToken,
+    /// Told how each answer ended, so a scheduled run whose answer was refused fails.
+    handler: Arc<Handler>,
     /// The chats with a lane running: the newest row handed to the lane, and whether a pass
     /// found a newer row of theirs meanwhile (the lane will not see it: it was read before).
     in_flight: Mutex<HashMap<String, Lane>>,
 }
 
 impl Delivery {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         clock: SharedClock,
@@ -69,6 +73,7 @@ impl Delivery {
         wake: Arc<Notify>,
         tracker: TaskTracker,
         shutdown: CancellationToken,
+        handler: Arc<Handler>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -78,6 +83,7 @@ impl Delivery {
             wake,
             tracker,
             shutdown,
+            handler,
             in_flight: Mutex::new(HashMap::new()),
         })
     }
@@ -195,6 +201,7 @@ impl Delivery {
             tracing::error!(outbox_id = item.id, %error, "reply cannot be delivered");
             self.record(item.id, || self.store.mark_outbox_failed(item.id, &error))
                 .await;
+            self.refused(item, &error).await;
             return Ok(());
         };
         let capabilities = channel.capabilities();
@@ -284,10 +291,14 @@ impl Delivery {
             // (it is recorded with that part) gets here; finish it without sending anything.
             let last = parts.last().and_then(|p| p.platform_message_id.clone());
             let now = self.clock.now_ms();
-            self.record(item.id, || {
-                self.store.mark_outbox_sent(item.id, last.as_deref(), now)
-            })
-            .await;
+            if self
+                .record(item.id, || {
+                    self.store.mark_outbox_sent(item.id, last.as_deref(), now)
+                })
+                .await
+            {
+                self.handler.answer_delivered(item.id);
+            }
             return Ok(());
         };
         if first > 0 {
@@ -325,6 +336,7 @@ impl Delivery {
             }
         }
         self.metrics.message_out(&item.channel);
+        self.handler.answer_delivered(item.id);
         Ok(())
     }
 
@@ -373,7 +385,19 @@ impl Delivery {
             }
         })
         .await;
+        self.refused(item, error).await;
         Ok(())
+    }
+
+    /// A reply refused for good may be a scheduled run's answer: the run then fails.
+    async fn refused(&self, item: &OutboxItem, error: &str) {
+        // Only a reply to an inbox entry can be a run's answer; notices answer nothing.
+        if item.inbox_id.is_none() || item.kind != OutboxKind::Send {
+            return;
+        }
+        if let Err(err) = self.handler.answer_refused(item.id, error).await {
+            tracing::error!(outbox_id = item.id, error = %err, "cannot record that a scheduled run's answer was refused");
+        }
     }
 
     /// Records a delivery's progress, trying again with growing waits while the store refuses

@@ -54,6 +54,8 @@ pub struct Handler {
     pub shutdown: CancellationToken,
     /// The daemon's background tasks, which shutdown waits for: the compactions a turn asks for.
     pub tasks: TaskTracker,
+    /// Scheduled runs' answers the delivery worker has yet to report on.
+    pub answers: super::AnswersOnTheirWay,
 }
 
 impl Handler {

@@ -1,9 +1,11 @@
 //! Scheduled runs: a schedule's synthetic message is answered by the schedule's agent, acting
 //! for the owner, with confirmations following the schedule's `on_confirmation` rule; the run's
-//! outcome is recorded, and a failed run is reported to the owner. The inbox is the scheduler's
+//! outcome is recorded, and a failed run is reported to the owner. A run whose answer the
+//! platform refuses for good fails too: the delivery worker reports each answer's end here. The inbox is the scheduler's
 //! [`FireSink`]: fires take the same path as every channel's messages.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use hearth_channel::{Channel, ChatRef, Inbound, InboundKind, OutboundMessage, SinkError};
@@ -16,6 +18,7 @@ use crate::config::OnConfirmation;
 use crate::provider::ChatMessage;
 use crate::runtime::turn::{ConfirmationPolicy, TurnJob, TurnOutcome};
 use crate::scheduler::{FireSink, ScheduledRun};
+use crate::store::schedule::AnswerDelivery;
 use crate::store::{Identity, InboxEntry, NewOutbox, OutboxKind, StoreError};
 
 /// Schedule fires go into the inbox like every channel's events, and on to the dispatcher.
@@ -138,8 +141,10 @@ impl Handler {
         let now = self.rt.clock.now_ms();
         match outcome {
             TurnOutcome::Answered => {
-                self.rt.metrics.schedule_run(&run.name, "done");
-                store.finish_schedule_run(run.run_id, true, None, now).await
+                store
+                    .finish_schedule_run(run.run_id, true, None, now)
+                    .await?;
+                self.follow_answer(run).await
             }
             TurnOutcome::Failed | TurnOutcome::Cancelled => {
                 self.rt.metrics.schedule_run(&run.name, "failed");
@@ -155,6 +160,58 @@ impl Handler {
             // Still going: it ends when the turn resumes.
             TurnOutcome::Suspended | TurnOutcome::AwaitingConfirmation => Ok(()),
         }
+    }
+
+    /// A run whose turn answered counts as done once its answer is delivered; until then it
+    /// waits in [`AnswersOnTheirWay`] for the delivery worker's word.
+    async fn follow_answer(&self, run: &ScheduledRun) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let Some((outbox_id, _)) = store.run_answer(run.run_id).await? else {
+            // Nothing to deliver: done as it stands.
+            self.rt.metrics.schedule_run(&run.name, "done");
+            return Ok(());
+        };
+        self.answers.expect(outbox_id, &run.name);
+        // Read again after registering: a delivery that ended before found nothing to report
+        // to, and is settled here instead.
+        match store.run_answer(run.run_id).await? {
+            Some((_, AnswerDelivery::Delivered)) => self.answer_delivered(outbox_id),
+            Some((_, AnswerDelivery::Failed(error))) => {
+                return self.answer_refused(outbox_id, &error).await;
+            }
+            Some((_, AnswerDelivery::OnItsWay)) | None => {}
+        }
+        Ok(())
+    }
+
+    /// The delivery worker delivered outbox row `outbox_id`: if it was a run's answer, the run
+    /// is done.
+    pub(super) fn answer_delivered(&self, outbox_id: i64) {
+        if let Some(name) = self.answers.settle(outbox_id) {
+            self.rt.metrics.schedule_run(&name, "done");
+        }
+    }
+
+    /// The platform refused outbox row `outbox_id` for good: if it was a run's answer, the run
+    /// fails with the platform's reason, and the owner is told as of any failed run.
+    pub(super) async fn answer_refused(
+        &self,
+        outbox_id: i64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.answers.settle(outbox_id);
+        let error = format!("its answer could not be delivered: {error}");
+        let now = self.rt.clock.now_ms();
+        let Some(run) = self
+            .rt
+            .store
+            .fail_undelivered_run(outbox_id, &error, now)
+            .await?
+        else {
+            return Ok(());
+        };
+        self.rt.metrics.schedule_run(&run.name, "failed");
+        self.tell_owner(&run, &error).await
     }
 
     /// A run that fails before its turn begins: counted, stored with the reason, told to the
@@ -222,6 +279,32 @@ impl Handler {
             .await?;
         self.outbox.notify_one();
         Ok(())
+    }
+}
+
+/// The answers of scheduled runs on their way to the platform (outbox row → schedule name),
+/// so `/metrics` counts such a run once: done when its answer is delivered, failed when the
+/// platform refuses it. Kept in memory, like the counters: an answer delivered after a restart
+/// is not counted (this process's counters never saw its run), while a refused one still fails
+/// its run, found through the database.
+#[derive(Debug, Default)]
+pub struct AnswersOnTheirWay(Mutex<HashMap<i64, String>>);
+
+impl AnswersOnTheirWay {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn expect(&self, outbox_id: i64, schedule: &str) {
+        self.lock().insert(outbox_id, schedule.to_string());
+    }
+
+    /// Takes the row's schedule out: whoever takes it (the delivery worker or the run's end,
+    /// whichever sees the outcome first) reports it, and only once.
+    fn settle(&self, outbox_id: i64) -> Option<String> {
+        self.lock().remove(&outbox_id)
     }
 }
 

@@ -509,3 +509,72 @@ fn targets_are_checked() {
     );
     assert_eq!(crate::store::schedule::parse_platform_id("tg:3:1700"), None);
 }
+
+/// A run's answer is the reply of its inbox entry (seq 0): while it is on its way the run stays
+/// done; refused for good it fails the run once, with the reason. A refused prompt (another
+/// seq) is no answer and fails nothing.
+#[tokio::test]
+async fn a_refused_answer_fails_its_done_run_once() {
+    use crate::store::schedule::AnswerDelivery;
+    use crate::store::{NewOutbox, OutboxKind};
+
+    let s = setup("2026-03-28T06:00:00Z").await;
+    s.sync(&[config("a", "0 30 7 * * *")]).await;
+    s.clock.set(utc("2026-03-28T06:30:00.200Z"));
+    assert_eq!(s.scheduler.tick().await.expect("tick"), 1);
+    let run = s.runs("a").await.remove(0);
+    let inbox_id = run.inbox_id.expect("linked");
+    assert_eq!(s.store.run_answer(run.id).await.expect("db"), None);
+
+    let reply = |seq| NewOutbox {
+        inbox_id: Some(inbox_id),
+        seq,
+        channel: "telegram".into(),
+        kind: OutboxKind::Send,
+        message: hearth_channel::OutboundMessage::text(ChatRef::new("42"), "the answer"),
+    };
+    let ids = s
+        .store
+        .enqueue_outbox(&[reply(7), reply(0)], 1_000)
+        .await
+        .expect("enqueue");
+    let (prompt, answer) = (ids[0], ids[1]);
+    s.store
+        .finish_schedule_run(run.id, true, None, 2_000)
+        .await
+        .expect("done");
+    assert_eq!(
+        s.store.run_answer(run.id).await.expect("db"),
+        Some((answer, AnswerDelivery::OnItsWay))
+    );
+
+    let refuse = async |id| {
+        s.store
+            .mark_outbox_failed(id, "Forbidden: bot was blocked by the user")
+            .await
+            .expect("fail");
+        s.store
+            .fail_undelivered_run(id, "its answer could not be delivered", 3_000)
+            .await
+            .expect("db")
+    };
+    assert_eq!(refuse(prompt).await, None, "a prompt is no answer");
+    assert_eq!(s.runs("a").await[0].status, RunStatus::Done);
+
+    let failed = refuse(answer).await.expect("the run failed");
+    assert_eq!(failed.run_id, run.id);
+    let stored = s.runs("a").await.remove(0);
+    assert_eq!(stored.status, RunStatus::Failed);
+    assert_eq!(
+        stored.error.as_deref(),
+        Some("its answer could not be delivered")
+    );
+    assert_eq!(
+        s.store.run_answer(run.id).await.expect("db"),
+        Some((
+            answer,
+            AnswerDelivery::Failed("Forbidden: bot was blocked by the user".into())
+        ))
+    );
+    assert_eq!(refuse(answer).await, None, "reported once");
+}

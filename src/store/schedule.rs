@@ -779,4 +779,81 @@ impl Store {
         .await?;
         Ok(())
     }
+
+    /// Where the answer of run `run_id` stands: its outbox row (the reply of the run's inbox
+    /// entry, `seq` 0) and how its delivery went. `None` when the run left nothing to deliver.
+    pub async fn run_answer(&self, run_id: i64) -> StoreResult<Option<(i64, AnswerDelivery)>> {
+        let row: Option<(i64, String, Option<String>)> = sqlx::query_as(
+            "SELECT o.id, o.status, o.last_error
+             FROM schedule_runs r JOIN outbox o ON o.inbox_id = r.inbox_id AND o.seq = 0
+             WHERE r.id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|(id, status, error)| Ok((id, AnswerDelivery::of(&status, error)?)))
+            .transpose()
+    }
+
+    /// The platform refused outbox row `outbox_id` for good: if it is a run's answer and the run
+    /// is `done`, the run becomes `failed` with `error`. Returns that run, for the caller to
+    /// count and report once; `None` when the row answers no run, or its run is not done
+    /// (already failed, or still running: its end then finds the failure).
+    pub async fn fail_undelivered_run(
+        &self,
+        outbox_id: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<ScheduledRun>> {
+        let inbox_id: Option<i64> = sqlx::query_scalar(
+            "SELECT r.inbox_id FROM outbox o JOIN schedule_runs r ON r.inbox_id = o.inbox_id
+             WHERE o.id = $1 AND o.seq = 0 AND r.status = 'done'",
+        )
+        .bind(outbox_id)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(inbox_id) = inbox_id else {
+            return Ok(None);
+        };
+        // Only the writer that moves it from done reports it: a second one finds it failed.
+        let moved = sqlx::query(
+            "UPDATE schedule_runs SET status = 'failed', error = $1, finished_at = $2
+             WHERE inbox_id = $3 AND status = 'done'",
+        )
+        .bind(error)
+        .bind(now_ms)
+        .bind(inbox_id)
+        .execute(&mut *self.write().await?)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.scheduled_run_for_inbox(inbox_id).await
+    }
+}
+
+/// How the delivery of a run's answer went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnswerDelivery {
+    /// Waiting, being sent, or waiting to be retried.
+    OnItsWay,
+    Delivered,
+    /// Refused for good, with the platform's reason.
+    Failed(String),
+}
+
+impl AnswerDelivery {
+    /// Reads an outbox row's stored status and last error.
+    fn of(status: &str, error: Option<String>) -> StoreResult<Self> {
+        Ok(match status {
+            "pending" | "sending" => Self::OnItsWay,
+            "sent" => Self::Delivered,
+            "failed" => Self::Failed(error.unwrap_or_else(|| "the platform refused it".into())),
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "unknown outbox status {other:?}"
+                )));
+            }
+        })
+    }
 }

@@ -298,6 +298,18 @@ impl Store {
         .fetch_one(self.pool())
         .await?)
     }
+
+    /// The stored body (JSON) of a conversation's first user message kept, which titles it;
+    /// as [`ConversationRow::first_message`] has it for the list.
+    pub async fn first_message(&self, conversation_id: i64) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT body FROM messages WHERE conversation_id = $1 AND role = 'user'
+             ORDER BY id LIMIT 1",
+        )
+        .bind(conversation_id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
 }
 
 #[cfg(test)]

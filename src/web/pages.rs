@@ -165,6 +165,8 @@ pub struct ConversationView {
 
 pub struct HitView {
     pub conversation_id: i64,
+    /// The conversation's title, as the list shows it.
+    pub title: String,
     pub chat: String,
     pub at: String,
     pub text: String,
@@ -211,6 +213,14 @@ fn title_of(body: &str, max: usize) -> Option<String> {
     (!line.is_empty()).then(|| clip(&line, max))
 }
 
+/// The title a conversation shows wherever the page names it (the list, a search hit, its
+/// transcript), from the stored body of its first message.
+fn conversation_title(first_message: Option<&str>) -> String {
+    first_message
+        .and_then(|body| title_of(body, TITLE_CHARS))
+        .unwrap_or_else(|| "(no message yet)".into())
+}
+
 fn chat_label(channel: &str, chat_id: &str, thread_id: &str) -> String {
     if thread_id.is_empty() {
         format!("{channel}:{chat_id}")
@@ -234,6 +244,25 @@ pub(super) async fn conversations(
     let store = &state.rt.store;
     let tz = state.timezone();
     let text = query.q.unwrap_or_default().trim().to_string();
+    let conversations: Vec<ConversationView> = match store.conversation_list(200).await {
+        Ok(list) => list
+            .into_iter()
+            .map(|c| ConversationView {
+                id: c.id,
+                title: conversation_title(c.first_message.as_deref()),
+                chat: chat_label(&c.channel, &c.chat_id, &c.thread_id),
+                agent: c.current_agent.unwrap_or_else(|| "-".into()),
+                last_active: local_time(c.last_active_at, tz),
+                messages: c.messages,
+            })
+            .collect(),
+        Err(err) => return server_error(&err),
+    };
+    // Hits are titled as the list titles them; a conversation older than the list is read.
+    let mut titles: HashMap<i64, String> = conversations
+        .iter()
+        .map(|c| (c.id, c.title.clone()))
+        .collect();
     let mut hits = Vec::new();
     if !text.is_empty() {
         let found = match store.search_messages(&text, 200).await {
@@ -259,8 +288,20 @@ pub(super) async fn conversations(
                 .skip(start)
                 .take(needle.chars().count() + 160)
                 .collect();
+            let title = match titles.get(&hit.conversation_id) {
+                Some(title) => title.clone(),
+                None => match store.first_message(hit.conversation_id).await {
+                    Ok(first) => {
+                        let title = conversation_title(first.as_deref());
+                        titles.insert(hit.conversation_id, title.clone());
+                        title
+                    }
+                    Err(err) => return server_error(&err),
+                },
+            };
             hits.push(HitView {
                 conversation_id: hit.conversation_id,
+                title,
                 chat: format!("{}:{}", hit.channel, hit.chat_id),
                 at: local_time(hit.created_at, tz),
                 text: if start > 0 {
@@ -274,24 +315,6 @@ pub(super) async fn conversations(
             }
         }
     }
-    let conversations = match store.conversation_list(200).await {
-        Ok(list) => list
-            .into_iter()
-            .map(|c| ConversationView {
-                id: c.id,
-                title: c
-                    .first_message
-                    .as_deref()
-                    .and_then(|body| title_of(body, TITLE_CHARS))
-                    .unwrap_or_else(|| "(no message yet)".into()),
-                chat: chat_label(&c.channel, &c.chat_id, &c.thread_id),
-                agent: c.current_agent.unwrap_or_else(|| "-".into()),
-                last_active: local_time(c.last_active_at, tz),
-                messages: c.messages,
-            })
-            .collect(),
-        Err(err) => return server_error(&err),
-    };
     render(&ConversationsPage {
         csrf: session.csrf,
         active: "conversations",
@@ -327,6 +350,8 @@ pub struct MessageView {
 struct ConversationPage {
     csrf: String,
     active: &'static str,
+    /// Its first message, shortened, as the list titles it.
+    title: String,
     chat: String,
     agent: String,
     messages: Vec<MessageView>,
@@ -349,12 +374,13 @@ pub(super) async fn conversation(
         Ok(None) => return (StatusCode::NOT_FOUND, "no such conversation").into_response(),
         Err(err) => return server_error(&err),
     };
-    let (rows, calls) = match (
+    let (rows, calls, first) = match (
         store.transcript(id, TRANSCRIPT_LIMIT).await,
         store.conversation_tool_calls(id).await,
+        store.first_message(id).await,
     ) {
-        (Ok(rows), Ok(calls)) => (rows, calls),
-        (Err(err), _) | (_, Err(err)) => return server_error(&err),
+        (Ok(rows), Ok(calls), Ok(first)) => (rows, calls, first),
+        (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => return server_error(&err),
     };
     let mut calls_of: HashMap<i64, Vec<CallView>> = HashMap::new();
     for call in calls {
@@ -412,6 +438,7 @@ pub(super) async fn conversation(
     render(&ConversationPage {
         csrf: session.csrf,
         active: "conversations",
+        title: conversation_title(first.as_deref()),
         chat: chat_label(
             &conversation.channel,
             &conversation.chat.chat_id,

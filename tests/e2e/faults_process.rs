@@ -385,6 +385,117 @@ async fn cancel_typed_during_a_slow_answer_stops_it_and_the_chat_goes_on() {
     assert_eq!(llm.request_count(), 2);
 }
 
+/// `hearth chat` on a pseudo-terminal, as a person runs it: what is typed goes through the
+/// terminal's line discipline, echo included, and the screen is what the other end reads.
+struct TerminalChat {
+    child: Child,
+    /// The person's end: keys are written to it, the screen is read from it.
+    keys: std::fs::File,
+    screen: Arc<Mutex<String>>,
+    /// The chat's end, kept to read the terminal's settings after the chat left.
+    tty: std::fs::File,
+}
+
+impl TerminalChat {
+    fn start(dir: &Path) -> Self {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        use std::os::unix::fs::OpenOptionsExt;
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("a pseudo-terminal");
+        grantpt(&master).expect("grantpt");
+        unlockpt(&master).expect("unlockpt");
+        let name = ptsname(&master, Vec::new()).expect("ptsname");
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            // Not this test process's controlling terminal.
+            .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+            .open(name.to_str().expect("a path"))
+            .expect("the terminal's end");
+        let child = hearth_command(dir, &["chat"], &[])
+            .stdin(tty.try_clone().expect("tty"))
+            .stdout(tty.try_clone().expect("tty"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hearth chat starts");
+        let keys = std::fs::File::from(master);
+        let screen = collect(keys.try_clone().expect("master"));
+        Self {
+            child,
+            keys,
+            screen,
+            tty,
+        }
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        self.keys.write_all(keys.as_bytes()).expect("type");
+        self.keys.flush().expect("flush");
+    }
+
+    /// The screen's text, lines ending in `\n` (the terminal writes `\r\n`).
+    fn screen(&self) -> String {
+        self.screen.lock().expect("buffer").replace('\r', "")
+    }
+
+    async fn wait_for(&self, needle: &str) {
+        let seen = poll(WAIT, async || self.screen().contains(needle).then_some(())).await;
+        assert!(
+            seen.is_some(),
+            "no {needle:?} within {WAIT:?}; the screen:\n{}",
+            self.screen()
+        );
+    }
+}
+
+/// The walk's terminal item: `/cancel` typed while an answer streams does not land inside the
+/// streamed line. The echo is off meanwhile: the cancelled answer ends its line, the next line
+/// says it was cancelled, a line typed ahead shows after the `›` when its turn comes, and the
+/// terminal echoes again once the chat has left.
+#[tokio::test]
+async fn cancel_typed_on_a_terminal_does_not_land_inside_the_streamed_line() {
+    let llm = FakeOpenAi::start().await;
+    llm.push(
+        Reply::text("Once upon a time there was a very long story").pace(Duration::from_secs(3)),
+    );
+    llm.push(Reply::text("Here I am."));
+    let dir = chat_dir(&llm, "");
+    let mut chat = TerminalChat::start(dir.path());
+    chat.wait_for("› ").await;
+    chat.type_keys("tell me a long story\n");
+    chat.wait_for("Once").await;
+    chat.type_keys("/cancel\n");
+    chat.type_keys("and now?\n");
+    chat.wait_for("Here I am.").await;
+    // Ctrl-D at the start of a line: the end of input.
+    chat.type_keys("\u{4}");
+    let exited = poll(WAIT, async || chat.child.try_wait().expect("try_wait")).await;
+    let screen = chat.screen();
+    assert_eq!(exited.and_then(|s| s.code()), Some(0), "{screen}");
+
+    assert!(screen.contains("› tell me a long story\n"), "{screen}");
+    // Only the greeting names it: the typed one was never echoed.
+    assert_eq!(screen.matches("/cancel").count(), 1, "{screen}");
+    let lines: Vec<&str> = screen.lines().collect();
+    let story = lines
+        .iter()
+        .position(|line| line.starts_with("Once"))
+        .expect("the story's line");
+    assert!(
+        "Once upon a time there was a very long story".starts_with(lines[story]),
+        "{screen}"
+    );
+    assert_eq!(lines[story + 1], "⏹ Cancelled.", "{screen}");
+    assert_eq!(lines[story + 2], "› and now?", "{screen}");
+    assert_eq!(lines[story + 3], "Here I am.", "{screen}");
+    let settings = rustix::termios::tcgetattr(&chat.tty).expect("the terminal's settings");
+    assert!(
+        settings
+            .local_modes
+            .contains(rustix::termios::LocalModes::ECHO),
+        "the chat left the terminal without its echo"
+    );
+}
+
 #[tokio::test]
 async fn ctrl_c_stops_the_answer_at_once_and_the_next_session_starts_clean() {
     let llm = FakeOpenAi::start().await;

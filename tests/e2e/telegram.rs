@@ -430,6 +430,67 @@ async fn a_scheduled_briefing_is_delivered_to_the_owner() {
     let _ = BOT_ID; // the fake bot's id is part of the test kit's contract; unused here
 }
 
+/// The walk's M2, on a real platform: Telegram refuses a scheduled run's answer for good (400
+/// "chat not found"). The run is failed with Telegram's reason in `schedule list` and in
+/// `/metrics`, counted once, and the owner is told; the next run, delivered, is done.
+#[tokio::test]
+async fn a_scheduled_answer_the_platform_refuses_fails_its_run() {
+    let schedule = format!(
+        "[[schedules]]\nname = \"briefing\"\ncron = \"0 0 3 1 1 *\"\ntimezone = \"UTC\"\nagent = \"general\"\nprompt = \"Give me my briefing.\"\ntarget = \"telegram:{FRIEND}\"\n"
+    );
+    let mut h = TgHearth::new(&schedule).await;
+    h.start().await;
+    h.llm.push(Reply::text("Nothing due today."));
+    h.tg.fail_next_containing("sendMessage", "Nothing due today", 400, None);
+    let run = h.cli(&["schedule", "run", "briefing"]);
+    assert!(run.contains("due now"), "{run}");
+    let listed = h
+        .wait_for(WAIT, "the run to fail", async || {
+            let listed = h.cli(&["schedule", "list"]);
+            listed.contains("last failed").then_some(listed)
+        })
+        .await;
+    assert!(
+        listed.contains("its answer could not be delivered") && listed.contains("chat not found"),
+        "{listed}"
+    );
+    let note = h.wait(OWNER, 1).await.remove(0);
+    assert!(
+        note.text.contains("“briefing” failed") && note.text.contains("chat not found"),
+        "{}",
+        note.text
+    );
+    assert!(h.tg.messages(FRIEND).is_empty());
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains(r#"hearth_schedule_runs_total{schedule="briefing",outcome="failed"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"outcome="done""#), "{metrics}");
+
+    // Delivered, the next run is done, and counted so.
+    h.llm.push(Reply::text("Still nothing due."));
+    let run = h.cli(&["schedule", "run", "briefing"]);
+    assert!(run.contains("due now"), "{run}");
+    let answer = h.wait(FRIEND, 1).await.remove(0);
+    assert_eq!(answer.text, "⏰ briefing\n\nStill nothing due.");
+    let metrics = h
+        .wait_for(WAIT, "the delivered run to be counted", async || {
+            let (_, metrics) = h.get("/metrics").await;
+            metrics
+                .contains(r#"hearth_schedule_runs_total{schedule="briefing",outcome="done"} 1"#)
+                .then_some(metrics)
+        })
+        .await;
+    assert!(
+        metrics.contains(r#"hearth_schedule_runs_total{schedule="briefing",outcome="failed"} 1"#),
+        "{metrics}"
+    );
+    let listed = h.cli(&["schedule", "list"]);
+    assert!(listed.contains("last done"), "{listed}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn sigterm_while_a_reply_is_being_sent_waits_for_the_send_to_finish() {
     let mut h = TgHearth::new("").await;

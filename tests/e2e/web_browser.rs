@@ -312,12 +312,25 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
         t.contains("zucchini recipe from grandma")
     })
     .await;
+    // The hit names its conversation as the list does: by its first message, the chat under it.
+    let first_message = "remember the zucchini recipe from grandma";
+    assert_eq!(text_of(&browser, ".hits a").await, first_message);
+    assert!(
+        text_of(&browser, ".hits .chat")
+            .await
+            .contains(&format!("telegram:{OWNER}"))
+    );
     screenshots(&browser, "search").await;
     click(&browser, ".hits a").await;
     until_text(&browser, ".transcript", "the transcript", |t| {
         t.contains("delete_task") && t.contains("approved by web:owner")
     })
     .await;
+    assert_eq!(text_of(&browser, "h1").await, first_message);
+    assert_eq!(
+        browser.title().await.expect("the page's title"),
+        format!("{first_message} · hearth")
+    );
     screenshots(&browser, "conversation").await;
 
     // Usage, Agents (with the routing box) and Status. Two earlier days that cost something
