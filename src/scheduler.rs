@@ -33,7 +33,9 @@ use crate::store::{Store, StoreError};
 use timing::{CronExpr, parse_timezone};
 
 pub(crate) use crate::store::schedule::on_confirmation_str;
-pub use crate::store::schedule::{RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduledRun};
+pub use crate::store::schedule::{
+    RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduleSource, ScheduledRun,
+};
 
 /// Late fires up to this old are still normal fires, whatever the catch-up window: the loop
 /// ticks every second and a slow database must not turn a fire into a missed one.
@@ -206,7 +208,7 @@ async fn sync_one(
         allow_tools: config.allow_tools.clone(),
         catch_up_minutes: i64::try_from(config.catch_up_minutes).unwrap_or(i64::MAX),
         paused: existing.as_ref().is_some_and(|s| s.paused),
-        source: "config".into(),
+        source: ScheduleSource::Config,
         last_fire_at: existing.as_ref().and_then(|s| s.last_fire_at),
         ..Schedule::new(name, timezone, agent, prompt, target, now)
     };
@@ -219,7 +221,7 @@ async fn sync_one(
     };
     match existing {
         Some(old) => {
-            if old.source != "config" {
+            if old.source != ScheduleSource::Config {
                 tracing::warn!(schedule = %config.name, "a schedule made in chat has the name of a config schedule; the config wins");
             }
             store.save_schedule(&schedule, now).await?;
