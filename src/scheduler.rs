@@ -34,7 +34,9 @@ use crate::time::parse_timezone;
 use timing::CronExpr;
 
 pub(crate) use crate::store::schedule::on_confirmation_str;
-pub use crate::store::schedule::{RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduledRun};
+pub use crate::store::schedule::{
+    RunStatus, SENDER_ID, Schedule, ScheduleRun, ScheduleSource, ScheduledRun,
+};
 
 /// Late fires up to this old are still normal fires, whatever the catch-up window: the loop
 /// ticks every second and a slow database must not turn a fire into a missed one.
@@ -207,7 +209,7 @@ async fn sync_one(
         allow_tools: config.allow_tools.clone(),
         catch_up_minutes: i64::try_from(config.catch_up_minutes).unwrap_or(i64::MAX),
         paused: existing.as_ref().is_some_and(|s| s.paused),
-        source: "config".into(),
+        source: ScheduleSource::Config,
         last_fire_at: existing.as_ref().and_then(|s| s.last_fire_at),
         ..Schedule::new(name, timezone, agent, prompt, target, now)
     };
@@ -220,7 +222,7 @@ async fn sync_one(
     };
     match existing {
         Some(old) => {
-            if old.source != "config" {
+            if old.source != ScheduleSource::Config {
                 tracing::warn!(schedule = %config.name, "a schedule made in chat has the name of a config schedule; the config wins");
             }
             store.save_schedule(&schedule, now).await?;

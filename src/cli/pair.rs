@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use crate::config::Config;
 use crate::store::Store;
+use crate::store::user::UserSetting;
 use crate::terminal::LOCAL;
 
 use super::database::open_with_identities;
@@ -81,7 +82,7 @@ pub(super) async fn run(path: Option<PathBuf>, action: PairAction) -> Result<(),
             set_user_setting(
                 &store,
                 &identity,
-                "permission",
+                UserSetting::Permission,
                 &level,
                 &["none", "read", "write", "execute", "admin"],
             )
@@ -91,7 +92,7 @@ pub(super) async fn run(path: Option<PathBuf>, action: PairAction) -> Result<(),
             set_user_setting(
                 &store,
                 &identity,
-                "autonomy",
+                UserSetting::Autonomy,
                 &level,
                 &["none", "low", "medium", "high", "full"],
             )
@@ -225,14 +226,15 @@ async fn unlink(store: &Store, config: &Config, identity: &str, now: i64) -> Res
 async fn set_user_setting(
     store: &Store,
     identity: &str,
-    setting: &str,
+    setting: UserSetting,
     level: &str,
     levels: &[&str],
 ) -> Result<(), Failure> {
     let level = level.to_lowercase();
     if !levels.contains(&level.as_str()) {
         return Err(usage(anyhow::anyhow!(
-            "{setting} must be one of {}",
+            "{} must be one of {}",
+            setting.name(),
             levels.join(", ")
         )));
     }
@@ -249,7 +251,7 @@ async fn set_user_setting(
             "no identity {identity}; see `hearth pair list`"
         )));
     }
-    println!("{identity}: {setting} is now {level}");
+    println!("{identity}: {} is now {level}", setting.name());
     Ok(())
 }
 

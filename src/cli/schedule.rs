@@ -8,7 +8,7 @@ use super::Failure;
 use crate::agent::AgentSet;
 use crate::config::Config;
 use crate::scheduler::timing::CronExpr;
-use crate::scheduler::{RunStatus, Schedule, parse_target, sync_config};
+use crate::scheduler::{RunStatus, Schedule, ScheduleSource, parse_target, sync_config};
 use crate::store::Store;
 use crate::time::parse_timezone;
 
@@ -189,7 +189,7 @@ fn list_unstarted(config: &Config, database: &std::path::Path) -> Result<(), Fai
         let target = parse_target(&entry.target).map_err(usage)?;
         let mut schedule = Schedule {
             cron: Some(entry.cron.trim().to_string()),
-            source: "config".into(),
+            source: ScheduleSource::Config,
             ..Schedule::new(
                 entry.name.clone(),
                 timezone,
@@ -251,7 +251,7 @@ async fn find(store: &Store, name: &str) -> Result<Schedule, Failure> {
 
 async fn remove(store: &Store, name: &str) -> Result<(), Failure> {
     let schedule = find(store, name).await?;
-    if schedule.source == "config" {
+    if schedule.source == ScheduleSource::Config {
         return Err(usage(format!(
             "`{name}` comes from the config file; remove its [[schedules]] entry there"
         )));

@@ -33,7 +33,7 @@ use super::budget;
 use super::turn::Limits;
 use crate::agent::AgentDef;
 use crate::provider::{ChatMessage, ChatRequest, ContentPart};
-use crate::store::{CoveredCall, HistoryKey, Payer, StoreError, StoredMessage};
+use crate::store::{CoveredCall, HistoryKey, Payer, StoreError, StoredMessage, ToolCallStatus};
 use crate::text::clip;
 use crate::tool::Risk;
 
@@ -511,15 +511,15 @@ pub fn ledger_of_messages(rt: &Runtime, messages: &[&StoredMessage], budget: usi
                     _ => None,
                 });
                 let status = match &result {
-                    Some((_, false)) => "done",
-                    Some((_, true)) => "error",
-                    None => "interrupted",
+                    Some((_, false)) => ToolCallStatus::Done,
+                    Some((_, true)) => ToolCallStatus::Error,
+                    None => ToolCallStatus::Interrupted,
                 };
                 calls.push(CoveredCall {
                     turn_id: stored.turn_id.unwrap_or_default(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
-                    status: status.to_string(),
+                    status,
                     result: result.map(|(content, _)| content),
                 });
             }
@@ -561,17 +561,20 @@ fn ledger_entry(rt: &Runtime, call: &CoveredCall) -> Option<LedgerEntry> {
         _ => (call.name.clone(), call.arguments.clone()),
     };
     let risk = rt.tools.get(&tool).map(|t| t.info().risk);
-    let refused = matches!(call.status.as_str(), "denied" | "interrupted");
+    let refused = matches!(
+        call.status,
+        ToolCallStatus::Denied | ToolCallStatus::Interrupted
+    );
     if risk == Some(Risk::Safe) && !refused {
         return None;
     }
-    let id = (call.status == "done")
+    let id = (call.status == ToolCallStatus::Done)
         .then(|| created_id(call.result.as_deref().unwrap_or_default()))
         .flatten();
     Some(LedgerEntry {
         tool,
         arguments: clip(&inner, 200),
-        outcome: call.status.clone(),
+        outcome: call.status.to_string(),
         id,
     })
 }

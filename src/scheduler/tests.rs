@@ -116,7 +116,7 @@ async fn config_schedules_are_synced_by_name_and_removed_ones_disabled() {
     s.sync(&[config("a", "0 30 7 * * *"), config("b", "0 0 9 * * *")])
         .await;
     let a = s.schedule("a").await;
-    assert_eq!(a.source, "config");
+    assert_eq!(a.source, ScheduleSource::Config);
     assert_eq!(a.target(), "telegram:42");
     assert_eq!(a.allow_tools, vec!["list_tasks".to_string()]);
     assert_eq!(

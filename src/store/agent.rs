@@ -3,14 +3,12 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
-
 use super::{Store, StoreResult, to_i64};
 use crate::agent::version::{FIRST_VERSION, definition_hash, definition_json, describe_changes};
 use crate::agent::{AgentDef, AgentSet};
 
 /// One stored definition of an agent (`hearth agents history ID`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct AgentVersion {
     /// 1 for the first definition seen, then one more for each change.
     pub version: i64,
@@ -64,7 +62,7 @@ impl Store {
             .await?;
 
             let hash = definition_hash(&definition);
-            let latest = sqlx::query(
+            let latest: Option<(i64, String, String)> = sqlx::query_as(
                 "SELECT version, hash, definition FROM agent_versions WHERE agent_id = $1
                  ORDER BY version DESC LIMIT 1",
             )
@@ -73,13 +71,11 @@ impl Store {
             .await?;
             let (version, changes) = match latest {
                 None => (1, FIRST_VERSION.to_string()),
-                Some(row) => {
-                    let version: i64 = row.try_get("version")?;
-                    if row.try_get::<String, _>("hash")? == hash {
+                Some((version, latest_hash, before)) => {
+                    if latest_hash == hash {
                         versions.insert(agent.id.clone(), version);
                         continue;
                     }
-                    let before: String = row.try_get("definition")?;
                     // A definition stored by an older hearth may not read as today's type.
                     let changes = match serde_json::from_str::<AgentDef>(&before) {
                         Ok(before) => describe_changes(&before, agent),
@@ -130,26 +126,14 @@ impl Store {
     /// The versions of an agent, newest first, with how many turns ran each; empty for an agent
     /// hearth never saw.
     pub async fn agent_versions(&self, agent_id: &str) -> StoreResult<Vec<AgentVersion>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT v.version, v.created_at, v.changes, v.hash, v.definition,
                (SELECT COUNT(*) FROM turns t WHERE t.agent_id = v.agent_id AND t.agent_version = v.version) AS turns
              FROM agent_versions v WHERE v.agent_id = $1 ORDER BY v.version DESC",
         )
         .bind(agent_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(AgentVersion {
-                    version: row.try_get("version")?,
-                    created_at: row.try_get("created_at")?,
-                    changes: row.try_get("changes")?,
-                    hash: row.try_get("hash")?,
-                    definition: row.try_get("definition")?,
-                    turns: row.try_get("turns")?,
-                })
-            })
-            .collect()
+        .await?)
     }
 }
 

@@ -14,7 +14,7 @@
 
 use sqlx::Arguments;
 use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::{Any, Encode, Type};
+use sqlx::{Any, Encode, FromRow, Type};
 
 use super::{Backend, StoreError, StoreResult};
 
@@ -143,6 +143,13 @@ impl Batch {
     }
 }
 
+/// The ids a batch's `RETURNING id` statements returned, in order.
+pub(super) fn returned_ids(rows: &[AnyRow]) -> StoreResult<Vec<i64>> {
+    rows.iter()
+        .map(|row| Ok(<(i64,) as FromRow<AnyRow>>::from_row(row)?.0))
+        .collect()
+}
+
 /// `sql` with every parameter `$N` outside a quoted string or identifier as `$(N + offset)`,
 /// and the highest `N`: how many parameters it has.
 fn renumber(sql: &str, offset: usize) -> (String, usize) {
@@ -176,7 +183,6 @@ fn renumber(sql: &str, offset: usize) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use crate::store::test_support::postgres_store;
-    use sqlx::Row;
 
     use super::super::Store;
     use super::super::test_support::temp_store;
@@ -208,8 +214,12 @@ mod tests {
             .bind("ann");
         let rows = store.write_batch(batch).await.expect("batch");
         assert_eq!(rows.len(), 2);
-        let second: String = rows[1].try_get("display_name").expect("name");
-        assert_eq!(second, "bob-after-ann");
+        #[derive(sqlx::FromRow)]
+        struct Named {
+            display_name: String,
+        }
+        let second = Named::from_row(&rows[1]).expect("name");
+        assert_eq!(second.display_name, "bob-after-ann");
         assert_eq!(names(store).await, vec!["ann", "bob-after-ann"]);
 
         // A statement that fails leaves none of the batch behind…

@@ -1,10 +1,9 @@
 //! Pending Approve/Deny decisions and the tool audit log.
 
 use hearth_channel::OutboundMessage;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::outbox::{NewOutbox, insert_outbox, reply_and_finish};
+use super::query::Sql;
 use super::{Store, StoreResult, text_enum};
 
 text_enum! {
@@ -18,7 +17,7 @@ text_enum! {
 }
 
 /// A tool call waiting for the requester's decision.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Confirmation {
     /// Unguessable; carried in the buttons' data.
     pub id: String,
@@ -64,32 +63,19 @@ pub struct WrongCode {
 /// `decided_by` of a confirmation denied after too many wrong codes.
 pub const DENIED_FOR_WRONG_CODES: &str = "hearth:wrong-codes";
 
-fn from_row(row: &AnyRow) -> StoreResult<Confirmation> {
-    let status: String = row.try_get("status")?;
-    let thread: String = row.try_get("thread_id")?;
-    Ok(Confirmation {
-        id: row.try_get("id")?,
-        turn_id: row.try_get("turn_id")?,
-        tool_call_id: row.try_get("tool_call_id")?,
-        conversation_id: row.try_get("conversation_id")?,
-        channel: row.try_get("channel")?,
-        chat_id: row.try_get("chat_id")?,
-        thread_id: (!thread.is_empty()).then_some(thread),
-        requester: row.try_get("requester")?,
-        user_id: row.try_get("user_id")?,
-        tool: row.try_get("tool")?,
-        summary: row.try_get("summary")?,
-        prompt_outbox_id: row.try_get("prompt_outbox_id")?,
-        status: ConfirmationStatus::parse(&status).map_err(|e| sqlx::Error::Decode(e.into()))?,
-        decided_by: row.try_get("decided_by")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        short_code: row.try_get("short_code")?,
-        wrong_codes: row.try_get("wrong_codes")?,
-        routed_channel: row.try_get("routed_channel")?,
-        routed_chat_id: row.try_get("routed_chat_id")?,
-        routed_outbox_id: row.try_get("routed_outbox_id")?,
-    })
+/// The columns of [`Confirmation`]. A confirmation outside a thread is stored with an empty
+/// `thread_id` (the column is part of a unique key); it reads back as none.
+const COLUMNS: &str = "id, turn_id, tool_call_id, conversation_id, channel, chat_id, \
+     NULLIF(thread_id, '') AS thread_id, requester, user_id, tool, summary, prompt_outbox_id, \
+     status, decided_by, created_at, expires_at, short_code, wrong_codes, routed_channel, \
+     routed_chat_id, routed_outbox_id";
+
+/// A confirmation found by its prompt, and the prompt's stored message.
+#[derive(sqlx::FromRow)]
+struct PromptRow {
+    #[sqlx(flatten)]
+    confirmation: Confirmation,
+    prompt_payload: String,
 }
 
 /// One line of the tool audit log.
@@ -103,6 +89,16 @@ pub struct AuditEntry<'a> {
     pub outcome: &'a str,
     pub summary: &'a str,
     pub duration_ms: i64,
+}
+
+/// The pending confirmations of a chat (`$1`, `$2`) decided by typing their code, oldest
+/// first.
+fn pending_coded_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM confirmations
+         WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL
+         ORDER BY created_at"
+    )
 }
 
 impl Store {
@@ -164,24 +160,21 @@ impl Store {
     }
 
     pub async fn confirmation(&self, id: &str) -> StoreResult<Option<Confirmation>> {
-        let row = sqlx::query("SELECT * FROM confirmations WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(from_row).transpose()
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM confirmations WHERE id = "));
+        sql.bind(id.to_string());
+        sql.fetch_optional(self).await
     }
 
     pub async fn confirmation_for_call(
         &self,
         tool_call_id: i64,
     ) -> StoreResult<Option<Confirmation>> {
-        let row = sqlx::query(
-            "SELECT * FROM confirmations WHERE tool_call_id = $1 ORDER BY created_at DESC LIMIT 1",
-        )
-        .bind(tool_call_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        let mut sql = Sql::new(&format!(
+            "SELECT {COLUMNS} FROM confirmations WHERE tool_call_id = "
+        ));
+        sql.bind(tool_call_id)
+            .push(" ORDER BY created_at DESC LIMIT 1");
+        sql.fetch_optional(self).await
     }
 
     /// Whether a pending confirmation in this chat already uses `code`.
@@ -209,16 +202,11 @@ impl Store {
         channel: &str,
         chat_id: &str,
     ) -> StoreResult<Vec<Confirmation>> {
-        let rows = sqlx::query(
-            "SELECT * FROM confirmations
-             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL
-             ORDER BY created_at",
-        )
-        .bind(channel)
-        .bind(chat_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(from_row).collect()
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(pending_coded_sql()))
+            .bind(channel)
+            .bind(chat_id)
+            .fetch_all(self.pool())
+            .await?)
     }
 
     /// The newest confirmation of a chat with the typed code `code` that is no longer pending
@@ -229,17 +217,16 @@ impl Store {
         chat_id: &str,
         code: &str,
     ) -> StoreResult<Option<Confirmation>> {
-        let row = sqlx::query(
-            "SELECT * FROM confirmations
-             WHERE channel = $1 AND chat_id = $2 AND status <> 'pending' AND short_code = $3
-             ORDER BY created_at DESC LIMIT 1",
-        )
-        .bind(channel)
-        .bind(chat_id)
-        .bind(code)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        let mut sql = Sql::new(&format!(
+            "SELECT {COLUMNS} FROM confirmations WHERE channel = "
+        ));
+        sql.bind(channel.to_string())
+            .push(" AND chat_id = ")
+            .bind(chat_id.to_string())
+            .push(" AND status <> 'pending' AND short_code = ")
+            .bind(code.to_string())
+            .push(" ORDER BY created_at DESC LIMIT 1");
+        sql.fetch_optional(self).await
     }
 
     /// The confirmation whose prompt, or its copy in the owner's chat, was delivered as the
@@ -251,22 +238,25 @@ impl Store {
         chat_id: &str,
         message_id: &str,
     ) -> StoreResult<Option<(Confirmation, OutboundMessage)>> {
-        let row = sqlx::query(
-            "SELECT c.*, o.payload AS prompt_payload FROM confirmations c
-             JOIN outbox o ON o.id = c.prompt_outbox_id OR o.id = c.routed_outbox_id
-             WHERE o.channel = $1 AND o.platform_message_id = $2
-               AND ((o.id = c.prompt_outbox_id AND c.channel = $1 AND c.chat_id = $3)
-                 OR (o.id = c.routed_outbox_id AND c.routed_channel = $1 AND c.routed_chat_id = $3))
-             ORDER BY c.created_at DESC LIMIT 1",
-        )
-        .bind(channel)
-        .bind(message_id)
-        .bind(chat_id)
-        .fetch_optional(self.pool())
-        .await?;
+        let sql = format!(
+            "SELECT {COLUMNS}, prompt_payload FROM (
+               SELECT c.*, o.payload AS prompt_payload FROM confirmations c
+               JOIN outbox o ON o.id = c.prompt_outbox_id OR o.id = c.routed_outbox_id
+               WHERE o.channel = $1 AND o.platform_message_id = $2
+                 AND ((o.id = c.prompt_outbox_id AND c.channel = $1 AND c.chat_id = $3)
+                   OR (o.id = c.routed_outbox_id AND c.routed_channel = $1 AND c.routed_chat_id = $3))
+               ORDER BY c.created_at DESC LIMIT 1
+             ) AS found"
+        );
+        let row: Option<PromptRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(channel)
+            .bind(message_id)
+            .bind(chat_id)
+            .fetch_optional(self.pool())
+            .await?;
         let Some(row) = row else { return Ok(None) };
-        let payload: String = row.try_get("prompt_payload")?;
-        Ok(Some((from_row(&row)?, serde_json::from_str(&payload)?)))
+        let prompt = serde_json::from_str(&row.prompt_payload)?;
+        Ok(Some((row.confirmation, prompt)))
     }
 
     /// Counts a wrong code typed in a chat against every confirmation there that waits for a
@@ -288,16 +278,11 @@ impl Store {
         .bind(chat_id)
         .execute(&mut *tx)
         .await?;
-        let rows = sqlx::query(
-            "SELECT * FROM confirmations
-             WHERE channel = $1 AND chat_id = $2 AND status = 'pending' AND short_code IS NOT NULL
-             ORDER BY created_at",
-        )
-        .bind(channel)
-        .bind(chat_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let pending = rows.iter().map(from_row).collect::<StoreResult<Vec<_>>>()?;
+        let pending: Vec<Confirmation> = sqlx::query_as(sqlx::AssertSqlSafe(pending_coded_sql()))
+            .bind(channel)
+            .bind(chat_id)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut denied = Vec::new();
         let mut left = max;
         for mut confirmation in pending {
@@ -340,7 +325,7 @@ impl Store {
         let done = sqlx::query(
             "UPDATE confirmations SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4 AND status = 'pending'",
         )
-        .bind(status.as_str())
+        .bind(status)
         .bind(decided_by)
         .bind(now_ms)
         .bind(id)
@@ -364,16 +349,15 @@ impl Store {
         if channels.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = format!(
-            "SELECT * FROM confirmations WHERE status = 'pending' AND expires_at <= $1 AND channel IN ({}) ORDER BY expires_at",
-            super::placeholders(2, channels.len())
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms);
+        let mut sql = Sql::new(&format!(
+            "SELECT {COLUMNS} FROM confirmations WHERE status = 'pending' AND expires_at <= "
+        ));
+        sql.bind(now_ms).push(" AND channel IN (");
         for channel in channels {
-            query = query.bind(channel);
+            sql.value(channel.clone());
         }
-        let rows = query.fetch_all(self.pool()).await?;
-        rows.iter().map(from_row).collect()
+        sql.push(") ORDER BY expires_at");
+        sql.fetch_all(self).await
     }
 
     pub async fn pending_confirmations(&self) -> StoreResult<i64> {
@@ -430,59 +414,12 @@ impl Store {
 
     /// The audit log's newest entries as (tool, outcome), newest first.
     pub async fn recent_audit(&self, limit: i64) -> StoreResult<Vec<(String, String)>> {
-        let rows = sqlx::query("SELECT tool, outcome FROM tool_audit ORDER BY id DESC LIMIT $1")
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("tool")?, r.try_get("outcome")?)))
-            .collect()
-    }
-
-    /// Sets the `permission` or `autonomy` of the user behind an identity; false when there is no
-    /// such identity.
-    pub async fn set_user_setting(
-        &self,
-        channel: &str,
-        platform_user_id: &str,
-        setting: &str,
-        value: &str,
-    ) -> StoreResult<bool> {
-        let sql = match setting {
-            "permission" => {
-                "UPDATE users SET permission = $1 WHERE id = (SELECT user_id FROM identities WHERE channel = $2 AND platform_user_id = $3)"
-            }
-            "autonomy" => {
-                "UPDATE users SET autonomy = $1 WHERE id = (SELECT user_id FROM identities WHERE channel = $2 AND platform_user_id = $3)"
-            }
-            _ => return Ok(false),
-        };
-        let done = sqlx::query(sql)
-            .bind(value)
-            .bind(channel)
-            .bind(platform_user_id)
-            .execute(&mut *self.write().await?)
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// A user's permission and autonomy settings (`None`: defaults), and whether they own hearth.
-    pub async fn user_settings(
-        &self,
-        user_id: i64,
-    ) -> StoreResult<(bool, Option<String>, Option<String>)> {
-        let row = sqlx::query("SELECT is_owner, permission, autonomy FROM users WHERE id = $1")
-            .bind(user_id)
-            .fetch_optional(self.pool())
-            .await?;
-        let Some(row) = row else {
-            return Ok((false, None, None));
-        };
-        Ok((
-            row.try_get::<i64, _>("is_owner")? != 0,
-            row.try_get("permission")?,
-            row.try_get("autonomy")?,
-        ))
+        Ok(
+            sqlx::query_as("SELECT tool, outcome FROM tool_audit ORDER BY id DESC LIMIT $1")
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await?,
+        )
     }
 }
 

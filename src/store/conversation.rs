@@ -1,9 +1,8 @@
 //! Conversations: one per chat (and thread), with the agent it is talking to.
 
 use hearth_channel::ChatRef;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use super::query::Sql;
 use super::{Store, StoreResult};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -20,20 +19,35 @@ pub struct Conversation {
     pub last_active_at: i64,
 }
 
-fn from_row(row: &AnyRow) -> StoreResult<Conversation> {
-    let thread: String = row.try_get("thread_id")?;
-    Ok(Conversation {
-        id: row.try_get("id")?,
-        channel: row.try_get("channel")?,
-        chat: ChatRef {
-            chat_id: row.try_get("chat_id")?,
-            thread_id: (!thread.is_empty()).then_some(thread),
-        },
-        current_agent: row.try_get("current_agent")?,
-        agent_pinned: row.try_get::<i64, _>("agent_pinned")? != 0,
-        session: row.try_get("session")?,
-        last_active_at: row.try_get("last_active_at")?,
-    })
+/// A `conversations` row as read. A chat without a thread is stored with an empty
+/// `thread_id` (the column is part of the chat's unique key).
+#[derive(sqlx::FromRow)]
+struct ConversationRow {
+    id: i64,
+    channel: String,
+    chat_id: String,
+    thread_id: String,
+    current_agent: Option<String>,
+    agent_pinned: i64,
+    session: i64,
+    last_active_at: i64,
+}
+
+impl From<ConversationRow> for Conversation {
+    fn from(row: ConversationRow) -> Self {
+        Conversation {
+            id: row.id,
+            channel: row.channel,
+            chat: ChatRef {
+                chat_id: row.chat_id,
+                thread_id: (!row.thread_id.is_empty()).then_some(row.thread_id),
+            },
+            current_agent: row.current_agent,
+            agent_pinned: row.agent_pinned != 0,
+            session: row.session,
+            last_active_at: row.last_active_at,
+        }
+    }
 }
 
 const COLUMNS: &str =
@@ -52,14 +66,14 @@ impl Store {
             "SELECT {COLUMNS} FROM conversations WHERE channel = $1 AND chat_id = $2 AND thread_id = $3"
         );
         // Known chats (nearly every message) need one query, and no write.
-        let found = sqlx::query(sqlx::AssertSqlSafe(select))
+        let found: Option<ConversationRow> = sqlx::query_as(sqlx::AssertSqlSafe(select))
             .bind(channel)
             .bind(&chat.chat_id)
             .bind(thread)
             .fetch_optional(self.pool())
             .await?;
         if let Some(row) = found {
-            return from_row(&row);
+            return Ok(row.into());
         }
         self.insert_conversation(channel, &chat.chat_id, thread, now_ms)
             .await
@@ -75,7 +89,7 @@ impl Store {
         thread: &str,
         now_ms: i64,
     ) -> StoreResult<Conversation> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<ConversationRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "INSERT INTO conversations (channel, chat_id, thread_id, last_active_at, created_at)
              VALUES ($1, $2, $3, $4, $4)
              ON CONFLICT (channel, chat_id, thread_id) DO UPDATE SET channel = excluded.channel
@@ -87,18 +101,15 @@ impl Store {
         .bind(now_ms)
         .fetch_all(&mut *self.write().await?)
         .await?;
-        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
-        from_row(row)
+        let row = rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
+        Ok(row.into())
     }
 
     pub async fn conversation_by_id(&self, id: i64) -> StoreResult<Option<Conversation>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM conversations WHERE id = $1"
-        )))
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM conversations WHERE id = "));
+        sql.bind(id);
+        let row: Option<ConversationRow> = sql.fetch_optional(self).await?;
+        Ok(row.map(Conversation::from))
     }
 
     /// Sets the conversation's agent (and whether it is pinned) and marks it active now.

@@ -1,32 +1,16 @@
 //! The inbox: every inbound event, stored once, before the platform cursor moves.
 
 use hearth_channel::Inbound;
-use sqlx::Row;
 
-use super::{Store, StoreResult};
+use super::{Store, StoreResult, text_enum};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InboxStatus {
-    Pending,
-    Done,
-    Failed,
-}
-
-impl InboxStatus {
-    fn parse(s: &str) -> Self {
-        match s {
-            "done" => Self::Done,
-            "failed" => Self::Failed,
-            _ => Self::Pending,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Done => "done",
-            Self::Failed => "failed",
-        }
+text_enum! {
+    /// Where an inbox entry stands.
+    pub enum InboxStatus {
+        /// Not yet handled: the dispatcher's work.
+        Pending = "pending",
+        Done = "done",
+        Failed = "failed",
     }
 }
 
@@ -58,6 +42,33 @@ impl InboxEntry {
             received_at: now_ms,
             status: InboxStatus::Pending,
             fresh: true,
+        }
+    }
+}
+
+/// An `inbox` row as read; its payload becomes [`InboxEntry::event`].
+#[derive(sqlx::FromRow)]
+struct InboxRow {
+    id: i64,
+    channel: String,
+    platform_id: String,
+    conversation_key: String,
+    payload: String,
+    received_at: i64,
+    status: InboxStatus,
+}
+
+impl From<InboxRow> for InboxEntry {
+    fn from(row: InboxRow) -> Self {
+        InboxEntry {
+            id: row.id,
+            channel: row.channel,
+            platform_id: row.platform_id,
+            conversation_key: row.conversation_key,
+            event: serde_json::from_str(&row.payload).map_err(|err| err.to_string()),
+            received_at: row.received_at,
+            status: row.status,
+            fresh: false,
         }
     }
 }
@@ -149,35 +160,21 @@ impl Store {
             "SELECT id, conversation_key FROM inbox WHERE status = 'pending' AND channel IN ({}) ORDER BY id",
             super::placeholders(1, channels.len())
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
         for channel in channels {
             query = query.bind(channel);
         }
-        let rows = query.fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|row| Ok((row.try_get("id")?, row.try_get("conversation_key")?)))
-            .collect()
+        Ok(query.fetch_all(self.pool()).await?)
     }
 
     pub async fn inbox_entry(&self, id: i64) -> StoreResult<Option<InboxEntry>> {
-        let row = sqlx::query(
+        let row: Option<InboxRow> = sqlx::query_as(
             "SELECT id, channel, platform_id, conversation_key, payload, received_at, status FROM inbox WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.pool())
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let payload: String = row.try_get("payload")?;
-        Ok(Some(InboxEntry {
-            id: row.try_get("id")?,
-            channel: row.try_get("channel")?,
-            platform_id: row.try_get("platform_id")?,
-            conversation_key: row.try_get("conversation_key")?,
-            event: serde_json::from_str(&payload).map_err(|err| err.to_string()),
-            received_at: row.try_get("received_at")?,
-            status: InboxStatus::parse(&row.try_get::<String, _>("status")?),
-            fresh: false,
-        }))
+        Ok(row.map(InboxEntry::from))
     }
 
     /// Replaces the content of handled entries received before `cutoff_ms` by a stub (see
@@ -190,7 +187,7 @@ impl Store {
         batch: usize,
         now_ms: i64,
     ) -> StoreResult<usize> {
-        let rows = sqlx::query(
+        let rows: Vec<(i64, String)> = sqlx::query_as(
             "SELECT id, payload FROM inbox
              WHERE stripped_at IS NULL AND received_at < $1 AND status <> 'pending'
              ORDER BY received_at LIMIT $2",
@@ -200,11 +197,9 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         let mut tx = self.begin().await?;
-        for row in &rows {
-            let id: i64 = row.try_get("id")?;
-            let payload: String = row.try_get("payload")?;
+        for (id, payload) in &rows {
             // An entry that no longer reads keeps nothing worth keeping either.
-            let stub = serde_json::from_str::<Inbound>(&payload)
+            let stub = serde_json::from_str::<Inbound>(payload)
                 .map(|event| stripped(&event))
                 .ok()
                 .and_then(|event| serde_json::to_string(&event).ok())
@@ -212,7 +207,7 @@ impl Store {
             sqlx::query("UPDATE inbox SET payload = $1, stripped_at = $2 WHERE id = $3")
                 .bind(stub)
                 .bind(now_ms)
-                .bind(id)
+                .bind(*id)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -221,11 +216,10 @@ impl Store {
     }
 
     pub async fn inbox_status(&self, id: i64) -> StoreResult<Option<InboxStatus>> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
+        Ok(sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
             .bind(id)
             .fetch_optional(self.pool())
-            .await?;
-        Ok(status.map(|s| InboxStatus::parse(&s)))
+            .await?)
     }
 
     /// Marks an entry handled without a reply (a duplicate press, an ignored reaction).
@@ -237,7 +231,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<()> {
         sqlx::query("UPDATE inbox SET status = $1, error = $2, processed_at = $3 WHERE id = $4")
-            .bind(status.as_str())
+            .bind(status)
             .bind(error)
             .bind(now_ms)
             .bind(id)

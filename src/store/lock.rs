@@ -17,7 +17,7 @@
 use std::io::{Read, Seek, Write};
 use std::path::PathBuf;
 
-use sqlx::{AnyConnection, Connection, Row};
+use sqlx::{AnyConnection, Connection};
 
 use super::{Backend, Store, StoreError};
 
@@ -134,12 +134,11 @@ impl Store {
             .execute(&mut conn)
             .await
             .map_err(StoreError::from)?;
-        let row = sqlx::query("SELECT pg_try_advisory_lock($1) AS taken")
+        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
             .bind(kind.advisory_key())
             .fetch_one(&mut conn)
             .await
             .map_err(StoreError::from)?;
-        let taken: bool = row.try_get("taken").map_err(StoreError::from)?;
         if taken {
             return Ok(ProcessLock {
                 held: Held::Postgres(conn),

@@ -6,10 +6,10 @@
 //! accepts them: a retry or a restart resumes at the first part not yet shown.
 
 use hearth_channel::{MessageRef, OutboundMessage, PlannedPart};
-use sqlx::Row;
+use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
-use super::{Batch, Store, StoreResult, WriteTx};
+use super::{Batch, Store, StoreError, StoreResult, WriteTx, text_enum};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum OutboxKind {
@@ -48,38 +48,23 @@ pub struct OutboxItem {
     pub attempts: i64,
 }
 
-/// Where one part of a reply stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PartStatus {
-    Pending,
-    /// Handed to the platform; still so at start means the process died during the call.
-    Sending,
-    Sent,
-    Failed,
+text_enum! {
+    /// Where one part of a reply stands.
+    pub enum PartStatus {
+        Pending = "pending",
+        /// Handed to the platform; still so at start means the process died during the call.
+        Sending = "sending",
+        Sent = "sent",
+        Failed = "failed",
+    }
 }
 
-impl PartStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            PartStatus::Pending => "pending",
-            PartStatus::Sending => "sending",
-            PartStatus::Sent => "sent",
-            PartStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(text: &str) -> StoreResult<Self> {
-        Ok(match text {
-            "pending" => PartStatus::Pending,
-            "sending" => PartStatus::Sending,
-            "sent" => PartStatus::Sent,
-            "failed" => PartStatus::Failed,
-            other => {
-                return Err(super::StoreError::Corrupt(format!(
-                    "unknown outbox part status {other:?}"
-                )));
-            }
-        })
+text_enum! {
+    /// The `kind` column: which [`OutboxKind`] a row holds, its `target` column the rest.
+    enum StoredKind {
+        Send = "send",
+        Edit = "edit",
+        Outcome = "outcome",
     }
 }
 
@@ -156,7 +141,7 @@ pub(super) fn push_reply_of_turn(
 /// What a new outbox row stores of its item, beside the item's own fields.
 struct OutboxRow {
     chat_key: String,
-    kind: &'static str,
+    kind: StoredKind,
     payload: String,
     target: Option<String>,
 }
@@ -164,9 +149,9 @@ struct OutboxRow {
 impl OutboxRow {
     fn of(item: &NewOutbox) -> StoreResult<Self> {
         let (kind, target) = match &item.kind {
-            OutboxKind::Send => ("send", None),
-            OutboxKind::Edit { target } => ("edit", Some(serde_json::to_string(target)?)),
-            OutboxKind::Outcome { prompt } => ("outcome", Some(prompt.to_string())),
+            OutboxKind::Send => (StoredKind::Send, None),
+            OutboxKind::Edit { target } => (StoredKind::Edit, Some(serde_json::to_string(target)?)),
+            OutboxKind::Outcome { prompt } => (StoredKind::Outcome, Some(prompt.to_string())),
         };
         Ok(Self {
             chat_key: chat_key(&item.channel, &item.message),
@@ -197,54 +182,84 @@ pub(super) async fn reply_and_finish(
     Ok(ids)
 }
 
-fn item_from_row(row: &AnyRow) -> StoreResult<OutboxItem> {
-    let kind: String = row.try_get("kind")?;
-    let target: Option<String> = row.try_get("target")?;
-    let payload: String = row.try_get("payload")?;
-    let kind = match (kind.as_str(), target) {
-        ("edit", Some(target)) => OutboxKind::Edit {
-            target: serde_json::from_str(&target)?,
-        },
-        ("outcome", Some(prompt)) => OutboxKind::Outcome {
-            prompt: serde_json::from_str(&prompt)?,
-        },
-        _ => OutboxKind::Send,
-    };
-    Ok(OutboxItem {
-        id: row.try_get("id")?,
-        inbox_id: row.try_get("inbox_id")?,
-        channel: row.try_get("channel")?,
-        chat_key: row.try_get("chat_key")?,
-        kind,
-        message: serde_json::from_str(&payload)?,
-        attempts: row.try_get("attempts")?,
-    })
+/// The columns of [`ItemRow`].
+const ITEM_COLUMNS: &str = "id, inbox_id, channel, chat_key, kind, payload, target, attempts";
+
+/// An `outbox` row as read; its kind, target and payload become an [`OutboxItem`].
+#[derive(sqlx::FromRow)]
+struct ItemRow {
+    id: i64,
+    inbox_id: Option<i64>,
+    channel: String,
+    chat_key: String,
+    kind: StoredKind,
+    payload: String,
+    target: Option<String>,
+    attempts: i64,
+}
+
+/// A pending row and when it is due.
+#[derive(sqlx::FromRow)]
+struct PendingRow {
+    #[sqlx(flatten)]
+    item: ItemRow,
+    next_attempt_at: i64,
+}
+
+impl TryFrom<ItemRow> for OutboxItem {
+    type Error = StoreError;
+
+    fn try_from(row: ItemRow) -> StoreResult<Self> {
+        // An edit or outcome without its target has never been written; read as a plain
+        // send, as before kinds had targets.
+        let kind = match (row.kind, row.target) {
+            (StoredKind::Edit, Some(target)) => OutboxKind::Edit {
+                target: serde_json::from_str(&target)?,
+            },
+            (StoredKind::Outcome, Some(prompt)) => OutboxKind::Outcome {
+                prompt: serde_json::from_str(&prompt)?,
+            },
+            _ => OutboxKind::Send,
+        };
+        Ok(OutboxItem {
+            id: row.id,
+            inbox_id: row.inbox_id,
+            channel: row.channel,
+            chat_key: row.chat_key,
+            kind,
+            message: serde_json::from_str(&row.payload)?,
+            attempts: row.attempts,
+        })
+    }
+}
+
+/// An `outbox_parts` row as read.
+#[derive(sqlx::FromRow)]
+struct PartRow {
+    idx: i64,
+    text: String,
+    status: PartStatus,
+    platform_message_id: Option<String>,
+    in_doubt: i64,
 }
 
 async fn parts_of(conn: &mut sqlx::AnyConnection, id: i64) -> StoreResult<Vec<OutboxPart>> {
-    let rows = sqlx::query(
+    let rows: Vec<PartRow> = sqlx::query_as(
         "SELECT idx, text, status, platform_message_id, in_doubt FROM outbox_parts WHERE outbox_id = $1 ORDER BY idx",
     )
     .bind(id)
     .fetch_all(&mut *conn)
     .await?;
     let count = rows.len();
-    rows.iter()
+    rows.into_iter()
         .map(|row| {
-            let index: i64 = row.try_get("idx")?;
-            let status: String = row.try_get("status")?;
-            let in_doubt: i64 = row.try_get("in_doubt")?;
+            let index = usize::try_from(row.idx)
+                .map_err(|_| StoreError::Corrupt(format!("outbox part index {}", row.idx)))?;
             Ok(OutboxPart {
-                part: PlannedPart::new(
-                    usize::try_from(index).map_err(|_| {
-                        super::StoreError::Corrupt(format!("outbox part index {index}"))
-                    })?,
-                    count,
-                    row.try_get::<String, _>("text")?,
-                ),
-                status: PartStatus::parse(&status)?,
-                platform_message_id: row.try_get("platform_message_id")?,
-                in_doubt: in_doubt != 0,
+                part: PlannedPart::new(index, count, row.text),
+                status: row.status,
+                platform_message_id: row.platform_message_id,
+                in_doubt: row.in_doubt != 0,
             })
         })
         .collect()
@@ -306,7 +321,7 @@ async fn set_part_status(
     status: PartStatus,
 ) -> StoreResult<()> {
     sqlx::query(SET_PART_STATUS)
-        .bind(status.as_str())
+        .bind(status)
         .bind(id)
         .bind(super::to_i64(index))
         .execute(&mut *conn)
@@ -338,17 +353,17 @@ impl Store {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT id, inbox_id, channel, chat_key, kind, payload, target, attempts, next_attempt_at
+            "SELECT {ITEM_COLUMNS}, next_attempt_at
              FROM outbox WHERE status = 'pending' AND channel IN ({}) ORDER BY id LIMIT $1",
             super::placeholders(2, channels.len())
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(super::to_i64(limit));
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(super::to_i64(limit));
         for channel in channels {
             query = query.bind(channel);
         }
-        let rows = query.fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|row| Ok((item_from_row(row)?, row.try_get("next_attempt_at")?)))
+        let rows: Vec<PendingRow> = query.fetch_all(self.pool()).await?;
+        rows.into_iter()
+            .map(|row| Ok((OutboxItem::try_from(row.item)?, row.next_attempt_at)))
             .collect()
     }
 
@@ -382,7 +397,7 @@ impl Store {
         let Some(taken) = rows.last() else {
             return Ok(None);
         };
-        let stored_parts: i64 = taken.try_get("stored_parts")?;
+        let (stored_parts,) = <(i64,) as FromRow<AnyRow>>::from_row(taken)?;
         if rows.len() > 1 || stored_parts == 0 {
             // Stored now (the first part marked as being sent), or an edit, which has none.
             return Ok(Some(new_parts(planned)));
@@ -425,7 +440,7 @@ impl Store {
         match next {
             Some(next) => batch
                 .push(SET_PART_STATUS)
-                .bind(PartStatus::Sending.as_str())
+                .bind(PartStatus::Sending)
                 .bind(id)
                 .bind(super::to_i64(next)),
             None => batch
@@ -593,38 +608,36 @@ impl Store {
         &self,
         id: i64,
     ) -> StoreResult<Option<(OutboundMessage, Option<MessageRef>)>> {
-        let row = sqlx::query("SELECT payload, platform_message_id FROM outbox WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let payload: String = row.try_get("payload")?;
+        let row: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT payload, platform_message_id FROM outbox WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.pool())
+                .await?;
+        let Some((payload, platform_message_id)) = row else {
+            return Ok(None);
+        };
         let mut message: OutboundMessage = serde_json::from_str(&payload)?;
         if let Some(last) = self.outbox_parts(id).await?.pop() {
             message.text = last.part.text;
         }
-        let reference = row
-            .try_get::<Option<String>, _>("platform_message_id")?
-            .map(|message_id| MessageRef {
-                chat: message.chat.clone(),
-                message_id,
-            });
+        let reference = platform_message_id.map(|message_id| MessageRef {
+            chat: message.chat.clone(),
+            message_id,
+        });
         Ok(Some((message, reference)))
     }
 
     /// The platform reference of a delivered outbox row (to edit it later).
     pub async fn outbox_message_ref(&self, id: i64) -> StoreResult<Option<MessageRef>> {
-        let row = sqlx::query(
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT payload, platform_message_id FROM outbox WHERE id = $1 AND status = 'sent'",
         )
         .bind(id)
         .fetch_optional(self.pool())
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let Some(message_id) = row.try_get::<Option<String>, _>("platform_message_id")? else {
+        let Some((payload, Some(message_id))) = row else {
             return Ok(None);
         };
-        let payload: String = row.try_get("payload")?;
         let message: hearth_channel::OutboundMessage = serde_json::from_str(&payload)?;
         Ok(Some(MessageRef {
             chat: message.chat,

@@ -3,9 +3,10 @@
 //! (cron, time zones, fires) is the scheduler's (`impl Schedule` in `scheduler.rs`).
 
 use hearth_channel::{ChatRef, Inbound};
-use sqlx::Row;
+use sqlx::FromRow;
+use sqlx::any::AnyRow;
 
-use super::{Store, StoreError, StoreResult, to_i64};
+use super::{Store, StoreError, StoreResult, text_enum, to_i64};
 use crate::config::OnConfirmation;
 
 /// The sender id of every scheduled inbox entry. No platform hands out this id (Telegram and
@@ -60,8 +61,7 @@ pub struct Schedule {
     /// Set by `hearth schedule disable`: kept, but not fired until enabled again. Written only
     /// by [`Store::pause_schedule`] and [`Store::resume_schedule`], never by a save.
     pub paused: bool,
-    /// `config` (from `[[schedules]]`) or `chat` (from a tool or the CLI).
-    pub source: String,
+    pub source: ScheduleSource,
     /// When a one-shot fires (Unix ms).
     pub one_shot_at: Option<i64>,
     pub created_by: Option<i64>,
@@ -98,7 +98,7 @@ impl Schedule {
             catch_up_minutes: 60,
             enabled: true,
             paused: false,
-            source: "chat".into(),
+            source: ScheduleSource::Chat,
             one_shot_at: None,
             created_by: None,
             last_fire_at: None,
@@ -109,43 +109,31 @@ impl Schedule {
     }
 }
 
-/// How a run went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Its inbox entry is waiting for the dispatcher.
-    Queued,
-    Running,
-    Done,
-    Failed,
-    /// hearth was down at the time and it was too old to catch up.
-    Missed,
+text_enum! {
+    /// How a run went.
+    pub enum RunStatus {
+        /// Its inbox entry is waiting for the dispatcher.
+        Queued = "queued",
+        Running = "running",
+        Done = "done",
+        Failed = "failed",
+        /// hearth was down at the time and it was too old to catch up.
+        Missed = "missed",
+    }
 }
 
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Done => "done",
-            Self::Failed => "failed",
-            Self::Missed => "missed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "done" => Self::Done,
-            "failed" => Self::Failed,
-            "missed" => Self::Missed,
-            _ => return None,
-        })
+text_enum! {
+    /// Where a schedule came from.
+    pub enum ScheduleSource {
+        /// A `[[schedules]]` entry of the config file: changed there, not by a tool.
+        Config = "config",
+        /// Made by a tool or the CLI.
+        Chat = "chat",
     }
 }
 
 /// One recorded fire of a schedule.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct ScheduleRun {
     pub id: i64,
     pub schedule_id: i64,
@@ -205,7 +193,7 @@ struct ScheduleRow {
     catch_up_minutes: i64,
     enabled: i64,
     paused: i64,
-    source: String,
+    source: ScheduleSource,
     one_shot_at: Option<i64>,
     created_by: Option<i64>,
     last_fire_at: Option<i64>,
@@ -242,40 +230,6 @@ impl TryFrom<ScheduleRow> for Schedule {
             next_fire_at: row.next_fire_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
-        })
-    }
-}
-
-/// A `schedule_runs` row as stored: `status` as text.
-#[derive(sqlx::FromRow)]
-struct RunRow {
-    id: i64,
-    schedule_id: i64,
-    scheduled_for: i64,
-    status: String,
-    inbox_id: Option<i64>,
-    error: Option<String>,
-    created_at: i64,
-    started_at: Option<i64>,
-    finished_at: Option<i64>,
-}
-
-impl TryFrom<RunRow> for ScheduleRun {
-    type Error = StoreError;
-
-    fn try_from(row: RunRow) -> StoreResult<Self> {
-        Ok(ScheduleRun {
-            id: row.id,
-            schedule_id: row.schedule_id,
-            scheduled_for: row.scheduled_for,
-            status: RunStatus::parse(&row.status).ok_or_else(|| {
-                StoreError::Corrupt(format!("unknown run status {:?}", row.status))
-            })?,
-            inbox_id: row.inbox_id,
-            error: row.error,
-            created_at: row.created_at,
-            started_at: row.started_at,
-            finished_at: row.finished_at,
         })
     }
 }
@@ -327,7 +281,7 @@ fn bind_settings<'q>(
         .bind(serde_json::to_string(&schedule.allow_tools)?)
         .bind(schedule.catch_up_minutes)
         .bind(i64::from(schedule.enabled))
-        .bind(&schedule.source)
+        .bind(schedule.source)
         .bind(schedule.one_shot_at))
 }
 
@@ -351,14 +305,14 @@ impl Store {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
              RETURNING id",
         );
-        let id: i64 = bind_settings(insert, schedule)?
+        let row = bind_settings(insert, schedule)?
             .bind(schedule.created_by)
             .bind(schedule.last_fire_at)
             .bind(schedule.next_fire_at)
             .bind(now_ms)
             .fetch_one(&mut *tx)
-            .await?
-            .try_get("id")?;
+            .await?;
+        let (id,) = <(i64,) as FromRow<AnyRow>>::from_row(&row)?;
         tx.commit().await?;
         Ok(id)
     }
@@ -544,14 +498,13 @@ impl Store {
         schedule_id: i64,
         scheduled_for: i64,
     ) -> StoreResult<Option<ScheduleRun>> {
-        let row: Option<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1 AND scheduled_for = $2"
         )))
         .bind(schedule_id)
         .bind(scheduled_for)
         .fetch_optional(self.pool())
-        .await?;
-        row.map(ScheduleRun::try_from).transpose()
+        .await?)
     }
 
     /// The inbox entry the scheduler made under `platform_id`, if there is one. An entry with
@@ -673,15 +626,14 @@ impl Store {
         schedule_id: i64,
         limit: usize,
     ) -> StoreResult<Vec<ScheduleRun>> {
-        let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = $1
              ORDER BY scheduled_for DESC, id DESC LIMIT $2"
         )))
         .bind(schedule_id)
         .bind(to_i64(limit))
         .fetch_all(self.pool())
-        .await?;
-        rows.into_iter().map(ScheduleRun::try_from).collect()
+        .await?)
     }
 
     /// The scheduled run an inbox entry carries out, for the turn that handles it: which
@@ -771,7 +723,7 @@ impl Store {
                  started_at = COALESCE(started_at, $3)
              WHERE id = $4",
         )
-        .bind(status.as_str())
+        .bind(status)
         .bind(error)
         .bind(now_ms)
         .bind(run_id)

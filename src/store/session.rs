@@ -8,8 +8,6 @@
 //! run (so the history stays well-formed for the model), the turn is cancelled, its confirmations
 //! expire, and replies not yet printed are dropped.
 
-use sqlx::Row;
-
 use super::turn::insert_message;
 use super::{Store, StoreResult, placeholders};
 use crate::provider::ChatMessage;
@@ -26,6 +24,25 @@ impl Abandoned {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+}
+
+/// An unfinished turn to close.
+#[derive(sqlx::FromRow)]
+struct OpenTurn {
+    id: i64,
+    inbox_id: i64,
+    conversation_id: i64,
+    user_id: Option<i64>,
+    agent_id: String,
+}
+
+/// A tool call of an unfinished turn that has no result yet.
+#[derive(sqlx::FromRow)]
+struct OpenCall {
+    id: i64,
+    call_id: String,
+    name: String,
+    arguments: String,
 }
 
 impl Store {
@@ -48,7 +65,7 @@ impl Store {
 
     /// Per channel with anything waiting: (channel, pending inbox entries, pending replies).
     pub async fn pending_work_by_channel(&self) -> StoreResult<Vec<(String, i64, i64)>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT channel, SUM(inbox) AS inbox, SUM(outbox) AS outbox FROM (
                SELECT channel, 1 AS inbox, 0 AS outbox FROM inbox WHERE status = 'pending'
                UNION ALL
@@ -56,16 +73,7 @@ impl Store {
              ) AS work GROUP BY channel ORDER BY channel",
         )
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("channel")?,
-                    row.try_get("inbox")?,
-                    row.try_get("outbox")?,
-                ))
-            })
-            .collect()
+        .await?)
     }
 
     /// Closes the unfinished work of `channels`, in one transaction: running and suspended turns
@@ -90,18 +98,20 @@ impl Store {
              WHERE t.status IN ('running', 'suspended') AND i.channel IN ({}) ORDER BY t.id",
             list(1)
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
         for channel in channels {
             query = query.bind(channel);
         }
-        let turns = query.fetch_all(&mut *tx).await?;
+        let turns: Vec<OpenTurn> = query.fetch_all(&mut *tx).await?;
         let note = format!("Not run: {reason}.");
         for turn in &turns {
-            let turn_id: i64 = turn.try_get("id")?;
-            let inbox_id: i64 = turn.try_get("inbox_id")?;
-            let conversation_id: i64 = turn.try_get("conversation_id")?;
-            let user_id: Option<i64> = turn.try_get("user_id")?;
-            let agent_id: String = turn.try_get("agent_id")?;
+            let OpenTurn {
+                id: turn_id,
+                inbox_id,
+                conversation_id,
+                user_id,
+                ref agent_id,
+            } = *turn;
             let session: Option<i64> = sqlx::query_scalar(
                 "SELECT session FROM messages WHERE turn_id = $1 ORDER BY id LIMIT 1",
             )
@@ -117,7 +127,7 @@ impl Store {
                         .await?
                 }
             };
-            let calls = sqlx::query(
+            let calls: Vec<OpenCall> = sqlx::query_as(
                 "SELECT id, call_id, name, arguments FROM tool_calls
                  WHERE turn_id = $1 AND status IN ('pending', 'running', 'waiting', 'approved')
                  ORDER BY message_id, position",
@@ -125,12 +135,15 @@ impl Store {
             .bind(turn_id)
             .fetch_all(&mut *tx)
             .await?;
-            for call in &calls {
-                let id: i64 = call.try_get("id")?;
-                let name: String = call.try_get("name")?;
-                let arguments: String = call.try_get("arguments")?;
+            for call in calls {
+                let OpenCall {
+                    id,
+                    call_id,
+                    name,
+                    arguments,
+                } = call;
                 let message = ChatMessage::Tool {
-                    call_id: call.try_get("call_id")?,
+                    call_id,
                     name: name.clone(),
                     content: note.clone(),
                     is_error: true,
@@ -151,7 +164,7 @@ impl Store {
                 )
                 .bind(user_id)
                 .bind(turn_id)
-                .bind(&agent_id)
+                .bind(agent_id)
                 .bind(&name)
                 .bind(&arguments)
                 .bind(&note)

@@ -2,13 +2,11 @@
 //! model sees the latest summary instead of them. Each summary folds in the one before it, so
 //! only the latest counts.
 
-use sqlx::Row;
-
-use super::turn::StoredMessage;
-use super::{Store, StoreResult};
+use super::turn::{StoredMessage, ToolCallStatus};
+use super::{Store, StoreError, StoreResult};
 
 /// The latest summary of a member's history in one session.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Summary {
     pub id: i64,
     /// The last `messages.id` it covers: the model sees later messages word for word.
@@ -23,13 +21,37 @@ pub struct Summary {
 }
 
 /// A tool call of a covered turn, for the ledger.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct CoveredCall {
     pub turn_id: i64,
     pub name: String,
     pub arguments: String,
-    pub status: String,
+    pub status: ToolCallStatus,
     pub result: Option<String>,
+}
+
+/// A stored message as read, with whether its turn is still unfinished (1 or 0).
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    id: i64,
+    turn_id: Option<i64>,
+    body: String,
+    chars: i64,
+    unfinished: i64,
+}
+
+impl TryFrom<MessageRow> for StoredMessage {
+    type Error = StoreError;
+
+    fn try_from(row: MessageRow) -> StoreResult<Self> {
+        Ok(StoredMessage {
+            id: row.id,
+            turn_id: row.turn_id,
+            message: serde_json::from_str(&row.body)?,
+            chars: row.chars,
+            turn_unfinished: row.unfinished != 0,
+        })
+    }
 }
 
 /// Which history a summary belongs to.
@@ -42,7 +64,7 @@ pub struct HistoryKey {
 
 impl Store {
     pub async fn latest_summary(&self, key: HistoryKey) -> StoreResult<Option<Summary>> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT id, covers_until, turns, narrative, ledger, created_at FROM conversation_summaries
              WHERE conversation_id = $1 AND session = $2 AND user_id IS NOT DISTINCT FROM $3
              ORDER BY id DESC LIMIT 1",
@@ -51,18 +73,7 @@ impl Store {
         .bind(key.session)
         .bind(key.user_id)
         .fetch_optional(self.pool())
-        .await?;
-        row.map(|row| {
-            Ok(Summary {
-                id: row.try_get("id")?,
-                covers_until: row.try_get("covers_until")?,
-                turns: row.try_get("turns")?,
-                narrative: row.try_get("narrative")?,
-                ledger: row.try_get("ledger")?,
-                created_at: row.try_get("created_at")?,
-            })
-        })
-        .transpose()
+        .await?)
     }
 
     /// Stores a summary; from now on the model sees it instead of the messages up to
@@ -100,7 +111,7 @@ impl Store {
         after: i64,
         limit: usize,
     ) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
+        let rows: Vec<MessageRow> = sqlx::query_as(
             "SELECT m.id, m.turn_id, m.body, m.chars,
                     CAST(CASE WHEN t.status IN ('running', 'suspended') THEN 1 ELSE 0 END AS BIGINT) AS unfinished
              FROM messages m JOIN turns t ON t.id = m.turn_id
@@ -115,18 +126,8 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         let mut messages = rows
-            .iter()
-            .map(|row| {
-                let body: String = row.try_get("body")?;
-                let unfinished: i64 = row.try_get("unfinished")?;
-                Ok(StoredMessage {
-                    id: row.try_get("id")?,
-                    turn_id: row.try_get("turn_id")?,
-                    message: serde_json::from_str(&body)?,
-                    chars: row.try_get("chars")?,
-                    turn_unfinished: unfinished != 0,
-                })
-            })
+            .into_iter()
+            .map(StoredMessage::try_from)
             .collect::<StoreResult<Vec<_>>>()?;
         messages.reverse();
         Ok(messages)
@@ -137,21 +138,13 @@ impl Store {
         let mut calls = Vec::new();
         // One query per turn keeps the SQL plain on both backends; compaction is rare.
         for turn in turns {
-            let rows = sqlx::query(
+            let rows: Vec<CoveredCall> = sqlx::query_as(
                 "SELECT turn_id, name, arguments, status, result FROM tool_calls WHERE turn_id = $1 ORDER BY message_id, position",
             )
             .bind(turn)
             .fetch_all(self.pool())
             .await?;
-            for row in rows {
-                calls.push(CoveredCall {
-                    turn_id: row.try_get("turn_id")?,
-                    name: row.try_get("name")?,
-                    arguments: row.try_get("arguments")?,
-                    status: row.try_get("status")?,
-                    result: row.try_get("result")?,
-                });
-            }
+            calls.extend(rows);
         }
         Ok(calls)
     }
@@ -162,13 +155,12 @@ impl Store {
         &self,
         turn_id: i64,
     ) -> StoreResult<Vec<(String, String)>> {
-        let rows = sqlx::query("SELECT name, arguments FROM tool_calls WHERE turn_id = $1")
-            .bind(turn_id)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|row| Ok((row.try_get("name")?, row.try_get("arguments")?)))
-            .collect()
+        Ok(
+            sqlx::query_as("SELECT name, arguments FROM tool_calls WHERE turn_id = $1")
+                .bind(turn_id)
+                .fetch_all(self.pool())
+                .await?,
+        )
     }
 
     /// The full result of the tool call `call_id` in a member's history, for the `tool_result`
@@ -179,7 +171,7 @@ impl Store {
         user_id: Option<i64>,
         call_id: &str,
     ) -> StoreResult<Option<(String, String)>> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT c.name, c.result FROM tool_calls c JOIN turns t ON t.id = c.turn_id
              WHERE t.conversation_id = $1 AND t.user_id IS NOT DISTINCT FROM $2 AND c.call_id = $3 AND c.result IS NOT NULL
              ORDER BY c.id DESC LIMIT 1",
@@ -188,8 +180,6 @@ impl Store {
         .bind(user_id)
         .bind(call_id)
         .fetch_optional(self.pool())
-        .await?;
-        row.map(|row| Ok((row.try_get("name")?, row.try_get("result")?)))
-            .transpose()
+        .await?)
     }
 }

@@ -1,42 +1,23 @@
 //! Turns, the conversation's messages, and tool calls: stored as they happen so a turn can be
 //! resumed after a restart and no tool with side effects ever runs twice.
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
+use super::batch::returned_ids;
+use super::inbox::InboxStatus;
 use super::outbox::{NewOutbox, push_reply_of_turn, reply_and_finish};
+use super::query::Sql;
 use super::usage::{ModelCall, push_model_call};
-use super::{Store, StoreError, StoreResult, WriteTx, to_i64};
+use super::{Store, StoreError, StoreResult, WriteTx, text_enum, to_i64};
 use crate::provider::{ChatMessage, ToolCall, Usage};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TurnStatus {
-    Running,
-    Suspended,
-    Done,
-    Failed,
-    Cancelled,
-}
-
-impl TurnStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Suspended => "suspended",
-            Self::Done => "done",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "suspended" => Self::Suspended,
-            "done" => Self::Done,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            _ => Self::Running,
-        }
+text_enum! {
+    /// Where a turn stands.
+    pub enum TurnStatus {
+        Running = "running",
+        /// Parked while a tool call waits for the requester's decision.
+        Suspended = "suspended",
+        Done = "done",
+        Failed = "failed",
+        Cancelled = "cancelled",
     }
 }
 
@@ -48,7 +29,7 @@ pub struct TurnOutcomes {
     pub last_error: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Turn {
     pub id: i64,
     pub inbox_id: i64,
@@ -64,58 +45,33 @@ pub struct Turn {
     pub input_tokens: i64,
     pub output_tokens: i64,
     /// False when this turn existed already: the daemon is resuming it after a restart.
+    #[sqlx(skip)]
     pub fresh: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToolCallStatus {
-    /// Requested by the model, not started.
-    Pending,
-    /// Started; if the daemon dies now the call is reported as interrupted, never re-run.
-    Running,
-    Done,
-    Error,
-    Interrupted,
-    Cancelled,
-    /// Not run because a limit (max tool calls) was reached.
-    Skipped,
-    /// Waiting for the requester's Approve or Deny.
-    Waiting,
-    /// Approved; runs when the turn resumes.
-    Approved,
-    /// Denied by the requester, or not decided in time.
-    Denied,
-}
+/// The columns of [`Turn`]: `fresh` is not stored, and a turn read back is never fresh.
+const TURN_COLUMNS: &str = "id, inbox_id, conversation_id, user_id, agent_id, agent_version, \
+     status, llm_calls, tool_calls, input_tokens, output_tokens";
 
-impl ToolCallStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Running => "running",
-            Self::Done => "done",
-            Self::Error => "error",
-            Self::Interrupted => "interrupted",
-            Self::Cancelled => "cancelled",
-            Self::Skipped => "skipped",
-            Self::Waiting => "waiting",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "running" => Self::Running,
-            "done" => Self::Done,
-            "error" => Self::Error,
-            "interrupted" => Self::Interrupted,
-            "cancelled" => Self::Cancelled,
-            "skipped" => Self::Skipped,
-            "waiting" => Self::Waiting,
-            "approved" => Self::Approved,
-            "denied" => Self::Denied,
-            _ => Self::Pending,
-        }
+text_enum! {
+    /// Where a tool call stands.
+    pub enum ToolCallStatus {
+        /// Requested by the model, not started.
+        Pending = "pending",
+        /// Started; if the daemon dies now the call is reported as interrupted, never re-run.
+        Running = "running",
+        Done = "done",
+        Error = "error",
+        Interrupted = "interrupted",
+        Cancelled = "cancelled",
+        /// Not run because a limit (max tool calls) was reached.
+        Skipped = "skipped",
+        /// Waiting for the requester's Approve or Deny.
+        Waiting = "waiting",
+        /// Approved; runs when the turn resumes.
+        Approved = "approved",
+        /// Denied by the requester, or not decided in time.
+        Denied = "denied",
     }
 }
 
@@ -126,6 +82,34 @@ pub struct ToolCallRecord {
     pub call: ToolCall,
     pub status: ToolCallStatus,
     pub result: Option<String>,
+}
+
+/// A `tool_calls` row as read; the call's own id is `call_id` beside the row's `id`.
+#[derive(sqlx::FromRow)]
+struct ToolCallRow {
+    id: i64,
+    turn_id: i64,
+    call_id: String,
+    name: String,
+    arguments: String,
+    status: ToolCallStatus,
+    result: Option<String>,
+}
+
+impl From<ToolCallRow> for ToolCallRecord {
+    fn from(row: ToolCallRow) -> Self {
+        ToolCallRecord {
+            id: row.id,
+            turn_id: row.turn_id,
+            call: ToolCall {
+                id: row.call_id,
+                name: row.name,
+                arguments: row.arguments,
+            },
+            status: row.status,
+            result: row.result,
+        }
+    }
 }
 
 /// A message of the conversation as stored.
@@ -149,24 +133,6 @@ pub fn unfinished_turns(messages: &[StoredMessage]) -> Vec<i64> {
         .collect();
     turns.dedup();
     turns
-}
-
-fn turn_from_row(row: &AnyRow, fresh: bool) -> StoreResult<Turn> {
-    let status: String = row.try_get("status")?;
-    Ok(Turn {
-        id: row.try_get("id")?,
-        inbox_id: row.try_get("inbox_id")?,
-        conversation_id: row.try_get("conversation_id")?,
-        user_id: row.try_get("user_id")?,
-        agent_id: row.try_get("agent_id")?,
-        agent_version: row.try_get("agent_version")?,
-        status: TurnStatus::parse(&status),
-        llm_calls: row.try_get("llm_calls")?,
-        tool_calls: row.try_get("tool_calls")?,
-        input_tokens: row.try_get("input_tokens")?,
-        output_tokens: row.try_get("output_tokens")?,
-        fresh,
-    })
 }
 
 fn role(message: &ChatMessage) -> &'static str {
@@ -293,8 +259,9 @@ impl Store {
             .bind(to_i64(message_chars(user_message)))
             .bind(now_ms);
         let rows = self.write_batch(batch).await?;
-        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
-        let turn_id: i64 = row.try_get(0)?;
+        let turn_id = *returned_ids(&rows)?
+            .first()
+            .ok_or(sqlx::Error::RowNotFound)?;
         Ok(Turn {
             id: turn_id,
             inbox_id,
@@ -312,11 +279,11 @@ impl Store {
     }
 
     pub async fn turn_for_inbox(&self, inbox_id: i64) -> StoreResult<Option<Turn>> {
-        let row = sqlx::query("SELECT * FROM turns WHERE inbox_id = $1")
-            .bind(inbox_id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(|r| turn_from_row(r, false)).transpose()
+        let mut sql = Sql::new(&format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE inbox_id = "
+        ));
+        sql.bind(inbox_id);
+        sql.fetch_optional(self).await
     }
 
     /// Why a turn failed, as stored.
@@ -337,7 +304,7 @@ impl Store {
         conversation_id: i64,
         since_ms: i64,
     ) -> StoreResult<TurnOutcomes> {
-        let rows = sqlx::query(
+        let rows: Vec<(TurnStatus, Option<String>)> = sqlx::query_as(
             "SELECT status, error FROM turns WHERE conversation_id = $1 AND started_at >= $2 ORDER BY id",
         )
         .bind(conversation_id)
@@ -345,12 +312,11 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         let mut outcomes = TurnOutcomes::default();
-        for row in &rows {
-            let status: String = row.try_get("status")?;
+        for (status, error) in rows {
             outcomes.total += 1;
-            if TurnStatus::parse(&status) == TurnStatus::Failed {
+            if status == TurnStatus::Failed {
                 outcomes.failed += 1;
-                outcomes.last_error = row.try_get("error")?;
+                outcomes.last_error = error;
             }
         }
         Ok(outcomes)
@@ -367,11 +333,9 @@ impl Store {
     }
 
     pub async fn turn(&self, id: i64) -> StoreResult<Option<Turn>> {
-        let row = sqlx::query("SELECT * FROM turns WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(|r| turn_from_row(r, false)).transpose()
+        let mut sql = Sql::new(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = "));
+        sql.bind(id);
+        sql.fetch_optional(self).await
     }
 
     /// The newest messages of a conversation's session from the turns of one user (`None`: the
@@ -447,29 +411,14 @@ impl Store {
     /// Tool calls of a turn that have no result yet (pending, running, waiting for a decision or
     /// approved), in the model's order.
     pub async fn open_tool_calls(&self, turn_id: i64) -> StoreResult<Vec<ToolCallRecord>> {
-        let rows = sqlx::query(
+        let rows: Vec<ToolCallRow> = sqlx::query_as(
             "SELECT id, turn_id, call_id, name, arguments, status, result FROM tool_calls
              WHERE turn_id = $1 AND status IN ('pending', 'running', 'waiting', 'approved') ORDER BY message_id, position",
         )
         .bind(turn_id)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                let status: String = row.try_get("status")?;
-                Ok(ToolCallRecord {
-                    id: row.try_get("id")?,
-                    turn_id: row.try_get("turn_id")?,
-                    call: ToolCall {
-                        id: row.try_get("call_id")?,
-                        name: row.try_get("name")?,
-                        arguments: row.try_get("arguments")?,
-                    },
-                    status: ToolCallStatus::parse(&status),
-                    result: row.try_get("result")?,
-                })
-            })
-            .collect()
+        Ok(rows.into_iter().map(ToolCallRecord::from).collect())
     }
 
     /// Every tool call of a turn with its status, for tests and audits.
@@ -477,23 +426,17 @@ impl Store {
         &self,
         turn_id: i64,
     ) -> StoreResult<Vec<(String, ToolCallStatus)>> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT name, status FROM tool_calls WHERE turn_id = $1 ORDER BY message_id, position",
         )
         .bind(turn_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let status: String = row.try_get("status")?;
-                Ok((row.try_get("name")?, ToolCallStatus::parse(&status)))
-            })
-            .collect()
+        .await?)
     }
 
     pub async fn set_tool_status(&self, id: i64, status: ToolCallStatus) -> StoreResult<()> {
         sqlx::query("UPDATE tool_calls SET status = $1 WHERE id = $2")
-            .bind(status.as_str())
+            .bind(status)
             .bind(id)
             .execute(&mut *self.write().await?)
             .await?;
@@ -532,7 +475,7 @@ impl Store {
         sqlx::query(
             "UPDATE tool_calls SET status = $1, result = $2, finished_at = $3 WHERE id = $4",
         )
-        .bind(status.as_str())
+        .bind(status)
         .bind(content)
         .bind(now_ms)
         .bind(record_id)
@@ -639,7 +582,7 @@ impl Store {
                    provider = COALESCE($8, provider), model = COALESCE($9, model)
                  WHERE id = $4 AND status IN ('running', 'suspended')",
             )
-            .bind(end.status.as_str())
+            .bind(end.status)
             .bind(end.error)
             .bind(now_ms)
             .bind(turn.id)
@@ -649,9 +592,7 @@ impl Store {
             .bind(provider)
             .bind(model);
         let rows = self.write_batch(batch).await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get::<i64, _>(0)?))
-            .collect()
+        returned_ids(&rows)
     }
 
     /// Answers an inbox entry without a turn (a chat command, a pairing code): the replies and
@@ -663,11 +604,12 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Vec<i64>> {
         let mut tx = self.begin().await?;
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
-            .bind(inbox_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if status.as_deref() != Some("pending") {
+        let status: Option<InboxStatus> =
+            sqlx::query_scalar("SELECT status FROM inbox WHERE id = $1")
+                .bind(inbox_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if status != Some(InboxStatus::Pending) {
             return Ok(Vec::new());
         }
         let ids = reply_and_finish(&mut tx, inbox_id, replies, now_ms).await?;
@@ -816,4 +758,52 @@ mod tests {
         assert_eq!(spent, 200, "both calls are recorded");
         store.close().await;
     }
+
+    /// A state this hearth does not know (written by a newer one, or by hand) is reported
+    /// when the row is read, never taken for another: an unknown turn status used to read as
+    /// running, and an unknown tool call status as pending, which would run the call again.
+    async fn unknown_states_are_errors(store: Store) {
+        let turn = start(&store, 1, "chat", None).await;
+        let request = ChatMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "add_task".into(),
+                arguments: "{}".into(),
+            }],
+        };
+        store
+            .record_tool_request(&turn, 0, &request, 2)
+            .await
+            .expect("calls");
+        for sql in [
+            "UPDATE turns SET status = 'paused'",
+            "UPDATE tool_calls SET status = 'queued'",
+        ] {
+            sqlx::query(sql)
+                .execute(&mut *store.write().await.expect("write"))
+                .await
+                .expect("set by hand");
+        }
+        let err = store
+            .turn(turn.id)
+            .await
+            .expect_err("an unknown turn status");
+        assert!(
+            err.to_string().contains("unknown TurnStatus \"paused\""),
+            "{err}"
+        );
+        let err = store
+            .tool_calls_of_turn(turn.id)
+            .await
+            .expect_err("an unknown tool call status");
+        assert!(err.to_string().contains("unknown ToolCallStatus"), "{err}");
+        store.close().await;
+    }
+
+    crate::store::test_support::on_both_backends!(
+        an_unknown_stored_state_is_an_error_on_sqlite,
+        an_unknown_stored_state_is_an_error_on_postgres,
+        unknown_states_are_errors
+    );
 }

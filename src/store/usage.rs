@@ -1,8 +1,6 @@
 //! What the models cost: one row per model call, sums for the budget caps, and the owner's
 //! per-day cap and the warnings already sent.
 
-use sqlx::Row;
-
 use super::{Batch, Store, StoreResult};
 
 /// Who a model call was made for.
@@ -75,12 +73,15 @@ impl UsageBy {
 }
 
 /// One group's totals.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct UsageRow {
     pub key: String,
     pub calls: i64,
+    #[sqlx(rename = "input")]
     pub input_tokens: i64,
+    #[sqlx(rename = "output")]
     pub output_tokens: i64,
+    #[sqlx(rename = "cost")]
     pub cost_nusd: i64,
     /// Of `calls`, those cut short.
     pub cut_short: i64,
@@ -150,23 +151,11 @@ impl Store {
              WHERE m.day >= $1 AND ($2 IS NULL OR m.user_id = $2) GROUP BY 1 ORDER BY {order}",
             by.column()
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(from)
             .bind(user)
             .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(UsageRow {
-                    key: row.try_get("key")?,
-                    calls: row.try_get("calls")?,
-                    input_tokens: row.try_get("input")?,
-                    output_tokens: row.try_get("output")?,
-                    cost_nusd: row.try_get("cost")?,
-                    cut_short: row.try_get("cut_short")?,
-                })
-            })
-            .collect()
+            .await?)
     }
 
     /// Every calibration learned so far, read at start.

@@ -17,7 +17,7 @@ use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::config::OnConfirmation;
 use crate::scheduler::timing::CronExpr;
-use crate::scheduler::{Schedule, on_confirmation_str, parse_target};
+use crate::scheduler::{Schedule, ScheduleSource, on_confirmation_str, parse_target};
 use crate::time::parse_timezone;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -440,7 +440,7 @@ async fn own_schedule(ctx: &ToolContext, name: &str, change: bool) -> Result<Sch
     if schedule.created_by != Some(user) && !crate::store::user::is_owner(&ctx.store, user).await? {
         return Err(not_found());
     }
-    if change && schedule.source == "config" {
+    if change && schedule.source == ScheduleSource::Config {
         return Err(ToolError::Failed(format!(
             "`{name}` comes from the configuration file; change it there"
         )));
@@ -541,7 +541,7 @@ fn describe(schedule: &Schedule) -> Value {
         "target": schedule.target(),
         "on_confirmation": on_confirmation_str(schedule.on_confirmation),
         "allow_tools": schedule.allow_tools,
-        "source": schedule.source,
+        "source": schedule.source.as_str(),
     })
 }
 
@@ -801,7 +801,7 @@ mod tests {
             .await
             .expect("db")
             .expect("row");
-        config.source = "config".into();
+        config.source = ScheduleSource::Config;
         ctx.store.save_schedule(&config, 0).await.expect("save");
         let err = call(&ctx, Op::Delete, json!({"name": "mine"}))
             .await

@@ -541,7 +541,7 @@ async fn schedules_page(state: &WebState, session: Session, notice: Option<Strin
             timezone: schedule.timezone.clone(),
             target: schedule.target(),
             agent: schedule.agent.clone(),
-            source: schedule.source.clone(),
+            source: schedule.source.to_string(),
             next,
             paused: schedule.paused,
             runs: run_views,
