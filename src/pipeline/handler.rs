@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_channel::{Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage};
+use hearth_channel::{
+    Attachment, AttachmentKind, Channel, Inbound, InboundKind, OutboundMessage, TurnEvent,
+};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -302,9 +304,8 @@ impl Handler {
             );
             return self.reply(entry, event, message_id, &text).await;
         };
-        let note = (agent.id != routing.previous
-            && !crate::store::http::shows_progress(&entry.channel))
-        .then(|| switched_note(&agent));
+        let note = (agent.id != routing.previous && !channel.capabilities().progress)
+            .then(|| switched_note(&agent));
         let vision = rt
             .providers
             .config(&agent.provider)
@@ -330,19 +331,6 @@ impl Handler {
             Reason::Sticky => ("sticky", Vec::new()),
             Reason::Default => ("default", Vec::new()),
         };
-        rt.store
-            .turn_event(
-                &entry.channel,
-                turn.id,
-                "agent.selected",
-                serde_json::json!({
-                    "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
-                }),
-                Some("running"),
-                None,
-                rt.clock.now_ms(),
-            )
-            .await;
         let job = self.job(
             entry,
             event,
@@ -354,6 +342,13 @@ impl Handler {
             note,
             cancel,
         );
+        job.emit(TurnEvent::AgentSelected {
+            agent: job.agent.id.clone(),
+            name: job.agent.name.clone(),
+            reason: reason.to_string(),
+            keywords,
+        })
+        .await;
         self.run(job, channel, None).await
     }
 
@@ -377,6 +372,7 @@ impl Handler {
             channel_name: entry.channel.clone(),
             capabilities: channel.capabilities(),
             preview: ChannelPreview::of(channel),
+            events: ChannelPreview::events_of(channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,

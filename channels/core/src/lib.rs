@@ -524,13 +524,6 @@ pub trait Channel: Send + Sync + 'static {
         let _ = progress; // no progress shown by default
         Ok(())
     }
-
-    /// The adapter as [`std::any::Any`], for a daemon that wires a channel in further than this
-    /// trait reaches (the HTTP channel's routes are served by the daemon's own listener). `None`
-    /// by default.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
-    }
 }
 
 #[cfg(test)]
