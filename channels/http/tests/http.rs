@@ -230,7 +230,7 @@ impl Backend for Memory {
             turn.conversation.clone(),
             ChatTurn {
                 turn: turn.id.clone(),
-                state: turn.state.clone(),
+                state: turn.state,
                 messages: messages.to_vec(),
                 shown: None,
             },
