@@ -120,6 +120,10 @@ pub(crate) fn not_built(name: &str) -> String {
 pub struct BuiltChannel {
     pub channel: Arc<dyn Channel>,
     pub allowed: Vec<String>,
+    /// The HTTP channel's API, which the daemon mounts on its listener with the daemon's side
+    /// of the channel (`http::backend`).
+    #[cfg(feature = "http")]
+    pub api: Option<hearth_http::HttpApi>,
 }
 
 impl std::fmt::Debug for BuiltChannel {
@@ -202,6 +206,8 @@ pub fn build_with(
                 Ok(channel) => built.push(BuiltChannel {
                     channel,
                     allowed: section.allowed_users(),
+                    #[cfg(feature = "http")]
+                    api: None,
                 }),
                 Err(err) => self.built = Err(format!("channels.{}: {err}", C::NAME)),
             }
@@ -216,7 +222,20 @@ pub fn build_with(
         built: Ok(Vec::new()),
     };
     // The walk hands out the sections mutably (the loader fills them); building reads a copy.
-    each(&mut channels.clone(), &mut build);
+    let mut sections = channels.clone();
+    // The HTTP channel is built here, not by the walk: besides the channel, the daemon mounts
+    // its API on the listener, and this is where both come from one section.
+    #[cfg(feature = "http")]
+    let http = sections.http.take().map(hearth_http::HttpChannel::new);
+    each(&mut sections, &mut build);
+    #[cfg(feature = "http")]
+    if let (Some(http), Ok(built)) = (http, &mut build.built) {
+        built.push(BuiltChannel {
+            api: Some(http.api()),
+            channel: Arc::new(http),
+            allowed: Vec::new(),
+        });
+    }
     build.built
 }
 

@@ -89,6 +89,9 @@ pub struct DaemonBuilder {
     agents: Option<AgentSet>,
     owner: Option<(String, String)>,
     http: bool,
+    /// The HTTP channel's API, mounted on the listener.
+    #[cfg(feature = "http")]
+    http_api: Option<hearth_http::HttpApi>,
     role: Role,
 }
 
@@ -102,6 +105,8 @@ impl DaemonBuilder {
             agents: None,
             owner: None,
             http: true,
+            #[cfg(feature = "http")]
+            http_api: None,
             role: Role::Daemon,
         }
     }
@@ -141,6 +146,14 @@ impl DaemonBuilder {
     /// Runs as `role` (the default is [`Role::Daemon`]).
     pub fn role(mut self, role: Role) -> Self {
         self.role = role;
+        self
+    }
+
+    /// Serves the HTTP channel's API on the listener, answering with the daemon's store and
+    /// agents (`http::backend`).
+    #[cfg(feature = "http")]
+    pub fn http_api(mut self, api: hearth_http::HttpApi) -> Self {
+        self.http_api = Some(api);
         self
     }
 
@@ -214,7 +227,16 @@ impl DaemonBuilder {
         let statuses = spawn_channels(&self.channels, &workers, &config).await;
         let http_addr = match config.daemon.http_listen {
             Some(addr) if self.http => {
-                Some(serve_http(addr, &rt, &workers, channels.clone()).await?)
+                // The HTTP channel's API, answering with the daemon's side of the channel.
+                #[cfg(feature = "http")]
+                let api = self.http_api.as_ref().map(|api| {
+                    api.router(Arc::new(crate::http::backend::StoreBackend {
+                        rt: rt.clone(),
+                    }))
+                });
+                #[cfg(not(feature = "http"))]
+                let api = None;
+                Some(serve_http(addr, &rt, &workers, channels.clone(), api).await?)
             }
             _ => None,
         };
@@ -506,13 +528,15 @@ async fn spawn_channels(
     statuses
 }
 
-/// Listens on `addr` and serves `/healthz`, `/metrics` and the HTTP API until shutdown; returns
-/// the address it listens on (port 0 picks one).
+/// Listens on `addr` and serves `/healthz`, `/metrics`, the owner's page and `api` (the HTTP
+/// channel's routes, when it is configured) until shutdown; returns the address it listens on
+/// (port 0 picks one).
 async fn serve_http(
     addr: SocketAddr,
     rt: &Arc<Runtime>,
     workers: &Workers,
     channels: Channels,
+    api: Option<axum::Router>,
 ) -> Result<SocketAddr, StartError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -524,15 +548,6 @@ async fn serve_http(
         addr: addr.to_string(),
         source,
     })?;
-    #[cfg(feature = "http")]
-    let api = channels
-        .get(hearth_http::CHANNEL_NAME)
-        .and_then(|channel| channel.as_any()?.downcast_ref::<hearth_http::HttpChannel>())
-        .map(|http| {
-            http.router(Arc::new(crate::http::backend::StoreBackend {
-                rt: rt.clone(),
-            }))
-        });
     let app = crate::http::router(crate::http::HttpState {
         store: rt.store.clone(),
         metrics: rt.metrics.clone(),
@@ -554,7 +569,6 @@ async fn serve_http(
         flash: std::sync::Arc::default(),
         started: std::time::Instant::now(),
     }));
-    #[cfg(feature = "http")]
     let app = match api {
         Some(api) => app.merge(api),
         None => app,

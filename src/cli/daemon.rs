@@ -22,6 +22,10 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
     let channel_count = channels.len();
     for built in channels {
         builder = builder.channel(built.channel, &built.allowed);
+        #[cfg(feature = "http")]
+        if let Some(api) = built.api {
+            builder = builder.http_api(api);
+        }
     }
     let agents_file = config.router.agents_file.clone();
     let notifier = crate::systemd::Notifier::from_env();

@@ -210,10 +210,10 @@ async fn list(store: &Store, now: i64) -> Result<(), Failure> {
         return Ok(());
     }
     for token in tokens {
-        let agents = if token.agents.is_empty() {
+        let agents = if token.agents.0.is_empty() {
             "any".to_string()
         } else {
-            token.agents.join(",")
+            token.agents.0.join(",")
         };
         let used = match token.last_used_at {
             Some(at) => ago(now - at),

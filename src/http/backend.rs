@@ -7,17 +7,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use std::time::Duration;
 
+use hearth_channel::TurnEventKind;
 use hearth_http::{
     Agent, Backend, BackendError, CHANNEL_NAME, ChatMessage, ChatTurn, Completion, Confirmation,
-    Event, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord, Usage,
+    ConfirmationStatus, Event, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord,
+    TurnState, Usage,
 };
+use serde_json::Value;
 
-use crate::confirmation::{Action, button_data};
 use crate::provider::ChatRequest;
 use crate::runtime::Runtime;
 use crate::runtime::budget;
-use crate::store::http::HttpTurnRow;
-use crate::store::{IdentityStatus, Payer, StoreError};
+use crate::store::http::{HttpTurnRow, HttpTurnState};
+use crate::store::{self, IdentityStatus, Payer, StoreError};
 
 /// The most tokens a background request's answer (a title, tags) may use.
 const BACKGROUND_MAX_TOKENS: u32 = 1000;
@@ -40,9 +42,53 @@ fn record(row: HttpTurnRow) -> TurnRecord {
         conversation: row.conversation,
         agent: row.agent,
         platform_id: row.platform_id,
-        state: row.state,
+        state: turn_state(row.state),
         final_text: row.final_text,
         created_at: row.created_at,
+    }
+}
+
+/// The channel's name for a stored state; the two enums are one list, written on each side of
+/// the crate boundary (the store's with its text, the channel's with its JSON).
+fn turn_state(stored: HttpTurnState) -> TurnState {
+    match stored {
+        HttpTurnState::Queued => TurnState::Queued,
+        HttpTurnState::Running => TurnState::Running,
+        HttpTurnState::AwaitingConfirmation => TurnState::AwaitingConfirmation,
+        HttpTurnState::Completed => TurnState::Completed,
+        HttpTurnState::Failed => TurnState::Failed,
+        HttpTurnState::Cancelled => TurnState::Cancelled,
+    }
+}
+
+fn stored_state(state: TurnState) -> HttpTurnState {
+    match state {
+        TurnState::Queued => HttpTurnState::Queued,
+        TurnState::Running => HttpTurnState::Running,
+        TurnState::AwaitingConfirmation => HttpTurnState::AwaitingConfirmation,
+        TurnState::Completed => HttpTurnState::Completed,
+        TurnState::Failed => HttpTurnState::Failed,
+        TurnState::Cancelled => HttpTurnState::Cancelled,
+    }
+}
+
+fn confirmation_status(stored: store::ConfirmationStatus) -> ConfirmationStatus {
+    match stored {
+        store::ConfirmationStatus::Pending => ConfirmationStatus::Pending,
+        store::ConfirmationStatus::Approved => ConfirmationStatus::Approved,
+        store::ConfirmationStatus::Denied => ConfirmationStatus::Denied,
+        store::ConfirmationStatus::Expired => ConfirmationStatus::Expired,
+    }
+}
+
+/// A call's arguments as clients read them: JSON; for a call made through `use_tool`, the
+/// arguments of the real tool; text that is not JSON stays the text the model wrote.
+fn arguments_json(written: &str) -> Value {
+    let arguments =
+        serde_json::from_str::<Value>(written).unwrap_or_else(|_| Value::String(written.into()));
+    match arguments.get("tool_name").and(arguments.get("arguments")) {
+        Some(inner) => inner.clone(),
+        None => arguments,
     }
 }
 
@@ -66,16 +112,34 @@ impl StoreBackend {
                 || (found.channel == CHANNEL_NAME && found.requester == token)
         });
         let own = found.channel == CHANNEL_NAME && found.requester == token;
-        let turn = store.http_turn_of(found.turn_id).await?;
+        // The HTTP turn that waits: the one whose inbox entry the daemon's turn answers.
+        let mut turn = None;
+        let mut arguments = Value::String(found.summary.clone());
+        if let Some(daemon_turn) = store.turn(found.turn_id).await? {
+            if let Some(entry) = store.inbox_entry(daemon_turn.inbox_id).await?
+                && entry.channel == CHANNEL_NAME
+            {
+                turn = store
+                    .http_turn_by_platform_id(&entry.platform_id)
+                    .await?
+                    .map(|row| row.id);
+            }
+            // A waiting call is open; a decided one keeps the summary the prompt showed.
+            if let Some(call) = store
+                .open_tool_calls(daemon_turn.id)
+                .await?
+                .into_iter()
+                .find(|call| call.id == found.tool_call_id)
+            {
+                arguments = arguments_json(&call.call.arguments);
+            }
+        }
         Ok(Some(Confirmation {
-            approve_data: button_data(&found.id, Action::Approve),
-            deny_data: button_data(&found.id, Action::Deny),
-            cancel_data: button_data(&found.id, Action::Cancel),
             id: found.id,
             code: found.short_code,
             tool: found.tool,
-            arguments: found.summary,
-            status: found.status.as_str().to_string(),
+            arguments,
+            status: confirmation_status(found.status),
             expires_at: found.expires_at,
             turn,
             may_decide,
@@ -114,7 +178,7 @@ impl Backend for StoreBackend {
         Ok(Some(Token {
             name: row.name,
             scope,
-            agents: row.agents,
+            agents: row.agents.0,
         }))
     }
 
@@ -127,7 +191,7 @@ impl Backend for StoreBackend {
             platform_id: turn.platform_id.clone(),
             conversation: turn.conversation.clone(),
             agent: turn.agent.clone(),
-            state: "queued".into(),
+            state: HttpTurnState::Queued,
             final_text: None,
             created_at: 0,
         };
@@ -161,10 +225,10 @@ impl Backend for StoreBackend {
             .store
             .append_http_event(
                 turn,
-                &event.kind,
+                event.kind.as_str(),
                 &event.data,
                 event.dedup.as_deref(),
-                event.state.as_deref(),
+                event.state.map(stored_state),
                 event.final_text.as_deref(),
                 self.rt.clock.now_ms(),
             )
@@ -187,15 +251,22 @@ impl Backend for StoreBackend {
             .http_events_after(turn, after)
             .await
             .map_err(unavailable)?;
-        Ok(rows
-            .into_iter()
-            .map(|(seq, kind, data)| Event {
-                seq,
-                kind,
-                // Written by `append` as JSON; anything else is shown as a string.
-                data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+        rows.into_iter()
+            .map(|row| {
+                let kind = TurnEventKind::parse(&row.kind).ok_or_else(|| {
+                    BackendError(format!(
+                        "unknown HTTP event kind {:?} in the database",
+                        row.kind
+                    ))
+                })?;
+                Ok(Event {
+                    seq: row.seq,
+                    kind,
+                    // Written by `append` as JSON; anything else is shown as a string.
+                    data: serde_json::from_str(&row.data).unwrap_or(Value::String(row.data)),
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn outcome(&self, platform_id: &str) -> Result<Option<Outcome>, BackendError> {
@@ -209,14 +280,14 @@ impl Backend for StoreBackend {
             return Ok(None);
         };
         let state = match summary.status.as_str() {
-            "done" => "completed",
-            "failed" => "failed",
-            "cancelled" => "cancelled",
+            "done" => TurnState::Completed,
+            "failed" => TurnState::Failed,
+            "cancelled" => TurnState::Cancelled,
             // running or suspended: the turn goes on.
-            other => other,
+            _ => TurnState::Running,
         };
         Ok(Some(Outcome {
-            state: state.to_string(),
+            state,
             error: summary.error,
             usage: Usage {
                 input_tokens: summary.input_tokens,
@@ -249,7 +320,7 @@ impl Backend for StoreBackend {
                 .await
                 .map_err(unavailable)?
                 && found.may_decide
-                && found.status == "pending"
+                && found.status == ConfirmationStatus::Pending
             {
                 pending.push(found);
             }
@@ -314,12 +385,12 @@ impl Backend for StoreBackend {
             .map_err(unavailable)?;
         Ok(rows
             .into_iter()
-            .map(|(turn, state, messages, shown)| ChatTurn {
-                turn,
-                state,
+            .map(|row| ChatTurn {
+                turn: row.turn,
+                state: turn_state(row.state),
                 // Written by `record_chat_turn`; anything unreadable covers nothing.
-                messages: serde_json::from_str(&messages).unwrap_or_default(),
-                shown,
+                messages: serde_json::from_str(&row.messages).unwrap_or_default(),
+                shown: row.shown,
             })
             .collect())
     }

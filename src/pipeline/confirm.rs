@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use hearth_channel::{
     Authority, ButtonPress, Capabilities, Channel, ChatRef, Inbound, InboundKind, InboundSink,
-    OutboundMessage, Sender,
+    OutboundMessage, Progress, Sender, TurnEvent,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -201,7 +201,7 @@ impl Handler {
         // code is a turn of its own, which a client waits on) gets the outcome as its answer;
         // in a chat the edited prompt says it.
         if let InboundKind::Message { message_id, .. } = &event.kind
-            && crate::store::http::shows_progress(&entry.channel)
+            && caps.progress
         {
             replies.push(NewOutbox {
                 inbox_id: Some(entry.id),
@@ -231,21 +231,17 @@ impl Handler {
         // Before the turn resumes, so a client reading the turn's events sees the decision
         // before the tool runs. (The edited prompt, delivered later, writes it once more with
         // the same key: nothing.)
-        self.rt
-            .store
-            .turn_event(
-                &confirmation.channel,
-                confirmation.turn_id,
-                "confirmation.decided",
-                serde_json::json!({
-                    "id": confirmation.id, "decision": status.as_str(), "by": decided_by,
-                    "text": outcome, "cancelled": cancel_turn,
-                }),
-                Some("running"),
-                Some(&format!("decided:{}", confirmation.id)),
-                self.rt.clock.now_ms(),
-            )
-            .await;
+        self.emit_to_turn(
+            confirmation.turn_id,
+            TurnEvent::Decided {
+                id: confirmation.id.clone(),
+                decision: status.as_str().to_string(),
+                by: Some(decided_by.clone()),
+                text: outcome.to_string(),
+                cancelled: Some(cancel_turn),
+            },
+        )
+        .await?;
         self.outbox.notify_one();
         // The presser's own acknowledgement, once the decision is stored: a failed write retries
         // the whole entry, which must not answer the press a second time. Channels that
@@ -676,6 +672,30 @@ impl Handler {
         Ok(true)
     }
 
+    /// Shows `event` in the chat of the turn `turn_id`, through its channel's port (on channels
+    /// that show progress): the chat and reply context of the message the turn answers tell the
+    /// channel which of its turns it is.
+    async fn emit_to_turn(&self, turn_id: i64, event: TurnEvent) -> Result<(), StoreError> {
+        let store = &self.rt.store;
+        let Some(turn) = store.turn(turn_id).await? else {
+            return Ok(());
+        };
+        let Some(original) = store.inbox_entry(turn.inbox_id).await? else {
+            return Ok(());
+        };
+        let (Ok(inbound), Some(channel)) = (&original.event, self.channels.get(&original.channel))
+        else {
+            return Ok(());
+        };
+        let progress = Progress {
+            chat: &inbound.chat,
+            reply_context: inbound.reply_context.as_ref(),
+            event: &event,
+        };
+        super::preview::emit(channel, progress).await;
+        Ok(())
+    }
+
     /// Runs a parked turn again after its decision.
     async fn resume(&self, turn_id: i64, cancel: &CancellationToken) -> Result<(), StoreError> {
         let store = &self.rt.store;
@@ -738,6 +758,7 @@ impl Handler {
             channel_name: original.channel.clone(),
             capabilities: channel.capabilities(),
             preview: super::preview::ChannelPreview::of(&channel),
+            events: super::preview::ChannelPreview::events_of(&channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hearth_channel::{Channel, Inbound, InboundKind, OutboundMessage};
+use hearth_channel::{Channel, Inbound, InboundKind, OutboundMessage, TurnEvent};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -292,9 +292,8 @@ impl Handler {
             );
             return self.answer(incoming, &text).await;
         };
-        let note = (agent.id != routing.previous
-            && !crate::store::http::shows_progress(&entry.channel))
-        .then(|| switched_note(&agent));
+        let note = (agent.id != routing.previous && !incoming.channel.capabilities().progress)
+            .then(|| switched_note(&agent));
         let vision = rt
             .providers
             .config(&agent.provider)
@@ -320,20 +319,14 @@ impl Handler {
             Reason::Sticky => ("sticky", Vec::new()),
             Reason::Default => ("default", Vec::new()),
         };
-        rt.store
-            .turn_event(
-                &entry.channel,
-                turn.id,
-                "agent.selected",
-                serde_json::json!({
-                    "agent": agent.id, "name": agent.name, "reason": reason, "keywords": keywords,
-                }),
-                Some("running"),
-                None,
-                rt.clock.now_ms(),
-            )
-            .await;
         let job = self.job(incoming, &conversation, turn, agent, note);
+        job.emit(TurnEvent::AgentSelected {
+            agent: job.agent.id.clone(),
+            name: job.agent.name.clone(),
+            reason: reason.to_string(),
+            keywords,
+        })
+        .await;
         self.run(job, incoming.channel.clone(), None).await
     }
 
@@ -354,6 +347,7 @@ impl Handler {
             channel_name: entry.channel.clone(),
             capabilities: incoming.channel.capabilities(),
             preview: ChannelPreview::of(&incoming.channel),
+            events: ChannelPreview::events_of(&incoming.channel),
             chat: event.chat.clone(),
             requester: event.sender.id.clone(),
             reply_to: incoming.message_id.clone(),

@@ -113,6 +113,7 @@ impl Handler {
             channel_name: entry.channel.clone(),
             capabilities: channel.capabilities(),
             preview: ChannelPreview::of(&channel),
+            events: ChannelPreview::events_of(&channel),
             chat: event.chat.clone(),
             // Nobody sent this message; with `on_confirmation = "ask"` the owner decides.
             requester: owner

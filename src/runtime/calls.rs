@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use hearth_channel::{Button, OutboundMessage};
+use hearth_channel::{Button, OutboundMessage, ShownCall, TurnEvent};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -351,16 +351,7 @@ async fn run_call(
     rt.store
         .mark_tool_running(record.id, rt.clock.now_ms())
         .await?;
-    rt.store
-        .turn_event(
-            &job.channel_name,
-            job.turn.id,
-            "tool.started",
-            shown_call(&record.call),
-            Some("running"),
-            None,
-            rt.clock.now_ms(),
-        )
+    job.emit(TurnEvent::ToolStarted(shown_call(&record.call)))
         .await;
     let ran = match action {
         Action::Run(prepared) => execute(rt, job, prepared).await,
@@ -391,12 +382,14 @@ async fn run_call(
     } else {
         count_and_audit(rt, job, &ran).await;
     }
-    let mut finished = shown_call(&record.call);
-    if let Some(fields) = finished.as_object_mut() {
-        fields.remove("arguments");
-        fields.insert("status".into(), ran.status.as_str().into());
-        fields.insert("result".into(), clip(&ran.text, 2_000).into());
-    }
+    let finished = TurnEvent::ToolFinished {
+        call: ShownCall {
+            arguments: Value::Null,
+            ..shown_call(&record.call)
+        },
+        status: ran.status.as_str().to_string(),
+        result: clip(&ran.text, 2_000),
+    };
     let message = ChatMessage::Tool {
         call_id: record.call.id.clone(),
         name: record.call.name.clone(),
@@ -413,17 +406,7 @@ async fn run_call(
             rt.clock.now_ms(),
         )
         .await?;
-    rt.store
-        .turn_event(
-            &job.channel_name,
-            job.turn.id,
-            "tool.finished",
-            finished,
-            None,
-            None,
-            rt.clock.now_ms(),
-        )
-        .await;
+    job.emit(finished).await;
     Ok(())
 }
 
@@ -431,21 +414,28 @@ async fn run_call(
 /// its arguments as JSON. A `use_tool` call names the real tool (with `"via": "use_tool"`), so a
 /// client sees `delete_task` as the confirmation and `/metrics` do; arguments the model wrote
 /// as something other than JSON stay the string it wrote.
-fn shown_call(call: &crate::provider::ToolCall) -> Value {
+fn shown_call(call: &crate::provider::ToolCall) -> ShownCall {
     let arguments = serde_json::from_str::<Value>(&call.arguments)
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
     if call.name == "use_tool"
         && let Some(inner) = arguments.get("tool_name").and_then(Value::as_str)
     {
-        let inner_arguments = arguments
-            .get("arguments")
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({}));
-        return serde_json::json!({
-            "id": call.id, "tool": inner, "via": "use_tool", "arguments": inner_arguments,
-        });
+        return ShownCall {
+            id: call.id.clone(),
+            tool: inner.to_string(),
+            via: Some("use_tool".into()),
+            arguments: arguments
+                .get("arguments")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({})),
+        };
     }
-    serde_json::json!({ "id": call.id, "tool": call.name, "arguments": arguments })
+    ShownCall {
+        id: call.id.clone(),
+        tool: call.name.clone(),
+        via: None,
+        arguments,
+    }
 }
 
 fn quick(tool: &str, text: String) -> Ran {
@@ -825,12 +815,12 @@ mod tests {
             r#"{"tool_name":"delete_task","arguments":{"task_id":1}}"#,
         ));
         assert_eq!(
-            shown,
+            TurnEvent::ToolStarted(shown).data(),
             json!({"id": "c1", "tool": "delete_task", "via": "use_tool", "arguments": {"task_id": 1}})
         );
         let direct = shown_call(&call("delete_task", r#"{"task_id":2}"#));
         assert_eq!(
-            direct,
+            TurnEvent::ToolStarted(direct).data(),
             json!({"id": "c1", "tool": "delete_task", "arguments": {"task_id": 2}})
         );
     }
@@ -838,10 +828,9 @@ mod tests {
     #[test]
     fn arguments_that_are_not_json_stay_the_text_the_model_wrote() {
         let shown = shown_call(&call("delete_task", "task_id=1"));
-        assert_eq!(shown["arguments"], "task_id=1");
+        assert_eq!(shown.arguments, "task_id=1");
         // A use_tool call that names no tool is shown as the call it is.
         let shown = shown_call(&call("use_tool", r#"{"arguments":{}}"#));
-        assert_eq!(shown["tool"], "use_tool");
-        assert!(shown.get("via").is_none());
+        assert_eq!((shown.tool.as_str(), shown.via), ("use_tool", None));
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use hearth_channel::{ChannelError, MessageRef, PreviewUpdate, preview_text};
+use hearth_channel::{ChannelError, MessageRef, PreviewUpdate, Progress, preview_text};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -26,6 +26,16 @@ pub trait PreviewSink: Send + Sync {
     /// when its `draft` is `None`, otherwise updates the message it returned. The final reply
     /// replaces it.
     async fn show(&self, update: PreviewUpdate<'_>) -> Result<Option<MessageRef>, ChannelError>;
+}
+
+/// Where a turn's events go (the agent chosen, tool calls, decisions): the port beside
+/// [`PreviewSink`], implemented by the pipeline for a channel. Only a channel whose
+/// capabilities ask for progress receives them; a failure is the sink's to log, since a client
+/// that misses a progress event still gets the answer.
+#[async_trait]
+pub trait TurnEventSink: Send + Sync {
+    /// Hands the event to the channel.
+    async fn emit(&self, progress: Progress<'_>);
 }
 
 pub struct Preview {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hearth_channel::{Capabilities, ChatRef, OutboundMessage};
+use hearth_channel::{Capabilities, ChatRef, OutboundMessage, Progress, TurnEvent};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
@@ -19,7 +19,7 @@ use super::budget;
 use super::calls::{self, Settled, cancel_open_calls, settle_tool_calls};
 use super::compact::{Compacted, compact};
 use super::context::{self, assemble, summary_block};
-use super::preview::{Preview, PreviewSink};
+use super::preview::{Preview, PreviewSink, TurnEventSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
 use crate::agent::AgentDef;
@@ -47,6 +47,8 @@ pub struct TurnJob {
     pub capabilities: Capabilities,
     /// Where the streamed preview of the reply goes.
     pub preview: Arc<dyn PreviewSink>,
+    /// Where the turn's events go, for channels that show progress.
+    pub events: Arc<dyn TurnEventSink>,
     pub chat: ChatRef,
     /// The platform user id of the person whose message this answers; they decide confirmations.
     pub requester: String,
@@ -68,6 +70,22 @@ pub struct TurnJob {
     /// The schedule whose run this turn is (its spending is counted under it); none for a
     /// message someone sent.
     pub schedule: Option<String>,
+}
+
+impl TurnJob {
+    /// Shows `event` to the turn's chat, when its channel shows progress
+    /// ([`Capabilities::progress`]); others see nothing.
+    pub async fn emit(&self, event: TurnEvent) {
+        if !self.capabilities.progress {
+            return;
+        }
+        let progress = Progress {
+            chat: &self.chat,
+            reply_context: self.reply_context.as_ref(),
+            event: &event,
+        };
+        self.events.emit(progress).await;
+    }
 }
 
 /// The owner's chat a confirmation prompt is also sent to (`daemon.approvals_to`).

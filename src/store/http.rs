@@ -1,24 +1,54 @@
 //! The HTTP channel's tables (migration 0018): client tokens, turns started over HTTP and
 //! their events. The channel crate reaches them through `http::backend`.
 
-use sqlx::Row;
+use super::{Store, StoreResult, text_enum};
 
-use super::{Store, StoreResult};
+text_enum! {
+    /// Where a turn started over HTTP stands.
+    pub enum HttpTurnState {
+        Queued = "queued",
+        Running = "running",
+        AwaitingConfirmation = "awaiting_confirmation",
+        Completed = "completed",
+        Failed = "failed",
+        Cancelled = "cancelled",
+    }
+}
 
 /// A client token as stored: its hash, never the token.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct TokenRow {
     pub name: String,
     pub scope: String,
-    /// Agent ids it may use; empty: any.
-    pub agents: Vec<String>,
+    /// Agent ids it may use; empty: any. Stored as one comma-separated text.
+    #[sqlx(try_from = "String")]
+    pub agents: AgentList,
     pub created_at: i64,
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
 }
 
+/// The agents a token may use, stored as `a,b,c`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentList(pub Vec<String>);
+
+impl From<String> for AgentList {
+    fn from(stored: String) -> Self {
+        AgentList(
+            stored
+                .split(',')
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+}
+
+// The column lists are constants: the only text formatted into a query here.
+const TOKEN_COLUMNS: &str = "name, scope, agents, created_at, last_used_at, revoked_at";
+
 /// A turn started over HTTP.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct HttpTurnRow {
     pub id: String,
     pub token: String,
@@ -27,13 +57,33 @@ pub struct HttpTurnRow {
     pub platform_id: String,
     pub conversation: String,
     pub agent: String,
-    pub state: String,
+    pub state: HttpTurnState,
     pub final_text: Option<String>,
     pub created_at: i64,
 }
 
+const TURN_COLUMNS: &str = "id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at";
+
+/// A stored event of an HTTP turn: its kind's wire name and its JSON, as text.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct HttpEventRow {
+    pub seq: i64,
+    pub kind: String,
+    pub data: String,
+}
+
+/// A chat turn of the OpenAI-compatible endpoint, with its turn's state.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct HttpChatTurnRow {
+    pub turn: String,
+    pub state: HttpTurnState,
+    /// The client's messages it covers, as JSON.
+    pub messages: String,
+    pub shown: Option<String>,
+}
+
 /// How the daemon's turn answering an inbox entry went.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct TurnSummary {
     pub status: String,
     pub error: Option<String>,
@@ -43,83 +93,7 @@ pub struct TurnSummary {
     pub cost_nusd: i64,
 }
 
-fn token_row(row: &sqlx::any::AnyRow) -> StoreResult<TokenRow> {
-    let agents: String = row.try_get("agents")?;
-    Ok(TokenRow {
-        name: row.try_get("name")?,
-        scope: row.try_get("scope")?,
-        agents: agents
-            .split(',')
-            .filter(|a| !a.is_empty())
-            .map(str::to_string)
-            .collect(),
-        created_at: row.try_get("created_at")?,
-        last_used_at: row.try_get("last_used_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-    })
-}
-
-fn turn_row(row: &sqlx::any::AnyRow) -> StoreResult<HttpTurnRow> {
-    Ok(HttpTurnRow {
-        id: row.try_get("id")?,
-        token: row.try_get("token")?,
-        idem_key: row.try_get("idem_key")?,
-        body_sha: row.try_get("body_sha")?,
-        platform_id: row.try_get("platform_id")?,
-        conversation: row.try_get("conversation")?,
-        agent: row.try_get("agent")?,
-        state: row.try_get("state")?,
-        final_text: row.try_get("final_text")?,
-        created_at: row.try_get("created_at")?,
-    })
-}
-
-/// Whether the channel `name` shows each turn's progress to its client as events of its own
-/// (the HTTP channel's `agent.selected`, `tool.started` …): its replies then go without the
-/// "💰 Finance" line naming a new agent, and a typed code is answered with its outcome.
-pub fn shows_progress(name: &str) -> bool {
-    #[cfg(feature = "http")]
-    return name == hearth_http::CHANNEL_NAME;
-    #[cfg(not(feature = "http"))]
-    {
-        let _ = name; // no channel shows progress
-        false
-    }
-}
-
 impl Store {
-    /// Writes a progress event of the daemon's turn `turn_id` (the agent chosen, a tool call, a
-    /// decision) for the HTTP client that started it, when the turn answers the channel
-    /// `channel` and that channel shows progress; others see nothing. `dedup` makes a second
-    /// write of the same event a no-op. Never fails the turn: a client that misses a progress
-    /// event still gets the answer.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn turn_event(
-        &self,
-        channel: &str,
-        turn_id: i64,
-        kind: &str,
-        data: serde_json::Value,
-        state: Option<&str>,
-        dedup: Option<&str>,
-        now_ms: i64,
-    ) {
-        if !shows_progress(channel) {
-            return;
-        }
-        let written = async {
-            let Some(turn) = self.http_turn_of(turn_id).await? else {
-                return Ok(());
-            };
-            self.append_http_event(&turn, kind, &data, dedup, state, None, now_ms)
-                .await
-        }
-        .await;
-        if let Err(err) = written {
-            tracing::warn!(error = %err, turn = turn_id, kind, "storing an HTTP turn event failed");
-        }
-    }
-
     /// Stores a new token's hash. `false` when a live token already has the name (a revoked
     /// one is replaced).
     pub async fn create_token(
@@ -160,12 +134,11 @@ impl Store {
 
     /// Every token, live and revoked, by name.
     pub async fn tokens(&self) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(
-            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens ORDER BY name",
-        )
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM http_tokens ORDER BY name"
+        )))
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(token_row).collect()
+        .await?)
     }
 
     /// Revokes the live token `name`; `false` when there is none.
@@ -182,15 +155,15 @@ impl Store {
 
     /// The live token with this hash, marked as used now.
     pub async fn token_by_hash(&self, hash: &str, now_ms: i64) -> StoreResult<Option<TokenRow>> {
-        let row = sqlx::query(
-            "SELECT name, scope, agents, created_at, last_used_at, revoked_at FROM http_tokens
-             WHERE hash = $1 AND revoked_at IS NULL",
-        )
+        let token: Option<TokenRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM http_tokens WHERE hash = $1 AND revoked_at IS NULL"
+        )))
         .bind(hash)
         .fetch_optional(self.pool())
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let mut token = token_row(&row)?;
+        let Some(mut token) = token else {
+            return Ok(None);
+        };
         // At most one write a minute per token: every request reads, few need to write.
         if token.last_used_at.is_none_or(|last| now_ms - last > 60_000) {
             sqlx::query("UPDATE http_tokens SET last_used_at = $1 WHERE name = $2")
@@ -226,25 +199,24 @@ impl Store {
         .await?
         .rows_affected()
             > 0;
-        let row = sqlx::query(
-            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE token = $1 AND idem_key = $2",
-        )
+        let stored = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM http_turns WHERE token = $1 AND idem_key = $2"
+        )))
         .bind(&turn.token)
         .bind(&turn.idem_key)
         .fetch_one(self.pool())
         .await?;
-        Ok((turn_row(&row)?, inserted))
+        Ok((stored, inserted))
     }
 
     /// An HTTP turn by id.
     pub async fn http_turn(&self, id: &str) -> StoreResult<Option<HttpTurnRow>> {
-        let row = sqlx::query(
-            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE id = $1",
-        )
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM http_turns WHERE id = $1"
+        )))
         .bind(id)
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(turn_row).transpose()
+        .await?)
     }
 
     /// The HTTP turn whose inbox entry has `platform_id`.
@@ -252,24 +224,10 @@ impl Store {
         &self,
         platform_id: &str,
     ) -> StoreResult<Option<HttpTurnRow>> {
-        let row = sqlx::query(
-            "SELECT id, token, idem_key, body_sha, platform_id, conversation, agent, state, final_text, created_at FROM http_turns WHERE platform_id = $1",
-        )
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM http_turns WHERE platform_id = $1"
+        )))
         .bind(platform_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(turn_row).transpose()
-    }
-
-    /// The HTTP turn the daemon's turn `turn_id` answers, if an HTTP client started it.
-    pub async fn http_turn_of(&self, turn_id: i64) -> StoreResult<Option<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT h.id FROM http_turns h
-             JOIN inbox i ON i.channel = 'http' AND i.platform_id = h.platform_id
-             JOIN turns t ON t.inbox_id = i.id
-             WHERE t.id = $1",
-        )
-        .bind(turn_id)
         .fetch_optional(self.pool())
         .await?)
     }
@@ -280,11 +238,12 @@ impl Store {
             return Ok(None);
         };
         Ok(sqlx::query_scalar(
-            "SELECT id FROM http_turns WHERE token = $1 AND conversation = $2 AND state = 'running'
+            "SELECT id FROM http_turns WHERE token = $1 AND conversation = $2 AND state = $3
              ORDER BY created_at DESC, id DESC LIMIT 1",
         )
         .bind(token)
         .bind(conversation)
+        .bind(HttpTurnState::Running)
         .fetch_optional(self.pool())
         .await?)
     }
@@ -298,7 +257,7 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
         dedup: Option<&str>,
-        state: Option<&str>,
+        state: Option<HttpTurnState>,
         final_text: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<()> {
@@ -319,12 +278,15 @@ impl Store {
         if inserted && let Some(state) = state {
             sqlx::query(
                 "UPDATE http_turns SET state = $1, final_text = COALESCE($2, final_text), updated_at = $3
-                 WHERE id = $4 AND state NOT IN ('completed', 'failed', 'cancelled')",
+                 WHERE id = $4 AND state NOT IN ($5, $6, $7)",
             )
             .bind(state)
             .bind(final_text)
             .bind(now_ms)
             .bind(turn)
+            .bind(HttpTurnState::Completed)
+            .bind(HttpTurnState::Failed)
+            .bind(HttpTurnState::Cancelled)
             .execute(&mut *tx)
             .await?;
         }
@@ -337,23 +299,14 @@ impl Store {
         &self,
         turn: &str,
         after: i64,
-    ) -> StoreResult<Vec<(i64, String, String)>> {
-        let rows = sqlx::query(
+    ) -> StoreResult<Vec<HttpEventRow>> {
+        Ok(sqlx::query_as(
             "SELECT seq, kind, data FROM http_events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT 500",
         )
         .bind(turn)
         .bind(after)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("seq")?,
-                    row.try_get("kind")?,
-                    row.try_get("data")?,
-                ))
-            })
-            .collect()
+        .await?)
     }
 
     /// How the turn answering the inbox entry (`channel`, `platform_id`) went, with the tokens
@@ -363,33 +316,21 @@ impl Store {
         channel: &str,
         platform_id: &str,
     ) -> StoreResult<Option<TurnSummary>> {
-        let row = sqlx::query(
-            "SELECT t.id, t.status, t.error, t.agent_id FROM turns t JOIN inbox i ON i.id = t.inbox_id
-             WHERE i.channel = $1 AND i.platform_id = $2",
+        // One row: the turn with the sums of its model calls (none: zero).
+        Ok(sqlx::query_as(
+            "SELECT t.status, t.error, t.agent_id,
+                    CAST(COALESCE(SUM(m.input_tokens), 0) AS BIGINT) AS input_tokens,
+                    CAST(COALESCE(SUM(m.output_tokens), 0) AS BIGINT) AS output_tokens,
+                    CAST(COALESCE(SUM(m.cost_nusd), 0) AS BIGINT) AS cost_nusd
+             FROM turns t JOIN inbox i ON i.id = t.inbox_id
+             LEFT JOIN model_calls m ON m.turn_id = t.id
+             WHERE i.channel = $1 AND i.platform_id = $2
+             GROUP BY t.id, t.status, t.error, t.agent_id",
         )
         .bind(channel)
         .bind(platform_id)
         .fetch_optional(self.pool())
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let turn_id: i64 = row.try_get("id")?;
-        let usage = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input,
-                    CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output,
-                    CAST(COALESCE(SUM(cost_nusd), 0) AS BIGINT) AS cost
-             FROM model_calls WHERE turn_id = $1",
-        )
-        .bind(turn_id)
-        .fetch_one(self.pool())
-        .await?;
-        Ok(Some(TurnSummary {
-            status: row.try_get("status")?,
-            error: row.try_get("error")?,
-            agent_id: row.try_get("agent_id")?,
-            input_tokens: usage.try_get("input")?,
-            output_tokens: usage.try_get("output")?,
-            cost_nusd: usage.try_get("cost")?,
-        }))
+        .await?)
     }
 
     /// Records what the chat turn `turn` of the OpenAI-compatible endpoint covers of its
@@ -426,14 +367,13 @@ impl Store {
         Ok(())
     }
 
-    /// The chat turns of `token`'s conversation, oldest first: (turn, its state, messages
-    /// JSON, the text shown).
+    /// The chat turns of `token`'s conversation, oldest first.
     pub async fn http_chat_turns(
         &self,
         token: &str,
         conversation: &str,
-    ) -> StoreResult<Vec<(String, String, String, Option<String>)>> {
-        let rows = sqlx::query(
+    ) -> StoreResult<Vec<HttpChatTurnRow>> {
+        Ok(sqlx::query_as(
             "SELECT c.turn, t.state, c.messages, c.shown FROM http_chat_turns c
              JOIN http_turns t ON t.id = c.turn
              WHERE c.token = $1 AND c.conversation = $2 ORDER BY c.seq",
@@ -441,17 +381,7 @@ impl Store {
         .bind(token)
         .bind(conversation)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("turn")?,
-                    row.try_get("state")?,
-                    row.try_get("messages")?,
-                    row.try_get("shown")?,
-                ))
-            })
-            .collect()
+        .await?)
     }
 
     /// Forgets what HTTP turns that ended before `cutoff_ms` said, at most `batch` turns at a
@@ -462,7 +392,7 @@ impl Store {
     pub async fn strip_ended_http_turns(&self, cutoff_ms: i64, batch: usize) -> StoreResult<usize> {
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT t.id FROM http_turns t
-             WHERE t.state IN ('completed', 'failed', 'cancelled') AND t.updated_at < $1
+             WHERE t.state IN ($3, $4, $5) AND t.updated_at < $1
                AND (t.final_text IS NOT NULL
                     OR EXISTS (SELECT 1 FROM http_events e WHERE e.turn = t.id)
                     OR EXISTS (SELECT 1 FROM http_chat_turns c WHERE c.turn = t.id))
@@ -470,6 +400,9 @@ impl Store {
         )
         .bind(cutoff_ms)
         .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+        .bind(HttpTurnState::Completed)
+        .bind(HttpTurnState::Failed)
+        .bind(HttpTurnState::Cancelled)
         .fetch_all(self.pool())
         .await?;
         let mut tx = self.begin().await?;
@@ -489,8 +422,9 @@ impl Store {
     /// Ids of the pending confirmations, oldest first.
     pub async fn pending_confirmation_ids(&self) -> StoreResult<Vec<String>> {
         Ok(sqlx::query_scalar(
-            "SELECT id FROM confirmations WHERE status = 'pending' ORDER BY created_at, id",
+            "SELECT id FROM confirmations WHERE status = $1 ORDER BY created_at, id",
         )
+        .bind(super::ConfirmationStatus::Pending)
         .fetch_all(self.pool())
         .await?)
     }
@@ -510,7 +444,7 @@ mod tests {
             platform_id: format!("laptop/{key}"),
             conversation: "c1".into(),
             agent: "auto".into(),
-            state: "queued".into(),
+            state: HttpTurnState::Queued,
             final_text: None,
             created_at: 0,
         }
@@ -537,9 +471,9 @@ mod tests {
             .expect("waiting");
         let data = serde_json::json!({ "text": "secret tool result" });
         for (id, state, at) in [
-            ("t_old", "completed", 100),
-            ("t_new", "completed", 5_000),
-            ("t_wait", "awaiting_confirmation", 100),
+            ("t_old", HttpTurnState::Completed, 100),
+            ("t_new", HttpTurnState::Completed, 5_000),
+            ("t_wait", HttpTurnState::AwaitingConfirmation, 100),
         ] {
             store
                 .append_http_event(id, "tool.finished", &data, None, None, None, at)
@@ -578,8 +512,8 @@ mod tests {
         // The old ended turn keeps its row and state, nothing it said.
         let stripped = store.http_turn("t_old").await.expect("db").expect("row");
         assert_eq!(
-            (stripped.state.as_str(), stripped.final_text),
-            ("completed", None)
+            (stripped.state, stripped.final_text),
+            (HttpTurnState::Completed, None)
         );
         assert!(
             store
@@ -589,7 +523,7 @@ mod tests {
                 .is_empty()
         );
         let chats = store.http_chat_turns("laptop", "c1").await.expect("chats");
-        let kept: Vec<&str> = chats.iter().map(|c| c.0.as_str()).collect();
+        let kept: Vec<&str> = chats.iter().map(|c| c.turn.as_str()).collect();
         assert_eq!(kept, ["t_new", "t_wait"]);
         // A retry with its key still finds it.
         let (again, new) = store
@@ -646,7 +580,7 @@ mod tests {
                 .expect("taken")
         );
         let found = store.token_by_hash("h1", 100_000).await.expect("by hash");
-        assert_eq!(found.as_ref().map(|t| t.agents.clone()), Some(agents));
+        assert_eq!(found.as_ref().map(|t| t.agents.0.clone()), Some(agents));
         assert_eq!(found.and_then(|t| t.last_used_at), Some(100_000));
         assert!(store.revoke_token("laptop", 3).await.expect("revoke"));
         assert_eq!(store.token_by_hash("h1", 4).await.expect("by hash"), None);
@@ -681,7 +615,7 @@ mod tests {
             .expect("retry");
         assert!(!new);
         assert_eq!((again.id.as_str(), again.body_sha.as_str()), ("t1", "sha"));
-        assert_eq!(first.state, "queued");
+        assert_eq!(first.state, HttpTurnState::Queued);
 
         // Events: in order, once per dedup key; the state moves until the turn ends.
         let data = serde_json::json!({ "agent": "general" });
@@ -691,7 +625,7 @@ mod tests {
                 "agent.selected",
                 &data,
                 None,
-                Some("running"),
+                Some(HttpTurnState::Running),
                 None,
                 12,
             )
@@ -709,7 +643,7 @@ mod tests {
                     "turn.completed",
                     &done,
                     Some("out:1"),
-                    Some("completed"),
+                    Some(HttpTurnState::Completed),
                     Some("hi"),
                     13,
                 )
@@ -722,24 +656,24 @@ mod tests {
                 "message",
                 &done,
                 Some("late"),
-                Some("running"),
+                Some(HttpTurnState::Running),
                 None,
                 14,
             )
             .await
             .expect("append");
         let events = store.http_events_after("t1", 0).await.expect("events");
-        let kinds: Vec<&str> = events.iter().map(|(_, kind, _)| kind.as_str()).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["agent.selected", "turn.completed", "message"]);
         let after = store
-            .http_events_after("t1", events[0].0)
+            .http_events_after("t1", events[0].seq)
             .await
             .expect("after");
         assert_eq!(after.len(), 2);
         let stored = store.http_turn("t1").await.expect("turn").expect("exists");
         assert_eq!(
-            (stored.state.as_str(), stored.final_text.as_deref()),
-            ("completed", Some("hi"))
+            (stored.state, stored.final_text.as_deref()),
+            (HttpTurnState::Completed, Some("hi"))
         );
 
         // Chat turns of the OpenAI-compatible endpoint: recorded once, listed in order with
@@ -759,12 +693,12 @@ mod tests {
                 .http_chat_turns("laptop", "c1")
                 .await
                 .expect("chat turns"),
-            [(
-                "t1".to_string(),
-                "completed".to_string(),
-                r#"[{"role":"user"}]"#.to_string(),
-                Some("hi there".to_string())
-            )]
+            [HttpChatTurnRow {
+                turn: "t1".to_string(),
+                state: HttpTurnState::Completed,
+                messages: r#"[{"role":"user"}]"#.to_string(),
+                shown: Some("hi there".to_string())
+            }]
         );
         assert!(
             store

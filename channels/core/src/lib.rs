@@ -23,6 +23,7 @@ mod secret;
 pub mod split;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod turn_event;
 
 pub use config::{
     BuildContext, ChannelConfig, ConfigProblem, channel_data_dir, check_secret, check_url,
@@ -32,12 +33,13 @@ pub use error::{ChannelError, ErrorKind};
 pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Authority, Button, ButtonPress, Capabilities, ChatRef, Format,
-    Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Sender,
+    Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Progress, Sender,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use retry::{Backoff, error_chain, sleep_or_shutdown};
 pub use secret::{ProcessEnv, Secret, SecretSource};
 pub use split::Measure;
+pub use turn_event::{ShownCall, TurnEvent, TurnEventKind, TurnUsage};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -514,11 +516,13 @@ pub trait Channel: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The adapter as [`std::any::Any`], for a daemon that wires a channel in further than this
-    /// trait reaches (the HTTP channel's routes are served by the daemon's own listener). `None`
-    /// by default.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
+    /// Shows an event of a turn answering this chat (the agent chosen, a tool call, a
+    /// decision). Called only on channels whose [`Capabilities::progress`] is set; the default
+    /// shows nothing. A failure is logged and the turn goes on: a client that misses a progress
+    /// event still gets the answer.
+    async fn turn_event(&self, progress: Progress<'_>) -> Result<(), ChannelError> {
+        let _ = progress; // no progress shown by default
+        Ok(())
     }
 }
 

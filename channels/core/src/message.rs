@@ -454,6 +454,18 @@ pub struct PreviewUpdate<'a> {
     pub reply_to: Option<&'a str>,
 }
 
+/// One event of a turn, for the chat the turn answers (see [`crate::Channel::turn_event`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    /// The chat the turn answers.
+    pub chat: &'a ChatRef,
+    /// The answered message's [`Inbound::reply_context`], as on every message of the turn: how
+    /// the channel finds its own turn.
+    pub reply_context: Option<&'a serde_json::Value>,
+    /// What happened.
+    pub event: &'a crate::TurnEvent,
+}
+
 impl<'a> PreviewUpdate<'a> {
     /// The first showing of `text` in `chat`, quoting nothing.
     pub fn first(chat: &'a ChatRef, text: &'a str) -> Self {
@@ -527,6 +539,11 @@ pub struct Capabilities {
     /// request for the owner (`hearth pair list`) instead of a reply with the pairing code.
     /// Email sets it, because a reply to an unknown (or forged) address is backscatter.
     pub silent_with_strangers: bool,
+    /// The channel shows each turn's progress as events of its own ([`crate::TurnEvent`], in
+    /// [`crate::Channel::turn_event`]): the HTTP API's `agent.selected`, `tool.started` … Its
+    /// replies then go without the line naming a newly chosen agent, and a decision typed as a
+    /// message of its own is answered with its outcome.
+    pub progress: bool,
 }
 
 impl Capabilities {
@@ -554,6 +571,7 @@ impl Default for Capabilities {
             acks_presses_on_receipt: false,
             deduplicates_sends: false,
             silent_with_strangers: false,
+            progress: false,
         }
     }
 }

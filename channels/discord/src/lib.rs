@@ -342,6 +342,7 @@ impl Channel for DiscordChannel {
             acks_presses_on_receipt: true,
             deduplicates_sends: true,
             silent_with_strangers: false,
+            progress: false,
         }
     }
 

@@ -23,9 +23,11 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::Shared;
 use crate::auth::{client_address, credential_in_query, hash_token, hex};
-use crate::backend::{NewEvent, NewTurn, Scope, Started, Token, TurnRecord};
-use crate::{Shared, TERMINAL_EVENTS};
+use crate::backend::{ConfirmationStatus, NewEvent, NewTurn, Scope, Started, Token, TurnRecord};
+use hearth_channel::TurnEvent;
+use hearth_channel::confirmation::{Action, button_data};
 
 /// How often a stream sends a keep-alive comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -620,12 +622,12 @@ fn event_stream(
         loop {
             if let Some(event) = state.queued.pop_front() {
                 state.after = event.seq;
-                if TERMINAL_EVENTS.contains(&event.kind.as_str()) {
+                if event.kind.ends_turn() {
                     state.ended = true;
                 }
                 let sse = SseEvent::default()
                     .id(event.seq.to_string())
-                    .event(event.kind)
+                    .event(event.kind.as_str())
                     .data(event.data.to_string());
                 return Some((Ok(sse), state));
             }
@@ -669,7 +671,7 @@ async fn cancel_turn(
     Path(id): Path<String>,
 ) -> ApiResult {
     let record = own_turn(&shared, &token, &id).await?;
-    if crate::TERMINAL_STATES.contains(&record.state.as_str()) {
+    if record.state.has_ended() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("the turn already ended ({})", record.state),
@@ -700,13 +702,12 @@ pub(crate) async fn request_cancel(
     shared
         .append(
             &record.id,
-            NewEvent {
-                kind: "turn.cancelling".into(),
-                data: json!({ "reason": reason }),
-                dedup: Some(format!("cancelling:{}", record.id)),
-                state: None,
-                final_text: None,
-            },
+            NewEvent::of(
+                &TurnEvent::Cancelling {
+                    reason: reason.to_string(),
+                },
+                Some(format!("cancelling:{}", record.id)),
+            ),
         )
         .await
         .map_err(ApiError::unavailable)?;
@@ -749,7 +750,10 @@ pub(crate) async fn request_cancel(
                 sender: sender.clone(),
                 kind: InboundKind::Press(ButtonPress {
                     press_id: format!("api-{}", random_id()),
-                    data: confirmation.cancel_data,
+                    data: {
+                        let decision = confirmation.decision(Action::Cancel);
+                        button_data(&decision.id, decision.action)
+                    },
                     message: None,
                 }),
                 reply_context: Some(json!({ "control": true })),
@@ -835,7 +839,7 @@ async fn decide_confirmation(
             "this confirmation is not yours to decide (only its requester or the owner)",
         ));
     }
-    if confirmation.status != "pending" {
+    if confirmation.status != ConfirmationStatus::Pending {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!(
@@ -844,11 +848,12 @@ async fn decide_confirmation(
             ),
         ));
     }
-    let data = if approve {
-        confirmation.approve_data.clone()
+    let decision = confirmation.decision(if approve {
+        Action::Approve
     } else {
-        confirmation.deny_data.clone()
-    };
+        Action::Deny
+    });
+    let data = button_data(&decision.id, decision.action);
     let event = Inbound {
         platform_id: format!("{}/decide/{id}/{}", token.name, request.decision),
         chat: chat_of(&token.name, "_decisions"),
@@ -869,8 +874,8 @@ async fn decide_confirmation(
             .confirmation(&token.name, &id)
             .await
             .map_err(ApiError::unavailable)?
-            .map_or_else(|| "pending".to_string(), |c| c.status);
-        if status != "pending" {
+            .map_or(ConfirmationStatus::Pending, |c| c.status);
+        if status != ConfirmationStatus::Pending {
             return Ok(Json(json!({ "id": id, "status": status })).into_response());
         }
         if Instant::now() >= deadline {

@@ -3,7 +3,104 @@
 //! [`Backend`] on its store; the channel never sees the database, the router or the runtime.
 
 use async_trait::async_trait;
+use hearth_channel::confirmation::{Action, Decision};
+use hearth_channel::{TurnEvent, TurnEventKind};
 use serde::Serialize;
+
+pub use hearth_channel::TurnUsage as Usage;
+
+/// Where an HTTP turn stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnState {
+    /// Stored, not begun.
+    Queued,
+    /// The daemon works on it.
+    Running,
+    /// A tool call waits for a decision.
+    AwaitingConfirmation,
+    /// Answered.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl TurnState {
+    /// Every state, from first to last.
+    pub const ALL: [TurnState; 6] = [
+        TurnState::Queued,
+        TurnState::Running,
+        TurnState::AwaitingConfirmation,
+        TurnState::Completed,
+        TurnState::Failed,
+        TurnState::Cancelled,
+    ];
+
+    /// The state's name, as clients read it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnState::Queued => "queued",
+            TurnState::Running => "running",
+            TurnState::AwaitingConfirmation => "awaiting_confirmation",
+            TurnState::Completed => "completed",
+            TurnState::Failed => "failed",
+            TurnState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == name)
+    }
+
+    /// Whether the turn has ended: nothing changes it any more.
+    pub fn has_ended(self) -> bool {
+        matches!(
+            self,
+            TurnState::Completed | TurnState::Failed | TurnState::Cancelled
+        )
+    }
+}
+
+impl std::fmt::Display for TurnState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a confirmation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfirmationStatus {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved: the tool ran or runs.
+    Approved,
+    /// Denied (or cancelled with its turn).
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+}
+
+impl ConfirmationStatus {
+    /// The status's name, as clients read it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmationStatus::Pending => "pending",
+            ConfirmationStatus::Approved => "approved",
+            ConfirmationStatus::Denied => "denied",
+            ConfirmationStatus::Expired => "expired",
+        }
+    }
+}
+
+impl std::fmt::Display for ConfirmationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What a token may do. Each scope includes the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -110,8 +207,8 @@ pub struct TurnRecord {
     pub agent: String,
     /// The inbox entry's platform id.
     pub platform_id: String,
-    /// `queued`, `running`, `awaiting_confirmation`, `completed`, `failed` or `cancelled`.
-    pub state: String,
+    /// Where it stands.
+    pub state: TurnState,
     /// The answer, once there is one.
     pub final_text: Option<String>,
     /// When it was started (Unix ms).
@@ -124,7 +221,7 @@ pub struct Event {
     /// The database's sequence number: the SSE `id:`.
     pub seq: i64,
     /// `agent.selected`, `text.delta`, `turn.completed` …
-    pub kind: String,
+    pub kind: TurnEventKind,
     /// The event's JSON.
     pub data: serde_json::Value,
 }
@@ -133,22 +230,52 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
     /// The event's kind.
-    pub kind: String,
+    pub kind: TurnEventKind,
     /// Its JSON.
     pub data: serde_json::Value,
     /// A key that makes writing it again (a retried delivery) a no-op.
     pub dedup: Option<String>,
     /// The turn's state from now on, if the event changes it.
-    pub state: Option<String>,
+    pub state: Option<TurnState>,
     /// The turn's answer, for the event that ends it.
     pub final_text: Option<String>,
 }
 
+impl NewEvent {
+    /// `event` to store, once per `dedup` key, with what it does to its turn: work on the
+    /// turn (an agent chosen, a tool started, a decision) means it runs, a confirmation asked
+    /// parks it, and its end sets its state and answer.
+    pub fn of(event: &TurnEvent, dedup: Option<String>) -> Self {
+        let (state, final_text) = match event {
+            TurnEvent::AgentSelected { .. }
+            | TurnEvent::ToolStarted(_)
+            | TurnEvent::Decided { .. } => (Some(TurnState::Running), None),
+            TurnEvent::AwaitingDecision { .. } => (Some(TurnState::AwaitingConfirmation), None),
+            TurnEvent::Completed { text, .. } => (Some(TurnState::Completed), Some(text.clone())),
+            TurnEvent::Failed { text, state, .. } => (
+                Some(TurnState::parse(state).unwrap_or(TurnState::Failed)),
+                Some(text.clone()),
+            ),
+            TurnEvent::ToolFinished { .. }
+            | TurnEvent::TextDelta { .. }
+            | TurnEvent::Message { .. }
+            | TurnEvent::Cancelling { .. } => (None, None),
+        };
+        Self {
+            kind: event.kind(),
+            data: event.data(),
+            dedup,
+            state,
+            final_text,
+        }
+    }
+}
+
 /// How the daemon's turn behind an HTTP turn ended, for `turn.completed` / `turn.failed`.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    /// `completed`, `failed` or `cancelled`.
-    pub state: String,
+    /// `completed`, `failed` or `cancelled`; `running` while it goes on.
+    pub state: TurnState,
     /// Why it failed, when it did.
     pub error: Option<String>,
     /// Tokens used by all the turn's model calls.
@@ -157,15 +284,6 @@ pub struct Outcome {
     pub cost_usd: f64,
     /// The agent that answered, when a turn ran.
     pub agent: Option<String>,
-}
-
-/// Tokens of a turn's model calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    /// Input (prompt) tokens.
-    pub input_tokens: i64,
-    /// Output (completion) tokens.
-    pub output_tokens: i64,
 }
 
 /// A confirmation, as a token's user sees it.
@@ -177,10 +295,10 @@ pub struct Confirmation {
     pub code: Option<String>,
     /// The tool that waits.
     pub tool: String,
-    /// The call, with its arguments (shortened).
-    pub arguments: String,
-    /// `pending`, `approved`, `denied` or `expired`.
-    pub status: String,
+    /// The call's arguments, as JSON.
+    pub arguments: serde_json::Value,
+    /// Where it stands.
+    pub status: ConfirmationStatus,
     /// When it expires (Unix ms).
     pub expires_at: i64,
     /// The HTTP turn that waits for it, when an HTTP turn asked.
@@ -193,15 +311,16 @@ pub struct Confirmation {
     /// may only chat sees only these.
     #[serde(skip)]
     pub own: bool,
-    /// The button data a press that approves it carries.
-    #[serde(skip)]
-    pub approve_data: String,
-    /// The button data a press that denies it carries.
-    #[serde(skip)]
-    pub deny_data: String,
-    /// The button data a press that denies it and ends its turn as cancelled carries.
-    #[serde(skip)]
-    pub cancel_data: String,
+}
+
+impl Confirmation {
+    /// The decision `action` makes on it, as a press of its button would carry it.
+    pub fn decision(&self, action: Action) -> Decision {
+        Decision {
+            id: self.id.clone(),
+            action,
+        }
+    }
 }
 
 /// An agent, for `GET /agents`.
@@ -226,7 +345,7 @@ pub struct ChatTurn {
     /// The HTTP turn.
     pub turn: String,
     /// Its state (as [`TurnRecord::state`]).
-    pub state: String,
+    pub state: TurnState,
     /// What it covers of the client's transcript: the new user message, or for the first turn
     /// of a branch the client's earlier messages and the new one.
     pub messages: Vec<ChatMessage>,

@@ -19,8 +19,9 @@ mod openai;
 
 pub use auth::{hash_token, new_token};
 pub use backend::{
-    Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation, Event, NewEvent,
-    NewTurn, Outcome, Scope, Started, Token, TurnRecord, Usage,
+    Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation,
+    ConfirmationStatus, Event, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord,
+    TurnState, Usage,
 };
 pub use config::{CHANNEL_NAME, HttpConfig, check_token_name};
 
@@ -31,20 +32,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hearth_channel::{
     Capabilities, Channel, ChannelContext, ChannelError, Format, MessageRef, OutboundMessage,
-    PreviewUpdate,
+    PreviewUpdate, Progress, TurnEvent, TurnEventKind,
 };
-use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Events whose arrival ends a turn's event stream.
-pub const TERMINAL_EVENTS: [&str; 2] = ["turn.completed", "turn.failed"];
-
-/// The states of a turn that has ended.
-pub(crate) const TERMINAL_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
-
-/// The HTTP channel. The daemon serves [`HttpChannel::router`] on its listener and runs the
-/// channel like any other; the router hands requests to the inbox the running channel holds.
+/// The HTTP channel. The daemon serves its [`HttpChannel::api`] on its listener and runs the
+/// channel like any other; the API hands requests to the inbox the running channel holds.
 pub struct HttpChannel {
     shared: Arc<Shared>,
 }
@@ -149,7 +143,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl HttpChannel {
-    /// The channel for `config`; it serves nothing until the daemon mounts [`Self::router`].
+    /// The channel for `config`; it serves nothing until the daemon mounts its [`Self::api`].
     pub fn new(config: HttpConfig) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -164,10 +158,27 @@ impl HttpChannel {
         }
     }
 
-    /// The routes of the API (`/api/v1/…`), answering with `backend`. Mounted once; a second
-    /// call keeps the first backend.
+    /// The API of this channel, for the daemon to serve on its listener (see [`HttpApi`]).
+    pub fn api(&self) -> HttpApi {
+        HttpApi {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The API of an [`HttpChannel`] (`/api/v1/…` and `/v1/…`): the daemon mounts it on its
+/// listener with its side of the channel, the [`Backend`]. Requests reach the inbox the running
+/// channel holds.
+#[derive(Clone)]
+pub struct HttpApi {
+    shared: Arc<Shared>,
+}
+
+impl HttpApi {
+    /// The routes, answering with `backend`. Mounted once; a second call keeps the first
+    /// backend.
     pub fn router(&self, backend: Arc<dyn Backend>) -> axum::Router {
-        // Only the first backend counts: the daemon mounts the router once.
+        // Only the first backend counts: the daemon mounts the API once.
         let _ = self.shared.backend.set(backend);
         api::router(self.shared.clone())
     }
@@ -177,7 +188,12 @@ impl HttpChannel {
 /// `control` for answers to the API's own requests (a decision, a cancel), which are not part
 /// of any turn's answer.
 fn turn_of(message: &OutboundMessage) -> Option<(String, bool)> {
-    let context = message.reply_context.as_ref()?;
+    turn_of_context(message.reply_context.as_ref())
+}
+
+/// The turn (or `control`) a reply context names; see [`turn_of`].
+fn turn_of_context(context: Option<&serde_json::Value>) -> Option<(String, bool)> {
+    let context = context?;
     let turn = context.get("turn").and_then(|t| t.as_str());
     let control = context
         .get("control")
@@ -215,6 +231,8 @@ impl Channel for HttpChannel {
             preview: Some(Duration::from_millis(250)),
             // A reply sent again with its delivery id is stored once (the event's dedup key).
             deduplicates_sends: true,
+            // Clients follow a turn through its events: the agent chosen, each tool call.
+            progress: true,
             ..Capabilities::default()
         }
     }
@@ -267,21 +285,16 @@ impl Channel for HttpChannel {
             });
         if let Some(c) = prompt {
             let id = c.id.clone();
-            let data = json!({
-                "id": c.id, "code": c.code, "tool": c.tool, "arguments": c.arguments,
-                "expires_at": c.expires_at, "text": message.text,
-            });
+            let event = TurnEvent::AwaitingDecision {
+                id: c.id,
+                code: c.code,
+                tool: c.tool,
+                arguments: c.arguments,
+                expires_at: c.expires_at,
+                text: message.text.clone(),
+            };
             self.shared
-                .append(
-                    &turn,
-                    NewEvent {
-                        kind: "confirmation.required".into(),
-                        data,
-                        dedup,
-                        state: Some("awaiting_confirmation".into()),
-                        final_text: None,
-                    },
-                )
+                .append(&turn, NewEvent::of(&event, dedup))
                 .await?;
             return Ok(reference(format!("{PROMPT_PREFIX}{turn}:{id}")));
         }
@@ -290,47 +303,34 @@ impl Channel for HttpChannel {
             .outcome(&record.platform_id)
             .await
             .map_err(|err| ChannelError::transient(err.0))?;
+        let text = message.text.clone();
         let event = match outcome {
             // A chat command (`/help`, `/reset`) answered it: no turn ran.
-            None => NewEvent {
-                kind: "turn.completed".into(),
-                data: json!({ "text": message.text, "usage": Usage::default(), "cost_usd": 0.0 }),
-                dedup,
-                state: Some("completed".into()),
-                final_text: Some(message.text.clone()),
+            None => TurnEvent::Completed {
+                text,
+                agent: None,
+                usage: Usage::default(),
+                cost_usd: 0.0,
             },
-            Some(outcome) => match outcome.state.as_str() {
-                "completed" => NewEvent {
-                    kind: "turn.completed".into(),
-                    data: json!({
-                        "text": message.text, "agent": outcome.agent,
-                        "usage": outcome.usage, "cost_usd": outcome.cost_usd,
-                    }),
-                    dedup,
-                    state: Some("completed".into()),
-                    final_text: Some(message.text.clone()),
+            Some(outcome) => match outcome.state {
+                TurnState::Completed => TurnEvent::Completed {
+                    text,
+                    agent: outcome.agent,
+                    usage: outcome.usage,
+                    cost_usd: outcome.cost_usd,
                 },
-                "failed" | "cancelled" => NewEvent {
-                    kind: "turn.failed".into(),
-                    data: json!({
-                        "text": message.text, "state": outcome.state,
-                        "error": outcome.error.unwrap_or_else(|| outcome.state.clone()),
-                        "usage": outcome.usage, "cost_usd": outcome.cost_usd,
-                    }),
-                    dedup,
-                    state: Some(outcome.state.clone()),
-                    final_text: Some(message.text.clone()),
+                TurnState::Failed | TurnState::Cancelled => TurnEvent::Failed {
+                    text,
+                    state: outcome.state.to_string(),
+                    error: outcome.error.unwrap_or_else(|| outcome.state.to_string()),
+                    usage: outcome.usage,
+                    cost_usd: outcome.cost_usd,
                 },
                 // Said while the turn goes on (a budget warning, a note): not its answer.
-                _ => NewEvent {
-                    kind: "message".into(),
-                    data: json!({ "text": message.text }),
-                    dedup,
-                    state: None,
-                    final_text: None,
-                },
+                _ => TurnEvent::Message { text },
             },
         };
+        let event = NewEvent::of(&event, dedup);
         self.shared.append(&turn, event).await?;
         Ok(reference(format!("{REPLY_PREFIX}{turn}")))
     }
@@ -358,18 +358,16 @@ impl Channel for HttpChannel {
             .confirmation(&record.token, id)
             .await
             .map_err(|err| ChannelError::transient(err.0))?;
-        let decision = found.map_or_else(|| "decided".to_string(), |c| c.status);
+        let decision = found.map_or_else(|| "decided".to_string(), |c| c.status.to_string());
+        let event = TurnEvent::Decided {
+            id: id.to_string(),
+            decision,
+            by: None,
+            text: message.text.clone(),
+            cancelled: None,
+        };
         self.shared
-            .append(
-                turn,
-                NewEvent {
-                    kind: "confirmation.decided".into(),
-                    data: json!({ "id": id, "decision": decision, "text": message.text }),
-                    dedup: Some(format!("decided:{id}")),
-                    state: Some("running".into()),
-                    final_text: None,
-                },
-            )
+            .append(turn, NewEvent::of(&event, Some(format!("decided:{id}"))))
             .await
     }
 
@@ -394,10 +392,15 @@ impl Channel for HttpChannel {
             let mut previews = lock(&self.shared.previews);
             let shown = previews.entry(turn.clone()).or_default();
             let delta = match text.strip_prefix(shown.as_str()) {
-                Some(_) if resumed => json!({ "text": text, "reset": true }),
-                Some(rest) => json!({ "text": rest }),
-                // The preview was rewritten (a new model call): start over.
-                None => json!({ "text": text, "reset": true }),
+                Some(rest) if !resumed => TurnEvent::TextDelta {
+                    text: rest.to_string(),
+                    reset: false,
+                },
+                // Resumed, or the preview was rewritten (a new model call): start over.
+                _ => TurnEvent::TextDelta {
+                    text: text.to_string(),
+                    reset: true,
+                },
             };
             if shown.as_str() == text {
                 return Ok(Some(MessageRef {
@@ -409,16 +412,7 @@ impl Channel for HttpChannel {
             delta
         };
         self.shared
-            .append(
-                &turn,
-                NewEvent {
-                    kind: "text.delta".into(),
-                    data: delta,
-                    dedup: None,
-                    state: None,
-                    final_text: None,
-                },
-            )
+            .append(&turn, NewEvent::of(&delta, None))
             .await?;
         Ok(Some(MessageRef {
             chat: chat.clone(),
@@ -426,8 +420,19 @@ impl Channel for HttpChannel {
         }))
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    async fn turn_event(&self, progress: Progress<'_>) -> Result<(), ChannelError> {
+        let Some((turn, false)) = turn_of_context(progress.reply_context) else {
+            // Events of a turn no HTTP client started (none should come here): nobody reads them.
+            return Ok(());
+        };
+        // A decision is written once, whether it comes here first or with the edited prompt.
+        let dedup = match progress.event {
+            TurnEvent::Decided { id, .. } => Some(format!("decided:{id}")),
+            _ => None,
+        };
+        self.shared
+            .append(&turn, NewEvent::of(progress.event, dedup))
+            .await
     }
 }
 
@@ -442,10 +447,10 @@ impl Shared {
                 .await
                 .map_err(|err| ChannelError::transient(err.0))?;
             let Some(last) = events.last() else {
-                return Ok(last_kind.as_deref() == Some("text.delta"));
+                return Ok(last_kind == Some(TurnEventKind::TextDelta));
             };
             after = last.seq;
-            last_kind = Some(last.kind.clone());
+            last_kind = Some(last.kind);
         }
     }
 

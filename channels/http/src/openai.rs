@@ -51,12 +51,14 @@ use tokio::sync::mpsc;
 
 use hearth_channel::confirmation::{code_attempt_in, is_decision_text};
 
+use crate::Shared;
 use crate::api::{
     ApiError, Opening, body_bytes, check_name, deliver_turn, need, open_turn, resolve_agent,
 };
 use crate::auth::hex;
+use crate::backend::TurnState;
 use crate::backend::{ChatMessage, ChatTurn, Scope, Token, TurnRecord, Usage};
-use crate::{Shared, TERMINAL_STATES};
+use hearth_channel::TurnEventKind;
 
 /// The model that routes by keywords, as `/v1/models` lists it.
 const ROUTED_MODEL: &str = "hearth";
@@ -540,8 +542,8 @@ fn place(conversation: &str, turns: &[ChatTurn], transcript: &[ChatMessage]) -> 
     // regeneration once the client had it, or once the turn was cancelled (a stopped answer
     // asked again is answered anew).
     if let Some(last) = turns.last()
-        && last.state != "cancelled"
-        && (!TERMINAL_STATES.contains(&last.state.as_str()) || last.shown.is_none())
+        && last.state != TurnState::Cancelled
+        && (!last.state.has_ended() || last.shown.is_none())
         && same(&entries[..entries.len() - 1], transcript)
     {
         return Placement::Attach(last.turn.clone());
@@ -958,7 +960,7 @@ async fn stop_closed(shared: &Shared, turn: &str) {
         Err(err) => Err(crate::BackendError(err.to_string())),
     };
     let record = match record {
-        Ok(Some(record)) if !TERMINAL_STATES.contains(&record.state.as_str()) => record,
+        Ok(Some(record)) if !record.state.has_ended() => record,
         Ok(_) => return,
         Err(err) => {
             tracing::warn!(error = %err, turn, "a client closed its streamed answer; reading its turn to cancel it failed");
@@ -1043,8 +1045,8 @@ async fn follow(
             after = event.seq;
             let data = &event.data;
             let text = data["text"].as_str().unwrap_or_default();
-            let sent = match event.kind.as_str() {
-                "text.delta" => {
+            let sent = match event.kind {
+                TurnEventKind::TextDelta => {
                     let reset = data["reset"].as_bool().unwrap_or(false);
                     let now = if reset {
                         text.to_string()
@@ -1062,14 +1064,9 @@ async fn follow(
                     draft = now;
                     sent
                 }
-                "confirmation.required" => {
+                TurnEventKind::ConfirmationRequired => {
                     let code = data["code"].as_str().unwrap_or_default().to_string();
-                    // The call with its arguments, e.g. `delete_task({"task_id":1})`.
-                    let call = data["arguments"]
-                        .as_str()
-                        .filter(|a| !a.is_empty())
-                        .or_else(|| data["tool"].as_str())
-                        .unwrap_or("a tool");
+                    let call = shown_call(data);
                     let note = format!(
                         "⏸ Needs approval: `{call}`.\nReply `approve {code}` to let it run or `deny {code}` to refuse (or use the approval in the owner's chat)."
                     );
@@ -1077,7 +1074,7 @@ async fn follow(
                     waiting = Some((code, Instant::now() + confirm_wait));
                     out.paragraph(&note).await
                 }
-                "confirmation.decided" => {
+                TurnEventKind::ConfirmationDecided => {
                     waiting = None;
                     draft.clear();
                     let id = data["id"].as_str().unwrap_or_default();
@@ -1093,12 +1090,12 @@ async fn follow(
                         out.paragraph(note).await
                     }
                 }
-                "message" => {
+                TurnEventKind::Message => {
                     draft.clear();
                     out.paragraph(text).await
                 }
-                "turn.completed" | "turn.failed" => {
-                    let text = if event.kind == "turn.failed" && text.is_empty() {
+                TurnEventKind::TurnCompleted | TurnEventKind::TurnFailed => {
+                    let text = if event.kind == TurnEventKind::TurnFailed && text.is_empty() {
                         data["error"].as_str().unwrap_or("the turn failed")
                     } else {
                         text
@@ -1113,14 +1110,33 @@ async fn follow(
                     }
                     return Ended::Done(usage_of(data));
                 }
-                // agent.selected, tool.started, tool.finished: progress a chat UI does not show.
-                _ => true,
+                // Progress a chat UI does not show.
+                TurnEventKind::AgentSelected
+                | TurnEventKind::ToolStarted
+                | TurnEventKind::ToolFinished
+                | TurnEventKind::TurnCancelling => true,
             };
             if !sent {
                 return Ended::Gone;
             }
         }
     }
+}
+
+/// The call a `confirmation.required` event waits on, as a chat shows it: the tool with its
+/// arguments as compact JSON, e.g. `delete_task({"task_id":1})`, cut after 300 characters.
+fn shown_call(data: &Value) -> String {
+    let tool = data["tool"].as_str().unwrap_or("a tool");
+    let arguments = match &data["arguments"] {
+        Value::Null => return tool.to_string(),
+        Value::String(text) => text.clone(),
+        arguments => arguments.to_string(),
+    };
+    let arguments = match arguments.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &arguments[..cut]),
+        None => arguments,
+    };
+    format!("{tool}({arguments})")
 }
 
 #[cfg(test)]
@@ -1137,7 +1153,7 @@ mod tests {
     fn turn(id: &str, state: &str, messages: Vec<ChatMessage>, shown: Option<&str>) -> ChatTurn {
         ChatTurn {
             turn: id.into(),
-            state: state.into(),
+            state: TurnState::parse(state).expect("a turn state"),
             messages,
             shown: shown.map(str::to_string),
         }

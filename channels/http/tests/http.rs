@@ -24,9 +24,9 @@ use hearth_channel::testkit::{
 };
 use hearth_channel::{Channel, ChatRef, InboundKind, OutboundMessage, Sender};
 use hearth_http::{
-    Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation, Event,
-    HttpChannel, HttpConfig, NewEvent, NewTurn, Outcome, Scope, Started, Token, TurnRecord,
-    hash_token,
+    Agent, Backend, BackendError, ChatMessage, ChatTurn, Completion, Confirmation,
+    ConfirmationStatus, Event, HttpChannel, HttpConfig, NewEvent, NewTurn, Outcome, Scope, Started,
+    Token, TurnRecord, TurnState, hash_token,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -108,7 +108,7 @@ impl Backend for Memory {
             conversation: turn.conversation.clone(),
             agent: turn.agent.clone(),
             platform_id: turn.platform_id.clone(),
-            state: "running".into(),
+            state: TurnState::Running,
             final_text: None,
             created_at: stored.clock,
         };
@@ -142,16 +142,16 @@ impl Backend for Memory {
             turn.to_string(),
             Event {
                 seq,
-                kind: event.kind.clone(),
+                kind: event.kind,
                 data: event.data.clone(),
             },
             event.dedup.clone(),
         ));
-        if let Some(state) = &event.state
+        if let Some(state) = event.state
             && let Some((record, _, _)) = stored.turns.iter_mut().find(|(t, _, _)| t.id == turn)
-            && !["completed", "failed", "cancelled"].contains(&record.state.as_str())
+            && !record.state.has_ended()
         {
-            record.state = state.clone();
+            record.state = state;
             if event.final_text.is_some() {
                 record.final_text = event.final_text.clone();
             }
@@ -166,7 +166,8 @@ impl Backend for Memory {
             .iter()
             .rev()
             .find(|(t, _, _)| {
-                format!("{}/{}", t.token, t.conversation) == chat_id && t.state == "running"
+                format!("{}/{}", t.token, t.conversation) == chat_id
+                    && t.state == TurnState::Running
             })
             .map(|(t, _, _)| t.id.clone()))
     }
@@ -204,7 +205,7 @@ impl Backend for Memory {
             .lock()
             .confirmations
             .iter()
-            .filter(|c| c.status == "pending" && c.may_decide)
+            .filter(|c| c.status == ConfirmationStatus::Pending && c.may_decide)
             .cloned()
             .collect())
     }
@@ -229,7 +230,7 @@ impl Backend for Memory {
             turn.conversation.clone(),
             ChatTurn {
                 turn: turn.id.clone(),
-                state: turn.state.clone(),
+                state: turn.state,
                 messages: messages.to_vec(),
                 shown: None,
             },
@@ -315,7 +316,7 @@ impl HttpHarness {
             },
         );
         let channel = Arc::new(HttpChannel::new(HttpConfig::default()));
-        let router = channel.router(backend.clone());
+        let router = channel.api().router(backend.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a port on 127.0.0.1");
@@ -646,15 +647,12 @@ async fn a_prompt_shows_with_its_code_and_a_decision_over_the_api_arrives_as_a_p
         id: "conf-1".into(),
         code: Some("K7Q2MX".into()),
         tool: "delete_task".into(),
-        arguments: r#"delete_task({"task_id":1})"#.into(),
-        status: "pending".into(),
+        arguments: json!({ "task_id": 1 }),
+        status: ConfirmationStatus::Pending,
         expires_at: 0,
         turn: Some(turn.clone()),
         may_decide: true,
         own: true,
-        approve_data: "c:conf-1:a".into(),
-        deny_data: "c:conf-1:d".into(),
-        cancel_data: "c:conf-1:c".into(),
     });
 
     // The daemon's prompt for the turn: a `confirmation.required` event with its code.
@@ -673,6 +671,8 @@ async fn a_prompt_shows_with_its_code_and_a_decision_over_the_api_arrives_as_a_p
         .unwrap_or_else(|| panic!("no confirmation.required: {events:?}"));
     assert_eq!(required["code"], "K7Q2MX");
     assert_eq!(required["tool"], "delete_task");
+    // The arguments as JSON, not the text the chat shows.
+    assert_eq!(required["arguments"], json!({ "task_id": 1 }));
     let (_, state) = h.get(&format!("/api/v1/turns/{turn}")).await;
     assert_eq!(state["state"], "awaiting_confirmation");
     let (_, pending) = h.get("/api/v1/confirmations").await;
@@ -715,7 +715,7 @@ async fn a_prompt_shows_with_its_code_and_a_decision_over_the_api_arrives_as_a_p
     };
     assert_eq!(press.data, "c:conf-1:a", "the approve button's data");
     // The daemon's resolver stores the decision; the request answers with it.
-    h.backend.lock().confirmations[0].status = "approved".into();
+    h.backend.lock().confirmations[0].status = ConfirmationStatus::Approved;
     let (status, decided) = decide.await.expect("the request ends");
     assert_eq!(
         (status, &decided["status"]),

@@ -176,6 +176,7 @@ impl Channel for MatrixChannel {
             acks_presses_on_receipt: false,
             deduplicates_sends: true,
             silent_with_strangers: false,
+            progress: false,
         }
     }
 
