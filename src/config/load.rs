@@ -148,7 +148,7 @@ impl LoadedConfig {
 }
 
 /// Where the configuration is looked for when neither `--config` nor `$HEARTH_CONFIG` names a
-/// file, in order (DESIGN.md §7): `./hearth.toml`, the user's
+/// file, in order (docs/configuration.md, first paragraph): `./hearth.toml`, the user's
 /// `$XDG_CONFIG_HOME/hearth/hearth.toml` (else `~/.config/hearth/hearth.toml`), then
 /// `/etc/hearth/hearth.toml`. When none exists the defaults are used, so `hearth chat` works
 /// with no setup.
