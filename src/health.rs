@@ -129,6 +129,50 @@ impl Health {
     }
 }
 
+/// The one answer `/healthz` and the page's Status give about the whole daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every channel connected, the database answers, every write path stores.
+    Ok,
+    /// Working, but a channel has not connected yet within its first-connect grace.
+    Degraded,
+    /// A channel failed, the database does not answer, a write path cannot store, or a channel
+    /// never connected within its grace: `/healthz` answers 503.
+    Unhealthy,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Degraded => "degraded",
+            Verdict::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl Health {
+    /// The verdict, given whether the database answered.
+    pub fn verdict(&self, database_answers: bool) -> Verdict {
+        let failed = self.channels().values().any(|c| c.state == FAILED);
+        let (never_connected, grace_over) = self.never_connected();
+        if failed
+            || !database_answers
+            || !self.faults().is_empty()
+            || (!never_connected.is_empty() && grace_over)
+        {
+            Verdict::Unhealthy
+        } else if !never_connected.is_empty() {
+            Verdict::Degraded
+        } else {
+            Verdict::Ok
+        }
+    }
+}
+
+/// The state a channel that gave up is in (`ChannelStatus::Failed`).
+const FAILED: &str = "failed";
+
 impl From<&ChannelStatus> for ChannelHealth {
     fn from(status: &ChannelStatus) -> Self {
         Self {
@@ -158,5 +202,24 @@ mod tests {
         );
         health.clear_fault("inbox");
         assert_eq!(health.faults(), ["turns: database or disk is full"]);
+    }
+
+    #[test]
+    fn one_verdict_from_channels_database_and_faults() {
+        let health = Health::default();
+        assert_eq!(health.verdict(true), Verdict::Ok);
+        health.set_channel("telegram", "connecting", None);
+        assert_eq!(health.verdict(true), Verdict::Degraded, "within its grace");
+        health.started_ago(FIRST_CONNECT_GRACE);
+        assert_eq!(health.verdict(true), Verdict::Unhealthy, "grace over");
+        health.set_channel("telegram", "connected", None);
+        assert_eq!(health.verdict(true), Verdict::Ok);
+        assert_eq!(health.verdict(false), Verdict::Unhealthy, "database");
+        health.set_fault("inbox", "database or disk is full");
+        assert_eq!(health.verdict(true), Verdict::Unhealthy, "a write path");
+        health.clear_fault("inbox");
+        health.set_channel("telegram", FAILED, Some("token revoked".into()));
+        assert_eq!(health.verdict(true), Verdict::Unhealthy, "a failed channel");
+        assert_eq!(Verdict::Degraded.as_str(), "degraded");
     }
 }

@@ -18,7 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::health::Health;
+use crate::health::{Health, Verdict};
 use crate::metrics::Metrics;
 use crate::pipeline::dispatcher::Dispatcher;
 use crate::store::Store;
@@ -43,7 +43,6 @@ pub fn router(state: HttpState) -> Router {
 
 async fn healthz(State(state): State<HttpState>) -> Response {
     let channels = state.health.channels();
-    let failed = channels.values().any(|c| c.state == "failed");
     // Reads can work while writes fail (a full disk): what cannot be stored is reported here.
     let faults = state.health.faults();
     let (inbox, outbox, database) = match (
@@ -55,16 +54,16 @@ async fn healthz(State(state): State<HttpState>) -> Response {
     };
     // A channel that never connected since start: nobody can reach hearth through it. Shown
     // as degraded at once, and unhealthy once it had its time to connect.
-    let (never_connected, grace_over) = state.health.never_connected();
-    let unreachable = !never_connected.is_empty() && grace_over;
-    let status = if failed || database != "ok" || !faults.is_empty() || unreachable {
+    let (never_connected, _) = state.health.never_connected();
+    let verdict = state.health.verdict(database == "ok");
+    let status = if verdict == Verdict::Unhealthy {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
-    let degraded = status != StatusCode::OK || !never_connected.is_empty();
     let body = serde_json::json!({
-        "status": if degraded { "degraded" } else { "ok" },
+        // Unhealthy reads "degraded" here, as it always has: the 503 says the rest.
+        "status": if verdict == Verdict::Ok { "ok" } else { "degraded" },
         "never_connected": never_connected,
         "database": database,
         "channels": channels,

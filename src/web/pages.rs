@@ -76,25 +76,14 @@ pub(super) async fn status(State(state): State<WebState>, session: Session) -> R
         })
         .collect();
     channels.sort_by(|a, b| a.name.cmp(&b.name));
-    let failed = channels.iter().any(|c| c.state == "failed");
     let faults = state.health.faults();
-    let (never_connected, grace_over) = state.health.never_connected();
+    let (never_connected, _) = state.health.never_connected();
     let (inbox, outbox, database) = match (store.inbox_depth().await, store.outbox_depth().await) {
         (Ok(inbox), Ok(outbox)) => (inbox, outbox, "ok"),
         _ => (-1, -1, "unavailable"),
     };
     let pending_confirmations = store.pending_confirmations().await.unwrap_or(-1);
-    let unhealthy = failed
-        || database != "ok"
-        || !faults.is_empty()
-        || (!never_connected.is_empty() && grace_over);
-    let overall = if unhealthy {
-        "unhealthy"
-    } else if !never_connected.is_empty() {
-        "degraded"
-    } else {
-        "ok"
-    };
+    let overall = state.health.verdict(database == "ok").as_str();
     let mcp = state
         .mcp
         .health()
