@@ -16,9 +16,10 @@ use crate::backend::{Scope, Token};
 
 /// How often a stream sends a keep-alive comment.
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How often a stream looks for events stored by another process (or by the daemon's side of
-/// this one) when nothing woke it.
-pub(crate) const POLL: Duration = Duration::from_millis(200);
+/// How often a stream looks for events when nothing woke it. Every event this process stores
+/// goes through `Shared::append`, which wakes the streams at once; the poll is the slow
+/// fallback for events stored by another process on the same database.
+pub(crate) const POLL: Duration = Duration::from_secs(2);
 
 /// The longest Idempotency-Key and conversation name accepted.
 pub(crate) const MAX_KEY_LEN: usize = 200;
