@@ -175,6 +175,10 @@ pub struct Store {
     /// This open created the SQLite file from [`SQLITE_FRESH_DATABASE`]: its migration
     /// records are dated when [`Store::migrate`] runs.
     created_from_image: bool,
+    /// Sent when this process changed what waits for the owner (a confirmation asked or
+    /// decided, a pairing request made or settled), so the page's live inbox looks at once
+    /// instead of on its next poll. Changes made by another process are seen by that poll.
+    waiting_signal: std::sync::Arc<tokio::sync::watch::Sender<()>>,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -243,7 +247,19 @@ impl Store {
             sqlite_path,
             location,
             created_from_image,
+            waiting_signal: std::sync::Arc::new(tokio::sync::watch::Sender::new(())),
         })
+    }
+
+    /// Changes when this process changed what waits for the owner (see `waiting_signal`).
+    pub fn waiting_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.waiting_signal.subscribe()
+    }
+
+    /// Tells the live inbox that what waits for the owner changed; called once the change is
+    /// committed, so a page that looks then sees it.
+    pub(crate) fn waiting_changed(&self) {
+        self.waiting_signal.send_replace(());
     }
 
     /// Connects and applies pending migrations: what `hearth run` and `hearth chat` do at start.

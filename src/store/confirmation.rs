@@ -156,6 +156,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.waiting_changed();
         Ok(outbox_id)
     }
 
@@ -304,6 +305,9 @@ impl Store {
             denied.push(confirmation);
         }
         tx.commit().await?;
+        if !denied.is_empty() {
+            self.waiting_changed();
+        }
         Ok(WrongCode { left, denied })
     }
 
@@ -337,6 +341,7 @@ impl Store {
         }
         reply_and_finish(&mut tx, inbox_id, replies, now_ms).await?;
         tx.commit().await?;
+        self.waiting_changed();
         Ok(true)
     }
 

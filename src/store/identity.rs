@@ -416,6 +416,7 @@ impl Store {
         .bind(request.expires_at)
         .execute(&mut *self.write().await?)
         .await?;
+        self.waiting_changed();
         Ok(())
     }
 
@@ -463,6 +464,7 @@ impl Store {
             .bind(code)
             .execute(&mut *self.write().await?)
             .await?;
+        self.waiting_changed();
         Ok(())
     }
 }
@@ -525,6 +527,7 @@ impl Store {
                 .bind(PairingStatus::Pending)
                 .execute(&mut *self.write().await?)
                 .await?;
+        self.waiting_changed();
         Ok(rejected.rows_affected() == 1)
     }
 }

@@ -233,6 +233,10 @@ impl Store {
         }
         let outbox = query.execute(&mut *tx).await?.rows_affected();
         tx.commit().await?;
+        if !turns.is_empty() {
+            // Their pending confirmations expired with them.
+            self.waiting_changed();
+        }
         Ok(Abandoned {
             turns: u64::try_from(turns.len()).unwrap_or(u64::MAX),
             inbox,

@@ -171,25 +171,25 @@ async fn fingerprint(state: &WebState) -> String {
     print
 }
 
-/// How often the live stream looks for changes.
-const EVENTS_POLL: Duration = Duration::from_secs(1);
+/// How often the live stream looks for changes when nothing woke it: changes made by another
+/// process (`hearth pair approve`) and pairing codes running out, which nothing writes. This
+/// process's own changes wake it at once (`Store::waiting_changes`).
+const EVENTS_FALLBACK_POLL: Duration = Duration::from_secs(10);
 
 /// `/events`: `inbox` whenever the pending items change; ends with the session or the daemon.
 pub(super) async fn events(State(state): State<WebState>, session: Session) -> Response {
+    // Listening starts, and the items are read, before the page hears the stream is open: a
+    // change made once the page has the stream is then always told.
+    let wake = state.rt.store.waiting_changes();
+    let first = fingerprint(&state).await;
     let stream = futures::stream::unfold(
-        (state, session, None::<String>),
-        |(state, session, mut last)| async move {
+        (state, session, wake, first),
+        |(state, session, mut wake, mut last)| async move {
             loop {
-                let current = fingerprint(&state).await;
-                match &last {
-                    Some(previous) if *previous != current => {
-                        let event = Event::default().event("inbox").data("changed");
-                        return Some((Ok::<_, Infallible>(event), (state, session, Some(current))));
-                    }
-                    _ => last = Some(current),
-                }
                 tokio::select! {
-                    () = tokio::time::sleep(EVENTS_POLL) => {}
+                    // The store's sender lives as long as `state`, so this never ends early.
+                    _ = wake.changed() => {}
+                    () = tokio::time::sleep(EVENTS_FALLBACK_POLL) => {}
                     () = state.shutdown.cancelled() => return None,
                 }
                 // A logged-out session's page stops hearing.
@@ -199,6 +199,13 @@ pub(super) async fn events(State(state): State<WebState>, session: Session) -> R
                 ) {
                     return None;
                 }
+                let current = fingerprint(&state).await;
+                if current != last {
+                    let event = Event::default().event("inbox").data("changed");
+                    let next = (state, session, wake, current);
+                    return Some((Ok::<_, Infallible>(event), next));
+                }
+                last = current;
             }
         },
     );

@@ -574,3 +574,69 @@ async fn wrong_codes_slow_their_address_and_a_fresh_right_code_always_works() {
     );
     h.stop().await;
 }
+
+/// The page's live inbox hears a confirmation the daemon asks for at once: the store's signal
+/// wakes `/events`, well before its fallback poll (10 s) would have looked.
+#[tokio::test]
+async fn the_live_inbox_hears_a_new_confirmation_without_waiting_for_its_poll() {
+    use std::time::{Duration, Instant};
+
+    use futures::StreamExt;
+    use hearth_testkit::Reply;
+
+    use crate::telegram::OWNER;
+
+    let mut h = TgHearth::new(WEB_CONFIG).await;
+    h.start().await;
+    let base = h.base_url();
+    let http = client();
+    let login = http
+        .post(format!("{base}/login"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("code", login_code(&h).as_str())])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()[SET_COOKIE].to_str().expect("cookie");
+    let session = cookie.split(';').next().expect("pair").to_string();
+    let events = http
+        .get(format!("{base}/events"))
+        .header(COOKIE, &session)
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(events.status(), 200);
+    let mut stream = events.bytes_stream();
+
+    h.llm
+        .push(Reply::call("c1", "delete_task", r#"{"task_id": 1}"#));
+    h.tg.push_text(OWNER, OWNER, "delete task 1");
+    let store = database(&h).await;
+    let asked = loop {
+        let now = chrono::Utc::now().timestamp_millis();
+        if !store
+            .pending_confirmation_list(now)
+            .await
+            .expect("read")
+            .is_empty()
+        {
+            break Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut heard = String::new();
+    while !heard.contains("event: inbox") {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("`inbox` within 5 s of the confirmation, not at the 10 s poll")
+            .expect("the stream stays open")
+            .expect("a chunk");
+        heard.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "heard {:?} after the confirmation was stored",
+        asked.elapsed()
+    );
+}

@@ -18,28 +18,28 @@ use axum::routing::{any, get, post};
 use axum::{Extension, Json, Router};
 use futures::Stream;
 use hearth_channel::confirmation::is_decision_text;
-use hearth_channel::{Authority, ButtonPress, ChatRef, Inbound, InboundKind, Sender};
+use hearth_channel::{ButtonPress, Inbound, InboundKind};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::Shared;
 use crate::auth::{client_address, credential_in_query, hash_token, hex};
-use crate::backend::{ConfirmationStatus, NewEvent, NewTurn, Scope, Started, Token, TurnRecord};
-use hearth_channel::TurnEvent;
+use crate::backend::{ConfirmationStatus, Scope, Token, TurnRecord};
+use crate::common::{
+    ApiError, KEEP_ALIVE, POLL, check_name, is_openai_path, json_body, need, random_id,
+};
+use crate::turns::{
+    Opening, chat_of, deliver, deliver_turn, open_turn, request_cancel, resolve_agent, sender_of,
+};
 use hearth_channel::confirmation::{Action, button_data};
 
-/// How often a stream sends a keep-alive comment.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How often a stream looks for events stored by another process (or by the daemon's side of
-/// this one) when nothing woke it.
-const POLL: Duration = Duration::from_millis(200);
 /// How long `POST /confirmations/{id}` waits for the decision to be stored.
 const DECISION_WAIT: Duration = Duration::from_secs(10);
-/// The longest Idempotency-Key and conversation name accepted.
-const MAX_KEY_LEN: usize = 200;
 
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The native API's routes and `doors` (the OpenAI-compatible ones), behind one token check and
+/// one body limit.
+pub(crate) fn router(shared: Arc<Shared>, doors: Router<Arc<Shared>>) -> Router {
     let limit = shared.config.max_body_bytes;
     Router::new()
         .route("/api/v1/turns", post(start_turn))
@@ -49,7 +49,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/confirmations", get(list_confirmations))
         .route("/api/v1/confirmations/{id}", post(decide_confirmation))
         .route("/api/v1/agents", get(list_agents))
-        .merge(crate::openai::routes())
+        .merge(doors)
         // Unknown paths under the API's prefixes get its JSON 404 (after the token check, so
         // they say nothing to a client without one); any other path is the daemon's, which
         // answers it as a web server would.
@@ -62,85 +62,6 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-/// An error answer: its status and a sentence for the person reading it.
-pub(crate) struct ApiError {
-    pub(crate) status: StatusCode,
-    pub(crate) message: String,
-    retry_after: Option<Duration>,
-    /// Answered in the shape OpenAI clients read (`{"error": {"message", "type", "code"}}`):
-    /// for the `/v1` routes.
-    openai: bool,
-    /// The OpenAI `code` when it is more precise than the status's.
-    code: Option<&'static str>,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-            retry_after: None,
-            openai: false,
-            code: None,
-        }
-    }
-
-    /// An error of the `/v1` routes with its OpenAI `code`.
-    pub(crate) fn openai(
-        status: StatusCode,
-        code: &'static str,
-        message: impl Into<String>,
-    ) -> Self {
-        let mut err = Self::new(status, message).for_openai();
-        err.code = Some(code);
-        err
-    }
-
-    /// The same error, in the shape OpenAI clients read.
-    pub(crate) fn for_openai(mut self) -> Self {
-        self.openai = true;
-        self
-    }
-
-    /// 429 with `Retry-After`.
-    pub(crate) fn too_many(message: impl Into<String>, wait: Duration) -> Self {
-        let mut err = Self::new(StatusCode::TOO_MANY_REQUESTS, message);
-        err.retry_after = Some(wait);
-        err
-    }
-
-    pub(crate) fn unavailable(err: impl std::fmt::Display) -> Self {
-        tracing::warn!(error = %err, "HTTP API request failed");
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("hearth cannot answer right now ({err}); try again"),
-        )
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = if self.openai {
-            crate::openai::error_body(self.status, self.code, &self.message)
-        } else {
-            json!({ "error": { "status": self.status.as_u16(), "message": self.message } })
-        };
-        let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-        }
-        if let Some(wait) = self.retry_after
-            && let Ok(value) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
-        response
-    }
-}
-
 type ApiResult = Result<Response, ApiError>;
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
@@ -148,7 +69,7 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
         StatusCode::NOT_FOUND,
         "no such endpoint; see docs/http-api.md",
     );
-    if crate::openai::is_openai_path(uri.path()) {
+    if is_openai_path(uri.path()) {
         err.for_openai()
     } else {
         err
@@ -168,7 +89,7 @@ async fn authenticate(
     let address = client_address(peer, request.headers(), &shared.config.trusted_proxies);
     let query = request.uri().query().map(str::to_owned);
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
-    let openai = crate::openai::is_openai_path(request.uri().path());
+    let openai = is_openai_path(request.uri().path());
     match check_token(&shared, query.as_deref(), authorization, address).await {
         Ok(token) => {
             request.extensions_mut().insert(token);
@@ -236,57 +157,6 @@ async fn check_token(
     }
 }
 
-pub(crate) fn need(token: &Token, scope: Scope) -> Result<(), ApiError> {
-    if token.scope >= scope {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "the token `{}` has scope {}; this needs {} (hearth token create NAME --scope {})",
-                token.name,
-                token.scope.as_str(),
-                scope.as_str(),
-                scope.as_str()
-            ),
-        ))
-    }
-}
-
-/// A JSON body, read within the size limit, with errors that say what is wrong.
-pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, ApiError> {
-    let bytes = body_bytes(shared, body)?;
-    serde_json::from_slice(&bytes).map_err(|err| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body is not the JSON expected: {err}"),
-        )
-    })
-}
-
-/// The body's bytes, or why there are none (larger than the limit: 413).
-pub(crate) fn body_bytes(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the request body is larger than {} bytes ([channels.http] max_body_bytes)",
-                    shared.config.max_body_bytes
-                ),
-            )
-        } else {
-            ApiError::new(rejection.status(), rejection.body_text())
-        }
-    })
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TurnRequest {
@@ -299,32 +169,6 @@ struct TurnRequest {
 
 fn auto() -> String {
     "auto".into()
-}
-
-/// A name a client gives (an Idempotency-Key, a conversation): 1–200 visible ASCII characters.
-pub(crate) fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
-    if name.is_empty() || name.len() > MAX_KEY_LEN || !name.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("{what} must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn random_id() -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rng();
-    (0..20)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
-/// The chat a conversation of a token is: `<token>/<conversation>`, so no token writes into
-/// another's conversation.
-fn chat_of(token: &str, conversation: &str) -> ChatRef {
-    ChatRef::new(format!("{token}/{conversation}"))
 }
 
 async fn start_turn(
@@ -379,143 +223,12 @@ async fn start_turn(
     Ok((StatusCode::ACCEPTED, Json(turn_created(&record))).into_response())
 }
 
-/// The agent a token's request for `requested` (`auto` or an id) gets: `auto` for keyword
-/// routing, the token's only agent when it is limited to one, or the agent named once it
-/// exists and the token may use it.
-pub(crate) async fn resolve_agent(
-    shared: &Shared,
-    token: &Token,
-    requested: &str,
-) -> Result<String, ApiError> {
-    let backend = shared.backend().map_err(ApiError::unavailable)?;
-    let agent = if requested == "auto" {
-        match token.agents.as_slice() {
-            [] => "auto".to_string(),
-            [only] => only.clone(),
-            several => {
-                return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "the token `{}` may use only the agents {}: name one in \"agent\"",
-                        token.name,
-                        several.join(", ")
-                    ),
-                ));
-            }
-        }
-    } else {
-        requested.to_string()
-    };
-    if agent != "auto" {
-        let agents = backend.agents().await.map_err(ApiError::unavailable)?;
-        if !agents.iter().any(|a| a.id == agent) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("there is no agent `{agent}` (GET /api/v1/agents lists them)"),
-            ));
-        }
-        if !token.may_use(&agent) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!("the token `{}` may not use the agent `{agent}`", token.name),
-            ));
-        }
-    }
-    Ok(agent)
-}
-
-/// A turn to open: what [`open_turn`] needs besides the token.
-pub(crate) struct Opening {
-    /// The Idempotency-Key (checked with [`check_name`]).
-    pub(crate) key: String,
-    /// SHA-256 of the request, to tell a retry from another request under the same key.
-    pub(crate) body_sha: String,
-    /// The conversation's name.
-    pub(crate) conversation: String,
-    /// `auto` or the agent (from [`resolve_agent`]).
-    pub(crate) agent: String,
-}
-
-/// Records a turn, or finds the one the same key made; a key reused for another request is a
-/// 409.
-pub(crate) async fn open_turn(
-    shared: &Shared,
-    token: &Token,
-    opening: Opening,
-) -> Result<TurnRecord, ApiError> {
-    let backend = shared.backend().map_err(ApiError::unavailable)?;
-    let turn = NewTurn {
-        id: format!("t_{}", random_id()),
-        token: token.name.clone(),
-        idem_key: opening.key.clone(),
-        body_sha: opening.body_sha,
-        platform_id: format!("{}/{}", token.name, opening.key),
-        conversation: opening.conversation,
-        agent: opening.agent,
-    };
-    match backend.start_turn(&turn).await {
-        Ok(Started::New(record) | Started::Existing(record)) => Ok(record),
-        Ok(Started::Conflict) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "this Idempotency-Key was used for a different request; use a new key for a new turn",
-        )),
-        Err(err) => Err(ApiError::unavailable(err)),
-    }
-}
-
-/// Hands the turn's message to the inbox; only once it is stored may the client hear that it
-/// was accepted. Done also for a retry: the first attempt may have stopped before the inbox
-/// stored it, and the inbox drops a duplicate.
-pub(crate) async fn deliver_turn(
-    shared: &Shared,
-    token: &Token,
-    record: &TurnRecord,
-    text: &str,
-) -> Result<(), ApiError> {
-    let event = Inbound {
-        platform_id: record.platform_id.clone(),
-        chat: chat_of(&token.name, &record.conversation),
-        sender: sender_of(token),
-        kind: InboundKind::Message {
-            text: text.to_string(),
-            attachments: Vec::new(),
-            message_id: Some(record.id.clone()),
-            reply_to: None,
-        },
-        reply_context: Some(json!({ "turn": record.id })),
-        // The agent travels beside the text, so the daemon reads what the user typed as
-        // typed: `approve K7Q2MX` with model `hearth/tasks` is a decision, not a message to
-        // the agent.
-        agent: (record.agent != "auto").then(|| record.agent.clone()),
-    };
-    deliver(shared, event).await
-}
-
-/// The sender a token's events come from: its identity `http:<name>`, holding what its scope
-/// allows (a `chat` token decides nothing, whatever its text says).
-fn sender_of(token: &Token) -> Sender {
-    Sender::new(token.name.clone())
-        .with_name(token.name.clone())
-        .with_authority(token.scope.authority())
-}
-
 fn turn_created(record: &TurnRecord) -> serde_json::Value {
     json!({
         "turn": record.id,
         "conversation": record.conversation,
         "events": format!("/api/v1/turns/{}/events", record.id),
     })
-}
-
-/// Stores an event in the inbox; only then may the client hear that it was accepted.
-async fn deliver(shared: &Shared, event: Inbound) -> Result<(), ApiError> {
-    let Some(ctx) = shared.ctx() else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the HTTP channel is not running (starting or stopping); try again",
-        ));
-    };
-    ctx.sink.deliver(event).await.map_err(ApiError::unavailable)
 }
 
 /// The turn `id` if the token may see it (its own, or any with scope admin); 404 otherwise, so
@@ -688,81 +401,6 @@ async fn cancel_turn(
         Json(json!({ "turn": record.id, "cancelling": true })),
     )
         .into_response())
-}
-
-/// Asks the daemon to stop the turn `record`, which has not ended, and records `reason` as the
-/// turn's `turn.cancelling` event. The turn then ends with `turn.failed` (state `cancelled`).
-pub(crate) async fn request_cancel(
-    shared: &Shared,
-    record: &TurnRecord,
-    reason: &str,
-) -> Result<(), ApiError> {
-    // Recorded first, so the reason comes before the end of the turn in its events.
-    tracing::info!(turn = %record.id, reason, "cancelling an HTTP turn");
-    shared
-        .append(
-            &record.id,
-            NewEvent::of(
-                &TurnEvent::Cancelling {
-                    reason: reason.to_string(),
-                },
-                Some(format!("cancelling:{}", record.id)),
-            ),
-        )
-        .await
-        .map_err(ApiError::unavailable)?;
-    let backend = shared.backend().map_err(ApiError::unavailable)?.clone();
-    // A turn waiting for approval runs nothing a `/cancel` could stop. Its confirmations are
-    // decided instead, by the press a cancel makes, through the resolver chat buttons go
-    // through (so a copy of the prompt in the owner's chat shows the outcome too); the last one
-    // ends the turn as cancelled.
-    let waiting: Vec<_> = backend
-        .pending_confirmations(&record.token)
-        .await
-        .map_err(ApiError::unavailable)?
-        .into_iter()
-        .filter(|c| c.turn.as_deref() == Some(record.id.as_str()))
-        .collect();
-    // The cancel presses decide nothing but the turn's own requests, which its token may do
-    // whatever its scope: they come from a sender that may only chat.
-    let sender = Sender::new(record.token.clone())
-        .with_name(record.token.clone())
-        .with_authority(Authority::Chat);
-    if waiting.is_empty() {
-        // The chat's own `/cancel`, from the turn's token, in the turn's conversation: it stops
-        // the running turn at once, as in any chat.
-        let chat = chat_of(&record.token, &record.conversation);
-        let event = Inbound {
-            reply_context: Some(json!({ "turn": record.id, "control": true })),
-            ..Inbound::message(
-                format!("{}/cancel", record.platform_id),
-                chat,
-                sender,
-                "/cancel",
-            )
-        };
-        deliver(shared, event).await?;
-    } else {
-        for confirmation in waiting {
-            let event = Inbound {
-                platform_id: format!("{}/cancel/{}", record.platform_id, confirmation.id),
-                chat: chat_of(&record.token, "_decisions"),
-                sender: sender.clone(),
-                kind: InboundKind::Press(ButtonPress {
-                    press_id: format!("api-{}", random_id()),
-                    data: {
-                        let decision = confirmation.decision(Action::Cancel);
-                        button_data(&decision.id, decision.action)
-                    },
-                    message: None,
-                }),
-                reply_context: Some(json!({ "control": true })),
-                agent: None,
-            };
-            deliver(shared, event).await?;
-        }
-    }
-    Ok(())
 }
 
 async fn list_confirmations(

@@ -14,8 +14,10 @@
 mod api;
 mod auth;
 mod backend;
+mod common;
 mod config;
 mod openai;
+mod turns;
 
 pub use auth::{hash_token, new_token};
 pub use backend::{
@@ -88,7 +90,10 @@ impl Shared {
 
     /// A place for one more event stream of `token`, held as long as the stream is open; 429
     /// when the token has `max_streams_per_token` open already.
-    pub(crate) fn open_stream(self: &Arc<Self>, token: &str) -> Result<OpenStream, api::ApiError> {
+    pub(crate) fn open_stream(
+        self: &Arc<Self>,
+        token: &str,
+    ) -> Result<OpenStream, common::ApiError> {
         let mut streams = lock(&self.streams);
         let open = streams.entry(token.to_string()).or_default();
         if *open >= self.config.max_streams_per_token {
@@ -97,7 +102,7 @@ impl Shared {
                 open = *open,
                 "an HTTP event stream was refused: the token has its most open"
             );
-            return Err(api::ApiError::too_many(
+            return Err(common::ApiError::too_many(
                 format!(
                     "the token `{token}` has {open} event streams open, the most it may ([channels.http] max_streams_per_token); close one and try again"
                 ),
@@ -180,7 +185,7 @@ impl HttpApi {
     pub fn router(&self, backend: Arc<dyn Backend>) -> axum::Router {
         // Only the first backend counts: the daemon mounts the API once.
         let _ = self.shared.backend.set(backend);
-        api::router(self.shared.clone())
+        api::router(self.shared.clone(), openai::routes())
     }
 }
 

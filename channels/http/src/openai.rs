@@ -52,20 +52,15 @@ use tokio::sync::mpsc;
 use hearth_channel::confirmation::{code_attempt_in, is_decision_text};
 
 use crate::Shared;
-use crate::api::{
-    ApiError, Opening, body_bytes, check_name, deliver_turn, need, open_turn, resolve_agent,
-};
 use crate::auth::hex;
 use crate::backend::TurnState;
 use crate::backend::{ChatMessage, ChatTurn, Scope, Token, TurnRecord, Usage};
+use crate::common::{ApiError, KEEP_ALIVE, POLL, body_bytes, check_name, need, random_id};
+use crate::turns::{Opening, deliver_turn, open_turn, request_cancel, resolve_agent};
 use hearth_channel::TurnEventKind;
 
 /// The model that routes by keywords, as `/v1/models` lists it.
 const ROUTED_MODEL: &str = "hearth";
-/// How often an answer sends a keep-alive comment while it waits.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How often an answer looks for events when nothing woke it.
-const POLL: Duration = Duration::from_millis(200);
 /// The most branches followed to place one request; past it, a fresh conversation is started.
 const MAX_BRANCH_HOPS: usize = 64;
 /// What starts the last user message of a chat UI's background request (Open WebUI's title,
@@ -76,33 +71,6 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat_completions))
-}
-
-/// Whether `path` is one of the OpenAI-compatible routes (whose errors have OpenAI's shape).
-pub(crate) fn is_openai_path(path: &str) -> bool {
-    path == "/v1" || path.starts_with("/v1/")
-}
-
-/// An error as OpenAI clients read it: `{"error": {"message", "type", "param", "code"}}`.
-pub(crate) fn error_body(status: StatusCode, code: Option<&str>, message: &str) -> Value {
-    let (kind, default_code) = match status.as_u16() {
-        401 => ("invalid_request_error", "invalid_api_key"),
-        403 => ("permission_error", "insufficient_permissions"),
-        404 => ("invalid_request_error", "not_found"),
-        409 => ("invalid_request_error", "conflict"),
-        413 => ("invalid_request_error", "request_too_large"),
-        429 => ("rate_limit_error", "rate_limit_exceeded"),
-        400..=499 => ("invalid_request_error", "invalid_request"),
-        _ => ("server_error", "unavailable"),
-    };
-    json!({
-        "error": {
-            "message": message,
-            "type": kind,
-            "param": null,
-            "code": code.unwrap_or(default_code),
-        }
-    })
 }
 
 fn unix_now() -> u64 {
@@ -592,7 +560,7 @@ async fn place_turn(
                 hops += 1;
                 conversation = if hops > MAX_BRANCH_HOPS {
                     // Dozens of regenerations of one chat: start afresh rather than walk on.
-                    format!("b_{}", crate::api::random_id())
+                    format!("b_{}", random_id())
                 } else {
                     next
                 };
@@ -808,7 +776,7 @@ async fn background(
             )
         })?;
     let reply = Reply {
-        id: format!("chatcmpl-bg-{}", crate::api::random_id()),
+        id: format!("chatcmpl-bg-{}", random_id()),
         ..reply
     };
     let (tx, rx) = mpsc::channel(4);
@@ -968,7 +936,7 @@ async fn stop_closed(shared: &Shared, turn: &str) {
         }
     };
     let reason = "the client closed the streamed completion (a Stop button)";
-    if let Err(err) = crate::api::request_cancel(shared, &record, reason).await {
+    if let Err(err) = request_cancel(shared, &record, reason).await {
         tracing::warn!(error = %err.message, turn, "a client closed its streamed answer; cancelling its turn failed");
     }
 }
@@ -1235,15 +1203,5 @@ mod tests {
         let mut next = again.to_vec();
         next.extend([msg("assistant", "Half an ans"), msg("user", "next")]);
         assert_eq!(place("c", &stopped, &next), Placement::Continue);
-    }
-
-    #[test]
-    fn errors_have_openai_s_shape() {
-        let body = error_body(StatusCode::BAD_REQUEST, Some("tools_not_supported"), "no");
-        assert_eq!(body["error"]["type"], "invalid_request_error");
-        assert_eq!(body["error"]["code"], "tools_not_supported");
-        assert_eq!(body["error"]["message"], "no");
-        let body = error_body(StatusCode::UNAUTHORIZED, None, "who");
-        assert_eq!(body["error"]["code"], "invalid_api_key");
     }
 }
