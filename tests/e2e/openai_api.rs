@@ -839,7 +839,8 @@ async fn a_turn_waiting_for_approval_goes_on_in_the_stream_when_approved_over_th
     let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
-    assert!(text.contains("✅ Approved."), "{text}");
+    // The decision and the answer are two paragraphs, as in every channel (issue 50).
+    assert!(text.contains("✅ Approved.\n\n"), "{text}");
     assert!(text.ends_with("Deleted task 1."), "{text}");
     chat.process.stop().await;
 }
@@ -878,7 +879,8 @@ async fn a_waiting_stream_goes_on_when_the_owner_approves_with_the_telegram_butt
     let chunks = read_to_end(&mut stream, &mut body).await;
     assert_eq!(chunks.last(), Some(&json!("[DONE]")));
     let text = streamed_text(&chunks);
-    assert!(text.contains("✅ Approved."), "{text}");
+    // The decision and the answer are two paragraphs, as in every channel (issue 50).
+    assert!(text.contains("✅ Approved.\n\n"), "{text}");
     assert!(text.ends_with("Deleted task 7."), "{text}");
     chat.process.stop().await;
 }
