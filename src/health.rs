@@ -60,7 +60,7 @@ impl Health {
     /// Records a channel's state.
     pub fn set_channel(&self, name: &str, state: &'static str, error: Option<String>) {
         let mut health = self.lock();
-        if state == "connected" {
+        if state == ChannelStatus::Connected.as_str() {
             health.ever_connected.insert(name.to_owned());
         }
         health
@@ -76,7 +76,9 @@ impl Health {
         let mut names: Vec<String> = health
             .channels
             .iter()
-            .filter(|(name, c)| c.state != "stopped" && !health.ever_connected.contains(*name))
+            .filter(|(name, c)| {
+                c.state != ChannelStatus::Stopped.as_str() && !health.ever_connected.contains(*name)
+            })
             .map(|(name, _)| name.clone())
             .collect();
         names.sort();
