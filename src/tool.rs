@@ -35,6 +35,7 @@ pub mod task;
 pub mod time;
 pub mod tool_result;
 pub mod typed;
+pub mod untrusted;
 pub mod utility;
 pub mod web;
 pub mod web_search;
