@@ -20,6 +20,7 @@ mod daemon;
 mod host;
 mod load;
 mod mcp;
+mod plans;
 mod provider;
 mod router;
 mod runtime;
@@ -32,6 +33,7 @@ mod web;
 
 pub use budget::BudgetConfig;
 pub use context::ContextConfig;
+pub use plans::PlansConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
     DaemonConfig, MIN_MAX_REPLY_CHARS, Owner,
@@ -201,4 +203,6 @@ sections! {
     schedules: Vec<ScheduleConfig>,
     /// Model Context Protocol servers whose tools hearth offers to agents.
     mcp_servers: Vec<McpServerConfig>,
+    /// Limits of plan mode's steps and of background tasks.
+    plans: PlansConfig,
 }
