@@ -17,6 +17,7 @@ mod budget;
 mod channels;
 mod context;
 mod daemon;
+mod feeds;
 mod host;
 mod load;
 mod mcp;
@@ -29,21 +30,23 @@ mod tools;
 mod transcription;
 mod validate;
 mod value;
+mod weather;
 mod web;
 
 pub use budget::BudgetConfig;
 pub use context::ContextConfig;
-pub use plans::PlansConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
     DaemonConfig, MIN_MAX_REPLY_CHARS, Owner,
 };
+pub use feeds::FeedConfig;
 pub use hearth_channel::Secret;
 pub use load::{
     ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str, process_env,
     search_paths, user_config_path,
 };
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
+pub use plans::PlansConfig;
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
 pub use runtime::RuntimeConfig;
@@ -54,6 +57,9 @@ pub use tools::{
 };
 pub use transcription::TranscriptionConfig;
 pub use validate::{check_schedule_target, check_unasked_target, parse_identity, warnings};
+pub use weather::{
+    OPEN_METEO_GEOCODING_URL, OPEN_METEO_URL, Units, WeatherConfig, WeatherLocation,
+};
 pub use web::WebConfig;
 
 /// `[channels.*]`: one optional section per channel crate, generated with the wiring by
@@ -205,4 +211,8 @@ sections! {
     mcp_servers: Vec<McpServerConfig>,
     /// Limits of plan mode's steps and of background tasks.
     plans: PlansConfig,
+    /// The weather tools' place, units and Open-Meteo servers.
+    weather: WeatherConfig,
+    /// The feeds `read_feeds` reads.
+    feeds: Vec<FeedConfig>,
 }

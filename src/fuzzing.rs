@@ -1,13 +1,13 @@
-//! The body of the `tool_arguments` fuzz target in `fuzz/`, also run on its corpus by
-//! the test below. Not part of hearth's API.
+//! The bodies of the `tool_arguments` and `feed` fuzz targets in `fuzz/`, also run on their
+//! corpora by the tests below. Not part of hearth's API.
 //!
 //! A model may send any JSON as a tool's arguments. Each input names a built-in tool (its first
 //! line) and gives it arguments (the rest, as JSON); they go through the runtime's own gate
 //! ([`prepare`]: the JSON Schema, the list limits, the permission) and, when the gate lets them
 //! through, to the tool itself, against a database of its own. Nothing may panic, and a call the
 //! schema let through either succeeds or fails with a message the model can read. Tools that
-//! reach outside hearth (the `web` group: network; the `files` group: the file system) are only
-//! validated, never run: a fuzzer must not send requests or write files.
+//! reach outside hearth (the `web`, `weather` and `feeds` groups: network; the `files` group: the
+//! file system) are only validated, never run: a fuzzer must not send requests or write files.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -20,7 +20,7 @@ use crate::store::Store;
 use crate::tool::{Permission, ToolContext, ToolError, ToolRegistry, standalone_context};
 
 /// The groups whose tools are validated but never run.
-const NOT_RUN: [&str; 2] = ["web", "files"];
+const NOT_RUN: [&str; 4] = ["web", "files", "weather", "feeds"];
 
 struct Bench {
     runtime: tokio::runtime::Runtime,
@@ -111,10 +111,26 @@ pub fn tool_arguments(data: &[u8]) {
     }
 }
 
-/// The target's corpus (`fuzz/corpus/`, fixed crashes kept there as `regression-*`) as a
-/// regression test: every input the fuzzer kept must still pass.
+/// The body of the `feed` fuzz target: any bytes a feed's server may send, through the same
+/// parse `read_feeds` runs (feed-rs, the item keys, HTML to text). Nothing may panic: a panic in
+/// the daemon aborts it (`panic = "abort"`), and a feed is anyone's text.
+pub fn feed(data: &[u8]) {
+    if let Ok(items) = crate::tool::feeds::parse(data, "https://feeds.example.org/feed") {
+        for item in items {
+            assert!(!item.key.is_empty(), "an item without a key");
+        }
+    }
+}
+
+/// The targets' corpora (`fuzz/corpus/`, fixed crashes kept there as `regression-*`) as
+/// regression tests: every input the fuzzer kept must still pass.
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn feed_corpus() {
+        hearth_channel::fuzzing::replay("feed", super::feed);
+    }
+
     #[test]
     fn tool_arguments_corpus() {
         hearth_channel::fuzzing::replay("tool_arguments", super::tool_arguments);

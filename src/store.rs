@@ -14,6 +14,7 @@ mod confirmation;
 pub mod contact;
 mod conversation;
 pub mod expense;
+pub mod feed;
 pub mod goal;
 pub mod http;
 mod identity;
@@ -32,6 +33,7 @@ mod text_enum;
 mod turn;
 mod usage;
 pub mod user;
+pub mod weather;
 mod web;
 mod writer;
 

@@ -18,6 +18,7 @@ pub mod calendar;
 pub mod common;
 pub mod contact;
 pub mod expense;
+pub mod feeds;
 pub mod file;
 pub mod goal;
 pub mod json_schema;
@@ -37,6 +38,7 @@ pub mod tool_result;
 pub mod typed;
 pub mod untrusted;
 pub mod utility;
+pub mod weather;
 pub mod web;
 pub mod web_search;
 

@@ -44,6 +44,8 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "web",
     "files",
     "schedules",
+    "weather",
+    "feeds",
 ];
 
 /// The tool catalogue: its limits, the file workspace, web access and confirmations.

@@ -151,6 +151,20 @@ impl Sql {
             .rows_affected())
     }
 
+    /// Reads at most one row inside the caller's transaction.
+    pub async fn fetch_optional_in<R>(
+        self,
+        conn: &mut sqlx::AnyConnection,
+    ) -> StoreResult<Option<R>>
+    where
+        R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let (sql, arguments) = self.arguments()?;
+        Ok(sqlx::query_as_with(sqlx::AssertSqlSafe(sql), arguments)
+            .fetch_optional(conn)
+            .await?)
+    }
+
     /// Runs an `INSERT … RETURNING id` (see [`Sql::write_returning`]); the new row's id.
     pub async fn insert_id(self, store: &Store) -> StoreResult<i64> {
         let row: Option<(i64,)> = self.write_returning(store).await?;

@@ -18,6 +18,8 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::utility::tools,
         super::web::tools,
         super::web_search::tools,
+        super::weather::tools,
+        super::feeds::tools,
         super::file::tools,
         super::schedule::tools,
         super::tool_result::tools,

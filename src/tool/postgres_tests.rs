@@ -376,3 +376,32 @@ async fn schedules_are_stored_and_saved_on_postgres() {
     let saved = ctx.store.schedule_by_id(schedule.id).await.expect("read");
     assert_eq!(saved.as_ref(), Some(&schedule));
 }
+
+/// The feed and weather tables (`store::feed`, `store::weather`) on PostgreSQL.
+#[tokio::test]
+async fn feed_and_weather_stores_work_on_postgres() {
+    let Some((ctx, _server, _dir)) = postgres_context().await else {
+        return;
+    };
+    crate::store::feed::exercise(&ctx.store).await;
+    let place = crate::store::weather::WeatherPlace {
+        name: "Paris".into(),
+        admin1: Some("Île-de-France".into()),
+        country: Some("FR".into()),
+        latitude: 48.85341,
+        longitude: 2.3488,
+        timezone: Some("Europe/Paris".into()),
+    };
+    ctx.store
+        .save_weather_place("Paris", &place, 1)
+        .await
+        .expect("saved");
+    ctx.store
+        .save_weather_place("paris", &place, 2)
+        .await
+        .expect("saved again");
+    assert_eq!(
+        ctx.store.weather_place(" PARIS").await.expect("read"),
+        Some(place)
+    );
+}

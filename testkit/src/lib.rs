@@ -37,6 +37,7 @@
 mod anthropic;
 pub mod discord;
 pub mod email;
+pub mod feeds;
 pub mod matrix;
 pub mod mcp;
 pub mod net;
@@ -49,6 +50,7 @@ mod server;
 pub mod telegram;
 pub mod tls;
 pub mod tmpfs;
+pub mod weather;
 
 pub use anthropic::AnthropicApi;
 pub use openai::OpenAiApi;
