@@ -545,3 +545,42 @@ CREATE TABLE model_calibrations (
     prompt_limit           INTEGER,
     updated_at             INTEGER NOT NULL
 );
+
+CREATE TABLE weather_places (
+    query       TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    admin1      TEXT,
+    country     TEXT,
+    latitude    REAL NOT NULL,
+    longitude   REAL NOT NULL,
+    timezone    TEXT,
+    created_at  INTEGER NOT NULL
+);
+
+CREATE TABLE feed_sources (
+    name            TEXT PRIMARY KEY,
+    url             TEXT NOT NULL,
+    etag            TEXT,
+    last_modified   TEXT,
+    checked_at      INTEGER NOT NULL
+);
+
+CREATE TABLE feed_items (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    feed          TEXT NOT NULL,
+    item_key      TEXT NOT NULL,
+    title         TEXT,
+    link          TEXT,
+    summary       TEXT,
+    published_at  INTEGER,
+    first_seen    INTEGER NOT NULL,
+    presented_at  INTEGER,
+    UNIQUE (feed, item_key)
+);
+
+CREATE INDEX feed_items_first_seen ON feed_items (first_seen);
+
+CREATE TABLE feed_marks (
+    mark  TEXT PRIMARY KEY,
+    at    INTEGER NOT NULL
+);
