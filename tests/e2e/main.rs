@@ -62,6 +62,8 @@ mod tools_money;
 mod tools_organiser;
 mod tools_utility;
 #[cfg(feature = "telegram")]
+mod weather_feeds;
+#[cfg(feature = "telegram")]
 mod web;
 #[cfg(feature = "telegram")]
 mod web_browser;
