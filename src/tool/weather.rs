@@ -180,10 +180,13 @@ struct Spot {
 /// The cache's key: coordinates to four decimals (about 10 m) and the units.
 type CacheKey = (i64, i64, Units);
 
+/// A forecast and when it was fetched.
+type Cached = (DateTime<Utc>, Arc<Forecast>);
+
 /// The state both tools share: the forecasts of the last 15 minutes.
 #[derive(Debug, Default)]
 struct Weather {
-    cache: Mutex<HashMap<CacheKey, (DateTime<Utc>, Arc<Forecast>)>>,
+    cache: Mutex<HashMap<CacheKey, Cached>>,
 }
 
 /// What a request to Open-Meteo gave: the answer, or the one line that says why not.
