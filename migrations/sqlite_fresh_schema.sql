@@ -545,3 +545,31 @@ CREATE TABLE model_calibrations (
     prompt_limit           INTEGER,
     updated_at             INTEGER NOT NULL
 );
+
+CREATE TABLE background_tasks (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id           INTEGER NOT NULL REFERENCES users(id),
+    conversation_id   INTEGER NOT NULL REFERENCES conversations(id),
+    origin_inbox_id   INTEGER NOT NULL REFERENCES inbox(id),
+    channel           TEXT NOT NULL,
+    chat_id           TEXT NOT NULL,
+    thread_id         TEXT,
+    origin_message_id TEXT,
+    requester         TEXT NOT NULL,
+    reply_context     TEXT,
+    agent_id          TEXT NOT NULL,
+    title             TEXT NOT NULL,
+    instructions      TEXT NOT NULL,
+    report_by         INTEGER,
+    state             TEXT NOT NULL,
+    inbox_id          INTEGER UNIQUE REFERENCES inbox(id),
+    last_error        TEXT,
+    created_at        INTEGER NOT NULL,
+    started_at        INTEGER,
+    finished_at       INTEGER,
+    updated_at        INTEGER NOT NULL
+);
+
+CREATE INDEX background_tasks_by_user ON background_tasks (user_id, state);
+
+CREATE INDEX background_tasks_by_state ON background_tasks (state);

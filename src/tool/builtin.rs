@@ -20,6 +20,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::web_search::tools,
         super::file::tools,
         super::schedule::tools,
+        super::background::tools,
         super::tool_result::tools,
     ] {
         tools.extend(family());
