@@ -339,7 +339,7 @@ impl Store {
             .push(" AND state = ")
             .bind(BackgroundState::Queued);
         let mut conn = self.write().await?;
-        Ok(sql.execute_in(&mut *conn).await? > 0)
+        Ok(sql.execute_in(&mut conn).await? > 0)
     }
 
     /// Moves task `id` to `to` if it is in one of `from`, with `error` as its last error (kept
@@ -364,7 +364,7 @@ impl Store {
         sql.push(" WHERE id = ").bind(id).push(" AND");
         push_states(&mut sql, from);
         let mut conn = self.write().await?;
-        Ok(sql.execute_in(&mut *conn).await? > 0)
+        Ok(sql.execute_in(&mut conn).await? > 0)
     }
 
     /// Makes a task's run entry pending again (its turn resumes after a decision), for the
@@ -375,7 +375,7 @@ impl Store {
             .push(" WHERE id = ")
             .bind(inbox_id);
         let mut conn = self.write().await?;
-        sql.execute_in(&mut *conn).await?;
+        sql.execute_in(&mut conn).await?;
         Ok(())
     }
 

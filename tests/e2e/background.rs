@@ -1,7 +1,8 @@
 //! Background tasks over the real `hearth run` binary, the fake Discord and the fake LLM driven
 //! by rules: the answer at once and the report later as a reply to the message that asked; a
 //! SIGKILL between the two still reports exactly once; `/tasks` lists a task and `/cancel N`
-//! stops it with no report after; at the budget cap the task stops with a note.
+//! stops it with no report after, also while it waits for an approval (the prompt withdrawn);
+//! at the budget cap the task stops with a note; a fourth task is refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +47,16 @@ impl BgHearth {
     /// start at once, and writes the report in the task's run; `run_reply` makes the run's
     /// reply from the run's number (1 for its first model call).
     async fn new(extra: &str, prices: (f64, f64), run_reply: fn(usize) -> Reply) -> Self {
+        Self::with_groups("\"background\"", extra, prices, run_reply).await
+    }
+
+    /// As [`BgHearth::new`], the agent having the tool groups `groups`.
+    async fn with_groups(
+        groups: &str,
+        extra: &str,
+        prices: (f64, f64),
+        run_reply: fn(usize) -> Reply,
+    ) -> Self {
         let process = HearthProcess::new("discord", "SECRET-discord-token").env("DC_TOKEN", TOKEN);
         let llm = FakeOpenAi::start().await;
         let dc = FakeDiscord::start(TOKEN).await;
@@ -80,7 +91,7 @@ allowed_users = ["{OWNER}"]
         process.write_config(
             &format!("discord:{OWNER}"),
             &config,
-            &general_agent("tool_groups = [\"background\"]\ntool_mode = \"direct\""),
+            &general_agent(&format!("tool_groups = [{groups}]\ntool_mode = \"direct\"")),
         );
         Self {
             process,
@@ -292,5 +303,55 @@ async fn a_fourth_task_is_refused_naming_the_three_running() {
     let tasks = &listed.last().expect("the /tasks answer").content;
     assert_eq!(tasks.matches("– running").count(), 3, "{tasks}");
     assert!(!tasks.contains("#4"), "{tasks}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cancel_n_withdraws_the_approval_a_task_waits_for() {
+    // The run wants to add a task: a write, which waits for the owner's Approve in a task.
+    let mut h = BgHearth::with_groups("\"background\", \"tasks\"", "", (0.0, 0.0), |n| {
+        if n == 1 {
+            Reply::call("t1", "add_task", r#"{"title": "Viewing at Bahnhofstraße"}"#)
+        } else {
+            Reply::text(REPORT)
+        }
+    })
+    .await;
+    h.start().await;
+    let asked = h.dc.send(UserMessage::new(DM, OWNER, ASK));
+    let messages = h.dm(2).await;
+    let prompt = messages
+        .iter()
+        .find(|m| !m.buttons.is_empty())
+        .unwrap_or_else(|| panic!("an approval prompt: {messages:#?}"))
+        .clone();
+    assert!(prompt.content.contains("add_task"), "{}", prompt.content);
+
+    h.dc.send(UserMessage::new(DM, OWNER, "/tasks"));
+    let listed = h.dm(3).await;
+    let tasks = &listed.last().expect("the /tasks answer").content;
+    assert!(
+        tasks.contains("#1 “Flats” – waiting for your approval"),
+        "{tasks}"
+    );
+
+    h.dc.send(UserMessage::new(DM, OWNER, "/cancel 1"));
+    h.wait_for(WAIT, "the task's end as a reply", async || {
+        h.dc.bot_messages(DM)
+            .into_iter()
+            .find(|m| m.content == "📋 Background task #1 “Flats”\n\n⏹ Cancelled.")
+            .filter(|m| m.reply_to == Some(asked))
+    })
+    .await;
+    assert_eq!(h.said("⏹ Stopped background task #1 “Flats”."), 1);
+    h.wait_for(WAIT, "the prompt to say it was withdrawn", async || {
+        h.dc.bot_messages(DM)
+            .into_iter()
+            .find(|m| m.id == prompt.id && m.content.contains("Withdrawn"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(h.said(REPORT), 0, "no report after /cancel");
+    assert_eq!(h.runs.load(Ordering::SeqCst), 1, "the run did not go on");
     h.stop().await;
 }
