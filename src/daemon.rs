@@ -357,6 +357,7 @@ impl Workers {
         // Set once, right after the runtime was made: nothing can have set it before.
         let _ = rt.mcp.set(mcp.clone());
 
+        let background_wake = Arc::new(Notify::new());
         let handler = Arc::new(Handler {
             rt: rt.clone(),
             channels: channels.clone(),
@@ -364,6 +365,7 @@ impl Workers {
             shutdown: shutdown.clone(),
             tasks: tracker.clone(),
             answers: Default::default(),
+            background_wake: background_wake.clone(),
         });
         let health = Health::default();
         let dispatcher = Dispatcher::new(
@@ -406,7 +408,7 @@ impl Workers {
             outbox_wake.clone(),
             tracker.clone(),
             shutdown.clone(),
-            handler,
+            handler.clone(),
         );
         tracker.spawn(delivery.run().instrument(tracing::info_span!("delivery")));
 
@@ -447,6 +449,17 @@ impl Workers {
                 );
             }
         }
+        let runner = crate::pipeline::background::BackgroundRunner {
+            sink: sink.clone(),
+            handler,
+            channels: channel_names.to_vec(),
+            wake: background_wake,
+        };
+        tracker.spawn(
+            runner
+                .run(shutdown.clone())
+                .instrument(tracing::info_span!("background_tasks")),
+        );
         tracker.spawn(
             crate::pipeline::confirm::expire_confirmations(
                 store.clone(),

@@ -4,6 +4,7 @@
 //! outbox to the platforms.
 
 mod attachments;
+pub mod background;
 pub mod confirm;
 pub mod delivery;
 pub mod dispatcher;

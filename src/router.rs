@@ -37,6 +37,10 @@ pub enum Command {
     Whoami,
     /// `/cancel`: stop the running turn.
     Cancel,
+    /// `/cancel N`: stop background task N.
+    CancelTask(i64),
+    /// `/tasks`: the background tasks going and the recent ones.
+    Tasks,
     /// `/usage`: tokens and cost, today and this month.
     Usage,
     /// `/compact [focus]`: summarise older turns now, keeping `focus` in particular.
@@ -77,6 +81,10 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo {
         name: "cancel",
         description: "Stop the running turn",
+    },
+    CommandInfo {
+        name: "tasks",
+        description: "Background tasks; /cancel N stops one",
     },
     CommandInfo {
         name: "usage",
@@ -155,7 +163,16 @@ fn parse_slash(text: &str) -> Option<Command> {
         "reset" => Command::Reset,
         "new" => Command::New,
         "whoami" => Command::Whoami,
-        "cancel" => Command::Cancel,
+        // `/cancel 3` (or `#3`) stops background task 3; anything else stops the running turn.
+        "cancel" => match split_first_word(rest.trim_start())
+            .0
+            .trim_start_matches('#')
+            .parse()
+        {
+            Ok(id) => Command::CancelTask(id),
+            Err(_) => Command::Cancel,
+        },
+        "tasks" => Command::Tasks,
         "usage" => Command::Usage,
         "compact" => Command::Compact(argument(rest)),
         "budget" => Command::Budget(argument(rest)),
@@ -583,6 +600,8 @@ pub fn help_text(agents: &AgentSet) -> String {
          /new – start a new conversation\n\
          /reset – clear this conversation and go back to the default agent\n\
          /cancel – stop the answer in progress\n\
+         /tasks – background tasks, running and recent\n\
+         /cancel N – stop background task N\n\
          /whoami – who you are to me: linked identities, permission, autonomy\n\
          /usage – tokens and cost, today and this month\n\
          /compact [focus] – summarise older turns of this conversation now\n\
@@ -1026,6 +1045,11 @@ mod tests {
         assert_eq!(cmd("/new please"), Some(Command::New));
         assert_eq!(cmd("/whoami"), Some(Command::Whoami));
         assert_eq!(cmd("/cancel@HearthBot"), Some(Command::Cancel));
+        assert_eq!(cmd("/cancel 3"), Some(Command::CancelTask(3)));
+        assert_eq!(cmd("/cancel #12"), Some(Command::CancelTask(12)));
+        assert_eq!(cmd("/cancel now"), Some(Command::Cancel));
+        assert_eq!(cmd("/tasks"), Some(Command::Tasks));
+        assert!(is_cancel("/cancel") && !is_cancel("/cancel 3"));
         assert_eq!(cmd("/foo bar"), Some(Command::Unknown("foo".into())));
         assert_eq!(cmd("/Foo@HearthBot"), Some(Command::Unknown("foo".into())));
         // Not commands: ordinary text for the router.

@@ -6,6 +6,7 @@
 //! `migrations/postgres`, embedded in the binary and applied forward-only.
 
 mod agent;
+pub mod background;
 mod batch;
 pub mod bookmark;
 pub mod calendar;

@@ -12,6 +12,7 @@
 //! the hand-written schemas they replaced and lists each intended difference. MCP tools
 //! implement [`Tool`] directly: their schemas come from the server.
 
+pub mod background;
 pub mod bookmark;
 mod builtin;
 pub mod calendar;
@@ -252,6 +253,12 @@ pub trait Tool: Send + Sync {
     /// The risk of this particular call: `http_request` with GET is safe, with POST outward.
     fn risk(&self, _arguments: &Value) -> Risk {
         self.info().risk
+    }
+
+    /// The risk of this call in the turn it is made in (see
+    /// [`typed::TypedTool::risk_in_turn`]); by default [`Tool::risk`].
+    async fn risk_in_turn(&self, _ctx: &ToolContext, arguments: &Value) -> Risk {
+        self.risk(arguments)
     }
 
     /// Runs the call; the returned text is what the model sees as the result.

@@ -46,6 +46,7 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "schedules",
     "weather",
     "feeds",
+    "background",
 ];
 
 /// The tool catalogue: its limits, the file workspace, web access and confirmations.

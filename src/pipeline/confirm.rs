@@ -390,7 +390,7 @@ impl Handler {
 
     /// What shows a decision, numbered from `seq`: in the prompt's chat, and in the owner's chat
     /// when the prompt was also sent there (`daemon.approvals_to`).
-    async fn outcomes(
+    pub(super) async fn outcomes(
         &self,
         inbox_id: i64,
         seq: i64,
@@ -697,7 +697,11 @@ impl Handler {
     }
 
     /// Runs a parked turn again after its decision.
-    async fn resume(&self, turn_id: i64, cancel: &CancellationToken) -> Result<(), StoreError> {
+    pub(super) async fn resume(
+        &self,
+        turn_id: i64,
+        cancel: &CancellationToken,
+    ) -> Result<(), StoreError> {
         let store = &self.rt.store;
         let Some(turn) = store.turn(turn_id).await? else {
             return Ok(());
@@ -743,6 +747,13 @@ impl Handler {
             .turn_session(turn.id)
             .await?
             .unwrap_or(conversation.session);
+        // A background task's run goes on under its own key in the dispatcher, where `/cancel N`
+        // reaches it and a restart finds it pending.
+        if let Some(task) = self.background_run_of(&original, &event).await? {
+            return self
+                .resume_background(&task, turn.id, original.id, cancel)
+                .await;
+        }
         store.resume_turn(turn.id).await?;
         let reply_to = match &event.kind {
             InboundKind::Message { message_id, .. } => message_id.clone(),
@@ -775,7 +786,12 @@ impl Handler {
             ),
             schedule: scheduled.as_ref().map(|run| run.name.clone()),
         };
-        self.run(job, channel, scheduled).await
+        self.run(
+            job,
+            channel,
+            scheduled.map(super::handler::Unattended::Schedule),
+        )
+        .await
     }
 }
 

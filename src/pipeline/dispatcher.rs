@@ -120,6 +120,18 @@ impl Dispatcher {
         state.running.len()
     }
 
+    /// Cancels the entry the conversation `key` is running now (a background task's run, for
+    /// `/cancel N`); false when it runs none.
+    pub fn cancel_conversation(&self, key: &str) -> bool {
+        match self.lock().running.get(key) {
+            Some((_, token)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The inbox entry the conversation `key` is running now, if any: a `/cancel` stops it only
     /// when it comes from the same person or the owner.
     pub fn running_entry(&self, key: &str) -> Option<i64> {

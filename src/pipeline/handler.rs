@@ -56,6 +56,16 @@ pub struct Handler {
     pub tasks: TaskTracker,
     /// Scheduled runs' answers the delivery worker has yet to report on.
     pub answers: super::AnswersOnTheirWay,
+    /// Woken when a turn ends: the background task runner starts the tasks it was waiting for.
+    pub background_wake: Arc<tokio::sync::Notify>,
+}
+
+/// A turn nobody is watching, and what its end is recorded on.
+pub(super) enum Unattended {
+    /// A schedule's run.
+    Schedule(ScheduledRun),
+    /// Background task N's run.
+    Background(i64),
 }
 
 impl Handler {
@@ -116,6 +126,10 @@ impl Handler {
             return Ok(());
         }
 
+        // A background task's run: the stored task says what to do and for whom.
+        if let Some(task) = self.background_run_of(&entry, &event).await? {
+            return Box::pin(self.background(&entry, &event, channel, task, cancel)).await;
+        }
         // A schedule's synthetic message: trusted (the owner set it up), answered by its agent.
         if event.sender.id == crate::scheduler::SENDER_ID
             && let Some(run) = store.scheduled_run_for_inbox(id).await?
@@ -360,22 +374,30 @@ impl Handler {
         }
     }
 
-    /// Runs a turn, showing "typing…" in `channel` meanwhile; for a scheduled run
-    /// (`scheduled`), records how the run ended.
+    /// Runs a turn, showing "typing…" in `channel` meanwhile; for an unattended run (a
+    /// schedule's, a background task's), records how the run ended.
     pub(super) async fn run(
         &self,
         job: TurnJob,
         channel: Arc<dyn Channel>,
-        scheduled: Option<ScheduledRun>,
+        unattended: Option<Unattended>,
     ) -> Result<(), StoreError> {
         let typing = self.keep_typing(channel, job.chat.clone());
         let turn_id = job.turn.id;
         let result = run_turn(&self.rt, job, &self.shutdown).await;
         typing.cancel();
-        if let (Ok(outcome), Some(run)) = (&result, scheduled) {
-            self.finish_scheduled(&run, turn_id, *outcome).await?;
+        match (&result, unattended) {
+            (Ok(outcome), Some(Unattended::Schedule(run))) => {
+                self.finish_scheduled(&run, turn_id, *outcome).await?;
+            }
+            (Ok(outcome), Some(Unattended::Background(task))) => {
+                self.finish_background(task, turn_id, *outcome).await?;
+            }
+            _ => {}
         }
         self.outbox.notify_one();
+        // The turn may have started a background task, or be the answer one waits for.
+        self.background_wake.notify_one();
         // Summaries of older turns, once the reply is on its way.
         crate::runtime::compact::start_wanted(&self.rt, &self.tasks, &self.shutdown);
         result.map(|_| ())
@@ -507,6 +529,13 @@ impl Handler {
                     "You are {}:{} ({role}, user #{}); linked identities: {linked}. Permission: {permission}; autonomy: {autonomy}. This conversation is #{} with {agent}.",
                     entry.channel, event.sender.id, identity.user_id, conversation.id
                 )
+            }
+            Command::Tasks => {
+                let whose = (!identity.is_owner).then_some(identity.user_id);
+                super::background::tasks_text(rt, whose).await?
+            }
+            Command::CancelTask(id) => {
+                super::background::cancel_text(self, identity, id, incoming.dispatcher).await?
             }
             Command::Cancel => {
                 if incoming.dispatcher.took_cancel(entry.id) {

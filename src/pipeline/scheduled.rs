@@ -128,7 +128,12 @@ impl Handler {
             approvals_route: self.approvals_route(&entry.channel, event, Some(&run.name)),
             schedule: Some(run.name.clone()),
         };
-        self.run(job, channel, Some(run)).await
+        self.run(
+            job,
+            channel,
+            Some(super::handler::Unattended::Schedule(run)),
+        )
+        .await
     }
 
     /// Records how a scheduled turn ended; a failure is reported to the owner.

@@ -146,7 +146,11 @@ pub async fn settle_tool_calls(
             settled += 1;
             continue;
         }
-        match plan(toolbox, &rt.tools, &record, &policy) {
+        let planned = match plan(toolbox, &rt.tools, &record, &policy) {
+            Ok(Action::Run(prepared)) => Ok(Action::Run(in_turn(rt, job, prepared).await)),
+            other => other,
+        };
+        match planned {
             Err(refusal) => {
                 refuse(rt, job, &record, name, refusal).await?;
                 settled += 1;
@@ -449,10 +453,9 @@ fn quick(tool: &str, text: String) -> Ran {
     }
 }
 
-/// Runs a prepared tool within its timeout.
-async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
-    let info = prepared.tool.info();
-    let ctx = ToolContext {
+/// Where the turn's tool calls happen, as the tools see it.
+fn tool_context(rt: &Runtime, job: &TurnJob) -> ToolContext {
+    ToolContext {
         store: rt.store.clone(),
         config: rt.config.clone(),
         clock: rt.clock.clone(),
@@ -461,7 +464,23 @@ async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
         conversation_id: job.turn.conversation_id,
         turn_id: job.turn.id,
         agent_id: job.agent.id.clone(),
-    };
+    }
+}
+
+/// The call's risk raised to what the tool says of it in this turn
+/// ([`crate::tool::Tool::risk_in_turn`]): `start_background_task` asks first unless the
+/// person's message asked for background work.
+async fn in_turn(rt: &Runtime, job: &TurnJob, mut prepared: Prepared) -> Prepared {
+    let ctx = tool_context(rt, job);
+    let risk = prepared.tool.risk_in_turn(&ctx, &prepared.arguments).await;
+    prepared.risk = prepared.risk.max(risk);
+    prepared
+}
+
+/// Runs a prepared tool within its timeout.
+async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
+    let info = prepared.tool.info();
+    let ctx = tool_context(rt, job);
     let timeout = info
         .timeout
         .unwrap_or(Duration::from_secs(rt.config.runtime.tool_timeout_secs));
@@ -528,7 +547,11 @@ async fn batch(
         };
         // As the model wrote them, for the audit of a refused operation.
         let written = arguments.to_string();
-        let admitted = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
+        let prepared = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
+            Ok(prepared) => Ok(in_turn(rt, job, prepared).await),
+            Err(refusal) => Err(refusal),
+        };
+        let admitted = match prepared {
             Ok(prepared) if prepared.risk.needs_confirmation(policy.autonomy) => {
                 let message = format!(
                     "`{name}` needs the user's approval: call it on its own with use_tool."

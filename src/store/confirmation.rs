@@ -345,6 +345,39 @@ impl Store {
         Ok(true)
     }
 
+    /// Denies the pending confirmations of turn `turn_id` as `decided_by` (a background task
+    /// stopped while it waited); those withdrawn, for their prompts to be edited.
+    pub async fn withdraw_confirmations(
+        &self,
+        turn_id: i64,
+        decided_by: &str,
+        now_ms: i64,
+    ) -> StoreResult<Vec<Confirmation>> {
+        let mut tx = self.begin().await?;
+        let pending: Vec<Confirmation> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM confirmations WHERE turn_id = $1 AND status = 'pending'"
+        )))
+        .bind(turn_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        for confirmation in &pending {
+            sqlx::query(
+                "UPDATE confirmations SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4 AND status = 'pending'",
+            )
+            .bind(ConfirmationStatus::Denied)
+            .bind(decided_by)
+            .bind(now_ms)
+            .bind(&confirmation.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if !pending.is_empty() {
+            self.waiting_changed();
+        }
+        Ok(pending)
+    }
+
     /// Pending confirmations of `channels` whose time is up.
     pub async fn expired_confirmations(
         &self,

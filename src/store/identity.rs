@@ -571,6 +571,11 @@ const USER_ROWS: &[UserRows] = &[
     rows("goal_steps", "user_id", None),
     rows("memories", "user_id", Some(("memory", "memories"))),
     rows("schedules", "created_by", Some(("schedule", "schedules"))),
+    rows(
+        "background_tasks",
+        "user_id",
+        Some(("background task", "background tasks")),
+    ),
     rows("turns", "user_id", None),
     rows("confirmations", "user_id", None),
     rows("tool_audit", "user_id", None),

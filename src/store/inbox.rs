@@ -73,8 +73,13 @@ impl From<InboxRow> for InboxEntry {
     }
 }
 
-/// The key that orders a conversation's work: channel, chat and thread.
+/// The key that orders a conversation's work: channel, chat and thread. A background task's run
+/// is ordered on its own (its platform id), so a long task never holds up the chat it reports
+/// to.
 pub fn conversation_key(channel: &str, event: &Inbound) -> String {
+    if super::background::is_run_event(event) {
+        return format!("{channel}\u{1f}{}", event.platform_id);
+    }
     format!(
         "{channel}\u{1f}{}\u{1f}{}",
         event.chat.chat_id,

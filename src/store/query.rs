@@ -92,6 +92,11 @@ impl Sql {
         self.push(" ESCAPE '\\'")
     }
 
+    /// The statement and its arguments, for a caller that runs it inside its own transaction.
+    pub fn into_parts(self) -> StoreResult<(String, AnyArguments)> {
+        self.arguments()
+    }
+
     fn arguments(self) -> StoreResult<(String, AnyArguments)> {
         match self.error {
             Some(err) => Err(StoreError::Corrupt(format!(

@@ -22,6 +22,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::feeds::tools,
         super::file::tools,
         super::schedule::tools,
+        super::background::tools,
         super::tool_result::tools,
     ] {
         tools.extend(family());

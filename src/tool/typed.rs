@@ -213,6 +213,13 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         Self::RISK
     }
 
+    /// The risk of this call in the turn it is made in, for a tool whose risk depends on the
+    /// turn's stored facts (the message it answers), never on what the model claims; the
+    /// runtime takes the higher of this and [`Self::risk`].
+    fn risk_in_turn(&self, _ctx: &ToolContext) -> impl Future<Output = Risk> + Send {
+        std::future::ready(self.risk())
+    }
+
     fn run(self, ctx: &ToolContext)
     -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
@@ -245,6 +252,15 @@ pub trait StatefulTool: Send + Sync + 'static {
         Self::RISK
     }
 
+    /// See [`TypedTool::risk_in_turn`].
+    fn risk_in_turn(
+        &self,
+        args: &Self::Args,
+        _ctx: &ToolContext,
+    ) -> impl Future<Output = Risk> + Send {
+        std::future::ready(self.risk(args))
+    }
+
     fn run(
         &self,
         args: Self::Args,
@@ -267,6 +283,10 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
 
     fn risk(&self, args: &T) -> Risk {
         args.risk()
+    }
+
+    fn risk_in_turn(&self, args: &T, ctx: &ToolContext) -> impl Future<Output = Risk> + Send {
+        args.risk_in_turn(ctx)
     }
 
     fn run(
@@ -305,6 +325,13 @@ impl<T: StatefulTool> Tool for Typed<T> {
 
     fn risk(&self, arguments: &Value) -> Risk {
         parse::<T::Args>(arguments.clone()).map_or(T::RISK, |args| self.tool.risk(&args))
+    }
+
+    async fn risk_in_turn(&self, ctx: &ToolContext, arguments: &Value) -> Risk {
+        match parse::<T::Args>(arguments.clone()) {
+            Ok(args) => self.tool.risk_in_turn(&args, ctx).await,
+            Err(_) => T::RISK,
+        }
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {

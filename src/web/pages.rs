@@ -470,7 +470,12 @@ struct SchedulesPage {
     active: &'static str,
     notice: Option<String>,
     schedules: Vec<ScheduleView>,
+    /// Background tasks, beside the schedules: those going first, then the recent ones.
+    tasks: Vec<crate::pipeline::background::TaskSummary>,
 }
+
+/// Background tasks shown on the schedules page.
+const TASKS_SHOWN: i64 = 20;
 
 /// Runs shown per schedule.
 const RUNS_SHOWN: usize = 5;
@@ -536,11 +541,23 @@ async fn schedules_page(state: &WebState, session: Session, notice: Option<Strin
             runs: run_views,
         });
     }
+    let stored = match store.background_tasks(None, TASKS_SHOWN).await {
+        Ok(stored) => stored,
+        Err(err) => return server_error(&err),
+    };
+    let mut tasks = Vec::with_capacity(stored.len());
+    for task in &stored {
+        match crate::pipeline::background::task_summary(&state.rt, task).await {
+            Ok(summary) => tasks.push(summary),
+            Err(err) => return server_error(&err),
+        }
+    }
     render(&SchedulesPage {
         csrf: session.csrf,
         active: "schedules",
         notice,
         schedules,
+        tasks,
     })
 }
 

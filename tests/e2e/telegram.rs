@@ -140,6 +140,7 @@ async fn answers_in_the_right_chat_and_topic_with_keyword_routing() {
         ("reset", "Forget this conversation"),
         ("whoami", "Your identity and permissions"),
         ("cancel", "Stop the running turn"),
+        ("tasks", "Background tasks; /cancel N stops one"),
         ("usage", "Tokens and cost, today and this month"),
         ("compact", "Summarise older turns now: /compact [focus]"),
         ("budget", "Today's spending and cap: /budget [USD]"),

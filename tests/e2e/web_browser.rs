@@ -148,6 +148,12 @@ async fn click(browser: &Client, css: &str) {
 #[tokio::test]
 async fn the_owner_uses_the_page_in_a_real_browser() {
     let mut h = TgHearth::new(WEB_CONFIG).await;
+    // The tasks tools and background tasks, which the Schedules page lists.
+    h.write_agents(
+        &(crate::support::general_agent(
+            "tool_groups = [\"tasks\", \"background\"]\ntool_mode = \"direct\"",
+        ) + crate::telegram::FINANCE_AGENT),
+    );
     h.start().await;
     let base = h.base_url();
 
@@ -289,6 +295,35 @@ async fn the_owner_uses_the_page_in_a_real_browser() {
     .await;
     assert!(
         done.is_some(),
+        "{}",
+        browser.source().await.unwrap_or_default()
+    );
+    // A background task asked for in words: the answer at once, the report as a reply, and the
+    // page lists it beside the schedules, done, with its cost.
+    h.llm.push(Reply::call(
+        "c9",
+        "start_background_task",
+        r#"{"title": "Flats", "instructions": "Compare three flats"}"#,
+    ));
+    h.llm
+        .push(Reply::text("I'll look into it and report back here."));
+    h.llm.push(Reply::text("Flat A is the best of three."));
+    h.tg.push_text(OWNER, OWNER, "compare the flats and tell me tonight");
+    h.wait_for(WAIT, "the background task's report", async || {
+        h.tg.messages(OWNER)
+            .iter()
+            .any(|m| m.text.contains("Flat A is the best of three."))
+            .then_some(())
+    })
+    .await;
+    let listed = poll(WAIT, async || {
+        browser.refresh().await.ok()?;
+        let text = text_of(&browser, "#background-tasks").await;
+        (text.contains("#1 Flats") && text.contains("done")).then_some(text)
+    })
+    .await;
+    assert!(
+        listed.is_some(),
         "{}",
         browser.source().await.unwrap_or_default()
     );
