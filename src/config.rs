@@ -20,6 +20,7 @@ mod daemon;
 mod host;
 mod load;
 mod mcp;
+mod mcp_server;
 mod plans;
 mod provider;
 mod router;
@@ -33,7 +34,6 @@ mod web;
 
 pub use budget::BudgetConfig;
 pub use context::ContextConfig;
-pub use plans::PlansConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
     DaemonConfig, MIN_MAX_REPLY_CHARS, Owner,
@@ -44,6 +44,8 @@ pub use load::{
     search_paths, user_config_path,
 };
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
+pub use mcp_server::McpServeConfig;
+pub use plans::PlansConfig;
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
 pub use runtime::RuntimeConfig;
@@ -205,4 +207,6 @@ sections! {
     mcp_servers: Vec<McpServerConfig>,
     /// Limits of plan mode's steps and of background tasks.
     plans: PlansConfig,
+    /// hearth as an MCP server at `/mcp` on `daemon.http_listen`.
+    mcp_server: McpServeConfig,
 }
