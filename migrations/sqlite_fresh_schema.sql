@@ -346,7 +346,7 @@ CREATE TABLE tool_audit (
     summary     TEXT NOT NULL,
     duration_ms INTEGER NOT NULL,
     created_at  INTEGER NOT NULL
-);
+, client TEXT);
 
 CREATE INDEX tool_audit_by_user ON tool_audit (user_id, created_at);
 

@@ -151,7 +151,7 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ScheduleAction>,
     },
-    /// MCP servers: connect to each and list its tools.
+    /// MCP: list the configured servers' tools, or serve hearth itself over stdio (`serve`).
     Mcp {
         #[command(subcommand)]
         action: Option<McpAction>,
@@ -235,6 +235,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Mcp { action } => match action.unwrap_or(McpAction::List) {
             McpAction::List => mcp::list(cli.config).await,
+            McpAction::Serve { user } => mcp::serve(cli.config, user).await,
         },
         Command::Usage { days, by } => usage::run(cli.config, days, &by).await,
         Command::Web { action } => web::run(cli.config, action).await,

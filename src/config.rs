@@ -21,6 +21,7 @@ mod feeds;
 mod host;
 mod load;
 mod mcp;
+mod mcp_server;
 mod plans;
 mod provider;
 mod router;
@@ -46,6 +47,7 @@ pub use load::{
     search_paths, user_config_path,
 };
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
+pub use mcp_server::McpServeConfig;
 pub use plans::PlansConfig;
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
@@ -215,4 +217,6 @@ sections! {
     weather: WeatherConfig,
     /// The feeds `read_feeds` reads.
     feeds: Vec<FeedConfig>,
+    /// hearth as an MCP server at `/mcp` on `daemon.http_listen`.
+    mcp_server: McpServeConfig,
 }

@@ -230,9 +230,17 @@ impl DaemonBuilder {
                 // The HTTP channel's API, answering with the daemon's side of the channel.
                 #[cfg(feature = "http")]
                 let api = self.http_api.as_ref().map(|api| {
-                    api.router(Arc::new(crate::http::backend::StoreBackend {
+                    let routes = api.router(Arc::new(crate::http::backend::StoreBackend {
                         rt: rt.clone(),
-                    }))
+                    }));
+                    // `/mcp` logs in with the same tokens, behind the API's own check.
+                    if config.mcp_server.enabled {
+                        let mcp =
+                            crate::mcp_server::http::routes(rt.clone(), workers.shutdown.clone());
+                        routes.merge(api.guard(mcp))
+                    } else {
+                        routes
+                    }
                 });
                 #[cfg(not(feature = "http"))]
                 let api = None;

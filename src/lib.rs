@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod fuzzing;
 pub mod health;
 pub mod http;
+pub mod mcp_server;
 pub mod metrics;
 pub mod pipeline;
 pub mod provider;

@@ -1,5 +1,5 @@
 //! `hearth usage [--days N] [--by day|agent|schedule|user|model]`: tokens and cost of the model
-//! calls, from the database.
+//! calls, from the database, and the tool calls MCP clients made (they make no model calls).
 
 use std::path::PathBuf;
 
@@ -30,15 +30,48 @@ pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<()
         .await
         .context("cannot open the database")?;
     let rows = store.usage_by(group, &from, None).await;
+    // The first day's midnight in the daemon's zone, as the model calls' days are counted.
+    let since_ms = (today - chrono::Days::new(u64::from(days - 1)))
+        .and_hms_opt(0, 0, 0)
+        .and_then(|midnight| midnight.and_local_timezone(timezone).earliest())
+        .map_or(0, |start| start.timestamp_millis());
+    let clients = store.mcp_calls_by_client(since_ms).await;
     store.close().await;
     let rows = rows.context("reading the usage failed")?;
+    let clients = clients.context("reading the MCP calls failed")?;
+    print_models(&rows, &from, days, timezone, by);
+    print_clients(&clients);
+    Ok(())
+}
+
+/// The MCP clients' tool calls (`hearth mcp serve`, `/mcp`): no model calls, counted apart.
+fn print_clients(clients: &[(String, i64, i64)]) {
+    if clients.is_empty() {
+        return;
+    }
+    let width = clients.iter().map(|c| c.0.len()).max().unwrap_or(0).max(6);
+    println!();
+    println!("Tool calls by MCP clients (no model calls):");
+    println!("{:width$}  {:>7}  {:>7}", "client", "calls", "ok");
+    for (client, calls, ok) in clients {
+        println!("{client:width$}  {calls:>7}  {ok:>7}");
+    }
+}
+
+fn print_models(
+    rows: &[crate::store::UsageRow],
+    from: &str,
+    days: u32,
+    timezone: chrono_tz::Tz,
+    by: &str,
+) {
     println!(
         "Model calls since {from} ({days} day(s), days in {}), by {by}:",
         timezone.name()
     );
     if rows.is_empty() {
         println!("none");
-        return Ok(());
+        return;
     }
     let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0).max(5);
     // "cut short": calls stopped before their end (a cancel, a closed stream, a timeout after
@@ -48,7 +81,7 @@ pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<()
         by, "calls", "cut short", "tokens in", "tokens out", "cost"
     );
     let mut total = (0, 0, 0, 0, 0);
-    for row in &rows {
+    for row in rows {
         println!(
             "{:width$}  {:>7}  {:>9}  {:>12}  {:>12}  {:>10}",
             row.key,
@@ -79,5 +112,4 @@ pub(super) async fn run(path: Option<PathBuf>, days: u32, by: &str) -> Result<()
             total.1
         );
     }
-    Ok(())
 }

@@ -31,6 +31,20 @@ pub(super) fn across_sections(config: &Config, parsed: &Parsed) -> Vec<Problem> 
     }
     #[cfg(feature = "http")]
     http_api(config, &mut problems);
+    // `/mcp` logs in with the HTTP channel's tokens and is served on its listener.
+    if config.mcp_server.enabled && !cfg!(feature = "http") {
+        problems.push(Problem::new(
+            "mcp_server.enabled",
+            "this hearth was built without the HTTP channel, whose tokens /mcp needs; `hearth mcp serve` (stdio) works without it",
+        ));
+    }
+    #[cfg(feature = "http")]
+    if config.mcp_server.enabled && config.channels.http.is_none() {
+        problems.push(Problem::new(
+            "mcp_server.enabled",
+            "/mcp logs in with the HTTP channel's tokens: add [channels.http] (and make a token with `hearth token create NAME`), or use `hearth mcp serve` over stdio",
+        ));
+    }
     let indexes = parsed.indexes("schedules");
     for (n, schedule) in config.schedules.iter().enumerate() {
         if let Err(message) = target(&schedule.target, &platforms, parsed.failed("channels")) {

@@ -660,6 +660,7 @@ async fn audit(
         outcome,
         summary: &clip(result, 200),
         duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+        client: None,
     };
     if let Err(err) = rt.store.audit(&entry, rt.clock.now_ms()).await {
         tracing::error!(error = %err, tool, "writing the tool audit log failed");

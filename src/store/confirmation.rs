@@ -89,6 +89,8 @@ pub struct AuditEntry<'a> {
     pub outcome: &'a str,
     pub summary: &'a str,
     pub duration_ms: i64,
+    /// The MCP client that made the call (`hearth mcp serve`, `/mcp`); `None` in a chat turn.
+    pub client: Option<&'a str>,
 }
 
 /// The pending confirmations of a chat (`$1`, `$2`) decided by typing their code, oldest
@@ -433,8 +435,8 @@ impl Store {
 
     pub async fn audit(&self, entry: &AuditEntry<'_>, now_ms: i64) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO tool_audit (user_id, turn_id, agent_id, tool, arguments, outcome, summary, duration_ms, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO tool_audit (user_id, turn_id, agent_id, tool, arguments, outcome, summary, duration_ms, created_at, client)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(entry.user_id)
         .bind(entry.turn_id)
@@ -445,9 +447,23 @@ impl Store {
         .bind(entry.summary)
         .bind(entry.duration_ms)
         .bind(now_ms)
+        .bind(entry.client)
         .execute(&mut *self.write().await?)
         .await?;
         Ok(())
+    }
+
+    /// Tool calls MCP clients made since `since_ms`, per client, most calls first: (client,
+    /// calls, calls that ran and succeeded).
+    pub async fn mcp_calls_by_client(&self, since_ms: i64) -> StoreResult<Vec<(String, i64, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT client, COUNT(*), SUM(CASE WHEN outcome = 'ok' THEN 1 ELSE 0 END)
+             FROM tool_audit WHERE client IS NOT NULL AND created_at >= $1
+             GROUP BY client ORDER BY COUNT(*) DESC, client",
+        )
+        .bind(since_ms)
+        .fetch_all(self.pool())
+        .await?)
     }
 
     /// The audit log's newest entries as (tool, outcome), newest first.
@@ -602,5 +618,48 @@ mod tests {
         a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message,
         a_routed_prompts_copy_is_stored_with_it_and_found_by_its_message_on_postgres,
         check
+    );
+
+    /// MCP clients' calls are counted per client since a time; a chat turn's calls (no client)
+    /// and older calls are not.
+    async fn count_clients(store: Store) {
+        let entry = |client, outcome| AuditEntry {
+            user_id: None,
+            turn_id: None,
+            agent_id: "general",
+            tool: "add_task",
+            arguments: "{}",
+            outcome,
+            summary: "",
+            duration_ms: 1,
+            client,
+        };
+        let calls = [
+            (Some("editor (stdio)"), "ok", 2_000),
+            (Some("editor (stdio)"), "refused", 2_001),
+            (Some("laptop (token laptop)"), "ok", 2_002),
+            (Some("laptop (token laptop)"), "ok", 10),
+            (None, "ok", 2_003),
+        ];
+        for (client, outcome, at) in calls {
+            store
+                .audit(&entry(client, outcome), at)
+                .await
+                .expect("audit");
+        }
+        let counted = store.mcp_calls_by_client(1_000).await.expect("count");
+        assert_eq!(
+            counted,
+            [
+                ("editor (stdio)".to_string(), 2, 1),
+                ("laptop (token laptop)".to_string(), 1, 1)
+            ]
+        );
+    }
+
+    on_both_backends!(
+        mcp_calls_are_counted_by_client,
+        mcp_calls_are_counted_by_client_on_postgres,
+        count_clients
     );
 }

@@ -17,6 +17,17 @@ pub fn openai_python() -> Result<PathBuf, String> {
         .clone()
 }
 
+/// Where the venv with the official MCP Python SDK (`mcp`) is cached.
+pub const MCP_CACHE_DIR: &str = "/var/tmp/hearth-cache/mcp";
+
+/// The Python of a venv with the official MCP Python SDK, installing it when missing.
+pub fn mcp_python() -> Result<PathBuf, String> {
+    static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| venv_with(Path::new(MCP_CACHE_DIR), "mcp", "mcp"))
+        .clone()
+}
+
 /// The Python of the venv under `cache`, with `package` installed (checked by importing
 /// `module`).
 fn venv_with(cache: &Path, package: &str, module: &str) -> Result<PathBuf, String> {

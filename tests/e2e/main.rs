@@ -38,6 +38,8 @@ mod identities;
 mod matrix;
 mod mcp;
 #[cfg(feature = "http")]
+mod mcp_server;
+#[cfg(feature = "http")]
 mod openai_api;
 mod pipeline;
 mod postgres;

@@ -77,7 +77,7 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 }
 
 /// Checks the bearer token before any route runs and hands the route the [`Token`].
-async fn authenticate(
+pub(crate) async fn authenticate(
     State(shared): State<Arc<Shared>>,
     mut request: Request,
     next: Next,

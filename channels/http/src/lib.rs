@@ -187,6 +187,18 @@ impl HttpApi {
         let _ = self.shared.backend.set(backend);
         api::router(self.shared.clone(), openai::routes())
     }
+
+    /// `routes` (another door on the listener: the daemon's MCP server at `/mcp`) behind the
+    /// API's own token check: the same tokens in `Authorization: Bearer`, none in the URL, 401
+    /// with `WWW-Authenticate: Bearer` when wrong, and the same slowing of addresses that keep
+    /// failing. A route finds the [`Token`] in its request's extensions. Needs [`Self::router`]
+    /// called first (it sets the backend that looks tokens up); until then requests get 503.
+    pub fn guard(&self, routes: axum::Router) -> axum::Router {
+        routes.layer(axum::middleware::from_fn_with_state(
+            self.shared.clone(),
+            api::authenticate,
+        ))
+    }
 }
 
 /// What the daemon puts on each message it sends for an HTTP turn: the turn it belongs to, or
