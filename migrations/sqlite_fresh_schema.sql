@@ -545,3 +545,15 @@ CREATE TABLE model_calibrations (
     prompt_limit           INTEGER,
     updated_at             INTEGER NOT NULL
 );
+
+CREATE TABLE turn_plans (
+    turn_id           INTEGER PRIMARY KEY REFERENCES turns(id),
+    conversation_id   INTEGER NOT NULL REFERENCES conversations(id),
+    revision          INTEGER NOT NULL,
+    explanation       TEXT,
+    steps             TEXT NOT NULL,
+    message_outbox_id INTEGER,
+    updated_at        INTEGER NOT NULL
+);
+
+CREATE INDEX turn_plans_conversation ON turn_plans (conversation_id, turn_id);

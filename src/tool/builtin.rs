@@ -21,6 +21,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::file::tools,
         super::schedule::tools,
         super::tool_result::tools,
+        super::plan::tools,
     ] {
         tools.extend(family());
     }

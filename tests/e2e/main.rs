@@ -38,6 +38,7 @@ mod mcp;
 #[cfg(feature = "http")]
 mod openai_api;
 mod pipeline;
+mod plans;
 mod postgres;
 mod providers;
 mod routing;
