@@ -47,6 +47,8 @@ pub enum Command {
     Compact(Option<String>),
     /// `/budget [USD]`: the owner sees today's spending and caps, or sets today's cap.
     Budget(Option<String>),
+    /// `/plan`: the conversation's current plan, every step with its note.
+    Plan,
     /// Any other `/name`, without slash and bot suffix, so the caller can suggest `/help`.
     Unknown(String),
 }
@@ -97,6 +99,10 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo {
         name: "budget",
         description: "Today's spending and cap: /budget [USD]",
+    },
+    CommandInfo {
+        name: "plan",
+        description: "The current plan and its steps",
     },
 ];
 
@@ -176,6 +182,7 @@ fn parse_slash(text: &str) -> Option<Command> {
         "usage" => Command::Usage,
         "compact" => Command::Compact(argument(rest)),
         "budget" => Command::Budget(argument(rest)),
+        "plan" => Command::Plan,
         _ => Command::Unknown(name),
     };
     Some(command)
@@ -606,6 +613,7 @@ pub fn help_text(agents: &AgentSet) -> String {
          /usage – tokens and cost, today and this month\n\
          /compact [focus] – summarise older turns of this conversation now\n\
          /budget [USD] – today's spending and cap (the owner sets it)\n\
+         /plan – the current plan of a request that takes several steps\n\
          /help – this help\n\nAgents: ",
     );
     let list: Vec<String> = agents
@@ -1013,6 +1021,7 @@ mod tests {
         assert_eq!(cmd("/help@HearthBot"), Some(Command::Help));
         assert_eq!(cmd("/agents"), Some(Command::Agents));
         assert_eq!(cmd("/usage"), Some(Command::Usage));
+        assert_eq!(cmd("/plan"), Some(Command::Plan));
         assert_eq!(cmd("/compact"), Some(Command::Compact(None)));
         assert_eq!(
             cmd("/compact  the trip to Rome "),
@@ -1170,6 +1179,7 @@ mod tests {
             "/usage",
             "/compact",
             "/budget",
+            "/plan",
         ] {
             assert!(help.contains(needle), "{needle} missing from {help}");
         }

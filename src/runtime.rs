@@ -5,6 +5,7 @@ pub mod budget;
 pub mod calls;
 pub mod compact;
 pub mod context;
+pub mod plan;
 pub mod preview;
 pub mod prompt;
 pub mod tools;

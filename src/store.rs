@@ -24,6 +24,7 @@ mod lock;
 pub mod memory;
 pub mod note;
 mod outbox;
+pub mod plan;
 pub mod query;
 mod read_pool;
 pub mod schedule;

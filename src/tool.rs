@@ -28,6 +28,7 @@ pub mod memory;
 pub mod meta;
 pub mod net;
 pub mod note;
+pub mod plan;
 #[cfg(test)]
 mod postgres_tests;
 pub mod schedule;

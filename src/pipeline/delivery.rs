@@ -61,6 +61,9 @@ pub struct Delivery {
     /// The chats with a lane running: the newest row handed to the lane, and whether a pass
     /// found a newer row of theirs meanwhile (the lane will not see it: it was read before).
     in_flight: Mutex<HashMap<String, Lane>>,
+    /// When each message edited by revisions (a turn's plan, by its outbox id) was last edited:
+    /// its edits keep their pace even when the worker finds two of them late.
+    revised: Mutex<HashMap<i64, std::time::Instant>>,
 }
 
 impl Delivery {
@@ -85,6 +88,7 @@ impl Delivery {
             shutdown,
             handler,
             in_flight: Mutex::new(HashMap::new()),
+            revised: Mutex::new(HashMap::new()),
         })
     }
 
@@ -111,6 +115,23 @@ impl Delivery {
                 () = shutdown.cancelled() => return,
             }
         }
+    }
+
+    fn revised(&self) -> std::sync::MutexGuard<'_, HashMap<i64, std::time::Instant>> {
+        self.revised
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How long the next edit of message `message` waits for the pace of plan edits.
+    fn revision_wait(&self, message: i64) -> Duration {
+        let pace = crate::runtime::plan::EDIT_INTERVAL;
+        let mut revised = self.revised();
+        // Only recent edits matter; the map stays as small as the chats being edited now.
+        revised.retain(|_, at| at.elapsed() < pace);
+        revised
+            .get(&message)
+            .map_or(Duration::ZERO, |at| pace.saturating_sub(at.elapsed()))
     }
 
     /// Starts a lane for every chat whose oldest pending row is due and not already being
@@ -180,14 +201,40 @@ impl Delivery {
 
     /// Delivers one chat's rows in order, stopping at the first that must wait. Says whether
     /// it delivered them all.
-    async fn deliver_lane(&self, lane: VecDeque<(OutboxItem, i64)>) -> bool {
-        for (item, due) in lane {
+    async fn deliver_lane(&self, mut lane: VecDeque<(OutboxItem, i64)>) -> bool {
+        while let Some((item, due)) = lane.pop_front() {
             if due > self.clock.now_ms() {
                 return false;
             }
-            match self.deliver(&item).await {
-                Ok(()) => {}
-                Err(Stop) => return false,
+            if let OutboxKind::Revise { message } = item.kind {
+                // A revision with a newer one of the same message due behind it is never shown:
+                // after a rate limit's wait the chat gets the latest text in one edit, not every
+                // step.
+                let now = self.clock.now_ms();
+                if lane
+                    .iter()
+                    .any(|(later, due)| later.kind == OutboxKind::Revise { message } && *due <= now)
+                {
+                    if !self
+                        .record(item.id, || self.store.mark_outbox_sent(item.id, None, now))
+                        .await
+                    {
+                        return false;
+                    }
+                    continue;
+                }
+                // The turn queues them paced; a pass that finds two at once keeps the pace.
+                let wait = self.revision_wait(message);
+                if !wait.is_zero() && sleep_or_shutdown(&self.shutdown, wait).await {
+                    return false;
+                }
+            }
+            let delivered = self.deliver(&item).await;
+            if let OutboxKind::Revise { message } = item.kind {
+                self.revised().insert(message, std::time::Instant::now());
+            }
+            if delivered.is_err() {
+                return false;
             }
         }
         true
@@ -233,6 +280,15 @@ impl Delivery {
                     return Err(Stop);
                 }
             },
+            // A message never delivered cannot be edited: the revision goes out as a message.
+            OutboxKind::Revise { message } => match self.store.outbox_message(*message).await {
+                Ok(Some((_, target))) => target,
+                Ok(None) => None,
+                Err(err) => {
+                    tracing::warn!(outbox_id = item.id, error = %err, "cannot read the message to revise; will retry");
+                    return Err(Stop);
+                }
+            },
         };
         // Planned on every attempt (cheap, and replies are capped in length) but stored only the
         // first time: a resumed delivery sends the parts it planned then.
@@ -268,6 +324,14 @@ impl Delivery {
                             .await;
                         Ok(())
                     }
+                    Err(err) if !err.is_temporary() => {
+                        if let OutboxKind::Revise { message: shown } = item.kind {
+                            return self
+                                .revise_as_new(item, channel.as_ref(), edit, shown, err)
+                                .await;
+                        }
+                        self.failed(item, None, err).await
+                    }
                     Err(err) => self.failed(item, None, err).await,
                 }
             }
@@ -275,6 +339,40 @@ impl Delivery {
                 self.send_parts(item, channel.as_ref(), &message, parts)
                     .await
             }
+        }
+    }
+
+    /// A revision whose edit the platform refused for good (the message was deleted, or is
+    /// too old to edit) goes out as a new message, which later revisions of the same message
+    /// edit instead.
+    async fn revise_as_new(
+        &self,
+        item: &OutboxItem,
+        channel: &dyn Channel,
+        mut edit: OutboundMessage,
+        shown: i64,
+        err: ChannelError,
+    ) -> Result<(), Stop> {
+        tracing::info!(outbox_id = item.id, error = %err, "cannot edit the message; sending the new text as a message");
+        edit.replaces = None;
+        edit.reply_to = None;
+        match channel.send(&edit).await {
+            Ok(reference) => {
+                let now = self.clock.now_ms();
+                self.metrics.message_out(&item.channel);
+                let id = reference.message_id.as_str();
+                let moved = self
+                    .record(item.id, || self.store.move_outbox_message(shown, id))
+                    .await;
+                if moved {
+                    self.record(item.id, || {
+                        self.store.mark_outbox_sent(item.id, Some(id), now)
+                    })
+                    .await;
+                }
+                Ok(())
+            }
+            Err(err) => self.failed(item, None, err).await,
         }
     }
 

@@ -565,6 +565,10 @@ impl Handler {
                 crate::runtime::compact::compact_command(rt, history, &current, focus.as_deref())
                     .await?
             }
+            Command::Plan => match store.latest_plan(conversation.id).await? {
+                Some(plan) => crate::runtime::plan::render_full(&plan),
+                None => "No plan in this conversation yet: I keep one when a request takes several steps.".to_string(),
+            },
             Command::Unknown(name) => {
                 format!("Unknown command /{name}. Send /help to see what I understand.")
             }

@@ -39,6 +39,16 @@ impl Toolbox {
             ToolMode::Meta => true,
             ToolMode::Auto => tools.len() > DIRECT_TOOLS_MAX,
         };
+        // Every agent can keep a visible plan, whatever its tool groups, and sees its schema
+        // directly even behind the meta-tools: a plan is worth keeping only when it costs the
+        // model no search (issue 48).
+        if !tools
+            .iter()
+            .any(|t| t.info().name == crate::tool::plan::NAME)
+            && let Some(update_plan) = registry.get(crate::tool::plan::NAME)
+        {
+            tools.push(update_plan);
+        }
         Self { tools, meta }
     }
 
@@ -75,7 +85,11 @@ impl Toolbox {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        crate::tool::meta::specs(&categories)
+        let mut specs = crate::tool::meta::specs(&categories).to_vec();
+        if let Some(update_plan) = self.get(crate::tool::plan::NAME) {
+            specs.push(update_plan.info().spec());
+        }
+        specs.into()
     }
 
     /// `search_tools`: word-by-word AND over name, description and hidden tags.

@@ -19,6 +19,7 @@ use super::budget;
 use super::calls::{self, Settled, cancel_open_calls, settle_tool_calls};
 use super::compact::{Compacted, compact};
 use super::context::{self, assemble, summary_block};
+use super::plan::PlanView;
 use super::preview::{Preview, PreviewSink, TurnEventSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
@@ -161,9 +162,19 @@ pub async fn run_turn(
 ) -> Result<TurnOutcome, StoreError> {
     let started = Instant::now();
     let preview = Preview::start(rt, &job);
-    let result = turn_loop(rt, &job, &preview, shutdown).await;
+    let plan = PlanView::start(rt, &job);
+    let result = turn_loop(rt, &job, &preview, &plan, shutdown).await;
     let draft = preview.finish().await;
-    let outcome = match result? {
+    let result = result?;
+    // The plan settles in the chat before the answer is queued; on shutdown it stays as
+    // shown, and the resumed turn shows it again.
+    let plan_end = match &result {
+        Stop::Shutdown => None,
+        Stop::Waiting => Some(plan.finish(rt, &job, true).await?),
+        Stop::Finished(_) => Some(plan.finish(rt, &job, false).await?),
+    };
+    let plan_text = plan_end.as_ref().and_then(|end| end.above_answer.clone());
+    let outcome = match result {
         Stop::Shutdown => TurnOutcome::Suspended,
         Stop::Waiting => {
             rt.store
@@ -179,6 +190,10 @@ pub async fn run_turn(
                 error,
                 call,
             } = *finished;
+            let text = match plan_text {
+                Some(plan) => format!("{plan}\n\n{text}"),
+                None => text,
+            };
             let text = match &job.note {
                 Some(note) => format!("{note}\n\n{text}"),
                 None => text,
@@ -220,6 +235,9 @@ pub async fn run_turn(
             }
         }
     };
+    if let Some(end) = plan_end {
+        end.queue(rt).await?;
+    }
     rt.metrics.observe_turn(started.elapsed(), outcome.label());
     Ok(outcome)
 }
@@ -239,6 +257,7 @@ async fn turn_loop(
     rt: &Runtime,
     job: &TurnJob,
     preview: &Preview,
+    plan: &PlanView,
     shutdown: &CancellationToken,
 ) -> Result<Stop, StoreError> {
     // A step goes on with its value, starts the loop over, or ends the turn.
@@ -261,7 +280,7 @@ async fn turn_loop(
     if let Some(stop) = wait_for_mcp(rt, job, shutdown).await? {
         return Ok(stop);
     }
-    let mut steps = Steps::new(rt, job, preview, shutdown, provider);
+    let mut steps = Steps::new(rt, job, preview, plan, shutdown, provider);
     loop {
         step!(steps.interrupted().await?);
         step!(steps.settle_calls().await?);
@@ -327,6 +346,8 @@ struct Steps<'a> {
     rt: &'a Runtime,
     job: &'a TurnJob,
     preview: &'a Preview,
+    /// The turn's plan in its chat, looked at after calls that may change it.
+    plan: &'a PlanView,
     shutdown: &'a CancellationToken,
     provider: SharedProvider,
     toolbox: Toolbox,
@@ -375,6 +396,7 @@ impl<'a> Steps<'a> {
         rt: &'a Runtime,
         job: &'a TurnJob,
         preview: &'a Preview,
+        plan: &'a PlanView,
         shutdown: &'a CancellationToken,
         provider: SharedProvider,
     ) -> Self {
@@ -402,6 +424,7 @@ impl<'a> Steps<'a> {
             rt,
             job,
             preview,
+            plan,
             shutdown,
             provider,
             toolbox,
@@ -452,8 +475,12 @@ impl<'a> Steps<'a> {
         };
         self.first_step = false;
         if open.is_empty() {
+            // A resumed turn shows its plan again, before the model is asked anything.
+            self.plan.refresh(rt, job, false).await?;
             return Ok(Next::Go(()));
         }
+        let calls: Vec<crate::provider::ToolCall> = open.iter().map(|r| r.call.clone()).collect();
+        self.plan.calls(&calls);
         // Boxed, as compaction: a turn waiting on the model holds its whole future, which is as
         // large as its largest step.
         let settled = settle_tool_calls(
@@ -467,6 +494,7 @@ impl<'a> Steps<'a> {
         Ok(match Box::pin(settled).await? {
             Settled::Done(used) => {
                 self.tool_calls_used += used;
+                self.plan.refresh(rt, job, false).await?;
                 Next::Again
             }
             Settled::Waiting => Next::Stop(Stop::Waiting),

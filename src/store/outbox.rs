@@ -23,6 +23,10 @@ pub enum OutboxKind {
     /// while the prompt's send is still being answered. The prompt is earlier in the same chat's
     /// queue, so it has gone out (or failed for good) by then.
     Outcome { prompt: i64 },
+    /// New text for the message outbox row `message` delivered (a turn's plan, edited as its
+    /// steps change). Like an outcome, the platform message is looked up when this row is
+    /// delivered; if the edit cannot be made, the text goes out as a new message instead.
+    Revise { message: i64 },
 }
 
 /// A reply to be written to the outbox.
@@ -65,6 +69,7 @@ text_enum! {
         Send = "send",
         Edit = "edit",
         Outcome = "outcome",
+        Revise = "revise",
     }
 }
 
@@ -93,10 +98,20 @@ pub(super) async fn insert_outbox(
     item: &NewOutbox,
     now_ms: i64,
 ) -> StoreResult<i64> {
+    insert_outbox_due(tx, item, now_ms, now_ms).await
+}
+
+/// [`insert_outbox`] of a row not delivered before `due_ms`.
+async fn insert_outbox_due(
+    tx: &mut WriteTx,
+    item: &NewOutbox,
+    now_ms: i64,
+    due_ms: i64,
+) -> StoreResult<i64> {
     let row = OutboxRow::of(item)?;
     Ok(sqlx::query_scalar(
         "INSERT INTO outbox (inbox_id, seq, channel, chat_key, kind, payload, target, status, next_attempt_at, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) RETURNING id",
     )
     .bind(item.inbox_id)
     .bind(item.seq)
@@ -105,6 +120,7 @@ pub(super) async fn insert_outbox(
     .bind(row.kind)
     .bind(row.payload)
     .bind(row.target)
+    .bind(due_ms.max(now_ms))
     .bind(now_ms)
     .fetch_one(&mut **tx)
     .await?)
@@ -152,6 +168,7 @@ impl OutboxRow {
             OutboxKind::Send => (StoredKind::Send, None),
             OutboxKind::Edit { target } => (StoredKind::Edit, Some(serde_json::to_string(target)?)),
             OutboxKind::Outcome { prompt } => (StoredKind::Outcome, Some(prompt.to_string())),
+            OutboxKind::Revise { message } => (StoredKind::Revise, Some(message.to_string())),
         };
         Ok(Self {
             chat_key: chat_key(&item.channel, &item.message),
@@ -218,6 +235,9 @@ impl TryFrom<ItemRow> for OutboxItem {
             },
             (StoredKind::Outcome, Some(prompt)) => OutboxKind::Outcome {
                 prompt: serde_json::from_str(&prompt)?,
+            },
+            (StoredKind::Revise, Some(message)) => OutboxKind::Revise {
+                message: serde_json::from_str(&message)?,
             },
             _ => OutboxKind::Send,
         };
@@ -339,6 +359,20 @@ impl Store {
         }
         tx.commit().await?;
         Ok(ids)
+    }
+
+    /// Stores one reply that belongs to no turn, delivered no sooner than `due_ms` (a plan's
+    /// edit paced behind the one before it); the chat's later rows wait behind it.
+    pub async fn enqueue_outbox_due(
+        &self,
+        item: &NewOutbox,
+        now_ms: i64,
+        due_ms: i64,
+    ) -> StoreResult<i64> {
+        let mut tx = self.begin().await?;
+        let id = insert_outbox_due(&mut tx, item, now_ms, due_ms).await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     /// Pending rows of `channels`, oldest first, at most `limit`. Rows not yet due are included
@@ -568,6 +602,18 @@ impl Store {
         .bind(id)
         .execute(&mut *self.write().await?)
         .await?;
+        Ok(())
+    }
+
+    /// Records that the message outbox row `id` delivered now shows at `platform_message_id`:
+    /// its edit failed for good and the text went out as a new message, which later edits of
+    /// row `id` then edit.
+    pub async fn move_outbox_message(&self, id: i64, platform_message_id: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE outbox SET platform_message_id = $1 WHERE id = $2")
+            .bind(platform_message_id)
+            .bind(id)
+            .execute(&mut *self.write().await?)
+            .await?;
         Ok(())
     }
 

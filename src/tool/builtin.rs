@@ -24,6 +24,7 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
         super::schedule::tools,
         super::background::tools,
         super::tool_result::tools,
+        super::plan::tools,
     ] {
         tools.extend(family());
     }

@@ -48,10 +48,10 @@ pub(crate) struct Api {
 
 /// One Server-Sent Event as a client reads it.
 #[derive(Clone, Debug)]
-struct Sse {
-    id: i64,
-    event: String,
-    data: Value,
+pub(crate) struct Sse {
+    pub(crate) id: i64,
+    pub(crate) event: String,
+    pub(crate) data: Value,
 }
 
 impl Api {
@@ -111,7 +111,7 @@ impl Api {
 
     /// Starts a turn as the owner with Idempotency-Key `key`; the turn's id (after checking the
     /// 202).
-    async fn start_turn(&self, key: &str, text: &str) -> String {
+    pub(crate) async fn start_turn(&self, key: &str, text: &str) -> String {
         let (status, started) = self
             .post(
                 &self.owner,
@@ -147,7 +147,12 @@ impl Api {
 
     /// Reads the turn's events after `last` until the turn ends, or until `stop_after` events
     /// (then the connection is dropped, as a client that lost it).
-    async fn events(&self, turn: &str, last: Option<i64>, stop_after: Option<usize>) -> Vec<Sse> {
+    pub(crate) async fn events(
+        &self,
+        turn: &str,
+        last: Option<i64>,
+        stop_after: Option<usize>,
+    ) -> Vec<Sse> {
         let mut request = self
             .client
             .get(self.process.url(&format!("/api/v1/turns/{turn}/events")))

@@ -42,6 +42,7 @@ mod mcp_server;
 #[cfg(feature = "http")]
 mod openai_api;
 mod pipeline;
+mod plans;
 mod postgres;
 mod providers;
 mod routing;

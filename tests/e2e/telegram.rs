@@ -144,6 +144,7 @@ async fn answers_in_the_right_chat_and_topic_with_keyword_routing() {
         ("usage", "Tokens and cost, today and this month"),
         ("compact", "Summarise older turns now: /compact [focus]"),
         ("budget", "Today's spending and cap: /budget [USD]"),
+        ("plan", "The current plan and its steps"),
     ];
     let want: Vec<(String, String)> = want
         .iter()

@@ -39,7 +39,7 @@ pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use retry::{Backoff, error_chain, sleep_or_shutdown};
 pub use secret::{ProcessEnv, Secret, SecretSource};
 pub use split::Measure;
-pub use turn_event::{ShownCall, TurnEvent, TurnEventKind, TurnUsage};
+pub use turn_event::{PlanStepView, ShownCall, TurnEvent, TurnEventKind, TurnUsage};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

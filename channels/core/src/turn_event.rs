@@ -28,6 +28,8 @@ pub enum TurnEventKind {
     TextDelta,
     /// `message`: something said while the turn goes on (a budget warning), not its answer.
     Message,
+    /// `plan.updated`: the turn's plan (its checklist of steps) changed.
+    PlanUpdated,
     /// `turn.cancelling`: a cancel was asked for; `turn.failed` follows.
     TurnCancelling,
     /// `turn.completed`: the answer.
@@ -38,7 +40,7 @@ pub enum TurnEventKind {
 
 impl TurnEventKind {
     /// Every kind, in the order a turn usually goes through them.
-    pub const ALL: [TurnEventKind; 10] = [
+    pub const ALL: [TurnEventKind; 11] = [
         TurnEventKind::AgentSelected,
         TurnEventKind::ToolStarted,
         TurnEventKind::ToolFinished,
@@ -46,6 +48,7 @@ impl TurnEventKind {
         TurnEventKind::ConfirmationDecided,
         TurnEventKind::TextDelta,
         TurnEventKind::Message,
+        TurnEventKind::PlanUpdated,
         TurnEventKind::TurnCancelling,
         TurnEventKind::TurnCompleted,
         TurnEventKind::TurnFailed,
@@ -61,6 +64,7 @@ impl TurnEventKind {
             TurnEventKind::ConfirmationDecided => "confirmation.decided",
             TurnEventKind::TextDelta => "text.delta",
             TurnEventKind::Message => "message",
+            TurnEventKind::PlanUpdated => "plan.updated",
             TurnEventKind::TurnCancelling => "turn.cancelling",
             TurnEventKind::TurnCompleted => "turn.completed",
             TurnEventKind::TurnFailed => "turn.failed",
@@ -116,6 +120,18 @@ pub struct ShownCall {
     /// The arguments as JSON; what the model wrote, as a string, when it was not JSON.
     #[serde(skip_serializing_if = "Value::is_null")]
     pub arguments: Value,
+}
+
+/// One step of a turn's plan as a client sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanStepView {
+    /// What the step does.
+    pub step: String,
+    /// `pending`, `in_progress`, `done`, `skipped` or `failed`.
+    pub status: String,
+    /// A short note: what came out, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One event of a turn. Its JSON ([`TurnEvent::data`]) is each variant's fields.
@@ -188,6 +204,24 @@ pub enum TurnEvent {
         /// What was said.
         text: String,
     },
+    /// The turn's plan changed.
+    PlanUpdated {
+        /// The plan's revision: 1 for the first, one more for each change.
+        revision: i64,
+        /// What the model said of the plan, when it said something.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+        /// The steps, in order.
+        steps: Vec<PlanStepView>,
+        /// Steps done.
+        done: usize,
+        /// Steps in all.
+        total: usize,
+        /// A tool call of the turn waits for a decision.
+        waiting: bool,
+        /// The plan as a chat shows it.
+        text: String,
+    },
     /// A cancel was asked for.
     Cancelling {
         /// Why, as the client said.
@@ -231,6 +265,7 @@ impl TurnEvent {
             TurnEvent::Decided { .. } => TurnEventKind::ConfirmationDecided,
             TurnEvent::TextDelta { .. } => TurnEventKind::TextDelta,
             TurnEvent::Message { .. } => TurnEventKind::Message,
+            TurnEvent::PlanUpdated { .. } => TurnEventKind::PlanUpdated,
             TurnEvent::Cancelling { .. } => TurnEventKind::TurnCancelling,
             TurnEvent::Completed { .. } => TurnEventKind::TurnCompleted,
             TurnEvent::Failed { .. } => TurnEventKind::TurnFailed,

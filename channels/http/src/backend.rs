@@ -259,6 +259,7 @@ impl NewEvent {
             TurnEvent::ToolFinished { .. }
             | TurnEvent::TextDelta { .. }
             | TurnEvent::Message { .. }
+            | TurnEvent::PlanUpdated { .. }
             | TurnEvent::Cancelling { .. } => (None, None),
         };
         Self {

@@ -1071,6 +1071,13 @@ async fn follow(
                     let sent = match text.strip_prefix(draft.as_str()) {
                         Some(rest) if !draft.is_empty() => out.text(rest).await,
                         _ if draft.trim() == text.trim() => true,
+                        // The answer with the turn's plan above it: the plan was not streamed,
+                        // and the answer was.
+                        _ if !draft.trim().is_empty()
+                            && text.trim_end().ends_with(draft.trim()) =>
+                        {
+                            true
+                        }
                         _ => out.paragraph(text).await,
                     };
                     if !sent {
@@ -1082,6 +1089,7 @@ async fn follow(
                 TurnEventKind::AgentSelected
                 | TurnEventKind::ToolStarted
                 | TurnEventKind::ToolFinished
+                | TurnEventKind::PlanUpdated
                 | TurnEventKind::TurnCancelling => true,
             };
             if !sent {
