@@ -19,6 +19,7 @@ mod context;
 mod daemon;
 mod host;
 mod load;
+mod mailboxes;
 mod mcp;
 mod plans;
 mod provider;
@@ -43,6 +44,7 @@ pub use load::{
     ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str, process_env,
     search_paths, user_config_path,
 };
+pub use mailboxes::MailboxConfig;
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
@@ -205,4 +207,6 @@ sections! {
     mcp_servers: Vec<McpServerConfig>,
     /// Limits of plan mode's steps and of background tasks.
     plans: PlansConfig,
+    /// The owner's IMAP mailboxes, for the mail tools.
+    mailboxes: Vec<MailboxConfig>,
 }

@@ -44,6 +44,7 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "web",
     "files",
     "schedules",
+    "email",
 ];
 
 /// The tool catalogue: its limits, the file workspace, web access and confirmations.

@@ -152,7 +152,7 @@ pub async fn settle_tool_calls(
                 settled += 1;
             }
             Ok(Action::Run(prepared))
-                if !approved && prepared.risk.needs_confirmation(policy.autonomy) =>
+                if !approved && asks(&prepared, policy.autonomy) =>
             {
                 match unattended_rule(job, &prepared) {
                     Unattended::Ask if prompts >= MAX_PROMPTS_AT_ONCE => {
@@ -231,16 +231,24 @@ enum Unattended {
     Deny,
 }
 
+/// A tool that always asks ([`crate::tool::ToolInfo::always_confirm`]) is never allowed to run
+/// unattended: a schedule's allow list cannot send mail in the owner's name.
 fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
+    let info = prepared.tool.info();
     match &job.confirmation {
         ConfirmationPolicy::Ask => Unattended::Ask,
         ConfirmationPolicy::Allow(tools)
-            if tools.iter().any(|t| *t == prepared.tool.info().name) =>
+            if !info.always_confirm && tools.iter().any(|t| *t == info.name) =>
         {
             Unattended::Allow
         }
         ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,
     }
+}
+
+/// Whether `prepared` waits for Approve at `autonomy` (its risk, or a tool that always asks).
+fn asks(prepared: &Prepared, autonomy: crate::config::Autonomy) -> bool {
+    prepared.tool.info().asks(prepared.risk, autonomy)
 }
 
 fn count<T>(items: &[T]) -> i64 {
@@ -529,7 +537,7 @@ async fn batch(
         // As the model wrote them, for the audit of a refused operation.
         let written = arguments.to_string();
         let admitted = match prepare(&rt.tools, toolbox, &name, arguments, policy) {
-            Ok(prepared) if prepared.risk.needs_confirmation(policy.autonomy) => {
+            Ok(prepared) if asks(&prepared, policy.autonomy) => {
                 let message = format!(
                     "`{name}` needs the user's approval: call it on its own with use_tool."
                 );
@@ -697,12 +705,15 @@ async fn request_confirmation(
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
     let buttons_shown = caps.shows_buttons();
+    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
+    // arguments.
+    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
+        Some(draft) => draft,
+        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
+    };
     let request = format!(
-        "{} {} wants to run `{}`. {what}\n```\n{}\n```",
-        job.agent.emoji,
-        job.agent.name,
-        info.name,
-        clip(&arguments, 1_500)
+        "{} {} wants to run `{}`. {what}\n{shown}",
+        job.agent.emoji, job.agent.name, info.name,
     );
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {

@@ -204,6 +204,8 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// Longest a call may run; `None` uses the runtime's default.
     const TIMEOUT: Option<Duration> = None;
+    /// Every call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
+    const ALWAYS_CONFIRM: bool = false;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).
     type Output: Serialize + Send;
@@ -211,6 +213,11 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// The risk of this call, when it can be less than [`Self::RISK`].
     fn risk(&self) -> Risk {
         Self::RISK
+    }
+
+    /// What the approval prompt shows instead of the arguments ([`Tool::draft`]).
+    fn draft(&self, _config: &crate::config::Config) -> Option<String> {
+        None
     }
 
     fn run(self, ctx: &ToolContext)
@@ -234,6 +241,8 @@ pub trait StatefulTool: Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// See [`TypedTool::TIMEOUT`].
     const TIMEOUT: Option<Duration> = None;
+    /// See [`TypedTool::ALWAYS_CONFIRM`].
+    const ALWAYS_CONFIRM: bool = false;
 
     /// The arguments of one call: the schema, the parser and the descriptions.
     type Args: DeserializeOwned + JsonSchema + Send;
@@ -243,6 +252,11 @@ pub trait StatefulTool: Send + Sync + 'static {
     /// The risk of this call, when it can be less than [`Self::RISK`].
     fn risk(&self, _args: &Self::Args) -> Risk {
         Self::RISK
+    }
+
+    /// See [`TypedTool::draft`].
+    fn draft(&self, _args: &Self::Args, _config: &crate::config::Config) -> Option<String> {
+        None
     }
 
     fn run(
@@ -262,11 +276,16 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
     const TAGS: &'static str = T::TAGS;
     const LIMIT: Option<Limit> = T::LIMIT;
     const TIMEOUT: Option<Duration> = T::TIMEOUT;
+    const ALWAYS_CONFIRM: bool = T::ALWAYS_CONFIRM;
     type Args = T;
     type Output = T::Output;
 
     fn risk(&self, args: &T) -> Risk {
         args.risk()
+    }
+
+    fn draft(&self, args: &T, config: &crate::config::Config) -> Option<String> {
+        args.draft(config)
     }
 
     fn run(
@@ -307,6 +326,11 @@ impl<T: StatefulTool> Tool for Typed<T> {
         parse::<T::Args>(arguments.clone()).map_or(T::RISK, |args| self.tool.risk(&args))
     }
 
+    fn draft(&self, config: &crate::config::Config, arguments: &Value) -> Option<String> {
+        let args = parse::<T::Args>(arguments.clone()).ok()?;
+        self.tool.draft(&args, config)
+    }
+
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
         let output = self.tool.run(parse(arguments)?, ctx).await?;
         match serde_json::to_value(output) {
@@ -340,6 +364,9 @@ fn info<T: StatefulTool>() -> ToolInfo {
     }
     if let Some(timeout) = T::TIMEOUT {
         info = info.timeout(timeout);
+    }
+    if T::ALWAYS_CONFIRM {
+        info = info.always_confirm();
     }
     info
 }

@@ -166,6 +166,35 @@ enum Charset {
 }
 
 impl Account {
+    /// An account from its config entry's values: URLs checked as the channel checks them,
+    /// `address` as `Name <address>` or a bare address. The errors never hold the password.
+    pub fn new(
+        imap_url: &str,
+        smtp_url: Option<&str>,
+        username: &str,
+        password: String,
+        address: &str,
+        command_timeout: Duration,
+    ) -> Result<Self, String> {
+        use crate::config::{IMAP_SCHEMES, SMTP_SCHEMES, check_endpoint, parse_from};
+        let imap = check_endpoint(imap_url, IMAP_SCHEMES).map_err(|e| format!("imap_url: {e}"))?;
+        let smtp = smtp_url
+            .map(|url| check_endpoint(url, SMTP_SCHEMES).map_err(|e| format!("smtp_url: {e}")))
+            .transpose()?;
+        let (name, address) = parse_from(address).map_err(|e| format!("address: {e}"))?;
+        let address = address
+            .parse()
+            .map_err(|e| format!("address: `{address}`: {e}"))?;
+        Ok(Self {
+            imap,
+            smtp,
+            username: username.to_owned(),
+            password,
+            from: Mailbox::new(name, address),
+            command_timeout,
+        })
+    }
+
     async fn session(&self) -> Result<ImapSession, ChannelError> {
         imap::connect(
             &self.imap,
