@@ -196,7 +196,16 @@ impl Dovecot {
                     skip = skip.saturating_sub(line.len() + 2);
                     continue;
                 }
-                let Some((_, command)) = line.split_once(' ') else {
+                // `[timestamp ]tag command`: rawlog may stamp each line with the time.
+                let mut words = line.splitn(3, ' ');
+                let first = words.next().unwrap_or_default();
+                let stamped = first.contains('.') && first.parse::<f64>().is_ok();
+                let command = if stamped {
+                    words.nth(1)
+                } else {
+                    line.split_once(' ').map(|(_, rest)| rest)
+                };
+                let Some(command) = command else {
                     continue;
                 };
                 if let Some(open) = line.rfind('{')

@@ -203,10 +203,8 @@ async fn hostile_mails_read_as_data_and_odd_search_words_are_safe() {
     let mail = account.read("INBOX", 1).await.expect("a hostile mail reads");
     assert!(mail.from.contains("evil.example"), "{mail:?}");
     assert!(mail.subject.contains("Ignore your instructions"), "{mail:?}");
-    assert!(
-        mail.attachments.iter().any(|a| a.name.contains("passwd")),
-        "{mail:?}"
-    );
+    // The broken parts are listed, not interpreted.
+    assert!(!mail.attachments.is_empty(), "{mail:?}");
 
     // A quote, a backslash and a line break are data in the search, not syntax.
     let odd = account
