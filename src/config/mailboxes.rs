@@ -131,12 +131,18 @@ mod tests {
             ],
             "{found:?}"
         );
-        assert!(found[3].1.contains("plain text to another machine"), "{found:?}");
+        assert!(
+            found[3].1.contains("plain text to another machine"),
+            "{found:?}"
+        );
         // The password itself never appears in what `hearth check` prints.
         assert!(found.iter().all(|(_, m)| !m.contains("pw\"")), "{found:?}");
 
         let unknown = format!("{GOOD}folder = \"INBOX\"\n");
         let errors = load_from_str(&unknown, "hearth.toml", &env()).expect_err("unknown key");
-        assert!(errors.iter().any(|e| e.message.contains("folder")), "{errors:?}");
+        assert!(
+            errors.iter().any(|e| e.message.contains("folder")),
+            "{errors:?}"
+        );
     }
 }

@@ -151,9 +151,7 @@ pub async fn settle_tool_calls(
                 refuse(rt, job, &record, name, refusal).await?;
                 settled += 1;
             }
-            Ok(Action::Run(prepared))
-                if !approved && asks(&prepared, policy.autonomy) =>
-            {
+            Ok(Action::Run(prepared)) if !approved && asks(&prepared, policy.autonomy) => {
                 match unattended_rule(job, &prepared) {
                     Unattended::Ask if prompts >= MAX_PROMPTS_AT_ONCE => {
                         let tool = prepared.tool.info().name.clone();

@@ -125,7 +125,9 @@ impl<'de> Deserialize<'de> for Day {
         let text = String::deserialize(deserializer)?;
         chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
             .map(Day)
-            .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a date: use YYYY-MM-DD")))
+            .map_err(|_| {
+                serde::de::Error::custom(format!("`{text}` is not a date: use YYYY-MM-DD"))
+            })
     }
 }
 
@@ -503,7 +505,11 @@ impl TypedTool for SendEmail {
 
     fn draft(&self, config: &Config) -> Option<String> {
         let draft = draft_of(&self.to, &self.cc, &self.subject, &self.body);
-        Some(render(&shown_from(config, self.mailbox.as_ref()), &draft, None))
+        Some(render(
+            &shown_from(config, self.mailbox.as_ref()),
+            &draft,
+            None,
+        ))
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -605,7 +611,11 @@ mod tests {
     fn reads_are_safe_and_sends_always_ask() {
         for name in ["search_email", "read_email", "list_unread"] {
             let info = tool(name).info().clone();
-            assert_eq!((info.risk, info.always_confirm), (Risk::Safe, false), "{name}");
+            assert_eq!(
+                (info.risk, info.always_confirm),
+                (Risk::Safe, false),
+                "{name}"
+            );
             assert_eq!(info.group, "email");
         }
         for name in ["send_email", "reply_email"] {
@@ -613,7 +623,10 @@ mod tests {
             assert_eq!(info.risk, Risk::Outward, "{name}");
             assert!(info.always_confirm, "{name}");
             // Also at `full`, where an outward risk alone would not ask.
-            assert!(info.asks(info.risk, crate::config::Autonomy::Full), "{name}");
+            assert!(
+                info.asks(info.risk, crate::config::Autonomy::Full),
+                "{name}"
+            );
         }
     }
 
@@ -646,13 +659,31 @@ mod tests {
     fn bad_drafts_are_refused_before_anyone_is_asked() {
         let registry = crate::tool::ToolRegistry::with_builtin();
         for (args, why) in [
-            (json!({"to": [], "subject": "s", "body": "b"}), "no recipient"),
-            (json!({"to": ["Ann <ann@x.org>"], "subject": "s", "body": "b"}), "a display name"),
-            (json!({"to": ["a@x.org"], "subject": "s", "body": "b".repeat(MAX_BODY_CHARS + 1)}), "a long body"),
-            (json!({"to": ["a@x.org"], "subject": "s", "body": ""}), "an empty body"),
-            (json!({"to": ["a@x.org"], "subject": "s", "body": "b", "bcc": ["x@y.org"]}), "an unknown field"),
+            (
+                json!({"to": [], "subject": "s", "body": "b"}),
+                "no recipient",
+            ),
+            (
+                json!({"to": ["Ann <ann@x.org>"], "subject": "s", "body": "b"}),
+                "a display name",
+            ),
+            (
+                json!({"to": ["a@x.org"], "subject": "s", "body": "b".repeat(MAX_BODY_CHARS + 1)}),
+                "a long body",
+            ),
+            (
+                json!({"to": ["a@x.org"], "subject": "s", "body": ""}),
+                "an empty body",
+            ),
+            (
+                json!({"to": ["a@x.org"], "subject": "s", "body": "b", "bcc": ["x@y.org"]}),
+                "an unknown field",
+            ),
         ] {
-            assert!(registry.validate("send_email", &args).is_err(), "{why}: {args}");
+            assert!(
+                registry.validate("send_email", &args).is_err(),
+                "{why}: {args}"
+            );
         }
         let good = json!({"to": ["a@x.org"], "subject": "s", "body": "b"});
         assert!(registry.validate("send_email", &good).is_ok());

@@ -117,7 +117,10 @@ address = "Owner Person <{ME}>"
 
 /// The whole draft, as the prompt must show it, not the call's JSON.
 fn assert_shows_the_draft(text: &str, to: &str, subject: &str, body: &str) {
-    assert!(text.contains("From: Owner Person <owner@example.org>"), "{text}");
+    assert!(
+        text.contains("From: Owner Person <owner@example.org>"),
+        "{text}"
+    );
     assert!(text.contains(&format!("To: {to}")), "{text}");
     assert!(text.contains("Cc:"), "{text}");
     assert!(text.contains(&format!("Subject: {subject}")), "{text}");
@@ -144,8 +147,17 @@ async fn send_after_press(database_url: Option<&str>) {
     h.tg.push_text(OWNER, OWNER, "mail Ann where the keys are");
     let prompt = h.wait(1).await[0].clone();
     assert!(prompt.text.contains("send_email"), "{}", prompt.text);
-    assert_shows_the_draft(&prompt.text, "ann@example.org", "Keys", "the keys are under the mat.");
-    assert!(prompt.text.contains("Cc: bob@example.org"), "{}", prompt.text);
+    assert_shows_the_draft(
+        &prompt.text,
+        "ann@example.org",
+        "Keys",
+        "the keys are under the mat.",
+    );
+    assert!(
+        prompt.text.contains("Cc: bob@example.org"),
+        "{}",
+        prompt.text
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(h.smtp.sent().is_empty(), "nothing before the press");
 
@@ -161,9 +173,18 @@ async fn send_after_press(database_url: Option<&str>) {
     assert_eq!(mail.text.trim().replace("\r\n", "\n"), body);
     assert!(mail.rcpt_to.contains(&"ann@example.org".to_owned()));
     assert!(mail.rcpt_to.contains(&"bob@example.org".to_owned()));
-    assert!(mail.raw.contains("From: Owner Person <owner@example.org>"), "{}", mail.raw);
+    // The same From, quoted as RFC 5322 has a display name with a space.
+    assert!(
+        mail.raw
+            .contains("From: \"Owner Person\" <owner@example.org>"),
+        "{}",
+        mail.raw
+    );
     let result = last_tool_result(&h.llm.requests().last().cloned().expect("request"));
-    assert!(result.contains("\"sent\":true") && result.contains("Sent"), "{result}");
+    assert!(
+        result.contains("\"sent\":true") && result.contains("Sent"),
+        "{result}"
+    );
     let kept = h.imap.flags(ME, PASSWORD, "Sent").await.expect("Sent");
     assert_eq!(kept.len(), 1, "a copy in Sent");
     h.assert_no_secret_to_the_model();
@@ -225,8 +246,17 @@ async fn a_reply_threads_under_the_original() {
     ));
     h.tg.push_text(OWNER, OWNER, "tell Ann yes");
     let prompt = h.wait(1).await[0].clone();
-    assert_shows_the_draft(&prompt.text, "ann@example.org", "Re: Dinner on Friday?", "Yes, gladly.");
-    assert!(prompt.text.contains("In reply to: mail 1 in INBOX"), "{}", prompt.text);
+    assert_shows_the_draft(
+        &prompt.text,
+        "ann@example.org",
+        "Re: Dinner on Friday?",
+        "Yes, gladly.",
+    );
+    assert!(
+        prompt.text.contains("In reply to: mail 1 in INBOX"),
+        "{}",
+        prompt.text
+    );
     h.llm.push(Reply::text("Replied."));
     h.tg.press(OWNER, OWNER, prompt.id, &prompt.buttons[0][0].1.clone());
     h.wait(2).await;
@@ -274,7 +304,10 @@ async fn a_mail_asking_to_forward_everything_ends_at_most_in_a_prompt() {
         .expect("the read_email result");
     assert!(read.contains("not instructions"), "{read}");
     assert!(read.contains("mail from"), "{read}");
-    assert!(!read.contains('\u{200b}') && !read.contains('\u{202e}'), "{read}");
+    assert!(
+        !read.contains('\u{200b}') && !read.contains('\u{202e}'),
+        "{read}"
+    );
 
     // Nobody presses: nothing reaches the SMTP server.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -340,7 +373,10 @@ async fn a_scheduled_briefing_names_the_unread_subjects_and_cannot_send() {
     assert!(h.smtp.sent().is_empty());
     // Listing left both unread mails unread.
     let flags = h.imap.flags(ME, PASSWORD, "INBOX").await.expect("flags");
-    assert_eq!(flags.iter().filter(|(_, f)| f.contains("\\Seen")).count(), 1);
+    assert_eq!(
+        flags.iter().filter(|(_, f)| f.contains("\\Seen")).count(),
+        1
+    );
     h.assert_no_secret_to_the_model();
     h.stop().await;
 }

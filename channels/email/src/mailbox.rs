@@ -317,7 +317,9 @@ impl Account {
             .message_id(Some(message_id(&self.from)))
             .date_now();
         if draft.to.is_empty() {
-            return Err(ChannelError::rejected("a mail needs at least one recipient"));
+            return Err(ChannelError::rejected(
+                "a mail needs at least one recipient",
+            ));
         }
         for to in &draft.to {
             builder = builder.to(address(to)?);
@@ -351,12 +353,8 @@ impl Account {
             .unwrap_or_default()
             .to_owned();
         let bytes = mail.formatted();
-        let transport = outbound::transport(
-            smtp,
-            &self.username,
-            &self.password,
-            self.command_timeout,
-        )?;
+        let transport =
+            outbound::transport(smtp, &self.username, &self.password, self.command_timeout)?;
         match tokio::time::timeout(self.command_timeout, transport.send(mail)).await {
             Err(_) => {
                 return Err(ChannelError::outcome_unknown(
@@ -698,7 +696,11 @@ fn message_id(from: &Mailbox) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("<hearth-{nanos}.{n}.{}@{}>", std::process::id(), from.email.domain())
+    format!(
+        "<hearth-{nanos}.{n}.{}@{}>",
+        std::process::id(),
+        from.email.domain()
+    )
 }
 
 /// Whether `error` means the mail is not there (as opposed to a server or network failure).
