@@ -235,9 +235,7 @@ fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
     let info = prepared.tool.info();
     match &job.confirmation {
         ConfirmationPolicy::Ask => Unattended::Ask,
-        ConfirmationPolicy::Allow(tools)
-            if !info.always_confirm && tools.iter().any(|t| *t == info.name) =>
-        {
+        ConfirmationPolicy::Allow(tools) if !info.always_confirm && tools.contains(&info.name) => {
             Unattended::Allow
         }
         ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,

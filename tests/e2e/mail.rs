@@ -136,7 +136,7 @@ async fn send_after_press(database_url: Option<&str>) {
     h.llm.push(Reply::call(
         "c1",
         "send_email",
-        &serde_json::json!({
+        serde_json::json!({
             "to": ["ann@example.org"],
             "cc": ["bob@example.org"],
             "subject": "Keys",
@@ -319,8 +319,9 @@ async fn a_mail_asking_to_forward_everything_ends_at_most_in_a_prompt() {
 #[tokio::test]
 async fn a_scheduled_briefing_names_the_unread_subjects_and_cannot_send() {
     let schedule = format!(
-        "[[schedules]]\nname = \"briefing\"\ncron = \"*/2 * * * * *\"\ntimezone = \"UTC\"\nagent = \"general\"\nprompt = \"Give me my briefing.\"\ntarget = \"telegram:{OWNER}\"\n"
+        "[[schedules]]\nname = \"briefing\"\ncron = \"*/2 * * * * *\"\ntimezone = \"UTC\"\nagent = \"general\"\nprompt = \"Give me my briefing.\"\ntarget = \"telegram:{OWNER}\"\non_confirmation = \"allow\"\nallow_tools = [\"send_email\"]\n"
     );
+    // Even a schedule that allows send_email by name cannot send unattended.
     let mut h = MailHearth::new(&schedule, None).await;
     for (subject, read) in [
         ("Rent is due", false),
@@ -335,7 +336,7 @@ async fn a_scheduled_briefing_names_the_unread_subjects_and_cannot_send() {
             .expect("deliver");
     }
     h.llm.push(Reply::call("c1", "list_unread", "{}"));
-    // Unattended, a send is refused without asking anyone.
+    // Unattended, a send is refused without asking anyone, allow list or not.
     h.llm.push(Reply::call(
         "c2",
         "send_email",
