@@ -20,6 +20,7 @@ mod daemon;
 mod feeds;
 mod host;
 mod load;
+mod mailboxes;
 mod mcp;
 mod mcp_server;
 mod plans;
@@ -46,6 +47,7 @@ pub use load::{
     ConfigError, ConfigErrors, LoadedConfig, Sources, load, load_from_str, process_env,
     search_paths, user_config_path,
 };
+pub use mailboxes::MailboxConfig;
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
 pub use mcp_server::McpServeConfig;
 pub use plans::PlansConfig;
@@ -219,4 +221,6 @@ sections! {
     feeds: Vec<FeedConfig>,
     /// hearth as an MCP server at `/mcp` on `daemon.http_listen`.
     mcp_server: McpServeConfig,
+    /// The owner's IMAP mailboxes, for the mail tools.
+    mailboxes: Vec<MailboxConfig>,
 }

@@ -135,8 +135,14 @@ impl McpServer {
         for agent in self.agents(caller) {
             for tool in self.rt.tools.for_agent(&agent) {
                 let info = tool.info();
-                // An earlier result of a conversation means nothing outside one.
-                let conversational = info.name == crate::tool::tool_result::NAME;
+                // An earlier result, a turn's plan and a task reporting back into the chat mean
+                // nothing outside a conversation.
+                let conversational = [
+                    crate::tool::tool_result::NAME,
+                    crate::tool::plan::NAME,
+                    crate::tool::background::NAME,
+                ]
+                .contains(&info.name.as_str());
                 if conversational
                     || self.is_external(&info.group)
                     || (caller.read_only && info.risk != Risk::Safe)
@@ -249,7 +255,7 @@ impl McpServer {
     /// The confirmation decision and the rate limits, for a call that passed its checks.
     fn decide(&self, prepared: &Prepared, policy: &UserPolicy) -> Result<(), Refusal> {
         let info = prepared.tool.info();
-        if prepared.risk.needs_confirmation(policy.autonomy) {
+        if info.asks(prepared.risk, policy.autonomy) {
             return Err(Refusal {
                 outcome: "refused",
                 message: format!(

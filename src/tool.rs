@@ -23,6 +23,8 @@ pub mod feeds;
 pub mod file;
 pub mod goal;
 pub mod json_schema;
+#[cfg(feature = "email")]
+pub mod mail;
 pub mod mcp;
 pub mod memory;
 pub mod meta;
@@ -151,6 +153,9 @@ pub struct ToolInfo {
     pub limit: Option<ListLimit>,
     /// Longest a call may run; `None` uses the runtime's default.
     pub timeout: Option<Duration>,
+    /// Every call asks the owner first, whatever the autonomy (also `full`), and no schedule's
+    /// `on_confirmation = "allow"` lets it run unattended: sending mail in the owner's name.
+    pub always_confirm: bool,
 }
 
 impl ToolInfo {
@@ -166,6 +171,7 @@ impl ToolInfo {
             risk: Risk::Safe,
             limit: None,
             timeout: None,
+            always_confirm: false,
         }
     }
 
@@ -203,9 +209,21 @@ impl ToolInfo {
         self
     }
 
+    /// Every call asks first, whatever the autonomy (see [`ToolInfo::always_confirm`]).
+    pub fn always_confirm(mut self) -> Self {
+        self.always_confirm = true;
+        self
+    }
+
     /// Whether calls ask first at the default autonomy (`medium`).
     pub fn requires_confirmation(&self) -> bool {
-        self.risk.needs_confirmation(Autonomy::Medium)
+        self.asks(self.risk, Autonomy::Medium)
+    }
+
+    /// Whether a call of `risk` waits for Approve at `autonomy`: what the risk says, and always
+    /// for a tool that always asks.
+    pub fn asks(&self, risk: Risk, autonomy: Autonomy) -> bool {
+        self.always_confirm || risk.needs_confirmation(autonomy)
     }
 
     pub fn spec(&self) -> ToolSpec {
@@ -260,6 +278,11 @@ pub trait Tool: Send + Sync {
     /// [`typed::TypedTool::risk_in_turn`]); by default [`Tool::risk`].
     async fn risk_in_turn(&self, _ctx: &ToolContext, arguments: &Value) -> Risk {
         self.risk(arguments)
+    /// What the approval prompt shows of this call instead of its arguments as JSON: a rendered
+    /// draft (a mail's From, To, Cc, Subject and body). It must show everything the call would
+    /// act with, since the stored arguments are what runs once approved.
+    fn draft(&self, _config: &Config, _arguments: &Value) -> Option<String> {
+        None
     }
 
     /// Runs the call; the returned text is what the model sees as the result.

@@ -47,6 +47,7 @@ pub const KNOWN_GROUPS: &[&str] = &[
     "weather",
     "feeds",
     "background",
+    "email",
 ];
 
 /// The tool catalogue: its limits, the file workspace, web access and confirmations.

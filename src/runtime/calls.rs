@@ -155,9 +155,7 @@ pub async fn settle_tool_calls(
                 refuse(rt, job, &record, name, refusal).await?;
                 settled += 1;
             }
-            Ok(Action::Run(prepared))
-                if !approved && prepared.risk.needs_confirmation(policy.autonomy) =>
-            {
+            Ok(Action::Run(prepared)) if !approved && asks(&prepared, policy.autonomy) => {
                 match unattended_rule(job, &prepared) {
                     Unattended::Ask if prompts >= MAX_PROMPTS_AT_ONCE => {
                         let tool = prepared.tool.info().name.clone();
@@ -235,16 +233,22 @@ enum Unattended {
     Deny,
 }
 
+/// A tool that always asks ([`crate::tool::ToolInfo::always_confirm`]) is never allowed to run
+/// unattended: a schedule's allow list cannot send mail in the owner's name.
 fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
+    let info = prepared.tool.info();
     match &job.confirmation {
         ConfirmationPolicy::Ask => Unattended::Ask,
-        ConfirmationPolicy::Allow(tools)
-            if tools.iter().any(|t| *t == prepared.tool.info().name) =>
-        {
+        ConfirmationPolicy::Allow(tools) if !info.always_confirm && tools.contains(&info.name) => {
             Unattended::Allow
         }
         ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,
     }
+}
+
+/// Whether `prepared` waits for Approve at `autonomy` (its risk, or a tool that always asks).
+fn asks(prepared: &Prepared, autonomy: crate::config::Autonomy) -> bool {
+    prepared.tool.info().asks(prepared.risk, autonomy)
 }
 
 fn count<T>(items: &[T]) -> i64 {
@@ -552,7 +556,7 @@ async fn batch(
             Err(refusal) => Err(refusal),
         };
         let admitted = match prepared {
-            Ok(prepared) if prepared.risk.needs_confirmation(policy.autonomy) => {
+            Ok(prepared) if asks(&prepared, policy.autonomy) => {
                 let message = format!(
                     "`{name}` needs the user's approval: call it on its own with use_tool."
                 );
@@ -721,12 +725,15 @@ async fn request_confirmation(
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
     let buttons_shown = caps.shows_buttons();
+    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
+    // arguments.
+    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
+        Some(draft) => draft,
+        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
+    };
     let request = format!(
-        "{} {} wants to run `{}`. {what}\n```\n{}\n```",
-        job.agent.emoji,
-        job.agent.name,
-        info.name,
-        clip(&arguments, 1_500)
+        "{} {} wants to run `{}`. {what}\n{shown}",
+        job.agent.emoji, job.agent.name, info.name,
     );
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {

@@ -107,6 +107,10 @@ struct StartBackgroundTask {
     report_by: Option<String>,
 }
 
+/// The tool's name, for the places that must leave it out (the MCP server: it means nothing
+/// outside a conversation).
+pub const NAME: &str = <StartBackgroundTask as TypedTool>::NAME;
+
 impl TypedTool for StartBackgroundTask {
     const NAME: &'static str = "start_background_task";
     const GROUP: &'static str = "background";

@@ -28,6 +28,8 @@ pub fn register_builtin(registry: &mut ToolRegistry) {
     ] {
         tools.extend(family());
     }
+    #[cfg(feature = "email")]
+    tools.extend(super::mail::tools());
     for tool in tools {
         if let Err(err) = registry.register(tool) {
             // Built-in names are fixed at compile time; a clash is a programming error that the

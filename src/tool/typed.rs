@@ -204,6 +204,8 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// Longest a call may run; `None` uses the runtime's default.
     const TIMEOUT: Option<Duration> = None;
+    /// Every call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
+    const ALWAYS_CONFIRM: bool = false;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).
     type Output: Serialize + Send;
@@ -218,6 +220,11 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// runtime takes the higher of this and [`Self::risk`].
     fn risk_in_turn(&self, _ctx: &ToolContext) -> impl Future<Output = Risk> + Send {
         std::future::ready(self.risk())
+    }
+
+    /// What the approval prompt shows instead of the arguments ([`Tool::draft`]).
+    fn draft(&self, _config: &crate::config::Config) -> Option<String> {
+        None
     }
 
     fn run(self, ctx: &ToolContext)
@@ -241,6 +248,8 @@ pub trait StatefulTool: Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// See [`TypedTool::TIMEOUT`].
     const TIMEOUT: Option<Duration> = None;
+    /// See [`TypedTool::ALWAYS_CONFIRM`].
+    const ALWAYS_CONFIRM: bool = false;
 
     /// The arguments of one call: the schema, the parser and the descriptions.
     type Args: DeserializeOwned + JsonSchema + Send;
@@ -261,6 +270,11 @@ pub trait StatefulTool: Send + Sync + 'static {
         std::future::ready(self.risk(args))
     }
 
+    /// See [`TypedTool::draft`].
+    fn draft(&self, _args: &Self::Args, _config: &crate::config::Config) -> Option<String> {
+        None
+    }
+
     fn run(
         &self,
         args: Self::Args,
@@ -278,6 +292,7 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
     const TAGS: &'static str = T::TAGS;
     const LIMIT: Option<Limit> = T::LIMIT;
     const TIMEOUT: Option<Duration> = T::TIMEOUT;
+    const ALWAYS_CONFIRM: bool = T::ALWAYS_CONFIRM;
     type Args = T;
     type Output = T::Output;
 
@@ -287,6 +302,10 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
 
     fn risk_in_turn(&self, args: &T, ctx: &ToolContext) -> impl Future<Output = Risk> + Send {
         args.risk_in_turn(ctx)
+    }
+
+    fn draft(&self, args: &T, config: &crate::config::Config) -> Option<String> {
+        args.draft(config)
     }
 
     fn run(
@@ -334,6 +353,11 @@ impl<T: StatefulTool> Tool for Typed<T> {
         }
     }
 
+    fn draft(&self, config: &crate::config::Config, arguments: &Value) -> Option<String> {
+        let args = parse::<T::Args>(arguments.clone()).ok()?;
+        self.tool.draft(&args, config)
+    }
+
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {
         let output = self.tool.run(parse(arguments)?, ctx).await?;
         match serde_json::to_value(output) {
@@ -367,6 +391,9 @@ fn info<T: StatefulTool>() -> ToolInfo {
     }
     if let Some(timeout) = T::TIMEOUT {
         info = info.timeout(timeout);
+    }
+    if T::ALWAYS_CONFIRM {
+        info = info.always_confirm();
     }
     info
 }

@@ -7,7 +7,9 @@
 //!   storage, a passwd file of test users, plain-text login, no TLS. Tests deliver mail by
 //!   APPENDing it as a test client ([`Dovecot::append`]), restart the server
 //!   ([`Dovecot::restart`]) and change the mailbox's UIDVALIDITY with `doveadm`
-//!   ([`Dovecot::change_uidvalidity`]).
+//!   ([`Dovecot::change_uidvalidity`]). [`Dovecot::start_recording`] keeps Dovecot's rawlog
+//!   of every session, so a test can count the commands a client sent
+//!   ([`Dovecot::client_commands`]); [`Dovecot::append_many`] fills a mailbox in one session.
 //! - [`SmtpSink`] runs `aiosmtpd` (PyPI) from a virtualenv under
 //!   `/var/tmp/hearth-cache/email/venv`, created when missing; it requires AUTH (PLAIN/LOGIN,
 //!   without TLS) with the test password, and [`SmtpSink::sent`] reads back what was sent.
@@ -114,6 +116,8 @@ pub struct Dovecot {
     child: Option<Child>,
     users: Vec<(String, String)>,
     extra_config: String,
+    /// Whether every session's traffic is kept (`rawlog_dir`).
+    record: bool,
 }
 
 impl std::fmt::Debug for Dovecot {
@@ -145,10 +149,78 @@ impl Dovecot {
                 .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
                 .collect(),
             extra_config: extra_config.to_owned(),
+            record: false,
         };
         server.write_config()?;
         server.spawn().await?;
         Ok(server)
+    }
+
+    /// [`Dovecot::start_with`] keeping a rawlog of every session, for
+    /// [`Dovecot::client_commands`]. The mailbox also has a Sent folder marked `\Sent`.
+    pub async fn start_recording(users: &[(&str, &str)]) -> Result<Self, String> {
+        let mut server = Self::start_with(users, SENT_FOLDER).await?;
+        server.record = true;
+        std::fs::create_dir_all(server.dir.path().join("rawlog"))
+            .map_err(|e| format!("rawlog dir: {e}"))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            server.dir.path().join("rawlog"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .map_err(|e| format!("chmod rawlog: {e}"))?;
+        server.write_config()?;
+        server.restart().await?;
+        Ok(server)
+    }
+
+    /// Every command clients sent since the server started, one per line, tags removed
+    /// (`UID FETCH 5,4 (UID FLAGS …)`); empty unless started with
+    /// [`Dovecot::start_recording`]. Literal data is left out.
+    pub fn client_commands(&self) -> Vec<String> {
+        let mut commands = Vec::new();
+        let mut files: Vec<PathBuf> = walk(&self.dir.path().join("rawlog"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "in"))
+            .collect();
+        files.sort();
+        for file in files {
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let mut skip = 0usize;
+            for line in text.split("\r\n") {
+                if skip > 0 {
+                    // Literal data (an APPEND's mail) is not a command.
+                    skip = skip.saturating_sub(line.len() + 2);
+                    continue;
+                }
+                // `[timestamp ]tag command`: rawlog may stamp each line with the time.
+                let mut words = line.splitn(3, ' ');
+                let first = words.next().unwrap_or_default();
+                let stamped = first.contains('.') && first.parse::<f64>().is_ok();
+                let command = if stamped {
+                    words.nth(1)
+                } else {
+                    line.split_once(' ').map(|(_, rest)| rest)
+                };
+                let Some(command) = command else {
+                    continue;
+                };
+                if let Some(open) = line.rfind('{')
+                    && let Some(size) = line[open + 1..]
+                        .trim_end_matches('}')
+                        .trim_end_matches('+')
+                        .parse::<usize>()
+                        .ok()
+                {
+                    skip = size;
+                }
+                commands.push(command.to_owned());
+            }
+        }
+        commands
     }
 
     /// The `imap://` URL of the server.
@@ -224,9 +296,15 @@ service imap-login {{
   chroot =
 }}
 {extra}
+{rawlog}
 "#,
             port = self.port,
             extra = self.extra_config,
+            rawlog = if self.record {
+                format!("rawlog_dir = {r}/rawlog")
+            } else {
+                String::new()
+            },
         );
         std::fs::write(self.config_path(), config).map_err(|e| format!("config: {e}"))
     }
@@ -417,6 +495,29 @@ service imap-login {{
         Ok(())
     }
 
+    /// APPENDs every mail of `raws` to `user`'s `mailbox` in one session, each with its flags
+    /// (`\\Seen`, or empty) and arrival date (`"01-Feb-2026 10:00:00 +0000"`), if given.
+    pub async fn append_many(
+        &self,
+        user: &str,
+        password: &str,
+        mailbox: &str,
+        raws: &[(String, &str, Option<String>)],
+    ) -> Result<(), String> {
+        let mut client = ImapClient::connect(self.port).await?;
+        client
+            .command(&format!("LOGIN \"{user}\" \"{password}\""))
+            .await?;
+        for (raw, flags, date) in raws {
+            client
+                .append_with(mailbox, raw.as_bytes(), flags, date.as_deref())
+                .await?;
+        }
+        // Ignored: the mails are in; the server closes the session anyway.
+        let _ = client.command("LOGOUT").await;
+        Ok(())
+    }
+
     /// Flags of every mail in `user`'s `mailbox`, by UID (`\Seen` once read).
     pub async fn flags(
         &self,
@@ -544,10 +645,32 @@ impl ImapClient {
     }
 
     async fn append(&mut self, mailbox: &str, raw: &[u8]) -> Result<(), String> {
+        self.append_with(mailbox, raw, "", None).await
+    }
+
+    async fn append_with(
+        &mut self,
+        mailbox: &str,
+        raw: &[u8],
+        flags: &str,
+        date: Option<&str>,
+    ) -> Result<(), String> {
         self.tag += 1;
         let tag = format!("t{}", self.tag);
-        self.write(format!("{tag} APPEND \"{mailbox}\" {{{}}}\r\n", raw.len()).as_bytes())
-            .await?;
+        let flags = if flags.is_empty() {
+            String::new()
+        } else {
+            format!(" ({flags})")
+        };
+        let date = date.map(|d| format!(" \"{d}\"")).unwrap_or_default();
+        self.write(
+            format!(
+                "{tag} APPEND \"{mailbox}\"{flags}{date} {{{}}}\r\n",
+                raw.len()
+            )
+            .as_bytes(),
+        )
+        .await?;
         let go = self.line().await?;
         if !go.starts_with('+') {
             return Err(format!("imap append refused: {}", go.trim()));
@@ -556,6 +679,26 @@ impl ImapClient {
         self.write(b"\r\n").await?;
         self.finish(&tag).await.map(|_| ())
     }
+}
+
+/// Dovecot configuration for a Sent folder marked `\Sent` (SPECIAL-USE), made on first login.
+pub const SENT_FOLDER: &str = "namespace inbox {\n  inbox = yes\n  mailbox Sent {\n    special_use = \\Sent\n    auto = create\n  }\n}\n";
+
+/// Every file under `dir`, at any depth.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 const SMTP_SERVER: &str = r#"

@@ -34,6 +34,8 @@ mod http_doors;
 #[cfg(feature = "http")]
 mod http_scopes;
 mod identities;
+#[cfg(all(feature = "email", feature = "telegram"))]
+mod mail;
 #[cfg(feature = "matrix")]
 mod matrix;
 mod mcp;

@@ -204,6 +204,24 @@ pub fn parse_from(text: &str) -> Result<(Option<String>, String), String> {
     Ok((name, address.trim().to_ascii_lowercase()))
 }
 
+/// Parses a server URL (`imap_url` with [`IMAP_SCHEMES`], `smtp_url` with [`SMTP_SCHEMES`]) and
+/// refuses plain text to another machine, where the password would cross the network in clear.
+/// The one rule for every mail server hearth logs in to: the channel's and `[[mailboxes]]`.
+pub fn check_endpoint(url: &str, schemes: &[&str]) -> Result<Endpoint, String> {
+    let endpoint = Endpoint::parse(url, schemes)?;
+    if endpoint.security == Security::Plain && !endpoint.is_loopback() {
+        let fix = if schemes == IMAP_SCHEMES {
+            "imaps:// or imap+starttls://"
+        } else {
+            "smtps:// or smtp+starttls://"
+        };
+        return Err(format!(
+            "`{url}` is plain text to another machine: the password would cross the network in clear. Use {fix} (plain text is for a server on this machine only)"
+        ));
+    }
+    Ok(endpoint)
+}
+
 /// Whether `address` looks like `name@domain`.
 pub fn check_address(address: &str) -> Result<(), String> {
     let valid = address.split_once('@').is_some_and(|(local, domain)| {
@@ -344,18 +362,8 @@ impl ChannelConfig for EmailConfig {
             ("imap_url", &self.imap_url, IMAP_SCHEMES),
             ("smtp_url", &self.smtp_url, SMTP_SCHEMES),
         ] {
-            match Endpoint::parse(url, schemes) {
-                Err(message) => problems.push(ConfigProblem::new(key, message)),
-                Ok(endpoint) if endpoint.security == Security::Plain && !endpoint.is_loopback() => {
-                    problems.push(ConfigProblem::new(
-                        key,
-                        format!(
-                            "`{url}` is plain text to another machine: the password would cross the network in clear. Use {} (plain text is for a server on this machine only)",
-                            if key == "imap_url" { "imaps:// or imap+starttls://" } else { "smtps:// or smtp+starttls://" }
-                        ),
-                    ));
-                }
-                Ok(_) => {}
+            if let Err(message) = check_endpoint(url, schemes) {
+                problems.push(ConfigProblem::new(key, message));
             }
         }
         if self.username.trim().is_empty() {

@@ -22,6 +22,9 @@
 //!   and strangers hear nothing ([`Capabilities::silent_with_strangers`]);
 //! - sending: one mail per message, threaded, see `outbound`.
 //!
+//! [`mailbox`] is the owner's mailbox as hearth's mail tools reach it (search, read, send),
+//! apart from the channel but on the same connection code.
+//!
 //! The password never appears in a log line or an error message.
 
 mod auth;
@@ -32,12 +35,13 @@ pub mod format;
 pub mod fuzzing;
 mod imap;
 mod inbound;
+pub mod mailbox;
 mod outbound;
 mod receive;
 
 pub use config::{
     EmailConfig, EmailSettings, Endpoint, IMAP_SCHEMES, SMTP_SCHEMES, Security,
-    UNVERIFIED_FROM_WARNING, check_address, check_sender, parse_from,
+    UNVERIFIED_FROM_WARNING, check_address, check_endpoint, check_sender, parse_from,
 };
 
 use std::time::{SystemTime, UNIX_EPOCH};

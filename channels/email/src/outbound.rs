@@ -14,7 +14,7 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use serde_json::Value;
 
-use crate::config::{EmailSettings, Security};
+use crate::config::{EmailSettings, Endpoint, Security};
 use crate::{error, format};
 
 /// The SMTP side of the channel.
@@ -28,26 +28,12 @@ pub(crate) struct Outbound {
 
 impl Outbound {
     pub(crate) fn new(settings: &EmailSettings) -> Result<Self, ChannelError> {
-        let endpoint = &settings.smtp;
-        let tls = || {
-            TlsParameters::new(endpoint.host.clone()).map_err(|e| {
-                ChannelError::config(format!("smtp tls: {}", hearth_channel::error_chain(&e)))
-            })
-        };
-        let tls = match endpoint.security {
-            Security::Tls => Tls::Wrapper(tls()?),
-            Security::StartTls => Tls::Required(tls()?),
-            Security::Plain => Tls::None,
-        };
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&endpoint.host)
-            .port(endpoint.port)
-            .tls(tls)
-            .credentials(Credentials::new(
-                settings.username.clone(),
-                settings.password.clone(),
-            ))
-            .timeout(Some(settings.command_timeout))
-            .build();
+        let transport = transport(
+            &settings.smtp,
+            &settings.username,
+            &settings.password,
+            settings.command_timeout,
+        )?;
         let address = settings
             .from_address
             .parse()
@@ -180,6 +166,34 @@ impl Outbound {
         ));
         Ok(mail)
     }
+}
+
+/// An SMTP transport to `endpoint`, TLS as its scheme says, logging in as `username`; every
+/// SMTP command under `limit`. Shared by the channel and the mail tools (`mailbox`).
+pub(crate) fn transport(
+    endpoint: &Endpoint,
+    username: &str,
+    password: &str,
+    limit: Duration,
+) -> Result<AsyncSmtpTransport<Tokio1Executor>, ChannelError> {
+    let tls = || {
+        TlsParameters::new(endpoint.host.clone()).map_err(|e| {
+            ChannelError::config(format!("smtp tls: {}", hearth_channel::error_chain(&e)))
+        })
+    };
+    let tls = match endpoint.security {
+        Security::Tls => Tls::Wrapper(tls()?),
+        Security::StartTls => Tls::Required(tls()?),
+        Security::Plain => Tls::None,
+    };
+    Ok(
+        AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&endpoint.host)
+            .port(endpoint.port)
+            .tls(tls)
+            .credentials(Credentials::new(username.to_owned(), password.to_owned()))
+            .timeout(Some(limit))
+            .build(),
+    )
 }
 
 /// A delivery id as the left part of a Message-ID: only characters allowed there.
