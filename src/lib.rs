@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod health;
 pub mod http;
 pub mod metrics;
+pub mod pdf;
 pub mod pipeline;
 pub mod provider;
 pub mod router;

@@ -40,6 +40,7 @@ pub mod email;
 pub mod matrix;
 pub mod mcp;
 pub mod net;
+pub mod pdf;
 mod openai;
 pub mod postgres;
 pub mod python;
