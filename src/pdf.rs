@@ -174,8 +174,8 @@ pub fn extract(
     }
     let document = lopdf::Document::load_mem(bytes).map_err(|err| malformed(&err))?;
     // Loading decrypts a file whose user password is empty; one that needs a password stays
-    // encrypted.
-    if document.is_encrypted() && !document.was_encrypted() {
+    // encrypted. (`is_encrypted` sees only an /Encrypt given by reference, not inline.)
+    if document.trailer.get(b"Encrypt").is_ok() && !document.was_encrypted() {
         return Err(PdfError::Encrypted);
     }
     let numbers = document.get_pages();

@@ -96,6 +96,12 @@ impl Reader {
         if let Some(path) = self.binary.as_ref().or(BINARY.get()) {
             return Ok(path.clone());
         }
+        // The running binary itself, even when an upgrade replaced the file since it started:
+        // the child then speaks the same version of the answer.
+        let own = std::path::Path::new("/proc/self/exe");
+        if own.exists() {
+            return Ok(own.to_path_buf());
+        }
         std::env::current_exe().map_err(|err| PdfError::NotStarted(err.to_string()))
     }
 

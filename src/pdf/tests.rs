@@ -52,7 +52,12 @@ fn a_long_document_is_cut_at_a_page_boundary_with_the_pages_left_out_named() {
 
 #[test]
 fn pages_asked_for_are_read_and_others_not() {
-    let bytes = pdf::text(&["one", "two", "three", "four", "five"]);
+    let pages: Vec<String> = ["one", "two", "three", "four", "five"]
+        .iter()
+        .map(|n| format!("This is page {n} of the document."))
+        .collect();
+    let pages: Vec<&str> = pages.iter().map(String::as_str).collect();
+    let bytes = pdf::text(&pages);
     let set = PageSet::parse("2, 4-").expect("parses");
     let read = extract(&bytes, Some(&set), TEXT_BUDGET).expect("reads");
     let numbers: Vec<u32> = read.pages.iter().map(|p| p.number).collect();
