@@ -33,7 +33,6 @@ mod web;
 
 pub use budget::BudgetConfig;
 pub use context::ContextConfig;
-pub use plans::PlansConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
     DaemonConfig, MIN_MAX_REPLY_CHARS, Owner,
@@ -44,6 +43,7 @@ pub use load::{
     search_paths, user_config_path,
 };
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
+pub use plans::PlansConfig;
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
 pub use runtime::RuntimeConfig;

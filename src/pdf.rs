@@ -21,8 +21,17 @@ use serde::{Deserialize, Serialize};
 
 pub use child::{EXTRACT_ARG, Limits, Reader, child_main, use_binary};
 
-/// Characters of PDF text the model gets in one go: an attachment, or one `read_pdf` call.
+/// Most characters of PDF text the model gets in one go: an attachment, or one `read_pdf` call.
 pub const TEXT_BUDGET: usize = 60_000;
+
+/// The characters of PDF text for a model whose window is `tokens`: about an eighth of the
+/// window (a token is three to four characters), so the text, the prompt and the conversation
+/// fit a small local model too; at most [`TEXT_BUDGET`], at least 2,000.
+pub fn budget_for_window(tokens: u32) -> usize {
+    usize::try_from(tokens / 2)
+        .unwrap_or(TEXT_BUDGET)
+        .clamp(2_000, TEXT_BUDGET)
+}
 
 /// A page with fewer visible characters than this has no text layer worth the name (a scan,
 /// a picture, a page number alone).
@@ -40,7 +49,9 @@ pub enum PdfError {
     Malformed(String),
     #[error("could not read this PDF: it has no pages")]
     NoPages,
-    #[error("could not read this PDF: it has {total} pages, and none of the pages asked for ({asked}) is among them")]
+    #[error(
+        "could not read this PDF: it has {total} pages, and none of the pages asked for ({asked}) is among them"
+    )]
     NoSuchPages { asked: String, total: u32 },
     #[error("could not read this PDF: reading it needed more than the {0} of memory allowed")]
     OutOfMemory(String),
@@ -207,7 +218,10 @@ pub fn extract(
         };
         let (text, error) = match page_text(&document, id) {
             Ok(text) => (tidy(&text), None),
-            Err(err) => (String::new(), Some(crate::text::clip(&err.to_string(), 200))),
+            Err(err) => (
+                String::new(),
+                Some(crate::text::clip(&err.to_string(), 200)),
+            ),
         };
         read += text.chars().count();
         pages.push(Page {
@@ -251,6 +265,18 @@ fn page_text(document: &lopdf::Document, page: lopdf::ObjectId) -> Result<String
             encoding.ok().map(|encoding| (name, encoding))
         })
         .collect();
+    // A content stream the page names but the file lacks (a truncated file) is damage, not a
+    // page without text: lopdf would read it as empty.
+    if let Ok(contents) = document.get_dictionary(page)?.get(b"Contents") {
+        let ids: Vec<lopdf::ObjectId> = match contents {
+            Object::Reference(id) => vec![*id],
+            Object::Array(items) => items.iter().filter_map(|o| o.as_reference().ok()).collect(),
+            _ => Vec::new(),
+        };
+        for id in ids {
+            document.get_object(id)?;
+        }
+    }
     let content = document.get_page_content_with_limit(page, MAX_PAGE_CONTENT)?;
     let content = lopdf::content::Content::decode(&content)?;
 
@@ -399,9 +425,14 @@ impl Extraction {
         let read = self.pages.len();
         if read > 0 && empty.len() == read {
             let mut out = format!(
-                "This PDF ({} pages) has no text layer on {} {}: it is probably scanned, or \
+                "This PDF ({} {}) has no text layer on {} {}: it is probably scanned, or \
                  made of pictures. Its text cannot be read without OCR.",
                 self.total_pages,
+                if self.total_pages == 1 {
+                    "page"
+                } else {
+                    "pages"
+                },
                 if read == 1 { "page" } else { "pages" },
                 ranges(&empty)
             );
@@ -430,17 +461,17 @@ impl Extraction {
             used += size;
             shown += 1;
         }
-        let mut out = if shown == self.wanted.len() && self.wanted.len() == self.total_pages as usize
-        {
-            format!("PDF, {} pages.\n", self.total_pages)
-        } else {
-            format!(
-                "PDF, {} pages; {} of them below ({}).\n",
-                self.total_pages,
-                shown,
-                ranges(&self.wanted[..shown])
-            )
-        };
+        let mut out =
+            if shown == self.wanted.len() && self.wanted.len() == self.total_pages as usize {
+                format!("PDF, {} pages.\n", self.total_pages)
+            } else {
+                format!(
+                    "PDF, {} pages; {} of them below ({}).\n",
+                    self.total_pages,
+                    shown,
+                    ranges(&self.wanted[..shown])
+                )
+            };
         let scanned: Vec<u32> = empty
             .into_iter()
             .filter(|n| self.pages[..shown].iter().any(|p| p.number == *n))

@@ -268,7 +268,10 @@ pub fn child_main() -> Option<i32> {
         }
     };
     if json.len() > MAX_ANSWER {
-        eprintln!("hearth {EXTRACT_ARG}: answer too long ({} bytes)", json.len());
+        eprintln!(
+            "hearth {EXTRACT_ARG}: answer too long ({} bytes)",
+            json.len()
+        );
         return Some(1);
     }
     let mut stdout = std::io::stdout().lock();

@@ -21,8 +21,14 @@ fn text_pages_read_line_by_line_in_order() {
     assert_eq!(read.pages[0].text, "Invoice 2026-117\nTotal due: 42.50 EUR");
     assert_eq!(read.pages[1].text, "Page two (terms)\nPay within 30 days");
     let shown = read.render(TEXT_BUDGET, &ask);
-    assert!(shown.starts_with("PDF, 2 pages.\n--- page 1 ---\nInvoice"), "{shown}");
-    assert!(shown.contains("--- page 2 ---\nPage two (terms)"), "{shown}");
+    assert!(
+        shown.starts_with("PDF, 2 pages.\n--- page 1 ---\nInvoice"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("--- page 2 ---\nPage two (terms)"),
+        "{shown}"
+    );
     assert!(!shown.contains("left out"), "{shown}");
 }
 
@@ -35,7 +41,11 @@ fn a_long_document_is_cut_at_a_page_boundary_with_the_pages_left_out_named() {
     assert_eq!(read.total_pages, 300);
     assert!(read.pages.len() < 300, "stopped reading at the budget");
     let shown = read.render(TEXT_BUDGET, &ask);
-    assert!(shown.chars().count() <= TEXT_BUDGET + 500, "{}", shown.len());
+    assert!(
+        shown.chars().count() <= TEXT_BUDGET + 500,
+        "{}",
+        shown.len()
+    );
     let kept = shown.matches("--- page ").count();
     assert!(kept > 10 && kept < 300, "{kept}");
     let note = format!(
@@ -47,7 +57,11 @@ fn a_long_document_is_cut_at_a_page_boundary_with_the_pages_left_out_named() {
     assert!(shown.ends_with(&note), "{}", &shown[shown.len() - 300..]);
     // The last page shown is whole.
     let last = shown.rsplit("--- page ").next().expect("a page");
-    assert_eq!(last.matches("a line of a long report").count(), 12, "{last}");
+    assert_eq!(
+        last.matches("a line of a long report").count(),
+        12,
+        "{last}"
+    );
 }
 
 #[test]
@@ -63,20 +77,31 @@ fn pages_asked_for_are_read_and_others_not() {
     let numbers: Vec<u32> = read.pages.iter().map(|p| p.number).collect();
     assert_eq!(numbers, [2, 4, 5]);
     let shown = read.render(TEXT_BUDGET, &ask);
-    assert!(shown.starts_with("PDF, 5 pages; 3 of them below (2, 4–5).\n"), "{shown}");
+    assert!(
+        shown.starts_with("PDF, 5 pages; 3 of them below (2, 4–5).\n"),
+        "{shown}"
+    );
     let none = PageSet::parse("9-12").expect("parses");
     assert_eq!(
-        extract(&bytes, Some(&none), TEXT_BUDGET).unwrap_err().to_string(),
+        extract(&bytes, Some(&none), TEXT_BUDGET)
+            .unwrap_err()
+            .to_string(),
         "could not read this PDF: it has 5 pages, and none of the pages asked for (9-12) is among them"
     );
 }
 
 #[test]
 fn page_sets_parse_and_say_what_is_wrong() {
-    assert_eq!(PageSet::parse("1-5,7").expect("parses").to_string(), "1-5,7");
+    assert_eq!(
+        PageSet::parse("1-5,7").expect("parses").to_string(),
+        "1-5,7"
+    );
     assert_eq!(PageSet::parse("3").expect("parses").pages(10), [3]);
     assert_eq!(PageSet::parse("8-").expect("parses").pages(10), [8, 9, 10]);
-    assert_eq!(PageSet::parse("2-3,1-2").expect("parses").pages(10), [2, 3, 1]);
+    assert_eq!(
+        PageSet::parse("2-3,1-2").expect("parses").pages(10),
+        [2, 3, 1]
+    );
     for (bad, says) in [
         ("0", "not a page number"),
         ("a-b", "not a page number"),
@@ -87,7 +112,10 @@ fn page_sets_parse_and_say_what_is_wrong() {
         let err = PageSet::parse(bad).unwrap_err();
         assert!(err.contains(says), "{bad:?}: {err}");
     }
-    let many = (1..=101).map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    let many = (1..=101)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     assert!(PageSet::parse(&many).unwrap_err().contains("at most 100"));
 }
 
@@ -127,7 +155,10 @@ fn scanned_pages_among_text_pages_are_named() {
 fn bad_files_get_a_clear_error() {
     let good = pdf::text(&["hello"]);
     assert_eq!(extract(b"hello", None, 100), Err(PdfError::NotPdf));
-    assert_eq!(extract(&pdf::encrypted(), None, 100), Err(PdfError::Encrypted));
+    assert_eq!(
+        extract(&pdf::encrypted(), None, 100),
+        Err(PdfError::Encrypted)
+    );
     assert_eq!(
         PdfError::Encrypted.to_string(),
         "could not read this PDF: it is protected by a password"

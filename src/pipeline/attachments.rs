@@ -62,7 +62,8 @@ pub(super) async fn fetch(
                 left = left.saturating_sub(bytes.len() as u64);
                 match attachment.kind {
                     AttachmentKind::Document if attachment.is_pdf() => {
-                        attachment.text = Some(pdf_text(inbox_id, &name, bytes).await);
+                        let budget = pdf_budget(rt);
+                        attachment.text = Some(pdf_text(inbox_id, &name, bytes, budget).await);
                     }
                     AttachmentKind::Document => {
                         attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
@@ -165,21 +166,30 @@ async fn fetch_with_retries(
     }
 }
 
+/// How much of a PDF an attachment brings: the message is read before an agent is chosen, so
+/// by the smallest window of the configured models.
+fn pdf_budget(rt: &Runtime) -> usize {
+    let smallest = rt
+        .config
+        .providers
+        .iter()
+        .map(|p| crate::provider::context_window(p, None))
+        .min();
+    smallest.map_or(pdf::TEXT_BUDGET, pdf::budget_for_window)
+}
+
 /// A PDF's text as the model reads it: read in a child process (`pdf::Reader`, where a
 /// malformed file cannot stop the daemon), cut at a page boundary, and wrapped as data from
 /// outside, not instructions; or one line saying why it could not be read.
-async fn pdf_text(inbox_id: i64, name: &str, bytes: Vec<u8>) -> String {
-    match pdf::Reader::new()
-        .read(bytes, None, pdf::TEXT_BUDGET)
-        .await
-    {
+async fn pdf_text(inbox_id: i64, name: &str, bytes: Vec<u8>, budget: usize) -> String {
+    match pdf::Reader::new().read(bytes, None, budget).await {
         Ok(read) => {
-            let text = read.render(pdf::TEXT_BUDGET, &|rest| {
+            let text = read.render(budget, &|rest| {
                 format!(
                     "To read them, the PDF can be saved in the file workspace and read with read_pdf, pages \"{rest}\"."
                 )
             });
-            let envelope = Untrusted::new(format!("PDF {name}"), &text, pdf::TEXT_BUDGET + 1_000);
+            let envelope = Untrusted::new(format!("PDF {name}"), &text, budget + 1_000);
             // A struct of strings and a bool always serializes; the fallback is never shown.
             serde_json::to_string_pretty(&envelope).unwrap_or_default()
         }

@@ -18,10 +18,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::time::format_local;
-use super::untrusted::Untrusted;
-use crate::pdf::{self, PageSet};
 use super::typed::{Count, Limit, NonEmpty};
+use super::untrusted::Untrusted;
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::pdf::{self, PageSet};
 
 /// Largest file `read_file` opens and `write_file` writes.
 const MAX_FILE: u64 = 10 * 1024 * 1024;
@@ -323,7 +323,8 @@ struct ReadPdf {
 impl TypedTool for ReadPdf {
     const NAME: &'static str = "read_pdf";
     const GROUP: &'static str = GROUP;
-    const TAGS: &'static str = "pdf, document, bill, invoice, contract, ticket, extract text, pages";
+    const TAGS: &'static str =
+        "pdf, document, bill, invoice, contract, ticket, extract text, pages";
     // The reading runs in a child process with its own wall-clock limit (pdf::Limits).
     const TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(45));
     type Output = Untrusted;
@@ -359,18 +360,26 @@ impl TypedTool for ReadPdf {
             Ok((shown, bytes))
         })
         .await?;
+        // By the smallest window of the configured models, as for an attachment.
+        let budget = ctx
+            .config
+            .providers
+            .iter()
+            .map(|p| crate::provider::context_window(p, None))
+            .min()
+            .map_or(pdf::TEXT_BUDGET, pdf::budget_for_window);
         let read = pdf::Reader::new()
-            .read(bytes, pages.as_ref(), pdf::TEXT_BUDGET)
+            .read(bytes, pages.as_ref(), budget)
             .await
             .map_err(|err| ToolError::Failed(format!("{shown}: {err}")))?;
-        let text = read.render(pdf::TEXT_BUDGET, &|rest| {
+        let text = read.render(budget, &|rest| {
             format!("Call read_pdf again with pages \"{rest}\" for them.")
         });
         // The render is already within the budget; the envelope's cap leaves room for its lines.
         Ok(Untrusted::new(
             format!("PDF {shown}"),
             &text,
-            pdf::TEXT_BUDGET + 1_000,
+            budget + 1_000,
         ))
     }
 }

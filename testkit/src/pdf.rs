@@ -31,8 +31,7 @@ pub fn scanned(n: usize) -> Vec<u8> {
 
 /// A one-page PDF whose page content inflates from a few kilobytes to `size` bytes.
 pub fn bomb(size: usize) -> Vec<u8> {
-    let mut encoder =
-        flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
     let chunk = vec![b' '; 1 << 20];
     let mut left = size;
     while left > 0 {
@@ -138,7 +137,9 @@ fn document(contents: Vec<Vec<u8>>, filter: Option<&str>, trailer: &str) -> Vec<
         out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
     for offset in offsets {
         out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
     }

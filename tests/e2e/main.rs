@@ -37,6 +37,7 @@ mod matrix;
 mod mcp;
 #[cfg(feature = "http")]
 mod openai_api;
+mod pdf;
 mod pipeline;
 mod postgres;
 mod providers;
