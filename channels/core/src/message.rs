@@ -605,7 +605,13 @@ mod tests {
 
     #[test]
     fn text_documents_and_pdfs_are_told_apart() {
-        for m in ["text/plain", "application/json", "text/csv", "text/markdown", "text/html"] {
+        for m in [
+            "text/plain",
+            "application/json",
+            "text/csv",
+            "text/markdown",
+            "text/html",
+        ] {
             assert!(is_text_mime(m), "{m}");
         }
         assert!(!is_text_mime("application/pdf"));

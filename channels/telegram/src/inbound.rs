@@ -238,7 +238,9 @@ impl Mapper<'_> {
                 None => attachment(AttachmentKind::Document, mime, None),
             };
             attachment.name = name.map(str::to_owned);
-            if hearth_channel::is_text_mime(mime) && size.is_some_and(|s| s > self.max_document_bytes) {
+            if hearth_channel::is_text_mime(mime)
+                && size.is_some_and(|s| s > self.max_document_bytes)
+            {
                 // Read as text only up to the section's own limit: said, not fetched.
                 attachment.source = None;
                 attachment.text = Some(format!(
