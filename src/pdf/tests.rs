@@ -84,7 +84,7 @@ fn pages_asked_for_are_read_and_others_not() {
     let none = PageSet::parse("9-12").expect("parses");
     assert_eq!(
         extract(&bytes, Some(&none), TEXT_BUDGET)
-            .unwrap_err()
+            .expect_err("no such pages")
             .to_string(),
         "could not read this PDF: it has 5 pages, and none of the pages asked for (9-12) is among them"
     );
@@ -109,14 +109,18 @@ fn page_sets_parse_and_say_what_is_wrong() {
         ("", "names no page"),
         (" , ", "names no page"),
     ] {
-        let err = PageSet::parse(bad).unwrap_err();
+        let err = PageSet::parse(bad).expect_err(bad);
         assert!(err.contains(says), "{bad:?}: {err}");
     }
     let many = (1..=101)
         .map(|n| n.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    assert!(PageSet::parse(&many).unwrap_err().contains("at most 100"));
+    assert!(
+        PageSet::parse(&many)
+            .expect_err("too many ranges")
+            .contains("at most 100")
+    );
 }
 
 #[test]
