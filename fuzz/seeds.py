@@ -289,3 +289,42 @@ for f in glob.glob(os.path.join(ROOT, "src/tool/**/*.rs"), recursive=True):
 for name in sorted(names):
     write("tool_arguments", name.encode() + b"\n{}")
 print(f"tools: {len(names)} names, {calls} calls from tests")
+
+# pdf_text: PDFs shaped as testkit/src/pdf.rs writes them (text pages placed with Td, a picture
+# page, a password, deep nesting, damage), so the fuzzer starts from files that parse.
+def pdf(contents, trailer="", page_extra=""):
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    kids = " ".join(f"{5 + 2 * i} 0 R" for i in range(len(contents)))
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(contents)} >>".encode())
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    objects.append(b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8 /Length 1 >>\nstream\n\x80\nendstream")
+    for i, content in enumerate(contents):
+        objects.append(f"<< /Type /Page {page_extra}/Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> /XObject << /Im1 4 0 R >> >> /Contents {6 + 2 * i} 0 R >>".encode())
+        objects.append(f"<< /Length {len(content)} >>\nstream\n".encode() + content + b"\nendstream")
+    out = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"
+    offsets = []
+    for i, body in enumerate(objects):
+        offsets.append(len(out))
+        out += f"{i + 1} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R {trailer}>>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def text_page(*lines):
+    ops = "BT /F1 12 Tf 72 750 Td 14 TL\n"
+    ops += "".join(f"({line}) Tj 0 -14 Td\n" for line in lines)
+    return (ops + "[(Kern)-250(ed)] TJ T* (next) ' ET\n").encode()
+
+
+invoice = pdf([text_page("Invoice 2026-117", "Total due: 42.50 EUR"), text_page("Terms of payment")])
+write("pdf_text", invoice)
+write("pdf_text", pdf([b"q 400 0 0 600 72 100 cm /Im1 Do Q\n"] * 2))
+write("pdf_text", pdf([text_page("secret")], trailer=f"/Encrypt << /Filter /Standard /V 1 /R 2 /O <{'11' * 32}> /U <{'22' * 32}> /P -4 >> /ID [<{'AB' * 16}> <{'AB' * 16}>] "))
+write("pdf_text", pdf([text_page("nested")], page_extra="/Junk " + "[" * 300 + "]" * 300 + " "))
+write("pdf_text", invoice[: len(invoice) // 2])
+write("pdf_text", invoice.replace(b"0000000", b"9999999"))
+write("pdf_text", pdf([b"BT /F1 12 Tf 1 0 0 1 72 700 Tm (hostile) Tj 9999999999 TL T* ( Tj ET Q Q Q cm"]))
+print("pdf_text: 7 seeds")

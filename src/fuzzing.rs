@@ -1,5 +1,11 @@
-//! The bodies of the `tool_arguments` and `feed` fuzz targets in `fuzz/`, also run on their
-//! corpora by the tests below. Not part of hearth's API.
+//! The bodies of the `tool_arguments`, `feed` and `pdf_text` fuzz targets in `fuzz/`, also run
+//! on their corpora by the tests below. Not part of hearth's API.
+//!
+//! `pdf_text`: any bytes, read as a PDF the way `hearth __extract-pdf` reads them
+//! ([`crate::pdf::extract`]) and shown as the model would see them. Either the text comes back
+//! or an error that says "could not read this PDF: …". The daemon runs the parser in a child
+//! process because it may panic; a panic found here says where, and a panic in hearth's own
+//! code (the page walk, the cut, the ranges) is a bug.
 //!
 //! A model may send any JSON as a tool's arguments. Each input names a built-in tool (its first
 //! line) and gives it arguments (the rest, as JSON); they go through the runtime's own gate
@@ -122,6 +128,22 @@ pub fn feed(data: &[u8]) {
     }
 }
 
+/// One fuzzed PDF: read, then shown within the budget.
+pub fn pdf_text(data: &[u8]) {
+    use crate::pdf::{TEXT_BUDGET, extract};
+    match extract(data, None, TEXT_BUDGET) {
+        Ok(read) => {
+            assert!(read.pages.len() <= read.wanted.len());
+            let shown = read.render(TEXT_BUDGET, &|pages| format!("ask for {pages}"));
+            assert!(!shown.trim().is_empty(), "a reading that shows nothing");
+        }
+        Err(err) => assert!(
+            err.to_string().starts_with("could not read this PDF: "),
+            "{err}"
+        ),
+    }
+}
+
 /// The targets' corpora (`fuzz/corpus/`, fixed crashes kept there as `regression-*`) as
 /// regression tests: every input the fuzzer kept must still pass.
 #[cfg(test)]
@@ -129,6 +151,11 @@ mod tests {
     #[test]
     fn feed_corpus() {
         hearth_channel::fuzzing::replay("feed", super::feed);
+    }
+
+    #[test]
+    fn pdf_text_corpus() {
+        hearth_channel::fuzzing::replay("pdf_text", super::pdf_text);
     }
 
     #[test]

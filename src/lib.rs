@@ -16,6 +16,7 @@ pub mod health;
 pub mod http;
 pub mod mcp_server;
 pub mod metrics;
+pub mod pdf;
 pub mod pipeline;
 pub mod provider;
 pub mod router;

@@ -6,6 +6,11 @@ use clap::Parser;
 use hearth::cli::{Cli, Command};
 
 fn main() {
+    // `hearth __extract-pdf …` is hearth reading a PDF where a panic cannot stop the daemon:
+    // first, before threads or logging, so that its memory limit measures only itself.
+    if let Some(code) = hearth::pdf::child_main() {
+        std::process::exit(code);
+    }
     // `hearth __mcp-exec …` is hearth starting an MCP server so that it dies with hearth.
     if let Some(code) = hearth::tool::mcp::exec_main() {
         std::process::exit(code);

@@ -4,15 +4,17 @@
 
 use std::time::Duration;
 
-use hearth_channel::{Attachment, AttachmentKind, Channel};
+use hearth_channel::{Attachment, AttachmentKind, Channel, is_text_mime};
 
+use crate::pdf;
 use crate::provider::ContentPart;
 use crate::runtime::{Runtime, budget};
 use crate::store::{Payer, StoreError};
+use crate::tool::untrusted::Untrusted;
 
 /// Downloads the attachments the adapter left on the platform ([`Attachment::source`]), now
 /// that the sender is known to be allowed: images and voice notes as data, text documents
-/// as text. All files of the message share `daemon.max_attachment_bytes`; one that does not
+/// as text, PDFs as their text (see [`pdf_text`]). All files of the message share `daemon.max_attachment_bytes`; one that does not
 /// fit, or cannot be had, becomes a note the model reads instead. A turn that already
 /// started (resumed after a restart) has its content: nothing is fetched again.
 pub(super) async fn fetch(
@@ -25,7 +27,7 @@ pub(super) async fn fetch(
         a.source.is_some()
             && a.data_base64.is_none()
             && a.text.is_none()
-            && (a.kind != AttachmentKind::Document || is_text_mime(&a.mime))
+            && (a.kind != AttachmentKind::Document || is_text_mime(&a.mime) || a.is_pdf())
     };
     if !attachments.iter().any(wanted) || rt.store.turn_for_inbox(inbox_id).await?.is_some() {
         return Ok(attachments.to_vec());
@@ -59,6 +61,10 @@ pub(super) async fn fetch(
             Ok(bytes) => {
                 left = left.saturating_sub(bytes.len() as u64);
                 match attachment.kind {
+                    AttachmentKind::Document if attachment.is_pdf() => {
+                        let budget = pdf_budget(rt);
+                        attachment.text = Some(pdf_text(inbox_id, &name, bytes, budget).await);
+                    }
                     AttachmentKind::Document => {
                         attachment.text = Some(String::from_utf8_lossy(&bytes).into_owned());
                     }
@@ -160,14 +166,38 @@ async fn fetch_with_retries(
     }
 }
 
-/// Whether a document of this type is read as text for the model (other documents are only
-/// named: their bytes would mean nothing to it).
-fn is_text_mime(mime: &str) -> bool {
-    let mime = mime.to_ascii_lowercase();
-    mime.starts_with("text/")
-        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
-            .iter()
-            .any(|t| mime.contains(t))
+/// How much of a PDF an attachment brings: the message is read before an agent is chosen, so
+/// by the smallest window of the configured models.
+fn pdf_budget(rt: &Runtime) -> usize {
+    let smallest = rt
+        .config
+        .providers
+        .iter()
+        .map(|p| crate::provider::context_window(p, None))
+        .min();
+    smallest.map_or(pdf::TEXT_BUDGET, pdf::budget_for_window)
+}
+
+/// A PDF's text as the model reads it: read in a child process (`pdf::Reader`, where a
+/// malformed file cannot stop the daemon), cut at a page boundary, and wrapped as data from
+/// outside, not instructions; or one line saying why it could not be read.
+async fn pdf_text(inbox_id: i64, name: &str, bytes: Vec<u8>, budget: usize) -> String {
+    match pdf::Reader::new().read(bytes, None, budget).await {
+        Ok(read) => {
+            let text = read.render(budget, &|rest| {
+                format!(
+                    "To read them, the PDF can be saved in the file workspace and read with read_pdf, pages \"{rest}\"."
+                )
+            });
+            let envelope = Untrusted::new(format!("PDF {name}"), &text, budget + 1_000);
+            // A struct of strings and a bool always serializes; the fallback is never shown.
+            serde_json::to_string_pretty(&envelope).unwrap_or_default()
+        }
+        Err(err) => {
+            tracing::info!(inbox_id, error = %err, "a PDF attachment could not be read");
+            format!("[{name}: {err}]")
+        }
+    }
 }
 
 /// Standard base64 (as adapters encode attachments), or `None` when it is not.

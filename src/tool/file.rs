@@ -19,10 +19,14 @@ use serde_json::{Value, json};
 
 use super::time::format_local;
 use super::typed::{Count, Limit, NonEmpty};
+use super::untrusted::Untrusted;
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
+use crate::pdf::{self, PageSet};
 
 /// Largest file `read_file` opens and `write_file` writes.
 const MAX_FILE: u64 = 10 * 1024 * 1024;
+/// Largest PDF `read_pdf` opens.
+const MAX_PDF: u64 = 50 * 1024 * 1024;
 /// Most characters `read_file` returns in one call.
 const MAX_CHARS: usize = 100_000;
 /// Largest file `search_files` looks inside.
@@ -35,6 +39,7 @@ const GROUP: &str = "files";
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
         typed::<ReadFile>(),
+        typed::<ReadPdf>(),
         typed::<WriteFile>(),
         typed::<ListDirectory>(),
         typed::<SearchFiles>(),
@@ -300,6 +305,82 @@ impl TypedTool for ReadFile {
             Ok(out)
         })
         .await
+    }
+}
+
+/// Read the text of a PDF in the workspace (a bill, a contract, a ticket), optionally some
+/// pages. A long document is cut at a page boundary and says which pages are left out; a scanned
+/// one says it has no text layer.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadPdf {
+    /// path relative to the workspace, e.g. bills/march.pdf
+    path: NonEmpty,
+    /// pages to read, e.g. "1-5,7" or "10-" (10 to the end); default all that fit
+    pages: Option<String>,
+}
+
+impl TypedTool for ReadPdf {
+    const NAME: &'static str = "read_pdf";
+    const GROUP: &'static str = GROUP;
+    const TAGS: &'static str =
+        "pdf, document, bill, invoice, contract, ticket, extract text, pages";
+    // The reading runs in a child process with its own wall-clock limit (pdf::Limits).
+    const TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(45));
+    type Output = Untrusted;
+
+    async fn run(self, ctx: &ToolContext) -> Result<Untrusted, ToolError> {
+        let pages = match self.pages.as_deref().map(str::trim) {
+            Some(pages) if !pages.is_empty() => {
+                Some(PageSet::parse(pages).map_err(ToolError::InvalidArguments)?)
+            }
+            _ => None,
+        };
+        let path = self.path.0;
+        let (shown, bytes) = in_workspace(ctx, move |ws| {
+            let real = ws.resolve(&path)?;
+            let shown = ws.display(&real);
+            let meta = fs::metadata(&real).map_err(|e| io_error(&shown, e))?;
+            if meta.is_dir() {
+                return Err(ToolError::Failed(format!(
+                    "{shown} is a directory; use list_directory"
+                )));
+            }
+            if meta.len() > MAX_PDF {
+                return Err(ToolError::Failed(format!(
+                    "{shown} is {}, larger than the {} read_pdf opens",
+                    crate::text::bytes(meta.len()),
+                    crate::text::bytes(MAX_PDF)
+                )));
+            }
+            let mut bytes = Vec::new();
+            fs::File::open(&real)
+                .and_then(|f| f.take(MAX_PDF).read_to_end(&mut bytes))
+                .map_err(|e| io_error(&shown, e))?;
+            Ok((shown, bytes))
+        })
+        .await?;
+        // By the smallest window of the configured models, as for an attachment.
+        let budget = ctx
+            .config
+            .providers
+            .iter()
+            .map(|p| crate::provider::context_window(p, None))
+            .min()
+            .map_or(pdf::TEXT_BUDGET, pdf::budget_for_window);
+        let read = pdf::Reader::new()
+            .read(bytes, pages.as_ref(), budget)
+            .await
+            .map_err(|err| ToolError::Failed(format!("{shown}: {err}")))?;
+        let text = read.render(budget, &|rest| {
+            format!("Call read_pdf again with pages \"{rest}\" for them.")
+        });
+        // The render is already within the budget; the envelope's cap leaves room for its lines.
+        Ok(Untrusted::new(
+            format!("PDF {shown}"),
+            &text,
+            budget + 1_000,
+        ))
     }
 }
 

@@ -122,7 +122,13 @@ fn tools_mean_what_they_meant() {
         snapshot.keys().chain(current.keys()).collect();
     for name in names {
         let (Some(before), Some(after)) = (snapshot.get(name), current.get(name)) else {
-            unexpected.push(format!("{name}: only in one of snapshot and registry"));
+            // A new tool's entry, printed to be added to the snapshot.
+            let entry = current
+                .get(name)
+                .map_or_else(String::new, |e| format!(": add {e}"));
+            unexpected.push(format!(
+                "{name}: only in one of snapshot and registry{entry}"
+            ));
             continue;
         };
         let mut found = Vec::new();

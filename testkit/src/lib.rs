@@ -42,6 +42,7 @@ pub mod matrix;
 pub mod mcp;
 pub mod net;
 mod openai;
+pub mod pdf;
 pub mod postgres;
 pub mod python;
 mod reply;

@@ -616,3 +616,38 @@ async fn forged_verdicts_are_not_obeyed_and_the_genuine_one_is() {
     );
     h.stop().await;
 }
+
+/// A PDF attached to a mail reaches the model as its text.
+#[tokio::test]
+async fn a_pdf_attached_to_a_mail_reaches_the_model_as_text() {
+    use base64::Engine;
+    let mut h = MailHearth::new("").await;
+    h.start().await;
+    let pdf = hearth_testkit::pdf::text(&[
+        "Invoice 2026-117\nTotal due: 42.50 EUR",
+        "Terms of payment\nPay within 30 days",
+    ]);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pdf);
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+        .collect();
+    let raw = format!(
+        "From: {ANN}\r\nTo: {BOT}\r\nSubject: my bill\r\nMessage-ID: <pdf@example.org>\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nwhat do I owe?\r\n--b\r\nContent-Type: application/pdf; name=invoice.pdf\r\nContent-Disposition: attachment; filename=invoice.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\n{}\r\n--b--\r\n",
+        lines.join("\r\n")
+    );
+    h.mail.deliver(&raw).await.expect("deliver");
+    h.wait_sent(ANN, 1).await;
+    let request = h.llm.requests()[0].to_string();
+    for text in [
+        "PDF invoice.pdf",
+        "Total due: 42.50 EUR",
+        "--- page 2 ---",
+        "Pay within 30 days",
+        "what do I owe?",
+    ] {
+        assert!(request.contains(text), "{text:?} not in {request}");
+    }
+    h.stop().await;
+}

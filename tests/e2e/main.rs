@@ -43,6 +43,7 @@ mod mcp;
 mod mcp_server;
 #[cfg(feature = "http")]
 mod openai_api;
+mod pdf;
 mod pipeline;
 mod plans;
 mod postgres;

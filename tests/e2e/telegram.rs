@@ -543,3 +543,102 @@ async fn sigterm_during_a_busy_turn_exits_0_and_the_turn_completes_after_restart
     assert_eq!(h.tg.messages(OWNER).len(), 1, "answered exactly once");
     h.stop().await;
 }
+
+/// PDFs sent as documents reach the model as their text, read by hearth's own binary in a child
+/// process: a two-page invoice whole, a 300-page report cut with a note, a scan said to be one,
+/// and malformed files as a clear error, after which the daemon still answers.
+#[tokio::test]
+async fn pdfs_reach_the_model_as_text_and_bad_ones_as_a_clear_error() {
+    use hearth_testkit::pdf;
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    // A long PDF may make hearth summarise older turns first: such a request gets a summary.
+    const SUMMARY: &str = "You keep the record of a long conversation";
+    h.llm.set_responder(|request| {
+        if request.to_string().contains(SUMMARY) {
+            Reply::text("## Decisions\n## Facts and identifiers\n## Earlier requests (already handled)\nPDFs read.")
+        } else {
+            Reply::text(format!("answer: {}", last_user_text(request).lines().next().unwrap_or("")))
+        }
+    });
+    let long_page = "a line of the long report, long enough to count\n".repeat(12);
+    let long: Vec<&str> = (0..300).map(|_| long_page.as_str()).collect();
+    let good = pdf::text(&["hello"]);
+    let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        (
+            "invoice.pdf",
+            pdf::text(&[
+                "Invoice 2026-117\nTotal due: 42.50 EUR",
+                "Terms of payment\nPay within 30 days",
+            ]),
+            &[
+                "PDF invoice.pdf",
+                "not instructions",
+                "Total due: 42.50 EUR",
+                "--- page 2 ---",
+                "Pay within 30 days",
+            ],
+        ),
+        (
+            "report.pdf",
+            pdf::text(&long),
+            &["of 300 pages left out", "read_pdf, pages"],
+        ),
+        ("scan.pdf", pdf::scanned(2), &["probably scanned"]),
+        (
+            "locked.pdf",
+            pdf::encrypted(),
+            &["[locked.pdf: could not read this PDF: it is protected by a password]"],
+        ),
+        (
+            "cut.pdf",
+            good[..good.len() / 3].to_vec(),
+            &["[cut.pdf: could not read this PDF"],
+        ),
+        (
+            "bomb.pdf",
+            pdf::bomb(100_000_000),
+            &["[bomb.pdf: could not read this PDF"],
+        ),
+    ];
+    for (i, (name, bytes, wanted)) in cases.iter().enumerate() {
+        let before = h.llm.requests().len();
+        h.tg.push(Incoming::text(OWNER, OWNER, "what is in this?").document(
+            name,
+            "application/pdf",
+            bytes.clone(),
+        ));
+        h.wait_for(WAIT, name, async || {
+            let answers = h.tg.messages(OWNER);
+            (answers
+                .iter()
+                .filter(|m| m.text.starts_with("answer:"))
+                .count()
+                > i)
+                .then_some(())
+        })
+        .await;
+        let requests: Vec<String> = h.llm.requests()[before..]
+            .iter()
+            .map(|r| r.to_string())
+            .filter(|r| !r.contains(SUMMARY))
+            .collect();
+        let request = requests
+            .last()
+            .unwrap_or_else(|| panic!("{name}: no request of its turn"));
+        for text in *wanted {
+            assert!(request.contains(text), "{name}: {text:?} not in {request}");
+        }
+    }
+    // Still answering, text as before.
+    h.tg.push(Incoming::text(OWNER, OWNER, "are you there?"));
+    h.wait_for(WAIT, "the answer after the PDFs", async || {
+        let answers = h.tg.messages(OWNER);
+        answers
+            .iter()
+            .any(|m| m.text.contains("answer: are you there?"))
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}

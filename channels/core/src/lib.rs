@@ -34,6 +34,7 @@ pub use memory::{AnsweredPress, Login, MemoryChannel, SentMessage};
 pub use message::{
     Attachment, AttachmentKind, Authority, Button, ButtonPress, Capabilities, ChatRef, Format,
     Inbound, InboundKind, MessageRef, OutboundMessage, PreviewUpdate, Progress, Sender,
+    is_text_mime,
 };
 pub use plan::{PlannedPart, plan, plan_edit, preview_text};
 pub use retry::{Backoff, error_chain, sleep_or_shutdown};

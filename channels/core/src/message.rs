@@ -311,6 +311,29 @@ impl Attachment {
         self.size = Some(size);
         self
     }
+
+    /// Whether this document is a PDF: by its type, or by its name where the platform says
+    /// only `application/octet-stream` (some mail clients and chat apps do).
+    pub fn is_pdf(&self) -> bool {
+        let mime = self.mime.to_ascii_lowercase();
+        mime.contains("/pdf")
+            || (mime.is_empty() || mime == "application/octet-stream")
+                && self
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.to_ascii_lowercase().ends_with(".pdf"))
+    }
+}
+
+/// Whether a document of this type is read as text for the model: `text/*` (plain, Markdown,
+/// CSV, HTML), JSON, XML, YAML, TOML. Other documents are only named, PDFs aside
+/// ([`Attachment::is_pdf`]): their bytes would mean nothing to it.
+pub fn is_text_mime(mime: &str) -> bool {
+    let mime = mime.to_ascii_lowercase();
+    mime.starts_with("text/")
+        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
+            .iter()
+            .any(|t| mime.contains(t))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -579,6 +602,28 @@ impl Default for Capabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_documents_and_pdfs_are_told_apart() {
+        for m in [
+            "text/plain",
+            "application/json",
+            "text/csv",
+            "text/markdown",
+            "text/html",
+        ] {
+            assert!(is_text_mime(m), "{m}");
+        }
+        assert!(!is_text_mime("application/pdf"));
+        let file = |mime: &str, name: &str| {
+            Attachment::remote(AttachmentKind::Document, mime, "x").with_name(name)
+        };
+        assert!(file("application/pdf", "bill").is_pdf());
+        assert!(file("Application/PDF", "bill").is_pdf());
+        assert!(file("application/octet-stream", "Bill.PDF").is_pdf());
+        assert!(!file("application/octet-stream", "bill.zip").is_pdf());
+        assert!(!file("text/plain", "notes.pdf").is_pdf());
+    }
 
     #[test]
     fn a_reaction_matches_its_button_with_or_without_a_variation_selector() {

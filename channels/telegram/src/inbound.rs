@@ -238,7 +238,9 @@ impl Mapper<'_> {
                 None => attachment(AttachmentKind::Document, mime, None),
             };
             attachment.name = name.map(str::to_owned);
-            if is_text_mime(mime) && size.is_some_and(|s| s > self.max_document_bytes) {
+            if hearth_channel::is_text_mime(mime)
+                && size.is_some_and(|s| s > self.max_document_bytes)
+            {
                 // Read as text only up to the section's own limit: said, not fetched.
                 attachment.source = None;
                 attachment.text = Some(format!(
@@ -406,14 +408,6 @@ pub(crate) fn find_mention(text: &str, username: &str) -> Option<usize> {
     None
 }
 
-fn is_text_mime(mime: &str) -> bool {
-    let mime = mime.to_ascii_lowercase();
-    mime.starts_with("text/")
-        || ["json", "csv", "markdown", "xml", "yaml", "toml"]
-            .iter()
-            .any(|t| mime.contains(t))
-}
-
 fn attachment(kind: AttachmentKind, mime: &str, name: Option<&str>) -> Attachment {
     Attachment {
         kind,
@@ -496,18 +490,5 @@ mod tests {
                 ..
             }
         ));
-    }
-
-    #[test]
-    fn text_mimes() {
-        for m in [
-            "text/plain",
-            "application/json",
-            "text/csv",
-            "text/markdown",
-        ] {
-            assert!(is_text_mime(m), "{m}");
-        }
-        assert!(!is_text_mime("application/pdf"));
     }
 }
