@@ -278,6 +278,8 @@ pub trait Tool: Send + Sync {
     /// [`typed::TypedTool::risk_in_turn`]); by default [`Tool::risk`].
     async fn risk_in_turn(&self, _ctx: &ToolContext, arguments: &Value) -> Risk {
         self.risk(arguments)
+    }
+
     /// What the approval prompt shows of this call instead of its arguments as JSON: a rendered
     /// draft (a mail's From, To, Cc, Subject and body). It must show everything the call would
     /// act with, since the stored arguments are what runs once approved.
