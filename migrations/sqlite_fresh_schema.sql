@@ -545,3 +545,21 @@ CREATE TABLE model_calibrations (
     prompt_limit           INTEGER,
     updated_at             INTEGER NOT NULL
 );
+
+CREATE TABLE calendar_collections (
+    name          TEXT PRIMARY KEY,
+    url           TEXT NOT NULL,
+    sync_token    TEXT,
+    ctag          TEXT,
+    etag          TEXT,
+    last_modified TEXT,
+    fetched_at    INTEGER NOT NULL
+);
+
+CREATE TABLE calendar_objects (
+    calendar TEXT NOT NULL REFERENCES calendar_collections (name) ON DELETE CASCADE,
+    href     TEXT NOT NULL,
+    etag     TEXT,
+    data     TEXT NOT NULL,
+    PRIMARY KEY (calendar, href)
+);

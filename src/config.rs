@@ -14,6 +14,7 @@
 //! `validate.rs`.
 
 mod budget;
+mod calendars;
 mod channels;
 mod context;
 mod daemon;
@@ -32,8 +33,8 @@ mod value;
 mod web;
 
 pub use budget::BudgetConfig;
+pub use calendars::{CalendarConfig, CalendarKind, OWN_CALENDAR};
 pub use context::ContextConfig;
-pub use plans::PlansConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
     DaemonConfig, MIN_MAX_REPLY_CHARS, Owner,
@@ -44,6 +45,7 @@ pub use load::{
     search_paths, user_config_path,
 };
 pub use mcp::{MCP_SEPARATOR, McpRisk, McpServerConfig, check_server_name};
+pub use plans::PlansConfig;
 pub use provider::{ProviderConfig, ProviderKind};
 pub use router::{AGENTS_FILE_NAME, RouterConfig};
 pub use runtime::RuntimeConfig;
@@ -205,4 +207,6 @@ sections! {
     mcp_servers: Vec<McpServerConfig>,
     /// Limits of plan mode's steps and of background tasks.
     plans: PlansConfig,
+    /// The owner's outside calendars (CalDAV collections and ICS feeds).
+    calendars: Vec<CalendarConfig>,
 }

@@ -9,6 +9,7 @@ mod agent;
 mod batch;
 pub mod bookmark;
 pub mod calendar;
+pub mod calendar_cache;
 mod channel_state;
 mod confirmation;
 pub mod contact;

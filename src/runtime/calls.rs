@@ -449,10 +449,9 @@ fn quick(tool: &str, text: String) -> Ran {
     }
 }
 
-/// Runs a prepared tool within its timeout.
-async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
-    let info = prepared.tool.info();
-    let ctx = ToolContext {
+/// The context the turn's tool calls run in.
+fn tool_context(rt: &Runtime, job: &TurnJob) -> ToolContext {
+    ToolContext {
         store: rt.store.clone(),
         config: rt.config.clone(),
         clock: rt.clock.clone(),
@@ -461,7 +460,13 @@ async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
         conversation_id: job.turn.conversation_id,
         turn_id: job.turn.id,
         agent_id: job.agent.id.clone(),
-    };
+    }
+}
+
+/// Runs a prepared tool within its timeout.
+async fn execute(rt: &Runtime, job: &TurnJob, prepared: &Prepared) -> Ran {
+    let info = prepared.tool.info();
+    let ctx = tool_context(rt, job);
     let timeout = info
         .timeout
         .unwrap_or(Duration::from_secs(rt.config.runtime.tool_timeout_secs));
@@ -697,13 +702,18 @@ async fn request_confirmation(
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
     let buttons_shown = caps.shows_buttons();
-    let request = format!(
+    let mut request = format!(
         "{} {} wants to run `{}`. {what}\n```\n{}\n```",
         job.agent.emoji,
         job.agent.name,
         info.name,
         clip(&arguments, 1_500)
     );
+    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
+    let ctx = tool_context(rt, job);
+    if let Some(detail) = prepared.tool.describe_call(&ctx, &prepared.arguments).await {
+        request.push_str(&format!("\n{}", clip(&detail, 500)));
+    }
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {
         vec![

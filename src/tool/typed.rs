@@ -213,6 +213,11 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         Self::RISK
     }
 
+    /// See [`Tool::describe_call`].
+    fn describe(&self, _ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     fn run(self, ctx: &ToolContext)
     -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
@@ -245,6 +250,15 @@ pub trait StatefulTool: Send + Sync + 'static {
         Self::RISK
     }
 
+    /// See [`Tool::describe_call`].
+    fn describe(
+        &self,
+        _args: &Self::Args,
+        _ctx: &ToolContext,
+    ) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     fn run(
         &self,
         args: Self::Args,
@@ -267,6 +281,10 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
 
     fn risk(&self, args: &T) -> Risk {
         args.risk()
+    }
+
+    fn describe(&self, args: &T, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        args.describe(ctx)
     }
 
     fn run(
@@ -305,6 +323,11 @@ impl<T: StatefulTool> Tool for Typed<T> {
 
     fn risk(&self, arguments: &Value) -> Risk {
         parse::<T::Args>(arguments.clone()).map_or(T::RISK, |args| self.tool.risk(&args))
+    }
+
+    async fn describe_call(&self, ctx: &ToolContext, arguments: &Value) -> Option<String> {
+        let args = parse::<T::Args>(arguments.clone()).ok()?;
+        self.tool.describe(&args, ctx).await
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {

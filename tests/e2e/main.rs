@@ -6,6 +6,8 @@
 mod agent_versions;
 #[cfg(all(feature = "email", feature = "telegram"))]
 mod approvals;
+#[cfg(feature = "telegram")]
+mod calendars;
 mod cli;
 mod commands;
 mod compaction;
