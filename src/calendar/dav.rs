@@ -592,7 +592,7 @@ mod tests {
 
     #[test]
     fn a_multistatus_reads_with_any_prefix_and_drops_missing_properties() {
-        let base = Url::parse("https://dav.example.com/cal/me/work/").unwrap();
+        let base = Url::parse("https://dav.example.com/cal/me/work/").expect("test value");
         let xml = r#"<?xml version="1.0"?>
 <D:multistatus xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav">
  <D:response><D:href>/cal/me/work/a%20b.ics</D:href>
@@ -605,7 +605,7 @@ END:VCALENDAR
  <D:response><D:href>/cal/me/work/</D:href><D:propstat><D:prop><D:resourcetype><D:collection/><C:calendar/></D:resourcetype><D:displayname>Work &amp; more</D:displayname></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>
  <D:sync-token>http://x/sync/2</D:sync-token>
 </D:multistatus>"#;
-        let found = parse_multistatus(xml, &base).unwrap();
+        let found = parse_multistatus(xml, &base).expect("test value");
         assert_eq!(found.members.len(), 3);
         let first = &found.members[0];
         assert_eq!(first.href, "https://dav.example.com/cal/me/work/a%20b.ics");
@@ -614,7 +614,7 @@ END:VCALENDAR
             first
                 .calendar_data
                 .as_deref()
-                .unwrap()
+                .expect("test value")
                 .starts_with("BEGIN:VCALENDAR")
         );
         assert_eq!(found.members[1].status, Some(404));
@@ -628,7 +628,7 @@ END:VCALENDAR
 
     #[test]
     fn an_answer_that_is_not_a_multistatus_is_an_error() {
-        let base = Url::parse("https://dav.example.com/").unwrap();
+        let base = Url::parse("https://dav.example.com/").expect("test value");
         for bad in [
             "",
             "<html><body>login</body></html>",

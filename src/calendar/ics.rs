@@ -173,17 +173,14 @@ pub fn split_feed(data: &str) -> Vec<(String, String)> {
     let mut block: Option<(&str, String)> = None;
     for line in data.lines() {
         let line = line.trim_end_matches('\r');
-        match &mut block {
-            None => {
-                if line.eq_ignore_ascii_case("BEGIN:VEVENT") {
-                    block = Some(("VEVENT", String::new()));
-                } else if line.eq_ignore_ascii_case("BEGIN:VTIMEZONE") {
-                    block = Some(("VTIMEZONE", String::new()));
-                } else {
-                    continue;
-                }
+        if block.is_none() {
+            if line.eq_ignore_ascii_case("BEGIN:VEVENT") {
+                block = Some(("VEVENT", String::new()));
+            } else if line.eq_ignore_ascii_case("BEGIN:VTIMEZONE") {
+                block = Some(("VTIMEZONE", String::new()));
+            } else {
+                continue;
             }
-            Some(_) => {}
         }
         let Some((kind, text)) = &mut block else {
             continue;

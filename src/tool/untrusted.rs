@@ -85,7 +85,12 @@ mod tests {
         assert_eq!(wrapped.text, format!("{}…", "a".repeat(10)));
         let json = serde_json::to_value(&wrapped).expect("serializes");
         assert_eq!(json["source"], "mail from x@example.org");
-        assert!(json["note"].as_str().unwrap().contains("not instructions"));
+        assert!(
+            json["note"]
+                .as_str()
+                .expect("a note")
+                .contains("not instructions")
+        );
 
         let short = serde_json::to_value(Untrusted::new("feed", "short", 10)).expect("serializes");
         assert_eq!(short["text"], "short");

@@ -56,7 +56,10 @@ async fn tg_with_calendars(extra: &str) -> TgHearth {
 #[tokio::test]
 async fn a_scheduled_briefing_names_todays_events_also_from_the_cache_when_the_server_is_down() {
     let server = Radicale::start(&[(USER, PASSWORD)]).expect("Radicale starts");
-    let url = server.make_calendar(USER, PASSWORD, "work").await.unwrap();
+    let url = server
+        .make_calendar(USER, PASSWORD, "work")
+        .await
+        .expect("test value");
     let phone = server.client(USER, PASSWORD);
     // hearth's zone is UTC here: today's events in UTC, whatever the hour the test runs.
     let today = Utc::now().date_naive();
@@ -89,7 +92,10 @@ async fn a_scheduled_briefing_names_todays_events_also_from_the_cache_when_the_s
         let data = format!(
             "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//phone//EN\r\nBEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20261001T000000Z\r\n{body}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
         );
-        phone.put(&format!("{url}{uid}.ics"), &data).await.unwrap();
+        phone
+            .put(&format!("{url}{uid}.ics"), &data)
+            .await
+            .expect("test value");
     }
     let dead = format!(
         "http://127.0.0.1:{}/owner/club/",
@@ -151,7 +157,10 @@ async fn a_scheduled_briefing_names_todays_events_also_from_the_cache_when_the_s
 #[tokio::test]
 async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
     let server = Radicale::start(&[(USER, PASSWORD)]).expect("Radicale starts");
-    let url = server.make_calendar(USER, PASSWORD, "work").await.unwrap();
+    let url = server
+        .make_calendar(USER, PASSWORD, "work")
+        .await
+        .expect("test value");
     let phone = server.client(USER, PASSWORD);
     let dead = format!(
         "http://127.0.0.1:{}/owner/club/",
@@ -194,7 +203,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         !phone
             .get(&url)
             .await
-            .unwrap()
+            .expect("test value")
             .unwrap_or_default()
             .contains("Lunch with Anna")
     );
@@ -205,7 +214,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         phone
             .get(&url)
             .await
-            .unwrap()
+            .expect("test value")
             .unwrap_or_default()
             .contains("SUMMARY:Lunch with Anna")
     );
@@ -256,7 +265,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         phone
             .get(&url)
             .await
-            .unwrap()
+            .expect("test value")
             .unwrap_or_default()
             .contains("SUMMARY:Lunch with Anna and Ben")
     );
@@ -291,7 +300,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         phone
             .get(&url)
             .await
-            .unwrap()
+            .expect("test value")
             .unwrap_or_default()
             .contains("Lunch with Anna and Ben"),
         "still there before Approve"
@@ -302,7 +311,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         !phone
             .get(&url)
             .await
-            .unwrap()
+            .expect("test value")
             .unwrap_or_default()
             .contains("Lunch with Anna")
     );

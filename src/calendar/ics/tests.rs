@@ -42,7 +42,9 @@ END:VCALENDAR\r
 ";
 
 fn utc(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(y, m, d, h, min, 0).unwrap()
+    Utc.with_ymd_and_hms(y, m, d, h, min, 0)
+        .single()
+        .expect("a valid time")
 }
 
 fn berlin(o: &Occurrence) -> String {
@@ -89,13 +91,13 @@ fn an_all_day_event_stays_on_its_dates_whatever_the_zone() {
         tokyo,
         (utc(2026, 11, 1, 0, 0), utc(2026, 12, 31, 0, 0)),
     )
-    .unwrap();
+    .expect("test value");
     assert_eq!(got.len(), 1);
-    let day = |d| When::Date(NaiveDate::from_ymd_opt(2026, 11, d).unwrap());
+    let day = |d| When::Date(NaiveDate::from_ymd_opt(2026, 11, d).expect("test value"));
     assert_eq!(got[0].start, day(30));
     assert_eq!(
         got[0].end,
-        When::Date(NaiveDate::from_ymd_opt(2026, 12, 2).unwrap())
+        When::Date(NaiveDate::from_ymd_opt(2026, 12, 2).expect("test value"))
     );
     // Outside its days it is not listed: the day after its exclusive end.
     let after = expand(
@@ -103,7 +105,7 @@ fn an_all_day_event_stays_on_its_dates_whatever_the_zone() {
         tokyo,
         (utc(2026, 12, 2, 0, 0), utc(2026, 12, 3, 0, 0)),
     )
-    .unwrap();
+    .expect("test value");
     assert!(after.is_empty(), "{after:?}");
 }
 
@@ -115,7 +117,7 @@ fn an_outlook_zone_name_and_a_cancelled_event_are_understood() {
         chrono_tz::UTC,
         (utc(2026, 12, 1, 0, 0), utc(2026, 12, 2, 0, 0)),
     )
-    .unwrap();
+    .expect("test value");
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].start, When::At(utc(2026, 12, 1, 9, 0)));
 }
@@ -165,7 +167,7 @@ fn a_written_event_reads_back_and_an_update_keeps_the_rest() {
     };
     let data = new_event("uid-1", &fields, now);
     let range = (utc(2026, 12, 1, 0, 0), utc(2026, 12, 2, 0, 0));
-    let got = expand(&data, Berlin, range).unwrap();
+    let got = expand(&data, Berlin, range).expect("test value");
     assert_eq!(got[0].title, "Lunch; with Anna, Bob");
     assert_eq!(got[0].location.as_deref(), Some("Café"));
     let change = EventFields {
@@ -177,8 +179,8 @@ fn a_written_event_reads_back_and_an_update_keeps_the_rest() {
         location: Some(String::new()),
         description: Some("bring cake".into()),
     };
-    let updated = update_event(&data, &change, now).unwrap();
-    let got = expand(&updated, Berlin, range).unwrap();
+    let updated = update_event(&data, &change, now).expect("test value");
+    let got = expand(&updated, Berlin, range).expect("test value");
     assert_eq!(got.len(), 1, "{updated}");
     assert_eq!(got[0].title, "Lunch; with Anna, Bob");
     assert_eq!(got[0].start, When::At(utc(2026, 12, 1, 13, 0)));

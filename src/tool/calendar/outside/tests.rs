@@ -67,8 +67,12 @@ async fn context(calendars: Vec<CalendarConfig>) -> (ToolContext, tempfile::Temp
 
 /// `ctx` as [`context`] sets it up.
 fn on(mut ctx: ToolContext, calendars: Vec<CalendarConfig>) -> ToolContext {
-    ctx.clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 10, 21, 8, 0, 0).unwrap());
-    ctx.timezone = "Europe/Berlin".parse().unwrap();
+    ctx.clock = ManualClock::new(
+        Utc.with_ymd_and_hms(2026, 10, 21, 8, 0, 0)
+            .single()
+            .expect("a valid time"),
+    );
+    ctx.timezone = "Europe/Berlin".parse().expect("test value");
     ctx.config = Arc::new(Config {
         calendars,
         ..Config::default()
@@ -114,9 +118,9 @@ fn lines(listed: &Value) -> Vec<String> {
         .map(|e| {
             format!(
                 "{} {} @{}",
-                e["start"].as_str().unwrap(),
-                e["title"].as_str().unwrap(),
-                e["calendar"].as_str().unwrap()
+                e["start"].as_str().expect("test value"),
+                e["title"].as_str().expect("test value"),
+                e["calendar"].as_str().expect("test value")
             )
         })
         .collect()
@@ -125,7 +129,7 @@ fn lines(listed: &Value) -> Vec<String> {
 fn find<'a>(listed: &'a Value, title: &str) -> &'a Value {
     listed["events"]
         .as_array()
-        .unwrap()
+        .expect("test value")
         .iter()
         .find(|e| e["title"] == title)
         .unwrap_or_else(|| panic!("{title} in {listed}"))
@@ -137,10 +141,13 @@ async fn recurring_all_day_and_dst_events_from_radicale_merge_with_hearths_own()
     let url = server
         .make_calendar(USER, &password(), "work")
         .await
-        .unwrap();
+        .expect("test value");
     let phone = server.client(USER, &password());
     for (name, data) in [("standup", standup()), ("gym", gym()), ("trip", trip())] {
-        phone.put(&format!("{url}{name}.ics"), &data).await.unwrap();
+        phone
+            .put(&format!("{url}{name}.ics"), &data)
+            .await
+            .expect("test value");
     }
     let (ctx, _dir) = context(vec![caldav("Work", &url, false)]).await;
     ok(
@@ -171,7 +178,7 @@ async fn recurring_all_day_and_dst_events_from_radicale_merge_with_hearths_own()
         ],
         "19 October is cancelled, 2 November moved, and the gym stays at 08:00 across the change"
     );
-    let events = listed["events"].as_array().unwrap();
+    let events = listed["events"].as_array().expect("test value");
     assert_eq!(events[1]["start_iso"], "2026-10-24T08:00:00+02:00");
     assert_eq!(events[3]["start_iso"], "2026-10-26T08:00:00+01:00");
     let trip = find(&listed, "Trip to Hamburg");
@@ -190,7 +197,7 @@ async fn recurring_all_day_and_dst_events_from_radicale_merge_with_hearths_own()
     assert!(
         standup["description"]["note"]
             .as_str()
-            .unwrap()
+            .expect("test value")
             .contains("not instructions"),
         "{standup}"
     );
@@ -226,7 +233,7 @@ async fn writes(ctx: ToolContext) {
     let url = server
         .make_calendar(USER, &password(), "work")
         .await
-        .unwrap();
+        .expect("test value");
     let phone = server.client(USER, &password());
     let ctx = on(
         ctx,
@@ -237,7 +244,7 @@ async fn writes(ctx: ToolContext) {
     let add_tool = tools()
         .into_iter()
         .find(|t| t.info().name == "add_calendar_event")
-        .unwrap();
+        .expect("test value");
     assert_eq!(
         add_tool.risk(&add),
         Risk::Outward,
@@ -248,12 +255,12 @@ async fn writes(ctx: ToolContext) {
         Risk::Write
     );
     let added = ok(&ctx, "add_calendar_event", add).await;
-    let uid = added["uid"].as_str().unwrap().to_string();
+    let uid = added["uid"].as_str().expect("test value").to_string();
     assert_eq!(added["added"]["start"], "2026-10-22 12:30");
     let stored = phone
         .get(&format!("{url}{uid}.ics"))
         .await
-        .unwrap()
+        .expect("test value")
         .expect("on the server");
     assert!(stored.contains("SUMMARY:Lunch with Anna"), "{stored}");
     assert!(stored.contains("DTSTART:20261022T103000Z"), "{stored}");
@@ -276,8 +283,8 @@ async fn writes(ctx: ToolContext) {
     let stored = phone
         .get(&format!("{url}{uid}.ics"))
         .await
-        .unwrap()
-        .unwrap();
+        .expect("test value")
+        .expect("test value");
     assert!(stored.contains("DTSTART:20261022T110000Z"), "{stored}");
     assert!(
         stored.contains("DTEND:20261022T120000Z"),
@@ -296,7 +303,7 @@ async fn writes(ctx: ToolContext) {
     phone
         .put(&format!("{url}{uid}.ics"), &theirs)
         .await
-        .unwrap();
+        .expect("test value");
     let raced = err(
         &ctx,
         "update_calendar_event",
@@ -314,8 +321,8 @@ async fn writes(ctx: ToolContext) {
     let stored = phone
         .get(&format!("{url}{uid}.ics"))
         .await
-        .unwrap()
-        .unwrap();
+        .expect("test value")
+        .expect("test value");
     assert!(
         stored.contains("Lunch with Anna and Ben"),
         "not overwritten: {stored}"
@@ -342,7 +349,13 @@ async fn writes(ctx: ToolContext) {
     )
     .await;
     assert_eq!(deleted["title"], "Lunch with Anna and Ben");
-    assert_eq!(phone.get(&format!("{url}{uid}.ics")).await.unwrap(), None);
+    assert_eq!(
+        phone
+            .get(&format!("{url}{uid}.ics"))
+            .await
+            .expect("test value"),
+        None
+    );
     let listed = ok(
         &ctx,
         "list_calendar_events",
@@ -358,9 +371,12 @@ async fn an_unreachable_server_answers_from_the_cache_with_a_note() {
     let url = server
         .make_calendar(USER, &password(), "work")
         .await
-        .unwrap();
+        .expect("test value");
     let phone = server.client(USER, &password());
-    phone.put(&format!("{url}gym.ics"), &gym()).await.unwrap();
+    phone
+        .put(&format!("{url}gym.ics"), &gym())
+        .await
+        .expect("test value");
     let never = format!(
         "http://127.0.0.1:{}/owner/cal/",
         hearth_testkit::net::free_port()
@@ -418,7 +434,7 @@ async fn feed(ctx: ToolContext) {
             axum::routing::get(move |headers: HeaderMap| {
                 let (hits, body) = (hits.clone(), body.clone());
                 async move {
-                    let (etag, data) = body.lock().unwrap().clone();
+                    let (etag, data) = body.lock().expect("test value").clone();
                     if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(&etag) {
                         hits.1.fetch_add(1, Ordering::SeqCst);
                         return (StatusCode::NOT_MODIFIED, [("etag", etag)], String::new());
@@ -452,7 +468,7 @@ async fn feed(ctx: ToolContext) {
     );
 
     // A login page in place of the feed: the saved copy stays, with a note.
-    *body.lock().unwrap() = ("\"v2\"".into(), "<html>Please log in</html>".into());
+    *body.lock().expect("test value") = ("\"v2\"".into(), "<html>Please log in</html>".into());
     let third = ok(&ctx, "list_calendar_events", range.clone()).await;
     assert_eq!(lines(&third), lines(&first));
     assert!(
@@ -460,7 +476,7 @@ async fn feed(ctx: ToolContext) {
         "{third}"
     );
 
-    *body.lock().unwrap() = ("\"v3\"".into(), gym());
+    *body.lock().expect("test value") = ("\"v3\"".into(), gym());
     let fourth = ok(
         &ctx,
         "list_calendar_events",
@@ -491,25 +507,27 @@ async fn doctor_lists_the_collections_at_an_account_url_and_names_the_fix_for_a_
     let work = server
         .make_calendar(USER, &password(), "work")
         .await
-        .unwrap();
+        .expect("test value");
     server
         .make_calendar(USER, &password(), "home")
         .await
-        .unwrap();
+        .expect("test value");
     let account = caldav("Account", &format!("{}/", server.url()), false);
-    let found = crate::calendar::doctor(&account).await.unwrap_err();
+    let found = crate::calendar::doctor(&account)
+        .await
+        .expect_err("an error");
     assert!(found.contains("2 collection(s)"), "{found}");
     assert!(found.contains(&work), "{found}");
     assert!(found.contains("set `url` to one of these"), "{found}");
     let right = crate::calendar::doctor(&caldav("Work", &work, false))
         .await
-        .unwrap();
+        .expect("test value");
     assert!(right.contains("← this entry"), "{right}");
     let wrong = CalendarConfig {
         username: Some("nobody".into()),
         ..caldav("Work", &work, false)
     };
-    let refused = crate::calendar::doctor(&wrong).await.unwrap_err();
+    let refused = crate::calendar::doctor(&wrong).await.expect_err("an error");
     assert!(
         refused.contains("refused the login") && refused.contains("app password"),
         "{refused}"
