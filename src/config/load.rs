@@ -984,6 +984,7 @@ model = "llama3.1"
         ("HEARTH_EMAIL_PASSWORD", "email"),
         ("HEARTH_HA_TOKEN", "ha"),
         ("HEARTH_GITHUB_TOKEN", "gh"),
+        ("HEARTH_NEXTCLOUD_PASSWORD", "nextcloud"),
     ];
 
     #[test]
