@@ -14,6 +14,7 @@
 //! `validate.rs`.
 
 mod budget;
+mod calendars;
 mod channels;
 mod context;
 mod daemon;
@@ -36,6 +37,7 @@ mod weather;
 mod web;
 
 pub use budget::BudgetConfig;
+pub use calendars::{CalendarConfig, CalendarKind, OWN_CALENDAR};
 pub use context::ContextConfig;
 pub use daemon::{
     DEFAULT_INBOX_RETENTION_DAYS, DEFAULT_MAX_ATTACHMENT_BYTES, DEFAULT_MAX_REPLY_CHARS,
@@ -223,4 +225,6 @@ sections! {
     mcp_server: McpServeConfig,
     /// The owner's IMAP mailboxes, for the mail tools.
     mailboxes: Vec<MailboxConfig>,
+    /// The owner's outside calendars (CalDAV collections and ICS feeds).
+    calendars: Vec<CalendarConfig>,
 }

@@ -4,6 +4,7 @@
 //! inbox -> dispatcher -> router -> agent turn -> outbox -> delivery worker -> channel adapter.
 
 pub mod agent;
+pub mod calendar;
 pub mod channels;
 pub mod cli;
 pub mod clock;

@@ -10,6 +10,7 @@ pub mod background;
 mod batch;
 pub mod bookmark;
 pub mod calendar;
+pub mod calendar_cache;
 mod channel_state;
 mod confirmation;
 pub mod contact;

@@ -289,6 +289,12 @@ pub trait Tool: Send + Sync {
 
     /// Runs the call; the returned text is what the model sees as the result.
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError>;
+
+    /// What the confirmation prompt shows besides the arguments, when the arguments alone do not
+    /// say what the call acts on (an outside calendar's event named by its uid).
+    async fn describe_call(&self, _ctx: &ToolContext, _arguments: &Value) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! `hearth doctor`: live checks of what hearth depends on, one line each, with the fix when one
 //! fails: each model provider's `GET /models` (the probe `hearth chat` starts with), each MCP
-//! server's tool list, the database and the data directory, the clock and timezone. Exits 1
+//! server's tool list, each calendar's collections (or feed), the database and the data directory, the clock and timezone. Exits 1
 //! when a check failed.
 //!
 //! Each configured chat platform is asked what can be asked beside a running daemon without
@@ -72,6 +72,12 @@ pub(super) async fn run(path: Option<PathBuf>) -> Result<(), Failure> {
                 "mcp {} ({}): {error} — fix: start the server or correct mcp_servers, then `hearth mcp list`",
                 probe.name, probe.target
             )),
+        });
+    }
+    for calendar in &config.calendars {
+        lines.push(match crate::calendar::doctor(calendar).await {
+            Ok(text) => Line::ok(format!("calendar {}: {text}", calendar.name)),
+            Err(text) => Line::failed(format!("calendar {}: {text}", calendar.name)),
         });
     }
     lines.push(data_dir_line(&config.daemon.data_dir));

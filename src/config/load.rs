@@ -985,6 +985,7 @@ model = "llama3.1"
         ("HEARTH_HA_TOKEN", "ha"),
         ("HEARTH_GITHUB_TOKEN", "gh"),
         ("HEARTH_FASTMAIL_PASSWORD", "fastmail"),
+        ("HEARTH_NEXTCLOUD_PASSWORD", "nextcloud"),
     ];
 
     #[test]

@@ -731,10 +731,15 @@ async fn request_confirmation(
         Some(draft) => draft,
         None => format!("```\n{}\n```", clip(&arguments, 1_500)),
     };
-    let request = format!(
+    let mut request = format!(
         "{} {} wants to run `{}`. {what}\n{shown}",
         job.agent.emoji, job.agent.name, info.name,
     );
+    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
+    let ctx = tool_context(rt, job);
+    if let Some(detail) = prepared.tool.describe_call(&ctx, &prepared.arguments).await {
+        request.push_str(&format!("\n{}", clip(&detail, 500)));
+    }
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {
         vec![

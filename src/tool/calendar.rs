@@ -2,6 +2,7 @@
 //! that are read in the user's timezone. Each tool is its argument type ([`TypedTool`]); the
 //! SQL is in `store::calendar`.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
@@ -15,6 +16,8 @@ use super::time::{day_range, format_local, parse_date, parse_datetime, week_rang
 use super::typed::{Count, Limit, NonEmpty, text};
 use super::{Risk, Tool, ToolContext, ToolError, TypedTool, typed};
 use crate::store::calendar::{EventPatch, EventRow, NewEvent};
+
+mod outside;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -50,6 +53,9 @@ struct AddCalendarEvent {
     description: Option<String>,
     /// A whole-day event (default false)
     all_day: Option<bool>,
+    /// A writable calendar of the owner's (by name, as list_calendar_events shows it); the
+    /// owner is asked first. Default: hearth's own calendar
+    calendar: Option<String>,
 }
 
 impl TypedTool for AddCalendarEvent {
@@ -59,11 +65,29 @@ impl TypedTool for AddCalendarEvent {
     const TAGS: &'static str = "appointment, meeting, schedule, agenda, create, date";
     type Output = Value;
 
+    fn risk(&self) -> Risk {
+        outside::risk(self.calendar.as_deref(), Self::RISK)
+    }
+
+    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        outside::describe(ctx, self.calendar.as_deref(), None)
+    }
+
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let user = user_id(ctx)?;
         let all_day = self.all_day.unwrap_or(false);
         let times = Times::new(Some(self.start.0), self.end, self.duration_minutes)?;
         let (start_at, end_at) = times.resolve(ctx, all_day, None)?;
+        if let Some(name) = outside::named(self.calendar.as_deref()) {
+            let fields = outside::fields(
+                ctx,
+                Some(self.title.0),
+                Some((start_at, end_at, all_day)),
+                self.location,
+                self.description,
+            );
+            return outside::add(ctx, name, fields).await;
+        }
+        let user = user_id(ctx)?;
         let event = NewEvent {
             title: self.title.0,
             start_at,
@@ -107,6 +131,8 @@ struct ListCalendarEvents {
     end: Option<String>,
     /// Default 20, at most 100
     limit: Option<Count>,
+    /// Only this calendar (its name, or "hearth" for hearth's own); default all of them
+    calendar: Option<String>,
 }
 
 impl ListCalendarEvents {
@@ -173,23 +199,51 @@ impl TypedTool for ListCalendarEvents {
         let user = user_id(ctx)?;
         let (from, to) = self.range(ctx)?;
         let limit = LIST_LIMIT.of(self.limit);
-        let listed = ctx
-            .store
-            .events_overlapping(user, (ms(from), ms(to)), limit)
-            .await?;
-        let events: Vec<EventView> = listed
-            .rows
-            .into_iter()
-            .map(|row| EventView::new(ctx, row))
-            .collect();
-        Ok(json!({
+        let only = self
+            .calendar
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty());
+        let own = only.is_none_or(|c| outside::named(Some(c)).is_none());
+        // Each event with the instant it starts, so all calendars merge in one order.
+        let mut events: Vec<(i64, Value)> = Vec::new();
+        let mut more = false;
+        if own {
+            let listed = ctx
+                .store
+                .events_overlapping(user, (ms(from), ms(to)), limit)
+                .await?;
+            more = listed.more;
+            for row in listed.rows {
+                let start = row.start_at;
+                events.push((start, json!(EventView::new(ctx, row))));
+            }
+        }
+        let mut notes = Vec::new();
+        if only.is_none() || !own {
+            let (found, noted) = outside::list(ctx, only, (from, to)).await?;
+            events.extend(found);
+            notes = noted;
+        }
+        events.sort_by_key(|(start, _)| *start);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        if events.len() > limit {
+            events.truncate(limit);
+            more = true;
+        }
+        let events: Vec<Value> = events.into_iter().map(|(_, event)| event).collect();
+        let mut result = json!({
             "from": format_local(ms(from), ctx.timezone),
             "to": format_local(ms(to), ctx.timezone),
             "timezone": ctx.timezone.name(),
             "count": events.len(),
-            "more": listed.more,
+            "more": more,
             "events": events,
-        }))
+        });
+        if !notes.is_empty() {
+            result["notes"] = json!(notes);
+        }
+        Ok(result)
     }
 }
 
@@ -198,8 +252,12 @@ impl TypedTool for ListCalendarEvents {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateCalendarEvent {
-    /// The event's id
-    event_id: i64,
+    /// The id of an event in hearth's own calendar
+    event_id: Option<i64>,
+    /// The calendar of an outside event (with uid); the owner is asked first
+    calendar: Option<String>,
+    /// The uid of an outside event, as list_calendar_events shows it (with calendar)
+    uid: Option<String>,
     /// What the event is
     title: Option<NonEmpty>,
     /// New start; without end or duration_minutes the event keeps its length
@@ -223,8 +281,19 @@ impl TypedTool for UpdateCalendarEvent {
     const TAGS: &'static str = "appointment, meeting, move, reschedule, edit";
     type Output = Value;
 
+    fn risk(&self) -> Risk {
+        outside::risk(self.calendar.as_deref(), Self::RISK)
+    }
+
+    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    }
+
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let (user, id) = (user_id(ctx)?, self.event_id);
+        if let Some(name) = outside::named(self.calendar.as_deref()).map(str::to_string) {
+            return outside::update(ctx, &name, self).await;
+        }
+        let (user, id) = (user_id(ctx)?, own_id(self.event_id)?);
         let old = fetch(ctx, user, id).await?;
         let old_all_day = old.all_day != 0;
         let all_day = self.all_day.unwrap_or(old_all_day);
@@ -263,8 +332,13 @@ impl TypedTool for UpdateCalendarEvent {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct DeleteCalendarEvent {
-    /// The event's id
-    event_id: i64,
+    /// The id of an event in hearth's own calendar
+    event_id: Option<i64>,
+    /// The calendar of an outside event (with uid); the owner is asked first
+    calendar: Option<String>,
+    /// The uid of an outside event, as list_calendar_events shows it; a recurring event is
+    /// deleted with its whole series
+    uid: Option<String>,
 }
 
 impl TypedTool for DeleteCalendarEvent {
@@ -274,8 +348,19 @@ impl TypedTool for DeleteCalendarEvent {
     const TAGS: &'static str = "appointment, meeting, cancel, remove";
     type Output = Value;
 
+    fn risk(&self) -> Risk {
+        outside::risk(self.calendar.as_deref(), Self::RISK)
+    }
+
+    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    }
+
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let (user, id) = (user_id(ctx)?, self.event_id);
+        if let Some(name) = outside::named(self.calendar.as_deref()) {
+            return outside::delete(ctx, name, self.uid).await;
+        }
+        let (user, id) = (user_id(ctx)?, own_id(self.event_id)?);
         let title = ctx.store.delete_event(user, id).await?;
         deleted("event", id, "title", title)
     }
@@ -284,6 +369,8 @@ impl TypedTool for DeleteCalendarEvent {
 /// An event as the model sees it: local times, or the first and last day of an all-day event.
 #[derive(Debug, Serialize)]
 struct EventView {
+    /// Always hearth's own: outside events are `outside::OutsideView`s.
+    calendar: &'static str,
     id: i64,
     title: String,
     all_day: bool,
@@ -306,6 +393,7 @@ impl EventView {
         let (start, end) = (row.start_at, row.end_at);
         let all_day = row.all_day != 0;
         let mut view = Self {
+            calendar: crate::config::OWN_CALENDAR,
             id: row.id,
             title: row.title,
             all_day,
@@ -431,6 +519,15 @@ impl Times {
         }
         Ok((ms(start), ms(end)))
     }
+}
+
+/// The id of an own event, which the write tools need when no outside calendar is named.
+fn own_id(id: Option<i64>) -> Result<i64, ToolError> {
+    id.ok_or_else(|| {
+        ToolError::InvalidArguments(
+            "give `event_id` for an event of hearth's own calendar, or `calendar` and `uid` for an outside one".into(),
+        )
+    })
 }
 
 fn missing_start() -> ToolError {

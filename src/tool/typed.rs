@@ -227,6 +227,11 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         None
     }
 
+    /// See [`Tool::describe_call`].
+    fn describe(&self, _ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     fn run(self, ctx: &ToolContext)
     -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
@@ -275,6 +280,15 @@ pub trait StatefulTool: Send + Sync + 'static {
         None
     }
 
+    /// See [`Tool::describe_call`].
+    fn describe(
+        &self,
+        _args: &Self::Args,
+        _ctx: &ToolContext,
+    ) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     fn run(
         &self,
         args: Self::Args,
@@ -306,6 +320,10 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
 
     fn draft(&self, args: &T, config: &crate::config::Config) -> Option<String> {
         args.draft(config)
+    }
+
+    fn describe(&self, args: &T, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
+        args.describe(ctx)
     }
 
     fn run(
@@ -356,6 +374,11 @@ impl<T: StatefulTool> Tool for Typed<T> {
     fn draft(&self, config: &crate::config::Config, arguments: &Value) -> Option<String> {
         let args = parse::<T::Args>(arguments.clone()).ok()?;
         self.tool.draft(&args, config)
+    }
+
+    async fn describe_call(&self, ctx: &ToolContext, arguments: &Value) -> Option<String> {
+        let args = parse::<T::Args>(arguments.clone()).ok()?;
+        self.tool.describe(&args, ctx).await
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {

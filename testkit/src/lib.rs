@@ -35,6 +35,7 @@
 //! The server stops when the value is dropped.
 
 mod anthropic;
+pub mod caldav;
 pub mod discord;
 pub mod email;
 pub mod feeds;

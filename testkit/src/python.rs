@@ -30,7 +30,7 @@ pub fn mcp_python() -> Result<PathBuf, String> {
 
 /// The Python of the venv under `cache`, with `package` installed (checked by importing
 /// `module`).
-fn venv_with(cache: &Path, package: &str, module: &str) -> Result<PathBuf, String> {
+pub(crate) fn venv_with(cache: &Path, package: &str, module: &str) -> Result<PathBuf, String> {
     let venv = cache.join("venv");
     let python = venv.join("bin/python");
     let works = |python: &Path| {

@@ -8,6 +8,8 @@ mod agent_versions;
 mod approvals;
 #[cfg(feature = "discord")]
 mod background;
+#[cfg(feature = "telegram")]
+mod calendars;
 mod cli;
 mod commands;
 mod compaction;
