@@ -546,6 +546,24 @@ CREATE TABLE model_calibrations (
     updated_at             INTEGER NOT NULL
 );
 
+CREATE TABLE calendar_collections (
+    name          TEXT PRIMARY KEY,
+    url           TEXT NOT NULL,
+    sync_token    TEXT,
+    ctag          TEXT,
+    etag          TEXT,
+    last_modified TEXT,
+    fetched_at    INTEGER NOT NULL
+);
+
+CREATE TABLE calendar_objects (
+    calendar TEXT NOT NULL REFERENCES calendar_collections (name) ON DELETE CASCADE,
+    href     TEXT NOT NULL,
+    etag     TEXT,
+    data     TEXT NOT NULL,
+    PRIMARY KEY (calendar, href)
+);
+
 CREATE TABLE weather_places (
     query       TEXT PRIMARY KEY,
     name        TEXT NOT NULL,
@@ -584,3 +602,43 @@ CREATE TABLE feed_marks (
     mark  TEXT PRIMARY KEY,
     at    INTEGER NOT NULL
 );
+
+CREATE TABLE turn_plans (
+    turn_id           INTEGER PRIMARY KEY REFERENCES turns(id),
+    conversation_id   INTEGER NOT NULL REFERENCES conversations(id),
+    revision          INTEGER NOT NULL,
+    explanation       TEXT,
+    steps             TEXT NOT NULL,
+    message_outbox_id INTEGER,
+    updated_at        INTEGER NOT NULL
+);
+
+CREATE INDEX turn_plans_conversation ON turn_plans (conversation_id, turn_id);
+
+CREATE TABLE background_tasks (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id           INTEGER NOT NULL REFERENCES users(id),
+    conversation_id   INTEGER NOT NULL REFERENCES conversations(id),
+    origin_inbox_id   INTEGER NOT NULL REFERENCES inbox(id),
+    channel           TEXT NOT NULL,
+    chat_id           TEXT NOT NULL,
+    thread_id         TEXT,
+    origin_message_id TEXT,
+    requester         TEXT NOT NULL,
+    reply_context     TEXT,
+    agent_id          TEXT NOT NULL,
+    title             TEXT NOT NULL,
+    instructions      TEXT NOT NULL,
+    report_by         INTEGER,
+    state             TEXT NOT NULL,
+    inbox_id          INTEGER UNIQUE REFERENCES inbox(id),
+    last_error        TEXT,
+    created_at        INTEGER NOT NULL,
+    started_at        INTEGER,
+    finished_at       INTEGER,
+    updated_at        INTEGER NOT NULL
+);
+
+CREATE INDEX background_tasks_by_user ON background_tasks (user_id, state);
+
+CREATE INDEX background_tasks_by_state ON background_tasks (state);

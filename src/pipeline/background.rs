@@ -69,13 +69,25 @@ fn heading(task: &BackgroundTask) -> String {
     format!("📋 Background task #{} “{}”", task.id, task.title)
 }
 
-/// The task's latest progress, for `/tasks` and the owner's page: today its last tool call.
-/// Where the plan store (issue 48's `update_plan`) is wired in: return the task's plan, folded to
-/// one line per step, when its turn has one.
+/// The task's latest progress, for `/tasks` and the owner's page: its plan when its turn keeps
+/// one (`update_plan`), else its last tool call.
 pub async fn progress_line(
     store: &crate::store::Store,
     task: &BackgroundTask,
 ) -> Result<Option<String>, StoreError> {
+    if let Some(turn_id) = store.background_task_turn(task).await?
+        && let Some(plan) = store.plan_of_turn(turn_id).await?
+    {
+        let (done, total) = plan.progress();
+        let now = plan
+            .steps
+            .iter()
+            .find(|step| step.status == crate::store::plan::StepStatus::InProgress);
+        return Ok(Some(match now {
+            Some(step) => format!("plan {done}/{total} done, now: {}", step.step),
+            None => format!("plan {done}/{total} done"),
+        }));
+    }
     Ok(store
         .background_task_last_call(task)
         .await?
@@ -782,4 +794,106 @@ pub(super) async fn cancel_text(
             task.title
         ))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use hearth_channel::ChatRef;
+
+    use super::progress_line;
+    use crate::store::Store;
+    use crate::store::background::{Admitted, NewBackgroundTask};
+    use crate::store::plan::{PlanRevision, PlanStep, StepStatus};
+    use crate::store::test_support::{on_both_backends, stored_message};
+
+    fn step(text: &str, status: StepStatus) -> PlanStep {
+        PlanStep {
+            step: text.into(),
+            status,
+            note: None,
+        }
+    }
+
+    /// `/tasks` shows a running task's last tool call, and its plan once its turn keeps one.
+    async fn progress_is_the_plan_when_the_run_has_one(store: Store) {
+        let user = store
+            .allow_identity("test", "user", None, "config", true, 1)
+            .await
+            .expect("user")
+            .user_id;
+        let (origin, conversation) = stored_message(&store, 1, "c1").await;
+        let task = NewBackgroundTask {
+            user_id: user,
+            conversation_id: conversation.id,
+            origin_inbox_id: origin,
+            channel: "test".into(),
+            chat: ChatRef::new("c1"),
+            origin_message_id: Some("m1".into()),
+            requester: "user".into(),
+            reply_context: None,
+            agent_id: "general".into(),
+            title: "flats".into(),
+            instructions: "Compare three flats".into(),
+            report_by: None,
+        };
+        let Admitted::Stored(id) = store
+            .start_background_task(&task, 3, 10)
+            .await
+            .expect("start")
+        else {
+            panic!("refused")
+        };
+        let (run, _) = stored_message(&store, 2, "c1").await;
+        assert!(
+            store
+                .launch_background_task(id, run, 20)
+                .await
+                .expect("launch")
+        );
+        let task = store
+            .background_task(id)
+            .await
+            .expect("read")
+            .expect("stored");
+        assert_eq!(progress_line(&store, &task).await.expect("progress"), None);
+
+        let turn = store
+            .start_turn(
+                run,
+                &conversation,
+                None,
+                ("general", Some(1)),
+                None,
+                &crate::provider::ChatMessage::user("Compare three flats"),
+                30,
+            )
+            .await
+            .expect("turn");
+        let steps = [
+            step("find flats", StepStatus::Done),
+            step("compare them", StepStatus::InProgress),
+            step("recommend one", StepStatus::Pending),
+        ];
+        let plan = PlanRevision {
+            turn_id: turn.id,
+            conversation_id: conversation.id,
+            replaces: 0,
+            explanation: None,
+            steps: &steps,
+        };
+        assert_eq!(store.save_plan(&plan, 40).await.expect("save"), Some(1));
+        assert_eq!(
+            progress_line(&store, &task)
+                .await
+                .expect("progress")
+                .as_deref(),
+            Some("plan 1/3 done, now: compare them")
+        );
+    }
+
+    on_both_backends!(
+        progress_is_the_plan_when_the_run_has_one_on_sqlite,
+        progress_is_the_plan_when_the_run_has_one_on_postgres,
+        progress_is_the_plan_when_the_run_has_one
+    );
 }

@@ -395,6 +395,19 @@ impl Store {
         Ok(cost)
     }
 
+    /// The turn of the task's run, once it has started.
+    pub async fn background_task_turn(&self, task: &BackgroundTask) -> StoreResult<Option<i64>> {
+        let Some(inbox_id) = task.inbox_id else {
+            return Ok(None);
+        };
+        let turn: Option<(i64,)> =
+            sqlx::query_as("SELECT id FROM turns WHERE inbox_id = $1 ORDER BY id DESC LIMIT 1")
+                .bind(inbox_id)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(turn.map(|(id,)| id))
+    }
+
     /// The last tool the task's turn called and how that call stands (`web_search`, `done`):
     /// its latest progress.
     pub async fn background_task_last_call(
