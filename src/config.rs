@@ -215,7 +215,7 @@ sections! {
     schedules: Vec<ScheduleConfig>,
     /// Model Context Protocol servers whose tools hearth offers to agents.
     mcp_servers: Vec<McpServerConfig>,
-    /// Limits of plan mode's steps and of background tasks.
+    /// Limits of background tasks.
     plans: PlansConfig,
     /// The weather tools' place, units and Open-Meteo servers.
     weather: WeatherConfig,

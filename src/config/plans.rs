@@ -1,19 +1,14 @@
-//! `[plans]`: limits of plan mode's steps and of background tasks (docs: README, "Plans and
-//! background work").
+//! `[plans]`: limits of background work (README, "Background tasks"). Plan mode's per-step
+//! limits join this section when plan mode is built.
 
 use serde::{Deserialize, Serialize};
 
 use super::{Checks, Section};
 
-/// `[plans]`: what one plan-mode step and one user's background work may use.
+/// `[plans]`: what one user's background work may use.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlansConfig {
-    /// Tool calls one step of a plan-mode agent may make before it is stopped and counted as
-    /// failed (then retried once, then replanned once).
-    pub max_tool_calls: u32,
-    /// Seconds one step may run, waiting for an approval aside.
-    pub step_timeout_secs: u64,
     /// Background tasks one user may have running at once; a further start is refused with a
     /// note naming the running ones.
     pub max_background_tasks: u32,
@@ -22,8 +17,6 @@ pub struct PlansConfig {
 impl Default for PlansConfig {
     fn default() -> Self {
         Self {
-            max_tool_calls: 10,
-            step_timeout_secs: 120,
             max_background_tasks: 3,
         }
     }
@@ -31,12 +24,6 @@ impl Default for PlansConfig {
 
 impl Section for PlansConfig {
     fn check(&self, checks: &mut Checks<'_>) {
-        if self.max_tool_calls == 0 {
-            checks.problem("max_tool_calls", "must be at least 1, like 10");
-        }
-        if self.step_timeout_secs == 0 {
-            checks.problem("step_timeout_secs", "must be at least 1 second, like 120");
-        }
         if self.max_background_tasks == 0 {
             checks.problem(
                 "max_background_tasks",
@@ -53,25 +40,28 @@ mod tests {
     use crate::config::load_from_str;
 
     #[test]
-    fn defaults_hold_without_the_section_and_zero_limits_are_refused() {
+    fn the_default_holds_without_the_section_and_zero_is_refused() {
         let config =
             load_from_str("", "hearth.toml", &HashMap::new()).expect("an empty file loads");
-        assert_eq!(config.plans, super::PlansConfig::default());
-        assert_eq!(config.plans.max_tool_calls, 10);
-        assert_eq!(config.plans.step_timeout_secs, 120);
         assert_eq!(config.plans.max_background_tasks, 3);
 
-        let text = "[plans]\nmax_tool_calls = 0\nstep_timeout_secs = 0\nmax_background_tasks = 0\n";
-        let errors = load_from_str(text, "hearth.toml", &HashMap::new())
-            .expect_err("zero limits are refused");
+        let errors = load_from_str(
+            "[plans]\nmax_background_tasks = 0\n",
+            "hearth.toml",
+            &HashMap::new(),
+        )
+        .expect_err("zero is refused");
         let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "plans.max_tool_calls",
-                "plans.step_timeout_secs",
-                "plans.max_background_tasks"
-            ]
+        assert_eq!(keys, ["plans.max_background_tasks"]);
+
+        // A key plan mode will bring is not taken before it does anything.
+        assert!(
+            load_from_str(
+                "[plans]\nmax_tool_calls = 10\n",
+                "hearth.toml",
+                &HashMap::new()
+            )
+            .is_err()
         );
     }
 }
