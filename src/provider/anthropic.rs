@@ -77,6 +77,9 @@ impl AnthropicProvider {
                 .collect();
             body["tools"] = json!(tools);
         }
+        if let Some(name) = &request.tool_choice {
+            body["tool_choice"] = json!({"type": "tool", "name": name});
+        }
         if request.stream {
             body["stream"] = json!(true);
         }

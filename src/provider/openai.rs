@@ -70,6 +70,9 @@ impl OpenAiProvider {
                 .collect();
             body["tools"] = json!(tools);
         }
+        if let Some(name) = &request.tool_choice {
+            body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+        }
         if request.stream {
             body["stream"] = json!(true);
             // Without this, streamed answers carry no token counts.
