@@ -494,6 +494,33 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_tool_is_named_in_tool_choice() {
+        let config = crate::config::ProviderConfig::new(
+            "claude",
+            crate::config::ProviderKind::Anthropic,
+            "http://127.0.0.1:9",
+            "m",
+        );
+        let provider = AnthropicProvider::new(&config, None).expect("client builds");
+        let mut request = ChatRequest {
+            messages: vec![ChatMessage::user("plan it")],
+            tools: vec![crate::provider::ToolSpec {
+                name: "write_plan".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+            }]
+            .into(),
+            ..ChatRequest::default()
+        };
+        assert!(provider.body(&request).get("tool_choice").is_none());
+        request.tool_choice = Some("write_plan".into());
+        assert_eq!(
+            provider.body(&request)["tool_choice"],
+            json!({"type": "tool", "name": "write_plan"})
+        );
+    }
+
+    #[test]
     fn stream_error_types() {
         assert_eq!(
             stream_error_kind("overloaded_error"),
