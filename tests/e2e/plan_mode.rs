@@ -158,6 +158,18 @@ async fn three_steps_then_an_answer(mut h: Hearth, runs: Arc<Runs>) {
         assert!(asked.contains(result), "{result:?} missing: {asked}");
     }
 
+    // Every model call of the turn is counted: with the turn, and in the usage the budgets read.
+    let pool = h.daemon().store().pool();
+    let counted: i64 = sqlx::query_scalar("SELECT llm_calls FROM turns ORDER BY id LIMIT 1")
+        .fetch_one(pool)
+        .await
+        .expect("turn");
+    let billed: i64 = sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM model_calls")
+        .fetch_one(pool)
+        .await
+        .expect("usage");
+    assert_eq!((counted, billed), (7, 7));
+
     // The next message's history is the conversation: the question and the answer.
     h.llm.push(write_plan("p2", &[("Say thanks", &[])]));
     h.llm.push(Reply::text("You are welcome."));
