@@ -101,7 +101,7 @@ CREATE TABLE messages (
     body            TEXT NOT NULL,
     chars           INTEGER NOT NULL,
     created_at      INTEGER NOT NULL
-);
+, sub_turn INTEGER);
 
 CREATE INDEX messages_by_conversation ON messages (conversation_id, session, id);
 

@@ -60,6 +60,11 @@ pub struct AgentDef {
     /// get_tool_help, use_tool, batch_use_tool) or `auto` (direct up to 12 tools, else meta).
     #[serde(default)]
     pub tool_mode: ToolMode,
+    /// How the agent works a request: `react` (the model and the tools take turns until it
+    /// answers) or `plan` (a plan of steps first, each step run on its own with only its tools,
+    /// then an answer written from the steps' results).
+    #[serde(default, skip_serializing_if = "AgentMode::is_react")]
+    pub mode: AgentMode,
     /// Caps how much this agent may do without asking (`none` … `full`); the user's or the
     /// config's autonomy applies when it is lower or this is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +82,25 @@ pub enum ToolMode {
     Auto,
     Direct,
     Meta,
+}
+
+/// How an agent works a request (`mode` in the agents file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentMode {
+    /// One loop: the model and the tools take turns until it answers.
+    #[default]
+    React,
+    /// Plan and execute (`runtime::plan_mode`).
+    Plan,
+}
+
+impl AgentMode {
+    /// Whether this is the default, left out of a stored definition so that agents written
+    /// before plan mode keep their version.
+    pub fn is_react(&self) -> bool {
+        *self == AgentMode::React
+    }
 }
 
 /// The triggers of an agent.
@@ -503,6 +527,26 @@ system_prompt = "You help."
                 .iter()
                 .any(|p| p.contains("agent #4 (finance): tool_groups"))
         );
+    }
+
+    #[test]
+    fn the_mode_is_react_unless_set_and_an_unknown_mode_is_refused_with_the_choices() {
+        let set = AgentSet::parse(MINIMAL, "t").expect("minimal file is valid");
+        assert_eq!(set.get("general").expect("defined").mode, AgentMode::React);
+        let planned = format!("{MINIMAL}mode = \"plan\"\n");
+        let set = AgentSet::parse(&planned, "t").expect("plan mode is valid");
+        assert_eq!(set.get("general").expect("defined").mode, AgentMode::Plan);
+        // A react agent's stored definition is what it was before modes existed.
+        let json = version::definition_json(set.get("general").expect("defined")).expect("json");
+        assert!(json.contains(r#""mode":"plan""#), "{json}");
+        let react = AgentSet::parse(MINIMAL, "t").expect("valid");
+        let json = version::definition_json(react.get("general").expect("defined")).expect("json");
+        assert!(!json.contains(r#""mode""#), "{json}");
+
+        let err = err_text(&format!("{MINIMAL}mode = \"plan-and-execute\"\n"));
+        assert!(err.starts_with("agents.toml:6:"), "{err}");
+        assert!(err.contains("plan-and-execute"), "{err}");
+        assert!(err.contains("`react`") && err.contains("`plan`"), "{err}");
     }
 
     #[test]

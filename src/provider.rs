@@ -44,6 +44,8 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Ask for a server-sent-event stream; text deltas go to the `events` sender.
     pub stream: bool,
+    /// The one tool of `tools` the model must call, when set (plan mode's planner).
+    pub tool_choice: Option<String>,
 }
 
 /// A message of the conversation as the model sees it.

@@ -6,6 +6,7 @@ pub mod calls;
 pub mod compact;
 pub mod context;
 pub mod plan;
+pub mod plan_mode;
 pub mod preview;
 pub mod prompt;
 pub mod tools;

@@ -77,6 +77,11 @@ pub fn describe_changes(old: &AgentDef, new: &AgentDef) -> String {
         format!("{:?}", new.tool_mode).to_lowercase(),
     );
     value(
+        "mode",
+        format!("{:?}", old.mode).to_lowercase(),
+        format!("{:?}", new.mode).to_lowercase(),
+    );
+    value(
         "autonomy",
         optional(old.autonomy.map(|a| format!("{a:?}").to_lowercase())),
         optional(new.autonomy.map(|a| format!("{a:?}").to_lowercase())),

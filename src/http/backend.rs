@@ -437,6 +437,7 @@ impl Backend for StoreBackend {
             temperature: None,
             max_tokens: Some(BACKGROUND_MAX_TOKENS),
             stream: false,
+            tool_choice: None,
         };
         let response = tokio::time::timeout(BACKGROUND_TIMEOUT, provider.complete(&request, None))
             .await

@@ -807,11 +807,7 @@ mod tests {
     use crate::store::test_support::{on_both_backends, stored_message};
 
     fn step(text: &str, status: StepStatus) -> PlanStep {
-        PlanStep {
-            step: text.into(),
-            status,
-            note: None,
-        }
+        PlanStep::new(text.into(), status, None)
     }
 
     /// `/tasks` shows a running task's last tool call, and its plan once its turn keeps one.

@@ -77,6 +77,9 @@ impl AnthropicProvider {
                 .collect();
             body["tools"] = json!(tools);
         }
+        if let Some(name) = &request.tool_choice {
+            body["tool_choice"] = json!({"type": "tool", "name": name});
+        }
         if request.stream {
             body["stream"] = json!(true);
         }
@@ -488,6 +491,33 @@ mod tests {
         assert_eq!(blocks[0]["tool_use_id"], "a");
         assert_eq!(blocks[1]["tool_use_id"], "b");
         assert_eq!(blocks[2], json!({"type": "text", "text": "and now?"}));
+    }
+
+    #[test]
+    fn a_forced_tool_is_named_in_tool_choice() {
+        let config = crate::config::ProviderConfig::new(
+            "claude",
+            crate::config::ProviderKind::Anthropic,
+            "http://127.0.0.1:9",
+            "m",
+        );
+        let provider = AnthropicProvider::new(&config, None).expect("client builds");
+        let mut request = ChatRequest {
+            messages: vec![ChatMessage::user("plan it")],
+            tools: vec![crate::provider::ToolSpec {
+                name: "write_plan".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+            }]
+            .into(),
+            ..ChatRequest::default()
+        };
+        assert!(provider.body(&request).get("tool_choice").is_none());
+        request.tool_choice = Some("write_plan".into());
+        assert_eq!(
+            provider.body(&request)["tool_choice"],
+            json!({"type": "tool", "name": "write_plan"})
+        );
     }
 
     #[test]

@@ -70,6 +70,9 @@ impl OpenAiProvider {
                 .collect();
             body["tools"] = json!(tools);
         }
+        if let Some(name) = &request.tool_choice {
+            body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+        }
         if request.stream {
             body["stream"] = json!(true);
             // Without this, streamed answers carry no token counts.
@@ -468,6 +471,16 @@ mod tests {
         );
         assert_eq!(body["max_tokens"], 100);
         assert!(body.get("stream").is_none());
+        assert!(body.get("tool_choice").is_none());
+        // Plan mode's planner forces its one tool.
+        let forced = ChatRequest {
+            tool_choice: Some("look".into()),
+            ..request
+        };
+        assert_eq!(
+            p.body(&forced)["tool_choice"],
+            json!({"type": "function", "function": {"name": "look"}})
+        );
     }
 
     #[test]

@@ -696,6 +696,7 @@ pub fn summary_request(
         temperature: Some(0.2),
         max_tokens: Some(SUMMARY_TOKENS),
         stream: false,
+        tool_choice: None,
     }
 }
 

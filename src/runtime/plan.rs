@@ -137,6 +137,11 @@ impl PlanView {
         }
     }
 
+    /// Notes that the plan changed (plan mode's runtime keeps it itself).
+    pub fn changed(&self) {
+        self.dirty.store(true, Ordering::Relaxed);
+    }
+
     /// Notes that the model's calls may change the plan.
     pub fn calls(&self, calls: &[ToolCall]) {
         if calls.iter().any(touches_plan) {
@@ -449,10 +454,8 @@ mod tests {
             explanation: Some("Flats near the station".into()),
             steps: steps
                 .iter()
-                .map(|(step, status, note)| PlanStep {
-                    step: (*step).into(),
-                    status: *status,
-                    note: note.map(str::to_string),
+                .map(|(step, status, note)| {
+                    PlanStep::new((*step).into(), *status, note.map(str::to_string))
                 })
                 .collect(),
             message_outbox_id: None,

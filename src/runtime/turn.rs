@@ -20,10 +20,11 @@ use super::calls::{self, Settled, cancel_open_calls, settle_tool_calls};
 use super::compact::{Compacted, compact};
 use super::context::{self, assemble, summary_block};
 use super::plan::PlanView;
+use super::plan_mode;
 use super::preview::{Preview, PreviewSink, TurnEventSink};
 use super::prompt::{Section, compose};
 use super::tools::Toolbox;
-use crate::agent::AgentDef;
+use crate::agent::{AgentDef, AgentMode};
 use crate::provider::{
     ChatMessage, ChatRequest, ChatResponse, ProviderError, ProviderErrorKind, SharedProvider,
     ToolSpec,
@@ -74,6 +75,39 @@ pub struct TurnJob {
 }
 
 impl TurnJob {
+    /// The job of one run of a plan-mode step: the same turn, chat and people, its messages
+    /// kept under `sub_turn`, the agent's tool-call limit the step's, and a cancel of its own
+    /// (a child of the turn's, so `/cancel` still stops it) that the step's timeout uses.
+    pub(super) fn for_step(&self, sub_turn: i64, max_tool_calls: u32) -> TurnJob {
+        let mut turn = self.turn.clone();
+        turn.sub_turn = Some(sub_turn);
+        // The step's run may have calls stored from before a restart: settle looks for them.
+        turn.fresh = false;
+        // The step's limits are its own: the turn's counts so far are not held against it.
+        turn.tool_calls = 0;
+        turn.llm_calls = 0;
+        let mut agent = self.agent.clone();
+        agent.max_tool_calls = max_tool_calls;
+        TurnJob {
+            turn,
+            session: self.session,
+            agent,
+            channel_name: self.channel_name.clone(),
+            capabilities: self.capabilities.clone(),
+            preview: self.preview.clone(),
+            events: self.events.clone(),
+            chat: self.chat.clone(),
+            requester: self.requester.clone(),
+            reply_to: self.reply_to.clone(),
+            reply_context: self.reply_context.clone(),
+            note: None,
+            cancel: self.cancel.child_token(),
+            confirmation: self.confirmation.clone(),
+            approvals_route: self.approvals_route.clone(),
+            schedule: self.schedule.clone(),
+        }
+    }
+
     /// Shows `event` to the turn's chat, when its channel shows progress
     /// ([`Capabilities::progress`]); others see nothing.
     pub async fn emit(&self, event: TurnEvent) {
@@ -137,9 +171,9 @@ impl TurnOutcome {
 }
 
 /// How a turn ends: its status, the reply text, and the message kept in the history.
-struct Finish {
-    status: TurnStatus,
-    text: String,
+pub(super) struct Finish {
+    pub(super) status: TurnStatus,
+    pub(super) text: String,
     keep: Option<ChatMessage>,
     error: Option<String>,
     /// The last model call, stored with the turn's end instead of on its own.
@@ -147,7 +181,7 @@ struct Finish {
 }
 
 /// Where the loop stopped.
-enum Stop {
+pub(super) enum Stop {
     Finished(Box<Finish>),
     /// Shutdown: leave everything as stored.
     Shutdown,
@@ -163,7 +197,11 @@ pub async fn run_turn(
     let started = Instant::now();
     let preview = Preview::start(rt, &job);
     let plan = PlanView::start(rt, &job);
-    let result = turn_loop(rt, &job, &preview, &plan, shutdown).await;
+    let result = match job.agent.mode {
+        AgentMode::React => turn_loop(rt, &job, &preview, &plan, shutdown).await,
+        // Boxed: a plan's run holds several loops' state, and react turns need not carry it.
+        AgentMode::Plan => Box::pin(plan_mode::run(rt, &job, &preview, &plan, shutdown)).await,
+    };
     let draft = preview.finish().await;
     let result = result?;
     // The plan settles in the chat before the answer is queued; on shutdown it stays as
@@ -242,7 +280,7 @@ pub async fn run_turn(
     Ok(outcome)
 }
 
-fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
+pub(super) fn finish(status: TurnStatus, text: String, error: Option<String>) -> Stop {
     Stop::Finished(Box::new(Finish {
         status,
         text,
@@ -297,7 +335,7 @@ async fn turn_loop(
 }
 
 /// What a step of the turn loop says to do next.
-enum Next<T> {
+pub(super) enum Next<T> {
     /// Go on with this value.
     Go(T),
     /// Start the loop over: calls were settled, the history compacted, or a "too long" answer
@@ -308,7 +346,7 @@ enum Next<T> {
 }
 
 /// The answer of a turn whose agent names a provider that is not configured.
-fn provider_missing(agent: &AgentDef) -> Stop {
+pub(super) fn provider_missing(agent: &AgentDef) -> Stop {
     let text = format!(
         "⚠️ The agent `{}` uses the provider `{}`, which is not configured. Add it to [[providers]] in hearth.toml or change the agent.",
         agent.id, agent.provider
@@ -322,7 +360,7 @@ fn provider_missing(agent: &AgentDef) -> Stop {
 
 /// On a fresh install no tool list is kept yet: the first turn would be offered none of the MCP
 /// servers' tools while they start. It waits for them (each up to its start timeout) instead.
-async fn wait_for_mcp(
+pub(super) async fn wait_for_mcp(
     rt: &Runtime,
     job: &TurnJob,
     shutdown: &CancellationToken,
@@ -342,7 +380,7 @@ async fn wait_for_mcp(
 }
 
 /// One turn's loop: what stays the same from step to step, and what the steps count.
-struct Steps<'a> {
+pub(super) struct Steps<'a> {
     rt: &'a Runtime,
     job: &'a TurnJob,
     preview: &'a Preview,
@@ -369,9 +407,9 @@ struct Steps<'a> {
 }
 
 /// The history a request is made from, read afresh at each step.
-struct History {
+pub(super) struct History {
     /// Inside the loop: a "too long" answer from the server corrects what fits.
-    limits: Limits,
+    pub(super) limits: Limits,
     /// The stored messages after the latest summary.
     stored: Vec<crate::store::StoredMessage>,
     unfinished: Vec<i64>,
@@ -383,16 +421,16 @@ struct History {
 }
 
 /// A request to the model and what it is estimated to take.
-struct Request {
-    chat: ChatRequest,
+pub(super) struct Request {
+    pub(super) chat: ChatRequest,
     /// Its characters, the tools' schemas included.
-    chars: usize,
+    pub(super) chars: usize,
     /// Its tokens, as estimated.
-    estimate: u64,
+    pub(super) estimate: u64,
 }
 
 impl<'a> Steps<'a> {
-    fn new(
+    pub(super) fn new(
         rt: &'a Runtime,
         job: &'a TurnJob,
         preview: &'a Preview,
@@ -452,8 +490,49 @@ impl<'a> Steps<'a> {
         }
     }
 
+    /// This loop offering `toolbox` instead of the agent's tools (a plan-mode step's tools).
+    pub(super) fn with_toolbox(mut self, toolbox: Toolbox) -> Self {
+        self.specs = toolbox.specs();
+        self.specs_chars = serde_json::to_string(&self.specs).map_or(0, |s| s.len());
+        self.toolbox = toolbox;
+        self
+    }
+
+    /// The tools this loop offers.
+    pub(super) fn toolbox(&self) -> &Toolbox {
+        &self.toolbox
+    }
+
+    /// The schemas sent with each request, and their size.
+    pub(super) fn specs(&self) -> (Arc<[ToolSpec]>, usize) {
+        (self.specs.clone(), self.specs_chars)
+    }
+
+    pub(super) fn runtime(&self) -> &'a Runtime {
+        self.rt
+    }
+
+    /// Records a model call that is not the turn's last: in the usage ledger and the turn's
+    /// counts, so budgets see it at once.
+    pub(super) async fn bill(
+        &self,
+        call: &ModelCall,
+        response: &ChatResponse,
+    ) -> Result<(), StoreError> {
+        budget::store_call(self.rt, call).await?;
+        self.rt
+            .store
+            .add_turn_usage(
+                self.job.turn.id,
+                &response.usage,
+                &response.provider,
+                &response.model,
+            )
+            .await
+    }
+
     /// Stops at shutdown or `/cancel`.
-    async fn interrupted(&self) -> Result<Next<()>, StoreError> {
+    pub(super) async fn interrupted(&self) -> Result<Next<()>, StoreError> {
         if self.shutdown.is_cancelled() {
             return Ok(Next::Stop(Stop::Shutdown));
         }
@@ -465,7 +544,7 @@ impl<'a> Steps<'a> {
     }
 
     /// Settles tool calls first: after a restart or a decision they may be waiting from before.
-    async fn settle_calls(&mut self) -> Result<Next<()>, StoreError> {
+    pub(super) async fn settle_calls(&mut self) -> Result<Next<()>, StoreError> {
         let (rt, job) = (self.rt, self.job);
         // A turn that just started has none yet: skip the query on its first step.
         let open = if self.first_step && job.turn.fresh {
@@ -527,7 +606,7 @@ impl<'a> Steps<'a> {
     }
 
     /// The latest summary, the messages after it and the system prompt.
-    async fn read_history(&self) -> Result<History, StoreError> {
+    pub(super) async fn read_history(&self) -> Result<History, StoreError> {
         let (rt, job) = (self.rt, self.job);
         let limits = Limits::of(rt, &job.agent);
         let summary = rt.store.latest_summary(self.key).await?;
@@ -554,7 +633,10 @@ impl<'a> Steps<'a> {
 
     /// The request that fits the window: compacted once if it would not, then without the
     /// oldest turns that do not fit.
-    async fn fit_request(&mut self, history: &History) -> Result<Next<Request>, StoreError> {
+    pub(super) async fn fit_request(
+        &mut self,
+        history: &History,
+    ) -> Result<Next<Request>, StoreError> {
         let (rt, job, limits) = (self.rt, self.job, &history.limits);
         let mut dropped = 0usize;
         let request = loop {
@@ -647,6 +729,7 @@ impl<'a> Steps<'a> {
                 temperature: job.agent.temperature,
                 max_tokens: None,
                 stream: self.preview.enabled(),
+                tool_choice: None,
             },
             chars,
             estimate,
@@ -713,7 +796,7 @@ impl<'a> Steps<'a> {
 
     /// Asks the model. A cut-short call (cancel, shutdown, a stream broken after its first
     /// words) is billed; a "too long" answer corrects the estimates and starts over.
-    async fn call_model(
+    pub(super) async fn call_model(
         &mut self,
         limits: &Limits,
         request: &Request,
@@ -788,7 +871,7 @@ impl<'a> Steps<'a> {
     }
 
     /// What the answered call teaches the estimates, and the call as it is billed.
-    async fn account(
+    pub(super) async fn account(
         &self,
         limits: &Limits,
         request: &Request,
@@ -817,7 +900,7 @@ impl<'a> Steps<'a> {
 
     /// The model answered in words: the turn ends with its answer, and older turns are
     /// summarised later when the next request would pass the threshold.
-    fn answer(
+    pub(super) fn answer(
         &self,
         limits: &Limits,
         request: &Request,
@@ -861,21 +944,13 @@ impl<'a> Steps<'a> {
 
     /// Stores the model's tool request (its calls run at the next step), unless it repeats a
     /// call too often.
-    async fn store_tool_request(
+    pub(super) async fn store_tool_request(
         &self,
         response: ChatResponse,
         call: ModelCall,
     ) -> Result<Next<()>, StoreError> {
         let (rt, job) = (self.rt, self.job);
-        budget::store_call(rt, &call).await?;
-        rt.store
-            .add_turn_usage(
-                job.turn.id,
-                &response.usage,
-                &response.provider,
-                &response.model,
-            )
-            .await?;
+        self.bill(&call, &response).await?;
         let repeated = repeated_call(rt, job.turn.id, &response.tool_calls).await?;
         let request_message = ChatMessage::Assistant {
             text: response.text,
@@ -1128,7 +1203,7 @@ pub(crate) fn cap_reply(text: String, max: usize) -> String {
     )
 }
 
-fn cancelled() -> Stop {
+pub(super) fn cancelled() -> Stop {
     finish(
         TurnStatus::Cancelled,
         "⏹ Cancelled.".into(),

@@ -43,6 +43,33 @@ pub struct PlanStep {
     /// A short note: what came out, or why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Plan mode: the tools the step's executor is offered (empty for `update_plan` plans).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Plan mode: what the step's executor answered, handed to later steps and the final answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Plan mode: the step's runs that failed (a step is run at most twice).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u8,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
+}
+
+impl PlanStep {
+    /// A step as the model or the planner names it, not started.
+    pub fn new(step: String, status: StepStatus, note: Option<String>) -> Self {
+        Self {
+            step,
+            status,
+            note,
+            tools: Vec::new(),
+            result: None,
+            failures: 0,
+        }
+    }
 }
 
 /// A turn's plan at its latest revision.
@@ -232,11 +259,7 @@ mod tests {
     use crate::store::test_support::{on_both_backends, stored_message};
 
     fn step(text: &str, status: StepStatus) -> PlanStep {
-        PlanStep {
-            step: text.into(),
-            status,
-            note: None,
-        }
+        PlanStep::new(text.into(), status, None)
     }
 
     async fn plans_are_revised_in_turn_and_show_one_message(store: Store) {

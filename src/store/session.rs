@@ -156,8 +156,16 @@ impl Store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-                insert_message(&mut tx, conversation_id, session, turn_id, &message, now_ms)
-                    .await?;
+                insert_message(
+                    &mut tx,
+                    conversation_id,
+                    session,
+                    turn_id,
+                    None,
+                    &message,
+                    now_ms,
+                )
+                .await?;
                 sqlx::query(
                     "INSERT INTO tool_audit (user_id, turn_id, agent_id, tool, arguments, outcome, summary, duration_ms, created_at)
                      VALUES ($1, $2, $3, $4, $5, 'cancelled', $6, 0, $7)",

@@ -116,6 +116,7 @@ impl Store {
                     CAST(CASE WHEN t.status IN ('running', 'suspended') THEN 1 ELSE 0 END AS BIGINT) AS unfinished
              FROM messages m JOIN turns t ON t.id = m.turn_id
              WHERE m.conversation_id = $1 AND m.session = $2 AND t.user_id IS NOT DISTINCT FROM $3 AND m.id > $4
+                   AND m.sub_turn IS NULL
              ORDER BY m.id DESC LIMIT $5",
         )
         .bind(key.conversation_id)

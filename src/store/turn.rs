@@ -47,6 +47,11 @@ pub struct Turn {
     /// False when this turn existed already: the daemon is resuming it after a restart.
     #[sqlx(skip)]
     pub fresh: bool,
+    /// Set on the copy of a plan-mode turn that runs one of its steps: the step's run, under
+    /// which its model requests and tool results are kept apart from the conversation
+    /// (`runtime::plan_mode`).
+    #[sqlx(skip)]
+    pub sub_turn: Option<i64>,
 }
 
 /// The columns of [`Turn`]: `fresh` is not stored, and a turn read back is never fresh.
@@ -170,13 +175,14 @@ pub(super) async fn insert_message(
     conversation_id: i64,
     session: i64,
     turn_id: i64,
+    sub_turn: Option<i64>,
     message: &ChatMessage,
     now_ms: i64,
 ) -> StoreResult<i64> {
     let body = serde_json::to_string(message)?;
     Ok(sqlx::query_scalar(
-        "INSERT INTO messages (conversation_id, session, turn_id, role, body, chars, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        "INSERT INTO messages (conversation_id, session, turn_id, role, body, chars, created_at, sub_turn)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
     )
     .bind(conversation_id)
     .bind(session)
@@ -185,6 +191,7 @@ pub(super) async fn insert_message(
     .bind(body)
     .bind(to_i64(message_chars(message)))
     .bind(now_ms)
+    .bind(sub_turn)
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -275,6 +282,7 @@ impl Store {
             input_tokens: 0,
             output_tokens: 0,
             fresh: true,
+            sub_turn: None,
         })
     }
 
@@ -359,6 +367,38 @@ impl Store {
         self.messages_after(key, 0, limit).await
     }
 
+    /// The person's message a turn answers, as the model saw it.
+    pub async fn turn_request(&self, turn_id: i64) -> StoreResult<Option<ChatMessage>> {
+        let body: Option<String> = sqlx::query_scalar(
+            "SELECT body FROM messages WHERE turn_id = $1 AND role = 'user' ORDER BY id LIMIT 1",
+        )
+        .bind(turn_id)
+        .fetch_optional(self.pool())
+        .await?;
+        body.map(|body| Ok(serde_json::from_str(&body)?))
+            .transpose()
+    }
+
+    /// The messages of a plan-mode step's run `sub_turn` of turn `turn_id`, oldest first: the
+    /// model's tool requests and their results, what the step's executor reads back.
+    pub async fn sub_turn_messages(
+        &self,
+        turn_id: i64,
+        sub_turn: i64,
+    ) -> StoreResult<Vec<ChatMessage>> {
+        let bodies: Vec<String> = sqlx::query_scalar(
+            "SELECT body FROM messages WHERE turn_id = $1 AND sub_turn = $2 ORDER BY id",
+        )
+        .bind(turn_id)
+        .bind(sub_turn)
+        .fetch_all(self.pool())
+        .await?;
+        bodies
+            .iter()
+            .map(|body| Ok(serde_json::from_str(body)?))
+            .collect()
+    }
+
     /// Stores the model's answer that asks for tools, with one pending record per call.
     pub async fn record_tool_request(
         &self,
@@ -378,6 +418,7 @@ impl Store {
             turn.conversation_id,
             session,
             turn.id,
+            turn.sub_turn,
             message,
             now_ms,
         )
@@ -490,6 +531,7 @@ impl Store {
             turn.conversation_id,
             session,
             turn.id,
+            turn.sub_turn,
             message,
             now_ms,
         )

@@ -139,11 +139,7 @@ pub fn revise(
                 format!("step {}: {msg}", n + 1)
             }
         })?;
-        steps.push(PlanStep {
-            step: text,
-            status: arg.status,
-            note,
-        });
+        steps.push(PlanStep::new(text, arg.status, note));
     }
     let mut kept = Vec::new();
     if let Some(stored) = stored {
@@ -267,21 +263,9 @@ mod tests {
     #[test]
     fn a_step_left_out_before_it_was_done_comes_back_as_skipped_in_its_place() {
         let stored = [
-            PlanStep {
-                step: "Find flats".into(),
-                status: StepStatus::Done,
-                note: None,
-            },
-            PlanStep {
-                step: "Compare".into(),
-                status: StepStatus::InProgress,
-                note: None,
-            },
-            PlanStep {
-                step: "Book a viewing".into(),
-                status: StepStatus::Pending,
-                note: None,
-            },
+            PlanStep::new("Find flats".into(), StepStatus::Done, None),
+            PlanStep::new("Compare".into(), StepStatus::InProgress, None),
+            PlanStep::new("Book a viewing".into(), StepStatus::Pending, None),
         ];
         // The model forgot the done step and the comparison.
         let (steps, kept) = revise(

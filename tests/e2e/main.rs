@@ -47,6 +47,7 @@ mod mcp_server;
 mod openai_api;
 mod pdf;
 mod pipeline;
+mod plan_mode;
 mod plans;
 mod postgres;
 mod providers;

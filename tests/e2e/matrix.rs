@@ -709,3 +709,128 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
     );
     h.stop().await;
 }
+
+/// The three-step plan of the Telegram test on a real Synapse: one plan message, edited in place
+/// by `m.replace` events, through a tool step, a step waiting for the owner's ✅ and a failed
+/// step that is retried.
+#[tokio::test]
+async fn the_plan_message_is_edited_in_place_through_an_approval_and_a_retried_step() {
+    use crate::plans::{FINAL_PLAN, plan_call};
+
+    // Longer than the least time between two edits of a plan message (2 s).
+    const SLOW: Duration = Duration::from_millis(2_300);
+    let mut h = MxHearth::new("").await;
+    h.start().await;
+    let dm = h.dm().await;
+    let bot = h.bot.user_id.clone();
+    h.llm.push(plan_call(
+        "p1",
+        [("in_progress", None), ("pending", None), ("pending", None)],
+    ));
+    h.llm
+        .push(Reply::call("a1", "add_task", r#"{"title":"Viewing"}"#).delay(SLOW));
+    h.llm
+        .push(Reply::call("a2", "add_task", r#"{"title":"Old listing"}"#));
+    h.llm.push(plan_call(
+        "p2",
+        [("done", None), ("in_progress", None), ("pending", None)],
+    ));
+    h.llm
+        .push(Reply::call("d1", "delete_task", r#"{"task_id":2}"#));
+    h.owner
+        .text(
+            &dm,
+            "find flats, wipe the old listing and mark the viewing",
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let waiting = "📋 Plan (1/3 done)\n✅ Look up the flats\n▶️ Wipe old listings — waiting for your approval\n▫️ Send the summary";
+    let plan = h
+        .wait_bot_message(&dm, "the plan waiting for approval", |m| m.text == waiting)
+        .await;
+    let prompt = h
+        .wait_bot_message(&dm, "the prompt with ✅ ❌", |m| {
+            m.text.contains("delete_task")
+                && ["✅", "❌"]
+                    .iter()
+                    .all(|e| m.reactions.iter().any(|(s, k)| *s == bot && k == e))
+        })
+        .await;
+
+    let answer = "Done: the viewing is booked and the old listing is gone.";
+    h.llm.push(plan_call(
+        "p3",
+        [("done", None), ("done", None), ("in_progress", None)],
+    ));
+    h.llm
+        .push(Reply::call("c1", "complete_task", r#"{"task_id":99}"#).delay(SLOW));
+    h.llm.push(plan_call(
+        "p4",
+        [
+            ("done", None),
+            ("done", None),
+            ("failed", Some("no task 99; trying again")),
+        ],
+    ));
+    h.llm
+        .push(Reply::call("c2", "complete_task", r#"{"task_id":1}"#).delay(SLOW));
+    h.llm.push(plan_call(
+        "p5",
+        [("done", None), ("done", None), ("done", None)],
+    ));
+    h.llm.push(Reply::text(answer));
+    h.owner
+        .react(&dm, &prompt.event_id, "✅")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reply = h
+        .wait_bot_message(&dm, "the answer", |m| m.text == answer)
+        .await;
+    h.wait_bot_message(&dm, "the plan settled in the same message", |m| {
+        m.event_id == plan.event_id && m.text == FINAL_PLAN
+    })
+    .await;
+    let messages = h.bot_messages(&dm).await;
+    let plans: Vec<&SeenMessage> = messages
+        .iter()
+        .filter(|m| m.text.starts_with("📋"))
+        .collect();
+    assert_eq!(plans.len(), 1, "one plan message: {messages:#?}");
+    assert!(
+        messages.iter().position(|m| m.event_id == plan.event_id)
+            < messages.iter().position(|m| m.event_id == reply.event_id),
+        "the plan sits above the answer"
+    );
+    // Every revision is an `m.replace` edit of that one event.
+    let events = h
+        .owner
+        .events(&dm, 200)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let edits: Vec<String> = events
+        .iter()
+        .filter(|e| {
+            let relation = &e["content"]["m.relates_to"];
+            relation["rel_type"] == "m.replace" && relation["event_id"] == plan.event_id.as_str()
+        })
+        .map(|e| {
+            e["content"]["m.new_content"]["body"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    for expected in [
+        "▶️ Wipe old listings — waiting for your approval",
+        "▶️ Send the summary",
+        "❌ Send the summary — no task 99; trying again",
+        "✅ Send the summary",
+    ] {
+        assert!(
+            edits.iter().any(|t| t.contains(expected)),
+            "{expected:?} never shown: {edits:#?}"
+        );
+    }
+    h.stop().await;
+}

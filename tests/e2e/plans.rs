@@ -519,3 +519,82 @@ async fn on_telegram_the_plan_message_is_edited_in_place_and_resumes_after_a_sig
     assert_eq!(deletes, 1);
     db.close().await;
 }
+
+/// Telegram refuses an edit of the plan message for good ("message can't be edited", as for a
+/// message deleted or too old): the plan goes out as a new message, and the edits after that
+/// change the new one.
+#[cfg(feature = "telegram")]
+#[tokio::test]
+async fn on_telegram_a_refused_edit_sends_the_plan_anew_and_later_edits_follow_it() {
+    use crate::telegram::{OWNER, TgHearth};
+
+    let mut h = TgHearth::new("").await;
+    h.start().await;
+    h.tg.fail_next_with(
+        "editMessageText",
+        400,
+        "Bad Request: message can't be edited",
+    );
+    h.llm.push(plan_call(
+        "p1",
+        [("in_progress", None), ("pending", None), ("pending", None)],
+    ));
+    h.llm
+        .push(Reply::call("a1", "add_task", r#"{"title":"Viewing"}"#).delay(SLOW));
+    h.llm.push(plan_call(
+        "p2",
+        [("done", None), ("in_progress", None), ("pending", None)],
+    ));
+    h.llm
+        .push(Reply::call("a2", "add_task", r#"{"title":"Old listing"}"#).delay(SLOW));
+    h.llm.push(plan_call(
+        "p3",
+        [("done", None), ("done", None), ("in_progress", None)],
+    ));
+    h.llm
+        .push(Reply::call("a3", "add_task", r#"{"title":"Summary"}"#).delay(SLOW));
+    h.llm.push(plan_call(
+        "p4",
+        [("done", None), ("done", None), ("done", None)],
+    ));
+    let answer = "All three done.";
+    h.llm.push(Reply::text(answer));
+    h.tg.push_text(OWNER, OWNER, "find flats, wipe the old listing, mail me");
+
+    let first =
+        "📋 Plan (0/3 done)\n▶️ Look up the flats\n▫️ Wipe old listings\n▫️ Send the summary";
+    let plans = crate::support::poll(Duration::from_secs(30), async || {
+        let messages = h.tg.messages(OWNER);
+        let plans: Vec<_> = messages
+            .iter()
+            .filter(|m| m.text.starts_with("📋"))
+            .cloned()
+            .collect();
+        let done = plans.last().is_some_and(|p| p.text == FINAL_PLAN)
+            && messages.iter().any(|m| m.text == answer);
+        done.then_some(plans)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{:#?}\n{}", h.tg.messages(OWNER), h.process.logs()));
+    assert_eq!(plans.len(), 2, "the plan sent anew once: {plans:#?}");
+    assert_eq!(plans[0].text, first, "the refused message keeps its text");
+    assert!(plans[0].id < plans[1].id);
+    // After the refusal every edit goes to the new message, and there are some.
+    let edits = h.tg.requests_of("editMessageText");
+    let to_new = edits
+        .iter()
+        .filter(|r| r.body["message_id"] == json!(plans[1].id))
+        .count();
+    let to_old = edits
+        .iter()
+        .filter(|r| r.body["message_id"] == json!(plans[0].id))
+        .count();
+    assert!(to_new >= 1, "{edits:#?}");
+    assert!(
+        to_old <= 1,
+        "only the refused edit went to the old message: {edits:#?}"
+    );
+    let last = edits.last().expect("edits");
+    assert_eq!(last.body["message_id"], json!(plans[1].id));
+    h.stop().await;
+}

@@ -91,6 +91,7 @@ fn conversation(stream: bool) -> ChatRequest {
         max_tokens: None,
         model: None,
         stream,
+        tool_choice: None,
     }
 }
 
