@@ -50,6 +50,15 @@ pub struct Confirmation {
     pub routed_outbox_id: Option<i64>,
 }
 
+impl Confirmation {
+    /// Whether a chat turn waits on it. An MCP client's request ([`super::mcp_approval`])
+    /// belongs to no turn, and is decided only in the chat it was asked in: the client may
+    /// itself hold a token that decides the owner's other confirmations.
+    pub fn has_turn(&self) -> bool {
+        self.turn_id != 0
+    }
+}
+
 /// What a wrong typed code did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WrongCode {

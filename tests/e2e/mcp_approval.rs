@@ -3,7 +3,8 @@
 //! beside the daemon) or rmcp's client: a `delete_task` that waits for the owner's press,
 //! approved (the task is gone) and denied (it stays), with progress while it waits; a call
 //! that waits longer than `inline_wait_secs` answering a handle that survives a restart, which
-//! only its caller may check and whose approved call runs once; a client that goes away
+//! only its caller may check and whose approved call runs once (and which the client's own
+//! token cannot approve through the HTTP API); a client that goes away
 //! withdrawing its prompt; and a request nobody answers expiring.
 
 use std::time::Duration;
@@ -246,6 +247,35 @@ async fn a_call_that_waits_too_long_answers_a_handle_that_survives_a_restart_and
         "{}",
         r[0]
     );
+
+    // The client's own token decides nothing: the request is neither listed to it nor
+    // decidable by its id (the prompt's button carries it) through the HTTP API.
+    let id = asked.buttons[0][0]
+        .1
+        .split(':')
+        .nth(1)
+        .expect("an id")
+        .to_string();
+    let listed = s
+        .api
+        .client
+        .get(s.api.process.url("/api/v1/confirmations"))
+        .bearer_auth(&owner)
+        .send()
+        .await
+        .expect("listed");
+    let listed = listed.text().await.unwrap_or_default();
+    assert!(!listed.contains(&id), "{listed}");
+    let decided = s
+        .api
+        .client
+        .post(s.api.process.url(&format!("/api/v1/confirmations/{id}")))
+        .bearer_auth(&owner)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(decided.status(), 403);
 
     // Approved after the call ended: the first check runs it, the second gets the same answer.
     press(&s.tg, &asked, "Approve");

@@ -145,7 +145,8 @@ async fn the_python_sdk_over_http_lists_calls_and_reads_as_the_tokens_user() {
         "the task read back: {}",
         r[5]
     );
-    // Deleting needs the owner's approval at the default autonomy: not run unasked.
+    // Deleting needs the owner's approval at the default autonomy, and without an approvals
+    // chat to ask in it does not run.
     assert_eq!(r[6]["isError"], true, "{}", r[6]);
     assert!(
         text(&r[6]).contains("needs the owner's approval"),
