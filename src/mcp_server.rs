@@ -566,9 +566,15 @@ pub async fn serve_stdio(rt: Arc<Runtime>, caller: Caller) -> Result<(), ServeSt
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|err| ServeStdioError(err.to_string()))?;
-    let ended = running.waiting().await;
-    // The client is gone and rmcp has cancelled its calls: a call that waited for the owner
-    // withdraws its prompt now, which must reach the database before the process ends.
+    // A client that leaves closes stdin and, a few seconds later, sends SIGTERM; rmcp cancels
+    // the calls in flight only after waiting for their answers, so SIGTERM cancels them at
+    // once (dropping the running service cancels it).
+    let ended = tokio::select! {
+        ended = running.waiting() => ended.map(drop),
+        () = terminated() => Ok(()),
+    };
+    // The calls are cancelled: one that waited for the owner withdraws its prompt now, which
+    // must reach the database before the process ends.
     calls.close();
     if tokio::time::timeout(Duration::from_secs(10), calls.wait())
         .await
@@ -578,6 +584,17 @@ pub async fn serve_stdio(rt: Arc<Runtime>, caller: Caller) -> Result<(), ServeSt
     }
     ended.map_err(|err| ServeStdioError(err.to_string()))?;
     Ok(())
+}
+
+/// Returns on SIGTERM (never, where signals cannot be used).
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            term.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
 }
 
 /// The stdio server could not start or ended abnormally.

@@ -5,7 +5,7 @@
 //! that waits longer than `inline_wait_secs` answering a handle that survives a restart, which
 //! only its caller may check and whose approved call runs once (and which the client's own
 //! token cannot approve through the HTTP API); a client that goes away
-//! withdrawing its prompt; and a request nobody answers expiring.
+//! (over HTTP and over stdio) withdrawing its prompt; and a request nobody answers expiring.
 
 use std::time::Duration;
 
@@ -374,16 +374,13 @@ async fn a_request_nobody_answers_expires_and_does_not_run() {
     s.api.process.stop().await;
 }
 
-#[tokio::test]
-async fn rmcps_client_waits_for_an_approval_over_stdio() {
+/// rmcp's client of `hearth mcp serve` in the process's directory.
+async fn rmcp_client(api: &Api) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     use rmcp::ServiceExt;
-    use rmcp::model::CallToolRequestParams;
-
-    let mut s = setup(50, &[]).await;
     let mut command = tokio::process::Command::new(crate::support::hearth_binary());
     command
         .args(["mcp", "serve"])
-        .current_dir(s.api.process.dir.path())
+        .current_dir(api.process.dir.path())
         .env_clear()
         .env("RUST_LOG", "warn")
         .env("TG_TOKEN", TOKEN)
@@ -391,21 +388,26 @@ async fn rmcps_client_waits_for_an_approval_over_stdio() {
     let transport =
         rmcp::transport::TokioChildProcess::new(process_wrap::tokio::CommandWrap::from(command))
             .expect("hearth mcp serve starts");
-    let client = ().serve(transport).await.expect("the handshake");
-    let arguments = |value: Value| match value {
-        Value::Object(map) => map,
-        _ => unreachable!("an object"),
+    ().serve(transport).await.expect("the handshake")
+}
+
+fn call(name: &str, arguments: Value) -> rmcp::model::CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        unreachable!("an object")
     };
+    rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(arguments)
+}
+
+#[tokio::test]
+async fn rmcps_client_waits_for_an_approval_over_stdio() {
+    let mut s = setup(50, &[]).await;
+    let client = rmcp_client(&s.api).await;
     let added = client
-        .call_tool(
-            CallToolRequestParams::new("add_task")
-                .with_arguments(arguments(json!({"title": "Water the plants"}))),
-        )
+        .call_tool(call("add_task", json!({"title": "Water the plants"})))
         .await
         .expect("tools/call");
     assert_eq!(added.is_error, Some(false), "{added:?}");
-    let delete =
-        CallToolRequestParams::new("delete_task").with_arguments(arguments(json!({"task_id": 1})));
+    let delete = call("delete_task", json!({"task_id": 1}));
     let (deleted, ()) = tokio::join!(client.call_tool(delete), async {
         let asked = prompt(&s.tg, 1).await;
         press(&s.tg, &asked, "Approve");
@@ -417,5 +419,30 @@ async fn rmcps_client_waits_for_an_approval_over_stdio() {
     if let Err(err) = client.cancel().await {
         panic!("the client stops: {err}");
     }
+    s.api.process.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_client_that_goes_away_withdraws_its_prompt() {
+    let mut s = setup(50, &[]).await;
+    let client = rmcp_client(&s.api).await;
+    let added = client
+        .call_tool(call("add_task", json!({"title": "Keep me"})))
+        .await
+        .expect("tools/call");
+    assert_eq!(added.is_error, Some(false), "{added:?}");
+    let peer = client.peer().clone();
+    let waiting = tokio::spawn(async move {
+        peer.call_tool(call("delete_task", json!({"task_id": 1})))
+            .await
+    });
+    let asked = prompt(&s.tg, 1).await;
+    // The client leaves as rmcp's does: stdin closed, then SIGTERM a few seconds later.
+    if let Err(err) = client.cancel().await {
+        panic!("the client stops: {err}");
+    }
+    let shown = edited(&s.tg, &asked, "Withdrawn").await;
+    assert!(shown.contains("the MCP client went away"), "{shown}");
+    waiting.abort();
     s.api.process.stop().await;
 }
