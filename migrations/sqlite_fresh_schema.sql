@@ -311,30 +311,6 @@ CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEG
     INSERT INTO memories_fts (rowid, content, tags) VALUES (new.id, new.content, new.tags);
 END;
 
-CREATE TABLE confirmations (
-    id                TEXT PRIMARY KEY,
-    turn_id           INTEGER NOT NULL REFERENCES turns(id),
-    tool_call_id      INTEGER NOT NULL REFERENCES tool_calls(id),
-    conversation_id   INTEGER NOT NULL REFERENCES conversations(id),
-    channel           TEXT NOT NULL,
-    chat_id           TEXT NOT NULL,
-    thread_id         TEXT NOT NULL DEFAULT '',
-    requester         TEXT NOT NULL,
-    user_id           INTEGER REFERENCES users(id),
-    tool              TEXT NOT NULL,
-    summary           TEXT NOT NULL,
-    prompt_outbox_id  INTEGER REFERENCES outbox(id),
-    status            TEXT NOT NULL,
-    decided_by        TEXT,
-    created_at        INTEGER NOT NULL,
-    expires_at        INTEGER NOT NULL,
-    decided_at        INTEGER
-, short_code TEXT, wrong_codes INTEGER NOT NULL DEFAULT 0, routed_channel TEXT, routed_chat_id TEXT, routed_outbox_id INTEGER REFERENCES outbox(id));
-
-CREATE INDEX confirmations_pending ON confirmations (status, expires_at);
-
-CREATE INDEX confirmations_by_turn ON confirmations (turn_id);
-
 CREATE TABLE tool_audit (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
     user_id     INTEGER REFERENCES users(id),
@@ -404,8 +380,6 @@ CREATE TABLE outbox_parts (
     sent_at             INTEGER,
     PRIMARY KEY (outbox_id, idx)
 );
-
-CREATE INDEX confirmations_by_chat ON confirmations (channel, chat_id, status);
 
 CREATE INDEX outbox_by_platform_message ON outbox (channel, platform_message_id);
 
@@ -642,3 +616,46 @@ CREATE TABLE background_tasks (
 CREATE INDEX background_tasks_by_user ON background_tasks (user_id, state);
 
 CREATE INDEX background_tasks_by_state ON background_tasks (state);
+
+CREATE TABLE "confirmations" (
+    id                TEXT PRIMARY KEY,
+    turn_id           INTEGER REFERENCES turns(id),
+    tool_call_id      INTEGER REFERENCES tool_calls(id),
+    conversation_id   INTEGER REFERENCES conversations(id),
+    channel           TEXT NOT NULL,
+    chat_id           TEXT NOT NULL,
+    thread_id         TEXT NOT NULL DEFAULT '',
+    requester         TEXT NOT NULL,
+    user_id           INTEGER REFERENCES users(id),
+    tool              TEXT NOT NULL,
+    summary           TEXT NOT NULL,
+    prompt_outbox_id  INTEGER REFERENCES outbox(id),
+    status            TEXT NOT NULL,
+    decided_by        TEXT,
+    created_at        INTEGER NOT NULL,
+    expires_at        INTEGER NOT NULL,
+    decided_at        INTEGER,
+    short_code        TEXT,
+    wrong_codes       INTEGER NOT NULL DEFAULT 0,
+    routed_channel    TEXT,
+    routed_chat_id    TEXT,
+    routed_outbox_id  INTEGER REFERENCES outbox(id)
+);
+
+CREATE INDEX confirmations_pending ON confirmations (status, expires_at);
+
+CREATE INDEX confirmations_by_turn ON confirmations (turn_id);
+
+CREATE INDEX confirmations_by_chat ON confirmations (channel, chat_id, status);
+
+CREATE TABLE mcp_approvals (
+    confirmation_id TEXT PRIMARY KEY REFERENCES confirmations(id),
+    handle          TEXT NOT NULL UNIQUE,
+    caller_door     TEXT NOT NULL,
+    client          TEXT NOT NULL,
+    agent_id        TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    run_state       TEXT NOT NULL,
+    result          TEXT,
+    started_at      INTEGER
+);

@@ -14,9 +14,11 @@
 //! A call takes the path a chat turn's call takes ([`crate::runtime::tools::prepare`]: the
 //! JSON Schema check, list limits and permission; then the autonomy decision and the rate
 //! limits), runs within the tool's timeout, and is audited with the client named. A call whose
-//! risk needs the owner's approval at the user's autonomy level does not run: it is refused
-//! with a result saying so (approvals are asked in chat), never run unasked.
+//! risk needs the owner's approval at the user's autonomy level asks the owner in the
+//! approvals chat and waits for the press ([`approval`]), answering a handle for the
+//! `check_approval` tool when the wait is longer than a client waits.
 
+mod approval;
 #[cfg(feature = "http")]
 pub mod http;
 mod resource;
@@ -34,6 +36,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio_util::task::TaskTracker;
 
 use crate::agent::AgentDef;
 use crate::runtime::Runtime;
@@ -98,6 +101,9 @@ enum Identity {
 pub struct McpServer {
     rt: Arc<Runtime>,
     identity: Identity,
+    /// The calls in flight, so a stdio server that lost its client finishes withdrawing their
+    /// prompts before the process ends.
+    calls: TaskTracker,
 }
 
 impl McpServer {
@@ -106,6 +112,7 @@ impl McpServer {
         Self {
             rt,
             identity: Identity::Fixed(caller),
+            calls: TaskTracker::new(),
         }
     }
 
@@ -174,13 +181,15 @@ impl McpServer {
         ))
     }
 
-    /// Runs one call as a chat turn would, audits it and answers its result.
+    /// Runs one call as a chat turn would, audits it and answers its result; a call that needs
+    /// the owner's approval asks and waits for it first.
     async fn call(
         &self,
         caller: &Caller,
         client: &str,
         name: &str,
         arguments: Value,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServeError> {
         let tools = self.tools(caller);
         let Some((_, agent)) = tools.iter().find(|(t, _)| t.info().name == name) else {
@@ -206,8 +215,12 @@ impl McpServer {
         };
         let policy = self.policy(caller, agent).await?;
         let written = arguments.clone();
-        let prepared = prepare(&self.rt.tools, &toolbox, name, arguments, &policy)
-            .and_then(|prepared| self.decide(&prepared, &policy).map(|()| prepared));
+        let prepared = match prepare(&self.rt.tools, &toolbox, name, arguments, &policy) {
+            Ok(prepared) if prepared.tool.info().asks(prepared.risk, policy.autonomy) => {
+                return approval::ask(self, caller, client, agent, prepared, context).await;
+            }
+            other => other.and_then(|prepared| self.admit(&prepared, &policy).map(|()| prepared)),
+        };
         let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(refusal) => {
@@ -228,44 +241,34 @@ impl McpServer {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
             }
         };
-        let started = Instant::now();
-        let (ok, text, outcome) = self.execute(caller, agent, &prepared).await;
-        self.rt.metrics.tool_call(name, outcome);
-        let arguments = &prepared.arguments;
-        let agent = Some(agent.id.as_str());
-        self.audit(
-            caller,
-            client,
-            agent,
-            name,
-            arguments,
-            outcome,
-            &text,
-            started.elapsed(),
-        )
-        .await;
-        let content = vec![ContentBlock::text(text)];
-        Ok(if ok {
-            CallToolResult::success(content)
-        } else {
-            CallToolResult::error(content)
-        })
+        let (ok, text) = self.run(caller, client, agent, &prepared).await;
+        Ok(result(ok, text))
     }
 
-    /// The confirmation decision and the rate limits, for a call that passed its checks.
-    fn decide(&self, prepared: &Prepared, policy: &UserPolicy) -> Result<(), Refusal> {
-        let info = prepared.tool.info();
-        if info.asks(prepared.risk, policy.autonomy) {
-            return Err(Refusal {
-                outcome: "refused",
-                message: format!(
-                    "`{}` needs the owner's approval at this user's autonomy level, and MCP calls \
-                     cannot ask for it, so it did not run. Ask hearth in chat instead, where the \
-                     owner gets Approve and Deny buttons.",
-                    info.name
-                ),
-            });
-        }
+    /// Runs a call that passed its checks, counts and audits it: (succeeded, text).
+    async fn run(
+        &self,
+        caller: &Caller,
+        client: &str,
+        agent: &AgentDef,
+        prepared: &Prepared,
+    ) -> (bool, String) {
+        let started = Instant::now();
+        let (ok, text, outcome) = self.execute(caller, agent, prepared).await;
+        let name = &prepared.tool.info().name;
+        self.rt.metrics.tool_call(name, outcome);
+        let elapsed = started.elapsed();
+        let agent = Some(agent.id.as_str());
+        let arguments = &prepared.arguments;
+        self.audit(
+            caller, client, agent, name, arguments, outcome, &text, elapsed,
+        )
+        .await;
+        (ok, text)
+    }
+
+    /// The rate limits, for a call about to run.
+    fn admit(&self, prepared: &Prepared, policy: &UserPolicy) -> Result<(), Refusal> {
         let limits = (
             self.rt.config.tools.per_user_tool_calls_per_minute,
             self.rt.config.tools.global_calls_per_minute,
@@ -380,6 +383,16 @@ fn client_name(context: &RequestContext<RoleServer>, caller: &Caller) -> String 
     format!("{name} ({})", caller.door)
 }
 
+/// A tool's answer as an MCP result.
+fn result(ok: bool, text: String) -> CallToolResult {
+    let content = vec![ContentBlock::text(text)];
+    if ok {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    }
+}
+
 /// A tool as MCP clients see it: the model's name, description and schema, and hints from its
 /// risk (clients may warn with them; hearth never relies on them).
 fn listed(tool: &dyn crate::tool::Tool) -> Tool {
@@ -413,7 +426,8 @@ impl ServerHandler for McpServer {
         .with_server_info(Implementation::new("hearth", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "hearth, a personal assistant: the user's tasks, notes, memories and calendar. \
-             Calls act as the user; risky ones are refused here and belong in hearth's chat.",
+             Calls act as the user; a risky one waits for the owner's approval on their phone, \
+             and one that waits long answers a handle: pass it to check_approval for the outcome.",
         )
     }
 
@@ -424,12 +438,15 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&context).await?;
         let tools = self.tools(&caller);
-        Ok(ListToolsResult::with_all_items(
-            tools
-                .iter()
-                .map(|(tool, _)| listed(tool.as_ref()))
-                .collect(),
-        ))
+        let mut listed: Vec<Tool> = tools
+            .iter()
+            .map(|(tool, _)| listed(tool.as_ref()))
+            .collect();
+        // Only a client with a tool that may have to wait for the owner has use for it.
+        if tools.iter().any(|(tool, _)| tool.info().risk != Risk::Safe) {
+            listed.push(approval::check_tool());
+        }
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     async fn call_tool(
@@ -440,8 +457,19 @@ impl ServerHandler for McpServer {
         let caller = self.caller(&context).await?;
         let client = client_name(&context, &caller);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let name = request.name.as_ref();
+        // Tracked, so a stdio server whose client left finishes its withdrawals (see
+        // `serve_stdio`).
         let result = self
-            .call(&caller, &client, request.name.as_ref(), arguments)
+            .calls
+            .track_future(async {
+                if name == approval::CHECK {
+                    approval::check(self, &caller, &arguments).await
+                } else {
+                    self.call(&caller, &client, name, arguments.clone(), &context)
+                        .await
+                }
+            })
             .await?;
         Ok(result.into())
     }
@@ -533,15 +561,40 @@ impl ServerHandler for McpServer {
 pub async fn serve_stdio(rt: Arc<Runtime>, caller: Caller) -> Result<(), ServeStdioError> {
     use rmcp::ServiceExt;
     let server = McpServer::for_caller(rt, caller);
+    let calls = server.calls.clone();
     let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|err| ServeStdioError(err.to_string()))?;
-    running
-        .waiting()
+    // A client that leaves closes stdin and, a few seconds later, sends SIGTERM; rmcp cancels
+    // the calls in flight only after waiting for their answers, so SIGTERM cancels them at
+    // once (dropping the running service cancels it).
+    let ended = tokio::select! {
+        ended = running.waiting() => ended.map(drop),
+        () = terminated() => Ok(()),
+    };
+    // The calls are cancelled: one that waited for the owner withdraws its prompt now, which
+    // must reach the database before the process ends.
+    calls.close();
+    if tokio::time::timeout(Duration::from_secs(10), calls.wait())
         .await
-        .map_err(|err| ServeStdioError(err.to_string()))?;
+        .is_err()
+    {
+        tracing::warn!("calls still running when the MCP client left were abandoned");
+    }
+    ended.map_err(|err| ServeStdioError(err.to_string()))?;
     Ok(())
+}
+
+/// Returns on SIGTERM (never, where signals cannot be used).
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            term.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
 }
 
 /// The stdio server could not start or ended abnormally.

@@ -22,6 +22,7 @@ pub mod http;
 mod identity;
 pub(crate) mod inbox;
 mod lock;
+pub mod mcp_approval;
 pub mod memory;
 pub mod note;
 mod outbox;

@@ -6,17 +6,43 @@ use serde::{Deserialize, Serialize};
 
 use super::{Checks, Section};
 
-/// `[mcp_server]`: whether `/mcp` is served.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `[mcp_server]`: whether `/mcp` is served, and how long a call waits for the owner's
+/// approval before it answers with a handle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpServeConfig {
     /// Serve streamable HTTP at `/mcp` (tokens of the HTTP channel as `Bearer`).
     pub enabled: bool,
+    /// How long a call that needs the owner's approval waits for the press before it answers
+    /// "waiting for the owner's approval" with a handle for `check_approval` (over stdio and
+    /// HTTP alike). Under the 60 s after which many clients give up on a call.
+    pub inline_wait_secs: u64,
+}
+
+/// The most `inline_wait_secs` may be: an MCP request held open longer than this is one no
+/// client waits for.
+pub const MAX_INLINE_WAIT_SECS: u64 = 3_600;
+
+impl Default for McpServeConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            inline_wait_secs: 50,
+        }
+    }
 }
 
 impl Section for McpServeConfig {
-    fn check(&self, _checks: &mut Checks<'_>) {
-        // One switch; what it needs from other sections is checked in validate.rs.
+    fn check(&self, checks: &mut Checks<'_>) {
+        // What `enabled` needs from other sections is checked in validate.rs.
+        if !(1..=MAX_INLINE_WAIT_SECS).contains(&self.inline_wait_secs) {
+            checks.problem(
+                "inline_wait_secs",
+                format!(
+                    "must be between 1 and {MAX_INLINE_WAIT_SECS} seconds, like 50 (under the 60 s many MCP clients wait for a call)"
+                ),
+            );
+        }
     }
 }
 
@@ -31,6 +57,7 @@ mod tests {
         let config =
             load_from_str("", "hearth.toml", &HashMap::new()).expect("an empty file loads");
         assert!(!config.mcp_server.enabled);
+        assert_eq!(config.mcp_server.inline_wait_secs, 50);
         let errors = load_from_str(
             "[mcp_server]\nenabled = true\nport = 1\n",
             "hearth.toml",
@@ -41,6 +68,30 @@ mod tests {
             errors.iter().any(|e| e.key.starts_with("mcp_server")),
             "{errors:?}"
         );
+    }
+
+    #[test]
+    fn an_inline_wait_of_zero_or_hours_is_refused() {
+        for bad in ["0", "3601"] {
+            let errors = load_from_str(
+                &format!("[mcp_server]\ninline_wait_secs = {bad}\n"),
+                "hearth.toml",
+                &HashMap::new(),
+            )
+            .expect_err("out of range");
+            assert!(
+                errors.iter().any(|e| e.key == "mcp_server.inline_wait_secs"
+                    && e.message.contains("between 1 and 3600")),
+                "{errors:?}"
+            );
+        }
+        let config = load_from_str(
+            "[mcp_server]\ninline_wait_secs = 5\n",
+            "hearth.toml",
+            &HashMap::new(),
+        )
+        .expect("a short wait loads");
+        assert_eq!(config.mcp_server.inline_wait_secs, 5);
     }
 
     #[test]

@@ -106,11 +106,14 @@ impl StoreBackend {
             .identity(CHANNEL_NAME, token)
             .await?
             .filter(|i| i.status == IdentityStatus::Allowed);
-        let may_decide = decider.is_some_and(|d| {
-            d.is_owner
-                || found.user_id == Some(d.user_id)
-                || (found.channel == CHANNEL_NAME && found.requester == token)
-        });
+        // An MCP client's request is decided only in the chat it was asked in (the client may
+        // hold this very token).
+        let may_decide = found.has_turn()
+            && decider.is_some_and(|d| {
+                d.is_owner
+                    || found.user_id == Some(d.user_id)
+                    || (found.channel == CHANNEL_NAME && found.requester == token)
+            });
         let own = found.channel == CHANNEL_NAME && found.requester == token;
         // The HTTP turn that waits: the one whose inbox entry the daemon's turn answers.
         let mut turn = None;

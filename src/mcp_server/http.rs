@@ -38,6 +38,7 @@ pub fn routes(rt: Arc<Runtime>, shutdown: CancellationToken) -> axum::Router {
     let server = McpServer {
         rt,
         identity: Identity::Token,
+        calls: tokio_util::task::TaskTracker::new(),
     };
     let config = StreamableHttpServerConfig::default()
         // Stateless: serves 2025 clients and 2026-07-28 ones alike, and a client that closes

@@ -347,7 +347,8 @@ impl Handler {
 
     /// Whether the sender of `event` may decide `confirmation`: a verified sender whose identity
     /// is allowed (a requester revoked meanwhile may not), and who is the requester, one of the
-    /// requester's linked identities, or the owner.
+    /// requester's linked identities, or the owner; for an MCP client's request, in the chat
+    /// it was asked in.
     async fn may_decide(
         &self,
         entry: &InboxEntry,
@@ -355,6 +356,13 @@ impl Handler {
         confirmation: &Confirmation,
     ) -> Result<bool, StoreError> {
         if !event.sender.verified {
+            return Ok(false);
+        }
+        // An MCP client's request: only a press (or reaction) in the chat it was asked in, never
+        // a token's decision by id, which the asking client itself might hold.
+        if !confirmation.has_turn()
+            && (entry.channel != confirmation.channel || event.chat.chat_id != confirmation.chat_id)
+        {
             return Ok(false);
         }
         let Some(decider) = self

@@ -700,14 +700,6 @@ async fn request_confirmation(
     let id = confirmation::new_id();
     let info = prepared.tool.info();
     let timeout = rt.config.tools.confirmation_timeout_secs;
-    let arguments = serde_json::to_string_pretty(&prepared.arguments)
-        .unwrap_or_else(|_| prepared.arguments.to_string());
-    let what = match prepared.risk {
-        Risk::Destructive => "This deletes data.",
-        Risk::Outward => "This acts outside hearth.",
-        Risk::Write => "This changes your data.",
-        Risk::Safe => "This only reads.",
-    };
     let caps = &job.capabilities;
     let minutes = timeout.div_ceil(60);
     // Without real buttons a person types a short code (reactions, where the channel shows the
@@ -725,36 +717,10 @@ async fn request_confirmation(
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
     let buttons_shown = caps.shows_buttons();
-    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
-    // arguments.
-    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
-        Some(draft) => draft,
-        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
-    };
-    let mut request = format!(
-        "{} {} wants to run `{}`. {what}\n{shown}",
-        job.agent.emoji, job.agent.name, info.name,
-    );
-    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
     let ctx = tool_context(rt, job);
-    if let Some(detail) = prepared.tool.describe_call(&ctx, &prepared.arguments).await {
-        request.push_str(&format!("\n{}", clip(&detail, 500)));
-    }
+    let request = request_text(rt, &ctx, &job.agent, prepared).await;
     let text = format!("🔐 {request}\n{how}");
-    let buttons = || {
-        vec![
-            Button::new(
-                format!("{APPROVE_EMOJI} Approve"),
-                button_data(&id, confirmation::Action::Approve),
-            )
-            .with_emoji(APPROVE_EMOJI),
-            Button::new(
-                format!("{DENY_EMOJI} Deny"),
-                button_data(&id, confirmation::Action::Deny),
-            )
-            .with_emoji(DENY_EMOJI),
-        ]
-    };
+    let buttons = || approval_buttons(&id);
     let prompt = NewOutbox {
         inbox_id: Some(job.turn.inbox_id),
         seq: record.id,
@@ -780,10 +746,7 @@ async fn request_confirmation(
         channel: route.channel.clone(),
         kind: OutboxKind::Send,
         message: OutboundMessage {
-            text: format!(
-                "🔐 Approval needed for {}: {request}\nApprove within {minutes} minutes?",
-                route.origin
-            ),
+            text: routed_prompt(&route.origin, &request, minutes),
             buttons: buttons(),
             ..OutboundMessage::text(route.chat.clone(), "")
         },
@@ -829,6 +792,63 @@ async fn request_confirmation(
     )
     .await;
     Ok(())
+}
+
+/// What an approval prompt says `prepared` will do, after its 🔐: the agent, the tool, what kind
+/// of change it makes, the call, and what an id in it names. A chat turn's prompt and an MCP
+/// client's ([`crate::mcp_server`]) say the same.
+pub(crate) async fn request_text(
+    rt: &Runtime,
+    ctx: &ToolContext,
+    agent: &crate::agent::AgentDef,
+    prepared: &Prepared,
+) -> String {
+    let info = prepared.tool.info();
+    let arguments = serde_json::to_string_pretty(&prepared.arguments)
+        .unwrap_or_else(|_| prepared.arguments.to_string());
+    let what = match prepared.risk {
+        Risk::Destructive => "This deletes data.",
+        Risk::Outward => "This acts outside hearth.",
+        Risk::Write => "This changes your data.",
+        Risk::Safe => "This only reads.",
+    };
+    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
+    // arguments.
+    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
+        Some(draft) => draft,
+        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
+    };
+    let mut request = format!(
+        "{} {} wants to run `{}`. {what}\n{shown}",
+        agent.emoji, agent.name, info.name,
+    );
+    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
+    if let Some(detail) = prepared.tool.describe_call(ctx, &prepared.arguments).await {
+        request.push_str(&format!("\n{}", clip(&detail, 500)));
+    }
+    request
+}
+
+/// The prompt in the owner's approvals chat (`daemon.approvals_to`) for a request made
+/// elsewhere (`origin`: a requester, a scheduled run, an MCP client).
+pub(crate) fn routed_prompt(origin: &str, request: &str, minutes: u64) -> String {
+    format!("🔐 Approval needed for {origin}: {request}\nApprove within {minutes} minutes?")
+}
+
+/// The Approve and Deny buttons of confirmation `id`.
+pub(crate) fn approval_buttons(id: &str) -> Vec<Button> {
+    vec![
+        Button::new(
+            format!("{APPROVE_EMOJI} Approve"),
+            button_data(id, confirmation::Action::Approve),
+        )
+        .with_emoji(APPROVE_EMOJI),
+        Button::new(
+            format!("{DENY_EMOJI} Deny"),
+            button_data(id, confirmation::Action::Deny),
+        )
+        .with_emoji(DENY_EMOJI),
+    ]
 }
 
 #[cfg(test)]

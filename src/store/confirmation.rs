@@ -50,6 +50,15 @@ pub struct Confirmation {
     pub routed_outbox_id: Option<i64>,
 }
 
+impl Confirmation {
+    /// Whether a chat turn waits on it. An MCP client's request ([`super::mcp_approval`])
+    /// belongs to no turn, and is decided only in the chat it was asked in: the client may
+    /// itself hold a token that decides the owner's other confirmations.
+    pub fn has_turn(&self) -> bool {
+        self.turn_id != 0
+    }
+}
+
 /// What a wrong typed code did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WrongCode {
@@ -64,8 +73,12 @@ pub struct WrongCode {
 pub const DENIED_FOR_WRONG_CODES: &str = "hearth:wrong-codes";
 
 /// The columns of [`Confirmation`]. A confirmation outside a thread is stored with an empty
-/// `thread_id` (the column is part of a unique key); it reads back as none.
-const COLUMNS: &str = "id, turn_id, tool_call_id, conversation_id, channel, chat_id, \
+/// `thread_id` (the column is part of a unique key); it reads back as none. An MCP client's
+/// ([`super::mcp_approval`]) belongs to no turn, call or conversation: those read back as 0,
+/// which no row has, so resuming or showing "its turn" finds nothing to do.
+pub(super) const COLUMNS: &str = "id, COALESCE(turn_id, 0) AS turn_id, \
+     COALESCE(tool_call_id, 0) AS tool_call_id, COALESCE(conversation_id, 0) AS conversation_id, \
+     channel, chat_id, \
      NULLIF(thread_id, '') AS thread_id, requester, user_id, tool, summary, prompt_outbox_id, \
      status, decided_by, created_at, expires_at, short_code, wrong_codes, routed_channel, \
      routed_chat_id, routed_outbox_id";

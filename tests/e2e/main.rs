@@ -42,6 +42,8 @@ mod mail;
 mod matrix;
 mod mcp;
 #[cfg(feature = "http")]
+mod mcp_approval;
+#[cfg(feature = "http")]
 mod mcp_server;
 #[cfg(feature = "http")]
 mod openai_api;

@@ -17,10 +17,10 @@ use crate::support::last_tool_result;
 const SCRIPT: &str = include_str!("mcp_server_client.py");
 
 /// `[mcp_server]` on, after `[channels.http]`.
-const ENABLED: &str = "\n[mcp_server]\nenabled = true\n";
+pub(crate) const ENABLED: &str = "\n[mcp_server]\nenabled = true\n";
 
 /// Runs the Python SDK client with `plan` (see the script's header): its JSON answer.
-async fn python(plan: Value) -> Value {
+pub(crate) async fn python(plan: Value) -> Value {
     let python = hearth_testkit::python::mcp_python().expect("the MCP Python SDK installs");
     let run = tokio::process::Command::new(python)
         .args(["-c", SCRIPT])
@@ -49,7 +49,7 @@ async fn python(plan: Value) -> Value {
     got
 }
 
-fn over_http(api: &Api, token: &str, steps: Value) -> Value {
+pub(crate) fn over_http(api: &Api, token: &str, steps: Value) -> Value {
     json!({
         "transport": "http",
         "url": api.process.url("/mcp"),
@@ -68,7 +68,7 @@ fn names(listed: &Value, key: &str) -> Vec<String> {
 }
 
 /// The text of a tool result (its first content block).
-fn text(result: &Value) -> &str {
+pub(crate) fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
@@ -145,7 +145,8 @@ async fn the_python_sdk_over_http_lists_calls_and_reads_as_the_tokens_user() {
         "the task read back: {}",
         r[5]
     );
-    // Deleting needs the owner's approval at the default autonomy: not run unasked.
+    // Deleting needs the owner's approval at the default autonomy, and without an approvals
+    // chat to ask in it does not run.
     assert_eq!(r[6]["isError"], true, "{}", r[6]);
     assert!(
         text(&r[6]).contains("needs the owner's approval"),
@@ -268,7 +269,7 @@ async fn answer_of(request: reqwest::RequestBuilder) -> (u16, String) {
 /// `hearth mcp serve` for the Python SDK, in the process's directory with its environment
 /// (the SDK adds `HOME`, which the daemon's has not: without it both find the database in
 /// `./data`).
-fn over_stdio(api: &Api, steps: Value) -> Value {
+pub(crate) fn over_stdio(api: &Api, steps: Value) -> Value {
     json!({
         "transport": "stdio",
         "command": "env",

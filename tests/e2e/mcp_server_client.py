@@ -3,9 +3,10 @@
 # argv[1] is a JSON plan: {"transport": "http", "url": ..., "headers": {...}} or
 # {"transport": "stdio", "command": ..., "args": [...], "cwd": ..., "env": {...}}, and "steps",
 # each {"op": "list_tools" | "list_resources" | "list_prompts" | "get_prompt" | "read" |
-# "call", ...}. Prints one JSON object: {"results": [...], "error": "..."?}, every result as the
-# SDK parsed it (by alias, so `isError`, `readOnlyHint`), for a failure its text, and over HTTP
-# the status of every response (the SDK itself reports a 401 only as "an error response").
+# "call", ...}; a call with "progress": true asks for progress and returns its notes. Prints
+# one JSON object: {"results": [...], "error": "..."?}, every result as the SDK parsed it (by
+# alias, so `isError`, `readOnlyHint`), for a failure its text, and over HTTP the status of
+# every response (the SDK itself reports a 401 only as "an error response").
 
 import asyncio
 import json
@@ -52,7 +53,19 @@ async def run(client, steps, out):
         elif op == "read":
             result = await client.read_resource(step["uri"])
         elif op == "call":
-            result = await client.call_tool(step["name"], step.get("args", {}))
+            # With "progress": the call asks for progress, and its notes come back with it.
+            notes = []
+
+            async def note(progress, total, message):
+                notes.append(message)
+
+            callback = note if step.get("progress") else None
+            result = await client.call_tool(
+                step["name"], step.get("args", {}), progress_callback=callback
+            )
+            if callback is not None:
+                out.append({**dump(result), "progress": notes})
+                continue
         else:
             raise ValueError(f"unknown op {op}")
         out.append(dump(result))
