@@ -280,21 +280,25 @@ pub trait Tool: Send + Sync {
         self.risk(arguments)
     }
 
-    /// What the approval prompt shows of this call instead of its arguments as JSON: a rendered
-    /// draft (a mail's From, To, Cc, Subject and body). It must show everything the call would
-    /// act with, since the stored arguments are what runs once approved.
-    fn draft(&self, _config: &Config, _arguments: &Value) -> Option<String> {
-        None
-    }
-
     /// Runs the call; the returned text is what the model sees as the result.
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError>;
 
-    /// What the confirmation prompt shows besides the arguments, when the arguments alone do not
-    /// say what the call acts on (an outside calendar's event named by its uid).
-    async fn describe_call(&self, _ctx: &ToolContext, _arguments: &Value) -> Option<String> {
-        None
+    /// What a confirmation prompt shows of this call: by default its arguments as JSON
+    /// ([`shown_arguments`]). A tool that can say more overrides it: a mail's rendered draft
+    /// instead of the arguments, an outside calendar's name and the event a uid stands for after
+    /// them. It must show everything the call would act with, since the stored arguments are what
+    /// runs once approved. Every asker (the turn's prompt, the MCP server's approval wait, a
+    /// background task's) shows this text.
+    async fn prompt(&self, _ctx: &ToolContext, arguments: &Value) -> String {
+        shown_arguments(arguments)
     }
+}
+
+/// A call's arguments as a confirmation prompt shows them by default: pretty JSON in a code
+/// block, cut at 1,500 characters.
+pub fn shown_arguments(arguments: &Value) -> String {
+    let json = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
+    format!("```\n{}\n```", crate::text::clip(&json, 1_500))
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -700,8 +700,6 @@ async fn request_confirmation(
     let id = confirmation::new_id();
     let info = prepared.tool.info();
     let timeout = rt.config.tools.confirmation_timeout_secs;
-    let arguments = serde_json::to_string_pretty(&prepared.arguments)
-        .unwrap_or_else(|_| prepared.arguments.to_string());
     let what = match prepared.risk {
         Risk::Destructive => "This deletes data.",
         Risk::Outward => "This acts outside hearth.",
@@ -725,21 +723,16 @@ async fn request_confirmation(
         Some(code) => format!("Reply APPROVE {code} or DENY {code} within {minutes} minutes."),
     };
     let buttons_shown = caps.shows_buttons();
-    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
-    // arguments.
-    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
-        Some(draft) => draft,
-        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
-    };
-    let mut request = format!(
+    // The call as its tool renders it: a mail's whole draft, the arguments and the outside
+    // calendar's event they name, or the arguments as JSON.
+    let shown = prepared
+        .tool
+        .prompt(&tool_context(rt, job), &prepared.arguments)
+        .await;
+    let request = format!(
         "{} {} wants to run `{}`. {what}\n{shown}",
         job.agent.emoji, job.agent.name, info.name,
     );
-    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
-    let ctx = tool_context(rt, job);
-    if let Some(detail) = prepared.tool.describe_call(&ctx, &prepared.arguments).await {
-        request.push_str(&format!("\n{}", clip(&detail, 500)));
-    }
     let text = format!("🔐 {request}\n{how}");
     let buttons = || {
         vec![

@@ -69,8 +69,8 @@ impl TypedTool for AddCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), None)
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(ctx, self.calendar.as_deref(), None, arguments)
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -285,8 +285,13 @@ impl TypedTool for UpdateCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(
+            ctx,
+            self.calendar.as_deref(),
+            self.uid.as_deref(),
+            arguments,
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -352,8 +357,13 @@ impl TypedTool for DeleteCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(
+            ctx,
+            self.calendar.as_deref(),
+            self.uid.as_deref(),
+            arguments,
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

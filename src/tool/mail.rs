@@ -9,7 +9,7 @@
 //!   model only inside [`Untrusted`], marked as data, never as instructions.
 //! - `send_email` and `reply_email` always ask the owner ([`TypedTool::ALWAYS_CONFIRM`]),
 //!   whatever the autonomy, and no schedule may allow them unattended. The prompt is the draft
-//!   itself ([`TypedTool::draft`]): From, To, Cc, Subject and the whole body (capped at
+//!   itself ([`TypedTool::prompt`]): From, To, Cc, Subject and the whole body (capped at
 //!   [`MAX_BODY_CHARS`] so it always fits one prompt). The draft is made by [`draft_of`] from
 //!   the stored arguments both for the prompt and for the send, so what is sent is what was
 //!   shown; a changed draft is a new call and a new prompt.
@@ -456,7 +456,7 @@ fn shown_from(config: &Config, mailbox: Option<&NonEmpty>) -> String {
 }
 
 fn sent(entry: &MailboxConfig, result: &hearth_email::mailbox::Sent, draft: &Draft) -> Value {
-    let mut value = json!({
+    json!({
         "sent": true,
         "mailbox": entry.name,
         "to": draft.to,
@@ -503,13 +503,14 @@ impl TypedTool for SendEmail {
     const TIMEOUT: Option<Duration> = Some(CALL_TIMEOUT);
     type Output = Value;
 
-    fn draft(&self, config: &Config) -> Option<String> {
+    /// The whole draft, instead of the arguments.
+    async fn prompt(&self, ctx: &ToolContext, _arguments: String) -> String {
         let draft = draft_of(&self.to, &self.cc, &self.subject, &self.body);
-        Some(render(
-            &shown_from(config, self.mailbox.as_ref()),
+        render(
+            &shown_from(&ctx.config, self.mailbox.as_ref()),
             &draft,
             None,
-        ))
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -556,14 +557,15 @@ impl TypedTool for ReplyEmail {
     const TIMEOUT: Option<Duration> = Some(CALL_TIMEOUT);
     type Output = Value;
 
-    fn draft(&self, config: &Config) -> Option<String> {
+    /// The whole draft, instead of the arguments.
+    async fn prompt(&self, ctx: &ToolContext, _arguments: String) -> String {
         let draft = draft_of(&self.to, &self.cc, &self.subject, &self.body);
         let folder = self.folder.as_ref().map_or("INBOX", |f| f.0.as_str());
-        Some(render(
-            &shown_from(config, self.mailbox.as_ref()),
+        render(
+            &shown_from(&ctx.config, self.mailbox.as_ref()),
             &draft,
             Some((folder, self.uid)),
-        ))
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -630,17 +632,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_prompt_is_the_whole_draft_made_as_the_send_makes_it() {
+    #[tokio::test]
+    async fn the_prompt_is_the_whole_draft_made_as_the_send_makes_it() {
         let args = json!({
             "to": ["ann@example.org"],
             "cc": ["bob@example.org", "cat@example.org"],
             "subject": "Keys\r\nBcc: x@evil.example",
             "body": "Under the mat.\nBye",
         });
-        let shown = tool("send_email")
-            .draft(&config("Me <me@example.org>"), &args)
-            .expect("a draft");
+        let (mut ctx, _dir) = crate::tool::test_context().await;
+        ctx.config = Arc::new(config("Me <me@example.org>"));
+        let shown = tool("send_email").prompt(&ctx, &args).await;
         assert_eq!(
             shown,
             "✉️ Mail to send:\nFrom: Me <me@example.org>\nTo: ann@example.org\nCc: bob@example.org, cat@example.org\nSubject: Keys  Bcc: x@evil.example\n\nUnder the mat.\nBye"
@@ -649,9 +651,8 @@ mod tests {
             "uid": 7, "folder": "Archive", "to": ["ann@example.org"],
             "subject": "Re: x", "body": "ok",
         });
-        let shown = tool("reply_email")
-            .draft(&config("me@example.org"), &reply)
-            .expect("a draft");
+        ctx.config = Arc::new(config("me@example.org"));
+        let shown = tool("reply_email").prompt(&ctx, &reply).await;
         assert!(shown.starts_with("✉️ Mail to send:\nIn reply to: mail 7 in Archive\nFrom: me@example.org\nTo: ann@example.org\nCc: —\n"), "{shown}");
     }
 

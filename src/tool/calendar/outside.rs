@@ -36,13 +36,22 @@ pub(super) fn risk(calendar: Option<&str>, own: Risk) -> Risk {
     }
 }
 
-/// The confirmation prompt's line about an outside write: the calendar, and for a change or a
-/// deletion the event as hearth last read it (the arguments name it only by uid).
-pub(super) async fn describe(
+/// What the confirmation prompt shows of a calendar write: its `arguments`, and for an outside
+/// calendar a line naming the calendar and, for a change or a deletion, the event as hearth last
+/// read it (the arguments name it only by uid).
+pub(super) async fn prompt(
     ctx: &ToolContext,
     calendar: Option<&str>,
     uid: Option<&str>,
-) -> Option<String> {
+    arguments: String,
+) -> String {
+    match describe(ctx, calendar, uid).await {
+        Some(line) => format!("{arguments}\n{}", crate::text::clip(&line, 500)),
+        None => arguments,
+    }
+}
+
+async fn describe(ctx: &ToolContext, calendar: Option<&str>, uid: Option<&str>) -> Option<String> {
     let name = named(calendar)?;
     let Ok(config) = calendar::find(&ctx.config.calendars, name) else {
         return Some(format!("Calendar `{name}` is not configured."));
