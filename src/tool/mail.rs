@@ -222,7 +222,7 @@ fn listing(mailbox: &str, folder: &str, found: &Found) -> Value {
         })
         .collect();
     let uids: Vec<u32> = found.mails.iter().map(|m| m.uid).collect();
-    json!({
+    let mut value = json!({
         "mailbox": mailbox,
         "folder": folder,
         "matched": found.total,
@@ -234,7 +234,11 @@ fn listing(mailbox: &str, folder: &str, found: &Found) -> Value {
             MAX_MAIL_CHARS,
         ),
         "hint": "read_email with a uid reads one mail",
-    })
+    });
+    if let Some(note) = &found.note {
+        value["note"] = json!(note);
+    }
+    value
 }
 
 /// Search the owner's mailbox on the mail server (nothing is downloaded to search, nothing is
@@ -456,7 +460,7 @@ fn shown_from(config: &Config, mailbox: Option<&NonEmpty>) -> String {
 }
 
 fn sent(entry: &MailboxConfig, result: &hearth_email::mailbox::Sent, draft: &Draft) -> Value {
-    json!({
+    let mut value = json!({
         "sent": true,
         "mailbox": entry.name,
         "to": draft.to,
