@@ -153,8 +153,11 @@ pub struct ToolInfo {
     pub limit: Option<ListLimit>,
     /// Longest a call may run; `None` uses the runtime's default.
     pub timeout: Option<Duration>,
-    /// Every call asks the owner first, whatever the autonomy (also `full`), and no schedule's
-    /// `on_confirmation = "allow"` lets it run unattended: sending mail in the owner's name.
+    /// Every call that acts outside hearth ([`Risk::Outward`]) asks the owner first, whatever the
+    /// autonomy (also `full`), and no schedule's `on_confirmation = "allow"` lets it run
+    /// unattended: sending mail in the owner's name, writing to the owner's outside calendar.
+    /// The tool's calls that stay inside hearth (an event in hearth's own calendar) follow the
+    /// autonomy as any other.
     pub always_confirm: bool,
 }
 
@@ -209,10 +212,15 @@ impl ToolInfo {
         self
     }
 
-    /// Every call asks first, whatever the autonomy (see [`ToolInfo::always_confirm`]).
+    /// Every outward call asks first, whatever the autonomy (see [`ToolInfo::always_confirm`]).
     pub fn always_confirm(mut self) -> Self {
         self.always_confirm = true;
         self
+    }
+
+    /// Whether a call of `risk` asks whatever the autonomy and whatever a schedule allows.
+    pub fn always_asks(&self, risk: Risk) -> bool {
+        self.always_confirm && risk == Risk::Outward
     }
 
     /// Whether calls ask first at the default autonomy (`medium`).
@@ -221,9 +229,9 @@ impl ToolInfo {
     }
 
     /// Whether a call of `risk` waits for Approve at `autonomy`: what the risk says, and always
-    /// for a tool that always asks.
+    /// for an outward call of a tool that always asks ([`ToolInfo::always_asks`]).
     pub fn asks(&self, risk: Risk, autonomy: Autonomy) -> bool {
-        self.always_confirm || risk.needs_confirmation(autonomy)
+        self.always_asks(risk) || risk.needs_confirmation(autonomy)
     }
 
     pub fn spec(&self) -> ToolSpec {

@@ -233,13 +233,16 @@ enum Unattended {
     Deny,
 }
 
-/// A tool that always asks ([`crate::tool::ToolInfo::always_confirm`]) is never allowed to run
-/// unattended: a schedule's allow list cannot send mail in the owner's name.
+/// An outward call of a tool that always asks ([`crate::tool::ToolInfo::always_asks`]) is never
+/// allowed to run unattended: a schedule's allow list cannot send mail in the owner's name or
+/// write to their outside calendar.
 fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
     let info = prepared.tool.info();
     match &job.confirmation {
         ConfirmationPolicy::Ask => Unattended::Ask,
-        ConfirmationPolicy::Allow(tools) if !info.always_confirm && tools.contains(&info.name) => {
+        ConfirmationPolicy::Allow(tools)
+            if !info.always_asks(prepared.risk) && tools.contains(&info.name) =>
+        {
             Unattended::Allow
         }
         ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,

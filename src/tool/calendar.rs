@@ -62,6 +62,8 @@ impl TypedTool for AddCalendarEvent {
     const NAME: &'static str = "add_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, schedule, agenda, create, date";
     type Output = Value;
 
@@ -278,6 +280,8 @@ impl TypedTool for UpdateCalendarEvent {
     const NAME: &'static str = "update_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, move, reschedule, edit";
     type Output = Value;
 
@@ -350,6 +354,8 @@ impl TypedTool for DeleteCalendarEvent {
     const NAME: &'static str = "delete_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, cancel, remove";
     type Output = Value;
 

@@ -204,7 +204,7 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// Longest a call may run; `None` uses the runtime's default.
     const TIMEOUT: Option<Duration> = None;
-    /// Every call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
+    /// Every outward call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
     const ALWAYS_CONFIRM: bool = false;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).

@@ -1,11 +1,12 @@
 //! The owner's outside calendars through the real `hearth run` binary, a real CalDAV server
 //! (Radicale) and the fake Telegram: a scheduled briefing that names today's events, also when
 //! the server has gone down since (from the cache, with a note), and writes to the calendar
-//! that wait for the owner's Approve, the prompt naming the calendar and the event.
+//! that wait for the owner's Approve even at autonomy `full`, the prompt naming the calendar and
+//! the event, while hearth's own calendar is written at once at that autonomy.
 
 use chrono::{Duration, Utc};
-use hearth_testkit::Reply;
 use hearth_testkit::caldav::Radicale;
+use hearth_testkit::Reply;
 use serde_json::Value;
 
 use crate::support::general_agent;
@@ -155,7 +156,7 @@ async fn a_scheduled_briefing_names_todays_events_also_from_the_cache_when_the_s
 }
 
 #[tokio::test]
-async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
+async fn adding_moving_and_deleting_an_event_each_wait_for_approve_even_at_full_autonomy() {
     let server = Radicale::start(&[(USER, PASSWORD)]).expect("Radicale starts");
     let url = server
         .make_calendar(USER, PASSWORD, "work")
@@ -166,7 +167,12 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         "http://127.0.0.1:{}/owner/club/",
         hearth_testkit::net::free_port()
     );
-    let mut h = tg_with_calendars(&calendars(&url, &dead)).await;
+    // At `full` nothing else asks: a write to the owner's real calendar still does.
+    let mut h = tg_with_calendars(&format!(
+        "[tools]\nautonomy = \"full\"\n\n{}",
+        calendars(&url, &dead)
+    ))
+    .await;
     h.start().await;
     let tomorrow = (Utc::now().date_naive() + Duration::days(1)).to_string();
     let mut sent = 0;
@@ -307,6 +313,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
     );
     h.tg.press(OWNER, OWNER, prompt.id, &prompt.buttons[0][0].1);
     assert_eq!(h.wait(OWNER, sent + 1).await[sent].text, "Deleted.");
+    sent += 1;
     assert!(
         !phone
             .get(&url)
@@ -315,5 +322,19 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
             .unwrap_or_default()
             .contains("Lunch with Anna")
     );
+
+    // hearth's own calendar, at `full`: written at once, no prompt.
+    h.llm.push(Reply::call(
+        "c4",
+        "add_calendar_event",
+        format!(r#"{{"title": "Gym", "start": "{tomorrow} 18:00"}}"#),
+    ));
+    h.llm.push(Reply::text("Gym added."));
+    h.tg.push(hearth_testkit::telegram::Incoming::text(
+        OWNER,
+        OWNER,
+        "gym tomorrow",
+    ));
+    assert_eq!(h.wait(OWNER, sent + 1).await[sent].text, "Gym added.");
     h.stop().await;
 }

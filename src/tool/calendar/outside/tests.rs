@@ -254,6 +254,34 @@ async fn writes(ctx: ToolContext) {
         add_tool.risk(&json!({"title": "x", "start": "2026-10-22"})),
         Risk::Write
     );
+    // The owner's real calendar asks even at autonomy `full`, as a send does; hearth's own
+    // calendar follows the autonomy.
+    let full = crate::config::Autonomy::Full;
+    for (name, outside, own) in [
+        (
+            "add_calendar_event",
+            json!({"calendar": "Work", "title": "x", "start": "2026-10-22"}),
+            json!({"title": "x", "start": "2026-10-22"}),
+        ),
+        (
+            "update_calendar_event",
+            json!({"calendar": "Work", "uid": "u", "title": "x"}),
+            json!({"event_id": 1, "title": "x"}),
+        ),
+        (
+            "delete_calendar_event",
+            json!({"calendar": "Work", "uid": "u"}),
+            json!({"event_id": 1}),
+        ),
+    ] {
+        let tool = tools()
+            .into_iter()
+            .find(|t| t.info().name == name)
+            .expect("test value");
+        let info = tool.info();
+        assert!(info.asks(tool.risk(&outside), full), "{name}");
+        assert!(!info.asks(tool.risk(&own), full), "{name}");
+    }
     let added = ok(&ctx, "add_calendar_event", add).await;
     let uid = added["uid"].as_str().expect("test value").to_string();
     assert_eq!(added["added"]["start"], "2026-10-22 12:30");
