@@ -589,7 +589,9 @@ async fn uid_search(
 ) -> Result<Option<Vec<u32>>, async_imap::error::Error> {
     use async_imap::error::Error;
     use async_imap::imap_proto::{MailboxDatum, Response, ResponseCode, Status};
-    let tag = session.run_command(format!("UID SEARCH {criteria}")).await?;
+    let tag = session
+        .run_command(format!("UID SEARCH {criteria}"))
+        .await?;
     let mut uids = Vec::new();
     while let Some(response) = session.read_response().await? {
         match response.parsed() {
@@ -599,7 +601,11 @@ async fn uid_search(
                 status,
                 outcome,
             } if *done == tag => {
-                let why = outcome.information.as_deref().unwrap_or_default().to_owned();
+                let why = outcome
+                    .information
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_owned();
                 return match status {
                     Status::Ok => Ok(Some(uids)),
                     _ if matches!(outcome.code, Some(ResponseCode::BadCharset(_))) => Ok(None),
