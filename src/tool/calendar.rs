@@ -72,7 +72,7 @@ impl TypedTool for AddCalendarEvent {
     }
 
     fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
-        outside::prompt(ctx, self.calendar.as_deref(), None, arguments)
+        outside::prompt(ctx, self.calendar.as_deref(), (None, None), arguments)
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -260,6 +260,9 @@ struct UpdateCalendarEvent {
     calendar: Option<String>,
     /// The uid of an outside event, as list_calendar_events shows it (with calendar)
     uid: Option<String>,
+    /// For a recurring outside event: the start of the one instance to change, as
+    /// list_calendar_events shows it; without it a change applies to the whole series
+    instance_start: Option<String>,
     /// What the event is
     title: Option<NonEmpty>,
     /// New start; without end or duration_minutes the event keeps its length
@@ -293,7 +296,7 @@ impl TypedTool for UpdateCalendarEvent {
         outside::prompt(
             ctx,
             self.calendar.as_deref(),
-            self.uid.as_deref(),
+            (self.uid.as_deref(), self.instance_start.as_deref()),
             arguments,
         )
     }
@@ -301,6 +304,11 @@ impl TypedTool for UpdateCalendarEvent {
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         if let Some(name) = outside::named(self.calendar.as_deref()).map(str::to_string) {
             return outside::update(ctx, &name, self).await;
+        }
+        if self.instance_start.is_some() {
+            return Err(ToolError::InvalidArguments(
+                "instance_start is for a recurring event of an outside calendar (with calendar and uid)".into(),
+            ));
         }
         let (user, id) = (user_id(ctx)?, own_id(self.event_id)?);
         let old = fetch(ctx, user, id).await?;
@@ -367,7 +375,7 @@ impl TypedTool for DeleteCalendarEvent {
         outside::prompt(
             ctx,
             self.calendar.as_deref(),
-            self.uid.as_deref(),
+            (self.uid.as_deref(), None),
             arguments,
         )
     }
