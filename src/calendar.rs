@@ -47,9 +47,13 @@ pub enum CalendarError {
     #[error("calendar `{calendar}` has no event with uid `{uid}` (list the events again)")]
     NoSuchEvent { calendar: String, uid: String },
     #[error(
-        "the event changed in calendar `{calendar}` since hearth read it, so nothing was written. Now on the server: {now}. Tell the owner and ask whether to apply the change to this version."
+        "the event changed in calendar `{calendar}` since hearth read it, so nothing was written. The owner asked: {asked}. Now on the server: {now}. Tell the owner both and ask whether to apply the change to this version."
     )]
-    Changed { calendar: String, now: String },
+    Changed {
+        calendar: String,
+        asked: String,
+        now: String,
+    },
     #[error("calendar `{calendar}`: {reason}")]
     Refused { calendar: String, reason: String },
     #[error(transparent)]
@@ -406,30 +410,50 @@ async fn cached_object(
     })
 }
 
-/// The event `uid` as hearth last read it: its first instance, and whether it recurs.
+/// The event `uid` as hearth last read it: its instance starting at `instance` (else its
+/// first), and whether it recurs.
 pub async fn event(
     store: &Store,
     config: &CalendarConfig,
     uid: &str,
+    instance: Option<When>,
     tz: Tz,
     now_ms: i64,
 ) -> Result<Occurrence, CalendarError> {
     let object = cached_object(store, config, uid, tz, now_ms).await?;
-    let always = (DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC);
-    ics::expand(&object.data, tz, always)
-        .ok()
-        .and_then(|found| found.into_iter().find(|o| o.uid == uid))
-        .ok_or_else(|| CalendarError::NoSuchEvent {
+    occurrence(&object.data, uid, instance, tz).ok_or_else(|| match instance {
+        Some(_) => CalendarError::Refused {
+            calendar: config.name.clone(),
+            reason: ics::IcsError::NoInstance.to_string(),
+        },
+        None => CalendarError::NoSuchEvent {
             calendar: config.name.clone(),
             uid: uid.to_string(),
-        })
+        },
+    })
 }
 
-/// Changes the event `uid` as `fields` says, if it is still the version hearth read.
+/// The instance of `uid` in `data` starting at `instance` (the same minute), else its first.
+fn occurrence(data: &str, uid: &str, instance: Option<When>, tz: Tz) -> Option<Occurrence> {
+    let always = (DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC);
+    let minute = |w: When| match w {
+        When::At(at) => When::At(at - chrono::Duration::seconds(at.timestamp().rem_euclid(60))),
+        date => date,
+    };
+    ics::expand(data, tz, always)
+        .ok()?
+        .into_iter()
+        .find(|o| o.uid == uid && instance.is_none_or(|at| minute(o.start) == minute(at)))
+}
+
+/// Changes the event `uid` as `fields` says (only its instance starting at `instance`, when
+/// given: a RECURRENCE-ID override in the same resource), if it is still the version hearth
+/// read.
 pub async fn update(
     store: &Store,
     config: &CalendarConfig,
     uid: &str,
+    instance: Option<When>,
     fields: &EventFields,
     tz: Tz,
     now_ms: i64,
@@ -441,11 +465,14 @@ pub async fn update(
         .timestamp_millis_opt(now_ms)
         .single()
         .unwrap_or_default();
-    let data =
-        ics::update_event(&object.data, fields, now).map_err(|err| CalendarError::Refused {
-            calendar: config.name.clone(),
-            reason: format!("the saved event cannot be changed: {err}"),
-        })?;
+    let data = match instance {
+        None => ics::update_event(&object.data, fields, now),
+        Some(at) => ics::update_instance(&object.data, uid, at, fields, tz, now),
+    }
+    .map_err(|err| CalendarError::Refused {
+        calendar: config.name.clone(),
+        reason: format!("the saved event cannot be changed: {err}"),
+    })?;
     let url = Url::parse(&object.href).map_err(|err| CalendarError::Refused {
         calendar: config.name.clone(),
         reason: format!("bad saved href: {err}"),
@@ -454,9 +481,46 @@ pub async fn update(
     match dav.put(&url, data.clone(), &guard).await {
         Ok(etag) => remember(store, config, url, etag, data).await,
         Err(DavError::PreconditionFailed) => {
-            Err(changed(&dav, store, config, &url, uid, tz, now_ms).await)
+            let asked = asked(fields, instance, tz);
+            Err(changed(
+                &dav,
+                store,
+                config,
+                &url,
+                (uid, instance),
+                asked,
+                tz,
+                now_ms,
+            )
+            .await)
         }
         Err(err) => Err(server(config, err)),
+    }
+}
+
+/// What the owner asked a change to do, for the report of a 412.
+fn asked(fields: &EventFields, instance: Option<When>, tz: Tz) -> String {
+    let mut parts = Vec::new();
+    if let Some(title) = &fields.title {
+        parts.push(format!("title \"{title}\""));
+    }
+    if let Some((start, end)) = fields.times {
+        parts.push(format!("{} to {}", describe(start, tz), describe(end, tz)));
+    }
+    for (name, value) in [
+        ("location", &fields.location),
+        ("description", &fields.description),
+    ] {
+        match value.as_deref() {
+            Some("") => parts.push(format!("no {name}")),
+            Some(text) => parts.push(format!("{name} \"{text}\"")),
+            None => {}
+        }
+    }
+    let what = parts.join(", ");
+    match instance {
+        Some(at) => format!("the instance of {} changed to {what}", describe(at, tz)),
+        None => format!("the event changed to {what}"),
     }
 }
 
@@ -487,7 +551,8 @@ pub async fn delete(
             Ok(())
         }
         Err(DavError::PreconditionFailed) => {
-            Err(changed(&dav, store, config, &url, uid, tz, now_ms).await)
+            let asked = "the event deleted".to_string();
+            Err(changed(&dav, store, config, &url, (uid, None), asked, tz, now_ms).await)
         }
         Err(err) => Err(server(config, err)),
     }
@@ -518,24 +583,25 @@ async fn remember(
     Ok(())
 }
 
-/// The report of a 412: what the server holds now, and the cache refreshed so the owner's
-/// next decision is about that version.
+/// The report of a 412: what the owner asked and what the server holds now (the instance
+/// asked about, else the event's first), and the cache refreshed so the owner's next decision
+/// is about that version.
+#[allow(clippy::too_many_arguments)]
 async fn changed(
     dav: &Dav,
     store: &Store,
     config: &CalendarConfig,
     url: &Url,
-    uid: &str,
+    (uid, instance): (&str, Option<When>),
+    asked: String,
     tz: Tz,
     now_ms: i64,
 ) -> CalendarError {
     let now = match dav.get(url).await {
         Ok((data, _)) => {
-            let always = (DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC);
-            match ics::expand(&data, tz, always)
-                .ok()
-                .and_then(|o| o.into_iter().find(|o| o.uid == uid))
-            {
+            let shown =
+                occurrence(&data, uid, instance, tz).or_else(|| occurrence(&data, uid, None, tz));
+            match shown {
                 Some(o) => format!("\"{}\" at {}", o.title, describe(o.start, tz)),
                 None => "a version hearth cannot read".into(),
             }
@@ -553,6 +619,7 @@ async fn changed(
     }
     CalendarError::Changed {
         calendar: config.name.clone(),
+        asked,
         now,
     }
 }

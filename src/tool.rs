@@ -153,8 +153,11 @@ pub struct ToolInfo {
     pub limit: Option<ListLimit>,
     /// Longest a call may run; `None` uses the runtime's default.
     pub timeout: Option<Duration>,
-    /// Every call asks the owner first, whatever the autonomy (also `full`), and no schedule's
-    /// `on_confirmation = "allow"` lets it run unattended: sending mail in the owner's name.
+    /// Every call that acts outside hearth ([`Risk::Outward`]) asks the owner first, whatever the
+    /// autonomy (also `full`), and no schedule's `on_confirmation = "allow"` lets it run
+    /// unattended: sending mail in the owner's name, writing to the owner's outside calendar.
+    /// The tool's calls that stay inside hearth (an event in hearth's own calendar) follow the
+    /// autonomy as any other.
     pub always_confirm: bool,
 }
 
@@ -209,10 +212,15 @@ impl ToolInfo {
         self
     }
 
-    /// Every call asks first, whatever the autonomy (see [`ToolInfo::always_confirm`]).
+    /// Every outward call asks first, whatever the autonomy (see [`ToolInfo::always_confirm`]).
     pub fn always_confirm(mut self) -> Self {
         self.always_confirm = true;
         self
+    }
+
+    /// Whether a call of `risk` asks whatever the autonomy and whatever a schedule allows.
+    pub fn always_asks(&self, risk: Risk) -> bool {
+        self.always_confirm && risk == Risk::Outward
     }
 
     /// Whether calls ask first at the default autonomy (`medium`).
@@ -221,9 +229,9 @@ impl ToolInfo {
     }
 
     /// Whether a call of `risk` waits for Approve at `autonomy`: what the risk says, and always
-    /// for a tool that always asks.
+    /// for an outward call of a tool that always asks ([`ToolInfo::always_asks`]).
     pub fn asks(&self, risk: Risk, autonomy: Autonomy) -> bool {
-        self.always_confirm || risk.needs_confirmation(autonomy)
+        self.always_asks(risk) || risk.needs_confirmation(autonomy)
     }
 
     pub fn spec(&self) -> ToolSpec {
@@ -280,21 +288,25 @@ pub trait Tool: Send + Sync {
         self.risk(arguments)
     }
 
-    /// What the approval prompt shows of this call instead of its arguments as JSON: a rendered
-    /// draft (a mail's From, To, Cc, Subject and body). It must show everything the call would
-    /// act with, since the stored arguments are what runs once approved.
-    fn draft(&self, _config: &Config, _arguments: &Value) -> Option<String> {
-        None
-    }
-
     /// Runs the call; the returned text is what the model sees as the result.
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError>;
 
-    /// What the confirmation prompt shows besides the arguments, when the arguments alone do not
-    /// say what the call acts on (an outside calendar's event named by its uid).
-    async fn describe_call(&self, _ctx: &ToolContext, _arguments: &Value) -> Option<String> {
-        None
+    /// What a confirmation prompt shows of this call: by default its arguments as JSON
+    /// ([`shown_arguments`]). A tool that can say more overrides it: a mail's rendered draft
+    /// instead of the arguments, an outside calendar's name and the event a uid stands for after
+    /// them. It must show everything the call would act with, since the stored arguments are what
+    /// runs once approved. Every asker (the turn's prompt, the MCP server's approval wait, a
+    /// background task's) shows this text.
+    async fn prompt(&self, _ctx: &ToolContext, arguments: &Value) -> String {
+        shown_arguments(arguments)
     }
+}
+
+/// A call's arguments as a confirmation prompt shows them by default: pretty JSON in a code
+/// block, cut at 1,500 characters.
+pub fn shown_arguments(arguments: &Value) -> String {
+    let json = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
+    format!("```\n{}\n```", crate::text::clip(&json, 1_500))
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -77,6 +77,8 @@ fn local_instant(local: NaiveDateTime, tz: Tz) -> DateTime<Utc> {
 pub enum IcsError {
     #[error("not an iCalendar object")]
     NotICalendar,
+    #[error("no instance of the event starts then (list the events again for its instances)")]
+    NoInstance,
 }
 
 /// The instances of the events in `data` that overlap `[from, to)`, expanded in each event's
@@ -103,15 +105,7 @@ pub fn expand(
             TimeOrDelta::Time(end) => end,
             TimeOrDelta::Delta(delta) => event.start + delta,
         };
-        let (start, end) = if all_day(component) {
-            // calcard puts a date at midnight in the default zone (the owner's): the date is
-            // the local date, and DTEND stays exclusive.
-            let first = event.start.naive_local().date();
-            let after = end.naive_local().date().max(first + Duration::days(1));
-            (When::Date(first), When::Date(after))
-        } else {
-            (When::At(to_utc(event.start, tz)), When::At(to_utc(end, tz)))
-        };
+        let (start, end) = span(component, event.start, end, tz);
         if instant(start, tz) >= to || instant(end, tz) <= from && instant(start, tz) < from {
             continue;
         }
@@ -131,6 +125,24 @@ pub fn expand(
         });
     }
     Ok(out)
+}
+
+/// An expanded instance's start and end as [`When`]s.
+fn span(
+    component: &ICalendarComponent,
+    start: DateTime<CalTz>,
+    end: DateTime<CalTz>,
+    tz: Tz,
+) -> (When, When) {
+    if all_day(component) {
+        // calcard puts a date at midnight in the default zone (the owner's): the date is the
+        // local date, and DTEND stays exclusive.
+        let first = start.naive_local().date();
+        let after = end.naive_local().date().max(first + Duration::days(1));
+        (When::Date(first), When::Date(after))
+    } else {
+        (When::At(to_utc(start, tz)), When::At(to_utc(end, tz)))
+    }
 }
 
 /// An instant from calcard: a zoned time as it is, a floating one read in `tz`.
@@ -268,28 +280,188 @@ pub fn update_event(
     now: DateTime<Utc>,
 ) -> Result<String, IcsError> {
     let mut calendar = ICalendar::parse(data).map_err(|_| IcsError::NotICalendar)?;
-    let mut replacement = vec![format!("DTSTAMP:{}", now.format("%Y%m%dT%H%M%SZ"))];
-    replacement.extend(field_lines(fields));
+    let index = calendar
+        .components
+        .iter()
+        .position(|c| {
+            c.component_type == ICalendarComponentType::VEvent && !c.is_recurrence_override()
+        })
+        .ok_or(IcsError::NotICalendar)?;
+    let (uid, sequence) = {
+        let master = &calendar.components[index];
+        (master.uid().map(str::to_owned), sequence(master))
+    };
+    apply(&mut calendar.components[index], fields, now)?;
+    // SEQUENCE raised on the series and, to the same number, on its overrides that had the
+    // series' number: readers (calcard among them) pair an override with its series by it.
+    let raised = entries(&[format!("SEQUENCE:{}", sequence.unwrap_or(0) + 1)])?;
+    for (i, component) in calendar.components.iter_mut().enumerate() {
+        let same = i == index
+            || (component.is_recurrence_override()
+                && component.uid().map(str::to_owned) == uid
+                && self::sequence(component) == sequence);
+        if same {
+            component
+                .entries
+                .retain(|e| e.name != ICalendarProperty::Sequence);
+            component.entries.extend(raised.clone());
+        }
+    }
+    write(&calendar)
+}
+
+/// The component's SEQUENCE, if it has one.
+fn sequence(component: &ICalendarComponent) -> Option<i64> {
+    component
+        .property(&ICalendarProperty::Sequence)
+        .and_then(|e| e.values.first())
+        .and_then(|v| v.as_integer())
+}
+
+/// `data` with one instance of the recurring event `uid`, the one starting at `instance`,
+/// changed as `fields` says: its override (RECURRENCE-ID) changed when it has one, else a new
+/// override added beside the series, RECURRENCE-ID written as the series' DTSTART is (same zone
+/// or UTC or date). The series itself and every other instance stay as they are.
+pub fn update_instance(
+    data: &str,
+    uid: &str,
+    instance: When,
+    fields: &EventFields,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> Result<String, IcsError> {
+    let mut calendar = ICalendar::parse(data).map_err(|_| IcsError::NotICalendar)?;
+    let expanded = calendar.expand_dates(CalTz::Tz(tz), MAX_INSTANCES);
+    let found = expanded.events.iter().find_map(|event| {
+        let component = calendar.components.get(event.comp_id as usize)?;
+        if component.component_type != ICalendarComponentType::VEvent
+            || component.uid() != Some(uid)
+        {
+            return None;
+        }
+        let end = match event.end {
+            TimeOrDelta::Time(end) => end,
+            TimeOrDelta::Delta(delta) => event.start + delta,
+        };
+        let (start, end) = span(component, event.start, end, tz);
+        same_start(start, instance).then_some((event.comp_id as usize, start, end))
+    });
+    let (index, start, end) = found.ok_or(IcsError::NoInstance)?;
+    let component = calendar
+        .components
+        .get_mut(index)
+        .ok_or(IcsError::NoInstance)?;
+    if component.is_recurrence_override() {
+        apply(component, fields, now)?;
+        return write(&calendar);
+    }
+    let mut dtstart = String::new();
+    if let Some(entry) = component.property(&ICalendarProperty::Dtstart) {
+        entry
+            .write_to(&mut dtstart)
+            .map_err(|_| IcsError::NotICalendar)?;
+    }
+    let mut instance = component.clone();
+    instance.entries.retain(|e| {
+        !matches!(
+            e.name,
+            ICalendarProperty::Rrule
+                | ICalendarProperty::Rdate
+                | ICalendarProperty::Exdate
+                | ICalendarProperty::Exrule
+                | ICalendarProperty::Dtstart
+                | ICalendarProperty::Dtend
+                | ICalendarProperty::Duration
+                | ICalendarProperty::RecurrenceId
+        )
+    });
+    instance
+        .entries
+        .extend(entries(&[recurrence_id(&dtstart, start, tz)])?);
+    let mut fields = fields.clone();
+    fields.times.get_or_insert((start, end));
+    apply(&mut instance, &fields, now)?;
+    let id = u32::try_from(calendar.components.len()).map_err(|_| IcsError::NotICalendar)?;
+    calendar.components.push(instance);
+    calendar
+        .components
+        .first_mut()
+        .ok_or(IcsError::NotICalendar)?
+        .component_ids
+        .push(id);
+    write(&calendar)
+}
+
+/// Whether an instance starting at `start` is the one the owner named: the same day, or the
+/// same minute (listings show minutes).
+fn same_start(start: When, named: When) -> bool {
+    match (start, named) {
+        (When::Date(a), When::Date(b)) => a == b,
+        (When::At(a), When::At(b)) => a.timestamp() / 60 == b.timestamp() / 60,
+        _ => false,
+    }
+}
+
+/// The RECURRENCE-ID of the instance originally starting at `start`, in the form of the
+/// series' `dtstart` line: a date, UTC, a time in the same TZID, or floating in `tz`. A TZID
+/// hearth cannot name (a Windows zone) gets the UTC form, which names the same instant.
+fn recurrence_id(dtstart: &str, start: When, tz: Tz) -> String {
+    let line = dtstart.replace("\r\n ", "");
+    let (head, value) = line.trim_end().split_once(':').unwrap_or(("DTSTART", ""));
+    let params = head.strip_prefix("DTSTART").unwrap_or_default();
+    let tzid = params
+        .split(';')
+        .find_map(|p| p.strip_prefix("TZID="))
+        .map(|z| z.trim_matches('"'));
+    let utc = |at: DateTime<Utc>| format!("RECURRENCE-ID:{}", at.format("%Y%m%dT%H%M%SZ"));
+    match start {
+        When::Date(date) => format!("RECURRENCE-ID;VALUE=DATE:{}", date.format("%Y%m%d")),
+        When::At(at) if value.ends_with('Z') => utc(at),
+        When::At(at) => match tzid {
+            Some(name) => match name.parse::<Tz>() {
+                Ok(zone) => format!(
+                    "RECURRENCE-ID;TZID={name}:{}",
+                    at.with_timezone(&zone).format("%Y%m%dT%H%M%S")
+                ),
+                Err(_) => utc(at),
+            },
+            None => format!(
+                "RECURRENCE-ID:{}",
+                at.with_timezone(&tz).format("%Y%m%dT%H%M%S")
+            ),
+        },
+    }
+}
+
+/// The properties of `lines`, parsed as one VEVENT's.
+fn entries(lines: &[String]) -> Result<Vec<calcard::icalendar::ICalendarEntry>, IcsError> {
     let snippet = fold(
         &[
             vec!["BEGIN:VCALENDAR".to_string(), "BEGIN:VEVENT".into()],
-            replacement,
+            lines.to_vec(),
             vec!["END:VEVENT".into(), "END:VCALENDAR".into()],
         ]
         .concat(),
     );
     let parsed = ICalendar::parse(&snippet).map_err(|_| IcsError::NotICalendar)?;
-    let new_entries = parsed
+    Ok(parsed
         .components
         .into_iter()
         .find(|c| c.component_type == ICalendarComponentType::VEvent)
         .map(|c| c.entries)
-        .unwrap_or_default();
-    let master = calendar
-        .components
-        .iter_mut()
-        .find(|c| c.component_type == ICalendarComponentType::VEvent && !c.is_recurrence_override())
-        .ok_or(IcsError::NotICalendar)?;
+        .unwrap_or_default())
+}
+
+/// `component` with `fields` written over its own and DTSTAMP renewed. SEQUENCE is left to
+/// the caller: an override keeps its series' number, by which readers pair them.
+fn apply(
+    component: &mut ICalendarComponent,
+    fields: &EventFields,
+    now: DateTime<Utc>,
+) -> Result<(), IcsError> {
+    let mut lines = vec![format!("DTSTAMP:{}", now.format("%Y%m%dT%H%M%SZ"))];
+    lines.extend(field_lines(fields));
+    let new_entries = entries(&lines)?;
     let mut replaced: Vec<ICalendarProperty> = new_entries.iter().map(|e| e.name.clone()).collect();
     if fields.times.is_some() {
         replaced.push(ICalendarProperty::Dtend);
@@ -301,26 +473,12 @@ pub fn update_event(
     if fields.description.as_deref() == Some("") {
         replaced.push(ICalendarProperty::Description);
     }
-    let sequence = master
-        .property(&ICalendarProperty::Sequence)
-        .and_then(|e| e.values.first())
-        .and_then(|v| v.as_integer())
-        .unwrap_or(0);
-    replaced.push(ICalendarProperty::Sequence);
-    master.entries.retain(|e| !replaced.contains(&e.name));
-    master.entries.extend(new_entries);
-    let bump = ICalendar::parse(format!(
-        "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nSEQUENCE:{}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
-        sequence + 1
-    ))
-    .map_err(|_| IcsError::NotICalendar)?;
-    if let Some(c) = bump
-        .components
-        .into_iter()
-        .find(|c| c.component_type == ICalendarComponentType::VEvent)
-    {
-        master.entries.extend(c.entries);
-    }
+    component.entries.retain(|e| !replaced.contains(&e.name));
+    component.entries.extend(new_entries);
+    Ok(())
+}
+
+fn write(calendar: &ICalendar) -> Result<String, IcsError> {
     let mut out = String::new();
     calendar
         .write_to(&mut out)

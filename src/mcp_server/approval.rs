@@ -101,7 +101,7 @@ pub(super) async fn ask(
     let minutes = timeout.div_ceil(60);
     let id = new_id();
     let handle = new_id();
-    let request = request_text(rt, &server.context(caller, agent), agent, &prepared).await;
+    let request = request_text(&server.context(caller, agent), agent, &prepared).await;
     // The client names itself: quoted, its own quotes made plain, so it cannot pass for
     // something else.
     let shown: String = client

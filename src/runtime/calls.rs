@@ -233,13 +233,16 @@ enum Unattended {
     Deny,
 }
 
-/// A tool that always asks ([`crate::tool::ToolInfo::always_confirm`]) is never allowed to run
-/// unattended: a schedule's allow list cannot send mail in the owner's name.
+/// An outward call of a tool that always asks ([`crate::tool::ToolInfo::always_asks`]) is never
+/// allowed to run unattended: a schedule's allow list cannot send mail in the owner's name or
+/// write to their outside calendar.
 fn unattended_rule(job: &TurnJob, prepared: &Prepared) -> Unattended {
     let info = prepared.tool.info();
     match &job.confirmation {
         ConfirmationPolicy::Ask => Unattended::Ask,
-        ConfirmationPolicy::Allow(tools) if !info.always_confirm && tools.contains(&info.name) => {
+        ConfirmationPolicy::Allow(tools)
+            if !info.always_asks(prepared.risk) && tools.contains(&info.name) =>
+        {
             Unattended::Allow
         }
         ConfirmationPolicy::Allow(_) | ConfirmationPolicy::Deny => Unattended::Deny,
@@ -718,7 +721,7 @@ async fn request_confirmation(
     };
     let buttons_shown = caps.shows_buttons();
     let ctx = tool_context(rt, job);
-    let request = request_text(rt, &ctx, &job.agent, prepared).await;
+    let request = request_text(&ctx, &job.agent, prepared).await;
     let text = format!("🔐 {request}\n{how}");
     let buttons = || approval_buttons(&id);
     let prompt = NewOutbox {
@@ -798,35 +801,24 @@ async fn request_confirmation(
 /// of change it makes, the call, and what an id in it names. A chat turn's prompt and an MCP
 /// client's ([`crate::mcp_server`]) say the same.
 pub(crate) async fn request_text(
-    rt: &Runtime,
     ctx: &ToolContext,
     agent: &crate::agent::AgentDef,
     prepared: &Prepared,
 ) -> String {
     let info = prepared.tool.info();
-    let arguments = serde_json::to_string_pretty(&prepared.arguments)
-        .unwrap_or_else(|_| prepared.arguments.to_string());
     let what = match prepared.risk {
         Risk::Destructive => "This deletes data.",
         Risk::Outward => "This acts outside hearth.",
         Risk::Write => "This changes your data.",
         Risk::Safe => "This only reads.",
     };
-    // A tool that renders its call (a mail's draft) is shown as that, whole; others as their
-    // arguments.
-    let shown = match prepared.tool.draft(&rt.config, &prepared.arguments) {
-        Some(draft) => draft,
-        None => format!("```\n{}\n```", clip(&arguments, 1_500)),
-    };
-    let mut request = format!(
+    // The call as its tool renders it: a mail's whole draft, the arguments and the outside
+    // calendar's event they name, or the arguments as JSON.
+    let shown = prepared.tool.prompt(ctx, &prepared.arguments).await;
+    format!(
         "{} {} wants to run `{}`. {what}\n{shown}",
         agent.emoji, agent.name, info.name,
-    );
-    // What an id in the arguments names, where the tool can tell (an outside calendar's event).
-    if let Some(detail) = prepared.tool.describe_call(ctx, &prepared.arguments).await {
-        request.push_str(&format!("\n{}", clip(&detail, 500)));
-    }
-    request
+    )
 }
 
 /// The prompt in the owner's approvals chat (`daemon.approvals_to`) for a request made

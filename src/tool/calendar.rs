@@ -62,6 +62,8 @@ impl TypedTool for AddCalendarEvent {
     const NAME: &'static str = "add_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, schedule, agenda, create, date";
     type Output = Value;
 
@@ -69,8 +71,8 @@ impl TypedTool for AddCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), None)
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(ctx, self.calendar.as_deref(), (None, None), arguments)
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -258,6 +260,9 @@ struct UpdateCalendarEvent {
     calendar: Option<String>,
     /// The uid of an outside event, as list_calendar_events shows it (with calendar)
     uid: Option<String>,
+    /// For a recurring outside event: the start of the one instance to change, as
+    /// list_calendar_events shows it; without it a change applies to the whole series
+    instance_start: Option<String>,
     /// What the event is
     title: Option<NonEmpty>,
     /// New start; without end or duration_minutes the event keeps its length
@@ -278,6 +283,8 @@ impl TypedTool for UpdateCalendarEvent {
     const NAME: &'static str = "update_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Write;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, move, reschedule, edit";
     type Output = Value;
 
@@ -285,13 +292,23 @@ impl TypedTool for UpdateCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(
+            ctx,
+            self.calendar.as_deref(),
+            (self.uid.as_deref(), self.instance_start.as_deref()),
+            arguments,
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
         if let Some(name) = outside::named(self.calendar.as_deref()).map(str::to_string) {
             return outside::update(ctx, &name, self).await;
+        }
+        if self.instance_start.is_some() {
+            return Err(ToolError::InvalidArguments(
+                "instance_start is for a recurring event of an outside calendar (with calendar and uid)".into(),
+            ));
         }
         let (user, id) = (user_id(ctx)?, own_id(self.event_id)?);
         let old = fetch(ctx, user, id).await?;
@@ -345,6 +362,8 @@ impl TypedTool for DeleteCalendarEvent {
     const NAME: &'static str = "delete_calendar_event";
     const GROUP: &'static str = GROUP;
     const RISK: Risk = Risk::Destructive;
+    // A write to the owner's outside calendar (an outward call) asks whatever the autonomy.
+    const ALWAYS_CONFIRM: bool = true;
     const TAGS: &'static str = "appointment, meeting, cancel, remove";
     type Output = Value;
 
@@ -352,8 +371,13 @@ impl TypedTool for DeleteCalendarEvent {
         outside::risk(self.calendar.as_deref(), Self::RISK)
     }
 
-    fn describe(&self, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        outside::describe(ctx, self.calendar.as_deref(), self.uid.as_deref())
+    fn prompt(&self, ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        outside::prompt(
+            ctx,
+            self.calendar.as_deref(),
+            (self.uid.as_deref(), None),
+            arguments,
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {

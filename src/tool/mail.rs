@@ -9,7 +9,7 @@
 //!   model only inside [`Untrusted`], marked as data, never as instructions.
 //! - `send_email` and `reply_email` always ask the owner ([`TypedTool::ALWAYS_CONFIRM`]),
 //!   whatever the autonomy, and no schedule may allow them unattended. The prompt is the draft
-//!   itself ([`TypedTool::draft`]): From, To, Cc, Subject and the whole body (capped at
+//!   itself ([`TypedTool::prompt`]): From, To, Cc, Subject and the whole body (capped at
 //!   [`MAX_BODY_CHARS`] so it always fits one prompt). The draft is made by [`draft_of`] from
 //!   the stored arguments both for the prompt and for the send, so what is sent is what was
 //!   shown; a changed draft is a new call and a new prompt.
@@ -222,7 +222,7 @@ fn listing(mailbox: &str, folder: &str, found: &Found) -> Value {
         })
         .collect();
     let uids: Vec<u32> = found.mails.iter().map(|m| m.uid).collect();
-    json!({
+    let mut value = json!({
         "mailbox": mailbox,
         "folder": folder,
         "matched": found.total,
@@ -234,7 +234,11 @@ fn listing(mailbox: &str, folder: &str, found: &Found) -> Value {
             MAX_MAIL_CHARS,
         ),
         "hint": "read_email with a uid reads one mail",
-    })
+    });
+    if let Some(note) = &found.note {
+        value["note"] = json!(note);
+    }
+    value
 }
 
 /// Search the owner's mailbox on the mail server (nothing is downloaded to search, nothing is
@@ -503,13 +507,14 @@ impl TypedTool for SendEmail {
     const TIMEOUT: Option<Duration> = Some(CALL_TIMEOUT);
     type Output = Value;
 
-    fn draft(&self, config: &Config) -> Option<String> {
+    /// The whole draft, instead of the arguments.
+    async fn prompt(&self, ctx: &ToolContext, _arguments: String) -> String {
         let draft = draft_of(&self.to, &self.cc, &self.subject, &self.body);
-        Some(render(
-            &shown_from(config, self.mailbox.as_ref()),
+        render(
+            &shown_from(&ctx.config, self.mailbox.as_ref()),
             &draft,
             None,
-        ))
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -556,14 +561,15 @@ impl TypedTool for ReplyEmail {
     const TIMEOUT: Option<Duration> = Some(CALL_TIMEOUT);
     type Output = Value;
 
-    fn draft(&self, config: &Config) -> Option<String> {
+    /// The whole draft, instead of the arguments.
+    async fn prompt(&self, ctx: &ToolContext, _arguments: String) -> String {
         let draft = draft_of(&self.to, &self.cc, &self.subject, &self.body);
         let folder = self.folder.as_ref().map_or("INBOX", |f| f.0.as_str());
-        Some(render(
-            &shown_from(config, self.mailbox.as_ref()),
+        render(
+            &shown_from(&ctx.config, self.mailbox.as_ref()),
             &draft,
             Some((folder, self.uid)),
-        ))
+        )
     }
 
     async fn run(self, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -630,17 +636,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_prompt_is_the_whole_draft_made_as_the_send_makes_it() {
+    #[tokio::test]
+    async fn the_prompt_is_the_whole_draft_made_as_the_send_makes_it() {
         let args = json!({
             "to": ["ann@example.org"],
             "cc": ["bob@example.org", "cat@example.org"],
             "subject": "Keys\r\nBcc: x@evil.example",
             "body": "Under the mat.\nBye",
         });
-        let shown = tool("send_email")
-            .draft(&config("Me <me@example.org>"), &args)
-            .expect("a draft");
+        let (mut ctx, _dir) = crate::tool::test_context().await;
+        ctx.config = Arc::new(config("Me <me@example.org>"));
+        let shown = tool("send_email").prompt(&ctx, &args).await;
         assert_eq!(
             shown,
             "✉️ Mail to send:\nFrom: Me <me@example.org>\nTo: ann@example.org\nCc: bob@example.org, cat@example.org\nSubject: Keys  Bcc: x@evil.example\n\nUnder the mat.\nBye"
@@ -649,9 +655,8 @@ mod tests {
             "uid": 7, "folder": "Archive", "to": ["ann@example.org"],
             "subject": "Re: x", "body": "ok",
         });
-        let shown = tool("reply_email")
-            .draft(&config("me@example.org"), &reply)
-            .expect("a draft");
+        ctx.config = Arc::new(config("me@example.org"));
+        let shown = tool("reply_email").prompt(&ctx, &reply).await;
         assert!(shown.starts_with("✉️ Mail to send:\nIn reply to: mail 7 in Archive\nFrom: me@example.org\nTo: ann@example.org\nCc: —\n"), "{shown}");
     }
 

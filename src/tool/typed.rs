@@ -204,7 +204,7 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const LIMIT: Option<Limit> = None;
     /// Longest a call may run; `None` uses the runtime's default.
     const TIMEOUT: Option<Duration> = None;
-    /// Every call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
+    /// Every outward call asks first, whatever the autonomy ([`ToolInfo::always_confirm`]).
     const ALWAYS_CONFIRM: bool = false;
 
     /// What the model is told: serialized as JSON (a plain string is passed as it is).
@@ -222,14 +222,10 @@ pub trait TypedTool: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         std::future::ready(self.risk())
     }
 
-    /// What the approval prompt shows instead of the arguments ([`Tool::draft`]).
-    fn draft(&self, _config: &crate::config::Config) -> Option<String> {
-        None
-    }
-
-    /// See [`Tool::describe_call`].
-    fn describe(&self, _ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        async { None }
+    /// What a confirmation prompt shows of this call ([`Tool::prompt`]); `arguments` is the
+    /// default, the arguments as JSON, for a tool that adds to them rather than replaces them.
+    fn prompt(&self, _ctx: &ToolContext, arguments: String) -> impl Future<Output = String> + Send {
+        std::future::ready(arguments)
     }
 
     fn run(self, ctx: &ToolContext)
@@ -275,18 +271,14 @@ pub trait StatefulTool: Send + Sync + 'static {
         std::future::ready(self.risk(args))
     }
 
-    /// See [`TypedTool::draft`].
-    fn draft(&self, _args: &Self::Args, _config: &crate::config::Config) -> Option<String> {
-        None
-    }
-
-    /// See [`Tool::describe_call`].
-    fn describe(
+    /// See [`TypedTool::prompt`].
+    fn prompt(
         &self,
         _args: &Self::Args,
         _ctx: &ToolContext,
-    ) -> impl Future<Output = Option<String>> + Send {
-        async { None }
+        arguments: String,
+    ) -> impl Future<Output = String> + Send {
+        std::future::ready(arguments)
     }
 
     fn run(
@@ -318,12 +310,13 @@ impl<T: TypedTool> StatefulTool for Stateless<T> {
         args.risk_in_turn(ctx)
     }
 
-    fn draft(&self, args: &T, config: &crate::config::Config) -> Option<String> {
-        args.draft(config)
-    }
-
-    fn describe(&self, args: &T, ctx: &ToolContext) -> impl Future<Output = Option<String>> + Send {
-        args.describe(ctx)
+    fn prompt(
+        &self,
+        args: &T,
+        ctx: &ToolContext,
+        arguments: String,
+    ) -> impl Future<Output = String> + Send {
+        args.prompt(ctx, arguments)
     }
 
     fn run(
@@ -371,14 +364,13 @@ impl<T: StatefulTool> Tool for Typed<T> {
         }
     }
 
-    fn draft(&self, config: &crate::config::Config, arguments: &Value) -> Option<String> {
-        let args = parse::<T::Args>(arguments.clone()).ok()?;
-        self.tool.draft(&args, config)
-    }
-
-    async fn describe_call(&self, ctx: &ToolContext, arguments: &Value) -> Option<String> {
-        let args = parse::<T::Args>(arguments.clone()).ok()?;
-        self.tool.describe(&args, ctx).await
+    async fn prompt(&self, ctx: &ToolContext, arguments: &Value) -> String {
+        let shown = super::shown_arguments(arguments);
+        match parse::<T::Args>(arguments.clone()) {
+            Ok(args) => self.tool.prompt(&args, ctx, shown).await,
+            // Arguments that do not parse are refused before anyone is asked; shown as they are.
+            Err(_) => shown,
+        }
     }
 
     async fn call(&self, ctx: &ToolContext, arguments: Value) -> Result<String, ToolError> {

@@ -1063,3 +1063,126 @@ impl MailServers {
             .collect()
     }
 }
+
+/// A server like Outlook's in front of a real [`Dovecot`]: every command passes through to it,
+/// except a `SEARCH` with a `CHARSET`, which it answers itself with
+/// `NO [BADCHARSET (US-ASCII)]` (MailKit #808) without passing it on. Stops when dropped.
+#[derive(Debug)]
+pub struct BadCharsetProxy {
+    port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BadCharsetProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl BadCharsetProxy {
+    /// A proxy on a free port of 127.0.0.1 to the Dovecot on `upstream`.
+    pub async fn start(upstream: u16) -> Self {
+        let (listener, addr) = crate::net::local_listener().await;
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
+                        // Ignored: a session ends when either side closes.
+                        let _ = relay(client, server).await;
+                    }
+                });
+            }
+        });
+        Self {
+            port: addr.port(),
+            task,
+        }
+    }
+
+    /// The `imap://` URL of the proxy.
+    pub fn url(&self) -> String {
+        format!("imap://127.0.0.1:{}", self.port)
+    }
+}
+
+/// One session through [`BadCharsetProxy`]: the server's bytes go to the client as they come;
+/// the client's go to the server one whole command at a time (with its literals), so a refused
+/// search is never half sent.
+async fn relay(client: TcpStream, server: TcpStream) -> std::io::Result<()> {
+    use tokio::io::AsyncReadExt;
+    let (client_read, client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let client_write = std::sync::Arc::new(tokio::sync::Mutex::new(client_write));
+    let down = {
+        let client_write = client_write.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                match server_read.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if client_write
+                            .lock()
+                            .await
+                            .write_all(&buf[..n])
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let mut reader = BufReader::new(client_read);
+    loop {
+        let mut command = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            if reader.read_until(b'\n', &mut line).await? == 0 {
+                down.abort();
+                return Ok(());
+            }
+            command.extend_from_slice(&line);
+            // `{n+}` or `{n}` at the end of a line: n bytes of literal follow, then the rest of
+            // the command. A synchronising literal is passed on at once, since the client waits
+            // for the server's `+` before sending it.
+            let text = String::from_utf8_lossy(&line);
+            let Some(size) = text
+                .trim_end()
+                .strip_suffix('}')
+                .and_then(|t| t.rsplit_once('{'))
+                .map(|(_, n)| n)
+            else {
+                break;
+            };
+            let synchronising = !size.ends_with('+');
+            let Ok(size) = size.trim_end_matches('+').parse::<usize>() else {
+                break;
+            };
+            if synchronising {
+                server_write.write_all(&command).await?;
+                command.clear();
+            }
+            let mut literal = vec![0u8; size];
+            reader.read_exact(&mut literal).await?;
+            command.extend_from_slice(&literal);
+        }
+        let text = String::from_utf8_lossy(&command).into_owned();
+        let upper = text.to_ascii_uppercase();
+        if upper.contains(" SEARCH ") && upper.contains(" CHARSET ") {
+            let tag = text.split(' ').next().unwrap_or("*").to_owned();
+            client_write
+                .lock()
+                .await
+                .write_all(
+                    format!("{tag} NO [BADCHARSET (US-ASCII)] The specified charset is not supported.\r\n")
+                        .as_bytes(),
+                )
+                .await?;
+        } else {
+            server_write.write_all(&command).await?;
+        }
+    }
+}

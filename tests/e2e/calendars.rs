@@ -1,15 +1,18 @@
 //! The owner's outside calendars through the real `hearth run` binary, a real CalDAV server
 //! (Radicale) and the fake Telegram: a scheduled briefing that names today's events, also when
 //! the server has gone down since (from the cache, with a note), and writes to the calendar
-//! that wait for the owner's Approve, the prompt naming the calendar and the event.
+//! that wait for the owner's Approve even at autonomy `full`, the prompt naming the calendar and
+//! the event, while hearth's own calendar is written at once at that autonomy. The shipped
+//! briefing agent's scheduled message names today's events and the unread mail (Dovecot).
 
 use chrono::{Duration, Utc};
-use hearth_testkit::Reply;
 use hearth_testkit::caldav::Radicale;
+use hearth_testkit::{Reply, ToolCallSpec};
 use serde_json::Value;
 
-use crate::support::general_agent;
+use crate::support::{TASK_TOOLS, general_agent, tool_results};
 use crate::telegram::{OWNER, TgHearth};
+use crate::weather_feeds::shipped_briefing;
 
 const USER: &str = "owner";
 const PASSWORD: &str = "cal-secret-9f2e";
@@ -155,7 +158,7 @@ async fn a_scheduled_briefing_names_todays_events_also_from_the_cache_when_the_s
 }
 
 #[tokio::test]
-async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
+async fn adding_moving_and_deleting_an_event_each_wait_for_approve_even_at_full_autonomy() {
     let server = Radicale::start(&[(USER, PASSWORD)]).expect("Radicale starts");
     let url = server
         .make_calendar(USER, PASSWORD, "work")
@@ -166,7 +169,12 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
         "http://127.0.0.1:{}/owner/club/",
         hearth_testkit::net::free_port()
     );
-    let mut h = tg_with_calendars(&calendars(&url, &dead)).await;
+    // At `full` nothing else asks: a write to the owner's real calendar still does.
+    let mut h = tg_with_calendars(&format!(
+        "[tools]\nautonomy = \"full\"\n\n{}",
+        calendars(&url, &dead)
+    ))
+    .await;
     h.start().await;
     let tomorrow = (Utc::now().date_naive() + Duration::days(1)).to_string();
     let mut sent = 0;
@@ -307,6 +315,7 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
     );
     h.tg.press(OWNER, OWNER, prompt.id, &prompt.buttons[0][0].1);
     assert_eq!(h.wait(OWNER, sent + 1).await[sent].text, "Deleted.");
+    sent += 1;
     assert!(
         !phone
             .get(&url)
@@ -315,5 +324,153 @@ async fn adding_moving_and_deleting_an_event_each_wait_for_approve() {
             .unwrap_or_default()
             .contains("Lunch with Anna")
     );
+
+    // hearth's own calendar, at `full`: written at once, no prompt.
+    h.llm.push(Reply::call(
+        "c4",
+        "add_calendar_event",
+        format!(r#"{{"title": "Gym", "start": "{tomorrow} 18:00"}}"#),
+    ));
+    h.llm.push(Reply::text("Gym added."));
+    h.tg.push(hearth_testkit::telegram::Incoming::text(
+        OWNER,
+        OWNER,
+        "gym tomorrow",
+    ));
+    assert_eq!(h.wait(OWNER, sent + 1).await[sent].text, "Gym added.");
     h.stop().await;
+}
+
+/// The shipped briefing agent, run by its schedule: one message naming today's events from
+/// Radicale and the unread mail's subjects from Dovecot, and nothing of next week or of mail
+/// already read.
+#[tokio::test]
+async fn the_shipped_briefing_names_todays_events_and_the_unread_mail_in_one_message() {
+    const ME: &str = "owner@example.org";
+    const MAIL_PASSWORD: &str = "mail-secret-71c4";
+    let server = Radicale::start(&[(USER, PASSWORD)]).expect("Radicale starts");
+    let url = server
+        .make_calendar(USER, PASSWORD, "work")
+        .await
+        .expect("test value");
+    let phone = server.client(USER, PASSWORD);
+    let today = Utc::now().date_naive();
+    let day = |d: chrono::NaiveDate| d.format("%Y%m%d").to_string();
+    for (uid, body) in [
+        (
+            "standup",
+            format!(
+                "DTSTART:{}T000500Z\r\nDTEND:{}T003000Z\r\nRRULE:FREQ=WEEKLY\r\nSUMMARY:Weekly standup",
+                day(today - Duration::days(7)),
+                day(today - Duration::days(7))
+            ),
+        ),
+        (
+            "later",
+            format!(
+                "DTSTART;VALUE=DATE:{}\r\nSUMMARY:Dentist next week",
+                day(today + Duration::days(7))
+            ),
+        ),
+    ] {
+        let data = format!(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//phone//EN\r\nBEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20261001T000000Z\r\n{body}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+        );
+        phone
+            .put(&format!("{url}{uid}.ics"), &data)
+            .await
+            .expect("test value");
+    }
+    let imap = hearth_testkit::email::Dovecot::start(&[(ME, MAIL_PASSWORD)])
+        .await
+        .unwrap_or_else(|e| panic!("cannot start dovecot: {e}"));
+    for (subject, flags) in [("Rent is due", ""), ("Old newsletter", "\\Seen")] {
+        let (_, raw) = hearth_testkit::email::mail("landlord@example.org", ME, subject, "", "x");
+        imap.append_many(ME, MAIL_PASSWORD, "INBOX", &[(raw, flags, None)])
+            .await
+            .expect("deliver");
+    }
+    let extra = format!(
+        r#"
+[[calendars]]
+name = "Work"
+url = "{url}"
+username = "{USER}"
+password_env = "CAL_PASSWORD"
+
+[[mailboxes]]
+name = "personal"
+imap_url = "{imap}"
+username = "{ME}"
+password_env = "MAILBOX_PASSWORD"
+address = "{ME}"
+
+[[schedules]]
+name = "morning-briefing"
+cron = "0 30 7 * * *"
+timezone = "UTC"
+agent = "briefing"
+prompt = "Give me my briefing."
+target = "telegram:{OWNER}"
+"#,
+        imap = imap.url(),
+    );
+    let h = TgHearth::new(&extra).await;
+    let mut h = TgHearth {
+        process: h
+            .process
+            .env("CAL_PASSWORD", PASSWORD)
+            .env("MAILBOX_PASSWORD", MAIL_PASSWORD),
+        ..h
+    };
+    h.write_agents(&format!(
+        "{}\n{}",
+        general_agent(TASK_TOOLS),
+        shipped_briefing()
+    ));
+    h.start().await;
+    h.llm.push(Reply::tool_calls(vec![
+        ToolCallSpec::new("c1", "list_calendar_events", r#"{"range": "today"}"#),
+        ToolCallSpec::new("m1", "list_unread", "{}"),
+    ]));
+    // The model names what the tools returned, no more.
+    h.llm.set_responder(|request| {
+        let results: String = tool_results(request)
+            .into_iter()
+            .map(|(_, content)| content)
+            .collect();
+        let named = |titles: &[&str]| {
+            titles
+                .iter()
+                .filter(|t| results.contains(*t))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Reply::text(format!(
+            "Today: {}. Unread: {}.",
+            named(&["Weekly standup", "Dentist next week"]),
+            named(&["Rent is due", "Old newsletter"]),
+        ))
+    });
+    h.cli(&["schedule", "run", "morning-briefing"]);
+    let sent = h.wait(OWNER, 1).await;
+    assert_eq!(sent.len(), 1, "one message: {sent:?}");
+    assert_eq!(
+        sent[0].text,
+        "⏰ morning-briefing\n\nToday: Weekly standup. Unread: Rent is due.",
+        "{}",
+        h.logs()
+    );
+    let first = &h.llm.requests()[0];
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unread mail (list_unread)"),
+        "the shipped briefing prompt"
+    );
+    h.stop().await;
+    let logs = h.logs();
+    assert!(!logs.contains(PASSWORD) && !logs.contains(MAIL_PASSWORD));
 }

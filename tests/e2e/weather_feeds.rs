@@ -15,7 +15,7 @@ use crate::support::{TASK_TOOLS, general_agent, tool_results};
 use crate::telegram::{OWNER, TgHearth};
 
 /// The shipped `briefing` agent, as data/agents.toml has it.
-fn shipped_briefing() -> String {
+pub(crate) fn shipped_briefing() -> String {
     let start = SHIPPED_AGENTS
         .find("[[agent]]\nid = \"briefing\"")
         .expect("the briefing agent is shipped");

@@ -7,8 +7,10 @@
 //!   downloaded to be searched.
 //! - Non-ASCII search words go as the server can take them: plain UTF-8 after
 //!   `ENABLE UTF8=ACCEPT` (RFC 6855 forbids `CHARSET` then), else `CHARSET UTF-8` with
-//!   non-synchronising literals (`LITERAL+`), else the search is refused with a clear message. A
-//!   server that answers `BADCHARSET` is named in the error.
+//!   non-synchronising literals (`LITERAL+`). A server that takes neither, or answers
+//!   `BADCHARSET` (Outlook), searches the ASCII criteria and the dates itself, and hearth reads
+//!   the header fields of the newest [`FALLBACK_CANDIDATES`] of those hits and keeps the ones
+//!   whose From, To or Subject hold the non-ASCII words; the answer says what was not searched.
 //! - Reading never changes flags: folders are opened with `EXAMINE` and fetched with
 //!   `BODY.PEEK`, so nothing is marked `\Seen`.
 //! - Mail is parsed off the async runtime under a time budget, so a crafted mail cannot hold a
@@ -39,6 +41,9 @@ pub const MAX_READ_BYTES: u32 = 10 * 1024 * 1024;
 const PARSE_BUDGET: Duration = Duration::from_secs(10);
 /// The header fields a search result shows.
 const SUMMARY_FIELDS: &str = "FROM TO CC SUBJECT DATE MESSAGE-ID";
+/// How many mails' header fields a search whose non-ASCII words the server refuses reads, newest
+/// first, to look for them itself.
+pub const FALLBACK_CANDIDATES: usize = 500;
 
 /// One configured mailbox: where it is and who logs in. Its `Debug` leaves the password out.
 #[derive(Clone)]
@@ -101,6 +106,9 @@ pub struct Summary {
 pub struct Found {
     pub total: usize,
     pub mails: Vec<Summary>,
+    /// What the search could not do, when the server refused its non-ASCII words and hearth
+    /// looked through the headers itself.
+    pub note: Option<String>,
 }
 
 /// An attachment, named and sized, never fetched.
@@ -227,16 +235,23 @@ impl Account {
                 Charset::AsciiOnly
             };
             timed(limit, "examine", session.examine(&query.folder)).await?;
+            if charset == Charset::AsciiOnly && needs_charset(query) {
+                return headers_search(session, query, limit).await;
+            }
             let criteria = criteria(query, charset)?;
-            let uids = timed(limit, "search", session.uid_search(&criteria))
-                .await
-                .map_err(|e| badcharset(e, query))?;
-            let mut uids: Vec<u32> = uids.into_iter().collect();
+            let Some(mut uids) = timed(limit, "search", uid_search(session, &criteria)).await?
+            else {
+                return headers_search(session, query, limit).await;
+            };
             uids.sort_unstable_by(|a, b| b.cmp(a));
             let total = uids.len();
             uids.truncate(query.limit.max(1));
             let mails = summaries(session, &uids, limit).await?;
-            Ok(Found { total, mails })
+            Ok(Found {
+                total,
+                mails,
+                note: None,
+            })
         })
         .await
     }
@@ -495,14 +510,114 @@ fn search_string(value: &str, charset: Charset) -> Result<String, ChannelError> 
     }
 }
 
-/// A NO naming `BADCHARSET` says so; anything else stays as it was.
-fn badcharset(error: ChannelError, query: &Query) -> ChannelError {
-    if needs_charset(query) && error.message.contains("BADCHARSET") {
-        return ChannelError::rejected(
-            "this mail server refuses non-ASCII search words (BADCHARSET): search with ASCII words, a sender's address or dates",
-        );
+/// A search the server cannot take in full (its non-ASCII words refused): the server searches
+/// the ASCII criteria, the dates and `UNSEEN`; hearth reads the header fields of the newest
+/// [`FALLBACK_CANDIDATES`] hits and keeps those whose From, To or Subject hold every non-ASCII
+/// word, as SEARCH matches (case-insensitive substrings). A non-ASCII `text` is looked for in
+/// those headers only, and the answer's note says so.
+async fn headers_search(
+    session: &mut ImapSession,
+    query: &Query,
+    limit: Duration,
+) -> Result<Found, ChannelError> {
+    let ascii = |v: &Option<String>| v.clone().filter(|v| v.is_ascii());
+    let server_part = Query {
+        from: ascii(&query.from),
+        to: ascii(&query.to),
+        subject: ascii(&query.subject),
+        text: ascii(&query.text),
+        ..query.clone()
+    };
+    let criteria = criteria(&server_part, Charset::AsciiOnly)?;
+    let mut uids = timed(limit, "search", uid_search(session, &criteria))
+        .await?
+        .ok_or_else(|| ChannelError::rejected("the mail server refused a search in ASCII"))?;
+    uids.sort_unstable_by(|a, b| b.cmp(a));
+    let candidates = uids.len();
+    uids.truncate(FALLBACK_CANDIDATES);
+    let words = |v: &Option<String>| {
+        v.as_deref()
+            .filter(|v| !v.is_ascii())
+            .map(str::to_lowercase)
+    };
+    let (from, to, subject, text) = (
+        words(&query.from),
+        words(&query.to),
+        words(&query.subject),
+        words(&query.text),
+    );
+    let holds = |field: &str, word: &Option<String>| {
+        word.as_ref()
+            .is_none_or(|w| field.to_lowercase().contains(w.as_str()))
+    };
+    let mut mails: Vec<Summary> = summaries(session, &uids, limit)
+        .await?
+        .into_iter()
+        .filter(|m| {
+            holds(&m.from, &from)
+                && holds(&m.to, &to)
+                && holds(&m.subject, &subject)
+                && (holds(&m.from, &text) || holds(&m.to, &text) || holds(&m.subject, &text))
+        })
+        .collect();
+    let total = mails.len();
+    mails.truncate(query.limit.max(1));
+    let mut note = String::from(
+        "this mail server does not search for non-ASCII words, so hearth looked for them in the From, To and Subject of the mails",
+    );
+    if text.is_some() {
+        note.push_str("; the bodies were not searched for the non-ASCII text");
     }
-    error
+    if candidates > FALLBACK_CANDIDATES {
+        note.push_str(&format!(
+            "; only the newest {FALLBACK_CANDIDATES} of {candidates} mails were looked through: narrow the search with since, before or ASCII words"
+        ));
+    }
+    Ok(Found {
+        total,
+        mails,
+        note: Some(note),
+    })
+}
+
+/// The uids `UID SEARCH criteria` finds, or `None` when the server refuses the search's charset
+/// (`NO [BADCHARSET]`). Written here because async-imap's `uid_search` never reads the
+/// command's status: a NO or a BAD would look like a search with no hits.
+async fn uid_search(
+    session: &mut ImapSession,
+    criteria: &str,
+) -> Result<Option<Vec<u32>>, async_imap::error::Error> {
+    use async_imap::error::Error;
+    use async_imap::imap_proto::{MailboxDatum, Response, ResponseCode, Status};
+    let tag = session
+        .run_command(format!("UID SEARCH {criteria}"))
+        .await?;
+    let mut uids = Vec::new();
+    while let Some(response) = session.read_response().await? {
+        match response.parsed() {
+            Response::MailboxData(MailboxDatum::Search(found)) => uids.extend_from_slice(found),
+            Response::Done {
+                tag: done,
+                status,
+                outcome,
+            } if *done == tag => {
+                let why = outcome
+                    .information
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_owned();
+                return match status {
+                    Status::Ok => Ok(Some(uids)),
+                    _ if matches!(outcome.code, Some(ResponseCode::BadCharset(_))) => Ok(None),
+                    Status::Bad => Err(Error::Bad(why)),
+                    _ => Err(Error::No(why)),
+                };
+            }
+            // Other untagged answers (EXISTS, EXPUNGE) do not matter to a search.
+            _ => {}
+        }
+    }
+    Err(Error::ConnectionLost)
 }
 
 /// `1-Feb-2026`, as SEARCH takes dates.

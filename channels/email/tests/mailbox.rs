@@ -272,6 +272,116 @@ async fn hostile_mails_read_as_data_and_odd_search_words_are_safe() {
     assert!(error.message.contains("examine"), "{error:?}");
 }
 
+/// Outlook answers `CHARSET UTF-8` with `NO [BADCHARSET (US-ASCII)]`: the proxy in front of
+/// Dovecot does the same, and the search still finds the mail, the server narrowing it by the
+/// dates and hearth looking through the headers of those mails only.
+#[tokio::test]
+async fn a_server_refusing_non_ascii_words_still_finds_them_in_the_headers() {
+    let server = dovecot().await;
+    let old_greeting = hearth_testkit::email::mail(USER, USER, "Grüße von Oma", "", "x").1;
+    let greeting = hearth_testkit::email::mail(
+        "Jürgen <juergen@example.org>",
+        USER,
+        "Grüße aus München",
+        "",
+        "Hallo",
+    )
+    .1;
+    let plain = hearth_testkit::email::mail("ann@example.org", USER, "Rent", "", "x").1;
+    server
+        .append_many(
+            USER,
+            PASSWORD,
+            "INBOX",
+            &[
+                (old_greeting, "", Some("02-Jan-2026 10:00:00 +0000".into())),
+                (greeting, "", Some("10-Feb-2026 10:00:00 +0000".into())),
+                (plain, "", Some("11-Feb-2026 10:00:00 +0000".into())),
+            ],
+        )
+        .await
+        .expect("append");
+    let proxy = hearth_testkit::email::BadCharsetProxy::start(server.port()).await;
+    let account = Account::new(
+        &proxy.url(),
+        None,
+        USER,
+        PASSWORD.into(),
+        USER,
+        Duration::from_secs(10),
+    )
+    .expect("account");
+    let before = server.client_commands().len();
+
+    let found = account
+        .search(&Query {
+            folder: "INBOX".into(),
+            subject: Some("grüße".into()),
+            since: chrono::NaiveDate::from_ymd_opt(2026, 2, 1),
+            limit: 10,
+            ..Query::default()
+        })
+        .await
+        .expect("the search falls back instead of failing");
+    assert_eq!(found.total, 1, "{found:?} {:#?}", server.client_commands());
+    assert_eq!(found.mails[0].subject, "Grüße aus München");
+    let note = found.note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("does not search for non-ASCII words"),
+        "{note}"
+    );
+
+    let commands = &server.client_commands()[before..];
+    // The refused search never reached Dovecot; the one that did has the date and no charset.
+    assert!(
+        commands.iter().all(|c| !c.contains("CHARSET")),
+        "{commands:#?}"
+    );
+    assert!(
+        commands.iter().any(|c| c == "UID SEARCH SINCE 1-Feb-2026"),
+        "{commands:#?}"
+    );
+    let fetches: Vec<&String> = commands
+        .iter()
+        .filter(|c| c.to_ascii_uppercase().contains("FETCH"))
+        .collect();
+    assert_eq!(fetches.len(), 1, "{commands:#?}");
+    assert!(
+        fetches[0].contains("BODY.PEEK[HEADER.FIELDS (") && !fetches[0].contains("BODY.PEEK[]"),
+        "headers only: {fetches:?}"
+    );
+
+    // Non-ASCII text is looked for in the headers, and the note says the bodies were not.
+    let by_text = account
+        .search(&Query {
+            folder: "INBOX".into(),
+            text: Some("jürgen".into()),
+            limit: 10,
+            ..Query::default()
+        })
+        .await
+        .expect("a text search falls back too");
+    assert_eq!(by_text.total, 1, "{by_text:?}");
+    assert!(
+        by_text
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("bodies were not searched")),
+        "{by_text:?}"
+    );
+    // A plain ASCII search is the server's, with no note.
+    let ascii = account
+        .search(&Query {
+            folder: "INBOX".into(),
+            subject: Some("Rent".into()),
+            limit: 10,
+            ..Query::default()
+        })
+        .await
+        .expect("ascii search");
+    assert_eq!((ascii.total, ascii.note), (1, None));
+}
+
 #[tokio::test]
 async fn a_send_threads_lands_in_sent_and_never_shows_the_password() {
     let server = dovecot().await;

@@ -1,7 +1,10 @@
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Europe::Berlin;
 
-use super::{EventFields, IcsError, Occurrence, When, expand, new_event, split_feed, update_event};
+use super::{
+    EventFields, IcsError, Occurrence, When, expand, new_event, split_feed, update_event,
+    update_instance,
+};
 
 const WEEKLY: &str = "BEGIN:VCALENDAR\r
 VERSION:2.0\r
@@ -131,7 +134,7 @@ fn text_that_is_not_icalendar_is_an_error_not_a_panic() {
         "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART:garbage\r\n",
     ] {
         match expand(bad, Berlin, (utc(2026, 1, 1, 0, 0), utc(2027, 1, 1, 0, 0))) {
-            Err(IcsError::NotICalendar) => {}
+            Err(err) => assert_eq!(err, IcsError::NotICalendar, "{bad:?}"),
             Ok(events) => assert!(events.is_empty(), "{bad:?}: {events:?}"),
         }
     }
@@ -187,4 +190,103 @@ fn a_written_event_reads_back_and_an_update_keeps_the_rest() {
     assert_eq!(got[0].location, None);
     assert_eq!(got[0].description.as_deref(), Some("bring cake"));
     assert!(updated.contains("SEQUENCE:1"), "{updated}");
+}
+
+#[test]
+fn one_instance_moves_into_an_override_and_the_series_stays() {
+    let now = utc(2026, 10, 20, 8, 0);
+    let month = (utc(2026, 10, 1, 0, 0), utc(2026, 11, 10, 0, 0));
+    let starts = |data: &str| -> Vec<String> {
+        expand(data, Berlin, month)
+            .expect("parses")
+            .iter()
+            .map(|o| format!("{} {}", berlin(o), o.title))
+            .collect()
+    };
+    // The instance of Monday 26 October, 09:00 (after the clocks went back), to 10:00.
+    let moved = update_instance(
+        WEEKLY,
+        "weekly-1",
+        When::At(utc(2026, 10, 26, 8, 0)),
+        &EventFields {
+            times: Some((
+                When::At(utc(2026, 10, 26, 9, 0)),
+                When::At(utc(2026, 10, 26, 9, 30)),
+            )),
+            ..EventFields::default()
+        },
+        Berlin,
+        now,
+    )
+    .expect("an override");
+    assert!(
+        moved.contains("RECURRENCE-ID;TZID=Europe/Berlin:20261026T090000"),
+        "the override names the instance as the series' DTSTART is written: {moved}"
+    );
+    assert_eq!(
+        starts(&moved),
+        [
+            "2026-10-12 09:00 Standup",
+            "2026-10-26 10:00 Standup",
+            "2026-11-02 11:30 Standup (moved)",
+            "2026-11-09 09:00 Standup",
+        ]
+    );
+    assert_eq!(moved.matches("RRULE:FREQ=WEEKLY").count(), 1, "{moved}");
+
+    // An instance already moved is changed in its own override, not overridden twice.
+    let renamed = update_instance(
+        &moved,
+        "weekly-1",
+        When::At(utc(2026, 11, 2, 10, 30)),
+        &EventFields {
+            title: Some("Standup in room 2".into()),
+            ..EventFields::default()
+        },
+        Berlin,
+        now,
+    )
+    .expect("the override changed");
+    assert_eq!(renamed.matches("RECURRENCE-ID").count(), 2, "{renamed}");
+    assert!(
+        starts(&renamed).contains(&"2026-11-02 11:30 Standup in room 2".to_string()),
+        "{:?}",
+        starts(&renamed)
+    );
+
+    // A change to the whole series keeps its overrides paired with it (SEQUENCE raised on
+    // all of them alike): still four instances, the moved ones where they were.
+    let series = update_event(
+        &renamed,
+        &EventFields {
+            title: Some("Team standup".into()),
+            ..EventFields::default()
+        },
+        now,
+    )
+    .expect("the series changed");
+    assert_eq!(
+        starts(&series),
+        [
+            "2026-10-12 09:00 Team standup",
+            "2026-10-26 10:00 Standup",
+            "2026-11-02 11:30 Standup in room 2",
+            "2026-11-09 09:00 Team standup",
+        ]
+    );
+
+    // An instance that is not there (a cancelled one, a wrong time) is refused.
+    for missing in [utc(2026, 10, 19, 7, 0), utc(2026, 10, 26, 8, 15)] {
+        assert_eq!(
+            update_instance(
+                WEEKLY,
+                "weekly-1",
+                When::At(missing),
+                &EventFields::default(),
+                Berlin,
+                now
+            ),
+            Err(IcsError::NoInstance)
+        );
+    }
 }

@@ -36,12 +36,26 @@ pub(super) fn risk(calendar: Option<&str>, own: Risk) -> Risk {
     }
 }
 
-/// The confirmation prompt's line about an outside write: the calendar, and for a change or a
-/// deletion the event as hearth last read it (the arguments name it only by uid).
-pub(super) async fn describe(
+/// What the confirmation prompt shows of a calendar write: its `arguments`, and for an outside
+/// calendar a line naming the calendar and, for a change or a deletion, the event as hearth last
+/// read it (the arguments name it only by uid).
+pub(super) async fn prompt(
+    ctx: &ToolContext,
+    calendar: Option<&str>,
+    (uid, instance): (Option<&str>, Option<&str>),
+    arguments: String,
+) -> String {
+    match describe(ctx, calendar, uid, instance).await {
+        Some(line) => format!("{arguments}\n{}", crate::text::clip(&line, 500)),
+        None => arguments,
+    }
+}
+
+async fn describe(
     ctx: &ToolContext,
     calendar: Option<&str>,
     uid: Option<&str>,
+    instance: Option<&str>,
 ) -> Option<String> {
     let name = named(calendar)?;
     let Ok(config) = calendar::find(&ctx.config.calendars, name) else {
@@ -56,21 +70,46 @@ pub(super) async fn describe(
         return Some(format!("{place}."));
     };
     let (tz, now) = (ctx.timezone, ctx.clock.now_ms());
+    let instance = match instance.map(|text| instance_of(ctx, text)).transpose() {
+        Ok(instance) => instance,
+        Err(err) => return Some(format!("{place}: {err}.")),
+    };
     Some(
-        match calendar::event(&ctx.store, config, uid, tz, now).await {
+        match calendar::event(&ctx.store, config, uid, instance, tz, now).await {
             Ok(event) => format!(
                 "{place}: the event \"{}\" on {}{}.",
                 crate::text::clip(&strip_invisible(&event.title), MAX_TITLE),
                 calendar::describe(event.start, tz),
-                if event.recurring {
-                    ", recurring (the whole series)"
-                } else {
-                    ""
+                match (event.recurring, instance) {
+                    (true, Some(_)) => ", this one instance of a recurring event",
+                    (true, None) => ", recurring (the whole series)",
+                    (false, _) => "",
                 }
             ),
             Err(err) => format!("{place}: {err}."),
         },
     )
+}
+
+/// The instance a call names by its start, as listings show it: `YYYY-MM-DD HH:MM` in the
+/// owner's zone, or a date for an all-day event.
+pub(super) fn instance_of(ctx: &ToolContext, text: &str) -> Result<When, ToolError> {
+    let text = text.trim();
+    let (tz, now) = (ctx.timezone, ctx.clock.now());
+    let bad = |err: String| {
+        ToolError::InvalidArguments(format!(
+            "`instance_start` `{text}`: {err}; give the instance's start as list_calendar_events shows it"
+        ))
+    };
+    if text.len() == 10 {
+        crate::tool::time::parse_date(text, tz, now)
+            .map(When::Date)
+            .map_err(bad)
+    } else {
+        crate::tool::time::parse_datetime(text, tz, now)
+            .map(When::At)
+            .map_err(bad)
+    }
 }
 
 fn failed(err: CalendarError) -> ToolError {
@@ -230,18 +269,29 @@ pub(super) async fn update(
     let config = calendar::find(&ctx.config.calendars, name).map_err(failed)?;
     let uid = required_uid(args.uid.as_deref())?;
     let (tz, now) = (ctx.timezone, ctx.clock.now_ms());
-    let old = calendar::event(&ctx.store, config, uid, tz, now)
+    let instance = args
+        .instance_start
+        .as_deref()
+        .map(|text| instance_of(ctx, text))
+        .transpose()?;
+    let old = calendar::event(&ctx.store, config, uid, instance, tz, now)
         .await
         .map_err(failed)?;
+    if instance.is_some() && !old.recurring {
+        return Err(ToolError::InvalidArguments(format!(
+            "`{}` does not recur: leave out instance_start to change it",
+            old.title
+        )));
+    }
     let old_all_day = matches!(old.start, When::Date(_));
     let all_day = args.all_day.unwrap_or(old_all_day);
     let times_change = args.start.is_some()
         || args.end.is_some()
         || args.duration_minutes.is_some()
         || all_day != old_all_day;
-    if times_change && old.recurring {
+    if times_change && old.recurring && instance.is_none() {
         return Err(ToolError::InvalidArguments(format!(
-            "`{}` is a recurring event: moving it here would move the whole series. Change its title, location or description here, or move one instance in the calendar app.",
+            "`{}` is a recurring event: moving it here would move the whole series. To move one instance give instance_start, its start as list_calendar_events shows it.",
             old.title
         )));
     }
@@ -269,12 +319,13 @@ pub(super) async fn update(
             "nothing to change: give at least one of title, start, end, duration_minutes, location, description, all_day".into(),
         ));
     }
-    calendar::update(&ctx.store, config, uid, &fields, tz, now)
+    calendar::update(&ctx.store, config, uid, instance, &fields, tz, now)
         .await
         .map_err(failed)?;
     Ok(json!({
         "calendar": config.name,
         "updated": uid,
+        "instance": instance.map(|at| calendar::describe(at, tz)),
         "was": strip_invisible(&old.title),
         "changed": summary(ctx, &fields),
     }))
@@ -289,7 +340,7 @@ pub(super) async fn delete(
     let config = calendar::find(&ctx.config.calendars, name).map_err(failed)?;
     let uid = required_uid(uid.as_deref())?;
     let (tz, now) = (ctx.timezone, ctx.clock.now_ms());
-    let old = calendar::event(&ctx.store, config, uid, tz, now)
+    let old = calendar::event(&ctx.store, config, uid, None, tz, now)
         .await
         .map_err(failed)?;
     calendar::delete(&ctx.store, config, uid, tz, now)

@@ -254,6 +254,34 @@ async fn writes(ctx: ToolContext) {
         add_tool.risk(&json!({"title": "x", "start": "2026-10-22"})),
         Risk::Write
     );
+    // The owner's real calendar asks even at autonomy `full`, as a send does; hearth's own
+    // calendar follows the autonomy.
+    let full = crate::config::Autonomy::Full;
+    for (name, outside, own) in [
+        (
+            "add_calendar_event",
+            json!({"calendar": "Work", "title": "x", "start": "2026-10-22"}),
+            json!({"title": "x", "start": "2026-10-22"}),
+        ),
+        (
+            "update_calendar_event",
+            json!({"calendar": "Work", "uid": "u", "title": "x"}),
+            json!({"event_id": 1, "title": "x"}),
+        ),
+        (
+            "delete_calendar_event",
+            json!({"calendar": "Work", "uid": "u"}),
+            json!({"event_id": 1}),
+        ),
+    ] {
+        let tool = tools()
+            .into_iter()
+            .find(|t| t.info().name == name)
+            .expect("test value");
+        let info = tool.info();
+        assert!(info.asks(tool.risk(&outside), full), "{name}");
+        assert!(!info.asks(tool.risk(&own), full), "{name}");
+    }
     let added = ok(&ctx, "add_calendar_event", add).await;
     let uid = added["uid"].as_str().expect("test value").to_string();
     assert_eq!(added["added"]["start"], "2026-10-22 12:30");
@@ -318,6 +346,10 @@ async fn writes(ctx: ToolContext) {
         raced.contains("Lunch with Anna and Ben"),
         "names the version now there: {raced}"
     );
+    assert!(
+        raced.contains("The owner asked: the event changed to title \"Lunch (moved)\""),
+        "and what the owner asked for: {raced}"
+    );
     let stored = phone
         .get(&format!("{url}{uid}.ics"))
         .await
@@ -363,6 +395,105 @@ async fn writes(ctx: ToolContext) {
     )
     .await;
     assert_eq!(lines(&listed), Vec::<String>::new());
+
+    // One instance of a recurring event moves: an override in the same resource, the series
+    // left as it is.
+    phone
+        .put(&format!("{url}standup.ics"), &standup())
+        .await
+        .expect("test value");
+    let week = |ctx: &ToolContext| {
+        let ctx = ctx.clone();
+        async move {
+            lines(
+                &ok(
+                    &ctx,
+                    "list_calendar_events",
+                    json!({"start": "2026-10-26", "end": "2026-11-02", "calendar": "Work"}),
+                )
+                .await,
+            )
+        }
+    };
+    assert_eq!(
+        week(&ctx).await,
+        [
+            "2026-10-26 09:00 Standup @Work",
+            "2026-11-02 11:30 Standup (moved) @Work"
+        ]
+    );
+    let series = err(
+        &ctx,
+        "update_calendar_event",
+        json!({"calendar": "Work", "uid": "standup", "start": "2026-10-26 10:00"}),
+    )
+    .await;
+    assert!(series.contains("give instance_start"), "{series}");
+    let moved = ok(
+        &ctx,
+        "update_calendar_event",
+        json!({"calendar": "Work", "uid": "standup", "instance_start": "2026-10-26 09:00", "start": "2026-10-26 10:00"}),
+    )
+    .await;
+    assert_eq!(moved["instance"], "2026-10-26 09:00", "{moved}");
+    let stored = phone
+        .get(&format!("{url}standup.ics"))
+        .await
+        .expect("test value")
+        .expect("test value");
+    assert!(
+        stored.contains("RECURRENCE-ID;TZID=Europe/Berlin:20261026T090000"),
+        "{stored}"
+    );
+    assert_eq!(stored.matches("RRULE:FREQ=WEEKLY").count(), 1, "{stored}");
+    assert_eq!(
+        week(&ctx).await,
+        [
+            "2026-10-26 10:00 Standup @Work",
+            "2026-11-02 11:30 Standup (moved) @Work"
+        ]
+    );
+    // The cancelled instance is not there to move.
+    let cancelled = err(
+        &ctx,
+        "update_calendar_event",
+        json!({"calendar": "Work", "uid": "standup", "instance_start": "2026-10-19 09:00", "start": "2026-10-19 10:00"}),
+    )
+    .await;
+    assert!(
+        cancelled.contains("no instance of the event starts then"),
+        "{cancelled}"
+    );
+    let bad = err(
+        &ctx,
+        "update_calendar_event",
+        json!({"calendar": "Work", "uid": "standup", "instance_start": "someday", "title": "x"}),
+    )
+    .await;
+    assert!(bad.contains("`instance_start` `someday`"), "{bad}");
+
+    // The phone renames the series meanwhile: moving the instance again is a 412 that names
+    // both what the owner asked for and what the server holds now.
+    let theirs = stored.replace("SUMMARY:Standup\r\n", "SUMMARY:Team sync\r\n");
+    assert_ne!(theirs, stored);
+    phone
+        .put(&format!("{url}standup.ics"), &theirs)
+        .await
+        .expect("test value");
+    let raced = err(
+        &ctx,
+        "update_calendar_event",
+        json!({"calendar": "Work", "uid": "standup", "instance_start": "2026-10-26 10:00", "start": "2026-10-26 10:30"}),
+    )
+    .await;
+    assert!(
+        raced.contains("The owner asked: the instance of 2026-10-26 10:00 changed to 2026-10-26 10:30 to 2026-10-26 11:00"),
+        "{raced}"
+    );
+    assert!(
+        raced.contains("Now on the server: \"Team sync\""),
+        "{raced}"
+    );
 }
 
 #[tokio::test]
