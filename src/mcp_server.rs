@@ -116,6 +116,8 @@ impl McpServer {
         }
     }
 
+    // Without the HTTP door only stdio's fixed caller exists, and the request is not read.
+    #[cfg_attr(not(feature = "http"), allow(unused_variables))]
     async fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ServeError> {
         match &self.identity {
             Identity::Fixed(caller) => Ok(caller.clone()),
