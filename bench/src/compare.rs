@@ -61,6 +61,13 @@ const METRICS: &[Metric] = &[
         budget: Budget::RatioAtMost(1.0),
     },
     Metric {
+        name: "model calls per message",
+        path: &["throughput", "model_calls_per_msg"],
+        unit: "",
+        better: Better::Lower,
+        budget: Budget::RatioAtMost(1.0),
+    },
+    Metric {
         name: "peak RSS, many conversations",
         path: &["concurrency", "peak_rss_mb"],
         unit: "MiB",

@@ -21,6 +21,8 @@ pub struct Load {
 
 struct Shared {
     latency_ms: AtomicU64,
+    /// Every request the fake model has answered, so a run can report model calls per message.
+    llm_requests: AtomicU64,
     /// When the LLM request for message `n` arrived.
     llm_seen: Mutex<HashMap<u64, Instant>>,
 }
@@ -121,11 +123,13 @@ impl Load {
         let llm = FakeOpenAi::start().await;
         let state = Arc::new(Shared {
             latency_ms: AtomicU64::new(0),
+            llm_requests: AtomicU64::new(0),
             llm_seen: Mutex::new(HashMap::new()),
         });
         let responder = state.clone();
         llm.set_responder(move |request| {
             let now = Instant::now();
+            responder.llm_requests.fetch_add(1, Ordering::Relaxed);
             let latency = Duration::from_millis(responder.latency_ms.load(Ordering::Relaxed));
             match marker_in(&last_user_text(request)) {
                 Some(n) => {
@@ -162,6 +166,11 @@ impl Load {
         let at = Instant::now();
         self.tg.push_text(chat, chat, &text);
         Sent { n, chat, at }
+    }
+
+    /// How many requests the fake model has answered since the harness started.
+    pub fn llm_requests(&self) -> u64 {
+        self.state.llm_requests.load(Ordering::Relaxed)
     }
 
     /// The next message number, for a message sent by other means than Telegram.

@@ -260,6 +260,7 @@ async fn run_phases(
     load.set_latency(Duration::ZERO);
     let sampler = RssSampler::start(hearth.pid);
     let (daemon_cpu, own_cpu) = (hearth.cpu(), daemon::cpu_of("/proc/self/stat"));
+    let model_calls = load.llm_requests();
     let sent = load.burst(chats, sizes.messages);
     let outcome = load
         .collect(sent, Duration::ZERO, Duration::from_secs(300))
@@ -268,8 +269,9 @@ async fn run_phases(
         hearth.cpu().saturating_sub(daemon_cpu),
         daemon::cpu_of("/proc/self/stat").saturating_sub(own_cpu),
     );
+    let model_calls = load.llm_requests() - model_calls;
     let peak = sampler.finish().await;
-    report.throughput(&outcome, peak, cpu);
+    report.throughput(&outcome, peak, cpu, model_calls);
 
     // Overhead at a fixed offered rate: one message every 1/rate s, round robin over the chats
     // (so no conversation queues behind itself).

@@ -156,12 +156,14 @@ impl Report {
         );
     }
 
-    /// `cpu`: CPU time of the daemon and of this harness (with the fakes) during the run.
+    /// `cpu`: CPU time of the daemon and of this harness (with the fakes) during the run;
+    /// `model_calls`: the requests the fake model answered during it.
     pub fn throughput(
         &mut self,
         outcome: &Outcome,
         peak_kb: u64,
         cpu: (std::time::Duration, std::time::Duration),
+        model_calls: u64,
     ) {
         let answered = outcome.answered();
         let rate = match (outcome.first_push(), outcome.last_reply()) {
@@ -190,11 +192,20 @@ impl Report {
             "",
             None,
         );
+        // A plain message is one model call; a feature that adds a call to every message (a
+        // planner, a router) shows here.
+        let model_calls_per_message = round2(model_calls as f64 / answered.max(1) as f64);
+        self.row(
+            "  model calls per message",
+            format!("{model_calls_per_message}"),
+            "",
+            None,
+        );
         self.put(
             "throughput",
             json!({
                 "messages": outcome.sent.len(), "answered": answered, "msg_per_s": rate,
-                "peak_rss_mb": mb(peak_kb),
+                "peak_rss_mb": mb(peak_kb), "model_calls_per_msg": model_calls_per_message,
                 "daemon_cpu_ms_per_msg": per_message(cpu.0), "harness_cpu_ms_per_msg": per_message(cpu.1),
             }),
         );
