@@ -715,28 +715,13 @@ async fn an_encrypted_dm_answers_takes_a_reaction_and_decrypts_after_a_sigkill_o
 /// step that is retried.
 #[tokio::test]
 async fn the_plan_message_is_edited_in_place_through_an_approval_and_a_retried_step() {
-    use crate::plans::{FINAL_PLAN, plan_call};
+    use crate::plans::FINAL_PLAN;
 
-    // Longer than the least time between two edits of a plan message (2 s).
-    const SLOW: Duration = Duration::from_millis(2_300);
     let mut h = MxHearth::new("").await;
     h.start().await;
     let dm = h.dm().await;
     let bot = h.bot.user_id.clone();
-    h.llm.push(plan_call(
-        "p1",
-        [("in_progress", None), ("pending", None), ("pending", None)],
-    ));
-    h.llm
-        .push(Reply::call("a1", "add_task", r#"{"title":"Viewing"}"#).delay(SLOW));
-    h.llm
-        .push(Reply::call("a2", "add_task", r#"{"title":"Old listing"}"#));
-    h.llm.push(plan_call(
-        "p2",
-        [("done", None), ("in_progress", None), ("pending", None)],
-    ));
-    h.llm
-        .push(Reply::call("d1", "delete_task", r#"{"task_id":2}"#));
+    crate::plans::script_until_approval(&h.llm);
     h.owner
         .text(
             &dm,
@@ -759,27 +744,7 @@ async fn the_plan_message_is_edited_in_place_through_an_approval_and_a_retried_s
         .await;
 
     let answer = "Done: the viewing is booked and the old listing is gone.";
-    h.llm.push(plan_call(
-        "p3",
-        [("done", None), ("done", None), ("in_progress", None)],
-    ));
-    h.llm
-        .push(Reply::call("c1", "complete_task", r#"{"task_id":99}"#).delay(SLOW));
-    h.llm.push(plan_call(
-        "p4",
-        [
-            ("done", None),
-            ("done", None),
-            ("failed", Some("no task 99; trying again")),
-        ],
-    ));
-    h.llm
-        .push(Reply::call("c2", "complete_task", r#"{"task_id":1}"#).delay(SLOW));
-    h.llm.push(plan_call(
-        "p5",
-        [("done", None), ("done", None), ("done", None)],
-    ));
-    h.llm.push(Reply::text(answer));
+    crate::plans::script_after_approval(&h.llm, answer);
     h.owner
         .react(&dm, &prompt.event_id, "✅")
         .await

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hearth::tool::{Risk, ToolError, ToolInfo, ToolRegistry};
 use hearth_channel::SentMessage;
-use hearth_testkit::Reply;
+use hearth_testkit::{FakeOpenAi, Reply};
 use serde_json::{Value, json};
 
 use crate::support::{CHAT, Hearth, TestTool, USER, WAIT, eventually, general_agent, tool_results};
@@ -74,6 +74,46 @@ pub(crate) fn plan_call(id: &str, steps: [(&str, Option<&str>); 3]) -> Reply {
         })
         .collect();
     Reply::call(id, "update_plan", json!({ "plan": plan }).to_string())
+}
+
+/// The model's side of the three-step plan up to step two's `delete_task`, which waits for the
+/// owner's approval: step one adds two tasks (slowly enough for a paced edit between them).
+pub(crate) fn script_until_approval(llm: &FakeOpenAi) {
+    llm.push(plan_call(
+        "p1",
+        [("in_progress", None), ("pending", None), ("pending", None)],
+    ));
+    llm.push(Reply::call("a1", "add_task", r#"{"title":"Viewing"}"#).delay(SLOW));
+    llm.push(Reply::call("a2", "add_task", r#"{"title":"Old listing"}"#));
+    llm.push(plan_call(
+        "p2",
+        [("done", None), ("in_progress", None), ("pending", None)],
+    ));
+    llm.push(Reply::call("d1", "delete_task", r#"{"task_id":2}"#));
+}
+
+/// The rest after the press: step three fails once (no task 99), is retried, and `answer` ends
+/// the turn; each step slow enough that every plan revision is its own edit.
+pub(crate) fn script_after_approval(llm: &FakeOpenAi, answer: &str) {
+    llm.push(plan_call(
+        "p3",
+        [("done", None), ("done", None), ("in_progress", None)],
+    ));
+    llm.push(Reply::call("c1", "complete_task", r#"{"task_id":99}"#).delay(SLOW));
+    llm.push(plan_call(
+        "p4",
+        [
+            ("done", None),
+            ("done", None),
+            ("failed", Some("no task 99; trying again")),
+        ],
+    ));
+    llm.push(Reply::call("c2", "complete_task", r#"{"task_id":1}"#).delay(SLOW));
+    llm.push(plan_call(
+        "p5",
+        [("done", None), ("done", None), ("done", None)],
+    ));
+    llm.push(Reply::text(answer));
 }
 
 /// Every text the plan message showed, first to last: as it was sent, then each edit.
@@ -397,20 +437,7 @@ async fn on_telegram_the_plan_message_is_edited_in_place_and_resumes_after_a_sig
 
     let mut h = TgHearth::new("").await;
     h.start().await;
-    h.llm.push(plan_call(
-        "p1",
-        [("in_progress", None), ("pending", None), ("pending", None)],
-    ));
-    h.llm
-        .push(Reply::call("a1", "add_task", r#"{"title":"Viewing"}"#).delay(SLOW));
-    h.llm
-        .push(Reply::call("a2", "add_task", r#"{"title":"Old listing"}"#));
-    h.llm.push(plan_call(
-        "p2",
-        [("done", None), ("in_progress", None), ("pending", None)],
-    ));
-    h.llm
-        .push(Reply::call("d1", "delete_task", r#"{"task_id":2}"#));
+    crate::plans::script_until_approval(&h.llm);
     h.tg.push_text(
         OWNER,
         OWNER,
@@ -431,27 +458,7 @@ async fn on_telegram_the_plan_message_is_edited_in_place_and_resumes_after_a_sig
     h.process.kill().await;
     h.start().await;
     let answer = "Done: the viewing is booked and the old listing is gone.";
-    h.llm.push(plan_call(
-        "p3",
-        [("done", None), ("done", None), ("in_progress", None)],
-    ));
-    h.llm
-        .push(Reply::call("c1", "complete_task", r#"{"task_id":99}"#).delay(SLOW));
-    h.llm.push(plan_call(
-        "p4",
-        [
-            ("done", None),
-            ("done", None),
-            ("failed", Some("no task 99; trying again")),
-        ],
-    ));
-    h.llm
-        .push(Reply::call("c2", "complete_task", r#"{"task_id":1}"#).delay(SLOW));
-    h.llm.push(plan_call(
-        "p5",
-        [("done", None), ("done", None), ("done", None)],
-    ));
-    h.llm.push(Reply::text(answer));
+    crate::plans::script_after_approval(&h.llm, answer);
     let approve = prompt.buttons[0][0].1.clone();
     h.tg.press(OWNER, OWNER, prompt.id, &approve);
     crate::support::poll(Duration::from_secs(30), async || {
