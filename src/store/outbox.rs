@@ -65,7 +65,7 @@ text_enum! {
 
 text_enum! {
     /// The `kind` column: which [`OutboxKind`] a row holds, its `target` column the rest.
-    enum StoredKind {
+    pub(super) enum StoredKind {
         Send = "send",
         Edit = "edit",
         Outcome = "outcome",

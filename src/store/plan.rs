@@ -211,7 +211,9 @@ impl Store {
         let mut sql =
             Sql::new("SELECT payload, COALESCE(sent_at, next_attempt_at) FROM outbox WHERE id = ");
         sql.bind(message)
-            .push(" OR (kind = 'revise' AND target = ")
+            .push(" OR (kind = ")
+            .bind(super::outbox::StoredKind::Revise)
+            .push(" AND target = ")
             .bind(message.to_string())
             .push(") ORDER BY id DESC LIMIT 1");
         let row: Option<(String, i64)> = sql.fetch_optional(self).await?;
